@@ -1,0 +1,250 @@
+//! The surface syntax tree of a `.ks` file: declarations, types, names and
+//! expressions exactly as written, every node with its byte span.
+//!
+//! This tree is produced by [`crate::parse_source`] and consumed by the
+//! lowering in `ksc-types`. It keeps the distinctions the source makes (for
+//! example the three forms of `let`), and nothing is resolved yet.
+
+/// A half-open byte range `start..end` into the source text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start: start as u32, end: end as u32 }
+    }
+    /// The smallest span covering both.
+    pub fn cover(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// An identifier as written (variable, function or parameter name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub text: String,
+    pub span: Span,
+}
+
+/// A whole file: the declarations that could be read, in order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SourceFile {
+    pub decls: Vec<Decl>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decl {
+    Def(Def),
+    Edef(Edef),
+    Gdef(Gdef),
+    Rule(Rule),
+}
+
+impl Decl {
+    pub fn span(&self) -> Span {
+        match self {
+            Decl::Def(d) => d.span,
+            Decl::Edef(d) => d.span,
+            Decl::Gdef(d) => d.span,
+            Decl::Rule(d) => d.span,
+        }
+    }
+}
+
+/// `(def NAME RET_TYPE PARAMS BODY)`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Def {
+    pub name: FunName,
+    pub ret_ty: Type,
+    pub params: Params,
+    pub body: Expr,
+    pub span: Span,
+}
+
+/// `(edef NAME RET_TYPE ARG_TYPE)`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Edef {
+    pub name: FunName,
+    pub ret_ty: Type,
+    pub arg_ty: Type,
+    pub span: Span,
+}
+
+/// `(gdef DERIVATION FUN)`, e.g. `(gdef rev [f (Tuple Float Float)])`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gdef {
+    pub derivation: Derivation,
+    /// Span of the derivation keyword.
+    pub derivation_span: Span,
+    pub fun: FunName,
+    pub span: Span,
+}
+
+/// `(rule "NAME" PARAMS LHS RHS)`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    pub name: String,
+    pub name_span: Span,
+    pub params: Params,
+    pub lhs: Expr,
+    pub rhs: Expr,
+    pub span: Span,
+}
+
+/// The parameter list of a `def` or `rule`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    pub params: Vec<Param>,
+    /// `(x : T)` (one parameter in single parentheses) or a list `((x : S) (y : T))` / `()`.
+    pub form: ParamsForm,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamsForm {
+    /// `(x : T)`
+    Single,
+    /// `()`, `((x : T))`, `((x : S) (y : T))`
+    List,
+}
+
+/// `x : T`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: Type,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Type {
+    pub kind: TypeKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeKind {
+    Bool,
+    Integer,
+    Float,
+    String,
+    /// `(Tuple T1 .. Tn)`, n >= 0.
+    Tuple(Vec<Type>),
+    /// `(Tensor n T)`; `(Vec T)` is read as `Tensor 1 T`.
+    Tensor(usize, Box<Type>),
+    /// `(Lam S T)`
+    Lam(Box<Type>, Box<Type>),
+    /// `(LM S T)`
+    LM(Box<Type>, Box<Type>),
+}
+
+/// The derivations that may wrap a function name: `[D f]`, `[rev f]`, ...
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Derivation {
+    D,
+    Fwd,
+    Rev,
+    CL,
+    Shape,
+    SufFwdPass,
+    SufRevPass,
+    SufRev,
+}
+
+impl Derivation {
+    pub const ALL: [Derivation; 8] = [
+        Derivation::D,
+        Derivation::Fwd,
+        Derivation::Rev,
+        Derivation::CL,
+        Derivation::Shape,
+        Derivation::SufFwdPass,
+        Derivation::SufRevPass,
+        Derivation::SufRev,
+    ];
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Derivation::D => "D",
+            Derivation::Fwd => "fwd",
+            Derivation::Rev => "rev",
+            Derivation::CL => "CL",
+            Derivation::Shape => "shape",
+            Derivation::SufFwdPass => "suffwdpass",
+            Derivation::SufRevPass => "sufrevpass",
+            Derivation::SufRev => "sufrev",
+        }
+    }
+    pub fn from_keyword(s: &str) -> Option<Derivation> {
+        Derivation::ALL.into_iter().find(|d| d.keyword() == s)
+    }
+}
+
+/// A function name as written at a definition or a call:
+/// `f`, `[f Float]`, `[rev f]`, `[shape [rev [f (Tuple Float Integer)]]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunName {
+    pub kind: FunNameKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum FunNameKind {
+    /// `f` or `[f T]`: a base name with an optional explicit base argument type.
+    Base { name: Ident, base_ty: Option<Type> },
+    /// `[DERIV inner]`
+    Derived { derivation: Derivation, inner: Box<FunName> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Literal {
+    Integer(i64),
+    Float(f64),
+    Bool(bool),
+    String(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Lit(Literal),
+    Var(Ident),
+    /// `(f e1 .. en)`; `args` are the written arguments (the call means `f` applied
+    /// to `e1` when n = 1 and to `(tuple e1 .. en)` otherwise).
+    Call { fun: FunName, args: Vec<Expr> },
+    /// `(tuple e1 .. en)`
+    Tuple(Vec<Expr>),
+    /// `(let (p e) body)` or `(let ((p1 e1) ..) body)`: bindings are sequential.
+    Let { bindings: Vec<Binding>, body: Box<Expr> },
+    If { cond: Box<Expr>, then_branch: Box<Expr>, else_branch: Box<Expr> },
+    Assert { cond: Box<Expr>, body: Box<Expr> },
+    /// `(lam (x : T) body)`
+    Lam { param: Param, body: Box<Expr> },
+    /// `($dummy T)`
+    Dummy(Type),
+}
+
+/// One `let` binding: `x e` or `(a b c) e`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub pat: Pattern,
+    pub rhs: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    Var(Ident),
+    /// A flat tuple pattern `(a b c)`; its span covers the parentheses.
+    Tuple(Vec<Ident>, Span),
+}
