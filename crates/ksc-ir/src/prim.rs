@@ -1,0 +1,409 @@
+//! The primitives table: built-in functions with their own typing rules
+//! (knossos-reference.md 3.1). Prelude functions such as `add` or `exp` are not
+//! primitives; they are ordinary monomorphic functions of the built-in prelude.
+
+use std::fmt;
+
+use crate::types::Type;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Prim {
+    Build,
+    Sumbuild,
+    BuildFromSparse,
+    BuildFromSparseTupled,
+    Fold,
+    Map,
+    Map2,
+    Index,
+    Size,
+    Sum,
+    Shape,
+    Unzip,
+    ConstVec,
+    DeltaVec,
+    Diag,
+    VecInit,
+    TsAdd,
+    TsScale,
+    TsDot,
+    TsNeg,
+    Eq,
+    Ne,
+    Delta,
+    Print,
+    Trace,
+    Check,
+    Copydown,
+    Inline,
+    /// `get$i$n`: the i-th (1-based) component of an n-tuple.
+    Get { index: u32, arity: u32 },
+}
+
+/// Every primitive with a fixed name, and that name.
+const NAMED: &[(Prim, &str)] = &[
+    (Prim::Build, "build"),
+    (Prim::Sumbuild, "sumbuild"),
+    (Prim::BuildFromSparse, "buildFromSparse"),
+    (Prim::BuildFromSparseTupled, "buildFromSparseTupled"),
+    (Prim::Fold, "fold"),
+    (Prim::Map, "map"),
+    (Prim::Map2, "map2"),
+    (Prim::Index, "index"),
+    (Prim::Size, "size"),
+    (Prim::Sum, "sum"),
+    (Prim::Shape, "shape"),
+    (Prim::Unzip, "unzip"),
+    (Prim::ConstVec, "constVec"),
+    (Prim::DeltaVec, "deltaVec"),
+    (Prim::Diag, "diag"),
+    (Prim::VecInit, "Vec_init"),
+    (Prim::TsAdd, "ts_add"),
+    (Prim::TsScale, "ts_scale"),
+    (Prim::TsDot, "ts_dot"),
+    (Prim::TsNeg, "ts_neg"),
+    (Prim::Eq, "eq"),
+    (Prim::Ne, "ne"),
+    (Prim::Delta, "delta"),
+    (Prim::Print, "print"),
+    (Prim::Trace, "$trace"),
+    (Prim::Check, "$check"),
+    (Prim::Copydown, "$copydown"),
+    (Prim::Inline, "$inline"),
+];
+
+impl Prim {
+    /// The primitive with this surface name, including the `get$i$n` family.
+    pub fn from_name(name: &str) -> Option<Prim> {
+        if let Some(&(p, _)) = NAMED.iter().find(|(_, n)| *n == name) {
+            return Some(p);
+        }
+        let rest = name.strip_prefix("get$")?;
+        let (i, n) = rest.split_once('$')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && !s.starts_with('0');
+        if !digits(i) || !digits(n) {
+            return None;
+        }
+        Some(Prim::Get { index: i.parse().ok()?, arity: n.parse().ok()? })
+    }
+
+    /// The fixed surface names, for "did you mean" suggestions.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        NAMED.iter().map(|(_, n)| *n)
+    }
+
+    /// Does this primitive take its arguments as written (see
+    /// `Body::call_args`) rather than as one tuple value?
+    pub fn splats_arguments(self) -> bool {
+        matches!(self, Prim::Print | Prim::VecInit)
+    }
+
+    /// Does evaluating this primitive have an effect besides its result?
+    pub fn has_effect(self) -> bool {
+        matches!(self, Prim::Print | Prim::Trace)
+    }
+
+    /// The result type of the primitive applied to arguments of these types.
+    ///
+    /// `args` are the argument types as written: the components of a literal
+    /// tuple argument, or the single argument's type. A primitive of fixed
+    /// arity k >= 2 also accepts one argument of a k-tuple type.
+    pub fn result_type(self, args: &[Type]) -> Result<Type, String> {
+        let arity = match self {
+            Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
+            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
+            Prim::Fold | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
+            | Prim::BuildFromSparseTupled => Some(3),
+            Prim::Check => Some(5),
+            Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
+            | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
+            Prim::Print | Prim::VecInit => None,
+        };
+        let expanded;
+        let args: &[Type] = match (arity, args) {
+            (Some(k), [Type::Tuple(ts)]) if k >= 2 && ts.len() == k => {
+                expanded = ts.clone();
+                &expanded
+            }
+            // A one-argument primitive applied to several arguments means the tuple of them.
+            (Some(1), _) if args.len() != 1 => {
+                expanded = vec![Type::Tuple(args.to_vec())];
+                &expanded
+            }
+            _ => args,
+        };
+        if let Some(k) = arity {
+            if args.len() != k {
+                return Err(format!("`{self}` takes {k} arguments, but {} were given", args.len()));
+            }
+        }
+        if args.iter().any(Type::contains_unknown) && !matches!(self, Prim::Print) {
+            // An argument already failed to check: say nothing more.
+            return Ok(self.result_type_with_unknowns(args));
+        }
+        prim_result_type(self, args)
+    }
+
+    /// A best guess of the result type when some argument type is unknown.
+    fn result_type_with_unknowns(self, args: &[Type]) -> Type {
+        prim_result_type(self, args).unwrap_or(Type::Unknown)
+    }
+}
+
+fn expect_index(what: &str, t: &Type) -> Result<usize, String> {
+    t.index_rank().ok_or_else(|| {
+        format!("{what} must be an index: `Integer` or a tuple of Integers, but it has type `{t}`")
+    })
+}
+
+fn expect_lam<'a>(what: &str, t: &'a Type) -> Result<(&'a Type, &'a Type), String> {
+    match t {
+        Type::Lam(a, b) => Ok((a, b)),
+        _ => Err(format!("{what} must be a lambda `(lam (x : T) ...)`, but it has type `{t}`")),
+    }
+}
+
+fn expect_tensor<'a>(what: &str, t: &'a Type) -> Result<(usize, &'a Type), String> {
+    match t {
+        Type::Tensor(n, e) => Ok((*n, e)),
+        _ => Err(format!("{what} must be a tensor, but it has type `{t}`")),
+    }
+}
+
+fn expect_eq(what: &str, expected: &Type, found: &Type) -> Result<(), String> {
+    if expected.compatible(found) {
+        Ok(())
+    } else {
+        Err(format!("{what} must have type `{expected}`, but it has type `{found}`"))
+    }
+}
+
+fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
+    use Type as T;
+    Ok(match p {
+        Prim::Get { index, arity } => {
+            if index == 0 || index > arity {
+                return Err(format!("`{p}` selects component {index} of {arity}, which does not exist"));
+            }
+            match &a[0] {
+                T::Tuple(ts) if ts.len() == arity as usize => ts[index as usize - 1].clone(),
+                t => return Err(format!("`{p}` needs a tuple of {arity} components, but its argument has type `{t}`")),
+            }
+        }
+        Prim::Build | Prim::Sumbuild => {
+            let rank = expect_index("the size (first argument)", &a[0])?;
+            let (x, body) = expect_lam("the second argument", &a[1])?;
+            expect_eq("the lambda's parameter", &a[0], x)?;
+            if p == Prim::Build {
+                T::tensor(rank, body.clone())
+            } else {
+                body.clone()
+            }
+        }
+        Prim::Fold => {
+            let (x, body) = expect_lam("the first argument of `fold`", &a[0])?;
+            let (rank, elem) = expect_tensor("the third argument of `fold`", &a[2])?;
+            if rank != 1 {
+                return Err(format!("`fold` runs over a vector, but its third argument has type `{}`", a[2]));
+            }
+            let want = T::Tuple(vec![a[1].clone(), elem.clone()]);
+            expect_eq("the lambda's parameter (accumulator, element)", &want, x)?;
+            expect_eq("the lambda's result (the new accumulator)", &a[1], body)?;
+            a[1].clone()
+        }
+        Prim::Map => {
+            let (x, body) = expect_lam("the first argument of `map`", &a[0])?;
+            let (rank, elem) = expect_tensor("the second argument of `map`", &a[1])?;
+            expect_eq("the lambda's parameter", elem, x)?;
+            T::tensor(rank, body.clone())
+        }
+        Prim::Map2 => {
+            let (x, body) = expect_lam("the first argument of `map2`", &a[0])?;
+            let (r1, e1) = expect_tensor("the second argument of `map2`", &a[1])?;
+            let (r2, e2) = expect_tensor("the third argument of `map2`", &a[2])?;
+            if r1 != r2 {
+                return Err(format!("`map2` needs tensors of equal rank, found `{}` and `{}`", a[1], a[2]));
+            }
+            expect_eq("the lambda's parameter", &T::Tuple(vec![e1.clone(), e2.clone()]), x)?;
+            T::tensor(r1, body.clone())
+        }
+        Prim::Index => {
+            let (rank, elem) = expect_tensor("the second argument of `index`", &a[1])?;
+            expect_eq("the index (first argument)", &T::index_type(rank), &a[0])?;
+            elem.clone()
+        }
+        Prim::Size => T::index_type(expect_tensor("the argument of `size`", &a[0])?.0),
+        Prim::Sum => expect_tensor("the argument of `sum`", &a[0])?.1.clone(),
+        Prim::Shape => a[0].shape().ok_or_else(|| format!("values of type `{}` have no shape", a[0]))?,
+        Prim::Unzip => {
+            let (rank, elem) = expect_tensor("the argument of `unzip`", &a[0])?;
+            match elem {
+                T::Tuple(ts) => T::Tuple(ts.iter().map(|t| T::tensor(rank, t.clone())).collect()),
+                t => return Err(format!("`unzip` needs a tensor of tuples, but its elements have type `{t}`")),
+            }
+        }
+        Prim::ConstVec => T::tensor(expect_index("the size (first argument)", &a[0])?, a[1].clone()),
+        Prim::DeltaVec => {
+            let rank = expect_index("the size (first argument)", &a[0])?;
+            expect_eq("the index (second argument)", &a[0], &a[1])?;
+            T::tensor(rank, a[2].clone())
+        }
+        Prim::Diag => {
+            expect_eq("the number of rows", &T::Integer, &a[0])?;
+            expect_eq("the number of columns", &T::Integer, &a[1])?;
+            let (x, body) = expect_lam("the third argument of `diag`", &a[2])?;
+            expect_eq("the lambda's parameter", &T::Integer, x)?;
+            T::vec(T::vec(body.clone()))
+        }
+        Prim::BuildFromSparse => {
+            let (rank, _) = expect_tensor("the shape (first argument)", &a[0])?;
+            expect_index("the number of entries (second argument)", &a[1])?;
+            let (x, body) = expect_lam("the third argument", &a[2])?;
+            expect_eq("the lambda's parameter", &a[1], x)?;
+            match body {
+                T::Tuple(ts) if ts.len() == 2 => {
+                    expect_eq("the index the lambda returns", &T::index_type(rank), &ts[0])?;
+                    T::tensor(rank, ts[1].clone())
+                }
+                t => return Err(format!("the lambda must return a pair (index, value), but returns `{t}`")),
+            }
+        }
+        Prim::BuildFromSparseTupled => {
+            let shapes = match &a[0] {
+                T::Tuple(ts) => ts,
+                t => return Err(format!("the shapes (first argument) must be a tuple of tensors, found `{t}`")),
+            };
+            expect_index("the number of entries (second argument)", &a[1])?;
+            let (x, body) = expect_lam("the third argument", &a[2])?;
+            expect_eq("the lambda's parameter", &a[1], x)?;
+            let pairs = match body {
+                T::Tuple(ps) if ps.len() == shapes.len() => ps,
+                t => {
+                    return Err(format!(
+                        "the lambda must return a tuple of {} (index, value) pairs, but returns `{t}`",
+                        shapes.len()
+                    ))
+                }
+            };
+            let mut out = Vec::new();
+            for (sh, pair) in shapes.iter().zip(pairs) {
+                let (rank, _) = expect_tensor("each shape", sh)?;
+                match pair {
+                    T::Tuple(iv) if iv.len() == 2 => {
+                        expect_eq("each index the lambda returns", &T::index_type(rank), &iv[0])?;
+                        out.push(T::tensor(rank, iv[1].clone()));
+                    }
+                    t => return Err(format!("each component the lambda returns must be a pair (index, value), found `{t}`")),
+                }
+            }
+            T::Tuple(out)
+        }
+        Prim::VecInit => {
+            let Some(first) = a.first() else {
+                return Err("`Vec_init` needs at least one element".to_string());
+            };
+            for t in &a[1..] {
+                expect_eq("every element of `Vec_init`", first, t)?;
+            }
+            T::vec(first.clone())
+        }
+        Prim::TsAdd => {
+            let dt = a[0].tangent().ok_or_else(|| format!("values of type `{}` have no tangent", a[0]))?;
+            if !(a[1].compatible(&a[0]) || a[1].compatible(&dt)) {
+                return Err(format!(
+                    "`ts_add` adds a tangent `{dt}` to a value of type `{}`, but the second argument has type `{}`",
+                    a[0], a[1]
+                ));
+            }
+            a[0].clone()
+        }
+        Prim::TsScale => {
+            expect_eq("the scale (first argument of `ts_scale`)", &T::Float, &a[0])?;
+            a[1].clone()
+        }
+        Prim::TsDot => {
+            expect_eq("the second argument of `ts_dot`", &a[0], &a[1])?;
+            T::Float
+        }
+        Prim::TsNeg | Prim::Trace | Prim::Copydown | Prim::Inline => a[0].clone(),
+        Prim::Eq | Prim::Ne => {
+            expect_eq("the second operand", &a[0], &a[1])?;
+            if matches!(a[0], T::Lam(..) | T::LM(..)) {
+                return Err(format!("values of type `{}` cannot be compared", a[0]));
+            }
+            T::Bool
+        }
+        Prim::Delta => {
+            expect_index("the first index of `delta`", &a[0])?;
+            expect_eq("the second index of `delta`", &a[0], &a[1])?;
+            a[2].clone()
+        }
+        Prim::Print => T::Integer,
+        Prim::Check => {
+            let (s, t) = expect_lam("the function (first argument of `$check`)", &a[0])?;
+            let (srt, ds) = expect_lam("the reverse derivative (second argument of `$check`)", &a[1])?;
+            let dt = t.tangent().ok_or_else(|| format!("values of type `{t}` have no tangent"))?;
+            let dst = s.tangent().ok_or_else(|| format!("values of type `{s}` have no tangent"))?;
+            expect_eq("the reverse derivative's parameter", &T::Tuple(vec![(*s).clone(), dt.clone()]), srt)?;
+            expect_eq("the reverse derivative's result", &dst, ds)?;
+            expect_eq("the point (third argument)", s, &a[2])?;
+            expect_eq("the direction (fourth argument)", &dst, &a[3])?;
+            expect_eq("the output tangent (fifth argument)", &dt, &a[4])?;
+            T::Float
+        }
+    })
+}
+
+impl fmt::Display for Prim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Prim::Get { index, arity } => write!(f, "get${index}${arity}"),
+            p => {
+                let name = NAMED.iter().find(|(q, _)| q == p).map(|(_, n)| *n).unwrap_or("?");
+                f.write_str(name)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for (p, n) in NAMED {
+            assert_eq!(Prim::from_name(n), Some(*p));
+            assert_eq!(p.to_string(), *n);
+        }
+        assert_eq!(Prim::from_name("get$2$3"), Some(Prim::Get { index: 2, arity: 3 }));
+        assert_eq!(Prim::from_name("get$2$"), None);
+        assert_eq!(Prim::from_name("get$02$3"), None);
+        assert_eq!(Prim::from_name("add"), None);
+    }
+
+    #[test]
+    fn typing_rules() {
+        let lam = |a: Type, b: Type| Type::lam(a, b);
+        let t = Prim::Build.result_type(&[Type::Integer, lam(Type::Integer, Type::Float)]).unwrap();
+        assert_eq!(t, Type::vec(Type::Float));
+        let i2 = Type::index_type(2);
+        let t = Prim::Build.result_type(&[i2.clone(), lam(i2.clone(), Type::Float)]).unwrap();
+        assert_eq!(t, Type::tensor(2, Type::Float));
+        assert_eq!(Prim::Index.result_type(&[i2.clone(), t.clone()]).unwrap(), Type::Float);
+        assert!(Prim::Index.result_type(&[Type::Integer, t.clone()]).is_err());
+        assert_eq!(Prim::Size.result_type(&[t]).unwrap(), i2);
+        let fold = Prim::Fold.result_type(&[
+            lam(Type::Tuple(vec![Type::Float, Type::Float]), Type::Float),
+            Type::Float,
+            Type::vec(Type::Float),
+        ]);
+        assert_eq!(fold.unwrap(), Type::Float);
+        // A single tuple-typed argument stands for the argument list.
+        let pair = Type::Tuple(vec![Type::Float, Type::Float]);
+        assert_eq!(Prim::TsAdd.result_type(&[pair.clone()]).unwrap(), Type::Float);
+        assert_eq!(Prim::Get { index: 2, arity: 2 }.result_type(&[pair.clone()]).unwrap(), Type::Float);
+        assert!(Prim::Get { index: 3, arity: 2 }.result_type(&[pair]).is_err());
+        assert!(Prim::Build.result_type(&[Type::Integer]).is_err());
+    }
+}
