@@ -1,1 +1,182 @@
-fn main() {}
+//! `ksc`: the command-line interface of the ksc compiler.
+//!
+//! Diagnostics go to stderr, program output to stdout. Exit codes: 0 success,
+//! 1 the program has errors (compile-time or run-time), 2 usage errors and
+//! unreadable files.
+
+mod render;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ksc_eval::{Interpreter, RuntimeError, Value};
+use ksc_types::{Analysis, Diagnostic, FileRef};
+use render::{error_summary, Sources};
+
+#[derive(Parser)]
+#[command(
+    name = "ksc",
+    version,
+    about = "A compiler for Knossos-style .ks programs",
+    long_about = "ksc reads, type-checks and runs .ks programs (the S-expression language of the \
+                  Knossos compiler). The prelude (add, mul, exp, log, dot, $ranhashdoub, ...) is built in: \
+                  no prelude file is passed."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse and type-check a file, printing every diagnostic.
+    Check {
+        /// The .ks file to check.
+        file: PathBuf,
+    },
+    /// Check a file and run its `main` with the reference interpreter.
+    ///
+    /// The program must define `(def main Integer () ...)` (any result type is
+    /// accepted). Its output (from `print` and `$trace`) goes to stdout; the
+    /// value `main` returns is not printed. Run-time errors (failed `assert`,
+    /// index out of range, sum of an empty vector, integer division by zero,
+    /// integer overflow) stop the program with the source location and exit
+    /// code 1. The native C backend is not built yet: this always interprets.
+    Run {
+        /// The .ks file to run.
+        file: PathBuf,
+    },
+    /// Print a file in canonical layout to stdout.
+    ///
+    /// Comments are not preserved, and `let` binding lists may be regrouped;
+    /// reading the output back gives the same program.
+    Fmt {
+        /// The .ks file to format.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { file } => check(&file),
+        Command::Run { file } => run(&file),
+        Command::Fmt { file } => fmt(&file),
+    }
+}
+
+/// Exit code for a program with errors.
+const FAILURE: u8 = 1;
+/// Exit code for usage errors and unreadable files.
+const USAGE: u8 = 2;
+
+fn read(path: &Path) -> Result<String, ExitCode> {
+    std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("error: cannot read `{}`: {e}", path.display());
+        ExitCode::from(USAGE)
+    })
+}
+
+/// Read and check a file, printing its diagnostics. Returns the analysis only
+/// if it has no errors.
+fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
+    let text = read(path)?;
+    let analysis = ksc_types::analyze(&text);
+    let sources = Sources::new(&path.display().to_string(), &text);
+    sources.emit(&analysis.diagnostics);
+    if let Some(summary) = error_summary(&analysis.diagnostics) {
+        eprintln!("error: could not compile `{}` due to {summary}", path.display());
+        return Err(ExitCode::from(FAILURE));
+    }
+    Ok((analysis, sources))
+}
+
+fn check(path: &Path) -> ExitCode {
+    match analyze(path) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(code) => code,
+    }
+}
+
+fn fmt(path: &Path) -> ExitCode {
+    let text = match read(path) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let (ast, errors) = ksc_syntax::parse_source(&text);
+    if !errors.is_empty() {
+        let diagnostics: Vec<Diagnostic> =
+            errors.into_iter().map(|e| Diagnostic::error(FileRef::Source, e.span, e.message)).collect();
+        Sources::new(&path.display().to_string(), &text).emit(&diagnostics);
+        eprintln!("error: cannot format `{}`: it does not parse", path.display());
+        return ExitCode::from(FAILURE);
+    }
+    let (decls, _) = ksc_types::lower::lower_file(&ast);
+    print!("{}", ksc_ir::Program { decls });
+    ExitCode::SUCCESS
+}
+
+/// The interpreter recurses on the program's calls; give it a deep stack.
+const INTERPRETER_STACK: usize = 1 << 30;
+
+fn run(path: &Path) -> ExitCode {
+    let (analysis, sources) = match analyze(path) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let Some(main) = analysis.main() else {
+        let mut d = Diagnostic::error(FileRef::Source, ksc_syntax::Span::default(), "this program has no `main`");
+        d.note("`ksc run` calls `(def main Integer () ...)`; define it to run the program");
+        sources.emit(&[d]);
+        return ExitCode::from(FAILURE);
+    };
+    let main_name = main.name.clone();
+    let result = std::thread::scope(|s| {
+        let worker = std::thread::Builder::new().stack_size(INTERPRETER_STACK).spawn_scoped(s, || {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let mut interp = Interpreter::new(analysis.defs());
+            let result = interp.call(&main_name, Value::Tuple(Vec::new().into()), &mut out);
+            let _ = out.flush();
+            result
+        });
+        match worker {
+            Ok(handle) => handle.join().map_err(|_| ()),
+            Err(_) => Err(()),
+        }
+    });
+    match result {
+        Ok(Ok(_)) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            sources.emit(&[runtime_diagnostic(&analysis, &e)]);
+            ExitCode::from(FAILURE)
+        }
+        Err(()) => {
+            eprintln!("error: internal error in the interpreter (this is a ksc bug)");
+            ExitCode::from(FAILURE)
+        }
+    }
+}
+
+/// How many calling frames a run-time error shows.
+const SHOWN_FRAMES: usize = 6;
+
+fn runtime_diagnostic(analysis: &Analysis, e: &RuntimeError) -> Diagnostic {
+    let place = e.location.as_ref().and_then(|(f, x)| analysis.locate(f, *x));
+    let (file, span) = place.unwrap_or((FileRef::Source, ksc_syntax::Span::default()));
+    let mut d = Diagnostic::error(file, span, format!("run-time error: {}", e.message));
+    if let Some((f, _)) = &e.location {
+        d.caret(format!("in `{}`", f.short()));
+    }
+    for (f, x) in e.stack.iter().take(SHOWN_FRAMES) {
+        if let Some((file, span)) = analysis.locate(f, *x) {
+            d.label(file, span, format!("called from `{}`", f.short()));
+        }
+    }
+    if e.stack.len() > SHOWN_FRAMES {
+        d.note(format!("... and {} more calling frames", e.stack.len() - SHOWN_FRAMES));
+    }
+    d
+}

@@ -1,1 +1,145 @@
-//! ksc-types
+//! The front end after reading: lowering to Core IR (with a separate span
+//! map), the built-in prelude, and type checking.
+//!
+//! [`analyze`] takes a file's text and returns its checked Core IR together
+//! with every diagnostic found (syntax and type errors). It never panics and
+//! never stops at the first error.
+
+pub mod check;
+pub mod diagnostic;
+pub mod lower;
+
+use std::sync::OnceLock;
+
+use ksc_ir::{Decl, Def, ExprId, FunName, Type};
+use ksc_syntax::Span;
+
+pub use check::{GlobalTable, Origin, SigKind, Signature};
+pub use diagnostic::{Diagnostic, FileRef, Label, Severity};
+pub use lower::DeclSpans;
+
+/// The text of the built-in prelude (knossos-reference.md 3.2).
+pub const PRELUDE_SOURCE: &str = include_str!("prelude.ks");
+
+/// One file's declarations in Core IR with their spans.
+#[derive(Clone, Debug)]
+pub struct CheckedFile {
+    pub decls: Vec<Decl>,
+    pub spans: Vec<DeclSpans>,
+}
+
+/// A checked program: the prelude, the user's file, the global table that
+/// resolves every name, and all diagnostics.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    pub prelude: &'static CheckedFile,
+    pub source: CheckedFile,
+    pub table: GlobalTable,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+struct Prelude {
+    file: CheckedFile,
+    table: GlobalTable,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn prelude() -> &'static Prelude {
+    static PRELUDE: OnceLock<Prelude> = OnceLock::new();
+    PRELUDE.get_or_init(|| {
+        let mut table = GlobalTable::default();
+        let (file, diagnostics) = check_text(PRELUDE_SOURCE, FileRef::Prelude, &mut table);
+        Prelude { file, table, diagnostics }
+    })
+}
+
+/// Diagnostics of the built-in prelude itself (a test asserts there are none).
+pub fn prelude_diagnostics() -> &'static [Diagnostic] {
+    &prelude().diagnostics
+}
+
+/// Read, lower and check one text against `table`, extending it.
+fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFile, Vec<Diagnostic>) {
+    let (ast, syntax_errors) = ksc_syntax::parse_source(text);
+    let mut diagnostics: Vec<Diagnostic> = syntax_errors
+        .into_iter()
+        .map(|e| {
+            let mut d = Diagnostic::error(file, e.span, e.message);
+            if let Some(n) = e.note {
+                d.note(n);
+            }
+            d
+        })
+        .collect();
+    let (mut decls, spans) = lower::lower_file(&ast);
+    let mut checker = check::Checker::new(table, file);
+    checker.check_file(&mut decls, &spans);
+    diagnostics.extend(checker.diagnostics);
+    (CheckedFile { decls, spans }, diagnostics)
+}
+
+/// Read, lower and type-check a `.ks` file against the built-in prelude.
+pub fn analyze(text: &str) -> Analysis {
+    let prelude = prelude();
+    let mut table = prelude.table.clone();
+    let (source, diagnostics) = check_text(text, FileRef::Source, &mut table);
+    Analysis { prelude: &prelude.file, source, table, diagnostics }
+}
+
+impl Analysis {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    fn file(&self, f: FileRef) -> &CheckedFile {
+        match f {
+            FileRef::Prelude => self.prelude,
+            FileRef::Source => &self.source,
+        }
+    }
+
+    /// The declaration a signature comes from.
+    pub fn decl(&self, origin: Origin) -> (&Decl, &DeclSpans) {
+        let f = self.file(origin.file);
+        (&f.decls[origin.decl], &f.spans[origin.decl])
+    }
+
+    /// The definition in force for every function that has a body: user
+    /// definitions, and prelude definitions the user did not replace.
+    pub fn defs(&self) -> Vec<&Def> {
+        let mut defs: Vec<(FileRef, usize, &Def)> = self
+            .table
+            .signatures()
+            .filter(|s| s.kind == SigKind::Def)
+            .filter_map(|s| match self.decl(s.origin).0 {
+                Decl::Def(d) => Some((s.origin.file, s.origin.decl, d)),
+                _ => None,
+            })
+            .collect();
+        defs.sort_by_key(|(f, i, _)| (*f == FileRef::Source, *i));
+        defs.into_iter().map(|(_, _, d)| d).collect()
+    }
+
+    /// Where an expression of a function's body is in the source.
+    pub fn locate(&self, fun: &FunName, e: ExprId) -> Option<(FileRef, Span)> {
+        let sig = self.table.get(fun)?;
+        let (_, spans) = self.decl(sig.origin);
+        Some((sig.origin.file, spans.expr(e)))
+    }
+
+    /// The user's `main`, if there is one: `(def main T () ...)`.
+    pub fn main(&self) -> Option<&Signature> {
+        self.table.get(&FunName::typed("main", Type::unit()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prelude_checks_cleanly() {
+        assert_eq!(prelude_diagnostics(), &[] as &[Diagnostic]);
+        assert!(prelude().table.get(&FunName::typed("add", Type::Tuple(vec![Type::Float, Type::Float]))).is_some());
+    }
+}

@@ -1,0 +1,42 @@
+//! Every program in `tests/bad/` is rejected with a precise diagnostic: exit
+//! code 1, a `file:line:column` location, the text named on its first line
+//! (`; expect: ...`), and exactly the rendered diagnostics of its `.stderr`
+//! file. Re-bless with `KSC_BLESS=1 cargo test --test bad_input`.
+
+mod common;
+
+use common::{expect_file, ks_files, ksc, report, root};
+
+#[test]
+fn bad_programs_get_precise_diagnostics() {
+    let files = ks_files("tests/bad");
+    let mut failures = Vec::new();
+    for f in &files {
+        let path = f.to_str().unwrap();
+        let text = std::fs::read_to_string(root().join(f)).unwrap();
+        let Some(expect) = text.lines().next().and_then(|l| l.strip_prefix("; expect:")) else {
+            failures.push(format!("{path}: the first line must be `; expect: <text>`"));
+            continue;
+        };
+        let expect = expect.trim().to_lowercase();
+        let out = ksc(&["run", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if out.status.code() != Some(1) {
+            failures.push(format!("{path}: expected exit code 1, got {}\n{stderr}", out.status));
+            continue;
+        }
+        if !stderr.to_lowercase().contains(&expect) {
+            failures.push(format!("{path}: the diagnostics do not mention `{expect}`:\n{stderr}"));
+            continue;
+        }
+        let located = format!("{path}:");
+        if !stderr.contains(&located) {
+            failures.push(format!("{path}: the diagnostics do not name a location in the file:\n{stderr}"));
+            continue;
+        }
+        if let Some(m) = expect_file(&f.with_extension("stderr"), &stderr) {
+            failures.push(m);
+        }
+    }
+    report("bad programs", failures, files.len());
+}
