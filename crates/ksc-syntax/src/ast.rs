@@ -248,3 +248,52 @@ pub enum Pattern {
     /// A flat tuple pattern `(a b c)`; its span covers the parentheses.
     Tuple(Vec<Ident>, Span),
 }
+
+// --------------------------------------------------------------------------
+// Rendering back to `.ks` syntax (for messages and tests).
+
+impl std::fmt::Display for Derivation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.keyword())
+    }
+}
+
+/// Renders a type in atomic position, e.g. `Float`, `(Vec Float)`, `(Tensor 2 Float)`.
+impl std::fmt::Display for TypeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TypeKind::Bool => f.write_str("Bool"),
+            TypeKind::Integer => f.write_str("Integer"),
+            TypeKind::Float => f.write_str("Float"),
+            TypeKind::String => f.write_str("String"),
+            TypeKind::Tuple(ts) => {
+                f.write_str("(Tuple")?;
+                for t in ts {
+                    write!(f, " {t}")?;
+                }
+                f.write_str(")")
+            }
+            TypeKind::Tensor(1, t) => write!(f, "(Vec {t})"),
+            TypeKind::Tensor(n, t) => write!(f, "(Tensor {n} {t})"),
+            TypeKind::Lam(s, t) => write!(f, "(Lam {s} {t})"),
+            TypeKind::LM(s, t) => write!(f, "(LM {s} {t})"),
+        }
+    }
+}
+
+impl std::fmt::Display for Type {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+/// Renders a function name as written: `f`, `[f Float]`, `[rev [f Float]]`.
+impl std::fmt::Display for FunName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            FunNameKind::Base { name, base_ty: None } => f.write_str(&name.text),
+            FunNameKind::Base { name, base_ty: Some(t) } => write!(f, "[{} {t}]", name.text),
+            FunNameKind::Derived { derivation, inner } => write!(f, "[{derivation} {inner}]"),
+        }
+    }
+}

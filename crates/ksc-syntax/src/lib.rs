@@ -1,13 +1,23 @@
 //! Reading `.ks` text: a lexer, an S-expression reader with byte spans and
-//! error recovery, and a parser from S-expressions to the surface syntax tree
-//! ([`ast`]) for the grammar of the original Knossos compiler.
+//! error recovery ([`sexpr`]), and a parser from S-expressions to the surface
+//! syntax tree ([`ast`]) for the grammar of the original Knossos compiler
+//! (`knossos-reference.md`, section 1).
 //!
 //! Invariant: nothing here panics on any input. Every function returns what it
 //! could read together with the errors it found.
+//!
+//! ```
+//! let (file, errors) = ksc_syntax::parse_source("(def f Float (x : Float) (mul x 2.0))");
+//! assert!(errors.is_empty());
+//! assert_eq!(file.decls.len(), 1);
+//! ```
 
 pub mod ast;
+mod parse;
+pub mod sexpr;
 
 pub use ast::Span;
+pub use parse::{is_reserved, RESERVED};
 
 /// A syntax error: where, and what is wrong.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,9 +28,38 @@ pub struct SyntaxError {
     pub note: Option<String>,
 }
 
+impl SyntaxError {
+    pub fn new(span: Span, message: impl Into<String>) -> SyntaxError {
+        SyntaxError { span, message: message.into(), note: None }
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> SyntaxError {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..{}: {}", self.span.start, self.span.end, self.message)?;
+        if let Some(note) = &self.note {
+            write!(f, " (note: {note})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
 /// Parse a whole file. Never panics; declarations that could not be read are
-/// skipped and reported in the error list.
+/// skipped and reported in the error list, which is sorted by position.
+///
+/// Every top-level form either becomes a declaration or is the subject of at
+/// least one error: nothing is dropped silently.
 pub fn parse_source(text: &str) -> (ast::SourceFile, Vec<SyntaxError>) {
-    let _ = text;
-    todo!("implemented by the reader")
+    let (forms, mut errors) = sexpr::read_sexprs(text);
+    let (file, parse_errors) = parse::parse_forms(text, &forms);
+    errors.extend(parse_errors);
+    errors.sort_by_key(|e| (e.span.start, e.span.end));
+    (file, errors)
 }
