@@ -6,6 +6,27 @@
 //! Invariant: nothing here panics on any input. Every function returns what it
 //! could read together with the errors it found.
 //!
+//! Decisions beyond the original grammar:
+//!
+//! * Errors: a declaration with an error is skipped and the next one is read.
+//!   Independent errors inside one declaration are all reported; a part that
+//!   failed (or a token the reader already reported, kept as
+//!   [`sexpr::Atom::Invalid`]) produces no further errors. A form whose
+//!   brackets the reader had to guess is parsed silently (kept if it parses).
+//! * Numbers: a token starting with a digit (after an optional sign) must be a
+//!   whole number literal (`1.`, `12ab` and `1e` are errors, not misread);
+//!   integers must fit in an `i64`, floats must be finite.
+//! * Signs: in expression position a lone `-` / `+` followed by an unsigned
+//!   number is one literal (`(f - 3)` is `f` applied to -3, as in the
+//!   original); `-x` is an ordinary variable. A printer must therefore write a
+//!   non-negative number that follows a variable named `-` or `+` as `+3`.
+//! * `edef` argument type: `(T1 .. Tn)` with n >= 2 means `(Tuple T1 .. Tn)`
+//!   (as ksc-mlir reads it); `(T)` is just `T` everywhere.
+//! * In parameter position `x : Tuple` is the empty tuple type (the compound
+//!   form without parentheses, as in the original).
+//! * Nesting deeper than [`sexpr::MAX_DEPTH`] is reported, in the reader and
+//!   in the parser; at that depth parsing needs about 1 MiB of stack.
+//!
 //! ```
 //! let (file, errors) = ksc_syntax::parse_source("(def f Float (x : Float) (mul x 2.0))");
 //! assert!(errors.is_empty());

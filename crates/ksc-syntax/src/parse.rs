@@ -86,8 +86,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -193,7 +193,8 @@ impl Parser<'_> {
         let mut i = 0;
         while i < xs.len() {
             if let (Some("-" | "+"), Some(next)) = (xs[i].as_symbol(), xs.get(i + 1)) {
-                let unsigned = self.text.get(next.span.range()).is_some_and(|t| t.starts_with(|c: char| c.is_ascii_digit()));
+                let unsigned =
+                    self.text.get(next.span.range()).is_some_and(|t| t.starts_with(|c: char| c.is_ascii_digit()));
                 if unsigned && matches!(next.kind, SExprKind::Atom(Atom::Integer(_) | Atom::Float(_))) {
                     out.push(Item::Signed(&xs[i], next));
                     i += 2;
@@ -330,7 +331,8 @@ impl Parser<'_> {
             SExprKind::Atom(Atom::String(s)) => Ok(s.clone()),
             SExprKind::Atom(Atom::Invalid) => Err(Failed),
             _ => {
-                let msg = format!("expected the rule's name as a string `\"name\"`, found `{}`", self.snippet(rest[0].span));
+                let msg =
+                    format!("expected the rule's name as a string `\"name\"`, found `{}`", self.snippet(rest[0].span));
                 Err(self.error(rest[0].span, msg))
             }
         };
@@ -428,13 +430,18 @@ impl Parser<'_> {
                 self.type_args(span, c, 2, &format!("({c} S T)"), args.len())?;
                 let (s, t) = (self.ty(&args[0]), self.ty(&args[1]));
                 let (s, t) = (Box::new(s?), Box::new(t?));
-                if c == "LM" { TypeKind::LM(s, t) } else { TypeKind::Lam(s, t) }
+                if c == "LM" {
+                    TypeKind::LM(s, t)
+                } else {
+                    TypeKind::Lam(s, t)
+                }
             }
             // `(T)` is just `T`.
             _ if items.len() == 1 => self.ty(head)?.kind,
             _ if head.is_invalid() => return Err(Failed),
             Some(word) if word.starts_with(|c: char| c.is_ascii_uppercase()) && !BASE_TYPES.contains(&word) => {
-                let msg = format!("expected a type constructor `Vec`, `Tensor`, `Tuple`, `LM` or `Lam`, found `{word}`");
+                let msg =
+                    format!("expected a type constructor `Vec`, `Tensor`, `Tuple`, `LM` or `Lam`, found `{word}`");
                 let note = did_you_mean(word, &TYPE_CONSTRUCTORS);
                 return Err(self.error_note(head.span, msg, note));
             }
@@ -466,7 +473,8 @@ impl Parser<'_> {
     /// accepted by ksc-mlir) `(T1 .. Tn)` with n >= 2, read as `(Tuple T1 .. Tn)`.
     fn edef_arg_ty(&mut self, e: &SExpr) -> PResult<Type> {
         if let Some(items) = e.as_paren_list() {
-            let is_constructor = items.first().and_then(SExpr::as_symbol).is_some_and(|s| TYPE_CONSTRUCTORS.contains(&s));
+            let is_constructor =
+                items.first().and_then(SExpr::as_symbol).is_some_and(|s| TYPE_CONSTRUCTORS.contains(&s));
             if items.len() >= 2 && !is_constructor {
                 let tys = self.nested(e.span, |p| all(items.iter().map(|t| p.ty(t)).collect()))?;
                 return Ok(Type { kind: TypeKind::Tuple(tys), span: e.span });
@@ -521,7 +529,8 @@ impl Parser<'_> {
         let name = self.ident(&items[0], "parameter name");
         let ty = match &items[2..] {
             [] => Err(self.error(items[1].span, "missing type after `:` in parameter `(x : T)`")),
-            [one] => self.ty(one),
+            // `x : Tuple` is the empty tuple type; `x : Vec` reports its missing argument.
+            [one] if !one.as_symbol().is_some_and(|s| TYPE_CONSTRUCTORS.contains(&s)) => self.ty(one),
             many => {
                 let ty_span = many[0].span.cover(many[many.len() - 1].span);
                 self.nested(ty_span, |p| p.ty_compound(many, ty_span))
@@ -536,9 +545,10 @@ impl Parser<'_> {
         let glued = items.iter().take(2).find(|e| e.as_symbol().is_some_and(|s| s != ":" && s.contains(':')))?;
         let text = glued.as_symbol().unwrap_or_default();
         let msg = format!(
-            "`{text}` is a single name: the `:` of a parameter must be separated by spaces, as in `(x : Float)`"
+            "expected a parameter `(x : T)`, found the single name `{text}`: the `:` must be separated by spaces"
         );
-        Some(self.error(glued.span, msg))
+        let note = Some(format!("`:` is a name character, so `{text}` is one name; write `(x : Float)`"));
+        Some(self.error_note(glued.span, msg, note))
     }
 
     // ---------------------------------------------------------------- names
@@ -643,7 +653,11 @@ impl Parser<'_> {
                 Err(Failed) => failed = true,
             }
         }
-        if failed { Err(Failed) } else { Ok(out) }
+        if failed {
+            Err(Failed)
+        } else {
+            Ok(out)
+        }
     }
 
     #[inline(always)]
@@ -724,9 +738,7 @@ impl Parser<'_> {
     fn if_expr(&mut self, span: Span, rest: &[SExpr]) -> PResult<ExprKind> {
         let args = self.exprs(rest);
         match <[Expr; 3]>::try_from(args?) {
-            Ok([c, t, e]) => {
-                Ok(ExprKind::If { cond: Box::new(c), then_branch: Box::new(t), else_branch: Box::new(e) })
-            }
+            Ok([c, t, e]) => Ok(ExprKind::If { cond: Box::new(c), then_branch: Box::new(t), else_branch: Box::new(e) }),
             Err(args) => Err(self.wrong_count(span, "if", 3, "(condition, then, else)", args.len())),
         }
     }
@@ -775,7 +787,9 @@ impl Parser<'_> {
     #[inline(never)]
     fn let_expr(&mut self, span: Span, rest: &[SExpr]) -> PResult<ExprKind> {
         let Some(bind) = rest.first() else {
-            return Err(self.error(span, "`let` needs bindings and a body: `(let (x e) body)` or `(let ((x e) ...) body)`"));
+            return Err(
+                self.error(span, "`let` needs bindings and a body: `(let (x e) body)` or `(let ((x e) ...) body)`")
+            );
         };
         let bindings = self.bindings(bind);
         let body = self.single_body(span, "let", &rest[1..]);
@@ -808,7 +822,11 @@ impl Parser<'_> {
                 Err(Failed) => failed = true,
             }
         }
-        if failed { Err(Failed) } else { Ok(out) }
+        if failed {
+            Err(Failed)
+        } else {
+            Ok(out)
+        }
     }
 
     /// One binding `(pat e)` of a binding list.
@@ -900,22 +918,35 @@ impl Parser<'_> {
     #[cold]
     #[inline(never)]
     fn wrong_count(&mut self, span: Span, keyword: &str, expected: usize, what: &str, found: usize) -> Failed {
-        self.error(span, format!("`{keyword}` takes {expected} arguments {what}, found {found}"))
+        let msg = format!("`{keyword}` takes {expected} arguments {what}, found {found}");
+        let usage = if keyword == "if" { "(if CONDITION THEN ELSE)" } else { "(assert CONDITION BODY)" };
+        self.error_note(span, msg, Some(format!("expected `{usage}`")))
     }
 
     #[cold]
     #[inline(never)]
     fn wrong_body_count(&mut self, span: Span, keyword: &str, items: &[Item<'_>]) -> Failed {
-        let [_, extra @ ..] = items else {
+        let usage = if keyword == "lam" { "`(lam (x : T) BODY)`" } else { "`(let BINDINGS BODY)`" };
+        let [first, extra @ ..] = items else {
             let after = if keyword == "lam" { "its parameter `(x : T)`" } else { "its bindings" };
-            return self.error(span, format!("`{keyword}` needs a body after {after}"));
+            return self.error(span, format!("`{keyword}` needs a body after {after}: expected {usage}"));
         };
         let extra_span = extra[0].span().cover(extra[extra.len() - 1].span());
         if keyword == "lam" {
-            return self.error(extra_span, format!("`lam` takes one body expression, found {}", items.len()));
+            if let Item::One(e) = first {
+                if e.as_paren_list().is_some_and(|items| items.len() >= 2 && items[1].is_symbol(":")) {
+                    let msg = format!(
+                        "`lam` takes exactly one typed parameter `(x : T)`: expected its body, found another parameter `{}`",
+                        self.snippet(e.span)
+                    );
+                    let note =
+                        Some("for several parameters take one tuple: `(lam (xy : Tuple S T) (let ((x y) xy) ...))`");
+                    return self.error_note(e.span, msg, note);
+                }
+            }
         }
-        let msg = format!("`let` takes bindings and one body expression, found {} body expressions", items.len());
-        let note = Some("to bind several variables write `(let ((x e1) (y e2)) body)`");
+        let msg = format!("`{keyword}` takes one body expression, found {}: expected {usage}", items.len());
+        let note = (keyword == "let").then_some("to bind several variables write `(let ((x e1) (y e2)) body)`");
         self.error_note(extra_span, msg, note)
     }
 
@@ -931,8 +962,10 @@ impl Parser<'_> {
             }
         }
         let msg = format!("`lam` takes exactly one typed parameter `(x : T)`, found `{}`", self.snippet(binder.span));
-        let several = binder.as_paren_list().is_some_and(|items| items.first().and_then(SExpr::as_paren_list).is_some());
-        let note = several.then_some("for several parameters take one tuple: `(lam (xy : Tuple S T) (let ((x y) xy) ...))`");
+        let several =
+            binder.as_paren_list().is_some_and(|items| items.first().and_then(SExpr::as_paren_list).is_some());
+        let note =
+            several.then_some("for several parameters take one tuple: `(lam (xy : Tuple S T) (let ((x y) xy) ...))`");
         self.error_note(binder.span, msg, note)
     }
 
@@ -1014,6 +1047,39 @@ mod tests {
         assert_eq!(suggest("Vector", &TYPE_WORDS), Some("Vec"));
         assert_eq!(suggest("Int", &TYPE_WORDS), Some("Integer"));
         assert_eq!(suggest("Lambda", &TYPE_WORDS), Some("Lam"));
+    }
+
+    fn sym(s: &str) -> SExpr {
+        SExpr { kind: SExprKind::Atom(Atom::Symbol(s.to_string())), span: Span::new(0, 1) }
+    }
+
+    fn list(items: Vec<SExpr>) -> SExpr {
+        SExpr {
+            kind: SExprKind::List { bracket: Bracket::Paren, items, closed_by: Some(Bracket::Paren) },
+            span: Span::new(0, 1),
+        }
+    }
+
+    #[test]
+    fn parser_guards_depth_of_hand_built_trees() {
+        // Deeper than the reader would ever produce: the parser has its own limit.
+        let mut e = sym("x");
+        for _ in 0..MAX_DEPTH + 500 {
+            e = list(vec![sym("g"), e]);
+        }
+        let def = list(vec![sym("def"), sym("f"), sym("Float"), list(vec![]), e]);
+        let (file, errors) = parse_forms("x", &[def]);
+        assert!(file.decls.is_empty());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].message, "nesting deeper than 1000 levels");
+
+        let mut t = sym("Float");
+        for _ in 0..MAX_DEPTH + 500 {
+            t = list(vec![sym("Vec"), t]);
+        }
+        let edef = list(vec![sym("edef"), sym("f"), t, sym("Float")]);
+        let (_, errors) = parse_forms("x", &[edef]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
     }
 
     #[test]

@@ -278,9 +278,9 @@ impl<'t> Reader<'t> {
     /// 1-based line and column (in characters) of a byte offset.
     fn line_col(&mut self, offset: usize) -> (usize, usize) {
         let text = self.text;
-        let starts = self.line_starts.get_or_insert_with(|| {
-            std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
-        });
+        let starts = self
+            .line_starts
+            .get_or_insert_with(|| std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect());
         let line = starts.partition_point(|&s| s <= offset).max(1);
         let line_start = starts[line - 1];
         let col = text.get(line_start..offset).map_or(0, |s| s.chars().count());
@@ -336,7 +336,8 @@ impl<'t> Reader<'t> {
                         let (o, c) = (frame.bracket.open_char(), bracket.close_char());
                         let expected = frame.bracket.close_char();
                         let msg = format!("mismatched brackets: `{o}` closed by `{c}`");
-                        let note = format!("the `{o}` opened at line {line}, column {col} should be closed by `{expected}`");
+                        let note =
+                            format!("the `{o}` opened at line {line}, column {col} should be closed by `{expected}`");
                         self.error(start, start + 1, msg).note = Some(note);
                     }
                     SExpr {
@@ -354,12 +355,7 @@ impl<'t> Reader<'t> {
         // Close what is still open, innermost first.
         let mut unclosed = None;
         if let Some(outer) = stack.first() {
-            unclosed = Some(Unclosed {
-                bracket: outer.bracket,
-                open: outer.open,
-                nested: stack.len() - 1,
-                next_form,
-            });
+            unclosed = Some(Unclosed { bracket: outer.bracket, open: outer.open, nested: stack.len() - 1, next_form });
         }
         while let Some(frame) = stack.pop() {
             let end = frame.items.last().map_or(frame.open, |e| e.span);
@@ -408,11 +404,19 @@ impl<'t> Reader<'t> {
 
     fn peek_byte(&self, offset: usize) -> Option<u8> {
         let i = self.pos + offset;
-        if i < self.end { self.text.as_bytes().get(i).copied() } else { None }
+        if i < self.end {
+            self.text.as_bytes().get(i).copied()
+        } else {
+            None
+        }
     }
 
     fn peek_char(&self) -> Option<char> {
-        if self.pos < self.end { self.text.get(self.pos..)?.chars().next() } else { None }
+        if self.pos < self.end {
+            self.text.get(self.pos..)?.chars().next()
+        } else {
+            None
+        }
     }
 
     fn at_block_comment(&self) -> bool {
@@ -426,9 +430,8 @@ impl<'t> Reader<'t> {
             let c = self.peek_char()?;
             let start = self.pos;
             let bytes = self.text.as_bytes();
-            let line_start = start == 0
-                || bytes.get(start - 1) == Some(&b'\n')
-                || (start == 3 && self.text.starts_with('\u{FEFF}'));
+            let line_start =
+                start == 0 || bytes.get(start - 1) == Some(&b'\n') || (start == 3 && self.text.starts_with('\u{FEFF}'));
             let tok = match c {
                 '(' | '[' | ')' | ']' => {
                     self.pos += 1;
@@ -526,9 +529,10 @@ impl<'t> Reader<'t> {
             let note = match c {
                 '#' => Some("`#` is only used in block comments `#| ... |#`".to_string()),
                 '{' | '}' => Some("use `(` and `)` for lists".to_string()),
-                c if !c.is_ascii() => {
-                    Some("names may contain only ASCII letters, digits and ``_ ' : ! $ % & * + . , / < = > ? @ \\ ^ | - ~``".to_string())
-                }
+                c if !c.is_ascii() => Some(
+                    "names may contain only ASCII letters, digits and ``_ ' : ! $ % & * + . , / < = > ? @ \\ ^ | - ~``"
+                        .to_string(),
+                ),
                 _ => None,
             };
             let msg = format!("unexpected character {}", describe_char(c));
@@ -552,8 +556,7 @@ impl<'t> Reader<'t> {
         self.pos += 1;
         let mut out = String::new();
         let mut ok = true;
-        loop {
-            let Some(c) = self.peek_char() else { break };
+        while let Some(c) = self.peek_char() {
             match c {
                 '"' => {
                     self.pos += 1;
@@ -618,7 +621,11 @@ impl<'t> Reader<'t> {
                         Ok(char::from_u32(d as u32 - '@' as u32))
                     }
                     _ => {
-                        self.error(start, self.pos, "`\\^` must be followed by a character from `@` to `_`, e.g. `\\^A`");
+                        self.error(
+                            start,
+                            self.pos,
+                            "`\\^` must be followed by a character from `@` to `_`, e.g. `\\^A`",
+                        );
                         Err(())
                     }
                 }
@@ -749,9 +756,10 @@ fn classify_word(run: &str) -> Result<Atom, (String, Option<String>)> {
 /// An integer literal from its digits; must fit in an `i64`.
 fn integer(run: &str, negative: bool, digits: &str, radix: u32) -> Result<Atom, (String, Option<String>)> {
     let too_big = || {
+        let what = if negative { "too small" } else { "too large" };
         (
-            format!("integer literal `{run}` does not fit in 64 bits"),
-            Some(format!("integers range from {} to {}", i64::MIN, i64::MAX)),
+            format!("integer literal `{run}` is {what} for a 64-bit Integer"),
+            Some(format!("Integers range from {} to {}", i64::MIN, i64::MAX)),
         )
     };
     let magnitude = u64::from_str_radix(digits, radix).map_err(|_| too_big())?;
@@ -827,10 +835,12 @@ mod tests {
 
     #[test]
     fn integers_out_of_range() {
-        for text in ["9223372036854775808", "-9223372036854775809", "0xFFFFFFFFFFFFFFFF", "123456789012345678901234567890"] {
+        for text in
+            ["9223372036854775808", "-9223372036854775809", "0xFFFFFFFFFFFFFFFF", "123456789012345678901234567890"]
+        {
             let (under, msg) = one_error(text);
             assert_eq!(under, text);
-            assert!(msg.contains("does not fit in 64 bits"), "{msg}");
+            assert!(msg.contains("for a 64-bit Integer"), "{msg}");
             assert_eq!(read_sexprs(text).0[0].kind, SExprKind::Atom(Atom::Invalid));
         }
     }
@@ -863,7 +873,25 @@ mod tests {
 
     #[test]
     fn symbols() {
-        for s in ["x", "get$1$2", "x'", "aten::mul", "$ranhashdoub", "a.b", "fun@ii", "R$dot", ":", "-", "+", "-x", ".5", "+.5", "a1", "|", "~x?"] {
+        for s in [
+            "x",
+            "get$1$2",
+            "x'",
+            "aten::mul",
+            "$ranhashdoub",
+            "a.b",
+            "fun@ii",
+            "R$dot",
+            ":",
+            "-",
+            "+",
+            "-x",
+            ".5",
+            "+.5",
+            "a1",
+            "|",
+            "~x?",
+        ] {
             assert_eq!(atom(s), Atom::Symbol(s.to_string()), "{s}");
         }
         // `:` is an identifier character, so this is one symbol.
@@ -874,10 +902,7 @@ mod tests {
     fn strings_and_escapes() {
         assert_eq!(atom(r#""hello""#), Atom::String("hello".into()));
         assert_eq!(atom(r#""""#), Atom::String(String::new()));
-        assert_eq!(
-            atom(r#""\n\t\r\\\"\'\a\b\f\v\0""#),
-            Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}\0".into())
-        );
+        assert_eq!(atom(r#""\n\t\r\\\"\'\a\b\f\v\0""#), Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}\0".into()));
         assert_eq!(atom(r#""\65\x41\o101\x3bb""#), Atom::String("AAA\u{3bb}".into()));
         assert_eq!(atom(r#""\1234\&5""#), Atom::String("\u{4d2}5".into()));
         assert_eq!(atom(r#""a\^Ab""#), Atom::String("a\u{1}b".into()));

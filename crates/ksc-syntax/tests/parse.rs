@@ -22,6 +22,7 @@ fn literals() {
     assert_eq!(body("+2.0E+5"), "200000.0");
     assert_eq!(body("1e5"), "100000.0");
     assert_eq!(body(r#""a\tb\"c\65\x42\o103\&4""#), r#""a\tb\"cABC4""#);
+    assert_eq!(body(r#""\1\&2\\""#), r#""\1\&2\\""#);
     assert_eq!(body("true"), "true");
     assert_eq!(body("false"), "false");
     assert_eq!(body("-9223372036854775808"), "-9223372036854775808");
@@ -53,6 +54,7 @@ fn sign_separated_from_number_is_one_literal() {
     assert_eq!(body("- 3"), "-3");
     // Only an unsigned number after a lone sign merges.
     assert_eq!(body("(f - -3)"), "(f - -3)");
+    assert_eq!(body("(f - +3)"), "(f - +3)");
     assert_eq!(body("(f - x)"), "(f - x)");
     // In every expression position.
     assert_eq!(body("(if c - 1 + 2)"), "(if c -1 2)");
@@ -163,20 +165,23 @@ fn let_binding_spans() {
 
 #[test]
 fn defs_and_params() {
-    assert_eq!(one_decl("(def f Float (x : Float) x)"), "(def f Float single(x : Float) x)");
+    assert_eq!(one_decl("(def f Float (x : Float) x)"), "(def f Float (x : Float) x)");
     assert_eq!(one_decl("(def f Float ((x : Float)) x)"), "(def f Float ((x : Float)) x)");
     assert_eq!(one_decl("(def f Float () 1.0)"), "(def f Float () 1.0)");
     assert_eq!(
         one_decl("(def f Float ((x : Float) (y : Vec Float)) x)"),
         "(def f Float ((x : Float) (y : (Vec Float))) x)"
     );
-    assert_eq!(one_decl("(def f Float (x : (Vec Float)) x)"), "(def f Float single(x : (Vec Float)) x)");
-    assert_eq!(one_decl("(def f Float (x : Tensor 2 Float) x)"), "(def f Float single(x : (Tensor 2 Float)) x)");
+    assert_eq!(one_decl("(def f Float (x : (Vec Float)) x)"), "(def f Float (x : (Vec Float)) x)");
+    assert_eq!(one_decl("(def f Float (x : Tensor 2 Float) x)"), "(def f Float (x : (Tensor 2 Float)) x)");
+    assert_eq!(one_decl("(def f (Tuple) (u : Tuple) (tuple))"), "(def f (Tuple) (u : (Tuple)) (tuple))");
+    assert_eq!(one_decl("(def f (Tuple) (u : (Tuple)) (tuple))"), "(def f (Tuple) (u : (Tuple)) (tuple))");
+    assert_eq!(errors("(def f Float (v : Vec) 1.0)")[0].1, "`Vec` takes 1 type, found 0: write `(Vec T)`");
     assert_eq!(
         one_decl("(def [fwd mul] Float ((x : Float) (dx : Float)) (mul x dx))"),
         "(def [fwd mul] Float ((x : Float) (dx : Float)) (mul x dx))"
     );
-    assert_eq!(one_decl("(def [f Float] Float (x : Float) x)"), "(def [f Float] Float single(x : Float) x)");
+    assert_eq!(one_decl("(def [f Float] Float (x : Float) x)"), "(def [f Float] Float (x : Float) x)");
 }
 
 #[test]
@@ -198,10 +203,13 @@ fn edefs_gdefs_rules() {
     for d in ["fwd", "rev", "CL", "shape", "suffwdpass", "sufrevpass", "sufrev"] {
         assert_eq!(one_decl(&format!("(gdef {d} [f Float])")), format!("(gdef {d} [f Float])"));
     }
-    assert_eq!(one_decl("(gdef shape [rev [f (Tuple Float Integer)]])"), "(gdef shape [rev [f (Tuple Float Integer)]])");
+    assert_eq!(
+        one_decl("(gdef shape [rev [f (Tuple Float Integer)]])"),
+        "(gdef shape [rev [f (Tuple Float Integer)]])"
+    );
     assert_eq!(
         one_decl(r#"(rule "mul2" (v : Float) (mul v 2.0) (add v v))"#),
-        r#"(rule "mul2" single(v : Float) (mul v 2.0) (add v v))"#
+        r#"(rule "mul2" (v : Float) (mul v 2.0) (add v v))"#
     );
     assert_eq!(one_decl(r#"(rule "neg0" () (neg 0.0) - 0.0)"#), r#"(rule "neg0" () (neg 0.0) -0.0)"#);
 }
@@ -226,12 +234,18 @@ fn types() {
     assert_eq!(ty("Float").kind, TypeKind::Float);
     assert_eq!(ty("String").kind, TypeKind::String);
     assert_eq!(ty("Bool").kind, TypeKind::Bool);
-    assert_eq!(ty("(Vec Float)").kind, TypeKind::Tensor(1, Box::new(Type { kind: TypeKind::Float, span: Span::new(13, 18) })));
+    assert_eq!(
+        ty("(Vec Float)").kind,
+        TypeKind::Tensor(1, Box::new(Type { kind: TypeKind::Float, span: Span::new(13, 18) }))
+    );
     assert_eq!(ty("(Tensor 3 Integer)").to_string(), "(Tensor 3 Integer)");
     assert_eq!(ty("(Tensor 1 Integer)").to_string(), "(Vec Integer)");
     assert_eq!(ty("(Tuple)").kind, TypeKind::Tuple(vec![]));
     assert_eq!(ty("(Tuple Float)").to_string(), "(Tuple Float)");
-    assert_eq!(ty("(Tuple Float (Tuple Integer Bool) (Vec (Vec Float)))").to_string(), "(Tuple Float (Tuple Integer Bool) (Vec (Vec Float)))");
+    assert_eq!(
+        ty("(Tuple Float (Tuple Integer Bool) (Vec (Vec Float)))").to_string(),
+        "(Tuple Float (Tuple Integer Bool) (Vec (Vec Float)))"
+    );
     assert_eq!(ty("(LM (Vec Float) Float)").to_string(), "(LM (Vec Float) Float)");
     assert_eq!(ty("(Lam Integer Float)").to_string(), "(Lam Integer Float)");
     assert_eq!(ty("(Float)").kind, TypeKind::Float);
@@ -314,7 +328,7 @@ fn sample_programs_parse_without_errors() {
     // Spot checks of the content.
     let file = parse_ok(PROGRAMS[3]);
     assert_eq!(decl(&file.decls[3]), "(def x' Float ((-x : Float) (a.b : Integer)) (fun@ii -0.0015 7 -x x'))");
-    assert_eq!(decl(&file.decls[5]), "(def lam Integer single(lam : Integer) (lam (lam : Integer) lam))");
+    assert_eq!(decl(&file.decls[5]), "(def lam Integer (lam : Integer) (lam (lam : Integer) lam))");
     let file = parse_ok(PROGRAMS[1]);
     let main = decl(&file.decls[0]);
     assert!(main.contains(r#"(s "tab\there \"quoted\" A1 A \\ end")"#), "{main}");
@@ -340,11 +354,23 @@ fn type_errors_with_suggestions() {
     assert_eq!(errors("(def f Vec () 1.0)")[0].1, "`Vec` needs parentheses here: write `(Vec T)`");
     assert_eq!(errors("(def f (Vec) () 1.0)")[0].1, "`Vec` takes 1 type, found 0: write `(Vec T)`");
     assert_eq!(errors("(def f (LM Float) () 1.0)")[0].1, "`LM` takes 2 types, found 1: write `(LM S T)`");
-    assert_eq!(errors("(def f (Tensor 0 Float) () 1.0)")[0].1, "the rank of a `Tensor` must be a positive integer, found `0`");
-    assert_eq!(errors("(def f (Tensor Float) () 1.0)")[0].1, "`Tensor` takes a rank and an element type, found 1 part: write `(Tensor N T)`");
+    assert_eq!(
+        errors("(def f (Tensor 0 Float) () 1.0)")[0].1,
+        "the rank of a `Tensor` must be a positive integer, found `0`"
+    );
+    assert_eq!(
+        errors("(def f (Tensor Float) () 1.0)")[0].1,
+        "`Tensor` takes a rank and an element type, found 1 part: write `(Tensor N T)`"
+    );
     assert_eq!(errors("(def f () () 1.0)")[0].1, "expected a type, found `()`");
-    assert_eq!(errors("(def f () 1.0)")[0].1, "the return type of this `def` is missing: expected `(def NAME RETURN_TYPE PARAMS BODY)`");
-    assert_eq!(errors("(def f (x : Float) x)")[0].1, "the return type of this `def` is missing: expected `(def NAME RETURN_TYPE PARAMS BODY)`");
+    assert_eq!(
+        errors("(def f () 1.0)")[0].1,
+        "the return type of this `def` is missing: expected `(def NAME RETURN_TYPE PARAMS BODY)`"
+    );
+    assert_eq!(
+        errors("(def f (x : Float) x)")[0].1,
+        "the return type of this `def` is missing: expected `(def NAME RETURN_TYPE PARAMS BODY)`"
+    );
     assert_eq!(errors("(def f Integer (x : ) 1.0)")[0].1, "missing type after `:` in parameter `(x : T)`");
     let (_, errs) = parse_source("(def f (Vector Float) () 1.0)");
     assert_eq!(errs[0].message, "expected a type constructor `Vec`, `Tensor`, `Tuple`, `LM` or `Lam`, found `Vector`");
@@ -355,16 +381,40 @@ fn type_errors_with_suggestions() {
 
 #[test]
 fn expression_errors() {
-    assert_eq!(body_error("(if c 1)"), ("(if c 1)".into(), "`if` takes 3 arguments (condition, then, else), found 2".into()));
+    assert_eq!(
+        body_error("(if c 1)"),
+        ("(if c 1)".into(), "`if` takes 3 arguments (condition, then, else), found 2".into())
+    );
     assert_eq!(body_error("(assert c)").1, "`assert` takes 2 arguments (condition, body), found 1");
-    assert_eq!(body_error("(lam ((x : Float) (y : Float)) x)").1, "`lam` takes exactly one typed parameter `(x : T)`, found `((x : Float) (y : Float))`");
+    let (_, errs) = parse_source("(def f Float () (if c 1))");
+    assert_eq!(errs[0].note.as_deref(), Some("expected `(if CONDITION THEN ELSE)`"));
+    assert_eq!(
+        body_error("(lam ((x : Float) (y : Float)) x)").1,
+        "`lam` takes exactly one typed parameter `(x : T)`, found `((x : Float) (y : Float))`"
+    );
     assert_eq!(body_error("(lam x x)").1, "`lam` takes exactly one typed parameter `(x : T)`, found `x`");
-    assert_eq!(body_error("(lam (x : Float))").1, "`lam` needs a body after its parameter `(x : T)`");
-    assert_eq!(body_error("(lam (x : Float) x y)").1, "`lam` takes one body expression, found 2");
+    assert_eq!(
+        body_error("(lam (x : Float))").1,
+        "`lam` needs a body after its parameter `(x : T)`: expected `(lam (x : T) BODY)`"
+    );
+    assert_eq!(
+        body_error("(lam (x : Float) x y)").1,
+        "`lam` takes one body expression, found 2: expected `(lam (x : T) BODY)`"
+    );
+    assert_eq!(
+        body_error("(lam (i : Integer) (j : Integer) (add i j))"),
+        ("(j : Integer)".into(), "`lam` takes exactly one typed parameter `(x : T)`: expected its body, found another parameter `(j : Integer)`".into())
+    );
     assert_eq!(body_error("($dummy)").1, "`$dummy` takes exactly one type, found 0");
-    assert_eq!(body_error("(let (x 1))").1, "`let` needs a body after its bindings");
-    assert_eq!(body_error("(let (x 1) x y)").1, "`let` takes bindings and one body expression, found 2 body expressions");
-    assert_eq!(body_error("(let (x 1 2) x)").1, "a `let` binding `(x e)` needs exactly one expression after the name, found 2");
+    assert_eq!(body_error("(let (x 1))").1, "`let` needs a body after its bindings: expected `(let BINDINGS BODY)`");
+    assert_eq!(
+        body_error("(let (x 1) x y)").1,
+        "`let` takes one body expression, found 2: expected `(let BINDINGS BODY)`"
+    );
+    assert_eq!(
+        body_error("(let (x 1 2) x)").1,
+        "a `let` binding `(x e)` needs exactly one expression after the name, found 2"
+    );
     assert_eq!(body_error("(let ((x 1) y) x)").1, "expected a `let` binding `(x e)`, found `y`");
     assert_eq!(body_error("(let ((x 1) ((a (b c)) t)) x)").1, "tuple patterns are flat lists of names, found `(b c)`");
     assert_eq!(body_error("(let x x)").1, "expected `let` bindings `(x e)` or `((x e) ...)`, found `x`");
@@ -377,7 +427,10 @@ fn expression_errors() {
 
 #[test]
 fn reserved_words_rejected() {
-    for w in ["def", "edef", "rule", "let", "if", "assert", "call", "tuple", "$dummy", "Integer", "Float", "Vec", "Lam", "String"] {
+    for w in [
+        "def", "edef", "rule", "let", "if", "assert", "call", "tuple", "$dummy", "Integer", "Float", "Vec", "Lam",
+        "String",
+    ] {
         let (under, msg) = body_error(w);
         assert_eq!(under, w);
         assert_eq!(msg, format!("`{w}` is a reserved word and cannot be used as a variable name"));
@@ -388,12 +441,15 @@ fn reserved_words_rejected() {
     assert_eq!(body_error("(true 1)").1, "`true` is a literal, not a function");
     assert_eq!(body_error("(let (if 1) 2)").1, "`if` is a reserved word and cannot be used as a variable name");
     assert_eq!(errors("(def if Float () 1.0)")[0].1, "`if` is a reserved word and cannot be used as a function name");
-    assert_eq!(errors("(def f Float (true : Bool) 1.0)")[0].1, "`true` is a reserved word and cannot be used as a parameter name");
+    assert_eq!(
+        errors("(def f Float (true : Bool) 1.0)")[0].1,
+        "`true` is a reserved word and cannot be used as a parameter name"
+    );
 }
 
 #[test]
 fn glued_colon_explained() {
-    let msg = "`x:Float` is a single name: the `:` of a parameter must be separated by spaces, as in `(x : Float)`";
+    let msg = "expected a parameter `(x : T)`, found the single name `x:Float`: the `:` must be separated by spaces";
     assert_eq!(errors("(def f Float (x:Float) x)"), [("x:Float".to_string(), msg.to_string())]);
     assert_eq!(errors("(def f Float ((x:Float)) x)"), [("x:Float".to_string(), msg.to_string())]);
     assert_eq!(errors("(def f Float (x: Float) x)")[0].0, "x:");
@@ -402,36 +458,78 @@ fn glued_colon_explained() {
 
 #[test]
 fn name_errors() {
-    assert_eq!(errors("(gdef D [f Float])")[0].1, "there is no `gdef D`; `[D f]` is derived by `gdef fwd` / `gdef rev`");
+    assert_eq!(
+        errors("(gdef D [f Float])")[0].1,
+        "there is no `gdef D`; `[D f]` is derived by `gdef fwd` / `gdef rev`"
+    );
     let (_, errs) = parse_source("(gdef reverse [f Float])");
-    assert_eq!(errs[0].message, "unknown derivation `reverse`: expected `fwd`, `rev`, `CL`, `shape`, `suffwdpass`, `sufrevpass` or `sufrev`");
+    assert_eq!(
+        errs[0].message,
+        "unknown derivation `reverse`: expected `fwd`, `rev`, `CL`, `shape`, `suffwdpass`, `sufrevpass` or `sufrev`"
+    );
     let (_, errs) = parse_source("(def g Float () ([rve f] x))");
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].message, "unknown derivation `rve`: expected one of `D`, `fwd`, `rev`, `CL`, `shape`, `suffwdpass`, `sufrevpass`, `sufrev`");
     assert_eq!(errs[0].note.as_deref(), Some("did you mean `rev`?"));
     assert_eq!(body_error("([f Flot] x)").1, "expected a type, found `Flot`");
-    assert_eq!(body_error("([rev f g] x)").1, "expected a function name `f`, `[f T]` or `[DERIVATION f]`, found `[rev f g]`");
+    assert_eq!(
+        body_error("([rev f g] x)").1,
+        "expected a function name `f`, `[f T]` or `[DERIVATION f]`, found `[rev f g]`"
+    );
     assert_eq!(body_error("([] x)").1, "expected a function name `f`, `[f T]` or `[DERIVATION f]`, found `[]`");
-    assert_eq!(errors("(def 3 Float () 1.0)")[0].1, "expected a function name `f`, `[f T]` or `[DERIVATION f]`, found `3`");
-    assert_eq!(errors("(rule mul2 (x : Float) x x)")[0].1, "expected the rule's name as a string `\"name\"`, found `mul2`");
+    assert_eq!(
+        errors("(def 3 Float () 1.0)")[0].1,
+        "expected a function name `f`, `[f T]` or `[DERIVATION f]`, found `3`"
+    );
+    assert_eq!(
+        errors("(rule mul2 (x : Float) x x)")[0].1,
+        "expected the rule's name as a string `\"name\"`, found `mul2`"
+    );
 }
 
 #[test]
 fn declaration_shape_errors() {
-    assert_eq!(errors("x")[0].1, "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `x`");
-    assert_eq!(errors("()")[0].1, "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `()`");
-    assert_eq!(errors("[def f Float () 1.0]")[0].1, "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `[def f Float () 1.0]`");
+    assert_eq!(
+        errors("x")[0].1,
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `x`"
+    );
+    assert_eq!(
+        errors("()")[0].1,
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `()`"
+    );
+    assert_eq!(
+        errors("[def f Float () 1.0]")[0].1,
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `[def f Float () 1.0]`"
+    );
     let (_, errs) = parse_source("(dfe f Float () 1.0)");
     assert_eq!(errs[0].message, "expected a declaration keyword `def`, `edef`, `gdef` or `rule`, found `dfe`");
     assert_eq!(errs[0].note.as_deref(), Some("did you mean `def`?"));
     let (_, errs) = parse_source("(add 1 2)");
     assert_eq!(errs[0].note.as_deref(), Some("expressions can only appear inside a `def` or a `rule`"));
-    assert_eq!(errors("(def f Float ())")[0].1, "incomplete `def`: the body is missing; expected `(def NAME RETURN_TYPE PARAMS BODY)`");
-    assert_eq!(errors("(edef f Float)")[0].1, "incomplete `edef`: the argument type is missing; expected `(edef NAME RETURN_TYPE ARGUMENT_TYPE)`");
-    assert_eq!(errors("(gdef)")[0].1, "incomplete `gdef`: the derivation is missing; expected `(gdef DERIVATION FUNCTION)`");
-    assert_eq!(errors("(rule \"r\" () x)")[0].1, "incomplete `rule`: the right-hand side is missing; expected `(rule \"NAME\" PARAMS LHS RHS)`");
+    assert_eq!(
+        errors("(def f Float ())")[0].1,
+        "incomplete `def`: the body is missing; expected `(def NAME RETURN_TYPE PARAMS BODY)`"
+    );
+    assert_eq!(
+        errors("(edef f Float)")[0].1,
+        "incomplete `edef`: the argument type is missing; expected `(edef NAME RETURN_TYPE ARGUMENT_TYPE)`"
+    );
+    assert_eq!(
+        errors("(gdef)")[0].1,
+        "incomplete `gdef`: the derivation is missing; expected `(gdef DERIVATION FUNCTION)`"
+    );
+    assert_eq!(
+        errors("(rule \"r\" () x)")[0].1,
+        "incomplete `rule`: the right-hand side is missing; expected `(rule \"NAME\" PARAMS LHS RHS)`"
+    );
     let errs = errors("(def f Float () (let (x 1) x) x)");
-    assert_eq!(errs, [("x".to_string(), "too many parts in `def`: expected `(def NAME RETURN_TYPE PARAMS BODY)`, found 1 more: `x`".to_string())]);
+    assert_eq!(
+        errs,
+        [(
+            "x".to_string(),
+            "too many parts in `def`: expected `(def NAME RETURN_TYPE PARAMS BODY)`, found 1 more: `x`".to_string()
+        )]
+    );
 }
 
 #[test]
@@ -484,9 +582,12 @@ fn bracket_errors_do_not_cascade() {
     let text = "(def f Float (x : Float)\n  (add x 1.0)\n(def g Float (y : Float) (mul y y))\n(def h Flot () 1.0)";
     let (file, errs) = parse_source(text);
     let msgs: Vec<&str> = errs.iter().map(|e| e.message.as_str()).collect();
-    assert_eq!(msgs, ["unclosed `(`: no matching `)` before the next top-level `(` on line 3", "expected a type, found `Flot`"]);
+    assert_eq!(
+        msgs,
+        ["unclosed `(`: no matching `)` before the next top-level `(` on line 3", "expected a type, found `Flot`"]
+    );
     let names: Vec<String> = file.decls.iter().map(decl).collect();
-    assert_eq!(names, ["(def f Float single(x : Float) (add x 1.0))", "(def g Float single(y : Float) (mul y y))"]);
+    assert_eq!(names, ["(def f Float (x : Float) (add x 1.0))", "(def g Float (y : Float) (mul y y))"]);
 
     // A mismatched bracket inside a form: one error, no parser complaints about its content.
     let text = "(def f Float () [add x 1.0))\n(def g Float () 1.0)";
@@ -518,13 +619,19 @@ fn deep_nesting_does_not_overflow() {
     let file = parse_ok(&text);
     assert_eq!(file.decls.len(), 1);
 
-    let too_deep = format!("(def f Float (x : Float) {}x{})\n(def ok Float () 1.0)", "(g ".repeat(1000), ")".repeat(1000));
+    let too_deep =
+        format!("(def f Float (x : Float) {}x{})\n(def ok Float () 1.0)", "(g ".repeat(1000), ")".repeat(1000));
     let (file, errs) = parse_source(&too_deep);
     assert_eq!(errs.len(), 1, "{}", render_errors(&too_deep, &errs));
     assert_eq!(errs[0].message, "nesting deeper than 1000 levels");
     assert_eq!(file.decls.len(), 1);
 
-    for text in ["(".repeat(100_000), "[".repeat(100_000), format!("(def f Float () {}", "(".repeat(100_000)), "(let ((x ".repeat(30_000)] {
+    for text in [
+        "(".repeat(100_000),
+        "[".repeat(100_000),
+        format!("(def f Float () {}", "(".repeat(100_000)),
+        "(let ((x ".repeat(30_000),
+    ] {
         let (_, errs) = parse_source(&text);
         assert!(!errs.is_empty());
         assert!(errs.iter().all(|e| span_ok(&text, e.span)));

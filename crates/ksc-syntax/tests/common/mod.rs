@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: a canonical rendering of the
-//! syntax tree (so tests can compare structure as text), span checks, and
+//! syntax tree as valid `.ks` text (so tests can compare structure as text and
+//! check that printing and re-reading gives the same tree), span checks, and
 //! realistic sample programs that use every construct.
 
 #![allow(dead_code)]
@@ -7,28 +8,63 @@
 use ksc_syntax::ast::*;
 use ksc_syntax::{Span, SyntaxError};
 
-/// Canonical rendering of an expression: every list fully parenthesised,
-/// literals with their kind visible (`1` Integer, `1.0` Float, `"s"` String).
+/// Canonical rendering of an expression as `.ks` text: every list fully
+/// parenthesised, literals with their kind visible (`1` Integer, `1.0` Float).
 pub fn expr(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Lit(Literal::Integer(n)) => format!("{n}"),
         ExprKind::Lit(Literal::Float(x)) => format!("{x:?}"),
         ExprKind::Lit(Literal::Bool(b)) => format!("{b}"),
-        ExprKind::Lit(Literal::String(s)) => format!("{s:?}"),
+        ExprKind::Lit(Literal::String(s)) => ks_string(s),
         ExprKind::Var(v) => v.text.clone(),
-        ExprKind::Call { fun, args } => list(std::iter::once(fun.to_string()).chain(args.iter().map(expr))),
-        ExprKind::Tuple(es) => list(std::iter::once("tuple".to_string()).chain(es.iter().map(expr))),
+        ExprKind::Call { fun, args } => list(std::iter::once(fun.to_string()).chain(seq(args.iter()))),
+        ExprKind::Tuple(es) => list(std::iter::once("tuple".to_string()).chain(seq(es.iter()))),
         ExprKind::Let { bindings, body } => {
             let bs: Vec<String> = bindings.iter().map(|b| format!("({} {})", pattern(&b.pat), expr(&b.rhs))).collect();
             format!("(let ({}) {})", bs.join(" "), expr(body))
         }
-        ExprKind::If { cond, then_branch, else_branch } => {
-            format!("(if {} {} {})", expr(cond), expr(then_branch), expr(else_branch))
+        ExprKind::If { cond, then_branch, else_branch } => list(
+            std::iter::once("if".to_string()).chain(seq([cond, then_branch, else_branch].into_iter().map(|e| &**e))),
+        ),
+        ExprKind::Assert { cond, body } => {
+            list(std::iter::once("assert".to_string()).chain(seq([&**cond, &**body].into_iter())))
         }
-        ExprKind::Assert { cond, body } => format!("(assert {} {})", expr(cond), expr(body)),
         ExprKind::Lam { param: p, body } => format!("(lam {} {})", param(p), expr(body)),
         ExprKind::Dummy(t) => format!("($dummy {t})"),
     }
+}
+
+/// Render sibling expressions. A variable named `-` or `+` followed by a
+/// non-negative number would be read back as one signed literal (`- 3` is
+/// -3), so such a number is written with an explicit `+`.
+pub fn seq<'a>(es: impl Iterator<Item = &'a Expr>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut after_sign = false;
+    for e in es {
+        let text = expr(e);
+        let unsigned_number =
+            matches!(e.kind, ExprKind::Lit(Literal::Integer(_) | Literal::Float(_))) && !text.starts_with('-');
+        out.push(if after_sign && unsigned_number { format!("+{text}") } else { text });
+        after_sign = matches!(&e.kind, ExprKind::Var(v) if v.text == "-" || v.text == "+");
+    }
+    out
+}
+
+/// A string literal in `.ks` (Haskell) syntax.
+pub fn ks_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\{}\\&", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn list(items: impl Iterator<Item = String>) -> String {
@@ -48,7 +84,7 @@ pub fn param(p: &Param) -> String {
 
 pub fn params(ps: &Params) -> String {
     match ps.form {
-        ParamsForm::Single => format!("single{}", param(&ps.params[0])),
+        ParamsForm::Single => param(&ps.params[0]),
         ParamsForm::List => list(ps.params.iter().map(param)),
     }
 }
@@ -59,7 +95,10 @@ pub fn decl(d: &Decl) -> String {
         Decl::Def(d) => format!("(def {} {} {} {})", d.name, d.ret_ty, params(&d.params), expr(&d.body)),
         Decl::Edef(d) => format!("(edef {} {} {})", d.name, d.ret_ty, d.arg_ty),
         Decl::Gdef(d) => format!("(gdef {} {})", d.derivation, d.fun),
-        Decl::Rule(r) => format!("(rule {:?} {} {} {})", r.name, params(&r.params), expr(&r.lhs), expr(&r.rhs)),
+        Decl::Rule(r) => {
+            let sides = seq([&r.lhs, &r.rhs].into_iter()).join(" ");
+            format!("(rule {} {} {sides})", ks_string(&r.name), params(&r.params))
+        }
     }
 }
 
