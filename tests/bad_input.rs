@@ -1,6 +1,6 @@
 //! Every program in `tests/bad/` is rejected with a precise diagnostic: exit
-//! code 1, a `file:line:column` location, the text named on its first line
-//! (`; expect: ...`), and exactly the rendered diagnostics of its `.stderr`
+//! code 1, a `file:line:column` location, the texts named on its first lines
+//! (`; expect: ...`, one per line), and exactly the rendered diagnostics of its `.stderr`
 //! file. Re-bless with `KSC_BLESS=1 cargo test --test bad_input`.
 
 mod common;
@@ -14,19 +14,23 @@ fn bad_programs_get_precise_diagnostics() {
     for f in &files {
         let path = f.to_str().unwrap();
         let text = std::fs::read_to_string(root().join(f)).unwrap();
-        let Some(expect) = text.lines().next().and_then(|l| l.strip_prefix("; expect:")) else {
+        let expects: Vec<String> = text
+            .lines()
+            .map_while(|l| l.strip_prefix("; expect:"))
+            .map(|e| e.trim().to_lowercase())
+            .collect();
+        if expects.is_empty() {
             failures.push(format!("{path}: the first line must be `; expect: <text>`"));
             continue;
-        };
-        let expect = expect.trim().to_lowercase();
+        }
         let out = ksc(&["run", path]);
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         if out.status.code() != Some(1) {
             failures.push(format!("{path}: expected exit code 1, got {}\n{stderr}", out.status));
             continue;
         }
-        if !stderr.to_lowercase().contains(&expect) {
-            failures.push(format!("{path}: the diagnostics do not mention `{expect}`:\n{stderr}"));
+        if let Some(missing) = expects.iter().find(|e| !stderr.to_lowercase().contains(e.as_str())) {
+            failures.push(format!("{path}: the diagnostics do not mention `{missing}`:\n{stderr}"));
             continue;
         }
         let located = format!("{path}:");

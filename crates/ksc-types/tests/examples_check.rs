@@ -1,0 +1,42 @@
+//! Every example program type-checks without diagnostics, and every program
+//! of the bad-input corpus gets at least one error or passes checking only to
+//! fail at run time (`run_*`, `no_main`).
+
+use std::path::PathBuf;
+
+fn files(dir: &str) -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(dir);
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ks"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn examples_check_cleanly() {
+    let mut bad = Vec::new();
+    for f in files("ksc-examples") {
+        let a = ksc_types::analyze(&std::fs::read_to_string(&f).unwrap());
+        if !a.diagnostics.is_empty() {
+            bad.push(format!("{}: {:#?}", f.display(), a.diagnostics));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn bad_programs_fail_to_check_unless_they_fail_at_run_time() {
+    let mut bad = Vec::new();
+    for f in files("tests/bad") {
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        let a = ksc_types::analyze(&std::fs::read_to_string(&f).unwrap());
+        let runtime = name.starts_with("run_") || name == "no_main";
+        if a.has_errors() == runtime {
+            bad.push(format!("{name}: errors = {}: {:?}", a.has_errors(), a.diagnostics));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
