@@ -154,7 +154,11 @@ impl Printer<'_> {
     fn flat_into(&self, e: ExprId, s: &mut String, budget: usize) -> Option<()> {
         let check = |s: &String| (s.len() <= budget).then_some(());
         match &self.body.exprs[e] {
-            Expr::Lit(l) => s.push_str(&print_lit(l)),
+            Expr::Lit(l) => {
+                let lit = print_lit(l);
+                s.push_str(if follows_sign_symbol(s, &lit) { "+" } else { "" });
+                s.push_str(&lit);
+            }
             Expr::Var(v) => s.push_str(v),
             Expr::Dummy(t) => write!(s, "($dummy {t})").unwrap(),
             Expr::Call(f, arg) => {
@@ -236,7 +240,7 @@ impl Printer<'_> {
     /// Print `e` at the current position, which is at column `col`.
     fn expr(&mut self, e: ExprId, col: usize) {
         if let Some(s) = self.flat(e, WIDTH.saturating_sub(col).max(30)) {
-            self.out.push_str(&s);
+            self.push_flat(&s);
             return;
         }
         let ind = |n: usize| format!("\n{}", " ".repeat(n));
@@ -256,7 +260,7 @@ impl Printer<'_> {
                     match self.flat(a, 30).filter(|s| !broke && c + 1 + s.len() <= WIDTH) {
                         Some(s) => {
                             self.out.push(' ');
-                            self.out.push_str(&s);
+                            self.push_flat(&s);
                             c += 1 + s.len();
                         }
                         None => {
@@ -330,6 +334,13 @@ impl Printer<'_> {
         }
     }
 
+    fn push_flat(&mut self, s: &str) {
+        if follows_sign_symbol(&self.out, s) {
+            self.out.push('+');
+        }
+        self.out.push_str(s);
+    }
+
     fn binding(&mut self, p: &Pat, r: ExprId, col: usize) {
         let ps = pat_string(p);
         write!(self.out, "({ps} ").unwrap();
@@ -354,6 +365,18 @@ fn can_group(body: &Body, binds: &[(&Pat, ExprId)]) -> bool {
         [(Pat::Var(_), r), _] => !matches!(body.exprs[*r], Expr::Var(_)),
         _ => true,
     }
+}
+
+/// Would `next`, printed after `before`, be read as one signed literal with a
+/// preceding variable named `-` or `+`? (The reader reads `- 3` as -3, as the
+/// original did.) Then the literal must be written with an explicit `+`.
+fn follows_sign_symbol(before: &str, next: &str) -> bool {
+    if !next.starts_with(|c: char| c.is_ascii_digit()) {
+        return false;
+    }
+    let t = before.trim_end();
+    let Some(rest) = t.strip_suffix('-').or_else(|| t.strip_suffix('+')) else { return false };
+    rest.is_empty() || rest.ends_with(|c: char| c.is_whitespace() || c == '(' || c == '[')
 }
 
 fn pat_string(p: &Pat) -> String {
@@ -381,6 +404,19 @@ mod tests {
             assert_eq!(s.parse::<f64>().unwrap().to_bits(), f.to_bits(), "{s}");
         }
         assert_eq!(print_float(2.0), "2.0");
+    }
+
+    #[test]
+    fn literal_after_a_sign_variable_keeps_its_own_sign() {
+        use crate::core::{Body, Callee, Expr, Lit};
+        use crate::names::FunName;
+        let mut b = Body::new();
+        let v = b.alloc(Expr::Var("-".into()));
+        let three = b.alloc(Expr::Lit(Lit::Integer(3)));
+        let neg = b.alloc(Expr::Lit(Lit::Integer(-3)));
+        let args = b.alloc(Expr::Tuple(vec![v, three, v, neg]));
+        let call = b.alloc(Expr::Call(Callee::Fun(FunName::plain("f")), args));
+        assert_eq!(print_expr(&b, call), "(f - +3 - -3)");
     }
 
     #[test]
