@@ -1,0 +1,689 @@
+//! The evaluator: a resolution pass over every body, then a recursive
+//! evaluator over Core IR with a single value stack.
+//!
+//! # Frames and slots
+//!
+//! Before running anything, every definition's body is walked once
+//! ([`compile`]): each variable occurrence is resolved to a *slot*, its
+//! position in the frame (parameters first, then `let` and lambda bindings by
+//! nesting depth), each call of a global function to its target, and each
+//! lambda records how many slots are in scope where it stands.
+//!
+//! At run time all frames live on one `Vec<Value>`; a frame is the stretch
+//! starting at its `base`. The invariant is that while an expression at
+//! nesting depth `d` is evaluated, the stack holds exactly `base + d` values,
+//! so a `let` binding pushes its value into the slot the resolver gave it and
+//! a variable lookup is `stack[base + slot]`: no names, no maps.
+//!
+//! # Lambdas
+//!
+//! A lambda written as an argument of a primitive (the only place the front
+//! end allows one) is applied *in the frame it is written in*: its parameter
+//! is pushed on top of the enclosing frame, whose slots it sees directly. A
+//! lambda used anywhere else becomes a [`Closure`] that copies the enclosing
+//! frame; applying it pushes that copy as a fresh frame.
+//!
+//! # Calls
+//!
+//! A call of a definition in tail position of a body (through `let`, `if`
+//! and `assert`) replaces the current frame instead of nesting, so
+//! tail-recursive loops run in constant space. Other calls nest; the nesting
+//! depth and the native stack used are both bounded, giving the error
+//! "recursion too deep" instead of a stack overflow.
+
+use std::io::Write;
+use std::rc::Rc;
+
+use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat};
+use rustc_hash::FxHashMap;
+
+use crate::native::{native_prelude, NativeFn};
+use crate::value::{Closure, Value};
+use crate::RuntimeError;
+
+pub(crate) type R<T> = Result<T, Box<RuntimeError>>;
+
+/// The raw position of an expression in its arena.
+fn raw(id: ExprId) -> usize {
+    u32::from(id.into_raw()) as usize
+}
+
+/// What the resolver found out about one expression.
+#[derive(Clone, Copy, Debug)]
+enum Aux {
+    Nothing,
+    /// A variable in this slot of the frame.
+    Slot(u32),
+    /// A variable not in scope (only in ill-formed input).
+    Unbound,
+    /// A call of the definition with this index.
+    Def(u32),
+    /// A call of a native prelude function.
+    Native(NativeFn),
+    /// A call of a function with neither a definition nor a native
+    /// implementation: an `edef` without implementation.
+    Missing,
+    /// A lambda, with the number of slots in scope where it stands.
+    Lam(u32),
+    /// A string literal, interned in `Compiled::strings`.
+    Str(u32),
+}
+
+impl Aux {
+    /// Do two resolutions of one (shared) expression agree?
+    fn agrees(self, other: Aux) -> bool {
+        match (self, other) {
+            (Aux::Slot(a), Aux::Slot(b)) | (Aux::Lam(a), Aux::Lam(b)) => a == b,
+            (Aux::Unbound, Aux::Unbound) => true,
+            (Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound, _)
+            | (_, Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound) => false,
+            _ => true,
+        }
+    }
+}
+
+/// A definition ready to run.
+pub(crate) struct Compiled<'a> {
+    pub(crate) id: u32,
+    pub(crate) def: &'a Def,
+    /// Indexed by the raw expression id.
+    aux: Vec<Aux>,
+    strings: Vec<Rc<str>>,
+    /// Why the body cannot run, if it is not a well-formed tree.
+    malformed: Option<String>,
+}
+
+impl Compiled<'_> {
+    fn aux(&self, e: ExprId) -> Aux {
+        self.aux.get(raw(e)).copied().unwrap_or(Aux::Nothing)
+    }
+
+    /// Is `e` an expression of this body?
+    pub(crate) fn contains(&self, e: ExprId) -> bool {
+        raw(e) < self.def.body.exprs.len()
+    }
+}
+
+/// The program: every definition, and an index by name.
+pub(crate) struct Prog<'a> {
+    pub(crate) defs: Vec<Compiled<'a>>,
+    pub(crate) by_name: FxHashMap<&'a FunName, u32>,
+}
+
+impl<'a> Prog<'a> {
+    pub(crate) fn new(defs: impl IntoIterator<Item = &'a Def>) -> Prog<'a> {
+        let defs: Vec<&'a Def> = defs.into_iter().collect();
+        let mut by_name = FxHashMap::default();
+        for (i, d) in defs.iter().enumerate() {
+            // The first definition of a name wins (the front end rejects duplicates).
+            by_name.entry(&d.name).or_insert(i as u32);
+        }
+        let defs = defs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| compile(i as u32, d, &by_name))
+            .collect();
+        Prog { defs, by_name }
+    }
+
+    pub(crate) fn def(&self, i: u32) -> Option<&Compiled<'a>> {
+        self.defs.get(i as usize)
+    }
+}
+
+/// The names the parameters bind, in slot order.
+fn param_names(def: &Def) -> impl Iterator<Item = &str> {
+    def.params.iter().map(|p| p.name.as_str())
+}
+
+/// Resolves every expression of a body (see the module documentation). The
+/// walk is iterative, so arbitrarily deep bodies cannot overflow the stack,
+/// and it rejects ill-formed bodies (dangling ids, cycles, subtrees shared
+/// between different scopes) instead of letting evaluation misbehave.
+fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> Compiled<'a> {
+    enum Task<'e> {
+        Visit(ExprId),
+        Bind(&'e [String]),
+        Unbind(usize),
+    }
+    let body = &def.body;
+    let n = body.exprs.len();
+    let mut aux = vec![Aux::Nothing; n];
+    let mut seen = vec![false; n];
+    let mut strings = Vec::new();
+    let mut scope: Vec<&str> = param_names(def).collect();
+    let mut tasks = vec![Task::Visit(def.root)];
+    let mut visits = 0usize;
+    let mut malformed = None;
+    while let Some(task) = tasks.pop() {
+        let e = match task {
+            Task::Visit(e) => e,
+            Task::Bind(vars) => {
+                scope.extend(vars.iter().map(String::as_str));
+                continue;
+            }
+            Task::Unbind(k) => {
+                scope.truncate(scope.len().saturating_sub(k));
+                continue;
+            }
+        };
+        if raw(e) >= n {
+            malformed = Some(format!("it refers to a missing expression {e:?}"));
+            break;
+        }
+        visits += 1;
+        if visits > 2 * n + 16 {
+            malformed = Some("it is not a tree".to_string());
+            break;
+        }
+        let resolved = match &body.exprs[e] {
+            Expr::Lit(Lit::String(s)) => {
+                strings.push(Rc::from(s.as_str()));
+                Aux::Str(strings.len() as u32 - 1)
+            }
+            Expr::Lit(_) | Expr::Dummy(_) => Aux::Nothing,
+            Expr::Var(v) => match scope.iter().rposition(|w| w == v) {
+                Some(slot) => Aux::Slot(slot as u32),
+                None => Aux::Unbound,
+            },
+            Expr::Call(callee, arg) => {
+                tasks.push(Task::Visit(*arg));
+                match callee {
+                    Callee::Prim(_) => Aux::Nothing,
+                    Callee::Fun(name) => match by_name.get(name) {
+                        Some(&d) => Aux::Def(d),
+                        None => native_prelude(name).map_or(Aux::Missing, Aux::Native),
+                    },
+                }
+            }
+            Expr::Tuple(es) => {
+                tasks.extend(es.iter().rev().map(|&c| Task::Visit(c)));
+                Aux::Nothing
+            }
+            Expr::Let(pat, rhs, next) => {
+                let vars = pat.vars();
+                tasks.extend([
+                    Task::Unbind(vars.len()),
+                    Task::Visit(*next),
+                    Task::Bind(vars),
+                    Task::Visit(*rhs),
+                ]);
+                Aux::Nothing
+            }
+            Expr::If(c, t, f) => {
+                tasks.extend([Task::Visit(*f), Task::Visit(*t), Task::Visit(*c)]);
+                Aux::Nothing
+            }
+            Expr::Assert(c, next) => {
+                tasks.extend([Task::Visit(*next), Task::Visit(*c)]);
+                Aux::Nothing
+            }
+            Expr::Lam(v, _, lam_body) => {
+                tasks.extend([
+                    Task::Unbind(1),
+                    Task::Visit(*lam_body),
+                    Task::Bind(std::slice::from_ref(v)),
+                ]);
+                Aux::Lam(scope.len() as u32)
+            }
+        };
+        let i = raw(e);
+        if seen[i] && !aux[i].agrees(resolved) {
+            malformed = Some(format!(
+                "expression {e:?} is shared between different scopes"
+            ));
+            break;
+        }
+        seen[i] = true;
+        aux[i] = resolved;
+    }
+    Compiled {
+        id,
+        def,
+        aux,
+        strings,
+        malformed,
+    }
+}
+
+/// The arguments of a call of a definition, before they are bound.
+pub(crate) enum Args {
+    /// The argument value, to be bound to the parameter(s).
+    Whole(Value),
+    /// The parameters' values, one each.
+    Spread(Vec<Value>),
+}
+
+/// A lambda ready to be applied: where its frame is and where its body is.
+pub(crate) struct Lambda<'p, 'a> {
+    cx: &'p Compiled<'a>,
+    base: usize,
+    /// The stack height under the parameter.
+    frame: usize,
+    body: ExprId,
+    /// The stack height to return to when done.
+    restore: usize,
+}
+
+/// The address of a local, to measure how much native stack is in use.
+fn stack_address() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
+
+/// The state of one top-level call.
+pub(crate) struct Machine<'p, 'a, 'o> {
+    pub(crate) prog: &'p Prog<'a>,
+    pub(crate) stack: Vec<Value>,
+    pub(crate) out: &'o mut dyn Write,
+    depth: usize,
+    max_depth: usize,
+    stack_origin: usize,
+    stack_limit: usize,
+}
+
+impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
+    pub(crate) fn new(
+        prog: &'p Prog<'a>,
+        stack: Vec<Value>,
+        out: &'o mut dyn Write,
+        max_depth: usize,
+        stack_limit: usize,
+    ) -> Self {
+        Machine {
+            prog,
+            stack,
+            out,
+            depth: 0,
+            max_depth,
+            stack_origin: stack_address(),
+            stack_limit,
+        }
+    }
+
+    /// An error at expression `at` of `cx`'s body.
+    pub(crate) fn fail(
+        &self,
+        cx: &Compiled,
+        at: ExprId,
+        message: impl Into<String>,
+    ) -> Box<RuntimeError> {
+        Box::new(RuntimeError {
+            message: message.into(),
+            location: Some((cx.def.name.clone(), at)),
+            stack: Vec::new(),
+        })
+    }
+
+    /// Attaches a location to a plain error message.
+    pub(crate) fn at<T>(&self, cx: &Compiled, at: ExprId, r: Result<T, String>) -> R<T> {
+        r.map_err(|m| self.fail(cx, at, m))
+    }
+
+    /// Calls a function by name from outside.
+    pub(crate) fn call_top(&mut self, name: &FunName, arg: Value) -> R<Value> {
+        let top = |message: String| {
+            Box::new(RuntimeError {
+                message,
+                location: None,
+                stack: Vec::new(),
+            })
+        };
+        if let Some(cx) = self.prog.by_name.get(name).and_then(|&d| self.prog.def(d)) {
+            if let Some(why) = &cx.malformed {
+                return Err(top(format!(
+                    "internal error: the body of `{name}` is malformed: {why}"
+                )));
+            }
+            self.bind_args(cx, Args::Whole(arg)).map_err(top)?;
+            self.depth = 1;
+            let r = self.eval(cx, 0, cx.def.root, true);
+            self.depth = 0;
+            return r;
+        }
+        match native_prelude(name) {
+            Some(f) => f.call(&arg).map_err(top),
+            None => Err(top(format!("there is no definition of `{name}`"))),
+        }
+    }
+
+    /// Evaluates expression `e` of `cx`'s body in the frame at `base`.
+    ///
+    /// `let`, `if` and `assert` continue in this loop rather than recursing.
+    /// With `tail`, `e` is in tail position of a function body whose frame
+    /// starts at `base`: a call of a definition then reuses the frame, and the
+    /// caller of `eval` pops the frame.
+    pub(crate) fn eval(
+        &mut self,
+        mut cx: &'p Compiled<'a>,
+        base: usize,
+        mut e: ExprId,
+        tail: bool,
+    ) -> R<Value> {
+        let entry = self.stack.len();
+        let value = loop {
+            match &cx.def.body.exprs[e] {
+                Expr::Lit(lit) => {
+                    break match lit {
+                        Lit::Integer(i) => Value::Integer(*i),
+                        Lit::Float(x) => Value::Float(*x),
+                        Lit::Bool(b) => Value::Bool(*b),
+                        Lit::String(s) => match cx.aux(e) {
+                            Aux::Str(k) => match cx.strings.get(k as usize) {
+                                Some(s) => Value::String(s.clone()),
+                                None => Value::string(s),
+                            },
+                            _ => Value::string(s),
+                        },
+                    }
+                }
+                Expr::Var(v) => {
+                    let found = match cx.aux(e) {
+                        Aux::Slot(slot) => self.stack.get(base + slot as usize).cloned(),
+                        _ => None,
+                    };
+                    match found {
+                        Some(value) => break value,
+                        None => {
+                            return Err(self.fail(cx, e, format!("variable `{v}` is not in scope")))
+                        }
+                    }
+                }
+                Expr::Let(pat, rhs, next) => {
+                    let v = self.eval(cx, base, *rhs, false)?;
+                    self.bind(cx, e, pat, v)?;
+                    e = *next;
+                }
+                Expr::If(c, t, f) => {
+                    e = if self.eval_bool(cx, base, *c)? {
+                        *t
+                    } else {
+                        *f
+                    };
+                }
+                Expr::Assert(c, next) => {
+                    if !self.eval_bool(cx, base, *c)? {
+                        return Err(self.fail(cx, e, "assertion failed"));
+                    }
+                    e = *next;
+                }
+                Expr::Call(Callee::Fun(name), arg) => match cx.aux(e) {
+                    Aux::Def(d) if tail => {
+                        // A tail call: evaluate the arguments, then replace this frame.
+                        let callee = self.callee(cx, e, d)?;
+                        let args = self.eval_args(cx, base, *arg, callee)?;
+                        self.stack.truncate(base);
+                        let r = self.bind_args(callee, args);
+                        self.at(cx, e, r)?;
+                        cx = callee;
+                        e = callee.def.root;
+                    }
+                    Aux::Def(d) => break self.call_def(cx, base, e, *arg, d)?,
+                    Aux::Native(f) => break self.call_native(cx, base, e, *arg, f)?,
+                    _ => {
+                        return Err(self.fail(
+                            cx,
+                            e,
+                            format!("`{name}` is declared with edef but has no implementation"),
+                        ))
+                    }
+                },
+                Expr::Call(Callee::Prim(p), arg) => break self.eval_prim(cx, base, e, *p, *arg)?,
+                Expr::Tuple(es) => break self.eval_tuple(cx, base, es)?,
+                Expr::Lam(..) => break self.make_closure(cx, base, e)?,
+                Expr::Dummy(t) => break self.at(cx, e, crate::ops::dummy(t))?,
+            }
+        };
+        if !tail {
+            self.stack.truncate(entry);
+        }
+        Ok(value)
+    }
+
+    fn eval_bool(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<bool> {
+        match self.eval(cx, base, e, false)? {
+            Value::Bool(b) => Ok(b),
+            v => Err(self.fail(
+                cx,
+                e,
+                format!("internal error: expected a Bool, found {}", v.kind()),
+            )),
+        }
+    }
+
+    /// Binds a `let` pattern by pushing its variables' values.
+    fn bind(&mut self, cx: &Compiled, at: ExprId, pat: &Pat, v: Value) -> R<()> {
+        match pat {
+            Pat::Var(_) => self.stack.push(v),
+            Pat::Tuple(vars) => match &v {
+                Value::Tuple(vs) if vs.len() == vars.len() => self.stack.extend(vs.iter().cloned()),
+                _ => {
+                    return Err(self.fail(
+                        cx,
+                        at,
+                        format!(
+                            "internal error: a pattern of {} variables bound to {}",
+                            vars.len(),
+                            v.kind()
+                        ),
+                    ))
+                }
+            },
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn eval_tuple(&mut self, cx: &'p Compiled<'a>, base: usize, es: &[ExprId]) -> R<Value> {
+        let mut vs = Vec::with_capacity(es.len());
+        for &c in es {
+            vs.push(self.eval(cx, base, c, false)?);
+        }
+        Ok(Value::Tuple(Rc::from(vs)))
+    }
+
+    /// A lambda outside the argument list of a primitive: a closure copying the frame.
+    #[inline(never)]
+    fn make_closure(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<Value> {
+        let env = match cx.aux(e) {
+            Aux::Lam(d) => self
+                .stack
+                .get(base..base + d as usize)
+                .map(<[Value]>::to_vec),
+            _ => None,
+        };
+        match env {
+            Some(env) => Ok(Value::Closure(Rc::new(Closure {
+                def: cx.id,
+                lam: e,
+                env,
+            }))),
+            None => Err(self.fail(cx, e, "internal error: a lambda out of its scope")),
+        }
+    }
+
+    /// The definition a call refers to, checked to be runnable.
+    fn callee(&self, cx: &Compiled, call: ExprId, d: u32) -> R<&'p Compiled<'a>> {
+        let prog: &'p Prog<'a> = self.prog;
+        let Some(callee) = prog.def(d) else {
+            return Err(self.fail(cx, call, "internal error: a call of a missing definition"));
+        };
+        if let Some(why) = &callee.malformed {
+            let msg = format!(
+                "internal error: the body of `{}` is malformed: {why}",
+                callee.def.name
+            );
+            return Err(self.fail(cx, call, msg));
+        }
+        Ok(callee)
+    }
+
+    /// Evaluates the argument of a call of `callee`, spreading a literal
+    /// tuple over the parameters without building the tuple.
+    fn eval_args(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        arg: ExprId,
+        callee: &Compiled,
+    ) -> R<Args> {
+        let n = callee.def.params.len();
+        match &cx.def.body.exprs[arg] {
+            Expr::Tuple(es) if n != 1 && es.len() == n => {
+                let mut vs = Vec::with_capacity(n);
+                for &c in es {
+                    vs.push(self.eval(cx, base, c, false)?);
+                }
+                Ok(Args::Spread(vs))
+            }
+            _ => Ok(Args::Whole(self.eval(cx, base, arg, false)?)),
+        }
+    }
+
+    /// Pushes the parameters of `callee` (the frame must start at the top).
+    fn bind_args(&mut self, callee: &Compiled, args: Args) -> Result<(), String> {
+        let n = callee.def.params.len();
+        match args {
+            Args::Whole(v) if n == 1 => self.stack.push(v),
+            Args::Whole(Value::Tuple(vs)) if vs.len() == n => self.stack.extend(vs.iter().cloned()),
+            Args::Spread(vs) if vs.len() == n => self.stack.extend(vs),
+            Args::Whole(v) => {
+                return Err(format!(
+                    "internal error: `{}` takes {n} arguments, but was given {}",
+                    callee.def.name,
+                    v.kind()
+                ))
+            }
+            Args::Spread(vs) => {
+                return Err(format!(
+                    "internal error: `{}` takes {n} arguments, but was given {}",
+                    callee.def.name,
+                    vs.len()
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// A nested (non-tail) call of a definition.
+    #[inline(never)]
+    fn call_def(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        call: ExprId,
+        arg: ExprId,
+        d: u32,
+    ) -> R<Value> {
+        let callee = self.callee(cx, call, d)?;
+        let args = self.eval_args(cx, base, arg, callee)?;
+        if self.depth >= self.max_depth
+            || self.stack_origin.abs_diff(stack_address()) > self.stack_limit
+        {
+            return Err(self.fail(cx, call, "recursion too deep"));
+        }
+        let new_base = self.stack.len();
+        let r = self.bind_args(callee, args);
+        self.at(cx, call, r)?;
+        self.depth += 1;
+        let r = self.eval(callee, new_base, callee.def.root, true);
+        self.depth -= 1;
+        self.stack.truncate(new_base);
+        r.map_err(|mut err| {
+            err.stack.push((cx.def.name.clone(), call));
+            err
+        })
+    }
+
+    /// A call of a native prelude function.
+    #[inline(never)]
+    fn call_native(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        call: ExprId,
+        arg: ExprId,
+        f: NativeFn,
+    ) -> R<Value> {
+        let r = match &cx.def.body.exprs[arg] {
+            // The common case `(add x y)`: no tuple is built.
+            Expr::Tuple(es) if f.arity != 1 && es.len() == f.arity && es.len() <= 4 => {
+                let mut buf = [
+                    Value::Integer(0),
+                    Value::Integer(0),
+                    Value::Integer(0),
+                    Value::Integer(0),
+                ];
+                for (slot, &c) in buf.iter_mut().zip(es) {
+                    *slot = self.eval(cx, base, c, false)?;
+                }
+                (f.imp)(buf.get(..es.len()).unwrap_or_default())
+            }
+            _ => {
+                let v = self.eval(cx, base, arg, false)?;
+                f.call(&v)
+            }
+        };
+        self.at(cx, call, r)
+    }
+
+    /// Prepares the lambda written at `lam` (a `Lam` expression of `cx`) for
+    /// application in the current frame.
+    pub(crate) fn open_in_frame(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        lam: ExprId,
+    ) -> Option<Lambda<'p, 'a>> {
+        let Expr::Lam(_, _, body) = &cx.def.body.exprs[lam] else {
+            return None;
+        };
+        let Aux::Lam(d) = cx.aux(lam) else {
+            return None;
+        };
+        let frame = base + d as usize;
+        (frame == self.stack.len()).then_some(Lambda {
+            cx,
+            base,
+            frame,
+            body: *body,
+            restore: frame,
+        })
+    }
+
+    /// Prepares a closure value for application: pushes its frame.
+    pub(crate) fn open_closure(&mut self, c: &Closure) -> Option<Lambda<'p, 'a>> {
+        let prog: &'p Prog<'a> = self.prog;
+        let cx = prog.def(c.def)?;
+        if !cx.contains(c.lam) || cx.malformed.is_some() {
+            return None;
+        }
+        let Expr::Lam(_, _, body) = &cx.def.body.exprs[c.lam] else {
+            return None;
+        };
+        if !matches!(cx.aux(c.lam), Aux::Lam(d) if d as usize == c.env.len()) {
+            return None;
+        }
+        let restore = self.stack.len();
+        self.stack.extend(c.env.iter().cloned());
+        Some(Lambda {
+            cx,
+            base: restore,
+            frame: self.stack.len(),
+            body: *body,
+            restore,
+        })
+    }
+
+    /// Applies an open lambda.
+    pub(crate) fn apply(&mut self, l: &Lambda<'p, 'a>, arg: Value) -> R<Value> {
+        self.stack.truncate(l.frame);
+        self.stack.push(arg);
+        self.eval(l.cx, l.base, l.body, false)
+    }
+
+    /// Pops what opening a lambda pushed.
+    pub(crate) fn close(&mut self, l: Lambda<'p, 'a>) {
+        self.stack.truncate(l.restore);
+    }
+}

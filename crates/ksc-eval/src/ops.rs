@@ -1,0 +1,303 @@
+//! Value-level operations shared by the primitives: the tangent-space
+//! arithmetic (`ts_add`, `ts_scale`, `ts_dot`, `ts_neg`), zeros, defaults and
+//! shapes. They report failures as plain messages; the evaluator attaches the
+//! location.
+
+use std::rc::Rc;
+
+use ksc_ir::Type;
+
+use crate::value::{fmt_size, Tensor, Value};
+
+pub(crate) const OVERFLOW: &str = "integer overflow";
+
+/// The most elements a single tensor may have. Bigger requests are errors
+/// rather than an allocation failure that would abort the process (the
+/// original's allocator has 1 GB in total).
+pub(crate) const MAX_ELEMENTS: usize = 1 << 28;
+
+/// Reserves room for `n` elements, or explains why it cannot.
+pub(crate) fn alloc_elements(n: usize) -> Result<Vec<Value>, String> {
+    if n > MAX_ELEMENTS {
+        return Err(format!(
+            "a tensor of {n} elements is too large (the limit is {MAX_ELEMENTS})"
+        ));
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;
+    Ok(v)
+}
+
+/// `ts_add a b`: adds `b` to `a` in place, elementwise through tuples and
+/// tensors. A unit operand on either side is the identity (a tangent of a
+/// discrete value); Integers add (checked); other discrete values keep `a`.
+/// Shared parts of `a` are copied on write.
+pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
+    if b.is_unit() {
+        return Ok(());
+    }
+    if a.is_unit() {
+        *a = b.clone();
+        return Ok(());
+    }
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => *x += y,
+        (Value::Integer(x), Value::Integer(y)) => *x = x.checked_add(*y).ok_or(OVERFLOW)?,
+        (Value::Bool(_), Value::Bool(_)) | (Value::String(_), Value::String(_)) => {}
+        (Value::Tuple(xs), Value::Tuple(ys)) => {
+            if xs.len() != ys.len() {
+                return Err(format!(
+                    "`ts_add` of tuples of {} and {} components",
+                    xs.len(),
+                    ys.len()
+                ));
+            }
+            for (x, y) in Rc::make_mut(xs).iter_mut().zip(ys.iter()) {
+                add_in_place(x, y)?;
+            }
+        }
+        (Value::Tensor(xt), Value::Tensor(yt)) => {
+            xt.check()?;
+            yt.check()?;
+            if xt.shape != yt.shape {
+                return Err(format!(
+                    "`ts_add` of tensors of different sizes: {} and {}",
+                    fmt_size(&xt.shape),
+                    fmt_size(&yt.shape)
+                ));
+            }
+            for (x, y) in Rc::make_mut(xt).data.iter_mut().zip(&yt.data) {
+                add_in_place(x, y)?;
+            }
+        }
+        (a, b) => return Err(format!("`ts_add` cannot add {} to {}", b.kind(), a.kind())),
+    }
+    Ok(())
+}
+
+/// `ts_add a b`, reusing `a`'s storage when it is not shared.
+pub(crate) fn ts_add(mut a: Value, b: &Value) -> Result<Value, String> {
+    add_in_place(&mut a, b)?;
+    Ok(a)
+}
+
+/// `ts_scale k v`: multiplies every Float inside `v` by `k`; discrete values
+/// are unchanged.
+pub(crate) fn ts_scale(k: f64, mut v: Value) -> Value {
+    scale_in_place(k, &mut v);
+    v
+}
+
+fn scale_in_place(k: f64, v: &mut Value) {
+    match v {
+        Value::Float(x) => *x *= k,
+        Value::Tuple(xs) => Rc::make_mut(xs)
+            .iter_mut()
+            .for_each(|x| scale_in_place(k, x)),
+        Value::Tensor(t) => Rc::make_mut(t)
+            .data
+            .iter_mut()
+            .for_each(|x| scale_in_place(k, x)),
+        _ => {}
+    }
+}
+
+/// `ts_neg v`: negates every Float and Integer inside `v`.
+pub(crate) fn ts_neg(mut v: Value) -> Result<Value, String> {
+    neg_in_place(&mut v)?;
+    Ok(v)
+}
+
+fn neg_in_place(v: &mut Value) -> Result<(), String> {
+    match v {
+        Value::Float(x) => *x = -*x,
+        Value::Integer(i) => *i = i.checked_neg().ok_or(OVERFLOW)?,
+        Value::Tuple(xs) => Rc::make_mut(xs).iter_mut().try_for_each(neg_in_place)?,
+        Value::Tensor(t) => Rc::make_mut(t).data.iter_mut().try_for_each(neg_in_place)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `ts_dot a b`: the sum of the products of corresponding Float leaves, left
+/// to right. Discrete leaves contribute 0, and so does a unit on either side.
+pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
+    Ok(match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x * y,
+        (Value::Tuple(xs), Value::Tuple(ys)) if xs.is_empty() || ys.is_empty() => 0.0,
+        (Value::Tuple(xs), Value::Tuple(ys)) => {
+            if xs.len() != ys.len() {
+                return Err(format!(
+                    "`ts_dot` of tuples of {} and {} components",
+                    xs.len(),
+                    ys.len()
+                ));
+            }
+            let mut sum = 0.0;
+            for (x, y) in xs.iter().zip(ys.iter()) {
+                sum += ts_dot(x, y)?;
+            }
+            sum
+        }
+        (Value::Tensor(xt), Value::Tensor(yt)) => {
+            xt.check()?;
+            yt.check()?;
+            if xt.shape != yt.shape {
+                return Err(format!(
+                    "`ts_dot` of tensors of different sizes: {} and {}",
+                    fmt_size(&xt.shape),
+                    fmt_size(&yt.shape)
+                ));
+            }
+            let mut sum = 0.0;
+            for (x, y) in xt.data.iter().zip(&yt.data) {
+                sum += ts_dot(x, y)?;
+            }
+            sum
+        }
+        _ => 0.0,
+    })
+}
+
+/// A zero shaped like `v`: 0.0 for Floats, 0 for Integers, `false`, `""`,
+/// tuples and tensors of zeros of the same structure.
+pub(crate) fn zero_like(v: &Value) -> Value {
+    match v {
+        Value::Float(_) => Value::Float(0.0),
+        Value::Integer(_) => Value::Integer(0),
+        Value::Bool(_) => Value::Bool(false),
+        Value::String(_) => Value::string(""),
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like).collect()),
+        Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(zero_like).collect(),
+        })),
+        Value::Closure(_) => v.clone(),
+    }
+}
+
+/// `$dummy T`: the default value of a type (empty tensors of the right rank).
+pub(crate) fn dummy(ty: &Type) -> Result<Value, String> {
+    Ok(match ty {
+        Type::Integer => Value::Integer(0),
+        Type::Float => Value::Float(0.0),
+        Type::Bool => Value::Bool(false),
+        Type::String => Value::string(""),
+        Type::Tuple(ts) => Value::Tuple(ts.iter().map(dummy).collect::<Result<_, _>>()?),
+        Type::Tensor(rank, _) => Value::Tensor(Rc::new(Tensor {
+            shape: vec![0; (*rank).max(1)],
+            data: Vec::new(),
+        })),
+        Type::Lam(..) | Type::LM(..) | Type::Unknown => {
+            return Err(format!("there is no default value of type `{ty}`"))
+        }
+    })
+}
+
+/// The best type we can tell from a value alone, for the rare expression
+/// whose static type is unknown. Elements of empty tensors are `Unknown`.
+fn type_of_value(v: &Value) -> Type {
+    match v {
+        Value::Integer(_) => Type::Integer,
+        Value::Float(_) => Type::Float,
+        Value::Bool(_) => Type::Bool,
+        Value::String(_) => Type::String,
+        Value::Tuple(xs) => Type::Tuple(xs.iter().map(type_of_value).collect()),
+        Value::Tensor(t) => Type::tensor(
+            t.rank(),
+            t.data.first().map(type_of_value).unwrap_or(Type::Unknown),
+        ),
+        Value::Closure(_) => Type::Unknown,
+    }
+}
+
+/// `shape x`, the compressed shape (knossos-reference.md 5.6), directed by
+/// the static type of `x`: scalars and tuples of scalars give `()`; a tensor
+/// of elements with trivial shape gives its size; otherwise the structure is
+/// kept (tuples component-wise, tensors mapped).
+pub(crate) fn shape_of(v: &Value, ty: &Type) -> Result<Value, String> {
+    if ty.contains_unknown() {
+        // Only for ill-typed input: guess from the value (`Unknown` element
+        // types of empty tensors count as trivial).
+        return shape_known(v, &type_of_value(v));
+    }
+    shape_known(v, ty)
+}
+
+fn shape_known(v: &Value, ty: &Type) -> Result<Value, String> {
+    if ty.shape_is_trivial() {
+        return Ok(Value::unit());
+    }
+    match (ty, v) {
+        (Type::Tuple(ts), Value::Tuple(xs)) if ts.len() == xs.len() => Ok(Value::Tuple(
+            xs.iter()
+                .zip(ts)
+                .map(|(x, t)| shape_known(x, t))
+                .collect::<Result<_, _>>()?,
+        )),
+        (Type::Tensor(_, e), Value::Tensor(t)) if e.shape_is_trivial() => {
+            t.check()?;
+            Ok(t.size_value())
+        }
+        (Type::Tensor(_, e), Value::Tensor(t)) => {
+            t.check()?;
+            let data = t
+                .data
+                .iter()
+                .map(|x| shape_known(x, e))
+                .collect::<Result<_, _>>()?;
+            Ok(Value::Tensor(Rc::new(Tensor {
+                shape: t.shape.clone(),
+                data,
+            })))
+        }
+        _ => Err(format!("`shape` of {} whose type is `{ty}`", v.kind())),
+    }
+}
+
+/// The zero of type `ty` whose uncompressed shape is `sh` (scalars have shape
+/// `()`, tuples a tuple of shapes, tensors a tensor of shapes), for
+/// `buildFromSparse`.
+pub(crate) fn zero_from_shape(sh: &Value, ty: &Type) -> Value {
+    match (ty, sh) {
+        (Type::Float, _) => Value::Float(0.0),
+        (Type::Integer, _) => Value::Integer(0),
+        (Type::Bool, _) => Value::Bool(false),
+        (Type::String, _) => Value::string(""),
+        (Type::Tuple(ts), Value::Tuple(ss)) if ts.len() == ss.len() => Value::Tuple(
+            ss.iter()
+                .zip(ts)
+                .map(|(s, t)| zero_from_shape(s, t))
+                .collect(),
+        ),
+        (Type::Tuple(ts), _) => Value::Tuple(
+            ts.iter()
+                .map(|t| zero_from_shape(&Value::unit(), t))
+                .collect(),
+        ),
+        (Type::Tensor(_, e), Value::Tensor(st)) => Value::Tensor(Rc::new(Tensor {
+            shape: st.shape.clone(),
+            data: st.data.iter().map(|s| zero_from_shape(s, e)).collect(),
+        })),
+        (Type::Tensor(rank, _), _) => Value::Tensor(Rc::new(Tensor {
+            shape: vec![0; (*rank).max(1)],
+            data: Vec::new(),
+        })),
+        // Unknown static type: follow the shape value, scalars being Floats.
+        (_, Value::Tuple(ss)) if !ss.is_empty() => Value::Tuple(
+            ss.iter()
+                .map(|s| zero_from_shape(s, &Type::Unknown))
+                .collect(),
+        ),
+        (_, Value::Tensor(st)) => Value::Tensor(Rc::new(Tensor {
+            shape: st.shape.clone(),
+            data: st
+                .data
+                .iter()
+                .map(|s| zero_from_shape(s, &Type::Unknown))
+                .collect(),
+        })),
+        _ => Value::Float(0.0),
+    }
+}

@@ -1,0 +1,662 @@
+//! The primitives (knossos-reference.md 3.1 and 7.7).
+
+use std::rc::Rc;
+
+use ksc_ir::{Expr, ExprId, Prim, Type};
+
+use crate::eval::{Compiled, Lambda, Machine, R};
+use crate::ops::{self, add_in_place, alloc_elements, zero_from_shape, zero_like, OVERFLOW};
+use crate::value::{fmt_size, index_value_of, num_elements, Tensor, Value};
+
+/// The most arguments a primitive of fixed arity takes (`$check`).
+const MAX_ARITY: usize = 5;
+
+/// The number of arguments of a primitive of fixed arity.
+fn arity(p: Prim) -> usize {
+    match p {
+        Prim::Build
+        | Prim::Sumbuild
+        | Prim::Index
+        | Prim::ConstVec
+        | Prim::TsAdd
+        | Prim::TsScale
+        | Prim::TsDot
+        | Prim::Eq
+        | Prim::Ne
+        | Prim::Map => 2,
+        Prim::Fold
+        | Prim::Map2
+        | Prim::Delta
+        | Prim::DeltaVec
+        | Prim::Diag
+        | Prim::BuildFromSparse
+        | Prim::BuildFromSparseTupled => 3,
+        Prim::Check => 5,
+        Prim::Size
+        | Prim::Sum
+        | Prim::Shape
+        | Prim::Unzip
+        | Prim::TsNeg
+        | Prim::Trace
+        | Prim::Copydown
+        | Prim::Inline
+        | Prim::Get { .. }
+        | Prim::Print
+        | Prim::VecInit => 1,
+    }
+}
+
+/// The evaluated arguments of a primitive. A lambda written in the argument
+/// list is not evaluated; it is recorded to be applied in the current frame.
+struct PrimArgs {
+    vals: [Value; MAX_ARITY],
+    lams: [Option<ExprId>; MAX_ARITY],
+}
+
+impl PrimArgs {
+    fn take(&mut self, i: usize) -> Value {
+        self.vals
+            .get_mut(i)
+            .map_or(Value::unit(), |v| std::mem::replace(v, Value::Integer(0)))
+    }
+
+    fn get(&self, i: usize) -> &Value {
+        const UNIT: &Value = &Value::Integer(0);
+        self.vals.get(i).unwrap_or(UNIT)
+    }
+}
+
+fn int(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Integer(i) => Ok(*i),
+        _ => Err(format!(
+            "internal error: expected an Integer, found {}",
+            v.kind()
+        )),
+    }
+}
+
+fn float(v: &Value) -> Result<f64, String> {
+    match v {
+        Value::Float(x) => Ok(*x),
+        _ => Err(format!(
+            "internal error: expected a Float, found {}",
+            v.kind()
+        )),
+    }
+}
+
+fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
+    match v {
+        Value::Tensor(t) => {
+            t.check()?;
+            Ok(t.clone())
+        }
+        _ => Err(format!(
+            "internal error: expected a tensor, found {}",
+            v.kind()
+        )),
+    }
+}
+
+/// The components of an index value: an Integer or a tuple of Integers.
+fn index_components(v: &Value) -> Result<Vec<i64>, String> {
+    match v {
+        Value::Integer(i) => Ok(vec![*i]),
+        Value::Tuple(vs) if !vs.is_empty() => vs.iter().map(int).collect(),
+        _ => Err(format!(
+            "internal error: expected an index, found {}",
+            v.kind()
+        )),
+    }
+}
+
+/// A size argument as a shape; negative sizes are errors.
+fn sizes(v: &Value, prim: Prim) -> Result<Vec<usize>, String> {
+    let components = index_components(v)?;
+    components
+        .iter()
+        .map(|&n| usize::try_from(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            format!(
+                "`{prim}` with a negative size {}",
+                crate::value::fmt_index(&components)
+            )
+        })
+}
+
+/// The number of elements of a shape.
+fn count(shape: &[usize]) -> Result<usize, String> {
+    num_elements(shape).ok_or_else(|| OVERFLOW.to_string())
+}
+
+/// The `k`-th index (row-major) of an index space of this shape, as a value.
+fn index_at(mut k: usize, shape: &[usize]) -> Value {
+    if let [_] = shape {
+        return Value::Integer(k as i64);
+    }
+    let mut idx = vec![0i64; shape.len()];
+    for (slot, &n) in idx.iter_mut().zip(shape).rev() {
+        if n > 0 {
+            *slot = (k % n) as i64;
+            k /= n;
+        }
+    }
+    index_value_of(idx.into_iter())
+}
+
+/// `index i t`, bounds-checked.
+fn index(t: &Tensor, i: &Value) -> Result<Value, String> {
+    let flat = match (i, t.shape.as_slice()) {
+        // The common case, without allocating.
+        (Value::Integer(i), [n]) => match usize::try_from(*i) {
+            Ok(k) if k < *n && k < t.data.len() => k,
+            _ => {
+                return Err(format!(
+                    "index {i} is out of range for a tensor of size {n}"
+                ))
+            }
+        },
+        _ => t.flat_index(&index_components(i)?)?,
+    };
+    t.data
+        .get(flat)
+        .cloned()
+        .ok_or_else(|| "internal error: malformed tensor".to_string())
+}
+
+/// The pair `(a, b)`, in one allocation.
+fn pair(a: Value, b: Value) -> Value {
+    Value::Tuple(Rc::new([a, b]))
+}
+
+fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
+    Value::Tensor(Rc::new(Tensor { shape, data }))
+}
+
+impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
+    /// Evaluates a call of a primitive.
+    #[inline(never)]
+    pub(crate) fn eval_prim(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        call: ExprId,
+        p: Prim,
+        arg: ExprId,
+    ) -> R<Value> {
+        match p {
+            Prim::Print => return self.print(cx, base, call, arg),
+            Prim::VecInit => {
+                let mut vs = Vec::new();
+                for c in cx.def.body.call_args(arg) {
+                    vs.push(self.eval(cx, base, c, false)?);
+                }
+                return Ok(Value::vector(vs));
+            }
+            _ => {}
+        }
+        let mut args = self.prim_args(cx, base, call, arg, arity(p))?;
+        let r = self.prim(cx, base, call, p, arg, &mut args);
+        // Errors from inside a lambda already have their location.
+        r.map_err(|e| match e {
+            Fail::Here(m) => self.fail(cx, call, m),
+            Fail::Inner(e) => e,
+        })
+    }
+
+    /// Evaluates the arguments of a primitive of fixed arity `k`: the
+    /// components of a literal k-tuple, or the components of the value of a
+    /// single k-tuple argument (a single argument if k = 1).
+    fn prim_args(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        call: ExprId,
+        arg: ExprId,
+        k: usize,
+    ) -> R<PrimArgs> {
+        let mut args = PrimArgs {
+            vals: [
+                Value::Integer(0),
+                Value::Integer(0),
+                Value::Integer(0),
+                Value::Integer(0),
+                Value::Integer(0),
+            ],
+            lams: [None; MAX_ARITY],
+        };
+        if k == 1 {
+            args.vals[0] = self.eval(cx, base, arg, false)?;
+            return Ok(args);
+        }
+        match &cx.def.body.exprs[arg] {
+            Expr::Tuple(es) if es.len() == k => {
+                for ((val, lam), &c) in args.vals.iter_mut().zip(&mut args.lams).zip(es) {
+                    if matches!(cx.def.body.exprs[c], Expr::Lam(..)) {
+                        *lam = Some(c);
+                    } else {
+                        *val = self.eval(cx, base, c, false)?;
+                    }
+                }
+            }
+            _ => match self.eval(cx, base, arg, false)? {
+                Value::Tuple(vs) if vs.len() == k => {
+                    for (val, v) in args.vals.iter_mut().zip(vs.iter()) {
+                        *val = v.clone();
+                    }
+                }
+                v => {
+                    return Err(self.fail(
+                        cx,
+                        call,
+                        format!("internal error: expected {k} arguments, found {}", v.kind()),
+                    ))
+                }
+            },
+        }
+        Ok(args)
+    }
+
+    /// Opens argument `i` as a lambda.
+    fn lambda(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        args: &PrimArgs,
+        i: usize,
+    ) -> Result<Lambda<'p, 'a>, Fail> {
+        let opened = match (args.lams.get(i).copied().flatten(), args.get(i)) {
+            (Some(lam), _) => self.open_in_frame(cx, base, lam),
+            (None, Value::Closure(c)) => self.open_closure(c),
+            (None, v) => {
+                return Err(Fail::Here(format!(
+                    "internal error: expected a lambda, found {}",
+                    v.kind()
+                )))
+            }
+        };
+        opened.ok_or_else(|| Fail::Here("internal error: a lambda out of its scope".to_string()))
+    }
+
+    /// Applies a lambda once and pops its frame.
+    fn apply_once(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        args: &PrimArgs,
+        i: usize,
+        x: Value,
+    ) -> Result<Value, Fail> {
+        let l = self.lambda(cx, base, args, i)?;
+        let r = self.apply(&l, x)?;
+        self.close(l);
+        Ok(r)
+    }
+
+    fn prim(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        call: ExprId,
+        p: Prim,
+        arg: ExprId,
+        args: &mut PrimArgs,
+    ) -> Result<Value, Fail> {
+        let body = &cx.def.body;
+        Ok(match p {
+            Prim::Build => {
+                let shape = sizes(args.get(0), p)?;
+                let n = count(&shape)?;
+                let mut data = alloc_elements(n)?;
+                let l = self.lambda(cx, base, args, 1)?;
+                for k in 0..n {
+                    data.push(self.apply(&l, index_at(k, &shape))?);
+                }
+                self.close(l);
+                new_tensor(shape, data)
+            }
+            Prim::Sumbuild => {
+                let shape = sizes(args.get(0), p)?;
+                let n = count(&shape)?;
+                if n == 0 {
+                    return Err(Fail::Here(format!(
+                        "`sumbuild` of an empty range (size {})",
+                        fmt_size(&shape)
+                    )));
+                }
+                let l = self.lambda(cx, base, args, 1)?;
+                let mut acc = self.apply(&l, index_at(0, &shape))?;
+                for k in 1..n {
+                    let v = self.apply(&l, index_at(k, &shape))?;
+                    add_in_place(&mut acc, &v)?;
+                }
+                self.close(l);
+                acc
+            }
+            Prim::Fold => {
+                let v = tensor(args.get(2))?;
+                let mut acc = args.take(1);
+                let l = self.lambda(cx, base, args, 0)?;
+                for x in &v.data {
+                    acc = self.apply(&l, pair(acc, x.clone()))?;
+                }
+                self.close(l);
+                acc
+            }
+            Prim::Map => {
+                let v = tensor(args.get(1))?;
+                let mut data = alloc_elements(v.len())?;
+                let l = self.lambda(cx, base, args, 0)?;
+                for x in &v.data {
+                    data.push(self.apply(&l, x.clone())?);
+                }
+                self.close(l);
+                new_tensor(v.shape.clone(), data)
+            }
+            Prim::Map2 => {
+                let (a, b) = (tensor(args.get(1))?, tensor(args.get(2))?);
+                if a.shape != b.shape {
+                    return Err(Fail::Here(format!(
+                        "`map2` of tensors of different sizes: {} and {}",
+                        fmt_size(&a.shape),
+                        fmt_size(&b.shape)
+                    )));
+                }
+                let mut data = alloc_elements(a.len())?;
+                let l = self.lambda(cx, base, args, 0)?;
+                for (x, y) in a.data.iter().zip(&b.data) {
+                    data.push(self.apply(&l, pair(x.clone(), y.clone()))?);
+                }
+                self.close(l);
+                new_tensor(a.shape.clone(), data)
+            }
+            Prim::Index => match args.get(1) {
+                Value::Tensor(t) => index(t, args.get(0))?,
+                v => {
+                    return Err(Fail::Here(format!(
+                        "internal error: expected a tensor, found {}",
+                        v.kind()
+                    )))
+                }
+            },
+            Prim::Size => tensor(args.get(0))?.size_value(),
+            Prim::Sum => {
+                let v = tensor(args.get(0))?;
+                let Some((first, rest)) = v.data.split_first() else {
+                    return Err(Fail::Here("`sum` of an empty tensor".to_string()));
+                };
+                let mut acc = first.clone();
+                for x in rest {
+                    add_in_place(&mut acc, x)?;
+                }
+                acc
+            }
+            Prim::Shape => ops::shape_of(args.get(0), body.ty(arg))?,
+            Prim::Unzip => {
+                let v = tensor(args.get(0))?;
+                let n = match (body.ty(call), v.data.first()) {
+                    (Type::Tuple(ts), _) => ts.len(),
+                    (_, Some(Value::Tuple(vs))) => vs.len(),
+                    _ => 0,
+                };
+                let mut columns: Vec<Vec<Value>> =
+                    (0..n).map(|_| Vec::with_capacity(v.len())).collect();
+                for x in &v.data {
+                    match x {
+                        Value::Tuple(vs) if vs.len() == n => {
+                            for (col, c) in columns.iter_mut().zip(vs.iter()) {
+                                col.push(c.clone());
+                            }
+                        }
+                        _ => {
+                            return Err(Fail::Here(format!(
+                                "internal error: `unzip` of {}",
+                                x.kind()
+                            )))
+                        }
+                    }
+                }
+                Value::Tuple(
+                    columns
+                        .into_iter()
+                        .map(|data| new_tensor(v.shape.clone(), data))
+                        .collect(),
+                )
+            }
+            Prim::ConstVec => {
+                let shape = sizes(args.get(0), p)?;
+                let n = count(&shape)?;
+                let mut data = alloc_elements(n)?;
+                data.resize(n, args.take(1));
+                new_tensor(shape, data)
+            }
+            Prim::DeltaVec => {
+                let shape = sizes(args.get(0), p)?;
+                let idx = index_components(args.get(1))?;
+                let v = args.take(2);
+                let n = count(&shape)?;
+                let mut data = alloc_elements(n)?;
+                data.resize(n, zero_like(&v));
+                let mut t = Tensor { shape, data };
+                // Out of range: all zeros.
+                if let Ok(k) = t.flat_index(&idx) {
+                    if let Some(slot) = t.data.get_mut(k) {
+                        *slot = v;
+                    }
+                }
+                Value::Tensor(Rc::new(t))
+            }
+            Prim::Diag => {
+                let (rows, cols) = (int(args.get(0))?, int(args.get(1))?);
+                if rows != cols {
+                    return Err(Fail::Here(format!(
+                        "`diag` needs as many rows as columns, but has {rows} rows and {cols} columns"
+                    )));
+                }
+                let n = usize::try_from(rows)
+                    .map_err(|_| format!("`diag` with a negative size {rows}"))?;
+                // Refuse a result too large to build before building any of it.
+                alloc_elements(count(&[n, n])?)?;
+                let mut out = alloc_elements(n)?;
+                let l = self.lambda(cx, base, args, 2)?;
+                for i in 0..n {
+                    let d = self.apply(&l, Value::Integer(i as i64))?;
+                    let zero = zero_like(&d);
+                    let mut row = alloc_elements(n)?;
+                    row.resize(n, zero);
+                    if let Some(slot) = row.get_mut(i) {
+                        *slot = d;
+                    }
+                    out.push(Value::vector(row));
+                }
+                self.close(l);
+                new_tensor(vec![n], out)
+            }
+            Prim::BuildFromSparse => {
+                let elem_ty = match body.ty(call) {
+                    Type::Tensor(_, e) => (**e).clone(),
+                    _ => Type::Unknown,
+                };
+                let mut result = zeros_of_shape(args.get(0), &elem_ty)?;
+                let space = sizes(args.get(1), p)?;
+                let l = self.lambda(cx, base, args, 2)?;
+                for k in 0..count(&space)? {
+                    let entry = self.apply(&l, index_at(k, &space))?;
+                    accumulate(&mut result, &entry)?;
+                }
+                self.close(l);
+                Value::Tensor(Rc::new(result))
+            }
+            Prim::BuildFromSparseTupled => {
+                let shapes = match args.get(0) {
+                    Value::Tuple(vs) => vs.clone(),
+                    v => {
+                        return Err(Fail::Here(format!(
+                            "internal error: expected a tuple of shapes, found {}",
+                            v.kind()
+                        )))
+                    }
+                };
+                let elem_tys: Vec<Type> = match body.ty(call) {
+                    Type::Tuple(ts) => ts
+                        .iter()
+                        .map(|t| match t {
+                            Type::Tensor(_, e) => (**e).clone(),
+                            _ => Type::Unknown,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let mut results = shapes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, sh)| zeros_of_shape(sh, elem_tys.get(j).unwrap_or(&Type::Unknown)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let space = sizes(args.get(1), p)?;
+                let l = self.lambda(cx, base, args, 2)?;
+                for k in 0..count(&space)? {
+                    match self.apply(&l, index_at(k, &space))? {
+                        Value::Tuple(entries) if entries.len() == results.len() => {
+                            for (result, entry) in results.iter_mut().zip(entries.iter()) {
+                                accumulate(result, entry)?;
+                            }
+                        }
+                        v => {
+                            return Err(Fail::Here(format!(
+                            "internal error: expected a tuple of {} (index, value) pairs, found {}",
+                            results.len(),
+                            v.kind()
+                        )))
+                        }
+                    }
+                }
+                self.close(l);
+                Value::Tuple(
+                    results
+                        .into_iter()
+                        .map(|t| Value::Tensor(Rc::new(t)))
+                        .collect(),
+                )
+            }
+            Prim::TsAdd => ops::ts_add(args.take(0), args.get(1))?,
+            Prim::TsScale => ops::ts_scale(float(args.get(0))?, args.take(1)),
+            Prim::TsDot => Value::Float(ops::ts_dot(args.get(0), args.get(1))?),
+            Prim::TsNeg => ops::ts_neg(args.take(0))?,
+            Prim::Eq => Value::Bool(args.get(0) == args.get(1)),
+            Prim::Ne => Value::Bool(args.get(0) != args.get(1)),
+            Prim::Delta => {
+                let v = args.take(2);
+                if args.get(0) == args.get(1) {
+                    v
+                } else {
+                    zero_like(&v)
+                }
+            }
+            Prim::Trace => {
+                let v = args.take(0);
+                self.write(format_args!("Trace[{v}]\n"))?;
+                v
+            }
+            Prim::Check => {
+                let (x, dx, dr) = (args.take(2), args.take(3), args.take(4));
+                let l = self.lambda(cx, base, args, 0)?;
+                let fx = self.apply(&l, x.clone())?;
+                let fx_dx = self.apply(&l, ops::ts_add(x.clone(), &dx)?)?;
+                self.close(l);
+                let df = ops::ts_add(fx_dx, &ops::ts_scale(-1.0, fx))?;
+                let d1 = ops::ts_dot(&df, &dr)?;
+                let grad = self.apply_once(cx, base, args, 1, pair(x, dr))?;
+                let d2 = ops::ts_dot(&grad, &dx)?;
+                Value::Float((d1 - d2).abs() / (d1.abs() + d2.abs()))
+            }
+            Prim::Copydown | Prim::Inline => args.take(0),
+            Prim::Get { index, arity } => match args.get(0) {
+                Value::Tuple(vs) if vs.len() == arity as usize && index >= 1 => {
+                    vs.get(index as usize - 1).cloned().ok_or_else(|| {
+                        format!(
+                            "internal error: `{p}` of a tuple of {} components",
+                            vs.len()
+                        )
+                    })?
+                }
+                v => return Err(Fail::Here(format!("internal error: `{p}` of {}", v.kind()))),
+            },
+            Prim::Print | Prim::VecInit => {
+                return Err(Fail::Here(format!("internal error: `{p}`")))
+            }
+        })
+    }
+
+    /// `print a b c`: evaluates and writes each argument in turn.
+    fn print(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId) -> R<Value> {
+        let parts = cx.def.body.call_args(arg);
+        for &c in &parts {
+            let v = self.eval(cx, base, c, false)?;
+            let r = self.write(format_args!("{v}"));
+            self.at(cx, call, r)?;
+        }
+        Ok(Value::Integer(parts.len() as i64 - 1))
+    }
+
+    fn write(&mut self, text: std::fmt::Arguments) -> Result<(), String> {
+        self.out
+            .write_fmt(text)
+            .map_err(|e| format!("cannot write the output: {e}"))
+    }
+}
+
+/// A failure inside a primitive: a message about the primitive call itself,
+/// or an error from inside a lambda, which has its own location.
+enum Fail {
+    Here(String),
+    Inner(Box<crate::RuntimeError>),
+}
+
+impl From<String> for Fail {
+    fn from(m: String) -> Fail {
+        Fail::Here(m)
+    }
+}
+
+impl From<Box<crate::RuntimeError>> for Fail {
+    fn from(e: Box<crate::RuntimeError>) -> Fail {
+        Fail::Inner(e)
+    }
+}
+
+/// The zero-initialised result of `buildFromSparse`: a tensor shaped like the
+/// shape tensor `sh`, each element a zero of `elem_ty` of the element's shape.
+fn zeros_of_shape(sh: &Value, elem_ty: &Type) -> Result<Tensor, String> {
+    let sh = tensor(sh)?;
+    Ok(Tensor {
+        shape: sh.shape.clone(),
+        data: sh
+            .data
+            .iter()
+            .map(|s| zero_from_shape(s, elem_ty))
+            .collect(),
+    })
+}
+
+/// Adds one `(index, value)` entry of `buildFromSparse` into the result.
+fn accumulate(result: &mut Tensor, entry: &Value) -> Result<(), String> {
+    let Value::Tuple(pair) = entry else {
+        return Err(format!(
+            "internal error: expected an (index, value) pair, found {}",
+            entry.kind()
+        ));
+    };
+    let [i, v] = &pair[..] else {
+        return Err(format!(
+            "internal error: expected an (index, value) pair, found {} components",
+            pair.len()
+        ));
+    };
+    let k = result.flat_index(&index_components(i)?)?;
+    match result.data.get_mut(k) {
+        Some(slot) => add_in_place(slot, v),
+        None => Err("internal error: malformed tensor".to_string()),
+    }
+}

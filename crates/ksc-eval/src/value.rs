@@ -1,0 +1,321 @@
+//! Run-time values and their print format (knossos-reference.md 7.7).
+
+use std::fmt;
+use std::rc::Rc;
+
+use ksc_ir::ExprId;
+
+/// A run-time value. Compound values are reference-counted and immutable
+/// (copy on write), so cloning a value is cheap.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Integer(i64),
+    Float(f64),
+    Bool(bool),
+    String(Rc<str>),
+    /// A tuple; `()` (unit) is the empty tuple.
+    Tuple(Rc<[Value]>),
+    Tensor(Rc<Tensor>),
+    /// A lambda with its captured environment.
+    Closure(Rc<Closure>),
+}
+
+/// A tensor of rank `shape.len() >= 1`, elements stored row-major (last index
+/// fastest). Tensors of tensors are ragged: their elements are `Tensor` values
+/// of possibly different sizes.
+///
+/// Invariant: `data.len()` is the product of `shape`. Every operation checks
+/// it where it matters, so a malformed tensor built by hand gives an error,
+/// never a panic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<Value>,
+}
+
+/// A lambda value: the lambda expression (in the body of a definition of the
+/// interpreter that made it) and the values of the variables in scope there.
+#[derive(Debug)]
+pub struct Closure {
+    /// Index of the definition whose body contains the lambda.
+    pub(crate) def: u32,
+    /// The `Lam` expression.
+    pub(crate) lam: ExprId,
+    /// The enclosing frame, slot by slot.
+    pub(crate) env: Vec<Value>,
+}
+
+impl Tensor {
+    /// A rank-1 tensor.
+    pub fn vector(data: Vec<Value>) -> Tensor {
+        Tensor {
+            shape: vec![data.len()],
+            data,
+        }
+    }
+
+    /// A tensor of the given shape, if `data` has the right number of elements.
+    pub fn new(shape: Vec<usize>, data: Vec<Value>) -> Option<Tensor> {
+        (!shape.is_empty() && num_elements(&shape) == Some(data.len()))
+            .then_some(Tensor { shape, data })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Checks the invariant `data.len() == product(shape)`.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !self.shape.is_empty() && num_elements(&self.shape) == Some(self.data.len()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "malformed tensor: shape {} but {} elements",
+                fmt_size(&self.shape),
+                self.data.len()
+            ))
+        }
+    }
+
+    /// The size as a value: `Integer` for rank 1, a tuple of Integers otherwise.
+    pub fn size_value(&self) -> Value {
+        index_value_of(self.shape.iter().map(|&n| n as i64))
+    }
+
+    /// The row-major position of a multi-index, bounds-checked.
+    pub(crate) fn flat_index(&self, idx: &[i64]) -> Result<usize, String> {
+        self.check()?;
+        if idx.len() != self.shape.len() {
+            return Err(format!(
+                "an index of rank {} used on a tensor of rank {}",
+                idx.len(),
+                self.shape.len()
+            ));
+        }
+        let mut flat = 0usize;
+        for (&i, &n) in idx.iter().zip(&self.shape) {
+            match usize::try_from(i) {
+                Ok(i) if i < n => flat = flat * n + i,
+                _ => {
+                    return Err(format!(
+                        "index {} is out of range for a tensor of size {}",
+                        fmt_index(idx),
+                        fmt_size(&self.shape)
+                    ))
+                }
+            }
+        }
+        Ok(flat)
+    }
+}
+
+/// The number of elements of a tensor of this shape, if it fits in `usize`.
+pub(crate) fn num_elements(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))
+}
+
+/// An index or size as written in `.ks`: `3` or `(2,3)`.
+pub(crate) fn fmt_index(idx: &[i64]) -> String {
+    match idx {
+        [i] => i.to_string(),
+        _ => format!(
+            "({})",
+            idx.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+        ),
+    }
+}
+
+pub(crate) fn fmt_size(shape: &[usize]) -> String {
+    fmt_index(&shape.iter().map(|&n| n as i64).collect::<Vec<_>>())
+}
+
+/// An index value: `Integer` for rank 1, a tuple of Integers otherwise.
+pub(crate) fn index_value_of(mut components: impl ExactSizeIterator<Item = i64>) -> Value {
+    if components.len() == 1 {
+        Value::Integer(components.next().unwrap_or(0))
+    } else {
+        Value::Tuple(components.map(Value::Integer).collect())
+    }
+}
+
+impl Value {
+    /// The unit value `()`.
+    pub fn unit() -> Value {
+        Value::Tuple(Rc::from(Vec::new()))
+    }
+
+    pub fn tuple(components: Vec<Value>) -> Value {
+        Value::Tuple(Rc::from(components))
+    }
+
+    /// A rank-1 tensor of these elements.
+    pub fn vector(elements: Vec<Value>) -> Value {
+        Value::Tensor(Rc::new(Tensor::vector(elements)))
+    }
+
+    pub fn string(s: &str) -> Value {
+        Value::String(Rc::from(s))
+    }
+
+    pub fn is_unit(&self) -> bool {
+        matches!(self, Value::Tuple(vs) if vs.is_empty())
+    }
+
+    /// A short description of the kind of value, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Integer(_) => "an Integer",
+            Value::Float(_) => "a Float",
+            Value::Bool(_) => "a Bool",
+            Value::String(_) => "a String",
+            Value::Tuple(vs) if vs.is_empty() => "the unit value",
+            Value::Tuple(_) => "a tuple",
+            Value::Tensor(_) => "a tensor",
+            Value::Closure(_) => "a lambda",
+        }
+    }
+}
+
+/// Structural equality; floats compare with `==` (so NaN differs from
+/// itself), lambdas by identity.
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Integer(a), Value::Integer(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a == b,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::String(a), Value::String(b)) => a == b,
+            (Value::Tuple(a), Value::Tuple(b)) => a == b,
+            (Value::Tensor(a), Value::Tensor(b)) => a == b,
+            (Value::Closure(a), Value::Closure(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::Float(x)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::Integer(i)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+
+/// The original's print format: floats as C's `%g`, Bools as `1`/`0`,
+/// strings raw, tuples as their components separated by `,` without brackets,
+/// tensors as `[e0, e1, ...]` nested per dimension.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Integer(i) => write!(f, "{i}"),
+            Value::Float(x) => f.write_str(&format_float(*x)),
+            Value::Bool(b) => f.write_str(if *b { "1" } else { "0" }),
+            Value::String(s) => f.write_str(s),
+            Value::Tuple(vs) => {
+                for (i, v) in vs.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    fmt::Display::fmt(v, f)?;
+                }
+                Ok(())
+            }
+            Value::Tensor(t) => t.fmt(f),
+            Value::Closure(_) => f.write_str("<lambda>"),
+        }
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt_dims(f, &self.shape, &self.data)
+    }
+}
+
+/// Writes `data` as a tensor of shape `shape`, one bracket level per dimension.
+fn fmt_dims(f: &mut fmt::Formatter<'_>, shape: &[usize], data: &[Value]) -> fmt::Result {
+    f.write_str("[")?;
+    match shape {
+        [] | [_] => {
+            for (i, v) in data.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                fmt::Display::fmt(v, f)?;
+            }
+        }
+        [rows, inner @ ..] => {
+            let stride = num_elements(inner).unwrap_or(0);
+            for i in 0..*rows {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                let start = i.saturating_mul(stride);
+                let chunk = data.get(start..start.saturating_add(stride)).unwrap_or(&[]);
+                fmt_dims(f, inner, chunk)?;
+            }
+        }
+    }
+    f.write_str("]")
+}
+
+/// Formats a float as C's `printf("%g", x)` does (6 significant digits; the
+/// style of `%e` if the decimal exponent is below -4 or at least 6, else that
+/// of `%f`; trailing zeros removed). NaN prints as `nan` or `-nan` depending on
+/// its sign bit, as glibc does.
+pub fn format_float(x: f64) -> String {
+    const PRECISION: i32 = 6;
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    // The exponent C uses is that of the `%e` form after rounding to
+    // PRECISION significant digits. Rust's exact formatting rounds half to
+    // even on the exact binary value, as glibc does.
+    let e_form = format!("{:.*e}", (PRECISION - 1) as usize, x);
+    let (mantissa, exp) = e_form.split_once('e').unwrap_or((&e_form, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..PRECISION).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!(
+            "{}e{}{:02}",
+            strip_trailing_zeros(mantissa),
+            sign,
+            exp.unsigned_abs()
+        )
+    } else {
+        let fixed = format!("{:.*}", (PRECISION - 1 - exp) as usize, x);
+        strip_trailing_zeros(&fixed).to_string()
+    }
+}
+
+/// Removes trailing zeros after a decimal point, and the point if nothing
+/// follows it.
+fn strip_trailing_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
