@@ -324,7 +324,7 @@ fn lookup(base: &str, ty: &str) -> Option<NativeImpl> {
                     y.len()
                 ));
             }
-            Ok(Value::Float(x.iter().zip(&y).map(|(x, y)| x * y).sum()))
+            Ok(Value::Float(x.iter().zip(&y).fold(0.0, |acc, (x, y)| acc + x * y)))
         },
         ("imax", VF) => |a| Ok(Value::Integer(imax(&float_vec1(a)?)? as i64)),
         ("max", VF) => |a| {

@@ -154,7 +154,7 @@ fn index(t: &Tensor, i: &Value) -> Result<Value, String> {
             Ok(k) if k < *n && k < t.data.len() => k,
             _ => {
                 return Err(format!(
-                    "index {i} is out of range for a tensor of size {n}"
+                    "index out of range: index {i} in a tensor of size {n}"
                 ))
             }
         },

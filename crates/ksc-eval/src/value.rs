@@ -107,7 +107,7 @@ impl Tensor {
                 Ok(i) if i < n => flat = flat * n + i,
                 _ => {
                     return Err(format!(
-                        "index {} is out of range for a tensor of size {}",
+                        "index out of range: index {} in a tensor of size {}",
                         fmt_index(idx),
                         fmt_size(&self.shape)
                     ))

@@ -143,11 +143,20 @@ pub struct Checker<'a> {
     /// Names of functions defined anywhere in this file, for the note that a
     /// function is only in scope after its declaration.
     later: FxHashMap<String, Span>,
+    /// Base names of declarations that could not be read (a syntax error was
+    /// reported); their uses are not reported again.
+    pub unreadable: rustc_hash::FxHashSet<String>,
 }
 
 impl<'a> Checker<'a> {
     pub fn new(table: &'a mut GlobalTable, file: FileRef) -> Checker<'a> {
-        Checker { table, file, diagnostics: Vec::new(), later: FxHashMap::default() }
+        Checker {
+            table,
+            file,
+            diagnostics: Vec::new(),
+            later: FxHashMap::default(),
+            unreadable: Default::default(),
+        }
     }
 
     /// Check all declarations of a file, resolving names in place.
@@ -342,6 +351,9 @@ impl<'a> Checker<'a> {
         if name.base_ty.is_none() && candidates.len() == 1 {
             return self.table.get(&candidates[0]).cloned();
         }
+        if self.unreadable.contains(&name.base) {
+            return None;
+        }
         let d = self.error(span, format!("cannot derive `{name}`: no such function is in scope"));
         if candidates.is_empty() {
             d.notes.push("functions must be declared before the gdef that derives them".to_string());
@@ -526,6 +538,9 @@ impl<'a> Checker<'a> {
     }
 
     fn report_unknown_function(&mut self, name: &FunName, arg_ty: &Type, span: Span) {
+        if self.unreadable.contains(&name.base) {
+            return;
+        }
         let overloads = self.table.overloads_of(name).to_vec();
         let mut d = Diagnostic::error(self.file, span, format!("function `{}` is not in scope", name));
         if overloads.is_empty() {

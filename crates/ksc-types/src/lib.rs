@@ -73,9 +73,48 @@ fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFil
         .collect();
     let (mut decls, spans) = lower::lower_file(&ast);
     let mut checker = check::Checker::new(table, file);
+    if !diagnostics.is_empty() {
+        checker.unreadable = unreadable_declarations(text, &decls);
+    }
     checker.check_file(&mut decls, &spans);
     diagnostics.extend(checker.diagnostics);
     (CheckedFile { decls, spans }, diagnostics)
+}
+
+/// Base names of the functions whose `def` or `edef` could not be read: uses
+/// of them are not reported again as "not in scope".
+fn unreadable_declarations(text: &str, read: &[Decl]) -> rustc_hash::FxHashSet<String> {
+    use ksc_syntax::sexpr::{read_sexprs, Bracket, SExpr};
+    fn base_name(e: &SExpr) -> Option<&str> {
+        if let Some(s) = e.as_symbol() {
+            return Some(s);
+        }
+        match e.as_list()? {
+            (Bracket::Square, [d, inner]) if ksc_ir::Derivation::from_keyword(d.as_symbol()?).is_some() => {
+                base_name(inner)
+            }
+            (Bracket::Square, [name, ..]) => name.as_symbol(),
+            _ => None,
+        }
+    }
+    let declared: rustc_hash::FxHashSet<&str> = read
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Def(d) => Some(d.name.base.as_str()),
+            Decl::Edef(d) => Some(d.name.base.as_str()),
+            _ => None,
+        })
+        .collect();
+    read_sexprs(text)
+        .0
+        .iter()
+        .filter_map(|form| match form.as_paren_list()? {
+            [head, name, ..] if matches!(head.as_symbol(), Some("def" | "edef")) => base_name(name),
+            _ => None,
+        })
+        .filter(|n| !declared.contains(n))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Read, lower and type-check a `.ks` file against the built-in prelude.

@@ -250,17 +250,17 @@ fn build_and_index() {
     );
     assert_fails(
         "(index 5 (build 3 (lam (i : Integer) i)))",
-        "index 5 is out of range for a tensor of size 3",
+        "index out of range: index 5 in a tensor of size 3",
         "index",
     );
     assert_fails(
         "(index -1 (build 3 (lam (i : Integer) i)))",
-        "index -1 is out of range",
+        "index out of range: index -1",
         "index",
     );
     assert_fails(
         &format!("(index (tuple 2 0) {m})"),
-        "index (2,0) is out of range for a tensor of size (2,3)",
+        "index out of range: index (2,0) in a tensor of size (2,3)",
         "index",
     );
 }
@@ -609,7 +609,7 @@ fn build_from_sparse() {
     );
     assert_fails(
         &format!("(buildFromSparse {shape} 1 (lam (k : Integer) (tuple 3 1.0)))"),
-        "index 3 is out of range for a tensor of size 3",
+        "index out of range: index 3 in a tensor of size 3",
         "buildFromSparse",
     );
     assert_eq!(

@@ -176,7 +176,7 @@ fn backtrace() {
       (def main Float () (add 1.0 (middle (Vec_init 1.0))))";
     let (r, _, defs) = run_main(src);
     let e = r.unwrap_err();
-    assert_eq!(e.message, "index 5 is out of range for a tensor of size 1");
+    assert_eq!(e.message, "index out of range: index 5 in a tensor of size 1");
     let (name, at) = e.location.unwrap();
     assert_eq!(name, defs[0].name);
     assert!(matches!(
