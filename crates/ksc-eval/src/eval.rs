@@ -424,7 +424,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         return Err(self.fail(
                             cx,
                             e,
-                            format!("`{name}` is declared with edef but has no implementation"),
+                            format!("`{name}` has no definition to run: it is only declared"),
                         ))
                     }
                 },

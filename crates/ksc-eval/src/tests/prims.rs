@@ -151,7 +151,7 @@ fn edef_without_implementation() {
     let e = r.unwrap_err();
     assert_eq!(
         e.message,
-        "`[frob Float]` is declared with edef but has no implementation"
+        "`[frob Float]` has no definition to run: it is only declared"
     );
     assert!(e.location.is_some());
 }
