@@ -140,7 +140,7 @@ fn run(path: &Path) -> ExitCode {
             let mut interp = Interpreter::new(analysis.defs());
             let result = interp.call(&main_name, Value::Tuple(Vec::new().into()), &mut out);
             let _ = out.flush();
-            result.map(|_| ())
+            result.map(|_| ()).map_err(Box::new)
         });
         match worker {
             Ok(handle) => handle.join().map_err(|_| ()),

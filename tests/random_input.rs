@@ -39,7 +39,7 @@ struct Mutation {
     edits: Vec<(u32, u8, u8)>,
 }
 
-impl quickcheck::Arbitrary for Mutation {
+impl Arbitrary for Mutation {
     fn arbitrary(g: &mut quickcheck::Gen) -> Mutation {
         let n = usize::arbitrary(g) % 6 + 1;
         Mutation { example: usize::arbitrary(g), edits: (0..n).map(|_| <(u32, u8, u8)>::arbitrary(g)).collect() }

@@ -401,8 +401,8 @@ mod tests {
         assert_eq!(fold.unwrap(), Type::Float);
         // A single tuple-typed argument stands for the argument list.
         let pair = Type::Tuple(vec![Type::Float, Type::Float]);
-        assert_eq!(Prim::TsAdd.result_type(&[pair.clone()]).unwrap(), Type::Float);
-        assert_eq!(Prim::Get { index: 2, arity: 2 }.result_type(&[pair.clone()]).unwrap(), Type::Float);
+        assert_eq!(Prim::TsAdd.result_type(std::slice::from_ref(&pair)).unwrap(), Type::Float);
+        assert_eq!(Prim::Get { index: 2, arity: 2 }.result_type(std::slice::from_ref(&pair)).unwrap(), Type::Float);
         assert!(Prim::Get { index: 3, arity: 2 }.result_type(&[pair]).is_err());
         assert!(Prim::Build.result_type(&[Type::Integer]).is_err());
     }

@@ -396,7 +396,7 @@ impl<'a> Checker<'a> {
                         .into_iter()
                         .map(|s| format!("`{s}`"))
                         .collect();
-                    let is_function = self.table.overloads_of(&FunName::plain(v.clone())).len() > 0;
+                    let is_function = !self.table.overloads_of(&FunName::plain(v.clone())).is_empty();
                     let d = self.error(span, format!("variable `{v}` is not in scope")).caret("not in scope");
                     if !suggestions.is_empty() {
                         d.notes.push(format!("did you mean {}?", suggestions.join(" or ")));
