@@ -484,7 +484,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// A lambda outside the argument list of a primitive: a closure copying the frame.
     #[inline(never)]
-    fn make_closure(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<Value> {
+    pub(crate) fn make_closure(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<Value> {
         let env = match cx.aux(e) {
             Aux::Lam(d) => self
                 .stack

@@ -25,6 +25,7 @@
 //! [`DEFAULT_STACK_LIMIT`]), e.g. 512 MiB.
 
 mod eval;
+mod linmap;
 mod native;
 mod ops;
 mod prims;
@@ -39,6 +40,7 @@ use std::io::Write;
 use ksc_ir::{Def, ExprId, FunName};
 
 pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeImpl};
+pub use crate::linmap::{flatten_tangent, LinMap, Matrix};
 pub use crate::value::{format_float, Closure, Tensor, Value};
 
 /// The default bound on nested (non-tail) calls.
@@ -104,6 +106,55 @@ impl<'a> Interpreter<'a> {
     /// Is there a definition (not a native function) of this name?
     pub fn is_defined(&self, name: &FunName) -> bool {
         self.prog.by_name.contains_key(name)
+    }
+
+    /// Runs `f` on a machine over this interpreter's program (output of any
+    /// `print` inside is discarded).
+    fn with_machine<T>(
+        &mut self,
+        f: impl FnOnce(&mut eval::Machine) -> Result<T, linmap::LmFail>,
+    ) -> Result<T, RuntimeError> {
+        let stack = std::mem::take(&mut self.stack);
+        let mut sink = std::io::sink();
+        let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.max_depth, self.stack_limit);
+        let result = f(&mut machine);
+        self.stack = machine.stack;
+        self.stack.clear();
+        result.map_err(|e| match e {
+            linmap::LmFail::Here(message) => RuntimeError { message, location: None, stack: Vec::new() },
+            linmap::LmFail::Inner(e) => *e,
+        })
+    }
+
+    fn as_linear_map(m: &Value) -> Result<std::rc::Rc<LinMap>, linmap::LmFail> {
+        match m {
+            Value::LinMap(m) => Ok(m.clone()),
+            v => Err(linmap::LmFail::Here(format!("expected a linear map, found {}", v.kind()))),
+        }
+    }
+
+    /// `m ⊙ dx` for a linear-map value `m` made by this interpreter.
+    pub fn apply_linear_map(&mut self, m: &Value, dx: Value) -> Result<Value, RuntimeError> {
+        self.with_machine(|mc| Self::as_linear_map(m)?.apply(mc, dx))
+    }
+
+    /// `dr ⊙ᴿ m` for a linear-map value `m` made by this interpreter.
+    pub fn apply_linear_map_r(&mut self, dr: Value, m: &Value) -> Result<Value, RuntimeError> {
+        self.with_machine(|mc| Self::as_linear_map(m)?.apply_r(mc, dr))
+    }
+
+    /// The linear map as a dense matrix over the flattened tangent spaces
+    /// (rows: target, columns: source).
+    pub fn dense_matrix(&mut self, m: &Value) -> Result<Matrix, RuntimeError> {
+        self.with_machine(|mc| Self::as_linear_map(m)?.dense(mc))
+    }
+
+    /// The zero tangents of the source and target spaces of a linear map.
+    pub fn linear_map_spaces(&mut self, m: &Value) -> Result<(Value, Value), RuntimeError> {
+        self.with_machine(|_| {
+            let m = Self::as_linear_map(m)?;
+            Ok((m.source_zero()?, m.target_zero()?))
+        })
     }
 
     /// Calls the function `name` (a definition or a native prelude function)

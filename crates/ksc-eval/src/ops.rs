@@ -173,7 +173,7 @@ pub(crate) fn zero_like(v: &Value) -> Value {
             shape: t.shape.clone(),
             data: t.data.iter().map(zero_like).collect(),
         })),
-        Value::Closure(_) => v.clone(),
+        Value::Closure(_) | Value::LinMap(_) => v.clone(),
     }
 }
 
@@ -208,7 +208,7 @@ fn type_of_value(v: &Value) -> Type {
             t.rank(),
             t.data.first().map(type_of_value).unwrap_or(Type::Unknown),
         ),
-        Value::Closure(_) => Type::Unknown,
+        Value::Closure(_) | Value::LinMap(_) => Type::Unknown,
     }
 }
 

@@ -5,45 +5,18 @@ use std::rc::Rc;
 use ksc_ir::{Expr, ExprId, Prim, Type};
 
 use crate::eval::{Compiled, Lambda, Machine, R};
+use crate::linmap::{CallClosure, LinMap, LmFail};
+use crate::value::Closure;
 use crate::ops::{self, add_in_place, alloc_elements, zero_from_shape, zero_like, OVERFLOW};
 use crate::value::{fmt_size, index_value_of, num_elements, Tensor, Value};
 
 /// The most arguments a primitive of fixed arity takes (`$check`).
 const MAX_ARITY: usize = 5;
 
-/// The number of arguments of a primitive of fixed arity.
+/// The number of argument values a primitive of fixed arity takes (the
+/// splatting primitives evaluate their arguments themselves).
 fn arity(p: Prim) -> usize {
-    match p {
-        Prim::Build
-        | Prim::Sumbuild
-        | Prim::Index
-        | Prim::ConstVec
-        | Prim::TsAdd
-        | Prim::TsScale
-        | Prim::TsDot
-        | Prim::Eq
-        | Prim::Ne
-        | Prim::Map => 2,
-        Prim::Fold
-        | Prim::Map2
-        | Prim::Delta
-        | Prim::DeltaVec
-        | Prim::Diag
-        | Prim::BuildFromSparse
-        | Prim::BuildFromSparseTupled => 3,
-        Prim::Check => 5,
-        Prim::Size
-        | Prim::Sum
-        | Prim::Shape
-        | Prim::Unzip
-        | Prim::TsNeg
-        | Prim::Trace
-        | Prim::Copydown
-        | Prim::Inline
-        | Prim::Get { .. }
-        | Prim::Print
-        | Prim::VecInit => 1,
-    }
+    p.arity().unwrap_or(1)
 }
 
 /// The evaluated arguments of a primitive. A lambda written in the argument
@@ -147,6 +120,27 @@ fn index_at(mut k: usize, shape: &[usize]) -> Value {
 }
 
 /// `index i t`, bounds-checked.
+pub(crate) fn index_value(t: &Tensor, i: &Value) -> Result<Value, String> {
+    index(t, i)
+}
+
+/// The position of index `i` in the elements of `t`, bounds-checked.
+pub(crate) fn flat_position(t: &Tensor, i: &Value) -> Result<usize, String> {
+    let k = match (i, t.shape.as_slice()) {
+        (Value::Integer(i), [n]) => match usize::try_from(*i) {
+            Ok(k) if k < *n => k,
+            _ => return Err(format!("index out of range: index {i} in a tensor of size {n}")),
+        },
+        _ => t.flat_index(&index_components(i)?)?,
+    };
+    if k < t.data.len() {
+        Ok(k)
+    } else {
+        Err("internal error: malformed tensor".to_string())
+    }
+}
+
+/// `index i t`, bounds-checked.
 fn index(t: &Tensor, i: &Value) -> Result<Value, String> {
     let flat = match (i, t.shape.as_slice()) {
         // The common case, without allocating.
@@ -194,6 +188,17 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     vs.push(self.eval(cx, base, c, false)?);
                 }
                 return Ok(Value::vector(vs));
+            }
+            Prim::LmVCat | Prim::LmHCat => {
+                let mut maps = Vec::new();
+                for c in cx.def.body.call_args(arg) {
+                    match self.eval(cx, base, c, false)? {
+                        Value::LinMap(m) => maps.push(m),
+                        v => return Err(self.fail(cx, call, format!("`{p}` of {}", v.kind()))),
+                    }
+                }
+                let m = if p == Prim::LmVCat { LinMap::VCat(maps) } else { LinMap::HCat(maps) };
+                return Ok(Value::LinMap(Rc::new(m)));
             }
             _ => {}
         }
@@ -583,7 +588,42 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 v => return Err(Fail::Here(format!("internal error: `{p}` of {}", v.kind()))),
             },
-            Prim::Print | Prim::VecInit => {
+            Prim::LmZero => lm(LinMap::Zero { source: args.take(0), target: args.take(1) }),
+            Prim::LmOne => lm(LinMap::One(args.take(0))),
+            Prim::LmScale => lm(LinMap::Scale(args.take(0), float(args.get(1))?)),
+            Prim::LmScaleR => lm(LinMap::ScaleR(args.take(0))),
+            Prim::LmDot => lm(LinMap::Dot(args.take(0))),
+            Prim::LmAdd => lm(LinMap::Add(map_arg(args.get(0))?, map_arg(args.get(1))?)),
+            Prim::LmCompose => lm(LinMap::Compose(map_arg(args.get(0))?, map_arg(args.get(1))?)),
+            Prim::LmVCatV => lm(LinMap::VCatV { source: args.take(0), maps: tensor(args.get(1))? }),
+            Prim::LmHCatV => lm(LinMap::HCatV { target: args.take(0), maps: tensor(args.get(1))? }),
+            Prim::LmTranspose => lm(LinMap::Transpose(map_arg(args.get(0))?)),
+            Prim::LmIndex => {
+                let vector = args.take(1);
+                // Check the index now, so a bad one fails where it is written.
+                flat_position(&*tensor(&vector)?, args.get(0))?;
+                lm(LinMap::Index { index: args.take(0), vector })
+            }
+            Prim::LmGet { index, arity } => match args.get(0) {
+                Value::Tuple(vs) if vs.len() == arity as usize => {
+                    lm(LinMap::Get { index: index as usize - 1, tuple: args.take(0) })
+                }
+                v => return Err(Fail::Here(format!("`{p}` of {}", v.kind()))),
+            },
+            Prim::LmFold => {
+                let f = self.closure_arg(cx, base, args, 1)?;
+                let df = self.closure_arg(cx, base, args, 2)?;
+                lm(LinMap::Fold { scope: args.take(0), f, df, acc: args.take(3), vector: tensor(args.get(4))? })
+            }
+            Prim::LmApply => {
+                let m = map_arg(args.get(0))?;
+                m.apply(self, args.take(1)).map_err(Fail::from)?
+            }
+            Prim::LmApplyR => {
+                let m = map_arg(args.get(1))?;
+                m.apply_r(self, args.take(0)).map_err(Fail::from)?
+            }
+            Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat => {
                 return Err(Fail::Here(format!("internal error: `{p}`")))
             }
         })
@@ -617,6 +657,58 @@ enum Fail {
 impl From<String> for Fail {
     fn from(m: String) -> Fail {
         Fail::Here(m)
+    }
+}
+
+impl From<LmFail> for Fail {
+    fn from(e: LmFail) -> Fail {
+        match e {
+            LmFail::Here(m) => Fail::Here(m),
+            LmFail::Inner(e) => Fail::Inner(e),
+        }
+    }
+}
+
+fn lm(m: LinMap) -> Value {
+    Value::LinMap(Rc::new(m))
+}
+
+fn map_arg(v: &Value) -> Result<Rc<LinMap>, String> {
+    match v {
+        Value::LinMap(m) => Ok(m.clone()),
+        v => Err(format!("internal error: expected a linear map, found {}", v.kind())),
+    }
+}
+
+impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
+    /// Argument `i` as a closure value (a written lambda is closed over the
+    /// current frame).
+    fn closure_arg(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        args: &PrimArgs,
+        i: usize,
+    ) -> Result<Rc<Closure>, Fail> {
+        let v = match args.lams.get(i).copied().flatten() {
+            Some(lam) => self.make_closure(cx, base, lam)?,
+            None => args.get(i).clone(),
+        };
+        match v {
+            Value::Closure(c) => Ok(c),
+            v => Err(Fail::Here(format!("internal error: expected a lambda, found {}", v.kind()))),
+        }
+    }
+}
+
+impl CallClosure for Machine<'_, '_, '_> {
+    fn call_closure(&mut self, c: &Closure, arg: Value) -> Result<Value, LmFail> {
+        let Some(l) = self.open_closure(c) else {
+            return Err(LmFail::Here("internal error: a lambda out of its scope".to_string()));
+        };
+        let r = self.apply(&l, arg);
+        self.close(l);
+        r.map_err(LmFail::Inner)
     }
 }
 

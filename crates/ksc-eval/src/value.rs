@@ -18,6 +18,8 @@ pub enum Value {
     Tensor(Rc<Tensor>),
     /// A lambda with its captured environment.
     Closure(Rc<Closure>),
+    /// A linear map (see `linmap.rs`).
+    LinMap(Rc<crate::linmap::LinMap>),
 }
 
 /// A tensor of rank `shape.len() >= 1`, elements stored row-major (last index
@@ -181,6 +183,7 @@ impl Value {
             Value::Tuple(_) => "a tuple",
             Value::Tensor(_) => "a tensor",
             Value::Closure(_) => "a lambda",
+            Value::LinMap(_) => "a linear map",
         }
     }
 }
@@ -197,6 +200,7 @@ impl PartialEq for Value {
             (Value::Tuple(a), Value::Tuple(b)) => a == b,
             (Value::Tensor(a), Value::Tensor(b)) => a == b,
             (Value::Closure(a), Value::Closure(b)) => Rc::ptr_eq(a, b),
+            (Value::LinMap(a), Value::LinMap(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -241,6 +245,7 @@ impl fmt::Display for Value {
             }
             Value::Tensor(t) => t.fmt(f),
             Value::Closure(_) => f.write_str("<lambda>"),
+            Value::LinMap(_) => f.write_str("<linear map>"),
         }
     }
 }

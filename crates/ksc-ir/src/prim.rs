@@ -38,6 +38,47 @@ pub enum Prim {
     Inline,
     /// `get$i$n`: the i-th (1-based) component of an n-tuple.
     Get { index: u32, arity: u32 },
+
+    // Linear maps (knossos-reference.md 4, linear-maps-and-ad.md 1). A map
+    // `LM S T` goes from the tangent space of S to that of T. Arguments that
+    // are *values* of S or T ("witnesses") give the shapes of zeros.
+    /// `lmZero (s, t) : LM S T`, the zero map.
+    LmZero,
+    /// `lmOne t : LM T T`, the identity.
+    LmOne,
+    /// `lmScale (t, k) : LM T T`, `dx -> k * dx`.
+    LmScale,
+    /// `lmScaleR v : LM Float T`, `r -> r * v`.
+    LmScaleR,
+    /// `lmDot v : LM T Float`, `dx -> <v, dx>`.
+    LmDot,
+    /// `lmAdd (m1, m2) : LM S T`, the pointwise sum.
+    LmAdd,
+    /// `lmCompose (f, g) : LM A C` for `f : LM B C`, `g : LM A B`: f after g.
+    LmCompose,
+    /// `lmVCat (m1, .., mn) : LM S (Tuple T1 .. Tn)`, n >= 1.
+    LmVCat,
+    /// `lmHCat (m1, .., mn) : LM (Tuple S1 .. Sn) T`, n >= 1.
+    LmHCat,
+    /// `lmVCatV (s, v) : LM S (Tensor d T)` for `v : Tensor d (LM S T)`.
+    LmVCatV,
+    /// `lmHCatV (t, v) : LM (Tensor d S) T` for `v : Tensor d (LM S T)`.
+    LmHCatV,
+    /// `lmTranspose m : LM T S` for `m : LM S T`.
+    LmTranspose,
+    /// `lmIndex (i, v) : LM (Tensor d T) T`: selects element i. Its
+    /// transpose is the one-hot injection.
+    LmIndex,
+    /// `lmGet$i$n t : LM (Tuple T1 .. Tn) Ti`: selects component i.
+    LmGet { index: u32, arity: u32 },
+    /// `lmFold (s, f, df, acc, v) : LM (Tuple S (Tuple A (Vec B))) A`: the
+    /// derivative of `fold f acc v` in a scope with parameter `s`, where
+    /// `df : Lam (Tuple A B) (LM (Tuple S (Tuple A B)) A)` is the derivative of `f`.
+    LmFold,
+    /// `lmApply (m, dx) : dT` for `m : LM S T`, `dx : dS`.
+    LmApply,
+    /// `lmApplyR (dr, m) : dS` for `m : LM S T`, `dr : dT`.
+    LmApplyR,
 }
 
 /// Every primitive with a fixed name, and that name.
@@ -70,6 +111,22 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Check, "$check"),
     (Prim::Copydown, "$copydown"),
     (Prim::Inline, "$inline"),
+    (Prim::LmZero, "lmZero"),
+    (Prim::LmOne, "lmOne"),
+    (Prim::LmScale, "lmScale"),
+    (Prim::LmScaleR, "lmScaleR"),
+    (Prim::LmDot, "lmDot"),
+    (Prim::LmAdd, "lmAdd"),
+    (Prim::LmCompose, "lmCompose"),
+    (Prim::LmVCat, "lmVCat"),
+    (Prim::LmHCat, "lmHCat"),
+    (Prim::LmVCatV, "lmVCatV"),
+    (Prim::LmHCatV, "lmHCatV"),
+    (Prim::LmTranspose, "lmTranspose"),
+    (Prim::LmIndex, "lmIndex"),
+    (Prim::LmFold, "lmFold"),
+    (Prim::LmApply, "lmApply"),
+    (Prim::LmApplyR, "lmApplyR"),
 ];
 
 impl Prim {
@@ -78,13 +135,41 @@ impl Prim {
         if let Some(&(p, _)) = NAMED.iter().find(|(_, n)| *n == name) {
             return Some(p);
         }
-        let rest = name.strip_prefix("get$")?;
+        let (rest, lm) = match name.strip_prefix("get$") {
+            Some(rest) => (rest, false),
+            None => (name.strip_prefix("lmGet$")?, true),
+        };
         let (i, n) = rest.split_once('$')?;
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && !s.starts_with('0');
         if !digits(i) || !digits(n) {
             return None;
         }
-        Some(Prim::Get { index: i.parse().ok()?, arity: n.parse().ok()? })
+        let (index, arity) = (i.parse().ok()?, n.parse().ok()?);
+        Some(if lm { Prim::LmGet { index, arity } } else { Prim::Get { index, arity } })
+    }
+
+    /// Is this a linear-map primitive (a combinator or an application)?
+    pub fn is_linear_map(self) -> bool {
+        matches!(
+            self,
+            Prim::LmZero
+                | Prim::LmOne
+                | Prim::LmScale
+                | Prim::LmScaleR
+                | Prim::LmDot
+                | Prim::LmAdd
+                | Prim::LmCompose
+                | Prim::LmVCat
+                | Prim::LmHCat
+                | Prim::LmVCatV
+                | Prim::LmHCatV
+                | Prim::LmTranspose
+                | Prim::LmIndex
+                | Prim::LmGet { .. }
+                | Prim::LmFold
+                | Prim::LmApply
+                | Prim::LmApplyR
+        )
     }
 
     /// The fixed surface names, for "did you mean" suggestions.
@@ -95,12 +180,31 @@ impl Prim {
     /// Does this primitive take its arguments as written (see
     /// `Body::call_args`) rather than as one tuple value?
     pub fn splats_arguments(self) -> bool {
-        matches!(self, Prim::Print | Prim::VecInit)
+        matches!(self, Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat)
     }
 
     /// Does evaluating this primitive have an effect besides its result?
     pub fn has_effect(self) -> bool {
         matches!(self, Prim::Print | Prim::Trace)
+    }
+
+    /// The number of arguments, or None for the primitives that take any
+    /// number (as written, see [`Prim::splats_arguments`]).
+    pub fn arity(self) -> Option<usize> {
+        match self {
+            Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
+            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
+            Prim::Fold | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
+            | Prim::BuildFromSparseTupled => Some(3),
+            Prim::Check => Some(5),
+            Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
+            | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
+            Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
+            | Prim::LmIndex | Prim::LmApply | Prim::LmApplyR => Some(2),
+            Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
+            Prim::LmFold => Some(5),
+            Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat => None,
+        }
     }
 
     /// The result type of the primitive applied to arguments of these types.
@@ -109,16 +213,7 @@ impl Prim {
     /// tuple argument, or the single argument's type. A primitive of fixed
     /// arity k >= 2 also accepts one argument of a k-tuple type.
     pub fn result_type(self, args: &[Type]) -> Result<Type, String> {
-        let arity = match self {
-            Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
-            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
-            Prim::Fold | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
-            | Prim::BuildFromSparseTupled => Some(3),
-            Prim::Check => Some(5),
-            Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
-            | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
-            Prim::Print | Prim::VecInit => None,
-        };
+        let arity = self.arity();
         let expanded;
         let args: &[Type] = match (arity, args) {
             (Some(k), [Type::Tuple(ts)]) if k >= 2 && ts.len() == k => {
@@ -160,6 +255,13 @@ fn expect_lam<'a>(what: &str, t: &'a Type) -> Result<(&'a Type, &'a Type), Strin
     match t {
         Type::Lam(a, b) => Ok((a, b)),
         _ => Err(format!("{what} must be a lambda `(lam (x : T) ...)`, but it has type `{t}`")),
+    }
+}
+
+fn expect_lm<'a>(what: &str, t: &'a Type) -> Result<(&'a Type, &'a Type), String> {
+    match t {
+        Type::LM(s, t) => Ok((s, t)),
+        _ => Err(format!("{what} must be a linear map `(LM S T)`, but it has type `{t}`")),
     }
 }
 
@@ -339,6 +441,104 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             a[2].clone()
         }
         Prim::Print => T::Integer,
+        Prim::LmZero => T::lm(a[0].clone(), a[1].clone()),
+        Prim::LmOne => T::lm(a[0].clone(), a[0].clone()),
+        Prim::LmScale => {
+            expect_eq("the scale (second argument of `lmScale`)", &T::Float, &a[1])?;
+            T::lm(a[0].clone(), a[0].clone())
+        }
+        Prim::LmScaleR => T::lm(T::Float, a[0].clone()),
+        Prim::LmDot => T::lm(a[0].clone(), T::Float),
+        Prim::LmAdd => {
+            let (s, t) = expect_lm("the first argument of `lmAdd`", &a[0])?;
+            expect_eq("the second argument of `lmAdd`", &a[0], &a[1])?;
+            T::lm(s.clone(), t.clone())
+        }
+        Prim::LmCompose => {
+            let (b, c) = expect_lm("the first argument of `lmCompose`", &a[0])?;
+            let (a0, b2) = expect_lm("the second argument of `lmCompose`", &a[1])?;
+            if !b.compatible(b2) {
+                return Err(format!(
+                    "`lmCompose f g` needs the source of f to be the target of g, but f goes from `{b}` and g to `{b2}`"
+                ));
+            }
+            T::lm(a0.clone(), c.clone())
+        }
+        Prim::LmVCat | Prim::LmHCat => {
+            if a.is_empty() {
+                return Err(format!("`{p}` needs at least one linear map"));
+            }
+            let maps: Vec<(&Type, &Type)> =
+                a.iter().map(|m| expect_lm(&format!("every argument of `{p}`"), m)).collect::<Result<_, _>>()?;
+            if p == Prim::LmVCat {
+                for (s, _) in &maps[1..] {
+                    expect_eq("the source of every map of `lmVCat`", maps[0].0, s)?;
+                }
+                T::lm(maps[0].0.clone(), T::Tuple(maps.iter().map(|(_, t)| (*t).clone()).collect()))
+            } else {
+                for (_, t) in &maps[1..] {
+                    expect_eq("the target of every map of `lmHCat`", maps[0].1, t)?;
+                }
+                T::lm(T::Tuple(maps.iter().map(|(s, _)| (*s).clone()).collect()), maps[0].1.clone())
+            }
+        }
+        Prim::LmVCatV | Prim::LmHCatV => {
+            let (rank, elem) = expect_tensor(&format!("the second argument of `{p}`"), &a[1])?;
+            let (s, t) = expect_lm(&format!("the elements of the second argument of `{p}`"), elem)?;
+            if p == Prim::LmVCatV {
+                expect_eq("the source witness (first argument of `lmVCatV`)", s, &a[0])?;
+                T::lm(s.clone(), T::tensor(rank, t.clone()))
+            } else {
+                expect_eq("the target witness (first argument of `lmHCatV`)", t, &a[0])?;
+                T::lm(T::tensor(rank, s.clone()), t.clone())
+            }
+        }
+        Prim::LmTranspose => {
+            let (s, t) = expect_lm("the argument of `lmTranspose`", &a[0])?;
+            T::lm(t.clone(), s.clone())
+        }
+        Prim::LmIndex => {
+            let (rank, elem) = expect_tensor("the second argument of `lmIndex`", &a[1])?;
+            expect_eq("the index (first argument of `lmIndex`)", &T::index_type(rank), &a[0])?;
+            T::lm(a[1].clone(), elem.clone())
+        }
+        Prim::LmGet { index, arity } => {
+            if index == 0 || index > arity {
+                return Err(format!("`{p}` selects component {index} of {arity}, which does not exist"));
+            }
+            match &a[0] {
+                T::Tuple(ts) if ts.len() == arity as usize => T::lm(a[0].clone(), ts[index as usize - 1].clone()),
+                t => return Err(format!("`{p}` needs a tuple of {arity} components, but its argument has type `{t}`")),
+            }
+        }
+        Prim::LmFold => {
+            // (s : S, f : Lam (A,B) A, df : Lam (A,B) (LM (S,(A,B)) A), acc : A, v : Vec B)
+            let (x, body) = expect_lam("the second argument of `lmFold`", &a[1])?;
+            let (dx, dbody) = expect_lam("the third argument of `lmFold`", &a[2])?;
+            let (rank, elem) = expect_tensor("the fifth argument of `lmFold`", &a[4])?;
+            if rank != 1 {
+                return Err(format!("`lmFold` runs over a vector, but its fifth argument has type `{}`", a[4]));
+            }
+            let ab = T::Tuple(vec![a[3].clone(), elem.clone()]);
+            expect_eq("the fold function's parameter", &ab, x)?;
+            expect_eq("the fold function's result", &a[3], body)?;
+            expect_eq("the derivative's parameter", &ab, dx)?;
+            let want = T::lm(T::Tuple(vec![a[0].clone(), ab.clone()]), a[3].clone());
+            expect_eq("the derivative's result", &want, dbody)?;
+            T::lm(T::Tuple(vec![a[0].clone(), T::Tuple(vec![a[3].clone(), a[4].clone()])]), a[3].clone())
+        }
+        Prim::LmApply => {
+            let (s, t) = expect_lm("the first argument of `lmApply`", &a[0])?;
+            let ds = s.tangent().ok_or_else(|| format!("values of type `{s}` have no tangent"))?;
+            expect_eq("the tangent (second argument of `lmApply`)", &ds, &a[1])?;
+            t.tangent().ok_or_else(|| format!("values of type `{t}` have no tangent"))?
+        }
+        Prim::LmApplyR => {
+            let (s, t) = expect_lm("the second argument of `lmApplyR`", &a[1])?;
+            let dt = t.tangent().ok_or_else(|| format!("values of type `{t}` have no tangent"))?;
+            expect_eq("the cotangent (first argument of `lmApplyR`)", &dt, &a[0])?;
+            s.tangent().ok_or_else(|| format!("values of type `{s}` have no tangent"))?
+        }
         Prim::Check => {
             let (s, t) = expect_lam("the function (first argument of `$check`)", &a[0])?;
             let (srt, ds) = expect_lam("the reverse derivative (second argument of `$check`)", &a[1])?;
@@ -358,6 +558,7 @@ impl fmt::Display for Prim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Prim::Get { index, arity } => write!(f, "get${index}${arity}"),
+            Prim::LmGet { index, arity } => write!(f, "lmGet${index}${arity}"),
             p => {
                 let name = NAMED.iter().find(|(q, _)| q == p).map(|(_, n)| *n).unwrap_or("?");
                 f.write_str(name)
