@@ -1,0 +1,1305 @@
+//! Lowering LM-free Core IR to the loop IR.
+//!
+//! The lowering is a partial evaluator over *lowered values* ([`LVal`]):
+//!
+//! - a tuple is a Rust vector of its components' lowered values, so tuples
+//!   are scalar-replaced as they are built: no struct exists unless it
+//!   crosses a call or is stored in a tensor;
+//! - a `build` whose lambda has no effect is *delayed* (a pull array: its
+//!   sizes and its element expression with the environment it closes over).
+//!   Its consumers fuse with it: `index i` evaluates the element at `i`,
+//!   `size` is the sizes, `sum`, `fold`, `dot`, ... loop over the index space
+//!   evaluating elements, and only other uses allocate and fill a tensor. A
+//!   delayed value bound by `let` or passed as a parameter stays delayed only
+//!   if the variable is used once and not inside a lambda, so no element is
+//!   computed twice;
+//! - small non-recursive definitions are inlined at their call sites (the
+//!   arguments' lowered values bound to the parameters), so fusion works
+//!   across definitions (`sum (mul a v)` with the prelude's `mul`);
+//! - `sumbuild` and `sum` of tensors accumulate in place into one
+//!   accumulator, and a `deltaVec` (one-hot vector) added into an
+//!   accumulator becomes `acc[i] += v` ([`Lowerer::accumulate_expr`]).
+//!
+//! Every check the interpreter makes (bounds, assertions, overflow, sizes)
+//! becomes a `Check` statement at the site of the Core expression the
+//! interpreter would blame; sites remember the inlined call they are in, so
+//! run-time errors show the interpreter's "called from" frames.
+
+use std::rc::Rc;
+
+use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
+use rustc_hash::FxHashMap;
+
+use crate::builder::FnBuilder;
+use crate::ir::*;
+
+/// How to lower.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Check index bounds and integer overflow (assertions are always
+    /// checked, and so is integer division by zero).
+    pub checked: bool,
+    /// Inline small non-recursive definitions (needed for fusion across
+    /// definitions).
+    pub inline: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { checked: true, inline: true }
+    }
+}
+
+/// A failure of the lowering itself: input it does not accept (a lambda
+/// outside a primitive's arguments, a linear map), which the front end and
+/// AD never produce. Always a ksc bug when it happens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerError {
+    pub message: String,
+}
+
+impl std::fmt::Display for LowerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "internal error in the loop-IR lowering: {}", self.message)
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+pub(crate) type R<T> = Result<T, LowerError>;
+
+pub(crate) fn internal<T>(message: impl Into<String>) -> R<T> {
+    Err(LowerError { message: message.into() })
+}
+
+/// A persistent environment: variable names to lowered values.
+#[derive(Clone, Default)]
+struct Env(Option<Rc<EnvNode>>);
+
+struct EnvNode {
+    name: String,
+    val: LVal,
+    next: Env,
+}
+
+impl Env {
+    fn bind(&self, name: &str, val: LVal) -> Env {
+        Env(Some(Rc::new(EnvNode { name: name.to_string(), val, next: self.clone() })))
+    }
+    fn get(&self, name: &str) -> Option<&LVal> {
+        let mut cur = &self.0;
+        while let Some(n) = cur {
+            if n.name == name {
+                return Some(&n.val);
+            }
+            cur = &n.next.0;
+        }
+        None
+    }
+}
+
+/// Where an expression is being lowered: which definition's body, the
+/// environment, and the inlined call it is in.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    def: usize,
+    env: Env,
+    chain: Option<SiteId>,
+    depth: u32,
+}
+
+/// A lowered value.
+#[derive(Clone)]
+pub(crate) enum LVal {
+    /// A scalar, string, tensor (or, rarely, a packed tuple) in one operand.
+    Op(Op),
+    /// A tuple, component by component.
+    Tuple(Vec<LVal>),
+    /// A tensor not yet computed.
+    Delayed(Rc<Delayed>),
+    /// The value of an expression that does not return (a self tail call).
+    Never,
+}
+
+/// A pull array: `build dims (lam (binder : I) body)` in `ctx`.
+pub(crate) struct Delayed {
+    dims: Vec<Op>,
+    elem_ty: Type,
+    elem: DelayedElem,
+}
+
+pub(crate) enum DelayedElem {
+    Lam { binder: String, body: ExprId, ctx: Ctx },
+    Const(LVal),
+}
+
+/// The definitions to lower, and what is known about them.
+pub struct Lowerer<'a> {
+    defs: Vec<&'a Def>,
+    by_name: FxHashMap<&'a FunName, usize>,
+    opts: Options,
+    /// Does the definition (transitively) print?
+    effectful: Vec<bool>,
+    /// Can the definition call itself (transitively)?
+    recursive: Vec<bool>,
+    sites: Vec<Site>,
+    site_ids: FxHashMap<(usize, ExprId, Option<SiteId>), SiteId>,
+    func_of: FxHashMap<usize, FuncId>,
+    funcs: Vec<Option<Func>>,
+    queue: Vec<(usize, FuncId)>,
+    /// The C name of each definition.
+    c_names: Vec<String>,
+}
+
+/// The largest body (in Core expressions) that is inlined.
+const INLINE_SIZE: usize = 120;
+/// The deepest nesting of inlined calls.
+const INLINE_DEPTH: u32 = 8;
+
+/// Lowers the definitions `roots` (and every definition they call that is
+/// not inlined) of a checked, LM-free program. `defs` are all definitions in
+/// force; calls to names without a definition go to the built-in prelude's
+/// native implementations, or fail at run time as the interpreter does.
+pub fn lower_program(defs: &[&Def], roots: &[FunName], opts: Options) -> R<Module> {
+    let mut l = Lowerer::new(defs, opts);
+    let mut main = None;
+    for r in roots {
+        let Some(&i) = l.by_name.get(r) else {
+            return internal(format!("there is no definition of `{r}` to compile"));
+        };
+        let f = l.func_for(i);
+        if r.base == "main" && r.derivs.is_empty() {
+            main = Some(f);
+        }
+    }
+    while let Some((d, f)) = l.queue.pop() {
+        let func = l.lower_def(d)?;
+        l.funcs[f.0 as usize] = Some(func);
+    }
+    let funcs = l.funcs.into_iter().map(|f| f.expect("every queued function is lowered")).collect();
+    Ok(Module { funcs, sites: l.sites, main })
+}
+
+impl<'a> Lowerer<'a> {
+    fn new(defs: &[&'a Def], opts: Options) -> Lowerer<'a> {
+        let defs: Vec<&'a Def> = defs.to_vec();
+        let mut by_name = FxHashMap::default();
+        for (i, d) in defs.iter().enumerate() {
+            by_name.entry(&d.name).or_insert(i);
+        }
+        let callees: Vec<Vec<usize>> = defs
+            .iter()
+            .map(|d| {
+                let mut out = Vec::new();
+                for (_, e) in d.body.exprs.iter() {
+                    if let Expr::Call(Callee::Fun(n), _) = e {
+                        if let Some(&j) = by_name.get(n) {
+                            out.push(j);
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
+        let n = defs.len();
+        // Effects: a definition prints if its body does or a callee does.
+        let mut effectful: Vec<bool> = defs
+            .iter()
+            .map(|d| d.body.exprs.iter().any(|(_, e)| matches!(e, Expr::Call(Callee::Prim(p), _) if p.has_effect())))
+            .collect();
+        loop {
+            let mut changed = false;
+            for i in 0..n {
+                if !effectful[i] && callees[i].iter().any(|&j| effectful[j]) {
+                    effectful[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let recursive = (0..n)
+            .map(|i| {
+                let mut seen = vec![false; n];
+                let mut stack = callees[i].clone();
+                while let Some(j) = stack.pop() {
+                    if j == i {
+                        return true;
+                    }
+                    if !seen[j] {
+                        seen[j] = true;
+                        stack.extend(&callees[j]);
+                    }
+                }
+                false
+            })
+            .collect();
+        let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
+        Lowerer {
+            defs,
+            by_name,
+            opts,
+            effectful,
+            recursive,
+            sites: Vec::new(),
+            site_ids: FxHashMap::default(),
+            func_of: FxHashMap::default(),
+            funcs: Vec::new(),
+            queue: Vec::new(),
+            c_names,
+        }
+    }
+
+    fn func_for(&mut self, d: usize) -> FuncId {
+        if let Some(&f) = self.func_of.get(&d) {
+            return f;
+        }
+        let f = FuncId(self.funcs.len() as u32);
+        self.funcs.push(None);
+        self.func_of.insert(d, f);
+        self.queue.push((d, f));
+        f
+    }
+
+    fn site(&mut self, ctx: &Ctx, e: ExprId) -> SiteId {
+        let key = (ctx.def, e, ctx.chain);
+        if let Some(&s) = self.site_ids.get(&key) {
+            return s;
+        }
+        let s = SiteId(self.sites.len() as u32);
+        self.sites.push(Site { fun: self.defs[ctx.def].name.clone(), expr: e, inlined_at: ctx.chain });
+        self.site_ids.insert(key, s);
+        s
+    }
+
+    fn expr(&self, ctx: &Ctx, e: ExprId) -> &'a Expr {
+        &self.defs[ctx.def].body.exprs[e]
+    }
+
+    fn ty(&self, ctx: &Ctx, e: ExprId) -> R<Type> {
+        let t = self.defs[ctx.def].body.ty(e);
+        check_type(t)?;
+        Ok(t.clone())
+    }
+
+    fn lower_def(&mut self, d: usize) -> R<Func> {
+        let def = self.defs[d];
+        let mut fb = FnBuilder::new();
+        let mut env = Env::default();
+        let mut params = Vec::new();
+        for p in &def.params {
+            check_type(&p.ty)?;
+            let v = fb.var(p.ty.clone(), Some(&p.name), false);
+            params.push(v);
+            let val = split(&mut fb, Op::Var(v), &p.ty);
+            env = env.bind(&p.name, val);
+        }
+        check_type(&def.ret_ty)?;
+        let ctx = Ctx { def: d, env, chain: None, depth: 0 };
+        let mut st = FnState { self_def: d, loops: false };
+        let v = self.lower(&mut fb, &mut st, &ctx, def.root, Tail::Function)?;
+        if !matches!(v, LVal::Never) {
+            let r = self.materialize(&mut fb, v, &def.ret_ty)?;
+            fb.emit(Stmt::Return(r));
+        }
+        let (body, vars) = fb.finish();
+        Ok(Func {
+            name: def.name.clone(),
+            c_name: self.c_names[d].clone(),
+            params,
+            ret: def.ret_ty.clone(),
+            vars,
+            body,
+            loops: st.loops,
+            entry_mark: None,
+        })
+    }
+}
+
+/// Which tail position an expression is in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// The tail of the function being emitted: may return, or loop by a
+    /// self tail call.
+    Function,
+    /// The tail of an (inlined) definition's body: a call here pushes no
+    /// frame, as in the interpreter.
+    Body,
+    /// Anywhere else.
+    No,
+}
+
+impl Tail {
+    fn is_tail(self) -> bool {
+        self != Tail::No
+    }
+}
+
+pub(crate) struct FnState {
+    self_def: usize,
+    loops: bool,
+}
+
+pub(crate) fn check_type(t: &Type) -> R<()> {
+    match t {
+        Type::Bool | Type::Integer | Type::Float | Type::String => Ok(()),
+        Type::Tuple(ts) => ts.iter().try_for_each(check_type),
+        Type::Tensor(_, e) => check_type(e),
+        Type::Lam(..) => internal(format!("a value of type `{t}` outside the arguments of a primitive")),
+        Type::LM(..) => internal(format!("a linear map of type `{t}` reached code generation")),
+        Type::Unknown => internal("an expression of unknown type (the program did not type-check)"),
+    }
+}
+
+/// An operand of tuple type, taken apart into its components.
+pub(crate) fn split(fb: &mut FnBuilder, op: Op, ty: &Type) -> LVal {
+    match ty {
+        Type::Tuple(ts) => {
+            if let Op::Unit = op {
+                return LVal::Tuple(Vec::new());
+            }
+            LVal::Tuple(
+                ts.iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let f = fb.let_(Rhs::Field(op.clone(), i), t.clone(), None);
+                        split(fb, f, t)
+                    })
+                    .collect(),
+            )
+        }
+        _ => LVal::Op(op),
+    }
+}
+
+/// The element type and rank of a tensor type.
+pub(crate) fn tensor_ty(t: &Type) -> R<(usize, Type)> {
+    match t {
+        Type::Tensor(r, e) => Ok((*r, (**e).clone())),
+        _ => internal(format!("expected a tensor type, found `{t}`")),
+    }
+}
+
+pub(crate) fn tuple_tys(t: &Type) -> R<&[Type]> {
+    match t {
+        Type::Tuple(ts) => Ok(ts),
+        _ => internal(format!("expected a tuple type, found `{t}`")),
+    }
+}
+
+pub(crate) fn lval_op(v: &LVal) -> R<Op> {
+    match v {
+        LVal::Op(o) => Ok(o.clone()),
+        _ => internal("expected a single value"),
+    }
+}
+
+pub(crate) fn components(v: LVal, n: usize) -> R<Vec<LVal>> {
+    match v {
+        LVal::Tuple(vs) if vs.len() == n => Ok(vs),
+        LVal::Never => Ok(vec![LVal::Never; n]),
+        _ => internal(format!("expected a tuple of {n} components")),
+    }
+}
+
+/// The index value for these index components: an Integer, or a tuple.
+pub(crate) fn index_lval(idx: &[Op]) -> LVal {
+    if idx.len() == 1 {
+        LVal::Op(idx[0].clone())
+    } else {
+        LVal::Tuple(idx.iter().cloned().map(LVal::Op).collect())
+    }
+}
+
+/// An index value's components.
+pub(crate) fn index_ops(v: &LVal) -> R<Vec<Op>> {
+    match v {
+        LVal::Op(o) => Ok(vec![o.clone()]),
+        LVal::Tuple(vs) => vs.iter().map(lval_op).collect(),
+        _ => internal("expected an index"),
+    }
+}
+
+/// An open nest of loops over an index space.
+pub(crate) struct Nest {
+    levels: Vec<(VarId, Op)>,
+    idx: Vec<Op>,
+    flat: Op,
+}
+
+/// Binary operations, checked where the interpreter checks.
+fn float_bin(fb: &mut FnBuilder, op: BinOp, a: Op, b: Op) -> Op {
+    let ty = match op {
+        BinOp::FAdd | BinOp::FSub | BinOp::FMul | BinOp::FDiv | BinOp::FMax | BinOp::FPowI => Type::Float,
+        BinOp::IAddNoCheck | BinOp::IMulNoCheck => Type::Integer,
+        _ => Type::Bool,
+    };
+    fb.let_(Rhs::Bin(op, a, b), ty, None)
+}
+
+impl<'a> Lowerer<'a> {
+    // ---------------------------------------------------------------------
+    // Loops
+
+    fn open_nest(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Nest {
+        let mut levels = Vec::new();
+        let mut idx = Vec::new();
+        let mut flat: Option<Op> = None;
+        for (k, d) in dims.iter().enumerate() {
+            let name = if dims.len() == 1 { "i".to_string() } else { format!("i{k}") };
+            let i = fb.var(Type::Integer, Some(&name), false);
+            levels.push((i, d.clone()));
+            fb.push_block();
+            idx.push(Op::Var(i));
+            flat = Some(match flat {
+                None => Op::Var(i),
+                Some(f) => {
+                    let m = float_bin(fb, BinOp::IMulNoCheck, f, d.clone());
+                    float_bin(fb, BinOp::IAddNoCheck, m, Op::Var(i))
+                }
+            });
+        }
+        Nest { levels, idx, flat: flat.unwrap_or(Op::Int(0)) }
+    }
+
+    fn close_nest(&mut self, fb: &mut FnBuilder, nest: Nest) {
+        for (i, n) in nest.levels.into_iter().rev() {
+            let body = fb.pop_block();
+            fb.emit(Stmt::For { idx: i, n, pre: Vec::new(), body, reset: false });
+        }
+    }
+
+    /// The product of sizes (the number of elements), without overflow
+    /// checks (the sizes belong to an existing tensor or were checked).
+    fn count(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
+        let mut acc = dims[0].clone();
+        for d in &dims[1..] {
+            acc = float_bin(fb, BinOp::IMulNoCheck, acc, d.clone());
+        }
+        acc
+    }
+
+    /// Checks that sizes are not negative (`` `prim` with a negative size ``).
+    fn check_sizes(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
+        let mut ok: Option<Op> = None;
+        for d in dims {
+            if let Op::Int(n) = d {
+                if *n >= 0 {
+                    continue;
+                }
+            }
+            let c = float_bin(fb, BinOp::IGe, d.clone(), Op::Int(0));
+            ok = Some(match ok {
+                None => c,
+                Some(o) => float_bin(fb, BinOp::And, o, c),
+            });
+        }
+        if let Some(cond) = ok {
+            fb.emit(Stmt::Check {
+                cond,
+                site,
+                err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() },
+            });
+        }
+    }
+
+    /// Checks that two tensors have the same sizes.
+    fn check_same_dims(&mut self, fb: &mut FnBuilder, a: &[Op], b: &[Op], what: &str, site: SiteId) {
+        let mut ok: Option<Op> = None;
+        for (x, y) in a.iter().zip(b) {
+            if x == y {
+                continue;
+            }
+            let c = float_bin(fb, BinOp::IEq, x.clone(), y.clone());
+            ok = Some(match ok {
+                None => c,
+                Some(o) => float_bin(fb, BinOp::And, o, c),
+            });
+        }
+        if let Some(cond) = ok {
+            fb.emit(Stmt::Check {
+                cond,
+                site,
+                err: ErrorKind::Sizes { what: what.to_string(), a: a.to_vec(), b: b.to_vec() },
+            });
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Values
+
+    /// The sizes of a tensor value.
+    fn dims(&mut self, fb: &mut FnBuilder, v: &LVal, rank: usize) -> R<Vec<Op>> {
+        match v {
+            LVal::Delayed(d) => Ok(d.dims.clone()),
+            LVal::Op(o) => {
+                Ok((0..rank).map(|k| fb.let_(Rhs::Dim { arr: o.clone(), dim: k }, Type::Integer, None)).collect())
+            }
+            _ => internal("expected a tensor value"),
+        }
+    }
+
+    /// Element `idx` of a tensor value (no bounds check).
+    fn elem(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal, elem_ty: &Type, idx: &[Op], flat: Option<Op>) -> R<LVal> {
+        match v {
+            LVal::Delayed(d) => match &d.elem {
+                DelayedElem::Const(c) => Ok(c.clone()),
+                DelayedElem::Lam { binder, body, ctx } => {
+                    let ctx = Ctx { env: ctx.env.bind(binder, index_lval(idx)), ..ctx.clone() };
+                    self.lower(fb, st, &ctx, *body, Tail::No)
+                }
+            },
+            LVal::Op(arr) => {
+                let flat = match flat {
+                    Some(f) => f,
+                    None => {
+                        let dims = self.dims(fb, v, idx.len())?;
+                        let mut f = idx[0].clone();
+                        for (i, d) in idx.iter().zip(&dims).skip(1) {
+                            let m = float_bin(fb, BinOp::IMulNoCheck, f, d.clone());
+                            f = float_bin(fb, BinOp::IAddNoCheck, m, i.clone());
+                        }
+                        f
+                    }
+                };
+                let x = fb.let_(Rhs::Load { arr: arr.clone(), idx: flat }, elem_ty.clone(), None);
+                Ok(split(fb, x, elem_ty))
+            }
+            _ => internal("expected a tensor value"),
+        }
+    }
+
+    /// A lowered value as one operand: tuples packed, delayed tensors computed.
+    fn materialize(&mut self, fb: &mut FnBuilder, v: LVal, ty: &Type) -> R<Op> {
+        let mut st = FnState { self_def: usize::MAX, loops: false };
+        self.materialize_in(fb, &mut st, v, ty)
+    }
+
+    fn materialize_in(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Op> {
+        match v {
+            LVal::Op(o) => Ok(o),
+            LVal::Tuple(vs) => {
+                let ts = tuple_tys(ty)?.to_vec();
+                if ts.is_empty() {
+                    return Ok(Op::Unit);
+                }
+                let mut ops = Vec::new();
+                for (v, t) in vs.into_iter().zip(&ts) {
+                    ops.push(self.materialize_in(fb, st, v, t)?);
+                }
+                Ok(fb.let_(Rhs::Pack(ops, ty.clone()), ty.clone(), None))
+            }
+            LVal::Delayed(d) => {
+                let (_, elem_ty) = tensor_ty(ty)?;
+                let arr = fb.let_(Rhs::Alloc { dims: d.dims.clone(), elem: elem_ty.clone() }, ty.clone(), None);
+                let nest = self.open_nest(fb, &d.dims);
+                let x = self.elem(fb, st, &LVal::Delayed(d.clone()), &elem_ty, &nest.idx, None)?;
+                let x = self.materialize_in(fb, st, x, &elem_ty)?;
+                fb.emit(Stmt::Store { arr: arr.clone(), idx: nest.flat.clone(), val: x });
+                self.close_nest(fb, nest);
+                Ok(arr)
+            }
+            LVal::Never => Ok(default_op(ty)),
+        }
+    }
+
+    /// Computes every delayed tensor inside a value (tuples stay split).
+    fn force(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
+        match v {
+            LVal::Delayed(_) => Ok(LVal::Op(self.materialize_in(fb, st, v, ty)?)),
+            LVal::Tuple(vs) => {
+                let ts = tuple_tys(ty)?.to_vec();
+                let mut out = Vec::new();
+                for (v, t) in vs.into_iter().zip(&ts) {
+                    out.push(self.force(fb, st, v, t)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            v => Ok(v),
+        }
+    }
+
+    /// The leaves (non-tuple components) of a forced value, with their types.
+    fn leaves(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type, out: &mut Vec<(Op, Type)>) -> R<()> {
+        match ty {
+            Type::Tuple(ts) => {
+                let vs = match v {
+                    LVal::Op(o) => match split(fb, o, ty) {
+                        LVal::Tuple(vs) => vs,
+                        _ => return internal("expected a tuple"),
+                    },
+                    v => components(v, ts.len())?,
+                };
+                for (v, t) in vs.into_iter().zip(ts) {
+                    self.leaves(fb, st, v, t, out)?;
+                }
+                Ok(())
+            }
+            _ => {
+                let o = self.materialize_in(fb, st, v, ty)?;
+                out.push((o, ty.clone()));
+                Ok(())
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Expressions
+
+    fn lower(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, e: ExprId, tail: Tail) -> R<LVal> {
+        let body = &self.defs[ctx.def].body;
+        match &body.exprs[e] {
+            Expr::Lit(l) => Ok(LVal::Op(match l {
+                Lit::Integer(i) => Op::Int(*i),
+                Lit::Float(x) => Op::Float(*x),
+                Lit::Bool(b) => Op::Bool(*b),
+                Lit::String(s) => Op::Str(s.clone()),
+            })),
+            Expr::Var(v) => match ctx.env.get(v) {
+                Some(x) => Ok(x.clone()),
+                None => internal(format!("variable `{v}` is not in scope")),
+            },
+            Expr::Tuple(es) => {
+                let mut vs = Vec::new();
+                for &c in es {
+                    vs.push(self.lower(fb, st, ctx, c, Tail::No)?);
+                }
+                Ok(LVal::Tuple(vs))
+            }
+            Expr::Let(pat, rhs, next) => {
+                let rty = self.ty(ctx, *rhs)?;
+                let v = self.lower(fb, st, ctx, *rhs, Tail::No)?;
+                if matches!(v, LVal::Never) {
+                    return Ok(LVal::Never);
+                }
+                let mut env = ctx.env.clone();
+                match pat {
+                    Pat::Var(x) => {
+                        let v = self.keep_delayed_if_used_once(fb, st, ctx, v, &rty, x, *next)?;
+                        let v = name_value(fb, v, x);
+                        env = env.bind(x, v);
+                    }
+                    Pat::Tuple(xs) => {
+                        let ts = tuple_tys(&rty)?.to_vec();
+                        let vs = match v {
+                            LVal::Op(o) => components(split(fb, o, &rty), xs.len())?,
+                            v => components(v, xs.len())?,
+                        };
+                        for ((x, v), t) in xs.iter().zip(vs).zip(&ts) {
+                            let v = self.keep_delayed_if_used_once(fb, st, ctx, v, t, x, *next)?;
+                            let v = name_value(fb, v, x);
+                            env = env.bind(x, v);
+                        }
+                    }
+                }
+                let ctx = Ctx { env, ..ctx.clone() };
+                self.lower(fb, st, &ctx, *next, tail)
+            }
+            Expr::If(c, t, f) => {
+                let cond = self.lower(fb, st, ctx, *c, Tail::No)?;
+                let cond = lval_op(&cond)?;
+                let ty = self.ty(ctx, e)?;
+                if let Op::Bool(b) = cond {
+                    return self.lower(fb, st, ctx, if b { *t } else { *f }, tail);
+                }
+                if tail == Tail::Function {
+                    let mut blocks = Vec::new();
+                    for branch in [*t, *f] {
+                        fb.push_block();
+                        let v = self.lower(fb, st, ctx, branch, tail)?;
+                        if !matches!(v, LVal::Never) {
+                            let r = self.materialize_in(fb, st, v, &ty)?;
+                            fb.emit(Stmt::Return(r));
+                        }
+                        blocks.push(fb.pop_block());
+                    }
+                    let els = blocks.pop().unwrap_or_default();
+                    let then = blocks.pop().unwrap_or_default();
+                    fb.emit(Stmt::If { cond, then, els });
+                    return Ok(LVal::Never);
+                }
+                let leaf_tys = leaf_types(&ty);
+                let vars: Vec<VarId> = leaf_tys.iter().map(|t| fb.var(t.clone(), None, true)).collect();
+                for &v in &vars {
+                    fb.emit(Stmt::DeclMut(v, None));
+                }
+                let mut blocks = Vec::new();
+                for branch in [*t, *f] {
+                    fb.push_block();
+                    let v = self.lower(fb, st, ctx, branch, tail)?;
+                    if !matches!(v, LVal::Never) {
+                        let mut ls = Vec::new();
+                        self.leaves(fb, st, v, &ty, &mut ls)?;
+                        for (&var, (o, _)) in vars.iter().zip(ls) {
+                            fb.emit(Stmt::Set(var, o));
+                        }
+                    }
+                    blocks.push(fb.pop_block());
+                }
+                let els = blocks.pop().unwrap_or_default();
+                let then = blocks.pop().unwrap_or_default();
+                fb.emit(Stmt::If { cond, then, els });
+                let ops: Vec<Op> = vars
+                    .iter()
+                    .zip(&leaf_tys)
+                    .map(|(&v, t)| fb.let_(Rhs::Copy(Op::Var(v)), t.clone(), None))
+                    .collect();
+                Ok(rebuild(&ty, &mut ops.into_iter()))
+            }
+            Expr::Assert(c, next) => {
+                let cond = self.lower(fb, st, ctx, *c, Tail::No)?;
+                let cond = lval_op(&cond)?;
+                let site = self.site(ctx, e);
+                match cond {
+                    Op::Bool(true) => {}
+                    Op::Bool(false) => {
+                        fb.emit(Stmt::Fail { site, err: ErrorKind::Assert });
+                        let ty = self.ty(ctx, e)?;
+                        return Ok(default_lval(&ty));
+                    }
+                    cond => fb.emit(Stmt::Check { cond, site, err: ErrorKind::Assert }),
+                }
+                self.lower(fb, st, ctx, *next, tail)
+            }
+            Expr::Lam(..) => internal("a lambda outside the arguments of a primitive"),
+            Expr::Dummy(t) => {
+                check_type(t)?;
+                Ok(default_lval(t))
+            }
+            Expr::Call(Callee::Fun(name), arg) => self.lower_call(fb, st, ctx, e, name, *arg, tail),
+            Expr::Call(Callee::Prim(p), arg) => self.lower_prim(fb, st, ctx, e, *p, *arg),
+        }
+    }
+
+    /// A value bound to `x` in `scope`: a delayed tensor stays delayed only
+    /// if `x` is used once, outside any lambda (or only by `size`).
+    fn keep_delayed_if_used_once(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        v: LVal,
+        ty: &Type,
+        x: &str,
+        scope: ExprId,
+    ) -> R<LVal> {
+        if !contains_delayed(&v) {
+            return Ok(v);
+        }
+        let body = &self.defs[ctx.def].body;
+        let u = uses(body, scope, x);
+        if u.only_size || (u.count <= 1 && !u.under_lambda) {
+            Ok(v)
+        } else {
+            self.force(fb, st, v, ty)
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Calls
+
+    /// The argument values of a call of a function of `n` parameters.
+    fn call_args(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, arg: ExprId, n: usize) -> R<Vec<LVal>> {
+        match self.expr(ctx, arg) {
+            Expr::Tuple(es) if n != 1 && es.len() == n => {
+                let mut vs = Vec::new();
+                for &c in es {
+                    vs.push(self.lower(fb, st, ctx, c, Tail::No)?);
+                }
+                Ok(vs)
+            }
+            _ => {
+                let v = self.lower(fb, st, ctx, arg, Tail::No)?;
+                if n == 1 {
+                    return Ok(vec![v]);
+                }
+                let ty = self.ty(ctx, arg)?;
+                match v {
+                    LVal::Op(o) => components(split(fb, o, &ty), n),
+                    v => components(v, n),
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn lower_call(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        e: ExprId,
+        name: &FunName,
+        arg: ExprId,
+        tail: Tail,
+    ) -> R<LVal> {
+        let ret = self.ty(ctx, e)?;
+        let Some(&d) = self.by_name.get(name) else {
+            if let Some(v) = self.lower_native(fb, st, ctx, e, name, arg)? {
+                return Ok(v);
+            }
+            let site = self.site(ctx, e);
+            fb.emit(Stmt::Fail {
+                site,
+                err: ErrorKind::Message(format!("`{name}` has no definition to run: it is only declared")),
+            });
+            return Ok(default_lval(&ret));
+        };
+        let callee = self.defs[d];
+        let args = self.call_args(fb, st, ctx, arg, callee.params.len())?;
+        if args.iter().any(|a| matches!(a, LVal::Never)) {
+            return Ok(LVal::Never);
+        }
+        // A self tail call of the function being emitted: a loop.
+        if tail == Tail::Function && d == st.self_def && ctx.depth == 0 {
+            let mut ops = Vec::new();
+            for (a, p) in args.into_iter().zip(&callee.params) {
+                ops.push(self.materialize_in(fb, st, a, &p.ty)?);
+            }
+            fb.emit(Stmt::TailCall(ops));
+            st.loops = true;
+            return Ok(LVal::Never);
+        }
+        let inline = self.opts.inline
+            && !self.recursive[d]
+            && ctx.depth < INLINE_DEPTH
+            && callee.body.exprs.len() <= INLINE_SIZE;
+        if inline {
+            let chain = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
+            let mut env = Env::default();
+            for (a, p) in args.into_iter().zip(&callee.params) {
+                let inner = Ctx { def: d, env: Env::default(), chain, depth: ctx.depth + 1 };
+                let a = self.keep_delayed_if_used_once(fb, st, &inner, a, &p.ty, &p.name, callee.root)?;
+                env = env.bind(&p.name, a);
+            }
+            let inner = Ctx { def: d, env, chain, depth: ctx.depth + 1 };
+            return self.lower(fb, st, &inner, callee.root, Tail::Body);
+        }
+        let mut ops = Vec::new();
+        for (a, p) in args.into_iter().zip(&callee.params) {
+            ops.push(self.materialize_in(fb, st, a, &p.ty)?);
+        }
+        let func = self.func_for(d);
+        let frame = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
+        let r = fb.let_(Rhs::Call { func, args: ops, frame }, callee.ret_ty.clone(), None);
+        Ok(split(fb, r, &callee.ret_ty))
+    }
+
+    /// A call of a built-in prelude function implemented natively, if `name`
+    /// is one.
+    fn lower_native(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        e: ExprId,
+        name: &FunName,
+        arg: ExprId,
+    ) -> R<Option<LVal>> {
+        if !name.derivs.is_empty() {
+            return Ok(None);
+        }
+        let Some(base_ty) = &name.base_ty else { return Ok(None) };
+        let ty = base_ty.to_string();
+        let n = match base_ty {
+            Type::Tuple(ts) if ts.len() != 1 => ts.len(),
+            _ => 1,
+        };
+        const F: &str = "Float";
+        const I: &str = "Integer";
+        const FF: &str = "(Tuple Float Float)";
+        const II: &str = "(Tuple Integer Integer)";
+        const VF: &str = "(Vec Float)";
+        let known = matches!(
+            (name.base.as_str(), ty.as_str()),
+            ("to_float", I)
+                | ("bool_to_float", "Bool")
+                | ("neg", F | I)
+                | ("add" | "sub" | "mul" | "div" | "max" | "gt" | "lt" | "gte" | "lte", FF)
+                | ("add" | "sub" | "mul" | "div" | "gt" | "lt" | "gte" | "lte", II)
+                | ("mul", "(Tuple (Tensor 2 Float) (Vec Float))")
+                | ("pow", "(Tuple Float Integer)")
+                | ("or" | "and", "(Tuple Bool Bool)")
+                | ("log" | "exp" | "sin" | "cos" | "cosh" | "tanh" | "sqrt" | "abs" | "erf" | "lgamma", F)
+                | ("$ranhashdoub", I)
+                | ("dot", "(Tuple (Vec Float) (Vec Float))")
+                | ("imax" | "max", VF)
+        );
+        if !known {
+            return Ok(None);
+        }
+        let args = self.call_args(fb, st, ctx, arg, n)?;
+        if args.iter().any(|a| matches!(a, LVal::Never)) {
+            return Ok(Some(LVal::Never));
+        }
+        let site = self.site(ctx, e);
+        let checked = self.opts.checked;
+        let op = |i: usize| lval_op(&args[i]);
+        let v = match (name.base.as_str(), ty.as_str()) {
+            ("to_float", _) => fb.let_(Rhs::Un(UnOp::ToFloat, op(0)?, None), Type::Float, None),
+            ("bool_to_float", _) => fb.let_(Rhs::Un(UnOp::BoolToFloat, op(0)?, None), Type::Float, None),
+            ("neg", F) => fb.let_(Rhs::Un(UnOp::FNeg, op(0)?, None), Type::Float, None),
+            ("neg", I) => {
+                let s = checked.then_some(site);
+                fb.let_(Rhs::Un(UnOp::INeg, op(0)?, s), Type::Integer, None)
+            }
+            (f, FF) => {
+                let b = match f {
+                    "add" => BinOp::FAdd,
+                    "sub" => BinOp::FSub,
+                    "mul" => BinOp::FMul,
+                    "div" => BinOp::FDiv,
+                    "max" => BinOp::FMax,
+                    "gt" => BinOp::FGt,
+                    "lt" => BinOp::FLt,
+                    "gte" => BinOp::FGe,
+                    _ => BinOp::FLe,
+                };
+                float_bin(fb, b, op(0)?, op(1)?)
+            }
+            (f @ ("add" | "sub" | "mul" | "div"), II) => {
+                let i = match f {
+                    "add" => IOp::Add,
+                    "sub" => IOp::Sub,
+                    "mul" => IOp::Mul,
+                    _ => IOp::Div,
+                };
+                self.int_op(fb, i, op(0)?, op(1)?, site)
+            }
+            (f, II) => {
+                let b = match f {
+                    "gt" => BinOp::IGt,
+                    "lt" => BinOp::ILt,
+                    "gte" => BinOp::IGe,
+                    _ => BinOp::ILe,
+                };
+                float_bin(fb, b, op(0)?, op(1)?)
+            }
+            ("pow", _) => float_bin(fb, BinOp::FPowI, op(0)?, op(1)?),
+            ("or", _) => float_bin(fb, BinOp::Or, op(0)?, op(1)?),
+            ("and", _) => float_bin(fb, BinOp::And, op(0)?, op(1)?),
+            ("$ranhashdoub", _) => fb.let_(Rhs::Un(UnOp::RanHashDoub, op(0)?, None), Type::Float, None),
+            (f, F) => {
+                let m = match f {
+                    "log" => MathFn::Log,
+                    "exp" => MathFn::Exp,
+                    "sin" => MathFn::Sin,
+                    "cos" => MathFn::Cos,
+                    "cosh" => MathFn::Cosh,
+                    "tanh" => MathFn::Tanh,
+                    "sqrt" => MathFn::Sqrt,
+                    "abs" => MathFn::Fabs,
+                    "erf" => MathFn::Erf,
+                    _ => MathFn::Lgamma,
+                };
+                fb.let_(Rhs::Un(UnOp::Math(m), op(0)?, None), Type::Float, None)
+            }
+            ("dot", _) => {
+                let (a, b) = (&args[0], &args[1]);
+                let da = self.dims(fb, a, 1)?;
+                let db = self.dims(fb, b, 1)?;
+                self.check_same_dims(fb, &da, &db, "`dot` of vectors of sizes", site);
+                let acc = fb.var(Type::Float, Some("dot"), true);
+                fb.emit(Stmt::DeclMut(acc, Some(Op::Float(0.0))));
+                let nest = self.open_nest(fb, &da);
+                let x = self.elem(fb, st, a, &Type::Float, &nest.idx, Some(nest.flat.clone()))?;
+                let y = self.elem(fb, st, b, &Type::Float, &nest.idx, Some(nest.flat.clone()))?;
+                let p = float_bin(fb, BinOp::FMul, lval_op(&x)?, lval_op(&y)?);
+                let s = float_bin(fb, BinOp::FAdd, Op::Var(acc), p);
+                fb.emit(Stmt::Set(acc, s));
+                self.close_nest(fb, nest);
+                fb.let_(Rhs::Copy(Op::Var(acc)), Type::Float, None)
+            }
+            (f @ ("imax" | "max"), VF) => {
+                let v = &args[0];
+                let d = self.dims(fb, v, 1)?;
+                let nonempty = float_bin(fb, BinOp::IGt, d[0].clone(), Op::Int(0));
+                let msg = if f == "imax" { "`imax` of an empty vector" } else { "`max` of an empty vector" };
+                fb.emit(Stmt::Check { cond: nonempty, site, err: ErrorKind::Message(msg.into()) });
+                let first = self.elem(fb, st, v, &Type::Float, &[Op::Int(0)], Some(Op::Int(0)))?;
+                let best = fb.var(Type::Float, Some("best"), true);
+                let at = fb.var(Type::Integer, Some("at"), true);
+                fb.emit(Stmt::DeclMut(best, Some(lval_op(&first)?)));
+                fb.emit(Stmt::DeclMut(at, Some(Op::Int(0))));
+                let nest = self.open_nest(fb, &d);
+                let x = self.elem(fb, st, v, &Type::Float, &nest.idx, Some(nest.flat.clone()))?;
+                let x = lval_op(&x)?;
+                let gt = float_bin(fb, BinOp::FGt, x.clone(), Op::Var(best));
+                fb.emit(Stmt::If { cond: gt, then: vec![Stmt::Set(best, x), Stmt::Set(at, nest.flat.clone())], els: vec![] });
+                self.close_nest(fb, nest);
+                if f == "imax" {
+                    fb.let_(Rhs::Copy(Op::Var(at)), Type::Integer, None)
+                } else {
+                    fb.let_(Rhs::Copy(Op::Var(best)), Type::Float, None)
+                }
+            }
+            ("mul", _) => {
+                // Matrix-vector product.
+                let (m, v) = (&args[0], &args[1]);
+                let dm = self.dims(fb, m, 2)?;
+                let dv = self.dims(fb, v, 1)?;
+                let ok = float_bin(fb, BinOp::IEq, dm[1].clone(), dv[0].clone());
+                fb.emit(Stmt::Check {
+                    cond: ok,
+                    site,
+                    err: ErrorKind::MatVec { rows: dm[0].clone(), cols: dm[1].clone(), n: dv[0].clone() },
+                });
+                let out = fb.let_(Rhs::Alloc { dims: vec![dm[0].clone()], elem: Type::Float }, Type::vec(Type::Float), None);
+                let rows = self.open_nest(fb, &dm[..1]);
+                let acc = fb.var(Type::Float, Some("sum"), true);
+                fb.emit(Stmt::DeclMut(acc, Some(Op::Float(0.0))));
+                let cols = self.open_nest(fb, &dm[1..]);
+                let (r, c) = (rows.idx[0].clone(), cols.idx[0].clone());
+                let x = self.elem(fb, st, m, &Type::Float, &[r.clone(), c.clone()], None)?;
+                let y = self.elem(fb, st, v, &Type::Float, &[c.clone()], Some(c))?;
+                let p = float_bin(fb, BinOp::FMul, lval_op(&x)?, lval_op(&y)?);
+                let s = float_bin(fb, BinOp::FAdd, Op::Var(acc), p);
+                fb.emit(Stmt::Set(acc, s));
+                self.close_nest(fb, cols);
+                fb.emit(Stmt::Store { arr: out.clone(), idx: r, val: Op::Var(acc) });
+                self.close_nest(fb, rows);
+                out
+            }
+            _ => return internal(format!("no native lowering of `{name}`")),
+        };
+        Ok(Some(LVal::Op(v)))
+    }
+
+    /// Checked integer arithmetic (division by zero is checked even
+    /// without `checked`).
+    fn int_op(&mut self, fb: &mut FnBuilder, op: IOp, a: Op, b: Op, site: SiteId) -> Op {
+        if let (Op::Int(x), Op::Int(y)) = (&a, &b) {
+            let r = match op {
+                IOp::Add => x.checked_add(*y),
+                IOp::Sub => x.checked_sub(*y),
+                IOp::Mul => x.checked_mul(*y),
+                IOp::Div => x.checked_div(*y),
+            };
+            if let Some(r) = r {
+                return Op::Int(r);
+            }
+        }
+        if !self.opts.checked && op != IOp::Div {
+            // Wrapping arithmetic, without checks.
+            let s = SiteId(u32::MAX);
+            return fb.let_(Rhs::IChecked(op, a, b, s), Type::Integer, None);
+        }
+        fb.let_(Rhs::IChecked(op, a, b, site), Type::Integer, None)
+    }
+}
+
+/// Names a value's operand after the variable it is bound to, for readable C.
+fn name_value(fb: &mut FnBuilder, v: LVal, name: &str) -> LVal {
+    if let LVal::Op(Op::Var(id)) = &v {
+        let info = &mut fb.vars[id.0 as usize];
+        if info.name.is_none() {
+            let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            let s = s.trim_matches('_').to_string();
+            if !s.is_empty() {
+                info.name = Some(s);
+            }
+        }
+    }
+    v
+}
+
+fn contains_delayed(v: &LVal) -> bool {
+    match v {
+        LVal::Delayed(_) => true,
+        LVal::Tuple(vs) => vs.iter().any(contains_delayed),
+        _ => false,
+    }
+}
+
+/// The non-tuple components of a type, in order.
+pub(crate) fn leaf_types(t: &Type) -> Vec<Type> {
+    match t {
+        Type::Tuple(ts) => ts.iter().flat_map(leaf_types).collect(),
+        t => vec![t.clone()],
+    }
+}
+
+/// A value of type `t` from its leaves.
+pub(crate) fn rebuild(t: &Type, ops: &mut impl Iterator<Item = Op>) -> LVal {
+    match t {
+        Type::Tuple(ts) => LVal::Tuple(ts.iter().map(|t| rebuild(t, ops)).collect()),
+        _ => LVal::Op(ops.next().unwrap_or(Op::Unit)),
+    }
+}
+
+/// The default value of a type (`$dummy T`): zeros, `false`, `""`, empty tensors.
+pub(crate) fn default_lval(t: &Type) -> LVal {
+    match t {
+        Type::Tuple(ts) => LVal::Tuple(ts.iter().map(default_lval).collect()),
+        t => LVal::Op(default_op(t)),
+    }
+}
+
+pub(crate) fn default_op(t: &Type) -> Op {
+    match t {
+        Type::Integer => Op::Int(0),
+        Type::Float => Op::Float(0.0),
+        Type::Bool => Op::Bool(false),
+        Type::String => Op::Str(String::new()),
+        // Empty tensors and packed tuples: zero-initialised in C.
+        _ => Op::Unit,
+    }
+}
+
+/// How a variable is used in an expression.
+#[derive(Default, Debug)]
+pub(crate) struct Uses {
+    count: usize,
+    under_lambda: bool,
+    only_size: bool,
+}
+
+/// The free occurrences of `x` in `e`.
+pub(crate) fn uses(body: &ksc_ir::Body, e: ExprId, x: &str) -> Uses {
+    let mut u = Uses { only_size: true, ..Uses::default() };
+    walk_uses(body, e, x, false, false, &mut u);
+    if u.count == 0 {
+        u.only_size = false;
+    }
+    u
+}
+
+fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, lam: bool, in_size: bool, u: &mut Uses) {
+    match &body.exprs[e] {
+        Expr::Var(v) if v == x => {
+            u.count += 1;
+            u.under_lambda |= lam;
+            u.only_size &= in_size;
+        }
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
+        Expr::Call(Callee::Prim(Prim::Size), a) => walk_uses(body, *a, x, lam, true, u),
+        Expr::Call(_, a) => walk_uses(body, *a, x, lam, false, u),
+        Expr::Tuple(es) => es.iter().for_each(|&c| walk_uses(body, c, x, lam, false, u)),
+        Expr::Let(p, r, b) => {
+            walk_uses(body, *r, x, lam, false, u);
+            if !p.vars().iter().any(|v| v == x) {
+                walk_uses(body, *b, x, lam, false, u);
+            }
+        }
+        Expr::If(c, t, f) => {
+            for c in [*c, *t, *f] {
+                walk_uses(body, c, x, lam, false, u);
+            }
+        }
+        Expr::Assert(c, b) => {
+            walk_uses(body, *c, x, lam, false, u);
+            walk_uses(body, *b, x, lam, false, u);
+        }
+        Expr::Lam(v, _, b) => {
+            if v != x {
+                walk_uses(body, *b, x, true, false, u);
+            }
+        }
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    pub(crate) fn effectful_def(&self, d: usize) -> bool {
+        self.effectful[d]
+    }
+    pub(crate) fn def_index(&self, n: &FunName) -> Option<usize> {
+        self.by_name.get(n).copied()
+    }
+    pub(crate) fn checked(&self) -> bool {
+        self.opts.checked
+    }
+    pub(crate) fn body(&self, ctx: &Ctx) -> &'a ksc_ir::Body {
+        &self.defs[ctx.def].body
+    }
+    pub(crate) fn site_of(&mut self, ctx: &Ctx, e: ExprId) -> SiteId {
+        self.site(ctx, e)
+    }
+    pub(crate) fn type_of(&self, ctx: &Ctx, e: ExprId) -> R<Type> {
+        self.ty(ctx, e)
+    }
+    pub(crate) fn lower_expr(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, e: ExprId) -> R<LVal> {
+        self.lower(fb, st, ctx, e, Tail::No)
+    }
+    pub(crate) fn materialize_val(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Op> {
+        self.materialize_in(fb, st, v, ty)
+    }
+    pub(crate) fn force_val(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
+        self.force(fb, st, v, ty)
+    }
+    pub(crate) fn leaves_of(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Vec<(Op, Type)>> {
+        let mut out = Vec::new();
+        self.leaves(fb, st, v, ty, &mut out)?;
+        Ok(out)
+    }
+    pub(crate) fn dims_of(&mut self, fb: &mut FnBuilder, v: &LVal, rank: usize) -> R<Vec<Op>> {
+        self.dims(fb, v, rank)
+    }
+    pub(crate) fn elem_of(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: &LVal,
+        ty: &Type,
+        idx: &[Op],
+        flat: Option<Op>,
+    ) -> R<LVal> {
+        self.elem(fb, st, v, ty, idx, flat)
+    }
+    pub(crate) fn nest_open(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Nest {
+        self.open_nest(fb, dims)
+    }
+    pub(crate) fn nest_close(&mut self, fb: &mut FnBuilder, n: Nest) {
+        self.close_nest(fb, n)
+    }
+    pub(crate) fn count_of(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
+        self.count(fb, dims)
+    }
+    pub(crate) fn sizes_check(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
+        self.check_sizes(fb, dims, prim, site)
+    }
+    pub(crate) fn same_dims_check(&mut self, fb: &mut FnBuilder, a: &[Op], b: &[Op], what: &str, site: SiteId) {
+        self.check_same_dims(fb, a, b, what, site)
+    }
+    pub(crate) fn int_arith(&mut self, fb: &mut FnBuilder, op: IOp, a: Op, b: Op, site: SiteId) -> Op {
+        self.int_op(fb, op, a, b, site)
+    }
+}
+
+pub(crate) fn bin(fb: &mut FnBuilder, op: BinOp, a: Op, b: Op) -> Op {
+    float_bin(fb, op, a, b)
+}
+
+impl Nest {
+    pub(crate) fn idx(&self) -> &[Op] {
+        &self.idx
+    }
+    pub(crate) fn flat(&self) -> Op {
+        self.flat.clone()
+    }
+}
+
+impl Delayed {
+    pub(crate) fn lam(dims: Vec<Op>, elem_ty: Type, binder: String, body: ExprId, ctx: Ctx) -> Delayed {
+        Delayed { dims, elem_ty, elem: DelayedElem::Lam { binder, body, ctx } }
+    }
+    pub(crate) fn constant(dims: Vec<Op>, elem_ty: Type, v: LVal) -> Delayed {
+        Delayed { dims, elem_ty, elem: DelayedElem::Const(v) }
+    }
+}
+
+impl Delayed {
+    /// The binder, element expression and context of a delayed `build`.
+    pub(crate) fn lam_parts(&self) -> Option<(&str, ExprId, &Ctx)> {
+        match &self.elem {
+            DelayedElem::Lam { binder, body, ctx } => Some((binder, *body, ctx)),
+            DelayedElem::Const(_) => None,
+        }
+    }
+}
+
+impl Ctx {
+    pub(crate) fn with_binding(&self, name: &str, v: LVal) -> Ctx {
+        Ctx { env: self.env.bind(name, v), ..self.clone() }
+    }
+}

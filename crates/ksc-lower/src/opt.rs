@@ -1,0 +1,568 @@
+//! Optimisations on the loop IR: loop-invariant code motion, common
+//! subexpressions, dead code, and the arena's stack discipline.
+//!
+//! Fusion and scalar replacement of tuples happen earlier, during lowering
+//! (`lower.rs`), where the structure of `build` and `tuple` is still visible;
+//! hash-consing also runs during lowering (`builder.rs`) and again here,
+//! after hoisting has moved computations next to each other.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::ir::*;
+
+/// Runs every optimisation on every function.
+pub fn optimize(m: &mut Module) {
+    let effectful = effectful_funcs(m);
+    let heap_ret: Vec<bool> = m.funcs.iter().map(|f| needs_heap(&f.ret)).collect();
+    for f in &mut m.funcs {
+        let written = written_arrays(&f.body);
+        let cx = Cx { effectful: &effectful, written: &written, vars: &f.vars, heap_ret: &heap_ret };
+        let body = std::mem::take(&mut f.body);
+        f.body = licm_block(body, &cx);
+        cse(f);
+        dce(f, &effectful);
+        place_arena_scopes(f, &heap_ret);
+    }
+}
+
+/// Which functions print, directly or through calls.
+fn effectful_funcs(m: &Module) -> Vec<bool> {
+    fn prints(b: &Block) -> bool {
+        b.iter().any(|s| match s {
+            Stmt::Print { .. } => true,
+            Stmt::For { pre, body, .. } => prints(pre) || prints(body),
+            Stmt::If { then, els, .. } => prints(then) || prints(els),
+            _ => false,
+        })
+    }
+    let mut eff: Vec<bool> = m.funcs.iter().map(|f| prints(&f.body)).collect();
+    loop {
+        let mut changed = false;
+        for (i, f) in m.funcs.iter().enumerate() {
+            if !eff[i] && calls(&f.body).iter().any(|c| eff[c.0 as usize]) {
+                eff[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return eff;
+        }
+    }
+}
+
+fn calls(b: &Block) -> Vec<FuncId> {
+    let mut out = Vec::new();
+    walk(b, &mut |s| {
+        if let Stmt::Let(_, Rhs::Call { func, .. }) = s {
+            out.push(*func);
+        }
+    });
+    out
+}
+
+/// Calls `f` on every statement, nested ones included.
+pub fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
+    for s in b {
+        f(s);
+        match s {
+            Stmt::For { pre, body, .. } => {
+                walk(pre, f);
+                walk(body, f);
+            }
+            Stmt::If { then, els, .. } => {
+                walk(then, f);
+                walk(els, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn walk_mut(b: &mut Block, f: &mut impl FnMut(&mut Stmt)) {
+    for s in b {
+        f(s);
+        match s {
+            Stmt::For { pre, body, .. } => {
+                walk_mut(pre, f);
+                walk_mut(body, f);
+            }
+            Stmt::If { then, els, .. } => {
+                walk_mut(then, f);
+                walk_mut(els, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tensors written in place (their loads cannot move or be shared).
+fn written_arrays(b: &Block) -> FxHashSet<VarId> {
+    let mut out = FxHashSet::default();
+    walk(b, &mut |s| match s {
+        Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => {
+            out.insert(*a);
+        }
+        _ => {}
+    });
+    out
+}
+
+/// Every operand a statement reads (not those of nested blocks).
+pub fn stmt_operands(s: &Stmt) -> Vec<&Op> {
+    match s {
+        Stmt::Let(_, r) => r.operands(),
+        Stmt::DeclMut(_, o) => o.iter().collect(),
+        Stmt::Set(_, o) | Stmt::Return(o) => vec![o],
+        Stmt::For { n, .. } => vec![n],
+        Stmt::If { cond, .. } => vec![cond],
+        Stmt::Store { arr, idx, val } | Stmt::Accum { arr, idx, val, .. } => vec![arr, idx, val],
+        Stmt::Check { cond, err, .. } => {
+            let mut v = vec![cond];
+            v.extend(err_operands(err));
+            v
+        }
+        Stmt::Fail { err, .. } => err_operands(err),
+        Stmt::Print { val, .. } => vec![val],
+        Stmt::TailCall(args) => args.iter().collect(),
+        Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
+    }
+}
+
+fn err_operands(e: &ErrorKind) -> Vec<&Op> {
+    match e {
+        ErrorKind::IndexOutOfRange { index, size } => index.iter().chain(size).collect(),
+        ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } => size.iter().collect(),
+        ErrorKind::Sizes { a, b, .. } => a.iter().chain(b).collect(),
+        ErrorKind::Diag { rows, cols } => vec![rows, cols],
+        ErrorKind::MatVec { rows, cols, n } => vec![rows, cols, n],
+        ErrorKind::Assert | ErrorKind::Message(_) => vec![],
+    }
+}
+
+fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
+    match s {
+        Stmt::Let(_, r) => r.operands_mut(),
+        Stmt::DeclMut(_, o) => o.iter_mut().collect(),
+        Stmt::Set(_, o) | Stmt::Return(o) => vec![o],
+        Stmt::For { n, .. } => vec![n],
+        Stmt::If { cond, .. } => vec![cond],
+        Stmt::Store { arr, idx, val } | Stmt::Accum { arr, idx, val, .. } => vec![arr, idx, val],
+        Stmt::Check { cond, err, .. } => {
+            let mut v = vec![cond];
+            v.extend(err.operands_mut());
+            v
+        }
+        Stmt::Fail { err, .. } => err.operands_mut(),
+        Stmt::Print { val, .. } => vec![val],
+        Stmt::TailCall(args) => args.iter_mut().collect(),
+        Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
+    }
+}
+
+/// The variables a block defines (nested blocks included).
+fn defined_in(b: &Block) -> FxHashSet<VarId> {
+    let mut out = FxHashSet::default();
+    walk(b, &mut |s| match s {
+        Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
+            out.insert(*v);
+        }
+        Stmt::For { idx, .. } => {
+            out.insert(*idx);
+        }
+        _ => {}
+    });
+    out
+}
+
+struct Cx<'a> {
+    effectful: &'a [bool],
+    written: &'a FxHashSet<VarId>,
+    vars: &'a [VarInfo],
+    heap_ret: &'a [bool],
+}
+
+impl Cx<'_> {
+    fn mutable(&self, o: &Op) -> bool {
+        matches!(o, Op::Var(v) if self.vars[v.0 as usize].mutable)
+    }
+}
+
+/// How a statement may be moved out of a loop.
+enum Motion {
+    /// Pure and cannot fail: may run whether or not the loop does.
+    Free,
+    /// May fail (a checked operation, a load, a check, a call): may run
+    /// once before the loop, only if the loop runs at least once, and only
+    /// if nothing observable or failing precedes it in the loop body.
+    Guarded,
+    Stay,
+}
+
+fn motion(s: &Stmt, cx: &Cx) -> Motion {
+    match s {
+        Stmt::Let(_, r) => match r {
+            Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::Mark => Motion::Stay,
+            Rhs::Call { func, .. } => {
+                if cx.effectful[func.0 as usize] {
+                    Motion::Stay
+                } else {
+                    Motion::Guarded
+                }
+            }
+            Rhs::Load { arr, .. } => match arr {
+                Op::Var(a) if cx.written.contains(a) => Motion::Stay,
+                _ => Motion::Guarded,
+            },
+            Rhs::IChecked(_, _, _, site) if site.0 != u32::MAX => Motion::Guarded,
+            Rhs::Un(UnOp::INeg, _, Some(_)) => Motion::Guarded,
+            _ => Motion::Free,
+        },
+        Stmt::Check { .. } => Motion::Guarded,
+        _ => Motion::Stay,
+    }
+}
+
+/// Can this statement fail or have an observable effect (a barrier for
+/// guarded hoisting)?
+fn is_barrier(s: &Stmt, cx: &Cx) -> bool {
+    match s {
+        Stmt::Let(_, r) => r.can_fail() || matches!(r, Rhs::Load { .. }),
+        Stmt::Check { .. } | Stmt::Fail { .. } | Stmt::Print { .. } | Stmt::Accum { .. } => true,
+        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(|s| is_barrier(s, cx)),
+        Stmt::If { then, els, .. } => then.iter().chain(els).any(|s| is_barrier(s, cx)),
+        _ => false,
+    }
+}
+
+/// Loop-invariant code motion, innermost loops first.
+fn licm_block(block: Block, cx: &Cx) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for s in block {
+        match s {
+            Stmt::For { idx, n, pre, body, reset } => {
+                let body = licm_block(body, cx);
+                let mut inside = defined_in(&body);
+                inside.insert(idx);
+                let mut free = Vec::new();
+                let mut guarded = pre;
+                let mut rest = Vec::new();
+                let mut barrier = false;
+                let mut guarded_defs: FxHashSet<VarId> = FxHashSet::default();
+                for s in body {
+                    let invariant = stmt_operands(&s).iter().all(|o| match o {
+                        Op::Var(v) => !inside.contains(v) && !cx.mutable(o),
+                        _ => true,
+                    });
+                    let after_guarded =
+                        stmt_operands(&s).iter().any(|o| matches!(o, Op::Var(v) if guarded_defs.contains(v)));
+                    let m = match (invariant, motion(&s, cx)) {
+                        (false, _) => Motion::Stay,
+                        (true, Motion::Free) if after_guarded => Motion::Guarded,
+                        (true, m) => m,
+                    };
+                    match m {
+                        Motion::Free => {
+                            if let Stmt::Let(v, _) = &s {
+                                inside.remove(v);
+                            }
+                            free.push(s);
+                        }
+                        Motion::Guarded if !barrier => {
+                            if let Stmt::Let(v, _) = &s {
+                                inside.remove(v);
+                                guarded_defs.insert(*v);
+                            }
+                            guarded.push(s);
+                        }
+                        _ => {
+                            barrier |= is_barrier(&s, cx);
+                            rest.push(s);
+                        }
+                    }
+                }
+                out.extend(free);
+                out.push(Stmt::For { idx, n, pre: guarded, body: rest, reset });
+            }
+            Stmt::If { cond, then, els } => {
+                out.push(Stmt::If { cond, then: licm_block(then, cx), els: licm_block(els, cx) });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// Common subexpressions: a pure computation equal to one that dominates
+/// it is replaced by that one's variable.
+fn cse(f: &mut Func) {
+    let written = written_arrays(&f.body);
+    let mut subst: FxHashMap<VarId, Op> = FxHashMap::default();
+    let mut scopes: Vec<FxHashMap<Rhs, VarId>> = vec![FxHashMap::default()];
+    let body = std::mem::take(&mut f.body);
+    f.body = cse_block(body, &f.vars, &written, &mut subst, &mut scopes);
+}
+
+fn cse_block(
+    block: Block,
+    vars: &[VarInfo],
+    written: &FxHashSet<VarId>,
+    subst: &mut FxHashMap<VarId, Op>,
+    scopes: &mut Vec<FxHashMap<Rhs, VarId>>,
+) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for mut s in block {
+        for o in stmt_operands_mut(&mut s) {
+            if let Op::Var(v) = o {
+                if let Some(r) = subst.get(v) {
+                    *o = r.clone();
+                }
+            }
+        }
+        match s {
+            Stmt::Let(v, rhs) => {
+                let shareable = rhs.is_pure()
+                    && !matches!(&rhs, Rhs::Load { arr: Op::Var(a), .. } if written.contains(a))
+                    && rhs.operands().iter().all(|o| !matches!(o, Op::Var(w) if vars[w.0 as usize].mutable));
+                if let Rhs::Copy(o) = &rhs {
+                    if !matches!(o, Op::Var(w) if vars[w.0 as usize].mutable) {
+                        subst.insert(v, o.clone());
+                        continue;
+                    }
+                }
+                if shareable {
+                    if let Some(&w) = scopes.iter().rev().find_map(|t| t.get(&rhs)) {
+                        subst.insert(v, Op::Var(w));
+                        continue;
+                    }
+                    scopes.last_mut().expect("a scope").insert(rhs.clone(), v);
+                }
+                out.push(Stmt::Let(v, rhs));
+            }
+            Stmt::For { idx, n, pre, body, reset } => {
+                scopes.push(FxHashMap::default());
+                let pre = cse_block(pre, vars, written, subst, scopes);
+                scopes.push(FxHashMap::default());
+                let body = cse_block(body, vars, written, subst, scopes);
+                scopes.pop();
+                scopes.pop();
+                out.push(Stmt::For { idx, n, pre, body, reset });
+            }
+            Stmt::If { cond, then, els } => {
+                scopes.push(FxHashMap::default());
+                let then = cse_block(then, vars, written, subst, scopes);
+                scopes.pop();
+                scopes.push(FxHashMap::default());
+                let els = cse_block(els, vars, written, subst, scopes);
+                scopes.pop();
+                out.push(Stmt::If { cond, then, els });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// Dead code: unused computations without effects, unused mutable
+/// variables, empty loops and branches.
+fn dce(f: &mut Func, effectful: &[bool]) {
+    loop {
+        let mut uses: FxHashMap<VarId, usize> = FxHashMap::default();
+        walk(&f.body, &mut |s| {
+            for o in stmt_operands(s) {
+                if let Op::Var(v) = o {
+                    *uses.entry(*v).or_default() += 1;
+                }
+            }
+            if let Stmt::CopyDown { mark, vars } = s {
+                *uses.entry(*mark).or_default() += 1;
+                for v in vars {
+                    *uses.entry(*v).or_default() += 1;
+                }
+            }
+            if let Stmt::Reset(m) = s {
+                *uses.entry(*m).or_default() += 1;
+            }
+        });
+        // A mutable variable only assigned (never read) is dead too: its
+        // `Set`s read the variable only through itself.
+        let used = |v: &VarId| uses.get(v).copied().unwrap_or(0) > 0;
+        let before = count_stmts(&f.body);
+        let body = std::mem::take(&mut f.body);
+        f.body = dce_block(body, &used, &f.vars, effectful);
+        if count_stmts(&f.body) == before {
+            return;
+        }
+    }
+}
+
+fn count_stmts(b: &Block) -> usize {
+    let mut n = 0;
+    walk(b, &mut |_| n += 1);
+    n
+}
+
+fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, vars: &[VarInfo], effectful: &[bool]) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for s in block {
+        match s {
+            Stmt::Let(v, rhs) if !used(&v) => {
+                let removable = match &rhs {
+                    Rhs::Call { func, .. } => !effectful[func.0 as usize],
+                    _ => true,
+                };
+                if !removable {
+                    out.push(Stmt::Let(v, rhs));
+                }
+            }
+            Stmt::DeclMut(v, o) => {
+                if used(&v) {
+                    out.push(Stmt::DeclMut(v, o));
+                }
+            }
+            Stmt::Set(v, o) => {
+                if used(&v) || !vars[v.0 as usize].mutable {
+                    out.push(Stmt::Set(v, o));
+                }
+            }
+            Stmt::For { idx, n, pre, body, reset } => {
+                let pre = dce_block(pre, used, vars, effectful);
+                let body = dce_block(body, used, vars, effectful);
+                if !(pre.is_empty() && body.is_empty()) {
+                    out.push(Stmt::For { idx, n, pre, body, reset });
+                }
+            }
+            Stmt::If { cond, then, els } => {
+                let then = dce_block(then, used, vars, effectful);
+                let els = dce_block(els, used, vars, effectful);
+                if !(then.is_empty() && els.is_empty()) {
+                    out.push(Stmt::If { cond, then, els });
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// Does running this block allocate from the arena?
+fn allocates(b: &Block, heap_ret: &[bool]) -> bool {
+    let mut a = false;
+    walk(b, &mut |s| match s {
+        Stmt::Let(_, Rhs::Alloc { .. } | Rhs::DeepCopy(_)) => a = true,
+        Stmt::Let(_, Rhs::Call { func, .. }) if heap_ret[func.0 as usize] => a = true,
+        Stmt::Print { .. } => {}
+        _ => {}
+    });
+    a
+}
+
+/// Can memory allocated while running this block be reachable after it?
+fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
+    let mut e = false;
+    walk(b, &mut |s| match s {
+        Stmt::Store { val: Op::Var(v), .. } | Stmt::Set(_, Op::Var(v)) if needs_heap(&vars[v.0 as usize].ty) => {
+            e = true
+        }
+        Stmt::CopyDown { .. } => e = true,
+        _ => {}
+    });
+    e
+}
+
+/// The arena's stack discipline: a loop whose iterations allocate only
+/// temporaries resets the arena after each iteration; a function whose
+/// result needs no heap resets it before returning; a loop by self tail
+/// calls resets it (or copies its tensor parameters down) before each
+/// iteration.
+fn place_arena_scopes(f: &mut Func, heap_ret: &[bool]) {
+    let vars = f.vars.clone();
+    walk_mut(&mut f.body, &mut |s| {
+        if let Stmt::For { body, reset, .. } = s {
+            *reset = allocates(body, heap_ret) && !escapes(body, &vars);
+        }
+    });
+    if allocates(&f.body, heap_ret) && (!needs_heap(&f.ret) || f.loops) {
+        let m = VarId(f.vars.len() as u32);
+        f.vars.push(VarInfo { ty: ksc_ir::Type::Integer, name: Some("entry".into()), mutable: false });
+        f.entry_mark = Some(m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksc_ir::Type;
+
+    fn func(vars: Vec<Type>, body: Block) -> Func {
+        Func {
+            name: ksc_ir::FunName::plain("f"),
+            c_name: "f".into(),
+            params: vec![VarId(0), VarId(1)],
+            ret: Type::Float,
+            vars: vars.into_iter().map(|ty| VarInfo { ty, name: None, mutable: false }).collect(),
+            body,
+            loops: false,
+            entry_mark: None,
+        }
+    }
+
+    /// `for i < n { t = a * a; u = t + i }` hoists `t`, and a pure value
+    /// unused after DCE disappears.
+    #[test]
+    fn licm_hoists_invariants_and_dce_removes_dead_code() {
+        let (a, n, i, t, u, dead) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4), VarId(5));
+        let body = vec![
+            Stmt::Let(dead, Rhs::Bin(BinOp::FAdd, Op::Var(a), Op::Float(1.0))),
+            Stmt::For {
+                idx: i,
+                n: Op::Var(n),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(t, Rhs::Bin(BinOp::FMul, Op::Var(a), Op::Var(a))),
+                    Stmt::Let(u, Rhs::Un(UnOp::ToFloat, Op::Var(i), None)),
+                    Stmt::Print { val: Op::Var(u), ty: Type::Float },
+                    Stmt::Print { val: Op::Var(t), ty: Type::Float },
+                ],
+                reset: false,
+            },
+            Stmt::Return(Op::Float(0.0)),
+        ];
+        let mut m = Module {
+            funcs: vec![func(vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float, Type::Float], body)],
+            ..Module::default()
+        };
+        optimize(&mut m);
+        let f = &m.funcs[0];
+        assert!(matches!(&f.body[0], Stmt::Let(v, _) if *v == t), "{}", m.pretty());
+        assert!(matches!(&f.body[1], Stmt::For { body, .. } if body.len() == 3), "{}", m.pretty());
+        assert_eq!(f.body.len(), 3, "{}", m.pretty());
+    }
+
+    /// Two identical pure computations hoisted from two loops are shared.
+    #[test]
+    fn cse_shares_equal_computations() {
+        let (a, n, i, t1, t2) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
+        let body = vec![
+            Stmt::Let(t1, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
+            Stmt::For {
+                idx: i,
+                n: Op::Var(n),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(t2, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
+                    Stmt::Print { val: Op::Var(t2), ty: Type::Float },
+                ],
+                reset: false,
+            },
+            Stmt::Return(Op::Var(t1)),
+        ];
+        let mut m = Module {
+            funcs: vec![func(vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float], body)],
+            ..Module::default()
+        };
+        optimize(&mut m);
+        let text = m.pretty();
+        assert_eq!(text.matches("exp").count(), 1, "{text}");
+        assert!(text.contains("print %3"), "{text}");
+    }
+}

@@ -1,0 +1,1174 @@
+//! Lowering the primitives (knossos-reference.md 3.1 and 7.7), with the
+//! interpreter's checks and messages, and in-place accumulation.
+
+use std::rc::Rc;
+
+use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
+
+use crate::builder::FnBuilder;
+use crate::ir::*;
+use crate::lower::{
+    bin, check_type, components, default_lval, index_lval, index_ops, internal, lval_op, split, tensor_ty,
+    tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
+};
+
+/// An accumulator being added into in place.
+enum Acc {
+    /// A Float or Integer in a mutable variable.
+    Scalar(VarId, Type),
+    /// A scalar element `arr[idx]` of a tensor.
+    Slot(Op, Op, Type),
+    /// A tensor (fresh, owned by the accumulation) whose elements are
+    /// added into.
+    Tensor(Op, Type),
+    /// A Bool, String or unit: adding keeps the first value.
+    Keep(LVal),
+    Tuple(Vec<Acc>),
+}
+
+fn is_number(t: &Type) -> bool {
+    matches!(t, Type::Float | Type::Integer)
+}
+
+/// Can a sum of this type start from an identity instead of its first term?
+/// (Float sums start from -0.0, which is exact: -0.0 + x == x for every x.)
+fn identity_summable(t: &Type) -> bool {
+    match t {
+        Type::Float | Type::Integer => true,
+        Type::Tuple(ts) => ts.iter().all(identity_summable),
+        _ => false,
+    }
+}
+
+/// The number of arguments of a primitive of fixed arity.
+fn arity(p: Prim) -> usize {
+    match p {
+        Prim::Build
+        | Prim::Sumbuild
+        | Prim::Index
+        | Prim::ConstVec
+        | Prim::TsAdd
+        | Prim::TsScale
+        | Prim::TsDot
+        | Prim::Eq
+        | Prim::Ne
+        | Prim::Map => 2,
+        Prim::Fold
+        | Prim::Map2
+        | Prim::Delta
+        | Prim::DeltaVec
+        | Prim::Diag
+        | Prim::BuildFromSparse
+        | Prim::BuildFromSparseTupled => 3,
+        Prim::Check => 5,
+        _ => 1,
+    }
+}
+
+/// A primitive's argument: a value, or a lambda written in place.
+enum Arg {
+    Val(LVal, Type),
+    Lam { binder: String, body: ExprId },
+}
+
+impl Arg {
+    fn val(&self) -> R<(&LVal, &Type)> {
+        match self {
+            Arg::Val(v, t) => Ok((v, t)),
+            Arg::Lam { .. } => internal("a lambda where a value was expected"),
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    fn prim_args(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, arg: ExprId, k: usize) -> R<Vec<Arg>> {
+        let body = self.body(ctx);
+        if k == 1 {
+            let t = self.type_of(ctx, arg)?;
+            let v = self.lower_expr(fb, st, ctx, arg)?;
+            return Ok(vec![Arg::Val(v, t)]);
+        }
+        match &body.exprs[arg] {
+            Expr::Tuple(es) if es.len() == k => {
+                let es = es.clone();
+                let mut out = Vec::new();
+                for c in es {
+                    if let Expr::Lam(x, _, b) = &self.body(ctx).exprs[c] {
+                        out.push(Arg::Lam { binder: x.clone(), body: *b });
+                    } else {
+                        let t = self.type_of(ctx, c)?;
+                        let v = self.lower_expr(fb, st, ctx, c)?;
+                        out.push(Arg::Val(v, t));
+                    }
+                }
+                Ok(out)
+            }
+            _ => {
+                let t = self.type_of(ctx, arg)?;
+                let ts = tuple_tys(&t)?.to_vec();
+                let v = self.lower_expr(fb, st, ctx, arg)?;
+                let vs = match v {
+                    LVal::Op(o) => components(split(fb, o, &t), k)?,
+                    v => components(v, k)?,
+                };
+                Ok(vs.into_iter().zip(ts).map(|(v, t)| Arg::Val(v, t)).collect())
+            }
+        }
+    }
+
+    fn apply(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, lam: &Arg, x: LVal) -> R<LVal> {
+        match lam {
+            Arg::Lam { binder, body } => {
+                let inner = ctx.with_binding(binder, x);
+                self.lower_expr(fb, st, &inner, *body)
+            }
+            Arg::Val(..) => internal("a lambda that is not written in place"),
+        }
+    }
+
+    /// Does evaluating `e` print (directly or through a call)?
+    fn has_effect(&self, ctx: &Ctx, e: ExprId) -> bool {
+        let body = self.body(ctx);
+        let mut stack = vec![e];
+        while let Some(e) = stack.pop() {
+            match &body.exprs[e] {
+                Expr::Call(Callee::Prim(p), a) => {
+                    if p.has_effect() {
+                        return true;
+                    }
+                    stack.push(*a);
+                }
+                Expr::Call(Callee::Fun(n), a) => {
+                    if self.def_index(n).is_some_and(|d| self.effectful_def(d)) {
+                        return true;
+                    }
+                    stack.push(*a);
+                }
+                Expr::Tuple(es) => stack.extend(es),
+                Expr::Let(_, r, b) | Expr::Assert(r, b) => stack.extend([*r, *b]),
+                Expr::If(c, t, f) => stack.extend([*c, *t, *f]),
+                Expr::Lam(_, _, b) => stack.push(*b),
+                Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
+            }
+        }
+        false
+    }
+
+    pub(crate) fn lower_prim(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        e: ExprId,
+        p: Prim,
+        arg: ExprId,
+    ) -> R<LVal> {
+        let ty = self.type_of(ctx, e)?;
+        let site = self.site_of(ctx, e);
+        match p {
+            Prim::Print => {
+                let parts = self.body(ctx).call_args(arg);
+                let n = parts.len() as i64;
+                for c in parts {
+                    let t = self.type_of(ctx, c)?;
+                    let v = self.lower_expr(fb, st, ctx, c)?;
+                    if matches!(v, LVal::Never) {
+                        return Ok(LVal::Never);
+                    }
+                    let o = self.materialize_val(fb, st, v, &t)?;
+                    fb.emit(Stmt::Print { val: o, ty: t });
+                }
+                return Ok(LVal::Op(Op::Int(n - 1)));
+            }
+            Prim::VecInit => {
+                let parts = self.body(ctx).call_args(arg);
+                let (_, elem) = tensor_ty(&ty)?;
+                let mut ops = Vec::new();
+                for c in parts {
+                    let v = self.lower_expr(fb, st, ctx, c)?;
+                    ops.push(self.materialize_val(fb, st, v, &elem)?);
+                }
+                let arr = fb.let_(Rhs::Alloc { dims: vec![Op::Int(ops.len() as i64)], elem }, ty.clone(), None);
+                for (i, o) in ops.into_iter().enumerate() {
+                    fb.emit(Stmt::Store { arr: arr.clone(), idx: Op::Int(i as i64), val: o });
+                }
+                return Ok(LVal::Op(arr));
+            }
+            _ => {}
+        }
+        let args = self.prim_args(fb, st, ctx, arg, arity(p))?;
+        if args.iter().any(|a| matches!(a, Arg::Val(LVal::Never, _))) {
+            return Ok(LVal::Never);
+        }
+        match p {
+            Prim::Build => {
+                let (size, _) = args[0].val()?;
+                let dims = index_ops(size)?;
+                self.sizes_check(fb, &dims, "build", site);
+                let (_, elem_ty) = tensor_ty(&ty)?;
+                let Arg::Lam { binder, body } = &args[1] else {
+                    return internal("`build` of a lambda that is not written in place");
+                };
+                let d = LVal::Delayed(Rc::new(Delayed::lam(dims, elem_ty, binder.clone(), *body, ctx.clone())));
+                if self.has_effect(ctx, *body) {
+                    // Effects happen where the interpreter has them: now.
+                    return Ok(LVal::Op(self.materialize_val(fb, st, d, &ty)?));
+                }
+                Ok(d)
+            }
+            Prim::Sumbuild => {
+                let (size, _) = args[0].val()?;
+                let dims = index_ops(size)?;
+                self.sizes_check(fb, &dims, "sumbuild", site);
+                let Arg::Lam { binder, body } = &args[1] else {
+                    return internal("`sumbuild` of a lambda that is not written in place");
+                };
+                let d = LVal::Delayed(Rc::new(Delayed::lam(dims.clone(), ty.clone(), binder.clone(), *body, ctx.clone())));
+                self.sum(fb, st, ctx, &d, dims.len(), &ty, site, ErrorKind::SumbuildEmpty { size: dims.clone() })
+            }
+            Prim::Sum => {
+                let (v, vt) = args[0].val()?;
+                let (rank, _) = tensor_ty(vt)?;
+                self.sum(fb, st, ctx, v, rank, &ty, site, ErrorKind::Message("`sum` of an empty tensor".into()))
+            }
+            Prim::Index => {
+                let (i, _) = args[0].val()?;
+                let (v, vt) = args[1].val()?;
+                let (rank, elem_ty) = tensor_ty(vt)?;
+                let idx = index_ops(i)?;
+                let dims = self.dims_of(fb, v, rank)?;
+                if self.checked() {
+                    let mut ok: Option<Op> = None;
+                    for (i, d) in idx.iter().zip(&dims) {
+                        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+                        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+                        let c = bin(fb, BinOp::And, lo, hi);
+                        ok = Some(match ok {
+                            None => c,
+                            Some(o) => bin(fb, BinOp::And, o, c),
+                        });
+                    }
+                    if let Some(cond) = ok {
+                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims } });
+                    }
+                }
+                self.elem_of(fb, st, v, &elem_ty, &idx, None)
+            }
+            Prim::Size => {
+                let (v, vt) = args[0].val()?;
+                let (rank, _) = tensor_ty(vt)?;
+                let dims = self.dims_of(fb, v, rank)?;
+                Ok(index_lval(&dims))
+            }
+            Prim::Shape => {
+                let (v, vt) = args[0].val()?;
+                self.shape(fb, st, v.clone(), &vt.clone())
+            }
+            Prim::Fold => {
+                let (init, acc_ty) = args[1].val()?;
+                let (v, vt) = args[2].val()?;
+                let (_, elem_ty) = tensor_ty(vt)?;
+                let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
+                let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
+                let vars: Vec<VarId> = leaves
+                    .iter()
+                    .map(|(o, t)| {
+                        let var = fb.var(t.clone(), Some("acc"), true);
+                        fb.emit(Stmt::DeclMut(var, Some(o.clone())));
+                        var
+                    })
+                    .collect();
+                let dims = self.dims_of(fb, &v, 1)?;
+                let heap = needs_heap(&acc_ty);
+                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let nest = self.nest_open(fb, &dims);
+                let cur: Vec<Op> = vars
+                    .iter()
+                    .map(|&var| {
+                        let t = fb.ty(var).clone();
+                        fb.let_(Rhs::Copy(Op::Var(var)), t, None)
+                    })
+                    .collect();
+                let acc = crate::lower::rebuild(&acc_ty, &mut cur.into_iter());
+                let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
+                let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
+                let new = self.leaves_of(fb, st, r, &acc_ty)?;
+                for (&var, (o, _)) in vars.iter().zip(new) {
+                    fb.emit(Stmt::Set(var, o));
+                }
+                if let Some(Op::Var(m)) = mark {
+                    let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
+                    fb.emit(Stmt::CopyDown { mark: m, vars: hv });
+                }
+                self.nest_close(fb, nest);
+                let out: Vec<Op> = vars
+                    .iter()
+                    .map(|&var| {
+                        let t = fb.ty(var).clone();
+                        fb.let_(Rhs::Copy(Op::Var(var)), t, None)
+                    })
+                    .collect();
+                Ok(crate::lower::rebuild(&acc_ty, &mut out.into_iter()))
+            }
+            Prim::Map | Prim::Map2 => {
+                let (rank, out_elem) = tensor_ty(&ty)?;
+                let srcs: Vec<(LVal, Type)> = args[1..]
+                    .iter()
+                    .map(|a| a.val().map(|(v, t)| (v.clone(), t.clone())))
+                    .collect::<R<_>>()?;
+                let dims = self.dims_of(fb, &srcs[0].0, rank)?;
+                if p == Prim::Map2 {
+                    let d2 = self.dims_of(fb, &srcs[1].0, rank)?;
+                    self.same_dims_check(fb, &dims, &d2, "`map2` of tensors of different sizes", site);
+                }
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: out_elem.clone() }, ty.clone(), None);
+                let nest = self.nest_open(fb, &dims);
+                let mut xs = Vec::new();
+                for (v, t) in &srcs {
+                    let (_, et) = tensor_ty(t)?;
+                    xs.push(self.elem_of(fb, st, v, &et, nest.idx(), Some(nest.flat()))?);
+                }
+                let x = if xs.len() == 1 { xs.pop().unwrap_or(LVal::Never) } else { LVal::Tuple(xs) };
+                let y = self.apply(fb, st, ctx, &args[0], x)?;
+                let y = self.materialize_val(fb, st, y, &out_elem)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
+            Prim::Unzip => {
+                let (v, vt) = args[0].val()?;
+                let (rank, elem) = tensor_ty(vt)?;
+                let comps = tuple_tys(&elem)?.to_vec();
+                let v = v.clone();
+                let dims = self.dims_of(fb, &v, rank)?;
+                let outs: Vec<Op> = comps
+                    .iter()
+                    .map(|t| fb.let_(Rhs::Alloc { dims: dims.clone(), elem: t.clone() }, Type::tensor(rank, t.clone()), None))
+                    .collect();
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
+                let xs = match x {
+                    LVal::Op(o) => components(split(fb, o, &elem), comps.len())?,
+                    x => components(x, comps.len())?,
+                };
+                for ((x, t), out) in xs.into_iter().zip(&comps).zip(&outs) {
+                    let o = self.materialize_val(fb, st, x, t)?;
+                    fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: o });
+                }
+                self.nest_close(fb, nest);
+                Ok(LVal::Tuple(outs.into_iter().map(LVal::Op).collect()))
+            }
+            Prim::ConstVec => {
+                let (size, _) = args[0].val()?;
+                let (v, vt) = args[1].val()?;
+                let dims = index_ops(size)?;
+                self.sizes_check(fb, &dims, "constVec", site);
+                let v = self.force_val(fb, st, v.clone(), &vt.clone())?;
+                Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, vt.clone(), v))))
+            }
+            Prim::DeltaVec => {
+                let (size, _) = args[0].val()?;
+                let (i, _) = args[1].val()?;
+                let (v, vt) = args[2].val()?;
+                let (dims, idx, v, vt) = (index_ops(size)?, index_ops(i)?, v.clone(), vt.clone());
+                self.sizes_check(fb, &dims, "deltaVec", site);
+                self.delta_vec(fb, st, &dims, &idx, v, &vt, &ty)
+            }
+            Prim::Diag => {
+                let rows = lval_op(args[0].val()?.0)?;
+                let cols = lval_op(args[1].val()?.0)?;
+                let same = bin(fb, BinOp::IEq, rows.clone(), cols.clone());
+                fb.emit(Stmt::Check { cond: same, site, err: ErrorKind::Diag { rows: rows.clone(), cols } });
+                self.sizes_check(fb, std::slice::from_ref(&rows), "diag", site);
+                let (_, row_ty) = tensor_ty(&ty)?;
+                let (_, elem_ty) = tensor_ty(&row_ty)?;
+                let out = fb.let_(Rhs::Alloc { dims: vec![rows.clone()], elem: row_ty.clone() }, ty.clone(), None);
+                let nest = self.nest_open(fb, std::slice::from_ref(&rows));
+                let i = nest.idx()[0].clone();
+                let d = self.apply(fb, st, ctx, &args[2], LVal::Op(i.clone()))?;
+                let d = self.force_val(fb, st, d, &elem_ty)?;
+                let zero = self.zero_like(fb, st, &d, &elem_ty)?;
+                let zrow = LVal::Delayed(Rc::new(Delayed::constant(vec![rows.clone()], elem_ty.clone(), zero)));
+                let row = self.materialize_val(fb, st, zrow, &row_ty)?;
+                let d = self.materialize_val(fb, st, d, &elem_ty)?;
+                fb.emit(Stmt::Store { arr: row.clone(), idx: i.clone(), val: d });
+                fb.emit(Stmt::Store { arr: out.clone(), idx: i, val: row });
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
+            Prim::TsAdd => {
+                let (a, at) = args[0].val()?;
+                let (b, bt) = args[1].val()?;
+                let (a, at, b, bt) = (a.clone(), at.clone(), b.clone(), bt.clone());
+                self.ts_add_vals(fb, st, a, &at, b, &bt, site)
+            }
+            Prim::TsScale => {
+                let k = lval_op(args[0].val()?.0)?;
+                let (v, vt) = args[1].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                self.ts_scale(fb, st, k, v, &vt)
+            }
+            Prim::TsDot => {
+                let (a, at) = args[0].val()?;
+                let (b, _) = args[1].val()?;
+                let (a, at, b) = (a.clone(), at.clone(), b.clone());
+                Ok(LVal::Op(self.ts_dot(fb, st, a, b, &at, site)?))
+            }
+            Prim::TsNeg => {
+                let (v, vt) = args[0].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                self.ts_neg(fb, st, v, &vt, site)
+            }
+            Prim::Eq | Prim::Ne => {
+                let (a, at) = args[0].val()?;
+                let (b, _) = args[1].val()?;
+                let (a, at, b) = (a.clone(), at.clone(), b.clone());
+                let eq = self.equal(fb, st, a, b, &at)?;
+                Ok(LVal::Op(if p == Prim::Eq { eq } else { fb.let_(Rhs::Un(UnOp::Not, eq, None), Type::Bool, None) }))
+            }
+            Prim::Delta => {
+                let (i, it) = args[0].val()?;
+                let (j, _) = args[1].val()?;
+                let (v, vt) = args[2].val()?;
+                let (i, it, j, v, vt) = (i.clone(), it.clone(), j.clone(), v.clone(), vt.clone());
+                let same = self.equal(fb, st, i, j, &it)?;
+                let v = self.force_val(fb, st, v, &vt)?;
+                let zero = self.zero_like(fb, st, &v, &vt)?;
+                self.select(fb, st, same, v, zero, &vt)
+            }
+            Prim::Trace => {
+                let (v, vt) = args[0].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                let o = self.materialize_val(fb, st, v, &vt)?;
+                fb.emit(Stmt::Print { val: Op::Str("Trace[".into()), ty: Type::String });
+                fb.emit(Stmt::Print { val: o.clone(), ty: vt.clone() });
+                fb.emit(Stmt::Print { val: Op::Str("]\n".into()), ty: Type::String });
+                Ok(split(fb, o, &vt))
+            }
+            Prim::Copydown | Prim::Inline => Ok(args[0].val()?.0.clone()),
+            Prim::Get { index, arity } => {
+                let (v, vt) = args[0].val()?;
+                let comps = match v.clone() {
+                    LVal::Op(o) => components(split(fb, o, vt), arity as usize)?,
+                    v => components(v, arity as usize)?,
+                };
+                comps
+                    .into_iter()
+                    .nth(index as usize - 1)
+                    .map_or_else(|| internal(format!("`{p}` of a short tuple")), Ok)
+            }
+            Prim::BuildFromSparse | Prim::BuildFromSparseTupled => {
+                let (sh, sht) = args[0].val()?;
+                let (n, _) = args[1].val()?;
+                let (sh, sht, n) = (sh.clone(), sht.clone(), n.clone());
+                let space = index_ops(&n)?;
+                let name = if p == Prim::BuildFromSparse { "buildFromSparse" } else { "buildFromSparseTupled" };
+                let (shapes, out_tys): (Vec<(LVal, Type)>, Vec<Type>) = if p == Prim::BuildFromSparse {
+                    (vec![(sh, sht)], vec![ty.clone()])
+                } else {
+                    let ts = tuple_tys(&sht)?.to_vec();
+                    let vs = match sh {
+                        LVal::Op(o) => components(split(fb, o, &sht), ts.len())?,
+                        v => components(v, ts.len())?,
+                    };
+                    (vs.into_iter().zip(ts).collect(), tuple_tys(&ty)?.to_vec())
+                };
+                let mut outs = Vec::new();
+                for ((s, st_ty), ot) in shapes.iter().zip(&out_tys) {
+                    outs.push(self.zeros_of_shape(fb, st, s, st_ty, ot)?);
+                }
+                self.sizes_check(fb, &space, name, site);
+                let nest = self.nest_open(fb, &space);
+                let entry = self.apply(fb, st, ctx, &args[2], index_lval(nest.idx()))?;
+                let entries = if p == Prim::BuildFromSparse { vec![entry] } else { components(entry, outs.len())? };
+                for ((entry, out), ot) in entries.into_iter().zip(&outs).zip(&out_tys) {
+                    let (rank, elem) = tensor_ty(ot)?;
+                    let [i, v] = <[LVal; 2]>::try_from(components(entry, 2)?).map_err(|_| crate::lower::LowerError {
+                        message: "an entry that is not a pair".into(),
+                    })?;
+                    let idx = index_ops(&i)?;
+                    let dims = self.dims_of(fb, &LVal::Op(out.clone()), rank)?;
+                    let mut ok: Option<Op> = None;
+                    for (i, d) in idx.iter().zip(&dims) {
+                        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+                        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+                        let c = bin(fb, BinOp::And, lo, hi);
+                        ok = Some(match ok {
+                            None => c,
+                            Some(o) => bin(fb, BinOp::And, o, c),
+                        });
+                    }
+                    if let Some(cond) = ok {
+                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims.clone() } });
+                    }
+                    let mut flat = idx[0].clone();
+                    for (i, d) in idx.iter().zip(&dims).skip(1) {
+                        let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
+                        flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
+                    }
+                    let slot = self.slot_acc(fb, out.clone(), flat, &elem);
+                    self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
+                }
+                self.nest_close(fb, nest);
+                if p == Prim::BuildFromSparse {
+                    Ok(LVal::Op(outs.pop().unwrap_or(Op::Unit)))
+                } else {
+                    Ok(LVal::Tuple(outs.into_iter().map(LVal::Op).collect()))
+                }
+            }
+            Prim::Check => self.lower_check(fb, st, ctx, &args, site),
+            Prim::Print | Prim::VecInit => internal("print"),
+            p => internal(format!("the linear-map primitive `{p}` reached code generation")),
+        }
+    }
+
+    /// `sum` of a tensor value (fused with a delayed `build`).
+    #[allow(clippy::too_many_arguments)]
+    fn sum(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        v: &LVal,
+        rank: usize,
+        ty: &Type,
+        site: SiteId,
+        empty: ErrorKind,
+    ) -> R<LVal> {
+        let _ = ctx;
+        let dims = self.dims_of(fb, v, rank)?;
+        let v = &v.clone();
+        let total = self.count_of(fb, &dims);
+        let nonempty = bin(fb, BinOp::IGt, total, Op::Int(0));
+        match nonempty {
+            Op::Bool(true) => {}
+            cond => fb.emit(Stmt::Check { cond, site, err: empty }),
+        }
+        if identity_summable(ty) {
+            let tys = crate::lower::leaf_types(ty);
+            let vars: Vec<VarId> = tys
+                .iter()
+                .map(|t| {
+                    let var = fb.var(t.clone(), Some("sum"), true);
+                    let init = if *t == Type::Float { Op::Float(-0.0) } else { Op::Int(0) };
+                    fb.emit(Stmt::DeclMut(var, Some(init)));
+                    var
+                })
+                .collect();
+            let nest = self.nest_open(fb, &dims);
+            let x = self.elem_of(fb, st, v, ty, nest.idx(), Some(nest.flat()))?;
+            let xs = self.leaves_of(fb, st, x, ty)?;
+            for (&var, (x, t)) in vars.iter().zip(xs) {
+                let s = if t == Type::Float {
+                    bin(fb, BinOp::FAdd, Op::Var(var), x)
+                } else {
+                    self.int_arith(fb, IOp::Add, Op::Var(var), x, site)
+                };
+                fb.emit(Stmt::Set(var, s));
+            }
+            self.nest_close(fb, nest);
+            let out: Vec<Op> =
+                vars.iter().zip(&tys).map(|(&var, t)| fb.let_(Rhs::Copy(Op::Var(var)), t.clone(), None)).collect();
+            return Ok(crate::lower::rebuild(ty, &mut out.into_iter()));
+        }
+        // The first term, copied so it can be added into in place.
+        let zeros = vec![Op::Int(0); rank];
+        let first = self.elem_of(fb, st, v, ty, &zeros, Some(Op::Int(0)))?;
+        let acc = self.new_acc(fb, st, first, ty)?;
+        let nest = self.nest_open(fb, &dims);
+        let not_first = bin(fb, BinOp::IGt, nest.flat(), Op::Int(0));
+        fb.push_block();
+        // In-place accumulation of the element expression of a delayed build.
+        match v {
+            LVal::Delayed(d) if d.lam_parts().is_some() => {
+                let (binder, body, dctx) = d.lam_parts().expect("checked");
+                let inner = dctx.with_binding(binder, index_lval(nest.idx()));
+                self.accumulate_expr(fb, st, &inner, &acc, body, site)?;
+            }
+            _ => {
+                let x = self.elem_of(fb, st, v, ty, nest.idx(), Some(nest.flat()))?;
+                self.accumulate_lval(fb, st, &acc, x, ty, site)?;
+            }
+        }
+        let then = fb.pop_block();
+        fb.emit(Stmt::If { cond: not_first, then, els: vec![] });
+        self.nest_close(fb, nest);
+        self.acc_value(fb, &acc)
+    }
+
+    /// An accumulator initialised with (a copy of) `first`.
+    fn new_acc(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type) -> R<Acc> {
+        Ok(match ty {
+            Type::Float | Type::Integer => {
+                let o = lval_op(&first)?;
+                let var = fb.var(ty.clone(), Some("acc"), true);
+                fb.emit(Stmt::DeclMut(var, Some(o)));
+                Acc::Scalar(var, ty.clone())
+            }
+            Type::Tuple(ts) => {
+                let vs = match first {
+                    LVal::Op(o) => components(split(fb, o, ty), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut accs = Vec::new();
+                for (v, t) in vs.into_iter().zip(ts) {
+                    accs.push(self.new_acc(fb, st, v, t)?);
+                }
+                Acc::Tuple(accs)
+            }
+            Type::Tensor(..) => {
+                let fresh = matches!(first, LVal::Delayed(_));
+                let o = self.materialize_val(fb, st, first, ty)?;
+                let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), ty.clone(), Some("acc")) };
+                Acc::Tensor(o, ty.clone())
+            }
+            _ => Acc::Keep(first),
+        })
+    }
+
+    fn acc_value(&mut self, fb: &mut FnBuilder, acc: &Acc) -> R<LVal> {
+        Ok(match acc {
+            Acc::Scalar(v, t) => LVal::Op(fb.let_(Rhs::Copy(Op::Var(*v)), t.clone(), None)),
+            Acc::Tensor(o, _) => LVal::Op(o.clone()),
+            Acc::Keep(v) => v.clone(),
+            Acc::Tuple(accs) => LVal::Tuple(accs.iter().map(|a| self.acc_value(fb, a)).collect::<R<_>>()?),
+            Acc::Slot(..) => return internal("the value of an element slot"),
+        })
+    }
+
+    /// An accumulator for element `flat` of tensor `arr` with elements of type `elem`.
+    fn slot_acc(&mut self, fb: &mut FnBuilder, arr: Op, flat: Op, elem: &Type) -> Acc {
+        match elem {
+            Type::Float | Type::Integer => Acc::Slot(arr, flat, elem.clone()),
+            Type::Tensor(..) => {
+                let x = fb.let_(Rhs::Load { arr, idx: flat }, elem.clone(), None);
+                Acc::Tensor(x, elem.clone())
+            }
+            // Tuples, Bools, Strings: read, add, write back.
+            _ => Acc::Slot(arr, flat, elem.clone()),
+        }
+    }
+
+    /// `acc += v` in place (`ts_add` semantics: Integers checked, Bools and
+    /// Strings keep the accumulator, tensors must have equal sizes).
+    fn accumulate_lval(&mut self, fb: &mut FnBuilder, st: &mut FnState, acc: &Acc, v: LVal, ty: &Type, site: SiteId) -> R<()> {
+        match acc {
+            Acc::Scalar(var, t) => {
+                let x = lval_op(&v)?;
+                let s = if *t == Type::Float {
+                    bin(fb, BinOp::FAdd, Op::Var(*var), x)
+                } else {
+                    self.int_arith(fb, IOp::Add, Op::Var(*var), x, site)
+                };
+                fb.emit(Stmt::Set(*var, s));
+            }
+            Acc::Slot(arr, idx, t) if is_number(t) => {
+                let x = lval_op(&v)?;
+                fb.emit(Stmt::Accum { arr: arr.clone(), idx: idx.clone(), val: x, site });
+            }
+            Acc::Slot(arr, idx, t) => {
+                let old = fb.let_(Rhs::Load { arr: arr.clone(), idx: idx.clone() }, t.clone(), None);
+                let old = split(fb, old, t);
+                let new = self.ts_add_vals(fb, st, old, t, v, t, site)?;
+                let new = self.materialize_val(fb, st, new, t)?;
+                fb.emit(Stmt::Store { arr: arr.clone(), idx: idx.clone(), val: new });
+            }
+            Acc::Tensor(arr, t) => {
+                let (rank, elem) = tensor_ty(t)?;
+                let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
+                let db = self.dims_of(fb, &v, rank)?;
+                self.same_dims_check(fb, &da, &db, "`ts_add` of tensors of different sizes", site);
+                let nest = self.nest_open(fb, &da);
+                let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
+                let slot = self.slot_acc(fb, arr.clone(), nest.flat(), &elem);
+                self.accumulate_lval(fb, st, &slot, x, &elem, site)?;
+                self.nest_close(fb, nest);
+            }
+            Acc::Keep(_) => {
+                let _ = ty;
+            }
+            Acc::Tuple(accs) => {
+                let ts = tuple_tys(ty)?.to_vec();
+                let vs = match v {
+                    LVal::Op(o) => components(split(fb, o, ty), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                for ((a, v), t) in accs.iter().zip(vs).zip(&ts) {
+                    self.accumulate_lval(fb, st, a, v, t, site)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `acc += e` in place for a tensor accumulator, looking into `e`: a
+    /// `deltaVec` adds into one element, a `build` adds element by element,
+    /// `ts_add a b` adds `a` then `b`.
+    fn accumulate_expr(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, acc: &Acc, e: ExprId, site: SiteId) -> R<()> {
+        let Acc::Tensor(arr, t) = acc else {
+            let ty = self.type_of(ctx, e)?;
+            let v = self.lower_expr(fb, st, ctx, e)?;
+            return self.accumulate_lval(fb, st, acc, v, &ty, site);
+        };
+        let (rank, elem) = tensor_ty(t)?;
+        let body = self.body(ctx);
+        match &body.exprs[e] {
+            Expr::Call(Callee::Prim(Prim::DeltaVec), a) if matches!(&body.exprs[*a], Expr::Tuple(es) if es.len() == 3) => {
+                let Expr::Tuple(es) = &body.exprs[*a] else { return internal("deltaVec") };
+                let es = es.clone();
+                let dsite = self.site_of(ctx, e);
+                let n = self.lower_expr(fb, st, ctx, es[0])?;
+                let i = self.lower_expr(fb, st, ctx, es[1])?;
+                let v = self.lower_expr(fb, st, ctx, es[2])?;
+                let dims = index_ops(&n)?;
+                self.sizes_check(fb, &dims, "deltaVec", dsite);
+                let idx = index_ops(&i)?;
+                let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
+                self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
+                let mut ok: Option<Op> = None;
+                for (i, d) in idx.iter().zip(&dims) {
+                    let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+                    let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+                    let c = bin(fb, BinOp::And, lo, hi);
+                    ok = Some(match ok {
+                        None => c,
+                        Some(o) => bin(fb, BinOp::And, o, c),
+                    });
+                }
+                let mut flat = idx[0].clone();
+                fb.push_block();
+                for (i, d) in idx.iter().zip(&dims).skip(1) {
+                    let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
+                    flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
+                }
+                let slot = self.slot_acc(fb, arr.clone(), flat, &elem);
+                self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
+                let then = fb.pop_block();
+                fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
+                Ok(())
+            }
+            Expr::Call(Callee::Prim(Prim::TsAdd), a) if matches!(&body.exprs[*a], Expr::Tuple(es) if es.len() == 2) => {
+                let Expr::Tuple(es) = &body.exprs[*a] else { return internal("ts_add") };
+                let (x, y) = (es[0], es[1]);
+                let tx = self.type_of(ctx, x)?;
+                let ty = self.type_of(ctx, y)?;
+                if tx != *t || ty != *t {
+                    let v = self.lower_expr(fb, st, ctx, e)?;
+                    return self.accumulate_lval(fb, st, acc, v, t, site);
+                }
+                self.accumulate_expr(fb, st, ctx, acc, x, site)?;
+                self.accumulate_expr(fb, st, ctx, acc, y, site)
+            }
+            Expr::Let(pat, rhs, next) => {
+                let rty = self.type_of(ctx, *rhs)?;
+                let v = self.lower_expr(fb, st, ctx, *rhs)?;
+                let v = self.force_val(fb, st, v, &rty)?;
+                let mut inner = ctx.clone();
+                match pat {
+                    ksc_ir::Pat::Var(x) => inner = inner.with_binding(x, v),
+                    ksc_ir::Pat::Tuple(xs) => {
+                        let vs = match v {
+                            LVal::Op(o) => components(split(fb, o, &rty), xs.len())?,
+                            v => components(v, xs.len())?,
+                        };
+                        for (x, v) in xs.iter().zip(vs) {
+                            inner = inner.with_binding(x, v);
+                        }
+                    }
+                }
+                self.accumulate_expr(fb, st, &inner, acc, *next, site)
+            }
+            _ => {
+                let v = self.lower_expr(fb, st, ctx, e)?;
+                self.accumulate_lval(fb, st, acc, v, t, site)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ts_add_vals(&mut self, fb: &mut FnBuilder, st: &mut FnState, a: LVal, at: &Type, b: LVal, bt: &Type, site: SiteId) -> R<LVal> {
+        if *bt == Type::unit() {
+            return Ok(a);
+        }
+        match at {
+            Type::Float => Ok(LVal::Op(bin(fb, BinOp::FAdd, lval_op(&a)?, lval_op(&b)?))),
+            Type::Integer if *bt == Type::Integer => {
+                Ok(LVal::Op(self.int_arith(fb, IOp::Add, lval_op(&a)?, lval_op(&b)?, site)))
+            }
+            Type::Tuple(ts) => {
+                let bts = tuple_tys(bt)?.to_vec();
+                let avs = match a {
+                    LVal::Op(o) => components(split(fb, o, at), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let bvs = match b {
+                    LVal::Op(o) => components(split(fb, o, bt), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut out = Vec::new();
+                for (((a, b), t), u) in avs.into_iter().zip(bvs).zip(ts).zip(&bts) {
+                    out.push(self.ts_add_vals(fb, st, a, t, b, u, site)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            Type::Tensor(..) => {
+                let fresh = matches!(a, LVal::Delayed(_));
+                let o = self.materialize_val(fb, st, a, at)?;
+                let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), at.clone(), None) };
+                let acc = Acc::Tensor(o.clone(), at.clone());
+                self.accumulate_lval(fb, st, &acc, b, bt, site)?;
+                Ok(LVal::Op(o))
+            }
+            _ => Ok(a),
+        }
+    }
+
+    fn ts_scale(&mut self, fb: &mut FnBuilder, st: &mut FnState, k: Op, v: LVal, t: &Type) -> R<LVal> {
+        match t {
+            Type::Float => Ok(LVal::Op(bin(fb, BinOp::FMul, lval_op(&v)?, k))),
+            Type::Tuple(ts) => {
+                let vs = match v {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut out = Vec::new();
+                for (v, t) in vs.into_iter().zip(ts) {
+                    out.push(self.ts_scale(fb, st, k.clone(), v, t)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            Type::Tensor(rank, elem) => {
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, elem, nest.idx(), Some(nest.flat()))?;
+                let y = self.ts_scale(fb, st, k, x, elem)?;
+                let y = self.materialize_val(fb, st, y, elem)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
+            _ => Ok(v),
+        }
+    }
+
+    fn ts_neg(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type, site: SiteId) -> R<LVal> {
+        match t {
+            Type::Float => Ok(LVal::Op(fb.let_(Rhs::Un(UnOp::FNeg, lval_op(&v)?, None), Type::Float, None))),
+            Type::Integer => {
+                let s = self.checked().then_some(site);
+                Ok(LVal::Op(fb.let_(Rhs::Un(UnOp::INeg, lval_op(&v)?, s), Type::Integer, None)))
+            }
+            Type::Tuple(ts) => {
+                let vs = match v {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut out = Vec::new();
+                for (v, t) in vs.into_iter().zip(ts) {
+                    out.push(self.ts_neg(fb, st, v, t, site)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            Type::Tensor(rank, elem) => {
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, elem, nest.idx(), Some(nest.flat()))?;
+                let y = self.ts_neg(fb, st, x, elem, site)?;
+                let y = self.materialize_val(fb, st, y, elem)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// `ts_dot a b`: products of Float leaves summed left to right from 0.0.
+    fn ts_dot(&mut self, fb: &mut FnBuilder, st: &mut FnState, a: LVal, b: LVal, t: &Type, site: SiteId) -> R<Op> {
+        match t {
+            Type::Float => Ok(bin(fb, BinOp::FMul, lval_op(&a)?, lval_op(&b)?)),
+            Type::Tuple(ts) if ts.is_empty() => Ok(Op::Float(0.0)),
+            Type::Tuple(ts) => {
+                let avs = match a {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let bvs = match b {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut acc = Op::Float(0.0);
+                for ((a, b), t) in avs.into_iter().zip(bvs).zip(ts) {
+                    let d = self.ts_dot(fb, st, a, b, t, site)?;
+                    acc = bin(fb, BinOp::FAdd, acc, d);
+                }
+                Ok(acc)
+            }
+            Type::Tensor(rank, elem) => {
+                let da = self.dims_of(fb, &a, *rank)?;
+                let db = self.dims_of(fb, &b, *rank)?;
+                self.same_dims_check(fb, &da, &db, "`ts_dot` of tensors of different sizes", site);
+                let acc = fb.var(Type::Float, Some("dot"), true);
+                fb.emit(Stmt::DeclMut(acc, Some(Op::Float(0.0))));
+                let nest = self.nest_open(fb, &da);
+                let x = self.elem_of(fb, st, &a, elem, nest.idx(), Some(nest.flat()))?;
+                let y = self.elem_of(fb, st, &b, elem, nest.idx(), Some(nest.flat()))?;
+                let d = self.ts_dot(fb, st, x, y, elem, site)?;
+                let s = bin(fb, BinOp::FAdd, Op::Var(acc), d);
+                fb.emit(Stmt::Set(acc, s));
+                self.nest_close(fb, nest);
+                Ok(fb.let_(Rhs::Copy(Op::Var(acc)), Type::Float, None))
+            }
+            _ => Ok(Op::Float(0.0)),
+        }
+    }
+
+    /// Structural equality (`eq`): floats with `==`, tensors by sizes then elements.
+    fn equal(&mut self, fb: &mut FnBuilder, st: &mut FnState, a: LVal, b: LVal, t: &Type) -> R<Op> {
+        let scalar = |op| -> R<Op> { Ok(op) };
+        match t {
+            Type::Float => scalar(bin(fb, BinOp::FEq, lval_op(&a)?, lval_op(&b)?)),
+            Type::Integer => scalar(bin(fb, BinOp::IEq, lval_op(&a)?, lval_op(&b)?)),
+            Type::Bool => scalar(bin(fb, BinOp::BEq, lval_op(&a)?, lval_op(&b)?)),
+            Type::String => scalar(bin(fb, BinOp::SEq, lval_op(&a)?, lval_op(&b)?)),
+            Type::Tuple(ts) => {
+                let avs = match a {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let bvs = match b {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut acc = Op::Bool(true);
+                for ((a, b), t) in avs.into_iter().zip(bvs).zip(ts) {
+                    let e = self.equal(fb, st, a, b, t)?;
+                    acc = match acc {
+                        Op::Bool(true) => e,
+                        acc => bin(fb, BinOp::And, acc, e),
+                    };
+                }
+                Ok(acc)
+            }
+            Type::Tensor(rank, elem) => {
+                let da = self.dims_of(fb, &a, *rank)?;
+                let db = self.dims_of(fb, &b, *rank)?;
+                let flag = fb.var(Type::Bool, Some("equal"), true);
+                let mut same = Op::Bool(true);
+                for (x, y) in da.iter().zip(&db) {
+                    let e = bin(fb, BinOp::IEq, x.clone(), y.clone());
+                    same = match same {
+                        Op::Bool(true) => e,
+                        s => bin(fb, BinOp::And, s, e),
+                    };
+                }
+                fb.emit(Stmt::DeclMut(flag, Some(same.clone())));
+                fb.push_block();
+                let nest = self.nest_open(fb, &da);
+                let x = self.elem_of(fb, st, &a, elem, nest.idx(), Some(nest.flat()))?;
+                let y = self.elem_of(fb, st, &b, elem, nest.idx(), Some(nest.flat()))?;
+                let e = self.equal(fb, st, x, y, elem)?;
+                let ne = fb.let_(Rhs::Un(UnOp::Not, e, None), Type::Bool, None);
+                fb.emit(Stmt::If { cond: ne, then: vec![Stmt::Set(flag, Op::Bool(false))], els: vec![] });
+                self.nest_close(fb, nest);
+                let then = fb.pop_block();
+                fb.emit(Stmt::If { cond: same, then, els: vec![] });
+                Ok(fb.let_(Rhs::Copy(Op::Var(flag)), Type::Bool, None))
+            }
+            _ => internal(format!("equality of values of type `{t}`")),
+        }
+    }
+
+    /// A zero shaped like `v`: 0.0, 0, false, "", and tensors of zeros.
+    fn zero_like(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal, t: &Type) -> R<LVal> {
+        Ok(match t {
+            Type::Float => LVal::Op(Op::Float(0.0)),
+            Type::Integer => LVal::Op(Op::Int(0)),
+            Type::Bool => LVal::Op(Op::Bool(false)),
+            Type::String => LVal::Op(Op::Str(String::new())),
+            Type::Tuple(ts) => {
+                let vs = match v.clone() {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut out = Vec::new();
+                for (v, t) in vs.iter().zip(ts) {
+                    out.push(self.zero_like(fb, st, v, t)?);
+                }
+                LVal::Tuple(out)
+            }
+            Type::Tensor(rank, elem) => {
+                let dims = self.dims_of(fb, v, *rank)?;
+                if matches!(**elem, Type::Tensor(..) | Type::Tuple(_)) {
+                    // Element zeros of each element's own shape.
+                    let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
+                    let nest = self.nest_open(fb, &dims);
+                    let x = self.elem_of(fb, st, v, elem, nest.idx(), Some(nest.flat()))?;
+                    let z = self.zero_like(fb, st, &x, elem)?;
+                    let z = self.materialize_val(fb, st, z, elem)?;
+                    fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: z });
+                    self.nest_close(fb, nest);
+                    LVal::Op(out)
+                } else {
+                    let z = default_lval(elem);
+                    LVal::Delayed(Rc::new(Delayed::constant(dims, (**elem).clone(), z)))
+                }
+            }
+            _ => return internal(format!("a zero of type `{t}`")),
+        })
+    }
+
+    /// `c ? a : b` for values of any type.
+    fn select(&mut self, fb: &mut FnBuilder, st: &mut FnState, c: Op, a: LVal, b: LVal, t: &Type) -> R<LVal> {
+        let la = self.leaves_of(fb, st, a, t)?;
+        let lb = self.leaves_of(fb, st, b, t)?;
+        let ops: Vec<Op> = la
+            .into_iter()
+            .zip(lb)
+            .map(|((x, ty), (y, _))| fb.let_(Rhs::Select(c.clone(), x, y), ty, None))
+            .collect();
+        Ok(crate::lower::rebuild(t, &mut ops.into_iter()))
+    }
+
+    fn delta_vec(&mut self, fb: &mut FnBuilder, st: &mut FnState, dims: &[Op], idx: &[Op], v: LVal, vt: &Type, ty: &Type) -> R<LVal> {
+        let v = self.force_val(fb, st, v, vt)?;
+        let zero = self.zero_like(fb, st, &v, vt)?;
+        let zeros = LVal::Delayed(Rc::new(Delayed::constant(dims.to_vec(), vt.clone(), zero)));
+        let arr = self.materialize_val(fb, st, zeros, ty)?;
+        let mut ok: Option<Op> = None;
+        for (i, d) in idx.iter().zip(dims) {
+            let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+            let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+            let c = bin(fb, BinOp::And, lo, hi);
+            ok = Some(match ok {
+                None => c,
+                Some(o) => bin(fb, BinOp::And, o, c),
+            });
+        }
+        fb.push_block();
+        let mut flat = idx[0].clone();
+        for (i, d) in idx.iter().zip(dims).skip(1) {
+            let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
+            flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
+        }
+        let v = self.materialize_val(fb, st, v, vt)?;
+        fb.emit(Stmt::Store { arr: arr.clone(), idx: flat, val: v });
+        let then = fb.pop_block();
+        fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
+        Ok(LVal::Op(arr))
+    }
+
+    /// `shape v`: the compressed shape, directed by the type.
+    fn shape(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type) -> R<LVal> {
+        if t.shape_is_trivial() {
+            return Ok(LVal::Tuple(Vec::new()));
+        }
+        match t {
+            Type::Tuple(ts) => {
+                let vs = match v {
+                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
+                    v => components(v, ts.len())?,
+                };
+                let mut out = Vec::new();
+                for (v, t) in vs.into_iter().zip(ts) {
+                    out.push(self.shape(fb, st, v, t)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            Type::Tensor(rank, e) if e.shape_is_trivial() => Ok(index_lval(&self.dims_of(fb, &v, *rank)?)),
+            Type::Tensor(rank, e) => {
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let Some(se) = e.shape() else { return internal(format!("the shape of `{t}`")) };
+                check_type(&se)?;
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: se.clone() }, Type::tensor(*rank, se.clone()), None);
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
+                let s = self.shape(fb, st, x, e)?;
+                let s = self.materialize_val(fb, st, s, &se)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: s });
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
+            _ => internal(format!("the shape of `{t}`")),
+        }
+    }
+
+    /// The zero-initialised result of `buildFromSparse`: shaped like the
+    /// shape tensor `sh`, each element a zero of the element's shape.
+    fn zeros_of_shape(&mut self, fb: &mut FnBuilder, st: &mut FnState, sh: &LVal, sht: &Type, out_ty: &Type) -> R<Op> {
+        let (rank, sh_elem) = tensor_ty(sht)?;
+        let (_, elem) = tensor_ty(out_ty)?;
+        let dims = self.dims_of(fb, sh, rank)?;
+        let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: elem.clone() }, out_ty.clone(), None);
+        let nest = self.nest_open(fb, &dims);
+        let s = self.elem_of(fb, st, sh, &sh_elem, nest.idx(), Some(nest.flat()))?;
+        let z = self.zero_from_shape(fb, st, s, &sh_elem, &elem)?;
+        let z = self.materialize_val(fb, st, z, &elem)?;
+        fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: z });
+        self.nest_close(fb, nest);
+        Ok(out)
+    }
+
+    fn zero_from_shape(&mut self, fb: &mut FnBuilder, st: &mut FnState, s: LVal, st_ty: &Type, t: &Type) -> R<LVal> {
+        Ok(match t {
+            Type::Float | Type::Integer | Type::Bool | Type::String => default_lval(t),
+            Type::Tuple(ts) => match st_ty {
+                Type::Tuple(ss) if ss.len() == ts.len() => {
+                    let vs = match s {
+                        LVal::Op(o) => components(split(fb, o, st_ty), ts.len())?,
+                        v => components(v, ts.len())?,
+                    };
+                    let mut out = Vec::new();
+                    for ((v, s), t) in vs.into_iter().zip(ss).zip(ts) {
+                        out.push(self.zero_from_shape(fb, st, v, s, t)?);
+                    }
+                    LVal::Tuple(out)
+                }
+                _ => {
+                    let mut out = Vec::new();
+                    for t in ts {
+                        out.push(self.zero_from_shape(fb, st, LVal::Tuple(vec![]), &Type::unit(), t)?);
+                    }
+                    LVal::Tuple(out)
+                }
+            },
+            Type::Tensor(rank, _) => match st_ty {
+                Type::Tensor(..) => LVal::Op(self.zeros_of_shape(fb, st, &s, st_ty, t)?),
+                _ => {
+                    let dims = vec![Op::Int(0); *rank];
+                    LVal::Op(fb.let_(Rhs::Alloc { dims, elem: tensor_ty(t)?.1 }, t.clone(), None))
+                }
+            },
+            _ => return internal(format!("a zero of type `{t}`")),
+        })
+    }
+
+    /// `$check f rev_f x dx dr`: `|d1 - d2| / (|d1| + |d2|)` with
+    /// `d1 = <f(x + dx) - f(x), dr>` and `d2 = <rev_f(x, dr), dx>`.
+    fn lower_check(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, args: &[Arg], site: SiteId) -> R<LVal> {
+        let (x, xt) = args[2].val()?;
+        let (dx, dxt) = args[3].val()?;
+        let (dr, _) = args[4].val()?;
+        let (x, xt, dx, dxt, dr) = (x.clone(), xt.clone(), dx.clone(), dxt.clone(), dr.clone());
+        let x = self.force_val(fb, st, x, &xt)?;
+        let fx = self.apply(fb, st, ctx, &args[0], x.clone())?;
+        let x_dx = self.ts_add_vals(fb, st, x.clone(), &xt, dx.clone(), &dxt, site)?;
+        let fx_dx = self.apply(fb, st, ctx, &args[0], x_dx)?;
+        let Arg::Lam { body, .. } = &args[0] else { return internal("$check of a lambda not written in place") };
+        let ft = self.type_of(ctx, *body)?;
+        let neg = self.ts_scale(fb, st, Op::Float(-1.0), fx, &ft)?;
+        let df = self.ts_add_vals(fb, st, fx_dx, &ft, neg, &ft, site)?;
+        let d1 = self.ts_dot(fb, st, df, dr.clone(), &ft, site)?;
+        let grad = self.apply(fb, st, ctx, &args[1], LVal::Tuple(vec![x, dr]))?;
+        let d2 = self.ts_dot(fb, st, grad, dx, &dxt, site)?;
+        let diff = bin(fb, BinOp::FSub, d1.clone(), d2.clone());
+        let num = fb.let_(Rhs::Un(UnOp::Math(MathFn::Fabs), diff, None), Type::Float, None);
+        let a1 = fb.let_(Rhs::Un(UnOp::Math(MathFn::Fabs), d1, None), Type::Float, None);
+        let a2 = fb.let_(Rhs::Un(UnOp::Math(MathFn::Fabs), d2, None), Type::Float, None);
+        let den = bin(fb, BinOp::FAdd, a1, a2);
+        Ok(LVal::Op(bin(fb, BinOp::FDiv, num, den)))
+    }
+}
+
