@@ -5,6 +5,7 @@
 //! unreadable files.
 
 mod laws;
+mod native;
 mod render;
 
 use std::io::Write;
@@ -37,17 +38,24 @@ enum Command {
         /// The .ks file to check.
         file: PathBuf,
     },
-    /// Check a file and run its `main` with the reference interpreter.
+    /// Check a file, compile it to native code through C, and run its `main`.
     ///
     /// The program must define `(def main Integer () ...)` (any result type is
     /// accepted). Its output (from `print` and `$trace`) goes to stdout; the
     /// value `main` returns is not printed. Run-time errors (failed `assert`,
     /// index out of range, sum of an empty vector, integer division by zero,
     /// integer overflow) stop the program with the source location and exit
-    /// code 1. The native C backend is not built yet: this always interprets.
+    /// code 1. Compiled programs are cached by content hash (in
+    /// `$KSC_CACHE_DIR`, else `$XDG_CACHE_HOME/ksc`, else `~/.cache/ksc`).
+    /// `--interp` runs the reference interpreter instead.
     Run {
         /// The .ks file to run.
         file: PathBuf,
+        /// Run with the reference interpreter instead of compiling.
+        #[arg(long)]
+        interp: bool,
+        #[command(flatten)]
+        native: native::NativeOptions,
     },
     /// Property-check every law of linear maps the optimiser uses.
     ///
@@ -58,6 +66,24 @@ enum Command {
     /// Also checks that every transpose is an adjoint. Prints one row per law
     /// and, for a failure, its shrunk counterexample; exits 1 if any fails.
     Laws(laws::LawsArgs),
+    /// Compile a file to C and write the artefacts.
+    ///
+    /// `--emit c` writes NAME.c (with the runtime included) and NAME.h, the
+    /// C ABI: one function per definition of the file, taking an arena
+    /// first (see the header). `obj`, `so` and `exe` also run the C compiler
+    /// (`$CC`, else `cc`). `loops` writes the optimised loop IR.
+    Build {
+        /// The .ks file to compile.
+        file: PathBuf,
+        /// The directory to write into (default: the current directory).
+        #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// What to write.
+        #[arg(long, value_enum, default_value = "so")]
+        emit: native::Emit,
+        #[command(flatten)]
+        native: native::NativeOptions,
+    },
     /// Print a file in canonical layout to stdout.
     ///
     /// Comments are not preserved, and `let` binding lists may be regrouped;
@@ -72,7 +98,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file } => check(&file),
-        Command::Run { file } => run(&file),
+        Command::Run { file, interp: true, .. } => run(&file),
+        Command::Run { file, native, .. } => native::run(&file, &native),
+        Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
         Command::Laws(args) => laws::run(&args),
     }

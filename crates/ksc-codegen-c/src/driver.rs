@@ -1,0 +1,235 @@
+//! Running the system C compiler, caching what it produces by content
+//! hash, and running compiled programs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What to produce from a C file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Artefact {
+    Executable,
+    SharedLibrary,
+    Object,
+}
+
+impl Artefact {
+    fn extension(self) -> &'static str {
+        match self {
+            Artefact::Executable => "exe",
+            Artefact::SharedLibrary => "so",
+            Artefact::Object => "o",
+        }
+    }
+}
+
+/// How to run the C compiler.
+#[derive(Clone, Debug)]
+pub struct CcConfig {
+    /// The compiler: `$CC`, else `cc`.
+    pub cc: String,
+    /// Optimisation flags (default `-O3 -march=native`, or `$KSC_CFLAGS`).
+    pub cflags: Vec<String>,
+    /// Where compiled artefacts are cached (none: compile every time into
+    /// a temporary directory).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Flags that are part of the semantics, always passed: no contraction of
+/// `a * b + c` into a fused multiply-add (it would change results), GNU C99
+/// for `__builtin_*_overflow`, no warnings (the code is generated).
+pub const SEMANTIC_FLAGS: &[&str] = &["-std=gnu99", "-ffp-contract=off", "-fno-math-errno", "-w"];
+
+/// The default optimisation flags.
+pub const DEFAULT_CFLAGS: &str = "-O3 -march=native";
+
+impl CcConfig {
+    /// The configuration from the environment: `$CC`, `$KSC_CFLAGS`, and the
+    /// cache directory `$KSC_CACHE_DIR`, else `$XDG_CACHE_HOME/ksc`, else
+    /// `~/.cache/ksc`.
+    pub fn from_env() -> CcConfig {
+        let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into());
+        let flags = std::env::var("KSC_CFLAGS").ok().unwrap_or_else(|| DEFAULT_CFLAGS.into());
+        CcConfig { cc, cflags: split_flags(&flags), cache_dir: default_cache_dir() }
+    }
+}
+
+pub fn split_flags(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("KSC_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("ksc")))
+        .or_else(|| env("HOME").map(|h| h.join(".cache").join("ksc")))
+}
+
+/// Why compiling the C failed.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The C compiler could not be started.
+    NoCompiler { cc: String, reason: String },
+    /// The C compiler rejected the generated code: a ksc bug. The C file is kept.
+    CompilerFailed { cc: String, stderr: String, c_file: PathBuf },
+    Io(String),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::NoCompiler { cc, reason } => write!(
+                f,
+                "no C compiler found: cannot run `{cc}` ({reason}); install one (e.g. `apt-get install gcc`) \
+                 or set $CC, or run with `--interp`"
+            ),
+            BuildError::CompilerFailed { cc, stderr, c_file } => write!(
+                f,
+                "the C compiler `{cc}` rejected the generated code; this is a bug in ksc, please report it. \
+                 The C file is kept at {}\n{stderr}",
+                c_file.display()
+            ),
+            BuildError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// A 128-bit FNV-1a hash, as hex: the cache key of a compilation.
+pub fn content_hash(parts: &[&[u8]]) -> String {
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for p in parts {
+        for &b in *p {
+            h ^= b as u128;
+            h = h.wrapping_mul(PRIME);
+        }
+        // Separate the parts.
+        h ^= 0xff;
+        h = h.wrapping_mul(PRIME);
+    }
+    format!("{h:032x}")
+}
+
+/// Compiles C text (and, for a library, its header `header_name`) into an
+/// artefact, reusing a cached one with the same content hash. Returns the
+/// path of the artefact.
+pub fn compile_c(c_text: &str, header: Option<(&str, &str)>, kind: Artefact, cfg: &CcConfig) -> Result<PathBuf, BuildError> {
+    let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
+    for f in &cfg.cflags {
+        parts.push(f.as_bytes());
+    }
+    if let Some((name, text)) = header {
+        parts.push(name.as_bytes());
+        parts.push(text.as_bytes());
+    }
+    let key = content_hash(&parts);
+    let dir = match &cfg.cache_dir {
+        Some(d) if std::fs::create_dir_all(d).is_ok() => d.clone(),
+        _ => {
+            let d = std::env::temp_dir().join(format!("ksc-{}-{key}", std::process::id()));
+            std::fs::create_dir_all(&d).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", d.display())))?;
+            d
+        }
+    };
+    let out = dir.join(format!("{key}.{}", kind.extension()));
+    if out.exists() {
+        return Ok(out);
+    }
+    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
+    let c_file = work.join("program.c");
+    std::fs::write(&c_file, c_text).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", c_file.display())))?;
+    if let Some((name, text)) = header {
+        std::fs::write(work.join(name), text).map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
+    }
+    let tmp_out = work.join(format!("out.{}", kind.extension()));
+    run_cc(cfg, &c_file, &tmp_out, kind).inspect_err(|_| {
+        // Keep the C file next to the cache for the bug report.
+    })?;
+    std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(out)
+}
+
+/// Runs the C compiler on one file.
+pub fn run_cc(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact) -> Result<(), BuildError> {
+    let mut cmd = Command::new(&cfg.cc);
+    cmd.args(&cfg.cflags).args(SEMANTIC_FLAGS);
+    match kind {
+        Artefact::Executable => {}
+        Artefact::SharedLibrary => {
+            cmd.args(["-shared", "-fPIC"]);
+        }
+        Artefact::Object => {
+            cmd.args(["-c", "-fPIC"]);
+        }
+    }
+    cmd.arg("-o").arg(out).arg(c_file);
+    if kind != Artefact::Object {
+        cmd.args(["-lm", "-pthread"]);
+    }
+    let output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| BuildError::NoCompiler { cc: cfg.cc.clone(), reason: e.to_string() })?;
+    if !output.status.success() {
+        return Err(BuildError::CompilerFailed {
+            cc: cfg.cc.clone(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            c_file: c_file.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// How a compiled program ended.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    Success,
+    /// A run-time error: the message, the site, and the sites of the calls
+    /// it happened under (innermost first).
+    Failed { message: String, site: i64, frames: Vec<i64> },
+    /// Any other exit (a signal, an exit code other than 0 and 1).
+    Abnormal(String),
+}
+
+/// Runs a compiled program with stdout and stderr inherited; a run-time
+/// error is reported through a file rather than printed.
+pub fn run_executable(exe: &Path, args: &[String]) -> Result<Outcome, String> {
+    let report = std::env::temp_dir().join(format!("ksc-error-{}-{}", std::process::id(), content_hash(&[exe.as_os_str().as_encoded_bytes()])));
+    let _ = std::fs::remove_file(&report);
+    let status = Command::new(exe)
+        .args(args)
+        .env("KSC_ERROR_FILE", &report)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    if status.success() {
+        return Ok(Outcome::Success);
+    }
+    if let Ok(text) = std::fs::read_to_string(&report) {
+        let _ = std::fs::remove_file(&report);
+        let mut lines = text.lines();
+        let message = lines.next().unwrap_or_default().to_string();
+        let site = lines.next().and_then(|s| s.trim().parse().ok()).unwrap_or(-1);
+        let frames = lines.next().unwrap_or_default().split_whitespace().filter_map(|s| s.parse().ok()).collect();
+        return Ok(Outcome::Failed { message, site, frames });
+    }
+    Ok(Outcome::Abnormal(match status.code() {
+        Some(c) => format!("exit code {c}"),
+        None => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::ExitStatusExt;
+                match status.signal() {
+                    Some(s) => format!("signal {s}"),
+                    None => "an unknown status".into(),
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                "an unknown status".into()
+            }
+        }
+    }))
+}

@@ -1,0 +1,864 @@
+//! C99 (with GNU `__builtin_*` overflow checks) from the loop IR.
+//!
+//! One C function per loop-IR function, named by `ksc_lower::names`; every
+//! function takes the arena as its first argument. Types:
+//!
+//! | ks | C |
+//! |---|---|
+//! | `Float` | `double` |
+//! | `Integer` | `int64_t` |
+//! | `Bool` | `bool` |
+//! | `String` | `const char *` |
+//! | `(Tuple T1 .. Tn)` | `struct { T1 f0; ..; Tn fn-1; }` named `ks_t<n>..` (unit: `{ char unit; }`) |
+//! | `(Vec T)` | `struct { int64_t size; T *data; }` named `ks_T1..` |
+//! | `(Tensor r T)` | `struct { int64_t size[r]; T *data; }` (row-major) |
+
+use std::fmt::Write;
+
+use ksc_ir::Type;
+use ksc_lower::ir::*;
+use ksc_lower::names::mangle_type;
+use rustc_hash::FxHashSet;
+
+/// A location of the source, for the site table.
+#[derive(Clone, Debug)]
+pub struct SiteLocation {
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+/// What to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A program whose `main` runs the module's `main` (functions static).
+    Executable,
+    /// A library: every function exported, with a header.
+    Library,
+}
+
+/// The generated C: the program text and, for a library, its header.
+pub struct CProgram {
+    pub c: String,
+    pub header: String,
+}
+
+pub const RUNTIME_H: &str = include_str!("ksc_runtime.h");
+
+/// The C type of a ks type.
+pub fn c_type(t: &Type) -> String {
+    match t {
+        Type::Float => "double".into(),
+        Type::Integer => "int64_t".into(),
+        Type::Bool => "bool".into(),
+        Type::String => "const char *".into(),
+        _ => format!("ks_{}", mangle_type(t)),
+    }
+}
+
+struct Emitter<'a> {
+    m: &'a Module,
+    checked: bool,
+    types: Vec<Type>,
+    seen: FxHashSet<Type>,
+    prints: FxHashSet<Type>,
+    copies: FxHashSet<Type>,
+}
+
+/// Generates C for a module. `sites` gives the source location of each
+/// site of `m.sites`; `header_name` is the name the C file includes its
+/// header by (libraries only).
+pub fn emit(m: &Module, sites: &[SiteLocation], target: Target, checked: bool, header_name: &str) -> CProgram {
+    let mut e = Emitter {
+        m,
+        checked,
+        types: Vec::new(),
+        seen: FxHashSet::default(),
+        prints: FxHashSet::default(),
+        copies: FxHashSet::default(),
+    };
+    e.add_type(&Type::unit());
+    for f in &m.funcs {
+        for v in &f.vars {
+            e.add_type(&v.ty);
+        }
+        e.add_type(&f.ret);
+        walk(&f.body, &mut |s| match s {
+            Stmt::Print { ty, .. } => {
+                e.prints.insert(ty.clone());
+            }
+            Stmt::Let(_, Rhs::DeepCopy(o)) => {
+                e.copies.insert(f.op_ty(o));
+            }
+            Stmt::Let(_, Rhs::Alloc { elem, .. }) => {
+                e.types_for(elem);
+            }
+            Stmt::Let(_, Rhs::Pack(_, t)) => e.types_for(t),
+            Stmt::CopyDown { vars, .. } => {
+                for v in vars {
+                    e.copies.insert(f.ty(*v).clone());
+                }
+            }
+            _ => {}
+        });
+        if f.loops && f.entry_mark.is_some() {
+            for p in &f.params {
+                if needs_heap(f.ty(*p)) {
+                    e.copies.insert(f.ty(*p).clone());
+                }
+            }
+        }
+    }
+    // Printing and copying helpers need their components' helpers.
+    let mut prints: Vec<Type> = e.prints.iter().cloned().collect();
+    while let Some(t) = prints.pop() {
+        for c in children(&t) {
+            if e.prints.insert(c.clone()) {
+                prints.push(c);
+            }
+        }
+    }
+    let mut copies: Vec<Type> = e.copies.iter().cloned().collect();
+    while let Some(t) = copies.pop() {
+        for c in children(&t) {
+            if needs_heap(&c) && e.copies.insert(c.clone()) {
+                copies.push(c);
+            }
+        }
+    }
+    let mut types = String::new();
+    for t in e.types.clone() {
+        types.push_str(&type_def(&t));
+    }
+    let mut protos = String::new();
+    let mut bodies = String::new();
+    let linkage = if target == Target::Executable { "static " } else { "" };
+    for f in &m.funcs {
+        let proto = prototype(f, false);
+        writeln!(protos, "{linkage}{proto};").ok();
+        bodies.push_str(&e.function(f, linkage));
+    }
+    let mut helpers = String::new();
+    let mut ps: Vec<&Type> = e.prints.iter().collect();
+    ps.sort();
+    for t in &ps {
+        writeln!(helpers, "static void ks_print_{}({} x);", mangle_type(t), c_type(t)).ok();
+    }
+    let mut cs: Vec<&Type> = e.copies.iter().collect();
+    cs.sort();
+    for t in &cs {
+        writeln!(helpers, "static {0} ks_copy_{1}(ks_arena *A, {0} x);", c_type(t), mangle_type(t)).ok();
+    }
+    for t in &ps {
+        helpers.push_str(&print_fn(t));
+    }
+    for t in &cs {
+        helpers.push_str(&copy_fn(t));
+    }
+    let mut site_table = String::from("static const ksrt_site ks_sites[] = {\n");
+    for (s, loc) in m.sites.iter().zip(sites) {
+        let parent = s.inlined_at.map_or(-1, |p| p.0 as i64);
+        writeln!(
+            site_table,
+            "    {{{}, {}, {}, {}, {}}},",
+            c_string(&loc.file),
+            loc.line,
+            loc.col,
+            c_string(&s.fun.short()),
+            parent
+        )
+        .ok();
+    }
+    if m.sites.is_empty() {
+        site_table.push_str("    {\"\", 0, 0, \"\", -1},\n");
+    }
+    site_table.push_str("};\n");
+    let nsites = m.sites.len();
+
+    let mut c = String::new();
+    c.push_str("/* Generated by ksc from a .ks program. Do not edit. */\n");
+    c.push_str(RUNTIME_H);
+    c.push('\n');
+    let mut header = String::new();
+    match target {
+        Target::Executable => {
+            c.push_str(&types);
+            c.push('\n');
+            c.push_str(&site_table);
+            c.push_str(&protos);
+        }
+        Target::Library => {
+            header.push_str(&library_header(&types, m));
+            writeln!(c, "#include \"{header_name}\"").ok();
+            c.push_str("struct ks_arena_public_check { char ok[sizeof(ks_mark)]; };\n");
+            c.push_str(&site_table);
+            writeln!(
+                c,
+                "ks_arena *ks_arena_new(void) {{ return ksrt_arena_new(ks_sites, {nsites}); }}\n\
+                 void ks_arena_free(ks_arena *A) {{ ksrt_arena_free(A); }}\n\
+                 ks_mark ks_arena_mark(ks_arena *A) {{ return ksrt_mark(A); }}\n\
+                 void ks_arena_reset(ks_arena *A, ks_mark m) {{ ksrt_reset(A, m); }}\n\
+                 void ks_arena_on_error(ks_arena *A, void (*handler)(ks_arena *, const char *, int32_t)) \
+                 {{ A->on_error = handler; }}"
+            )
+            .ok();
+        }
+    }
+    c.push('\n');
+    c.push_str(&helpers);
+    c.push('\n');
+    c.push_str(&bodies);
+    if target == Target::Executable {
+        if let Some(main) = m.main {
+            let f = m.func(main);
+            writeln!(
+                c,
+                "\nstatic ks_arena *ks_main_arena;\n\
+                 static void *ks_run_main(void *unused) {{\n    (void)unused;\n    (void){}(ks_main_arena);\n    return NULL;\n}}\n\
+                 #include <pthread.h>\n\
+                 int main(void) {{\n\
+                 \x20   static char out[1 << 16];\n\
+                 \x20   setvbuf(stdout, out, _IOFBF, sizeof out);\n\
+                 \x20   ks_main_arena = ksrt_arena_new(ks_sites, {nsites});\n\
+                 \x20   pthread_attr_t attr;\n\
+                 \x20   pthread_t thread;\n\
+                 \x20   pthread_attr_init(&attr);\n\
+                 \x20   pthread_attr_setstacksize(&attr, (size_t)1 << 29);\n\
+                 \x20   if (pthread_create(&thread, &attr, ks_run_main, NULL) != 0) ks_run_main(NULL);\n\
+                 \x20   else pthread_join(thread, NULL);\n\
+                 \x20   fflush(stdout);\n\
+                 \x20   ksrt_stats(ks_main_arena);\n\
+                 \x20   return 0;\n}}",
+                f.c_name
+            )
+            .ok();
+        }
+    }
+    CProgram { c, header }
+}
+
+fn library_header(types: &str, m: &Module) -> String {
+    let mut h = String::new();
+    h.push_str(
+        "/* Generated by ksc: the C ABI of a compiled .ks program.\n\
+         *\n\
+         * Every function takes an arena first; tensors and tuples it returns live in\n\
+         * the arena until it is reset past them or freed. A run-time error (index out\n\
+         * of range, failed assert, ...) prints a message and exits, unless a handler\n\
+         * was installed with ks_arena_on_error (it must not return, e.g. longjmp).\n\
+         * Types: Float double, Integer int64_t, Bool bool, String const char *;\n\
+         * (Vec T) is { int64_t size; T *data; }; (Tensor r T) is { int64_t size[r];\n\
+         * T *data; } row-major; tuples are structs with fields f0, f1, ...\n\
+         */\n",
+    );
+    h.push_str("#ifndef KSC_GENERATED_H\n#define KSC_GENERATED_H\n#include <stdbool.h>\n#include <stdint.h>\n");
+    h.push_str("#ifndef KSC_RUNTIME_H\ntypedef struct ks_arena ks_arena;\ntypedef struct { void *block; char *top; } ks_mark;\n#endif\n");
+    h.push_str(types);
+    h.push_str(
+        "/* A new arena, and freeing it. */\nks_arena *ks_arena_new(void);\nvoid ks_arena_free(ks_arena *A);\n\
+         /* Remember the arena's top, and free everything allocated since. */\n\
+         ks_mark ks_arena_mark(ks_arena *A);\nvoid ks_arena_reset(ks_arena *A, ks_mark m);\n\
+         void ks_arena_on_error(ks_arena *A, void (*handler)(ks_arena *A, const char *message, int32_t site));\n\n",
+    );
+    for f in &m.funcs {
+        writeln!(h, "/* {} */\n{};", f.name, prototype(f, true)).ok();
+    }
+    h.push_str("#endif\n");
+    h
+}
+
+fn children(t: &Type) -> Vec<Type> {
+    match t {
+        Type::Tuple(ts) => ts.clone(),
+        Type::Tensor(_, e) => vec![(**e).clone()],
+        _ => vec![],
+    }
+}
+
+fn type_def(t: &Type) -> String {
+    let name = c_type(t);
+    match t {
+        Type::Tuple(ts) if ts.is_empty() => format!("typedef struct {{ char unit; }} {name};\n"),
+        Type::Tuple(ts) => {
+            let fields: String = ts.iter().enumerate().map(|(i, t)| format!(" {} f{i};", c_type(t))).collect();
+            format!("typedef struct {{{fields} }} {name};\n")
+        }
+        Type::Tensor(1, e) => format!("typedef struct {{ int64_t size; {} *data; }} {name};\n", c_type(e)),
+        Type::Tensor(r, e) => format!("typedef struct {{ int64_t size[{r}]; {} *data; }} {name};\n", c_type(e)),
+        _ => String::new(),
+    }
+}
+
+fn var_name(f: &Func, v: VarId) -> String {
+    match &f.vars[v.0 as usize].name {
+        Some(n) if !n.is_empty() => format!("{n}_{}", v.0),
+        _ => format!("t{}", v.0),
+    }
+}
+
+fn prototype(f: &Func, plain_names: bool) -> String {
+    let mut ps = vec!["ks_arena *A".to_string()];
+    for &p in &f.params {
+        let name = if plain_names {
+            match &f.vars[p.0 as usize].name {
+                Some(n) if !n.is_empty() => n.clone(),
+                _ => format!("p{}", p.0),
+            }
+        } else {
+            var_name(f, p)
+        };
+        ps.push(format!("{} {name}", c_type(f.ty(p))));
+    }
+    format!("{} {}({})", c_type(&f.ret), f.c_name, ps.join(", "))
+}
+
+fn c_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            b'?' => out.push_str("\\?"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn print_fn(t: &Type) -> String {
+    let name = mangle_type(t);
+    let ct = c_type(t);
+    let body = match t {
+        Type::Float => "ksrt_print_f(x);".to_string(),
+        Type::Integer => "ksrt_print_i(x);".to_string(),
+        Type::Bool => "ksrt_print_b(x);".to_string(),
+        Type::String => "ksrt_print_s(x);".to_string(),
+        Type::Tuple(ts) => ts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let sep = if i > 0 { "putchar(',');\n    " } else { "" };
+                format!("{sep}ks_print_{}(x.f{i});", mangle_type(c))
+            })
+            .collect::<Vec<_>>()
+            .join("\n    "),
+        Type::Tensor(r, e) => {
+            // Nested brackets per dimension, elements row-major.
+            let dims: Vec<String> = if *r == 1 { vec!["x.size".into()] } else { (0..*r).map(|k| format!("x.size[{k}]")).collect() };
+            let mut s = String::from("int64_t k = 0;\n    (void)k;\n");
+            let mut close = String::new();
+            for (d, n) in dims.iter().enumerate() {
+                write!(s, "    putchar('[');\n    for (int64_t i{d} = 0; i{d} < {n}; i{d}++) {{\n    if (i{d}) fputs(\", \", stdout);\n").ok();
+                close = format!("    }}\n    putchar(']');\n{close}");
+            }
+            write!(s, "    ks_print_{}(x.data[k++]);\n{close}", mangle_type(e)).ok();
+            s
+        }
+        _ => String::new(),
+    };
+    format!("static void ks_print_{name}({ct} x) {{\n    {body}\n}}\n")
+}
+
+fn copy_fn(t: &Type) -> String {
+    let name = mangle_type(t);
+    let ct = c_type(t);
+    let body = match t {
+        Type::Tuple(ts) => {
+            let mut s = String::new();
+            for (i, c) in ts.iter().enumerate() {
+                if needs_heap(c) {
+                    writeln!(s, "    x.f{i} = ks_copy_{}(A, x.f{i});", mangle_type(c)).ok();
+                }
+            }
+            s
+        }
+        Type::Tensor(r, e) => {
+            let n = if *r == 1 { "x.size".to_string() } else { (0..*r).map(|k| format!("x.size[{k}]")).collect::<Vec<_>>().join(" * ") };
+            let ce = c_type(e);
+            let mut s = format!(
+                "    int64_t n = {n};\n    {ce} *data = ({ce} *)ksrt_alloc_n(A, n, sizeof({ce}));\n    if (n > 0) memcpy(data, x.data, (size_t)n * sizeof({ce}));\n"
+            );
+            if needs_heap(e) {
+                writeln!(s, "    for (int64_t i = 0; i < n; i++) data[i] = ks_copy_{}(A, data[i]);", mangle_type(e)).ok();
+            }
+            s.push_str("    x.data = data;\n");
+            s
+        }
+        _ => String::new(),
+    };
+    format!("static {ct} ks_copy_{name}(ks_arena *A, {ct} x) {{\n{body}    return x;\n}}\n")
+}
+
+fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
+    ksc_lower::opt::walk(b, f)
+}
+
+impl Emitter<'_> {
+    fn add_type(&mut self, t: &Type) {
+        self.types_for(t)
+    }
+
+    /// Registers a type and its components, components first.
+    fn types_for(&mut self, t: &Type) {
+        if self.seen.contains(t) {
+            return;
+        }
+        for c in children(t) {
+            self.types_for(&c);
+        }
+        if matches!(t, Type::Tuple(_) | Type::Tensor(..)) && self.seen.insert(t.clone()) {
+            self.types.push(t.clone());
+        }
+    }
+
+    fn function(&self, f: &Func, linkage: &str) -> String {
+        let mut out = String::new();
+        writeln!(out, "/* {} */", f.name).ok();
+        writeln!(out, "{linkage}{} {{", prototype(f, false)).ok();
+        let mut w = W { f, m: self.m, checked: self.checked, out: String::new(), depth: 1 };
+        if let Some(m) = f.entry_mark {
+            w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
+        }
+        if f.loops {
+            w.line("for (;;) {");
+            w.depth += 1;
+        }
+        w.block(&f.body);
+        if f.loops {
+            w.depth -= 1;
+            w.line("}");
+        }
+        out.push_str(&w.out);
+        out.push_str("}\n\n");
+        out
+    }
+}
+
+struct W<'a> {
+    f: &'a Func,
+    m: &'a Module,
+    checked: bool,
+    out: String,
+    depth: usize,
+}
+
+fn float_lit(x: f64) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "(-NAN)".into() } else { "NAN".into() };
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "(-INFINITY)".into() } else { "INFINITY".into() };
+    }
+    let s = format!("{x:?}");
+    if x.is_sign_negative() {
+        format!("({s})")
+    } else {
+        s
+    }
+}
+
+impl W<'_> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn var(&self, v: VarId) -> String {
+        var_name(self.f, v)
+    }
+
+    fn op(&self, o: &Op) -> String {
+        match o {
+            Op::Var(v) => self.var(*v),
+            Op::Float(x) => float_lit(*x),
+            Op::Int(i) if *i == i64::MIN => "INT64_MIN".into(),
+            Op::Int(i) if *i < 0 => format!("(INT64_C({i}))"),
+            Op::Int(i) => format!("INT64_C({i})"),
+            Op::Bool(b) => if *b { "true" } else { "false" }.into(),
+            Op::Str(s) => c_string(s),
+            Op::Unit => "(ks_t0){0}".into(),
+        }
+    }
+
+    /// An operand of a type known from context (a unit or packed default).
+    fn op_as(&self, o: &Op, t: &Type) -> String {
+        match o {
+            Op::Unit if *t != Type::unit() => format!("(({}){{0}})", c_type(t)),
+            o => self.op(o),
+        }
+    }
+
+    fn ints(&self, xs: &[Op]) -> String {
+        xs.iter().map(|x| self.op(x)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn rhs(&self, v: VarId, r: &Rhs) -> String {
+        let t = self.f.ty(v);
+        match r {
+            Rhs::Copy(o) => self.op_as(o, t),
+            Rhs::Un(op, a, site) => {
+                let a = self.op(a);
+                match op {
+                    UnOp::FNeg => format!("-{a}"),
+                    UnOp::INeg => match site {
+                        Some(s) => format!("ksrt_ineg(A, {}, {a})", s.0),
+                        None => format!("ksrt_wrap_sub(0, {a})"),
+                    },
+                    UnOp::Not => format!("!{a}"),
+                    UnOp::ToFloat => format!("(double){a}"),
+                    UnOp::BoolToFloat => format!("({a} ? 1.0 : 0.0)"),
+                    UnOp::Math(m) => format!("{}({a})", m.c_name()),
+                    UnOp::RanHashDoub => format!("ksrt_ranhashdoub({a})"),
+                }
+            }
+            Rhs::Bin(op, a, b) => {
+                let (a, b) = (self.op(a), self.op(b));
+                match op {
+                    BinOp::FAdd | BinOp::IAddNoCheck => format!("{a} + {b}"),
+                    BinOp::FSub => format!("{a} - {b}"),
+                    BinOp::FMul | BinOp::IMulNoCheck => format!("{a} * {b}"),
+                    BinOp::FDiv => format!("{a} / {b}"),
+                    BinOp::FMax => format!("{a} < {b} ? {b} : {a}"),
+                    BinOp::FPowI => format!("pow({a}, (double){b})"),
+                    BinOp::FLt | BinOp::ILt => format!("{a} < {b}"),
+                    BinOp::FLe | BinOp::ILe => format!("{a} <= {b}"),
+                    BinOp::FGt | BinOp::IGt => format!("{a} > {b}"),
+                    BinOp::FGe | BinOp::IGe => format!("{a} >= {b}"),
+                    BinOp::FEq | BinOp::IEq | BinOp::BEq => format!("{a} == {b}"),
+                    BinOp::SEq => format!("strcmp({a}, {b}) == 0"),
+                    BinOp::And => format!("{a} && {b}"),
+                    BinOp::Or => format!("{a} || {b}"),
+                }
+            }
+            Rhs::IChecked(op, a, b, site) => {
+                let (a, b) = (self.op(a), self.op(b));
+                let name = match op {
+                    IOp::Add => "add",
+                    IOp::Sub => "sub",
+                    IOp::Mul => "mul",
+                    IOp::Div => "div",
+                };
+                if site.0 == u32::MAX && *op != IOp::Div {
+                    format!("ksrt_wrap_{name}({a}, {b})")
+                } else {
+                    format!("ksrt_i{name}(A, {}, {a}, {b})", site.0)
+                }
+            }
+            Rhs::Select(c, a, b) => format!("{} ? {} : {}", self.op(c), self.op_as(a, t), self.op_as(b, t)),
+            Rhs::Call { func, args, .. } => {
+                let callee = self.m.func(*func);
+                let mut xs = vec!["A".to_string()];
+                for (a, p) in args.iter().zip(&callee.params) {
+                    xs.push(self.op_as(a, callee.ty(*p)));
+                }
+                format!("{}({})", callee.c_name, xs.join(", "))
+            }
+            Rhs::Load { arr, idx } => format!("{}.data[{}]", self.op(arr), self.op(idx)),
+            Rhs::Dim { arr, dim } => match self.f.op_ty(arr) {
+                Type::Tensor(1, _) => format!("{}.size", self.op(arr)),
+                _ => format!("{}.size[{dim}]", self.op(arr)),
+            },
+            Rhs::Pack(xs, ty) => {
+                let ts = match ty {
+                    Type::Tuple(ts) => ts.clone(),
+                    _ => vec![],
+                };
+                let fields: Vec<String> =
+                    xs.iter().zip(&ts).enumerate().map(|(i, (x, t))| format!(".f{i} = {}", self.op_as(x, t))).collect();
+                format!("({}){{{}}}", c_type(ty), fields.join(", "))
+            }
+            Rhs::Field(a, i) => format!("{}.f{i}", self.op(a)),
+            Rhs::DeepCopy(a) => format!("ks_copy_{}(A, {})", mangle_type(t), self.op(a)),
+            Rhs::Mark => "ksrt_mark(A)".into(),
+            Rhs::Alloc { .. } => String::new(),
+        }
+    }
+
+    fn block(&mut self, b: &Block) {
+        for s in b {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Let(v, Rhs::Alloc { dims, elem }) => {
+                let name = self.var(*v);
+                let t = self.f.ty(*v).clone();
+                let ce = c_type(elem);
+                self.line(&format!("{} {name};", c_type(&t)));
+                if dims.len() == 1 {
+                    let n = self.op(&dims[0]);
+                    self.line(&format!("{name}.size = {n};"));
+                    self.line(&format!("{name}.data = ({ce} *)ksrt_alloc_n(A, {n}, sizeof({ce}));"));
+                } else {
+                    let mut count = Vec::new();
+                    for (k, d) in dims.iter().enumerate() {
+                        let d = self.op(d);
+                        self.line(&format!("{name}.size[{k}] = {d};"));
+                        count.push(format!("{name}.size[{k}]"));
+                    }
+                    self.line(&format!("{{ int64_t n = {}; if (n < 0) n = 0;", count[0]));
+                    for c in &count[1..] {
+                        self.line(&format!("  if (__builtin_mul_overflow(n, {c}, &n)) ksrt_oom(A, SIZE_MAX);"));
+                    }
+                    self.line(&format!("  {name}.data = ({ce} *)ksrt_alloc_n(A, n, sizeof({ce})); }}"));
+                }
+            }
+            Stmt::Let(v, Rhs::Mark) => {
+                let name = self.var(*v);
+                self.line(&format!("ks_mark {name} = ksrt_mark(A);"));
+            }
+            Stmt::Let(v, r @ Rhs::Call { func, frame, .. }) => {
+                let t = c_type(self.f.ty(*v));
+                let call = self.rhs(*v, r);
+                let name = self.var(*v);
+                match frame {
+                    Some(site) if self.checked => {
+                        let _ = func;
+                        self.line(&format!(
+                            "if (__builtin_expect(A->depth + 1 >= KSRT_MAX_DEPTH, 0)) ksrt_fail_msg(A, {}, \"recursion too deep\");",
+                            site.0
+                        ));
+                        self.line(&format!("A->frames[A->depth++] = {};", site.0));
+                        self.line(&format!("{t} {name} = {call};"));
+                        self.line("A->depth--;");
+                    }
+                    _ => self.line(&format!("{t} {name} = {call};")),
+                }
+            }
+            Stmt::Let(v, r) => {
+                let t = c_type(self.f.ty(*v));
+                let e = self.rhs(*v, r);
+                let name = self.var(*v);
+                self.line(&format!("{t} {name} = {e};"));
+            }
+            Stmt::DeclMut(v, init) => {
+                let t = self.f.ty(*v).clone();
+                let name = self.var(*v);
+                let init = match init {
+                    Some(o) => self.op_as(o, &t),
+                    None => match t {
+                        Type::Float => "0.0".into(),
+                        Type::Integer => "0".into(),
+                        Type::Bool => "false".into(),
+                        Type::String => "\"\"".into(),
+                        _ => "{0}".into(),
+                    },
+                };
+                self.line(&format!("{} {name} = {init};", c_type(&t)));
+            }
+            Stmt::Set(v, o) => {
+                let t = self.f.ty(*v).clone();
+                let line = format!("{} = {};", self.var(*v), self.op_as(o, &t));
+                self.line(&line);
+            }
+            Stmt::For { idx, n, pre, body, reset } => {
+                let n = self.op(n);
+                let i = self.var(*idx);
+                let guarded = !pre.is_empty();
+                if guarded {
+                    self.line(&format!("if ({n} > 0) {{"));
+                    self.depth += 1;
+                    self.block(pre);
+                }
+                if *reset {
+                    self.line("{");
+                    self.depth += 1;
+                    self.line(&format!("ks_mark mark_{i} = ksrt_mark(A);"));
+                }
+                self.line(&format!("for (int64_t {i} = 0; {i} < {n}; {i}++) {{"));
+                self.depth += 1;
+                self.block(body);
+                if *reset {
+                    self.line(&format!("ksrt_reset(A, mark_{i});"));
+                }
+                self.depth -= 1;
+                self.line("}");
+                if *reset {
+                    self.depth -= 1;
+                    self.line("}");
+                }
+                if guarded {
+                    self.depth -= 1;
+                    self.line("}");
+                }
+            }
+            Stmt::If { cond, then, els } => {
+                let c = self.op(cond);
+                self.line(&format!("if ({c}) {{"));
+                self.depth += 1;
+                self.block(then);
+                self.depth -= 1;
+                if !els.is_empty() {
+                    self.line("} else {");
+                    self.depth += 1;
+                    self.block(els);
+                    self.depth -= 1;
+                }
+                self.line("}");
+            }
+            Stmt::Store { arr, idx, val } => {
+                let et = match self.f.op_ty(arr) {
+                    Type::Tensor(_, e) => (*e).clone(),
+                    t => t,
+                };
+                let line = format!("{}.data[{}] = {};", self.op(arr), self.op(idx), self.op_as(val, &et));
+                self.line(&line);
+            }
+            Stmt::Accum { arr, idx, val, site } => {
+                let slot = format!("{}.data[{}]", self.op(arr), self.op(idx));
+                let val = self.op(val);
+                let line = match self.f.op_ty(arr) {
+                    Type::Tensor(_, e) if *e == Type::Integer && self.checked => {
+                        format!("{slot} = ksrt_iadd(A, {}, {slot}, {val});", site.0)
+                    }
+                    Type::Tensor(_, e) if *e == Type::Integer => format!("{slot} = ksrt_wrap_add({slot}, {val});"),
+                    _ => format!("{slot} += {val};"),
+                };
+                self.line(&line);
+            }
+            Stmt::Check { cond, site, err } => {
+                let c = self.op(cond);
+                self.line(&format!("if (__builtin_expect(!({c}), 0)) {{"));
+                self.depth += 1;
+                self.fail(*site, err);
+                self.depth -= 1;
+                self.line("}");
+            }
+            Stmt::Fail { site, err } => self.fail(*site, err),
+            Stmt::Print { val, ty } => {
+                let line = format!("ks_print_{}({});", mangle_type(ty), self.op_as(val, ty));
+                self.line(&line);
+            }
+            Stmt::CopyDown { mark, vars } => self.copy_down(*mark, vars),
+            Stmt::Reset(m) => {
+                let line = format!("ksrt_reset(A, {});", self.var(*m));
+                self.line(&line);
+            }
+            Stmt::Return(o) => {
+                if let Some(m) = self.f.entry_mark {
+                    if !needs_heap(&self.f.ret) {
+                        let line = format!("ksrt_reset(A, {});", self.var(m));
+                        self.line(&line);
+                    }
+                }
+                let line = format!("return {};", self.op_as(o, &self.f.ret.clone()));
+                self.line(&line);
+            }
+            Stmt::TailCall(args) => {
+                self.line("{");
+                self.depth += 1;
+                let params = self.f.params.clone();
+                for (k, (a, p)) in args.iter().zip(&params).enumerate() {
+                    let t = self.f.ty(*p).clone();
+                    let line = format!("{} next{k} = {};", c_type(&t), self.op_as(a, &t));
+                    self.line(&line);
+                }
+                for (k, p) in params.iter().enumerate() {
+                    let line = format!("{} = next{k};", self.var(*p));
+                    self.line(&line);
+                }
+                if let Some(m) = self.f.entry_mark {
+                    // Parameters passed on unchanged live below the mark.
+                    let heap: Vec<VarId> = params
+                        .iter()
+                        .zip(args)
+                        .filter(|(p, a)| needs_heap(self.f.ty(**p)) && **a != Op::Var(**p))
+                        .map(|(p, _)| *p)
+                        .collect();
+                    if heap.is_empty() && params.iter().all(|p| !needs_heap(self.f.ty(*p))) {
+                        let line = format!("ksrt_reset(A, {});", self.var(m));
+                        self.line(&line);
+                    } else if !heap.is_empty() && self.invariant_heap_params_ok() {
+                        self.copy_down(m, &heap);
+                    }
+                }
+                self.line("continue;");
+                self.depth -= 1;
+                self.line("}");
+            }
+        }
+    }
+
+    /// Copying down to the entry mark is safe only if every tensor
+    /// parameter that is ever passed on changed is copied each time.
+    fn invariant_heap_params_ok(&self) -> bool {
+        let mut changed_somewhere: FxHashSet<VarId> = FxHashSet::default();
+        let mut changed_everywhere = true;
+        walk(&self.f.body, &mut |s| {
+            if let Stmt::TailCall(args) = s {
+                for (p, a) in self.f.params.iter().zip(args) {
+                    if needs_heap(self.f.ty(*p)) && *a != Op::Var(*p) {
+                        changed_somewhere.insert(*p);
+                    }
+                }
+            }
+        });
+        walk(&self.f.body, &mut |s| {
+            if let Stmt::TailCall(args) = s {
+                for (p, a) in self.f.params.iter().zip(args) {
+                    if changed_somewhere.contains(p) && *a == Op::Var(*p) {
+                        changed_everywhere = false;
+                    }
+                }
+            }
+        });
+        changed_everywhere
+    }
+
+    fn copy_down(&mut self, mark: VarId, vars: &[VarId]) {
+        self.line("{");
+        self.depth += 1;
+        self.line("ks_arena *S = ksrt_scratch(A);");
+        self.line("ks_mark s0 = ksrt_mark(S);");
+        for (k, v) in vars.iter().enumerate() {
+            let t = self.f.ty(*v).clone();
+            let line = format!("{} keep{k} = ks_copy_{}(S, {});", c_type(&t), mangle_type(&t), self.var(*v));
+            self.line(&line);
+        }
+        let line = format!("ksrt_reset(A, {});", self.var(mark));
+        self.line(&line);
+        for (k, v) in vars.iter().enumerate() {
+            let t = self.f.ty(*v).clone();
+            let line = format!("{} = ks_copy_{}(A, keep{k});", self.var(*v), mangle_type(&t));
+            self.line(&line);
+        }
+        self.line("ksrt_reset(S, s0);");
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    fn fail(&mut self, site: SiteId, err: &ErrorKind) {
+        let s = site.0;
+        let arr = |w: &W, xs: &[Op]| format!("(int64_t[]){{{}}}", w.ints(xs));
+        let line = match err {
+            ErrorKind::Assert => format!("ksrt_fail_msg(A, {s}, \"assertion failed\");"),
+            ErrorKind::Message(m) => format!("ksrt_fail_msg(A, {s}, {});", c_string(m)),
+            ErrorKind::IndexOutOfRange { index, size } => {
+                format!("ksrt_fail_index(A, {s}, {}, {}, {});", index.len(), arr(self, index), arr(self, size))
+            }
+            ErrorKind::NegativeSize { prim, size } => {
+                format!("ksrt_fail_negative(A, {s}, {}, {}, {});", c_string(prim), size.len(), arr(self, size))
+            }
+            ErrorKind::SumbuildEmpty { size } => {
+                format!("ksrt_fail_sumbuild(A, {s}, {}, {});", size.len(), arr(self, size))
+            }
+            ErrorKind::Sizes { what, a, b } => {
+                format!("ksrt_fail_sizes(A, {s}, {}, {}, {}, {});", c_string(what), a.len(), arr(self, a), arr(self, b))
+            }
+            ErrorKind::Diag { rows, cols } => format!("ksrt_fail_diag(A, {s}, {}, {});", self.op(rows), self.op(cols)),
+            ErrorKind::MatVec { rows, cols, n } => {
+                format!("ksrt_fail_matvec(A, {s}, {}, {}, {});", self.op(rows), self.op(cols), self.op(n))
+            }
+        };
+        self.line(&line);
+    }
+}

@@ -1,0 +1,13 @@
+//! C code generation for ksc: readable C99 from the loop IR, the small C
+//! runtime it includes (`ksc_runtime.h`: arena, printing, errors, the
+//! prelude's maths), running the system C compiler with results cached by
+//! content hash, and running compiled programs.
+//!
+//! This crate and the command line are the only parts of ksc that start
+//! processes.
+
+pub mod driver;
+pub mod emit;
+
+pub use driver::{compile_c, run_executable, Artefact, BuildError, CcConfig, Outcome};
+pub use emit::{emit, CProgram, SiteLocation, Target, RUNTIME_H};
