@@ -80,6 +80,16 @@ static ks_arena *ksrt_arena_new(const ksrt_site *sites, int32_t nsites) {
     }
     A->sites = sites;
     A->nsites = nsites;
+    /* A first block, so a mark always names a block. */
+    ksrt_block *b = (ksrt_block *)malloc(sizeof(ksrt_block) + KSRT_FIRST_BLOCK + 16);
+    if (!b) ksrt_oom(A, KSRT_FIRST_BLOCK);
+    b->size = KSRT_FIRST_BLOCK;
+    b->start = (char *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+    b->prev = b->next = NULL;
+    A->block = b;
+    A->top = b->start;
+    A->end = b->start + b->size;
+    A->capacity = A->peak_capacity = b->size;
     return A;
 }
 
@@ -130,7 +140,7 @@ static __attribute__((noinline)) void *ksrt_grow(ks_arena *A, size_t bytes) {
 
 static inline void *ksrt_alloc(ks_arena *A, size_t bytes) {
     bytes = (bytes + 15) & ~(size_t)15;
-    if ((size_t)(A->end - A->top) >= bytes && A->top) {
+    if ((size_t)(A->end - A->top) >= bytes) {
         void *p = A->top;
         A->top += bytes;
         return p;

@@ -18,11 +18,58 @@ pub(crate) struct FnBuilder {
     cse: Vec<FxHashMap<Rhs, VarId>>,
     /// Tensors written in place (`Store`, `Accum`): their loads are never shared.
     written: FxHashSet<VarId>,
+    /// Integer variables known to be >= 0 (sizes, loop indices).
+    nonneg: FxHashSet<VarId>,
+    /// Loop indices and the bound they stay below.
+    bounds: FxHashMap<VarId, Op>,
+    /// Conditions already checked, per open block.
+    checked: Vec<FxHashSet<Op>>,
 }
 
 impl FnBuilder {
     pub fn new() -> FnBuilder {
-        FnBuilder { blocks: vec![Vec::new()], cse: vec![FxHashMap::default()], ..FnBuilder::default() }
+        FnBuilder {
+            blocks: vec![Vec::new()],
+            cse: vec![FxHashMap::default()],
+            checked: vec![FxHashSet::default()],
+            ..FnBuilder::default()
+        }
+    }
+
+    /// A loop index: `0 <= i < bound`.
+    pub fn loop_index(&mut self, i: VarId, bound: Op) {
+        self.nonneg.insert(i);
+        self.bounds.insert(i, bound);
+    }
+
+    fn nonneg_op(&self, o: &Op) -> bool {
+        match o {
+            Op::Int(i) => *i >= 0,
+            Op::Var(v) => self.nonneg.contains(v),
+            _ => false,
+        }
+    }
+
+    /// Folds constants and facts about sizes and loop indices.
+    fn fold(&self, rhs: &Rhs) -> Option<Op> {
+        use crate::ir::BinOp as B;
+        let Rhs::Bin(op, a, b) = rhs else { return None };
+        match (op, a, b) {
+            (B::IGe, x, Op::Int(0)) if self.nonneg_op(x) => Some(Op::Bool(true)),
+            (B::ILt, Op::Var(i), n) if self.bounds.get(i) == Some(n) => Some(Op::Bool(true)),
+            (B::IGt, Op::Int(x), Op::Int(y)) => Some(Op::Bool(x > y)),
+            (B::IGe, Op::Int(x), Op::Int(y)) => Some(Op::Bool(x >= y)),
+            (B::ILt, Op::Int(x), Op::Int(y)) => Some(Op::Bool(x < y)),
+            (B::ILe, Op::Int(x), Op::Int(y)) => Some(Op::Bool(x <= y)),
+            (B::IEq, Op::Int(x), Op::Int(y)) => Some(Op::Bool(x == y)),
+            (B::IEq, x, y) if x == y => Some(Op::Bool(true)),
+            (B::And, Op::Bool(true), x) | (B::And, x, Op::Bool(true)) => Some(x.clone()),
+            (B::And, Op::Bool(false), _) | (B::And, _, Op::Bool(false)) => Some(Op::Bool(false)),
+            (B::IAddNoCheck, Op::Int(0), x) | (B::IAddNoCheck, x, Op::Int(0)) => Some(x.clone()),
+            (B::IMulNoCheck, Op::Int(1), x) | (B::IMulNoCheck, x, Op::Int(1)) => Some(x.clone()),
+            (B::IMulNoCheck, Op::Int(0), _) | (B::IMulNoCheck, _, Op::Int(0)) => Some(Op::Int(0)),
+            _ => None,
+        }
     }
 
     pub fn var(&mut self, ty: Type, name: Option<&str>, mutable: bool) -> VarId {
@@ -46,6 +93,13 @@ impl FnBuilder {
     }
 
     pub fn emit(&mut self, s: Stmt) {
+        if let Stmt::Check { cond, .. } = &s {
+            // A condition already checked here, or true, needs no check.
+            if *cond == Op::Bool(true) || self.checked.iter().any(|c| c.contains(cond)) {
+                return;
+            }
+            self.checked.last_mut().expect("an open block").insert(cond.clone());
+        }
         match &s {
             Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => {
                 self.written.insert(*a);
@@ -58,10 +112,12 @@ impl FnBuilder {
     pub fn push_block(&mut self) {
         self.blocks.push(Vec::new());
         self.cse.push(FxHashMap::default());
+        self.checked.push(FxHashSet::default());
     }
 
     pub fn pop_block(&mut self) -> Block {
         self.cse.pop();
+        self.checked.pop();
         self.blocks.pop().expect("an open block")
     }
 
@@ -93,6 +149,10 @@ impl FnBuilder {
                 return o.clone();
             }
         }
+        if let Some(o) = self.fold(&rhs) {
+            return o;
+        }
+        let nonneg = matches!(rhs, Rhs::Dim { .. });
         let share = self.shareable(&rhs);
         if share {
             for table in self.cse.iter().rev() {
@@ -102,6 +162,9 @@ impl FnBuilder {
             }
         }
         let v = self.var(ty, name, false);
+        if nonneg {
+            self.nonneg.insert(v);
+        }
         if share {
             self.cse.last_mut().expect("an open block").insert(rhs.clone(), v);
         }

@@ -449,6 +449,7 @@ impl<'a> Lowerer<'a> {
         for (k, d) in dims.iter().enumerate() {
             let name = if dims.len() == 1 { "i".to_string() } else { format!("i{k}") };
             let i = fb.var(Type::Integer, Some(&name), false);
+            fb.loop_index(i, d.clone());
             levels.push((i, d.clone()));
             fb.push_block();
             idx.push(Op::Var(i));

@@ -1,0 +1,260 @@
+//! The native backend (`ksc run` compiling through C, `ksc build`):
+//!
+//! - every example runs natively with exactly the interpreter's output;
+//! - every run-time failure of `tests/bad/run_*.ks` fails natively with
+//!   the interpreter's diagnostic, and a standalone executable reports the
+//!   same message and `file:line:col`;
+//! - the arena keeps a long loop's memory flat;
+//! - loop-IR snapshots (`tests/snapshots/*.loops`, re-blessed with
+//!   `KSC_BLESS=1`) show fusion, hoisting and in-place accumulation;
+//! - a library built with `--emit so` is callable from C through its header.
+//!
+//! Compiled programs are cached in a temporary directory shared by these tests.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{expect_file, ks_files, report, root};
+
+/// A cache directory for this test run.
+fn cache_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ksc-native-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn ksc(args: &[&str]) -> Output {
+    ksc_env(args, &[])
+}
+
+fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ksc"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .env("KSC_CACHE_DIR", cache_dir())
+        .envs(env.iter().copied())
+        .output()
+        .expect("cannot start ksc")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn examples_run_natively_with_the_interpreters_output() {
+    let files = ks_files("ksc-examples");
+    let mut failures = Vec::new();
+    for f in &files {
+        let path = f.to_str().unwrap();
+        let native = ksc(&["run", path]);
+        let interp = ksc(&["run", "--interp", path]);
+        let expected = std::fs::read_to_string(root().join(f.with_extension("expected"))).unwrap_or_default();
+        if !native.status.success() || !native.stderr.is_empty() {
+            failures.push(format!("{path}: native run failed ({}):\n{}", native.status, text(&native.stderr)));
+        } else if native.stdout != interp.stdout {
+            failures.push(format!(
+                "{path}: native and interpreted output differ:\n{}",
+                common::diff(&text(&interp.stdout), &text(&native.stdout))
+            ));
+        } else if text(&native.stdout) != expected {
+            failures.push(format!("{path}: output differs from its .expected file"));
+        }
+    }
+    report("examples run natively", failures, files.len());
+}
+
+#[test]
+fn runtime_errors_match_the_interpreter() {
+    let files: Vec<PathBuf> = ks_files("tests/bad")
+        .into_iter()
+        .filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("run_"))
+        .collect();
+    assert!(files.len() >= 5);
+    let out_dir = cache_dir().join("exe");
+    let mut failures = Vec::new();
+    for f in &files {
+        let path = f.to_str().unwrap();
+        let native = ksc(&["run", path]);
+        let interp = ksc(&["run", "--interp", path]);
+        if native.status.code() != Some(1) {
+            failures.push(format!("{path}: expected exit code 1, got {}", native.status));
+            continue;
+        }
+        if native.stderr != interp.stderr {
+            failures.push(format!(
+                "{path}: native diagnostic differs:\n{}",
+                common::diff(&text(&interp.stderr), &text(&native.stderr))
+            ));
+            continue;
+        }
+        // The same failure from a standalone executable.
+        let built = ksc(&["build", path, "--emit", "exe", "-o", out_dir.to_str().unwrap()]);
+        assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+        let exe = out_dir.join(f.file_stem().unwrap());
+        let run = Command::new(&exe).current_dir(root()).output().unwrap();
+        let stderr = text(&run.stderr);
+        let interp_err = text(&interp.stderr);
+        let message = interp_err.lines().next().unwrap_or_default();
+        // The interpreter's `┌─ file:line:col` line.
+        let location = interp_err.lines().nth(1).unwrap_or_default().trim_start_matches([' ', '┌', '─']).trim();
+        if run.status.code() != Some(1)
+            || !stderr.starts_with(message)
+            || !stderr.contains(&format!("--> {location}"))
+        {
+            failures.push(format!(
+                "{path}: the executable should fail with `{message}` at `{location}`, got {}:\n{stderr}",
+                run.status
+            ));
+        }
+    }
+    report("run-time failures", failures, files.len());
+}
+
+/// Runs a program built as an executable with arena statistics on, and
+/// returns (arena bytes at most, max resident set in KiB).
+fn memory_of(program: &str, name: &str) -> (u64, u64) {
+    let dir = cache_dir().join("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.ks"));
+    std::fs::write(&src, program).unwrap();
+    let built = ksc(&["build", src.to_str().unwrap(), "--emit", "exe", "-o", dir.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let run = Command::new(dir.join(name)).env("KSC_ARENA_STATS", "1").output().unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let stats = text(&run.stderr);
+    let field = |key: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {stats}"))
+    };
+    (field("ksc-arena-peak-bytes"), field("ksc-max-rss-kib"))
+}
+
+/// A loop whose iterations allocate a temporary vector (used twice, so it
+/// is not fused away) and a fold whose accumulator is a vector: both must
+/// run in constant memory.
+fn long_loops(n: usize) -> String {
+    format!(
+        "(def main Integer ()
+  (let ((n {n})
+        (temps (sumbuild n (lam (i : Integer)
+                 (let (v (build 1000 (lam (j : Integer) (to_float (add i j)))))
+                   (add (index 0 v) (index 999 v))))))
+        (acc (fold (lam (acc_x : Tuple (Vec Float) Float)
+                     (let ((acc x) acc_x)
+                       (build (size acc) (lam (j : Integer) (add (index j acc) x)))))
+                   (constVec 1000 0.0)
+                   (build n (lam (i : Integer) (to_float i))))))
+    (print temps \" \" (index 0 acc) \"\\n\")))"
+    )
+}
+
+#[test]
+fn memory_of_a_long_loop_stays_flat() {
+    let (arena_small, rss_small) = memory_of(&long_loops(2_000), "loops_small");
+    let (arena_large, rss_large) = memory_of(&long_loops(20_000), "loops_large");
+    // Without resetting, the large run would hold 20000 * 8 KB = 160 MB.
+    assert_eq!(arena_small, arena_large, "the arena grew with the number of iterations");
+    assert!(arena_large <= 4 << 20, "the arena holds {arena_large} bytes");
+    assert!(rss_large <= rss_small + 8 * 1024, "resident memory grew from {rss_small} KiB to {rss_large} KiB");
+}
+
+#[test]
+fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
+    let files = ks_files("tests/snapshots");
+    let out = cache_dir().join("loops");
+    let mut failures = Vec::new();
+    for f in &files {
+        let path = f.to_str().unwrap();
+        let built = ksc(&["build", path, "--emit", "loops", "-o", out.to_str().unwrap()]);
+        assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+        let stem = f.file_stem().unwrap().to_str().unwrap();
+        let loops = std::fs::read_to_string(out.join(format!("{stem}.loops"))).unwrap();
+        if let Some(m) = expect_file(&f.with_extension("loops"), &loops) {
+            failures.push(m);
+        }
+        // What each snapshot must show, independent of its exact text.
+        let check = |ok: bool, what: &str| if ok { None } else { Some(format!("{path}: {what}\n{loops}")) };
+        failures.extend(match stem {
+            "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
+            "index_build" => check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused"),
+            "hoist" => {
+                let log = loops.find(" log ").unwrap_or(usize::MAX);
+                let guarded = loops.find("(hoisted)").unwrap_or(usize::MAX);
+                let for_ = loops.find("for ").unwrap_or(0);
+                check(log < for_ && guarded < for_, "the invariant `log` and `index j w` were not hoisted")
+            }
+            "accumulate" => check(loops.contains("] += "), "the one-hot vectors were not accumulated in place"),
+            _ => None,
+        });
+    }
+    report("loop-IR snapshots", failures, files.len());
+}
+
+#[test]
+fn a_shared_library_is_callable_from_c() {
+    let dir = cache_dir().join("abi");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("vecops.ks");
+    std::fs::write(
+        &src,
+        "(def norm2 Float (v : Vec Float) (sum (build (size v) (lam (i : Integer) (mul (index i v) (index i v))))))\n\
+         (def [rev norm2] (Vec Float) ((v : Vec Float) (dr : Float))\n\
+           (build (size v) (lam (i : Integer) (mul (mul 2.0 dr) (index i v)))))\n",
+    )
+    .unwrap();
+    let built = ksc(&["build", src.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let header = std::fs::read_to_string(dir.join("vecops.h")).unwrap();
+    assert!(header.contains("double norm2(ks_arena *A, ks_T1f v)"), "{header}");
+    assert!(header.contains("ks_T1f rev$norm2(ks_arena *A, ks_T1f v, double dr)"), "{header}");
+    let driver = dir.join("driver.c");
+    std::fs::write(
+        &driver,
+        "#include <stdio.h>\n#include \"vecops.h\"\n\
+         int main(void) {\n\
+           double xs[3] = {1.0, 2.0, 3.0};\n\
+           ks_T1f v = {3, xs};\n\
+           ks_arena *A = ks_arena_new();\n\
+           ks_T1f g = rev$norm2(A, v, 0.5);\n\
+           printf(\"%g %g %g %g\\n\", norm2(A, v), g.data[0], g.data[1], g.data[2]);\n\
+           ks_arena_free(A);\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = dir.join("driver");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&driver)
+        .arg(format!("-I{}", dir.display()))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(["-lvecops", "-lm"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new(&exe).output().unwrap();
+    assert_eq!(text(&out.stdout), "14 1 2 3\n");
+}
+
+#[test]
+fn missing_c_compiler_is_reported() {
+    let dir = cache_dir().join("nocc");
+    let out = ksc_env(
+        &["run", "ksc-examples/section18_minimal.ks"],
+        &[("CC", "/nonexistent/cc"), ("KSC_CACHE_DIR", dir.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("no C compiler found") && err.contains("--interp"), "{err}");
+    let _ = Path::new(&dir);
+}
