@@ -4,6 +4,7 @@
 //! 1 the program has errors (compile-time or run-time), 2 usage errors and
 //! unreadable files.
 
+mod deriv;
 mod laws;
 mod native;
 mod render;
@@ -66,6 +67,28 @@ enum Command {
     /// Also checks that every transpose is an adjoint. Prints one row per law
     /// and, for a failure, its shrunk counterexample; exits 1 if any fails.
     Laws(laws::LawsArgs),
+    /// Print the full Jacobian `[D f]` of a function as linear-map combinators.
+    ///
+    /// FUNC is a function defined in FILE (its base name, or its full name
+    /// such as `[f (Tuple Float Float)]` if it is overloaded). The Jacobian
+    /// is printed as `.ks` in A-normal form: one `let` per intermediate map.
+    Jacobian {
+        /// The .ks file.
+        file: PathBuf,
+        /// The function.
+        func: String,
+    },
+    /// Print a derived function (`[fwd f]` or `[rev f]`) as `.ks`, with the
+    /// derivatives of the functions it calls.
+    Deriv {
+        /// The .ks file.
+        file: PathBuf,
+        /// The function.
+        func: String,
+        /// Which derivative.
+        #[arg(long, value_enum, default_value = "rev")]
+        mode: deriv::Mode,
+    },
     /// Compile a file to C and write the artefacts.
     ///
     /// `--emit c` writes NAME.c (with the runtime included) and NAME.h, the
@@ -103,6 +126,8 @@ fn main() -> ExitCode {
         Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
         Command::Laws(args) => laws::run(&args),
+        Command::Jacobian { file, func } => deriv::jacobian(&file, &func),
+        Command::Deriv { file, func, mode } => deriv::deriv(&file, &func, mode),
     }
 }
 
@@ -122,7 +147,10 @@ fn read(path: &Path) -> Result<String, ExitCode> {
 /// if it has no errors.
 fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
     let text = read(path)?;
-    let analysis = ksc_types::analyze(&text);
+    let mut analysis = ksc_types::analyze(&text);
+    if !analysis.has_errors() {
+        derive(&mut analysis);
+    }
     let sources = Sources::new(&path.display().to_string(), &text);
     sources.emit(&analysis.diagnostics);
     if let Some(summary) = error_summary(&analysis.diagnostics) {
@@ -130,6 +158,29 @@ fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
         return Err(ExitCode::from(FAILURE));
     }
     Ok((analysis, sources))
+}
+
+/// Generates the derivatives the program's `gdef`s ask for (and those of
+/// their callees), reporting what cannot be derived at its `gdef`.
+fn derive(analysis: &mut Analysis) {
+    let requests = analysis.gdef_requests();
+    if requests.is_empty() {
+        return;
+    }
+    let names: Vec<ksc_ir::FunName> = requests.iter().map(|(n, _)| n.clone()).collect();
+    let derived = ksc_ad::derive_requested(&analysis.defs(), &names);
+    for (name, e) in derived.errors {
+        let at = requests.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).unwrap_or_default();
+        let mut d = Diagnostic::error(FileRef::Source, at, format!("cannot derive `{}`: {}", name.short(), e.message));
+        if let (Some(x), Some((inner_d, inner))) = (e.at, name.inner()) {
+            let _ = inner_d;
+            if let Some((file, span)) = analysis.locate(&inner, x) {
+                d.label(file, span, "this cannot be differentiated");
+            }
+        }
+        analysis.diagnostics.push(d);
+    }
+    analysis.derived = derived.defs;
 }
 
 fn check(path: &Path) -> ExitCode {

@@ -325,15 +325,6 @@ impl<'a> Checker<'a> {
                 .label(target.origin.file, target.origin.span, "declared here");
             return;
         }
-        // Until ksc-ad exists a gdef only brings signatures into scope.
-        self.diagnostics.push(
-            Diagnostic::warning(
-                self.file,
-                spans.decl,
-                format!("`[{} {}]` is checked but not generated", g.derivation.keyword(), g.fun.short()),
-            )
-            .with_note("automatic differentiation is not implemented yet: calling a derived function fails at run time"),
-        );
         for &d in gdef_registers(g.derivation) {
             let name = target.name.derived(d);
             if d == Derivation::D && self.table.get(&name).is_some() {

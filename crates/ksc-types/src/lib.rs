@@ -36,6 +36,9 @@ pub struct Analysis {
     pub source: CheckedFile,
     pub table: GlobalTable,
     pub diagnostics: Vec<Diagnostic>,
+    /// Definitions generated after checking (derivatives asked for by `gdef`s
+    /// and those of their callees), added by the compiler's later stages.
+    pub derived: Vec<Def>,
 }
 
 struct Prelude {
@@ -122,7 +125,7 @@ pub fn analyze(text: &str) -> Analysis {
     let prelude = prelude();
     let mut table = prelude.table.clone();
     let (source, diagnostics) = check_text(text, FileRef::Source, &mut table);
-    Analysis { prelude: &prelude.file, source, table, diagnostics }
+    Analysis { prelude: &prelude.file, source, table, diagnostics, derived: Vec::new() }
 }
 
 impl Analysis {
@@ -156,7 +159,22 @@ impl Analysis {
             })
             .collect();
         defs.sort_by_key(|(f, i, _)| (*f == FileRef::Source, *i));
-        defs.into_iter().map(|(_, _, d)| d).collect()
+        let mut defs: Vec<&Def> = defs.into_iter().map(|(_, _, d)| d).collect();
+        defs.extend(self.derived.iter());
+        defs
+    }
+
+    /// The functions the program's `gdef`s ask to derive, fully named.
+    pub fn gdef_requests(&self) -> Vec<(FunName, Span)> {
+        self.source
+            .decls
+            .iter()
+            .zip(&self.source.spans)
+            .filter_map(|(d, s)| match d {
+                Decl::Gdef(g) => Some((g.fun.derived(g.derivation), s.decl)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Where an expression of a function's body is in the source.

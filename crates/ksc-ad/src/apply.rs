@@ -1,0 +1,753 @@
+//! Forward and reverse derivatives from the full Jacobian
+//! (linear-maps-and-ad.md 5).
+//!
+//! `[fwd f] (x, dx)` applies `[D f](x)` to `dx` binding by binding: every
+//! Jacobian variable `g` (a map from the parameter's tangent space) is
+//! replaced, in place, by its tangent `g ⊙ dx`, computed once.
+//!
+//! `[rev f] (x, dr)` transposes the let-program of `[D f]`: the primal
+//! bindings run forwards, then the linear bindings are visited in reverse
+//! order, each adding its contribution to the cotangents of the variables it
+//! mentions (seed 004's linear factoring: every backpropagator runs once).
+//! Loops and conditionals are transposed in place (their primal bindings are
+//! recomputed inside the backward loop or branch, a constant factor).
+//!
+//! Jacobians of primitives are applied with the application laws of
+//! `ksc_linmap::LAWS`; `[D h](a) ⊙ x` becomes `[fwd h](a, x)` and
+//! `r ⊙ᴿ [D h](a)` becomes `[rev h](a, r)`, which are derived on demand.
+
+use rustc_hash::FxHashMap;
+
+use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
+use ksc_linmap::builder::{prim_call, Builder};
+
+use crate::derive::{AdError, Witnesses, R};
+
+fn has_lm(t: &Type) -> bool {
+    match t {
+        Type::LM(..) => true,
+        Type::Tuple(ts) => ts.iter().any(has_lm),
+        Type::Tensor(_, e) | Type::Lam(_, e) => has_lm(e),
+        _ => false,
+    }
+}
+
+fn is_lm(t: &Type) -> bool {
+    matches!(t, Type::LM(..))
+}
+
+fn internal<T>(what: impl Into<String>) -> R<T> {
+    Err(AdError { message: format!("internal error in automatic differentiation: {}", what.into()), at: None })
+}
+
+/// Copies the expression `e` of `src` into the builder's body.
+pub fn import(b: &mut Builder, src: &Body, e: ExprId) -> ExprId {
+    let ty = src.ty(e).clone();
+    let node = match src.exprs[e].clone() {
+        Expr::Call(c, a) => Expr::Call(c, import(b, src, a)),
+        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| import(b, src, x)).collect()),
+        Expr::Let(p, r, x) => Expr::Let(p, import(b, src, r), import(b, src, x)),
+        Expr::If(c, t, f) => Expr::If(import(b, src, c), import(b, src, t), import(b, src, f)),
+        Expr::Assert(c, x) => Expr::Assert(import(b, src, c), import(b, src, x)),
+        Expr::Lam(v, t, x) => Expr::Lam(v, t, import(b, src, x)),
+        n @ (Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_)) => n,
+    };
+    b.body.alloc_typed(node, ty)
+}
+
+/// Rewrites every `lmApply` / `lmApplyR` in the tree at `e` with the
+/// application laws until none applies; calls of `[D h]` become calls of
+/// `[fwd h]` / `[rev h]` (recorded in `demands`).
+pub fn push_applications(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -> ExprId {
+    if let Some(r) = rewrite_application(b, e, demands) {
+        return push_applications(b, r, demands);
+    }
+    let ty = b.ty(e);
+    let node = b.expr(e).clone();
+    let node = match node {
+        Expr::Call(c, a) => Expr::Call(c, push_applications(b, a, demands)),
+        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| push_applications(b, x, demands)).collect()),
+        Expr::Let(p, r, x) => {
+            let r = push_applications(b, r, demands);
+            Expr::Let(p, r, push_applications(b, x, demands))
+        }
+        Expr::If(c, t, f) => {
+            let c = push_applications(b, c, demands);
+            let t = push_applications(b, t, demands);
+            Expr::If(c, t, push_applications(b, f, demands))
+        }
+        Expr::Assert(c, x) => {
+            let c = push_applications(b, c, demands);
+            Expr::Assert(c, push_applications(b, x, demands))
+        }
+        Expr::Lam(v, t, x) => Expr::Lam(v, t, push_applications(b, x, demands)),
+        Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => return e,
+    };
+    b.body.alloc_typed(node, ty)
+}
+
+/// One step at `e`, if `e` is an application that can move.
+fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -> Option<ExprId> {
+    let (p, args) = prim_call(b.body, e)?;
+    let (map, other, fwd) = match p {
+        Prim::LmApply => (args[0], args[1], true),
+        Prim::LmApplyR => (args[1], args[0], false),
+        _ => return None,
+    };
+    // Through binding forms: (let x = r in m) ⊙ dx = let x = r in (m ⊙ dx).
+    match b.expr(map).clone() {
+        Expr::Let(pat, r, m) => {
+            let inner = if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
+            let ty = b.ty(inner);
+            return Some(b.body.alloc_typed(Expr::Let(pat, r, inner), ty));
+        }
+        Expr::If(c, m1, m2) => {
+            let o2 = b.copy(other);
+            let (a1, a2) = if fwd {
+                (b.prim(Prim::LmApply, vec![m1, other]), b.prim(Prim::LmApply, vec![m2, o2]))
+            } else {
+                (b.prim(Prim::LmApplyR, vec![other, m1]), b.prim(Prim::LmApplyR, vec![o2, m2]))
+            };
+            let ty = b.ty(a1);
+            return Some(b.body.alloc_typed(Expr::If(c, a1, a2), ty));
+        }
+        Expr::Assert(c, m) => {
+            let inner = if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
+            let ty = b.ty(inner);
+            return Some(b.body.alloc_typed(Expr::Assert(c, inner), ty));
+        }
+        Expr::Call(Callee::Fun(name), a) if name.derivs.first() == Some(&Derivation::D) => {
+            let inner = FunName { derivs: name.derivs[1..].to_vec(), base: name.base.clone(), base_ty: name.base_ty.clone() };
+            let d = if fwd { Derivation::Fwd } else { Derivation::Rev };
+            let target = inner.derived(d);
+            demands.push(target.clone());
+            let ret = b.ty(e);
+            return Some(b.call(target, vec![a, other], ret));
+        }
+        _ => {}
+    }
+    let group = if fwd { "application" } else { "reverse application" };
+    ksc_linmap::LAWS.iter().filter(|l| l.group.starts_with(group)).find_map(|l| (l.rewrite)(b, e))
+}
+
+/// The names a let-chain binds at its top level, with their right sides,
+/// and its final expression.
+fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
+    let mut out = Vec::new();
+    while let Expr::Let(p, r, x) = &body.exprs[e] {
+        out.push((p.clone(), *r));
+        e = *x;
+    }
+    (out, e)
+}
+
+fn wrap(b: &mut Builder, block: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId {
+    block.into_iter().rev().fold(result, |acc, (p, r)| {
+        let ty = b.ty(acc);
+        b.body.alloc_typed(Expr::Let(p, r, acc), ty)
+    })
+}
+
+/// Binds the function's parameters from the single argument `arg`.
+fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inner: ExprId) -> ExprId {
+    let a = b.var(arg, arg_ty.clone());
+    let pat = if params.len() == 1 {
+        Pat::Var(params[0].name.clone())
+    } else {
+        Pat::Tuple(params.iter().map(|p| p.name.clone()).collect())
+    };
+    let ty = b.ty(inner);
+    b.body.alloc_typed(Expr::Let(pat, a, inner), ty)
+}
+
+// ---------------------------------------------------------------------------
+// Forward mode.
+
+/// `[fwd f]` from `[D f]`.
+pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>) -> R<Def> {
+    let s_ty = f.arg_ty();
+    let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", s_ty), at: None })?;
+    let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
+    let mut body = Body::new();
+    let mut fresh = 1000u32;
+    let mut b = Builder::new(&mut body, &mut fresh);
+    let mut fw = Fwd { src: &d.body, dx: ("ksc$dx".to_string(), ds_ty.clone()), s_ty: s_ty.clone(), demands };
+    let inner = fw.t(&mut b, d.root)?;
+    let inner = push_applications(&mut b, inner, fw.demands);
+    let root = bind_params(&mut b, &f.params, "ksc$x", &s_ty, inner);
+    if b.ty(root) != dt_ty {
+        return internal(format!("[fwd {}] has type {} instead of {}", f.name, b.ty(root), dt_ty));
+    }
+    Ok(Def {
+        name: f.name.derived(Derivation::Fwd),
+        params: vec![Param { name: "ksc$x".into(), ty: s_ty }, Param { name: "ksc$dx".into(), ty: ds_ty }],
+        ret_ty: dt_ty,
+        body,
+        root,
+    })
+}
+
+struct Fwd<'s, 'd> {
+    src: &'s Body,
+    dx: (String, Type),
+    s_ty: Type,
+    demands: &'d mut Vec<FunName>,
+}
+
+impl Fwd<'_, '_> {
+    /// The expression with every map from S replaced by its tangent.
+    fn t(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
+        let ty = self.src.ty(e).clone();
+        if !has_lm(&ty) {
+            return Ok(import(b, self.src, e));
+        }
+        if is_lm(&ty) {
+            return self.apply_s(b, e);
+        }
+        let node = match self.src.exprs[e].clone() {
+            Expr::Let(p, r, x) => {
+                let r = self.t(b, r)?;
+                let x = self.t(b, x)?;
+                let ty = b.ty(x);
+                return Ok(b.body.alloc_typed(Expr::Let(p, r, x), ty));
+            }
+            Expr::Tuple(es) => {
+                let es = es.into_iter().map(|x| self.t(b, x)).collect::<R<Vec<_>>>()?;
+                return Ok(b.tuple(es));
+            }
+            Expr::If(c, t, f) => {
+                let c = import(b, self.src, c);
+                let (t, f) = (self.t(b, t)?, self.t(b, f)?);
+                let ty = b.ty(t);
+                return Ok(b.body.alloc_typed(Expr::If(c, t, f), ty));
+            }
+            Expr::Assert(c, x) => {
+                let c = import(b, self.src, c);
+                let x = self.t(b, x)?;
+                let ty = b.ty(x);
+                return Ok(b.body.alloc_typed(Expr::Assert(c, x), ty));
+            }
+            Expr::Lam(v, vt, x) => {
+                let x = self.t(b, x)?;
+                return Ok(b.lam(&v, vt, x));
+            }
+            Expr::Var(v) => {
+                let t = tangent_of_mixed(&ty)?;
+                return Ok(b.var(&v, t));
+            }
+            Expr::Call(Callee::Prim(p), a) if !p.is_linear_map() => {
+                let args = call_args(self.src, p, a);
+                let args = args.into_iter().map(|x| self.t(b, x)).collect::<R<Vec<_>>>()?;
+                return Ok(b.prim(p, args));
+            }
+            n => n,
+        };
+        internal(format!("cannot apply {node:?} of type {ty}"))
+    }
+
+    /// `m ⊙ dx` for a map `m` from the parameter's tangent space.
+    fn apply_s(&mut self, b: &mut Builder, m: ExprId) -> R<ExprId> {
+        let ty = self.src.ty(m).clone();
+        match self.src.exprs[m].clone() {
+            Expr::Var(g) => {
+                let t = tangent_of_mixed(&ty)?;
+                return Ok(b.var(&g, t));
+            }
+            Expr::Let(..) | Expr::If(..) | Expr::Assert(..) => return self.t_structural(b, m),
+            _ => {}
+        }
+        let Some((p, args)) = prim_call(self.src, m) else {
+            return self.apply_j(b, m, None);
+        };
+        if !p.is_linear_map() {
+            // A projection out of a (value, map) pair or a vector of maps,
+            // which have been replaced by tangents in place.
+            let args = args.into_iter().map(|x| self.t(b, x)).collect::<R<Vec<_>>>()?;
+            return Ok(b.prim(p, args));
+        }
+        Ok(match p {
+            Prim::LmCompose => {
+                let x = self.apply_s(b, args[1])?;
+                self.apply_j(b, args[0], Some(x))?
+            }
+            Prim::LmVCat => {
+                let parts = args.into_iter().map(|a| self.apply_s(b, a)).collect::<R<Vec<_>>>()?;
+                b.tuple(parts)
+            }
+            Prim::LmAdd => {
+                let (x, y) = (self.apply_s(b, args[0])?, self.apply_s(b, args[1])?);
+                b.prim(Prim::TsAdd, vec![x, y])
+            }
+            Prim::LmZero => {
+                let t = import(b, self.src, args[1]);
+                b.zero_tangent(t)
+            }
+            // The parameter's own map and its selections.
+            Prim::LmOne if self.src.ty(args[0]) == &self.s_ty => b.var(&self.dx.0, self.dx.1.clone()),
+            Prim::LmGet { index, arity } if self.src.ty(args[0]) == &self.s_ty => {
+                let dx = b.var(&self.dx.0, self.dx.1.clone());
+                b.prim(Prim::Get { index, arity }, vec![dx])
+            }
+            // V(s, build n (λi. m_i)) ⊙ dx = the vector of the tangents.
+            Prim::LmVCatV if prim_call(self.src, args[1]).is_some_and(|(q, _)| q == Prim::Build) => {
+                self.t(b, args[1])?
+            }
+            _ => self.apply_j(b, m, None)?,
+        })
+    }
+
+    fn t_structural(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
+        let ty = self.src.ty(e).clone();
+        match self.src.exprs[e].clone() {
+            Expr::Let(p, r, x) => {
+                let r = self.t(b, r)?;
+                let x = self.apply_s(b, x)?;
+                let ty = b.ty(x);
+                Ok(b.body.alloc_typed(Expr::Let(p, r, x), ty))
+            }
+            Expr::If(c, t, f) => {
+                let c = import(b, self.src, c);
+                let (t, f) = (self.apply_s(b, t)?, self.apply_s(b, f)?);
+                let ty = b.ty(t);
+                Ok(b.body.alloc_typed(Expr::If(c, t, f), ty))
+            }
+            Expr::Assert(c, x) => {
+                let c = import(b, self.src, c);
+                let x = self.apply_s(b, x)?;
+                let ty = b.ty(x);
+                Ok(b.body.alloc_typed(Expr::Assert(c, x), ty))
+            }
+            _ => internal(format!("not a binding form: {ty}")),
+        }
+    }
+
+    /// `J ⊙ x` for a map `J` that is not from S (a Jacobian of a call); with
+    /// `x` None, J goes from S and is applied to dx.
+    fn apply_j(&mut self, b: &mut Builder, j: ExprId, x: Option<ExprId>) -> R<ExprId> {
+        let jj = import(b, self.src, j);
+        let x = match x {
+            Some(x) => x,
+            None => b.var(&self.dx.0, self.dx.1.clone()),
+        };
+        let app = b.prim(Prim::LmApply, vec![jj, x]);
+        Ok(push_applications(b, app, self.demands))
+    }
+}
+
+/// The type with every `LM S T` replaced by `dT`.
+fn tangent_of_mixed(t: &Type) -> R<Type> {
+    Ok(match t {
+        Type::LM(_, t) => match t.tangent() {
+            Some(x) => x,
+            None => return internal(format!("map into `{t}`")),
+        },
+        Type::Tuple(ts) => Type::Tuple(ts.iter().map(tangent_of_mixed).collect::<R<_>>()?),
+        Type::Tensor(n, e) => Type::Tensor(*n, Box::new(tangent_of_mixed(e)?)),
+        t => t.clone(),
+    })
+}
+
+fn call_args(body: &Body, p: Prim, arg: ExprId) -> Vec<ExprId> {
+    match (p.arity(), &body.exprs[arg]) {
+        (None, _) => body.call_args(arg),
+        (Some(k), Expr::Tuple(es)) if k >= 2 && es.len() == k => es.clone(),
+        _ => vec![arg],
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reverse mode.
+
+/// `[rev f]` from `[D f]`.
+pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>) -> R<Def> {
+    let s_ty = f.arg_ty();
+    let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{s_ty}` has no tangent"), at: None })?;
+    let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
+    let mut body = Body::new();
+    let mut fresh = 1000u32;
+    let mut b = Builder::new(&mut body, &mut fresh);
+    let mut rv = Rev {
+        src: &d.body,
+        witnesses,
+        demands,
+        s_ty: s_ty.clone(),
+        params: f.params.clone(),
+        contribs: FxHashMap::default(),
+        param_contribs: vec![Vec::new(); f.params.len().max(1)],
+        mixed: FxHashMap::default(),
+        block: Vec::new(),
+    };
+    let (bindings, result) = let_chain(&d.body, d.root);
+    let Expr::Var(g_res) = d.body.exprs[result].clone() else {
+        return internal("[D f] does not end in a map variable");
+    };
+    let dr = ("ksc$dr".to_string(), dt_ty.clone());
+    rv.contribs.entry(g_res).or_default().push(dr.clone());
+    rv.transpose_block(&mut b, &bindings)?;
+    // The cotangent of the argument.
+    let result = if f.params.len() == 1 {
+        let p = f.params[0].clone();
+        let c = std::mem::take(&mut rv.param_contribs[0]);
+        rv.sum_or_zero(&mut b, c, |b| {
+            let w = b.var(&p.name, p.ty.clone());
+            b.zero_tangent(w)
+        })
+    } else {
+        let parts: Vec<ExprId> = (0..f.params.len())
+            .map(|i| {
+                let p = f.params[i].clone();
+                let c = std::mem::take(&mut rv.param_contribs[i]);
+                rv.sum_or_zero(&mut b, c, |b| {
+                    let w = b.var(&p.name, p.ty.clone());
+                    b.zero_tangent(w)
+                })
+            })
+            .collect();
+        b.tuple(parts)
+    };
+    let block = std::mem::take(&mut rv.block);
+    let inner = wrap(&mut b, block, result);
+    let root = bind_params(&mut b, &f.params, "ksc$x", &s_ty, inner);
+    if b.ty(root) != ds_ty {
+        return internal(format!("[rev {}] has type {} instead of {}", f.name, b.ty(root), ds_ty));
+    }
+    Ok(Def {
+        name: f.name.derived(Derivation::Rev),
+        params: vec![Param { name: "ksc$x".into(), ty: s_ty }, Param { name: "ksc$dr".into(), ty: dt_ty }],
+        ret_ty: ds_ty,
+        body,
+        root,
+    })
+}
+
+struct Rev<'s, 'd> {
+    src: &'s Body,
+    witnesses: &'s Witnesses,
+    demands: &'d mut Vec<FunName>,
+    s_ty: Type,
+    params: Vec<Param>,
+    /// Cotangent contributions to each Jacobian variable, as variables.
+    contribs: FxHashMap<String, Vec<(String, Type)>>,
+    /// Contributions to each parameter (or to the whole argument, if one).
+    param_contribs: Vec<Vec<(String, Type)>>,
+    /// Bindings of mixed type (value and map pairs) in scope: name to source.
+    mixed: FxHashMap<String, ExprId>,
+    /// The output bindings of the current block.
+    block: Vec<(Pat, ExprId)>,
+}
+
+impl Rev<'_, '_> {
+    fn emit(&mut self, b: &mut Builder, hint: &str, e: ExprId) -> (String, Type) {
+        let name = b.fresh_name(hint);
+        let ty = b.ty(e);
+        self.block.push((Pat::Var(name.clone()), e));
+        (name, ty)
+    }
+
+    fn sum_or_zero(&mut self, b: &mut Builder, cs: Vec<(String, Type)>, zero: impl FnOnce(&mut Builder) -> ExprId) -> ExprId {
+        let mut it = cs.into_iter();
+        match it.next() {
+            None => zero(b),
+            Some((n, t)) => it.fold(b.var(&n, t), |acc, (n, t)| {
+                let v = b.var(&n, t);
+                b.prim(Prim::TsAdd, vec![acc, v])
+            }),
+        }
+    }
+
+    /// The primal part of a mixed expression: maps replaced by units.
+    fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
+        let ty = self.src.ty(e).clone();
+        if !has_lm(&ty) {
+            return import(b, self.src, e);
+        }
+        if is_lm(&ty) {
+            return b.tuple(Vec::new());
+        }
+        match self.src.exprs[e].clone() {
+            Expr::Let(p, r, x) => {
+                if is_lm(self.src.ty(r)) {
+                    return self.strip(b, x);
+                }
+                let r = self.strip(b, r);
+                let x = self.strip(b, x);
+                let ty = b.ty(x);
+                b.body.alloc_typed(Expr::Let(p, r, x), ty)
+            }
+            Expr::Tuple(es) => {
+                let es = es.into_iter().map(|x| self.strip(b, x)).collect();
+                b.tuple(es)
+            }
+            Expr::If(c, t, f) => {
+                let c = import(b, self.src, c);
+                let (t, f) = (self.strip(b, t), self.strip(b, f));
+                let ty = b.ty(t);
+                b.body.alloc_typed(Expr::If(c, t, f), ty)
+            }
+            Expr::Assert(c, x) => {
+                let c = import(b, self.src, c);
+                let x = self.strip(b, x);
+                let ty = b.ty(x);
+                b.body.alloc_typed(Expr::Assert(c, x), ty)
+            }
+            Expr::Call(Callee::Prim(p @ Prim::Get { .. }), a) => {
+                let a = self.strip(b, a);
+                b.prim(p, vec![a])
+            }
+            _ => b.tuple(Vec::new()),
+        }
+    }
+
+    /// Emits the primal bindings of a block forwards, then transposes its
+    /// linear bindings backwards.
+    fn transpose_block(&mut self, b: &mut Builder, bindings: &[(Pat, ExprId)]) -> R<()> {
+        let mut linear: Vec<(String, ExprId)> = Vec::new();
+        for (pat, rhs) in bindings {
+            let ty = self.src.ty(*rhs).clone();
+            if is_lm(&ty) {
+                let Pat::Var(g) = pat else { return internal("tuple pattern over a map") };
+                linear.push((g.clone(), *rhs));
+            } else if has_lm(&ty) {
+                let Pat::Var(p) = pat else { return internal("tuple pattern over a pair") };
+                self.mixed.insert(p.clone(), *rhs);
+                let e = self.strip(b, *rhs);
+                self.block.push((pat.clone(), e));
+            } else {
+                let e = import(b, self.src, *rhs);
+                self.block.push((pat.clone(), e));
+            }
+        }
+        for (g, rhs) in linear.into_iter().rev() {
+            let Some(cs) = self.contribs.remove(&g) else { continue };
+            let r = self.sum_or_zero(b, cs, |b| b.tuple(Vec::new()));
+            let r = self.emit(b, "r", r);
+            self.push_r(b, r, rhs)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the contributions of `r ⊙ᴿ m` for a map `m` from S.
+    fn push_r(&mut self, b: &mut Builder, r: (String, Type), m: ExprId) -> R<()> {
+        match self.src.exprs[m].clone() {
+            Expr::Var(g) => {
+                self.contribs.entry(g).or_default().push(r);
+                return Ok(());
+            }
+            Expr::Call(Callee::Prim(Prim::Get { index: 2, arity: 2 }), p) => {
+                if let Expr::Var(pn) = &self.src.exprs[p] {
+                    if let Some(&pair) = self.mixed.get(pn) {
+                        return self.push_r_pair(b, r, pair);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let Some((p, args)) = prim_call(self.src, m) else {
+            return internal(format!("cannot transpose {:?}", self.src.exprs[m]));
+        };
+        match p {
+            Prim::LmCompose => {
+                let rv = b.var(&r.0, r.1.clone());
+                let jj = import(b, self.src, args[0]);
+                let app = b.prim(Prim::LmApplyR, vec![rv, jj]);
+                let t = push_applications(b, app, self.demands);
+                let t = self.emit(b, "r", t);
+                self.push_r(b, t, args[1])
+            }
+            Prim::LmVCat => {
+                let n = args.len() as u32;
+                for (i, a) in args.into_iter().enumerate() {
+                    let rv = b.var(&r.0, r.1.clone());
+                    let ri = b.prim(Prim::Get { index: i as u32 + 1, arity: n }, vec![rv]);
+                    let ri = self.emit(b, "r", ri);
+                    self.push_r(b, ri, a)?;
+                }
+                Ok(())
+            }
+            Prim::LmAdd => {
+                self.push_r(b, r.clone(), args[0])?;
+                self.push_r(b, r, args[1])
+            }
+            Prim::LmZero => Ok(()),
+            Prim::LmOne if self.src.ty(args[0]) == &self.s_ty => {
+                // The whole argument: with several parameters, split it.
+                let n = self.params.len();
+                if n == 1 {
+                    self.param_contribs[0].push(r);
+                } else {
+                    for i in 0..n {
+                        let rv = b.var(&r.0, r.1.clone());
+                        let ri = b.prim(Prim::Get { index: i as u32 + 1, arity: n as u32 }, vec![rv]);
+                        let ri = self.emit(b, "r", ri);
+                        self.param_contribs[i].push(ri);
+                    }
+                }
+                Ok(())
+            }
+            Prim::LmGet { index, .. } if self.src.ty(args[0]) == &self.s_ty && self.params.len() > 1 => {
+                self.param_contribs[index as usize - 1].push(r);
+                Ok(())
+            }
+            Prim::LmVCatV => match prim_call(self.src, args[1]) {
+                Some((Prim::Build, bargs)) => self.push_r_loop(b, r, bargs[0], bargs[1]),
+                _ => internal("lmVCatV of something other than a build"),
+            },
+            _ => internal(format!("cannot transpose a `{p}` from the parameter")),
+        }
+    }
+
+    /// The Jacobian variables a map expression mentions that it does not bind.
+    fn free_maps(&self, e: ExprId, bound: &mut Vec<String>, out: &mut Vec<String>) {
+        match &self.src.exprs[e] {
+            Expr::Var(v) => {
+                if is_lm(self.src.ty(e)) && !bound.contains(v) && !out.contains(v) {
+                    out.push(v.clone());
+                }
+            }
+            Expr::Lit(_) | Expr::Dummy(_) => {}
+            Expr::Call(_, a) => self.free_maps(*a, bound, out),
+            Expr::Tuple(es) => es.iter().for_each(|&x| self.free_maps(x, bound, out)),
+            Expr::Let(p, r, x) => {
+                self.free_maps(*r, bound, out);
+                let depth = bound.len();
+                bound.extend(p.vars().iter().cloned());
+                self.free_maps(*x, bound, out);
+                bound.truncate(depth);
+            }
+            Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| self.free_maps(x, bound, out)),
+            Expr::Assert(c, x) => [c, x].iter().for_each(|&&y| self.free_maps(y, bound, out)),
+            Expr::Lam(v, _, x) => {
+                bound.push(v.clone());
+                self.free_maps(*x, bound, out);
+                bound.pop();
+            }
+        }
+    }
+
+    /// A zero cotangent for Jacobian variable `g` (or for the parameter).
+    fn zero_for(&self, b: &mut Builder, g: &str) -> R<ExprId> {
+        match self.witnesses.get(g) {
+            Some(w) => {
+                let w = w.build(b);
+                Ok(b.zero_tangent(w))
+            }
+            None => internal(format!("no shape known for `{g}`")),
+        }
+    }
+
+    /// Transposes a sub-block (a branch or a loop body) that ends in `(v, g)`
+    /// or in `g`, seeded with the cotangent `r` of its map; returns the tuple
+    /// of the contributions to the outer variables `outer`, in order.
+    fn sub_block(&mut self, b: &mut Builder, e: ExprId, r: (String, Type), outer: &[String], pair: bool) -> R<ExprId> {
+        let (bindings, result) = let_chain(self.src, e);
+        let g_local = if pair {
+            match self.src.exprs[result].clone() {
+                Expr::Tuple(es) if es.len() == 2 => es[1],
+                _ => return internal("a branch that does not end in a (value, map) pair"),
+            }
+        } else {
+            result
+        };
+        let saved_block = std::mem::take(&mut self.block);
+        let saved_contribs = std::mem::take(&mut self.contribs);
+        let n_params = self.param_contribs.len();
+        let saved_params = std::mem::replace(&mut self.param_contribs, vec![Vec::new(); n_params]);
+        // The seed: r flows into the block's result map.
+        let r2 = r;
+        match self.src.exprs[g_local].clone() {
+            Expr::Var(g) => {
+                self.contribs.entry(g).or_default().push(r2);
+            }
+            _ => return internal("a block whose map is not a variable"),
+        }
+        self.transpose_block(b, &bindings)?;
+        // Contributions to outer variables, and to the parameter.
+        let mut parts = Vec::new();
+        for g in outer {
+            let cs = self.contribs.remove(g).unwrap_or_default();
+            let z = if cs.is_empty() { Some(self.zero_for(b, g)?) } else { None };
+            let e = self.sum_or_zero(b, cs, |_| z.unwrap());
+            parts.push(e);
+        }
+        let params = std::mem::replace(&mut self.param_contribs, saved_params);
+        let inner_block = std::mem::replace(&mut self.block, saved_block);
+        self.contribs = saved_contribs;
+        if params.iter().any(|p| !p.is_empty()) {
+            return internal("a map of the parameter inside a block");
+        }
+        let t = b.tuple(parts);
+        Ok(wrap(b, inner_block, t))
+    }
+
+    fn outer_maps(&self, e: ExprId) -> Vec<String> {
+        let mut out = Vec::new();
+        self.free_maps(e, &mut Vec::new(), &mut out);
+        out
+    }
+
+    fn scatter(&mut self, b: &mut Builder, result: ExprId, outer: &[String]) {
+        let res = self.emit(b, "c", result);
+        let n = outer.len() as u32;
+        for (i, g) in outer.iter().enumerate() {
+            let rv = b.var(&res.0, res.1.clone());
+            let c = b.prim(Prim::Get { index: i as u32 + 1, arity: n }, vec![rv]);
+            let c = self.emit(b, "r", c);
+            self.contribs.entry(g.clone()).or_default().push(c);
+        }
+    }
+
+    /// The map component of a (value, map) pair bound by `if` or `assert`.
+    fn push_r_pair(&mut self, b: &mut Builder, r: (String, Type), pair: ExprId) -> R<()> {
+        let outer = self.outer_maps(pair);
+        let result = match self.src.exprs[pair].clone() {
+            Expr::If(c, t, f) => {
+                let c = import(b, self.src, c);
+                let (t, f) = (self.sub_block(b, t, r.clone(), &outer, true)?, self.sub_block(b, f, r, &outer, true)?);
+                let ty = b.ty(t);
+                b.body.alloc_typed(Expr::If(c, t, f), ty)
+            }
+            Expr::Assert(_, x) => self.sub_block(b, x, r, &outer, true)?,
+            _ => return internal("a pair that is not an `if` or `assert`"),
+        };
+        self.scatter(b, result, &outer);
+        Ok(())
+    }
+
+    /// `r ⊙ᴿ V(s, build n (λi. m_i))`: the sum over i of the transposed
+    /// bodies, each seeded with `r[i]`.
+    fn push_r_loop(&mut self, b: &mut Builder, r: (String, Type), n: ExprId, lam: ExprId) -> R<()> {
+        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else { return internal("a build without a lambda") };
+        if ity != Type::Integer {
+            return internal("the reverse derivative of a build of rank > 1 is not implemented yet");
+        }
+        let outer = self.outer_maps(lam);
+        if outer.is_empty() {
+            return Ok(());
+        }
+        let n1 = import(b, self.src, n);
+        let nv = self.emit(b, "n", n1);
+        // Each iteration's cotangent: r[i].
+        let iv = b.var(&i, ity.clone());
+        let rv = b.var(&r.0, r.1.clone());
+        let ri = b.prim(Prim::Index, vec![iv, rv]);
+        let ri_name = b.fresh_name("ri");
+        let elem_ty = b.ty(ri);
+        let inner = self.sub_block(b, body, (ri_name.clone(), elem_ty), &outer, false)?;
+        let inner = {
+            let ty = b.ty(inner);
+            b.body.alloc_typed(Expr::Let(Pat::Var(ri_name), ri, inner), ty)
+        };
+        let lam2 = b.lam(&i, ity, inner);
+        let n2 = b.var(&nv.0, nv.1.clone());
+        let sum = b.prim(Prim::Sumbuild, vec![n2, lam2]);
+        // An empty loop contributes zeros.
+        let zeros = outer.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
+        let zeros = b.tuple(zeros);
+        let (n3, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
+        let empty = b.prim(Prim::Eq, vec![n3, z]);
+        let ty = b.ty(sum);
+        let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
+        self.scatter(b, result, &outer);
+        Ok(())
+    }
+}

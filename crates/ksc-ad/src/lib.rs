@@ -1,0 +1,122 @@
+//! Automatic differentiation through full Jacobians: `[D f]`
+//! ([`derive::jacobian_def`]), then `[fwd f]` and `[rev f]` from it
+//! ([`apply`]). [`derive_requested`] derives what a program's `gdef`s ask
+//! for, and the derivatives of callees on demand.
+
+pub mod apply;
+pub mod derive;
+pub mod jacobians;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use ksc_ir::{Def, Derivation, FunName};
+
+pub use derive::AdError;
+
+/// The derived definitions, and the errors of those that could not be derived.
+#[derive(Debug, Default)]
+pub struct Derived {
+    /// `[fwd f]`, `[rev f]` and the `[D f]` they came from, in order of derivation.
+    pub defs: Vec<Def>,
+    pub errors: Vec<(FunName, AdError)>,
+}
+
+/// Derives every requested function (`[fwd f]` or `[rev f]` with `f` fully
+/// named), and, on demand, the derivatives of the functions they call.
+/// `existing` are the definitions of the program (prelude included); a
+/// derivative defined there by hand is used, not derived.
+pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
+    let mut by_name: FxHashMap<FunName, Def> = FxHashMap::default();
+    let known: FxHashSet<FunName> = existing.iter().map(|d| d.name.clone()).collect();
+    let mut out = Derived::default();
+    let mut jacobians: FxHashMap<FunName, (Def, derive::Witnesses)> = FxHashMap::default();
+    let mut work: Vec<FunName> = requests.to_vec();
+    let mut failed: FxHashSet<FunName> = FxHashSet::default();
+    while let Some(name) = work.pop() {
+        if known.contains(&name) || by_name.contains_key(&name) || failed.contains(&name) {
+            continue;
+        }
+        let Some((d, inner)) = name.inner() else { continue };
+        if !matches!(d, Derivation::Fwd | Derivation::Rev) {
+            out.errors.push((
+                name.clone(),
+                AdError { message: format!("`gdef {}` is not implemented yet", d.keyword()), at: None },
+            ));
+            failed.insert(name);
+            continue;
+        }
+        let f: Def = match existing.iter().find(|d| d.name == inner) {
+            Some(f) => (*f).clone(),
+            None => match by_name.get(&inner) {
+                Some(f) => f.clone(),
+                None if inner.derivs.is_empty() || failed.contains(&inner) => {
+                    out.errors.push((
+                        name.clone(),
+                        AdError { message: format!("`{inner}` has no definition to differentiate"), at: None },
+                    ));
+                    failed.insert(name);
+                    continue;
+                }
+                None => {
+                    // Derive the inner function first, then come back.
+                    work.push(name);
+                    work.push(inner);
+                    continue;
+                }
+            },
+        };
+        let has_body = |n: &FunName| {
+            known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
+        };
+        if !jacobians.contains_key(&inner) {
+            match derive::jacobian_def(&f, &has_body) {
+                Ok(j) => {
+                    jacobians.insert(inner.clone(), j);
+                }
+                Err(e) => {
+                    out.errors.push((name.clone(), e));
+                    failed.insert(name);
+                    continue;
+                }
+            }
+        }
+        let (jd, witnesses) = &jacobians[&inner];
+        let mut demands = Vec::new();
+        let result = match d {
+            Derivation::Fwd => apply::fwd_def(&f, jd, &mut demands),
+            _ => apply::rev_def(&f, jd, witnesses, &mut demands),
+        };
+        match result {
+            Ok(def) => {
+                by_name.insert(name.clone(), def.clone());
+                out.defs.push(def);
+                work.extend(demands);
+            }
+            Err(e) => {
+                out.errors.push((name.clone(), e));
+                failed.insert(name);
+            }
+        }
+    }
+    // Keep the Jacobians too (for printing), after the derived functions.
+    let mut js: Vec<Def> = jacobians.into_values().map(|(d, _)| d).collect();
+    js.sort_by_key(|d| d.name.to_string());
+    out.defs.extend(js);
+    out
+}
+
+/// Can `[fwd h]` / `[rev h]` / `[D h]` style names be derived (the base has
+/// a body)?
+fn derivable(n: &FunName, known: &FxHashSet<FunName>) -> bool {
+    match n.inner() {
+        Some((Derivation::Fwd | Derivation::Rev, inner)) => known.contains(&inner) || derivable(&inner, known),
+        _ => false,
+    }
+}
+
+/// Derives `[D f]` alone (for printing Jacobians).
+pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
+    let known: FxHashSet<FunName> = existing.iter().map(|d| d.name.clone()).collect();
+    let has_body = |n: &FunName| known.contains(n) || derivable(n, &known);
+    derive::jacobian_def(f, &has_body).map(|(d, _)| d)
+}

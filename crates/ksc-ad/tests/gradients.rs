@@ -1,0 +1,150 @@
+//! Every `gdef rev` in `ksc-examples/ad/*.ks` is checked numerically at
+//! random points: `[fwd f]` against central finite differences of `f`, and
+//! `[rev f]` against `[fwd f]` by the dot-product test
+//! `<dr, J dx> = <J^T dr, dx>`. A point for `f` can be given as
+//! `(def f$at S () ...)`; otherwise vectors have 3 elements and Integers are 2.
+
+use std::path::PathBuf;
+
+use ksc_eval::{Interpreter, Tensor, Value};
+use ksc_ir::{Decl, Derivation, FunName, Type};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+}
+
+fn random_value(t: &Type, rng: &mut Rng) -> Value {
+    match t {
+        Type::Float => Value::Float(0.3 + rng.next()),
+        Type::Integer => Value::Integer(2),
+        Type::Bool => Value::Bool(true),
+        Type::Tuple(ts) => Value::Tuple(ts.iter().map(|t| random_value(t, rng)).collect()),
+        Type::Tensor(n, e) => {
+            let shape = vec![3; *n];
+            let data = (0..3usize.pow(*n as u32)).map(|_| random_value(e, rng)).collect();
+            Value::Tensor(std::rc::Rc::new(Tensor { shape, data }))
+        }
+        t => panic!("no random values of type {t}"),
+    }
+}
+
+/// A tangent shaped like `x` with random Floats.
+fn random_tangent(x: &Value, rng: &mut Rng) -> Value {
+    match x {
+        Value::Float(_) => Value::Float(rng.next()),
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| random_tangent(v, rng)).collect()),
+        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(|v| random_tangent(v, rng)).collect(),
+        })),
+        _ => Value::unit(),
+    }
+}
+
+/// `x + h * dx` on the Float leaves.
+fn perturb(x: &Value, dx: &Value, h: f64) -> Value {
+    match (x, dx) {
+        (Value::Float(a), Value::Float(d)) => Value::Float(a + h * d),
+        (Value::Tuple(xs), Value::Tuple(ds)) if xs.len() == ds.len() => {
+            Value::Tuple(xs.iter().zip(ds.iter()).map(|(a, d)| perturb(a, d, h)).collect())
+        }
+        (Value::Tensor(xt), Value::Tensor(dt)) => Value::Tensor(std::rc::Rc::new(Tensor {
+            shape: xt.shape.clone(),
+            data: xt.data.iter().zip(&dt.data).map(|(a, d)| perturb(a, d, h)).collect(),
+        })),
+        (x, _) => x.clone(),
+    }
+}
+
+fn flat(v: &Value) -> Vec<f64> {
+    let mut out = Vec::new();
+    ksc_eval::flatten_tangent(v, &mut out);
+    out
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ksc-examples/ad");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ks"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn derivatives_match_finite_differences_and_each_other() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for path in files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut analysis = ksc_types::analyze(&text);
+        assert!(!analysis.has_errors(), "{}: {:?}", path.display(), analysis.diagnostics);
+        let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
+        let derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+        assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
+        analysis.derived = derived.defs;
+        let defs = analysis.defs();
+        let mut interp = Interpreter::new(defs.iter().copied());
+        let mut sink = std::io::sink();
+        let mut rng = Rng(12345);
+        let funs: Vec<FunName> = analysis
+            .source
+            .decls
+            .iter()
+            .filter_map(|d| match d {
+                Decl::Gdef(g) if g.derivation == Derivation::Rev => Some(g.fun.clone()),
+                _ => None,
+            })
+            .collect();
+        for f in funs {
+            let sig = analysis.table.get(&f).unwrap().clone();
+            let at = FunName::typed(format!("{}$at", f.base), Type::unit());
+            for trial in 0..3 {
+                let x = match interp.call(&at, Value::unit(), &mut sink) {
+                    Ok(x) if trial == 0 => x,
+                    _ => random_value(&sig.arg_ty, &mut rng),
+                };
+                let dx = random_tangent(&x, &mut rng);
+                let y = interp.call(&f, x.clone(), &mut sink).unwrap_or_else(|e| panic!("{f}: {}", e.message));
+                let dr = random_tangent(&y, &mut rng);
+                let fwd = interp
+                    .call(&f.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), dx.clone()].into()), &mut sink)
+                    .unwrap_or_else(|e| panic!("[fwd {f}]: {}", e.message));
+                let rev = interp
+                    .call(&f.derived(Derivation::Rev), Value::Tuple(vec![x.clone(), dr.clone()].into()), &mut sink)
+                    .unwrap_or_else(|e| panic!("[rev {f}]: {}", e.message));
+                // Central differences along dx.
+                let h = 1e-6;
+                let yp = interp.call(&f, perturb(&x, &dx, h), &mut sink).unwrap();
+                let ym = interp.call(&f, perturb(&x, &dx, -h), &mut sink).unwrap();
+                let fd: Vec<f64> = flat(&yp).iter().zip(flat(&ym)).map(|(p, m)| (p - m) / (2.0 * h)).collect();
+                let jv = flat(&fwd);
+                if fd.len() != jv.len() || fd.iter().zip(&jv).any(|(a, b)| (a - b).abs() > 1e-5 * (1.0 + a.abs())) {
+                    failures.push(format!("{}: [fwd {f}] at {x}: {jv:?}, finite differences {fd:?}", path.display()));
+                }
+                let lhs = dot(&flat(&dr), &jv);
+                let rhs = dot(&flat(&rev), &flat(&dx));
+                if (lhs - rhs).abs() > 1e-9 * (1.0 + lhs.abs() + rhs.abs()) {
+                    failures.push(format!(
+                        "{}: [rev {f}] at {x}: <dr, J dx> = {lhs} but <J^T dr, dx> = {rhs}",
+                        path.display()
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 60, "only {checked} checks");
+}
