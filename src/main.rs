@@ -163,7 +163,14 @@ fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
 /// Generates the derivatives the program's `gdef`s ask for (and those of
 /// their callees), reporting what cannot be derived at its `gdef`.
 fn derive(analysis: &mut Analysis) {
-    let requests = analysis.gdef_requests();
+    let (requests, unsupported): (Vec<_>, Vec<_>) = analysis.gdef_requests().into_iter().partition(|(n, _)| {
+        matches!(n.derivs.first(), Some(ksc_ir::Derivation::Fwd | ksc_ir::Derivation::Rev))
+    });
+    for (name, span) in unsupported {
+        let mut d = Diagnostic::warning(FileRef::Source, span, format!("`{}` is checked but not generated", name.short()));
+        d.note("only `gdef fwd` and `gdef rev` are implemented so far: calling this function fails at run time");
+        analysis.diagnostics.push(d);
+    }
     if requests.is_empty() {
         return;
     }

@@ -94,6 +94,24 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
         Prim::LmApplyR => (args[1], args[0], false),
         _ => return None,
     };
+    // An element of a vector of maps written out: index i (constVec n m) = m,
+    // index i (build n (λj. m)) = let j = i in m.
+    if let Some([i, v]) = ksc_linmap::builder::call_of(b.body, map, Prim::Index).as_deref().map(|a| [a[0], a[1]]) {
+        let elem = match prim_call(b.body, v) {
+            Some((Prim::ConstVec, a)) => Some(a[1]),
+            Some((Prim::Build, a)) => match b.expr(a[1]).clone() {
+                Expr::Lam(j, _, m) => {
+                    let ty = b.ty(m);
+                    Some(b.body.alloc_typed(Expr::Let(Pat::Var(j), i, m), ty))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(m) = elem {
+            return Some(if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) });
+        }
+    }
     // Through binding forms: (let x = r in m) ⊙ dx = let x = r in (m ⊙ dx).
     match b.expr(map).clone() {
         Expr::Let(pat, r, m) => {

@@ -16,8 +16,11 @@ pub use derive::AdError;
 /// The derived definitions, and the errors of those that could not be derived.
 #[derive(Debug, Default)]
 pub struct Derived {
-    /// `[fwd f]`, `[rev f]` and the `[D f]` they came from, in order of derivation.
+    /// `[fwd f]` and `[rev f]`, in order of derivation.
     pub defs: Vec<Def>,
+    /// The `[D f]` they came from (linear-map valued: for printing and
+    /// checking, not for code generation).
+    pub jacobians: Vec<Def>,
     pub errors: Vec<(FunName, AdError)>,
 }
 
@@ -69,7 +72,7 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
         };
         if !jacobians.contains_key(&inner) {
-            match derive::jacobian_def(&f, &has_body) {
+            match guard(|| derive::jacobian_def(&f, &has_body)) {
                 Ok(j) => {
                     jacobians.insert(inner.clone(), j);
                 }
@@ -82,10 +85,10 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
         }
         let (jd, witnesses) = &jacobians[&inner];
         let mut demands = Vec::new();
-        let result = match d {
+        let result = guard(|| match d {
             Derivation::Fwd => apply::fwd_def(&f, jd, &mut demands),
             _ => apply::rev_def(&f, jd, witnesses, &mut demands),
-        };
+        });
         match result {
             Ok(def) => {
                 by_name.insert(name.clone(), def.clone());
@@ -101,8 +104,21 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
     // Keep the Jacobians too (for printing), after the derived functions.
     let mut js: Vec<Def> = jacobians.into_values().map(|(d, _)| d).collect();
     js.sort_by_key(|d| d.name.to_string());
-    out.defs.extend(js);
+    out.jacobians = js;
     out
+}
+
+/// Runs a derivation, turning an internal failure (a compiler bug: an
+/// ill-typed term built by a rule) into an error instead of a crash.
+fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(AdError { message: format!("internal error (a ksc bug): {what}"), at: None })
+    })
 }
 
 /// Can `[fwd h]` / `[rev h]` / `[D h]` style names be derived (the base has
@@ -118,5 +134,5 @@ fn derivable(n: &FunName, known: &FxHashSet<FunName>) -> bool {
 pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
     let known: FxHashSet<FunName> = existing.iter().map(|d| d.name.clone()).collect();
     let has_body = |n: &FunName| known.contains(n) || derivable(n, &known);
-    derive::jacobian_def(f, &has_body).map(|(d, _)| d)
+    guard(|| derive::jacobian_def(f, &has_body)).map(|(d, _)| d)
 }

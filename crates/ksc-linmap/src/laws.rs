@@ -122,10 +122,42 @@ fn component(b: &mut Builder, t: ExprId, i: usize, n: usize) -> ExprId {
     b.prim(Prim::Get { index: i as u32 + 1, arity: n as u32 }, vec![t])
 }
 
-/// `(index i v)` of a copy of v.
+/// `(index i v)` of a copy of v; for a vector written out as `constVec n m`
+/// or `build n (λj. m)`, the element itself.
 fn index_of(b: &mut Builder, i: ExprId, v: ExprId) -> ExprId {
+    match crate::builder::prim_call(b.body, v) {
+        Some((Prim::ConstVec, a)) => return b.copy(a[1]),
+        Some((Prim::Build, a)) => {
+            if let Expr::Lam(j, _, m) = b.expr(a[1]).clone() {
+                let (i, m) = (b.copy(i), b.copy(m));
+                return b.let_(&j, i, m);
+            }
+        }
+        _ => {}
+    }
     let (i, v) = (b.copy(i), b.copy(v));
     b.prim(Prim::Index, vec![i, v])
+}
+
+/// `size v`; for a vector written out, its size expression.
+fn size_of(b: &mut Builder, v: ExprId) -> ExprId {
+    match crate::builder::prim_call(b.body, v) {
+        Some((Prim::ConstVec | Prim::Build, a)) => b.copy(a[0]),
+        _ => {
+            let v = b.copy(v);
+            b.prim(Prim::Size, vec![v])
+        }
+    }
+}
+
+/// Like `Builder::share`, but a vector written out (`constVec`, `build`) is
+/// not bound to a variable: its elements are taken from it directly.
+fn share_vec(b: &mut Builder, v: ExprId, body: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {
+    if matches!(crate::builder::prim_call(b.body, v), Some((Prim::ConstVec | Prim::Build, _))) {
+        body(b, v)
+    } else {
+        b.share(v, "v", body)
+    }
 }
 
 /// `Σ_i f(i)` over a rank-1 size `n`, with `zero` for n = 0.
@@ -655,9 +687,8 @@ pub static LAWS: &[Law] = &[
         rewrite: |b, e| {
             let m = args(b, e, Prim::LmTranspose)?[0];
             let [s, v] = args(b, m, Prim::LmVCatV)?[..] else { return None };
-            let maps = b.share(v, "v", |b, v| {
-                let v1 = b.copy(v);
-                let n = b.prim(Prim::Size, vec![v1]);
+            let maps = share_vec(b, v, |b, v| {
+                let n = size_of(b, v);
                 b.build(n, |b, i| {
                     let x = index_of(b, i, v);
                     transpose(b, x)
@@ -679,9 +710,8 @@ pub static LAWS: &[Law] = &[
         rewrite: |b, e| {
             let m = args(b, e, Prim::LmTranspose)?[0];
             let [t, v] = args(b, m, Prim::LmHCatV)?[..] else { return None };
-            let maps = b.share(v, "v", |b, v| {
-                let v1 = b.copy(v);
-                let n = b.prim(Prim::Size, vec![v1]);
+            let maps = share_vec(b, v, |b, v| {
+                let n = size_of(b, v);
                 b.build(n, |b, i| {
                     let x = index_of(b, i, v);
                     transpose(b, x)
@@ -885,9 +915,8 @@ pub static LAWS: &[Law] = &[
             let [m, x] = args(b, e, Prim::LmApply)?[..] else { return None };
             let [_, v] = args(b, m, Prim::LmVCatV)?[..] else { return None };
             Some(b.share(x, "dx", |b, x| {
-                b.share(v, "v", |b, v| {
-                    let v1 = b.copy(v);
-                    let n = b.prim(Prim::Size, vec![v1]);
+                share_vec(b, v, |b, v| {
+                    let n = size_of(b, v);
                     b.build(n, |b, i| {
                         let vi = index_of(b, i, v);
                         let x = b.copy(x);
@@ -914,9 +943,8 @@ pub static LAWS: &[Law] = &[
                 return None;
             }
             Some(b.share(x, "dx", |b, x| {
-                b.share(v, "v", |b, v| {
-                    let v1 = b.copy(v);
-                    let n = b.prim(Prim::Size, vec![v1]);
+                share_vec(b, v, |b, v| {
+                    let n = size_of(b, v);
                     let zero = b.zero_tangent(t);
                     b.share(n, "n", |b, n| {
                         sum_over(b, n, zero, |b, i| {
@@ -1163,9 +1191,8 @@ pub static LAWS: &[Law] = &[
                 return None;
             }
             Some(b.share(r, "dr", |b, r| {
-                b.share(v, "v", |b, v| {
-                    let v1 = b.copy(v);
-                    let n = b.prim(Prim::Size, vec![v1]);
+                share_vec(b, v, |b, v| {
+                    let n = size_of(b, v);
                     let zero = b.zero_tangent(s);
                     b.share(n, "n", |b, n| {
                         sum_over(b, n, zero, |b, i| {
@@ -1192,9 +1219,8 @@ pub static LAWS: &[Law] = &[
             let [r, m] = args(b, e, Prim::LmApplyR)?[..] else { return None };
             let [_, v] = args(b, m, Prim::LmHCatV)?[..] else { return None };
             Some(b.share(r, "dr", |b, r| {
-                b.share(v, "v", |b, v| {
-                    let v1 = b.copy(v);
-                    let n = b.prim(Prim::Size, vec![v1]);
+                share_vec(b, v, |b, v| {
+                    let n = size_of(b, v);
                     b.build(n, |b, i| {
                         let vi = index_of(b, i, v);
                         let r = b.copy(r);
@@ -1219,16 +1245,14 @@ pub static LAWS: &[Law] = &[
             let [i, v] = args(b, m, Prim::LmIndex)?[..] else { return None };
             let (_, elem) = lm_types(&b.ty(m))?;
             if elem.tangent() == Some(Type::Float) {
-                let v1 = b.copy(v);
-                let n = b.prim(Prim::Size, vec![v1]);
+                let n = size_of(b, v);
                 return Some(b.prim(Prim::DeltaVec, vec![n, i, r]));
             }
             // Ragged elements: the zeros take each element's own shape.
             Some(b.share(r, "dr", |b, r| {
                 b.share(i, "i", |b, i| {
-                    b.share(v, "v", |b, v| {
-                        let v1 = b.copy(v);
-                        let n = b.prim(Prim::Size, vec![v1]);
+                    share_vec(b, v, |b, v| {
+                        let n = size_of(b, v);
                         b.build(n, |b, k| {
                             let (k1, i1) = (b.copy(k), b.copy(i));
                             let hit = b.prim(Prim::Eq, vec![k1, i1]);
