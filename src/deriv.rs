@@ -17,7 +17,7 @@ pub enum Mode {
 
 /// The functions of the file's source with this base name.
 fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir::Def, String> {
-    let defs: Vec<&ksc_ir::Def> = analysis
+    let mut defs: Vec<&ksc_ir::Def> = analysis
         .source
         .decls
         .iter()
@@ -26,6 +26,10 @@ fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir:
             _ => None,
         })
         .collect();
+    if defs.is_empty() {
+        // A derived function, by its full name: `[rev [f Float]]`.
+        defs.extend(analysis.derived.iter().filter(|d| d.name.to_string() == func));
+    }
     match defs[..] {
         [d] => Ok(d),
         [] => Err(format!("no function `{func}` is defined in the file")),

@@ -178,6 +178,17 @@ fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inne
     b.body.alloc_typed(Expr::Let(pat, a, inner), ty)
 }
 
+/// A name for a parameter of a derived function that none of the
+/// differentiated function's parameters uses (derivatives of derivatives
+/// have the inner derivative's parameters in scope).
+fn param_name(hint: &str, f: &Def) -> String {
+    let depth = f.name.derivs.len() + 1;
+    (depth..)
+        .map(|k| format!("ksc${hint}{k}"))
+        .find(|n| !f.params.iter().any(|p| &p.name == n))
+        .unwrap_or_else(|| format!("ksc${hint}"))
+}
+
 // ---------------------------------------------------------------------------
 // Forward mode.
 
@@ -189,16 +200,17 @@ pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>) -> R<Def> {
     let mut body = Body::new();
     let mut fresh = 1000u32;
     let mut b = Builder::new(&mut body, &mut fresh);
-    let mut fw = Fwd { src: &d.body, dx: ("ksc$dx".to_string(), ds_ty.clone()), s_ty: s_ty.clone(), demands };
+    let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
+    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands };
     let inner = fw.t(&mut b, d.root)?;
     let inner = push_applications(&mut b, inner, fw.demands);
-    let root = bind_params(&mut b, &f.params, "ksc$x", &s_ty, inner);
+    let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
     if b.ty(root) != dt_ty {
         return internal(format!("[fwd {}] has type {} instead of {}", f.name, b.ty(root), dt_ty));
     }
     Ok(Def {
         name: f.name.derived(Derivation::Fwd),
-        params: vec![Param { name: "ksc$x".into(), ty: s_ty }, Param { name: "ksc$dx".into(), ty: ds_ty }],
+        params: vec![Param { name: x_name, ty: s_ty }, Param { name: dx_name, ty: ds_ty }],
         ret_ty: dt_ty,
         body,
         root,
@@ -399,7 +411,8 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     let Expr::Var(g_res) = d.body.exprs[result].clone() else {
         return internal("[D f] does not end in a map variable");
     };
-    let dr = ("ksc$dr".to_string(), dt_ty.clone());
+    let (x_name, dr_name) = (param_name("x", f), param_name("dr", f));
+    let dr = (dr_name.clone(), dt_ty.clone());
     rv.contribs.entry(g_res).or_default().push(dr.clone());
     rv.transpose_block(&mut b, &bindings)?;
     // The cotangent of the argument.
@@ -425,13 +438,13 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     };
     let block = std::mem::take(&mut rv.block);
     let inner = wrap(&mut b, block, result);
-    let root = bind_params(&mut b, &f.params, "ksc$x", &s_ty, inner);
+    let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
     if b.ty(root) != ds_ty {
         return internal(format!("[rev {}] has type {} instead of {}", f.name, b.ty(root), ds_ty));
     }
     Ok(Def {
         name: f.name.derived(Derivation::Rev),
-        params: vec![Param { name: "ksc$x".into(), ty: s_ty }, Param { name: "ksc$dr".into(), ty: dt_ty }],
+        params: vec![Param { name: x_name, ty: s_ty }, Param { name: dr_name, ty: dt_ty }],
         ret_ty: ds_ty,
         body,
         root,

@@ -142,6 +142,15 @@ pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Re
             let w = whole(b, args);
             b.prim(Prim::LmVCatV, vec![w, maps])
         }
+        Prim::DeltaVec => {
+            // The one-hot injection of dv at i: the transpose of selecting i.
+            let (n, i) = (args[0], args[1]);
+            let (zn, zi) = (zero(b, n, y), zero(b, i, y));
+            let (i2, y2) = (b.copy(i), b.copy(y));
+            let sel = b.prim(Prim::LmIndex, vec![i2, y2]);
+            let inj = b.prim(Prim::LmTranspose, vec![sel]);
+            hcat(b, vec![zn, zi, inj])
+        }
         Prim::Trace | Prim::Copydown | Prim::Inline => one(b, args[0]),
         Prim::Eq | Prim::Ne | Prim::Size | Prim::Print | Prim::Shape => zero_map(b, args, y),
         _ => return Err(format!("automatic differentiation of `{p}` is not supported yet")),
