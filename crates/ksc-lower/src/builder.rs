@@ -81,17 +81,6 @@ impl FnBuilder {
         &self.vars[v.0 as usize].ty
     }
 
-    pub fn op_ty(&self, o: &Op) -> Type {
-        match o {
-            Op::Var(v) => self.ty(*v).clone(),
-            Op::Float(_) => Type::Float,
-            Op::Int(_) => Type::Integer,
-            Op::Bool(_) => Type::Bool,
-            Op::Str(_) => Type::String,
-            Op::Unit => Type::unit(),
-        }
-    }
-
     pub fn emit(&mut self, s: Stmt) {
         if let Stmt::Check { cond, .. } = &s {
             // A condition already checked here, or true, needs no check.

@@ -124,7 +124,6 @@ pub(crate) enum LVal {
 /// A pull array: `build dims (lam (binder : I) body)` in `ctx`.
 pub(crate) struct Delayed {
     dims: Vec<Op>,
-    elem_ty: Type,
     elem: DelayedElem,
 }
 
@@ -1282,10 +1281,10 @@ impl Nest {
 
 impl Delayed {
     pub(crate) fn lam(dims: Vec<Op>, elem_ty: Type, binder: String, body: ExprId, ctx: Ctx) -> Delayed {
-        Delayed { dims, elem_ty, elem: DelayedElem::Lam { binder, body, ctx } }
+        { let _ = elem_ty; Delayed { dims, elem: DelayedElem::Lam { binder, body, ctx } } }
     }
     pub(crate) fn constant(dims: Vec<Op>, elem_ty: Type, v: LVal) -> Delayed {
-        Delayed { dims, elem_ty, elem: DelayedElem::Const(v) }
+        { let _ = elem_ty; Delayed { dims, elem: DelayedElem::Const(v) } }
     }
 }
 

@@ -16,7 +16,7 @@ pub fn optimize(m: &mut Module) {
     let heap_ret: Vec<bool> = m.funcs.iter().map(|f| needs_heap(&f.ret)).collect();
     for f in &mut m.funcs {
         let written = written_arrays(&f.body);
-        let cx = Cx { effectful: &effectful, written: &written, vars: &f.vars, heap_ret: &heap_ret };
+        let cx = Cx { effectful: &effectful, written: &written, vars: &f.vars };
         let body = std::mem::take(&mut f.body);
         f.body = licm_block(body, &cx);
         cse(f);
@@ -178,7 +178,6 @@ struct Cx<'a> {
     effectful: &'a [bool],
     written: &'a FxHashSet<VarId>,
     vars: &'a [VarInfo],
-    heap_ret: &'a [bool],
 }
 
 impl Cx<'_> {
