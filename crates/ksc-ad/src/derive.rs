@@ -56,6 +56,9 @@ struct Ctx<'s, 'b> {
     has_body: HasBody<'s>,
     /// For each Jacobian variable, a primal atom of its target's shape.
     witnesses: Witnesses,
+    /// Jacobian variables known to be zero (values that do not depend on the
+    /// parameter): calls whose arguments all have zero maps need no Jacobian.
+    zeros: rustc_hash::FxHashSet<String>,
 }
 
 /// For each Jacobian variable of a `[D f]`, the name and type of a primal
@@ -95,6 +98,7 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
         s_witness: (String::new(), s_ty.clone()),
         has_body,
         witnesses: Witnesses::default(),
+        zeros: Default::default(),
     };
     // The whole argument, and each parameter's map: the identity, or the
     // selection of its component.
@@ -221,7 +225,9 @@ impl Ctx<'_, '_> {
     fn zero_from(&mut self, v: &Atom) -> (String, Type) {
         let (s, w) = (self.s(), self.atom(v));
         let z = self.b.prim(Prim::LmZero, vec![s, w]);
-        self.bind_lm(z, v)
+        let g = self.bind_lm(z, v);
+        self.zeros.insert(g.0.clone());
+        g
     }
 
     fn lookup(&self, x: &str) -> Option<Entry> {
@@ -422,11 +428,19 @@ impl Ctx<'_, '_> {
         }
         let ty = self.src.ty(e).clone();
         let atoms: Vec<ExprId> = vals.iter().map(|v| self.atom(v)).collect();
+        let inactive = maps.iter().all(|(g, _)| self.zeros.contains(g));
         let call = match &callee {
             Callee::Prim(p) => self.b.prim(*p, atoms),
             Callee::Fun(name) => self.b.call(name.clone(), atoms, ty.clone()),
         };
         let y = self.bind_val("y", call);
+        let discrete = ty.tangent().is_none_or(|t| !crate::jacobians::has_float(&t));
+        if discrete || (inactive && !maps.is_empty()) {
+            // The result has no Float, or nothing the call depends on
+            // depends on the parameter: its map is zero.
+            let g = self.zero_from(&y);
+            return Ok((y, g));
+        }
         let y_expr = self.atom(&y);
         let arg_atoms: Vec<ExprId> = vals.iter().map(|v| self.atom(v)).collect();
         let jac = match &callee {

@@ -157,7 +157,8 @@ pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Re
     })
 }
 
-fn has_float(t: &Type) -> bool {
+/// Does a type contain a Float (so that its tangent space is not trivial)?
+pub fn has_float(t: &Type) -> bool {
     match t {
         Type::Float => true,
         Type::Tuple(ts) => ts.iter().any(has_float),

@@ -277,6 +277,9 @@ pub(crate) struct Machine<'p, 'a, 'o> {
     pub(crate) stack: Vec<Value>,
     pub(crate) out: &'o mut dyn Write,
     depth: usize,
+    /// Calls evaluated (of functions, natives and primitives): the
+    /// interpreter's deterministic measure of work.
+    pub(crate) ops: u64,
     max_depth: usize,
     stack_origin: usize,
     stack_limit: usize,
@@ -295,6 +298,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             stack,
             out,
             depth: 0,
+            ops: 0,
             max_depth,
             stack_origin: stack_address(),
             stack_limit,
@@ -407,28 +411,34 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     }
                     e = *next;
                 }
-                Expr::Call(Callee::Fun(name), arg) => match cx.aux(e) {
-                    Aux::Def(d) if tail => {
-                        // A tail call: evaluate the arguments, then replace this frame.
-                        let callee = self.callee(cx, e, d)?;
-                        let args = self.eval_args(cx, base, *arg, callee)?;
-                        self.stack.truncate(base);
-                        let r = self.bind_args(callee, args);
-                        self.at(cx, e, r)?;
-                        cx = callee;
-                        e = callee.def.root;
+                Expr::Call(Callee::Fun(name), arg) => {
+                    self.ops += 1;
+                    match cx.aux(e) {
+                        Aux::Def(d) if tail => {
+                            // A tail call: evaluate the arguments, then replace this frame.
+                            let callee = self.callee(cx, e, d)?;
+                            let args = self.eval_args(cx, base, *arg, callee)?;
+                            self.stack.truncate(base);
+                            let r = self.bind_args(callee, args);
+                            self.at(cx, e, r)?;
+                            cx = callee;
+                            e = callee.def.root;
+                        }
+                        Aux::Def(d) => break self.call_def(cx, base, e, *arg, d)?,
+                        Aux::Native(f) => break self.call_native(cx, base, e, *arg, f)?,
+                        _ => {
+                            return Err(self.fail(
+                                cx,
+                                e,
+                                format!("`{name}` has no definition to run: it is only declared"),
+                            ))
+                        }
                     }
-                    Aux::Def(d) => break self.call_def(cx, base, e, *arg, d)?,
-                    Aux::Native(f) => break self.call_native(cx, base, e, *arg, f)?,
-                    _ => {
-                        return Err(self.fail(
-                            cx,
-                            e,
-                            format!("`{name}` has no definition to run: it is only declared"),
-                        ))
-                    }
-                },
-                Expr::Call(Callee::Prim(p), arg) => break self.eval_prim(cx, base, e, *p, *arg)?,
+                }
+                Expr::Call(Callee::Prim(p), arg) => {
+                    self.ops += 1;
+                    break self.eval_prim(cx, base, e, *p, *arg)?;
+                }
                 Expr::Tuple(es) => break self.eval_tuple(cx, base, es)?,
                 Expr::Lam(..) => break self.make_closure(cx, base, e)?,
                 Expr::Dummy(t) => break self.at(cx, e, crate::ops::dummy(t))?,
@@ -484,7 +494,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// A lambda outside the argument list of a primitive: a closure copying the frame.
     #[inline(never)]
-    pub(crate) fn make_closure(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<Value> {
+    pub(crate) fn make_closure(
+        &mut self,
+        cx: &'p Compiled<'a>,
+        base: usize,
+        e: ExprId,
+    ) -> R<Value> {
         let env = match cx.aux(e) {
             Aux::Lam(d) => self
                 .stack

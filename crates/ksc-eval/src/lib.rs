@@ -76,9 +76,18 @@ pub struct Interpreter<'a> {
     stack: Vec<Value>,
     max_depth: usize,
     stack_limit: usize,
+    /// Calls evaluated so far, over all runs (see [`Interpreter::operations`]).
+    ops: u64,
 }
 
 impl<'a> Interpreter<'a> {
+    /// The number of calls (of functions, prelude functions and primitives)
+    /// evaluated since the interpreter was made: a deterministic measure of
+    /// the work a program does, used to check the cost of derivatives.
+    pub fn operations(&self) -> u64 {
+        self.ops
+    }
+
     /// Prepares the definitions to run. Their bodies must be resolved: every
     /// called `FunName` has its base type. Calls of names without a
     /// definition go to the native prelude ([`native_prelude`]), or fail
@@ -89,6 +98,7 @@ impl<'a> Interpreter<'a> {
             stack: Vec::new(),
             max_depth: DEFAULT_MAX_DEPTH,
             stack_limit: DEFAULT_STACK_LIMIT,
+            ops: 0,
         }
     }
 
@@ -118,6 +128,7 @@ impl<'a> Interpreter<'a> {
         let mut sink = std::io::sink();
         let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.max_depth, self.stack_limit);
         let result = f(&mut machine);
+        self.ops += machine.ops;
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| match e {
@@ -173,6 +184,7 @@ impl<'a> Interpreter<'a> {
         let mut machine =
             eval::Machine::new(&self.prog, stack, out, self.max_depth, self.stack_limit);
         let result = machine.call_top(name, arg);
+        self.ops += machine.ops;
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| *e)
