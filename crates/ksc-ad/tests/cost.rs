@@ -1,0 +1,121 @@
+//! The cheap-gradient bound, measured deterministically with the
+//! interpreter's operation count: for scaling families of programs at n and
+//! 4n, `ops([rev f]) <= 5 ops(f) + c` and `ops([fwd f]) <= 3 ops(f) + c`.
+
+use ksc_eval::{Interpreter, Value};
+use ksc_ir::{Derivation, FunName, Type};
+
+/// Operation counts of f, [fwd f] and [rev f] on the input `input(n)`.
+fn costs(program: &str, f: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
+    let text = format!(
+        "{program}\n(gdef fwd [{f} {arg_ty}])\n(gdef rev [{f} {arg_ty}])\n(def input {arg_ty} () {input})\n"
+    );
+    let mut analysis = ksc_types::analyze(&text);
+    assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
+    let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
+    let derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+    assert!(derived.errors.is_empty(), "{:?}", derived.errors);
+    analysis.derived = derived.defs;
+    let defs = analysis.defs();
+    let mut interp = Interpreter::new(defs.iter().copied());
+    let mut sink = std::io::sink();
+    let x = interp.call(&FunName::typed("input", Type::unit()), Value::unit(), &mut sink).unwrap();
+    let fname = FunName::typed(f, arg_ty.clone());
+    let mut measure = |name: &FunName, arg: Value| {
+        let before = interp.operations();
+        interp.call(name, arg, &mut sink).unwrap_or_else(|e| panic!("{name}: {}", e.message));
+        interp.operations() - before
+    };
+    let y = {
+        let mut i2 = Interpreter::new(defs.iter().copied());
+        i2.call(&fname, x.clone(), &mut std::io::sink()).unwrap()
+    };
+    let primal = measure(&fname, x.clone());
+    let dx = zero_like_tangent(&x);
+    let dr = zero_like_tangent(&y);
+    let fwd = measure(&fname.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), dx].into()));
+    let rev = measure(&fname.derived(Derivation::Rev), Value::Tuple(vec![x, dr].into()));
+    (primal, fwd, rev)
+}
+
+fn zero_like_tangent(v: &Value) -> Value {
+    match v {
+        Value::Float(_) => Value::Float(1.0),
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like_tangent).collect()),
+        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(zero_like_tangent).collect(),
+        })),
+        _ => Value::unit(),
+    }
+}
+
+struct Family {
+    name: &'static str,
+    program: &'static str,
+    f: &'static str,
+    arg_ty: Type,
+    input: fn(usize) -> String,
+}
+
+fn families() -> Vec<Family> {
+    let vf = Type::vec(Type::Float);
+    vec![
+        Family {
+            name: "gather",
+            program: "(def f Float (v : Vec Float) (sumbuild (size v) (lam (i : Integer) (mul (index i v) (index (sub (sub (size v) 1) i) v)))))",
+            f: "f",
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) (to_float i)))"),
+        },
+        Family {
+            name: "mat-vec",
+            program: "(def f (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float)) (build (size m) (lam (i : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j (index i m)) (index j v)))))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), vf.clone()]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 8 (lam (j : Integer) 1.5)))) (build 8 (lam (j : Integer) 0.5)))"),
+        },
+        Family {
+            name: "fold product",
+            program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))",
+            f: "f",
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) 1.001))"),
+        },
+        Family {
+            name: "recursive chain",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul 0.5 x) (sin x)) (sub n 1))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple 0.5 {n})"),
+        },
+    ]
+}
+
+/// The additive constant allowed on top of the factor.
+const C: u64 = 200;
+
+/// Ignored until the bound holds for every family: today reverse mode of
+/// nested loops and of recursion is super-linear and fold costs about 15x
+/// (see the AD issue's closing note). Run it with
+/// `cargo test -p ksc-ad --test cost -- --ignored --nocapture` to see the table.
+#[test]
+#[ignore = "the cheap-gradient bound is not met yet for nested loops, recursion and fold"]
+fn derivatives_cost_a_small_constant_times_the_function() {
+    let mut failures = Vec::new();
+    for fam in families() {
+        for n in [50usize, 200] {
+            let (p, f, r) = costs(fam.program, fam.f, fam.arg_ty.clone(), &(fam.input)(n));
+            println!(
+                "{:<16} n={n:<5} f={p:<8} fwd={f:<8} rev={r:<8} fwd/f={:.2} rev/f={:.2}",
+                fam.name,
+                f as f64 / p as f64,
+                r as f64 / p as f64
+            );
+            if f > 3 * p + C || r > 5 * p + C {
+                failures.push(format!("{} at n = {n}: f {p}, fwd {f}, rev {r}", fam.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
