@@ -40,19 +40,45 @@ fn internal<T>(what: impl Into<String>) -> R<T> {
     Err(AdError { message: format!("internal error in automatic differentiation: {}", what.into()), at: None })
 }
 
-/// Copies the expression `e` of `src` into the builder's body.
+/// Copies the expression `e` of `src` into the builder's body. A variable
+/// of a (value, map) pair type is retyped: in the derived function its map
+/// part has become a tangent (forward) or a unit (reverse).
 pub fn import(b: &mut Builder, src: &Body, e: ExprId) -> ExprId {
-    let ty = src.ty(e).clone();
+    import_with(b, src, e, &|t: &Type| t.clone())
+}
+
+fn import_with(b: &mut Builder, src: &Body, e: ExprId, retype: &dyn Fn(&Type) -> Type) -> ExprId {
+    let ty = retype(src.ty(e));
     let node = match src.exprs[e].clone() {
-        Expr::Call(c, a) => Expr::Call(c, import(b, src, a)),
-        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| import(b, src, x)).collect()),
-        Expr::Let(p, r, x) => Expr::Let(p, import(b, src, r), import(b, src, x)),
-        Expr::If(c, t, f) => Expr::If(import(b, src, c), import(b, src, t), import(b, src, f)),
-        Expr::Assert(c, x) => Expr::Assert(import(b, src, c), import(b, src, x)),
-        Expr::Lam(v, t, x) => Expr::Lam(v, t, import(b, src, x)),
+        Expr::Call(c, a) => Expr::Call(c, import_with(b, src, a, retype)),
+        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| import_with(b, src, x, retype)).collect()),
+        Expr::Let(p, r, x) => Expr::Let(p, import_with(b, src, r, retype), import_with(b, src, x, retype)),
+        Expr::If(c, t, f) => Expr::If(
+            import_with(b, src, c, retype),
+            import_with(b, src, t, retype),
+            import_with(b, src, f, retype),
+        ),
+        Expr::Assert(c, x) => Expr::Assert(import_with(b, src, c, retype), import_with(b, src, x, retype)),
+        Expr::Lam(v, t, x) => Expr::Lam(v, t, import_with(b, src, x, retype)),
         n @ (Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_)) => n,
     };
     b.body.alloc_typed(node, ty)
+}
+
+/// The type with every linear map replaced by the unit (reverse mode's
+/// primal view of a (value, map) pair).
+fn strip_type(t: &Type) -> Type {
+    match t {
+        Type::LM(..) => Type::unit(),
+        Type::Tuple(ts) => Type::Tuple(ts.iter().map(strip_type).collect()),
+        Type::Tensor(n, e) => Type::Tensor(*n, Box::new(strip_type(e))),
+        t => t.clone(),
+    }
+}
+
+/// The type with every `LM S T` replaced by `dT` (forward mode's view).
+fn tangent_type_of_mixed(t: &Type) -> Type {
+    tangent_of_mixed(t).unwrap_or_else(|_| t.clone())
 }
 
 /// Rewrites every `lmApply` / `lmApplyR` in the tree at `e` with the
@@ -229,7 +255,7 @@ impl Fwd<'_, '_> {
     fn t(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
         let ty = self.src.ty(e).clone();
         if !has_lm(&ty) {
-            return Ok(import(b, self.src, e));
+            return Ok(import_with(b, self.src, e, &tangent_type_of_mixed));
         }
         if is_lm(&ty) {
             return self.apply_s(b, e);
@@ -490,7 +516,7 @@ impl Rev<'_, '_> {
     fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
         let ty = self.src.ty(e).clone();
         if !has_lm(&ty) {
-            return import(b, self.src, e);
+            return import_with(b, self.src, e, &strip_type);
         }
         if is_lm(&ty) {
             return b.tuple(Vec::new());
@@ -544,7 +570,7 @@ impl Rev<'_, '_> {
                 let e = self.strip(b, *rhs);
                 self.block.push((pat.clone(), e));
             } else {
-                let e = import(b, self.src, *rhs);
+                let e = import_with(b, self.src, *rhs, &strip_type);
                 self.block.push((pat.clone(), e));
             }
         }
