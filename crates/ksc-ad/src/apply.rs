@@ -432,6 +432,7 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
         param_contribs: vec![Vec::new(); f.params.len().max(1)],
         mixed: FxHashMap::default(),
         block: Vec::new(),
+        indexed: FxHashMap::default(),
     };
     let (bindings, result) = let_chain(&d.body, d.root);
     let Expr::Var(g_res) = d.body.exprs[result].clone() else {
@@ -491,6 +492,83 @@ struct Rev<'s, 'd> {
     mixed: FxHashMap<String, ExprId>,
     /// The output bindings of the current block.
     block: Vec<(Pat, ExprId)>,
+    /// Maps of vectors that an enclosing loop only reads at its own index
+    /// (`index i v` in the loop over i), with that loop's variable: their
+    /// cotangent contributions inside the loop are elements, and the loop
+    /// assembles them with a `build` instead of summing one-hot vectors.
+    indexed: FxHashMap<String, String>,
+}
+
+/// The Jacobian variable `g` of a vector read as `index i v` at loop
+/// variable `i`: `lmCompose (lmHCat (lmZero ..) (lmIndex i ..)) (lmVCat _ g)`.
+fn indexed_read(src: &Body, m: ExprId, ivar: &str) -> Option<String> {
+    let (p, args) = prim_call(src, m)?;
+    if p != Prim::LmCompose {
+        return None;
+    }
+    let hcat = ksc_linmap::builder::call_of(src, args[0], Prim::LmHCat)?;
+    let vcat = ksc_linmap::builder::call_of(src, args[1], Prim::LmVCat)?;
+    let (&[z, sel], &[_, g]) = (&hcat[..], &vcat[..]) else { return None };
+    ksc_linmap::builder::call_of(src, z, Prim::LmZero)?;
+    let sel = ksc_linmap::builder::call_of(src, sel, Prim::LmIndex)?;
+    match (&src.exprs[sel[0]], &src.exprs[g]) {
+        (Expr::Var(i), Expr::Var(g)) if i == ivar => Some(g.clone()),
+        _ => None,
+    }
+}
+
+/// Counts the free occurrences of `g` in `e`, and how many of them are
+/// reads at index `ivar` (see [`indexed_read`]).
+fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String>) -> (usize, usize) {
+    if !bound.iter().any(|b| b == g) {
+        if let Some(h) = indexed_read(src, e, ivar) {
+            if h == g {
+                return (1, 1);
+            }
+        }
+    }
+    let mut acc = (0, 0);
+    let mut add = |(a, b): (usize, usize)| {
+        acc.0 += a;
+        acc.1 += b;
+    };
+    match &src.exprs[e] {
+        Expr::Var(v) => {
+            if v == g && !bound.iter().any(|b| b == g) {
+                add((1, 0));
+            }
+        }
+        Expr::Lit(_) | Expr::Dummy(_) => {}
+        Expr::Call(_, a) => add(count_uses(src, *a, g, ivar, bound)),
+        Expr::Tuple(es) => {
+            for &x in es {
+                add(count_uses(src, x, g, ivar, bound));
+            }
+        }
+        Expr::Let(p, r, x) => {
+            add(count_uses(src, *r, g, ivar, bound));
+            let depth = bound.len();
+            bound.extend(p.vars().iter().cloned());
+            add(count_uses(src, *x, g, ivar, bound));
+            bound.truncate(depth);
+        }
+        Expr::If(c, t, f) => {
+            for x in [c, t, f] {
+                add(count_uses(src, *x, g, ivar, bound));
+            }
+        }
+        Expr::Assert(c, x) => {
+            for y in [c, x] {
+                add(count_uses(src, *y, g, ivar, bound));
+            }
+        }
+        Expr::Lam(v, _, x) => {
+            bound.push(v.clone());
+            add(count_uses(src, *x, g, ivar, bound));
+            bound.pop();
+        }
+    }
+    acc
 }
 
 impl Rev<'_, '_> {
@@ -604,6 +682,13 @@ impl Rev<'_, '_> {
         };
         match p {
             Prim::LmCompose => {
+                if let Some(g) = self.indexed.iter().find_map(|(g, iv)| {
+                    indexed_read(self.src, m, iv).filter(|h| h == g)
+                }) {
+                    // An element of a vector the loop reads at its index.
+                    self.contribs.entry(g).or_default().push(r);
+                    return Ok(());
+                }
                 let rv = b.var(&r.0, r.1.clone());
                 let jj = import(b, self.src, args[0]);
                 let app = b.prim(Prim::LmApplyR, vec![rv, jj]);
@@ -683,11 +768,14 @@ impl Rev<'_, '_> {
 
     /// A zero cotangent for Jacobian variable `g` (or for the parameter).
     fn zero_for(&self, b: &mut Builder, g: &str) -> R<ExprId> {
+        let w = self.witness_expr(b, g)?;
+        Ok(b.zero_tangent(w))
+    }
+
+    /// A primal value shaped like the target of Jacobian variable `g`.
+    fn witness_expr(&self, b: &mut Builder, g: &str) -> R<ExprId> {
         match self.witnesses.get(g) {
-            Some(w) => {
-                let w = w.build(b);
-                Ok(b.zero_tangent(w))
-            }
+            Some(w) => Ok(w.build(b)),
             None => internal(format!("no shape known for `{g}`")),
         }
     }
@@ -722,7 +810,17 @@ impl Rev<'_, '_> {
         let mut parts = Vec::new();
         for g in outer {
             let cs = self.contribs.remove(g).unwrap_or_default();
-            let z = if cs.is_empty() { Some(self.zero_for(b, g)?) } else { None };
+            let z = match (cs.is_empty(), self.indexed.get(g).cloned()) {
+                (false, _) => None,
+                (true, None) => Some(self.zero_for(b, g)?),
+                (true, Some(iv)) => {
+                    // The zero element at the loop's index.
+                    let w = self.witness_expr(b, g)?;
+                    let i = b.var(&iv, Type::Integer);
+                    let wi = b.prim(Prim::Index, vec![i, w]);
+                    Some(b.zero_tangent(wi))
+                }
+            };
             let e = self.sum_or_zero(b, cs, |_| z.unwrap());
             parts.push(e);
         }
@@ -781,6 +879,19 @@ impl Rev<'_, '_> {
         if outer.is_empty() {
             return Ok(());
         }
+        // Outer vectors that the loop reads only at its own index.
+        let indexed: Vec<String> = outer
+            .iter()
+            .filter(|g| {
+                let (all, at_i) = count_uses(self.src, body, g, &i, &mut Vec::new());
+                all > 0 && all == at_i && self.witnesses.contains_key(*g)
+            })
+            .cloned()
+            .collect();
+        let saved_indexed = self.indexed.clone();
+        for g in &indexed {
+            self.indexed.insert(g.clone(), i.clone());
+        }
         let n1 = import(b, self.src, n);
         let nv = self.emit(b, "n", n1);
         // Each iteration's cotangent: r[i].
@@ -789,22 +900,81 @@ impl Rev<'_, '_> {
         let ri = b.prim(Prim::Index, vec![iv, rv]);
         let ri_name = b.fresh_name("ri");
         let elem_ty = b.ty(ri);
-        let inner = self.sub_block(b, body, (ri_name.clone(), elem_ty), &outer, false)?;
+        let inner = self.sub_block(b, body, (ri_name.clone(), elem_ty), &outer, false);
+        self.indexed = saved_indexed;
+        let inner = inner?;
         let inner = {
             let ty = b.ty(inner);
             b.body.alloc_typed(Expr::Let(Pat::Var(ri_name), ri, inner), ty)
         };
-        let lam2 = b.lam(&i, ity, inner);
+        let lam2 = b.lam(&i, ity.clone(), inner);
+        if indexed.is_empty() {
+            let n2 = b.var(&nv.0, nv.1.clone());
+            let sum = b.prim(Prim::Sumbuild, vec![n2, lam2]);
+            // An empty loop contributes zeros.
+            let zeros = outer.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
+            let zeros = b.tuple(zeros);
+            let (n3, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
+            let empty = b.prim(Prim::Eq, vec![n3, z]);
+            let ty = b.ty(sum);
+            let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
+            self.scatter(b, result, &outer);
+            return Ok(());
+        }
+        // The contributions of every iteration, kept: the indexed ones are
+        // the elements of their vector's cotangent, the others are summed.
         let n2 = b.var(&nv.0, nv.1.clone());
-        let sum = b.prim(Prim::Sumbuild, vec![n2, lam2]);
-        // An empty loop contributes zeros.
-        let zeros = outer.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
-        let zeros = b.tuple(zeros);
-        let (n3, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
-        let empty = b.prim(Prim::Eq, vec![n3, z]);
-        let ty = b.ty(sum);
-        let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
-        self.scatter(b, result, &outer);
+        let per_iteration = b.prim(Prim::Build, vec![n2, lam2]);
+        let t = self.emit(b, "t", per_iteration);
+        let k = outer.len() as u32;
+        for (j, g) in outer.iter().enumerate() {
+            let pick = |b: &mut Builder, idx: ExprId| {
+                let tv = b.var(&t.0, t.1.clone());
+                let row = b.prim(Prim::Index, vec![idx, tv]);
+                b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row])
+            };
+            let contribution = if indexed.contains(g) {
+                // build (size w) (λq. if q < n then t[q].j else 0)
+                let w = self.witness_expr(b, g)?;
+                let size = b.prim(Prim::Size, vec![w]);
+                let nn = nv.clone();
+                let w_elem_zero = |b: &mut Builder, q: ExprId, this: &Self| -> R<ExprId> {
+                    let w = this.witness_expr(b, g)?;
+                    let wq = b.prim(Prim::Index, vec![q, w]);
+                    Ok(b.zero_tangent(wq))
+                };
+                let q = b.fresh_name("q");
+                let qv = b.var(&q, Type::Integer);
+                let nvar = b.var(&nn.0, nn.1.clone());
+                let inside = b.call(
+                    FunName::typed("lt", Type::Tuple(vec![Type::Integer, Type::Integer])),
+                    vec![qv, nvar],
+                    Type::Bool,
+                );
+                let q1 = b.var(&q, Type::Integer);
+                let hit = pick(b, q1);
+                let q2 = b.var(&q, Type::Integer);
+                let miss = w_elem_zero(b, q2, self)?;
+                let ty = b.ty(hit);
+                let body = b.body.alloc_typed(Expr::If(inside, hit, miss), ty);
+                let lam = b.lam(&q, Type::Integer, body);
+                b.prim(Prim::Build, vec![size, lam])
+            } else {
+                let q = b.fresh_name("q");
+                let qv = b.var(&q, Type::Integer);
+                let body = pick(b, qv);
+                let lam = b.lam(&q, Type::Integer, body);
+                let n3 = b.var(&nv.0, nv.1.clone());
+                let sum = b.prim(Prim::Sumbuild, vec![n3, lam]);
+                let zero = self.zero_for(b, g)?;
+                let (n4, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
+                let empty = b.prim(Prim::Eq, vec![n4, z]);
+                let ty = b.ty(sum);
+                b.body.alloc_typed(Expr::If(empty, zero, sum), ty)
+            };
+            let c = self.emit(b, "r", contribution);
+            self.contribs.entry(g.clone()).or_default().push(c);
+        }
         Ok(())
     }
 }
