@@ -40,8 +40,17 @@ fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir:
     }
 }
 
-pub fn jacobian(path: &Path, func: &str) -> ExitCode {
+pub fn jacobian(path: &Path, func: &str, at: Option<&str>) -> ExitCode {
     let Ok((analysis, _)) = crate::analyze(path) else { return ExitCode::from(1) };
+    if let Some(args) = at {
+        return match find(&analysis, func) {
+            Ok(f) => dense_at(path, f, args),
+            Err(m) => {
+                eprintln!("error: {m}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let f = match find(&analysis, func) {
         Ok(f) => f,
         Err(m) => {
@@ -90,4 +99,90 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         println!("{}\n", ksc_ir::print::print_def(def));
     }
     ExitCode::SUCCESS
+}
+
+/// The Jacobian of `f` at the point `args`, as a dense matrix computed
+/// column by column with `[fwd f]`.
+fn dense_at(path: &Path, f: &ksc_ir::Def, args: &str) -> ExitCode {
+    use ksc_eval::{Interpreter, Value};
+    let Ok(text) = std::fs::read_to_string(path) else { return ExitCode::from(2) };
+    // The point, as a definition appended to the program.
+    let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
+    let extended = format!("{text}\n(def ksc$at {} () {args})\n", f.arg_ty());
+    let mut analysis = ksc_types::analyze(&extended);
+    if analysis.has_errors() {
+        let sources = crate::render::Sources::new("<--at>", &extended);
+        sources.emit(&analysis.diagnostics);
+        eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
+        return ExitCode::from(1);
+    }
+    let fwd = f.name.derived(Derivation::Fwd);
+    let derived = ksc_ad::derive_requested(&analysis.defs(), std::slice::from_ref(&fwd));
+    if let Some((n, e)) = derived.errors.first() {
+        eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
+        return ExitCode::from(1);
+    }
+    analysis.derived = derived.defs;
+    let defs = analysis.defs();
+    let mut interp = Interpreter::new(defs.iter().copied());
+    let run = |interp: &mut Interpreter, name: &FunName, arg: Value| {
+        interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message)
+    };
+    let result = (|| -> Result<(usize, Vec<Vec<f64>>), String> {
+        let x = run(&mut interp, &point, Value::unit())?;
+        let mut n = 0;
+        count_floats(&x, &mut n);
+        let mut columns = Vec::with_capacity(n);
+        for k in 0..n {
+            let mut next = 0;
+            let dx = basis(&x, k, &mut next);
+            let col = run(&mut interp, &fwd, Value::Tuple(vec![x.clone(), dx].into()))?;
+            let mut flat = Vec::new();
+            ksc_eval::flatten_tangent(&col, &mut flat);
+            columns.push(flat);
+        }
+        Ok((n, columns))
+    })();
+    match result {
+        Ok((n, columns)) => {
+            let rows = columns.first().map_or(0, Vec::len);
+            println!("; Jacobian of `{}` at {args}: {rows} x {n}", f.name.short());
+            for r in 0..rows {
+                let row: Vec<String> = columns.iter().map(|c| ksc_eval::format_float(c[r])).collect();
+                println!("{}", row.join(" "));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(m) => {
+            eprintln!("error: evaluating the Jacobian failed: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn count_floats(v: &ksc_eval::Value, n: &mut usize) {
+    use ksc_eval::Value;
+    match v {
+        Value::Float(_) => *n += 1,
+        Value::Tuple(xs) => xs.iter().for_each(|x| count_floats(x, n)),
+        Value::Tensor(t) => t.data.iter().for_each(|x| count_floats(x, n)),
+        _ => {}
+    }
+}
+
+/// The tangent shaped like `x` that is 1 at its `k`-th Float and 0 elsewhere.
+fn basis(x: &ksc_eval::Value, k: usize, next: &mut usize) -> ksc_eval::Value {
+    use ksc_eval::Value;
+    match x {
+        Value::Float(_) => {
+            *next += 1;
+            Value::Float(if *next - 1 == k { 1.0 } else { 0.0 })
+        }
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| basis(v, k, next)).collect()),
+        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(|v| basis(v, k, next)).collect(),
+        })),
+        _ => Value::unit(),
+    }
 }

@@ -77,6 +77,12 @@ enum Command {
         file: PathBuf,
         /// The function.
         func: String,
+        /// Evaluate the Jacobian at this argument (a .ks expression of the
+        /// function's argument type, e.g. `"(tuple 1.0 (Vec_init 2.0 3.0))"`)
+        /// and print it as a dense matrix: one row per Float of the result,
+        /// one column per Float of the argument, in order.
+        #[arg(long, value_name = "ARGS")]
+        at: Option<String>,
     },
     /// Print a derived function (`[fwd f]` or `[rev f]`) as `.ks`, with the
     /// derivatives of the functions it calls.
@@ -126,7 +132,7 @@ fn main() -> ExitCode {
         Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
         Command::Laws(args) => laws::run(&args),
-        Command::Jacobian { file, func } => deriv::jacobian(&file, &func),
+        Command::Jacobian { file, func, at } => deriv::jacobian(&file, &func, at.as_deref()),
         Command::Deriv { file, func, mode } => deriv::deriv(&file, &func, mode),
     }
 }

@@ -1,0 +1,41 @@
+//! `ksc jacobian` and `ksc deriv` on the AD examples.
+
+mod common;
+
+use common::ksc;
+
+#[test]
+fn jacobian_at_a_point_is_the_dense_matrix() {
+    let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    // d(a sin v_i)/da = sin v_i, d/dv_i = a cos v_i.
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows, ["0 2 0 0", "0.841471 0 1.0806 0", "0.14112 0 0 -1.97998"], "{stdout}");
+}
+
+#[test]
+fn jacobian_prints_linear_map_combinators() {
+    let out = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "poly"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(stdout.starts_with("(def [D [poly (Tuple Float Float)]] (LM (Tuple Float Float) Float)"), "{stdout}");
+    assert!(stdout.contains("lmCompose") && stdout.contains("lmScale"), "{stdout}");
+}
+
+#[test]
+fn deriv_prints_the_reverse_derivative_and_its_callees() {
+    let out = ksc(&["deriv", "ksc-examples/ad/calls.ks", "both", "--mode", "rev"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(stdout.contains("(def [rev [both (Tuple Float Float)]]"), "{stdout}");
+    assert!(stdout.contains("(def [rev [cube Float]]") && stdout.contains("(def [rev [sq Float]]"), "{stdout}");
+    assert!(!stdout.contains("(lm"), "no linear map survives in a derived function:\n{stdout}");
+}
+
+#[test]
+fn unknown_function_is_reported() {
+    let out = ksc(&["deriv", "ksc-examples/ad/calls.ks", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no function `nosuch`"));
+}
