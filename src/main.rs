@@ -170,11 +170,12 @@ fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
 /// their callees), reporting what cannot be derived at its `gdef`.
 fn derive(analysis: &mut Analysis) {
     let (requests, unsupported): (Vec<_>, Vec<_>) = analysis.gdef_requests().into_iter().partition(|(n, _)| {
-        matches!(n.derivs.first(), Some(ksc_ir::Derivation::Fwd | ksc_ir::Derivation::Rev))
+        use ksc_ir::Derivation as D;
+        matches!(n.derivs.first(), Some(D::Fwd | D::Rev | D::SufFwdPass | D::SufRevPass | D::SufRev))
     });
     for (name, span) in unsupported {
         let mut d = Diagnostic::warning(FileRef::Source, span, format!("`{}` is checked but not generated", name.short()));
-        d.note("only `gdef fwd` and `gdef rev` are implemented so far: calling this function fails at run time");
+        d.note("`gdef shape` and `gdef CL` are not implemented yet: calling this function fails at run time");
         analysis.diagnostics.push(d);
     }
     if requests.is_empty() {

@@ -978,3 +978,40 @@ impl Rev<'_, '_> {
         Ok(())
     }
 }
+
+/// The split passes of `f : S -> T` (knossos-reference.md 5.4), with the
+/// argument as the residual: `[suffwdpass f] x = (f x, x)`,
+/// `[sufrevpass [f S]] (dr, x) = [rev f] (x, dr)`, `[sufrev f] = [rev f]`.
+/// The reverse pass recomputes f's primal values (as `[rev f]` does).
+pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
+    let mut body = Body::new();
+    let mut fresh = 0u32;
+    let mut b = Builder::new(&mut body, &mut fresh);
+    let dt = t.tangent().unwrap_or(Type::Unknown);
+    let ds = s.tangent().unwrap_or(Type::Unknown);
+    let rev = f.derived(Derivation::Rev);
+    let (params, root, ret) = match d {
+        Derivation::SufFwdPass => {
+            let x = b.var("ksc$x", s.clone());
+            let y = b.call(f.clone(), vec![x], t.clone());
+            let x2 = b.var("ksc$x", s.clone());
+            let root = b.tuple(vec![y, x2]);
+            (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, Type::Tuple(vec![t.clone(), s.clone()]))
+        }
+        Derivation::SufRevPass => {
+            let (x, r) = (b.var("ksc$res", s.clone()), b.var("ksc$dr", dt.clone()));
+            let root = b.call(rev, vec![x, r], ds.clone());
+            (
+                vec![Param { name: "ksc$dr".into(), ty: dt }, Param { name: "ksc$res".into(), ty: s.clone() }],
+                root,
+                ds,
+            )
+        }
+        _ => {
+            let (x, r) = (b.var("ksc$x", s.clone()), b.var("ksc$dr", dt.clone()));
+            let root = b.call(rev, vec![x, r], ds.clone());
+            (vec![Param { name: "ksc$x".into(), ty: s.clone() }, Param { name: "ksc$dr".into(), ty: dt }], root, ds)
+        }
+    };
+    Def { name: f.derived(d), params, ret_ty: ret, body, root }
+}

@@ -40,6 +40,28 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
+        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev) {
+            // The split passes: the forward pass keeps the argument as its
+            // residual, the reverse pass is `[rev f]` at it.
+            let sig = existing.iter().find(|d| d.name == inner).map(|f| (f.arg_ty(), f.ret_ty.clone()));
+            let sig = sig.or_else(|| by_name.get(&inner).map(|f| (f.arg_ty(), f.ret_ty.clone())));
+            match sig {
+                Some((s, t)) => {
+                    let def = apply::split_pass(d, &inner, &s, &t);
+                    work.push(inner.derived(Derivation::Rev));
+                    by_name.insert(name.clone(), def.clone());
+                    out.defs.push(def);
+                }
+                None => {
+                    out.errors.push((
+                        name.clone(),
+                        AdError { message: format!("`{inner}` has no definition to differentiate"), at: None },
+                    ));
+                    failed.insert(name);
+                }
+            }
+            continue;
+        }
         if !matches!(d, Derivation::Fwd | Derivation::Rev) {
             out.errors.push((
                 name.clone(),

@@ -115,9 +115,9 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
         Derivation::Rev | Derivation::SufRev => (Type::Tuple(vec![s.clone(), tangent(t)?]), tangent(s)?),
         Derivation::CL => (s.clone(), t.clone()),
         Derivation::Shape => (s.clone(), t.shape().ok_or_else(|| format!("values of type `{t}` have no shape"))?),
-        // The residuals' type is known only once the function is generated.
-        Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), Type::Unknown])),
-        Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, Type::Unknown]), tangent(s)?),
+        // The residuals ksc keeps between the split passes are the argument.
+        Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), s.clone()])),
+        Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, s.clone()]), tangent(s)?),
     })
 }
 
