@@ -40,29 +40,10 @@ fn identity_summable(t: &Type) -> bool {
     }
 }
 
-/// The number of arguments of a primitive of fixed arity.
+/// The number of arguments of a primitive of fixed arity (1 for those that
+/// take their arguments as written).
 fn arity(p: Prim) -> usize {
-    match p {
-        Prim::Build
-        | Prim::Sumbuild
-        | Prim::Index
-        | Prim::ConstVec
-        | Prim::TsAdd
-        | Prim::TsScale
-        | Prim::TsDot
-        | Prim::Eq
-        | Prim::Ne
-        | Prim::Map => 2,
-        Prim::Fold
-        | Prim::Map2
-        | Prim::Delta
-        | Prim::DeltaVec
-        | Prim::Diag
-        | Prim::BuildFromSparse
-        | Prim::BuildFromSparseTupled => 3,
-        Prim::Check => 5,
-        _ => 1,
-    }
+    p.arity().unwrap_or(1)
 }
 
 /// A primitive's argument: a value, or a lambda written in place.
