@@ -738,34 +738,6 @@ impl Rev<'_, '_> {
         }
     }
 
-    /// The Jacobian variables a map expression mentions that it does not bind.
-    fn free_maps(&self, e: ExprId, bound: &mut Vec<String>, out: &mut Vec<String>) {
-        match &self.src.exprs[e] {
-            Expr::Var(v) => {
-                if is_lm(self.src.ty(e)) && !bound.contains(v) && !out.contains(v) {
-                    out.push(v.clone());
-                }
-            }
-            Expr::Lit(_) | Expr::Dummy(_) => {}
-            Expr::Call(_, a) => self.free_maps(*a, bound, out),
-            Expr::Tuple(es) => es.iter().for_each(|&x| self.free_maps(x, bound, out)),
-            Expr::Let(p, r, x) => {
-                self.free_maps(*r, bound, out);
-                let depth = bound.len();
-                bound.extend(p.vars().iter().cloned());
-                self.free_maps(*x, bound, out);
-                bound.truncate(depth);
-            }
-            Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| self.free_maps(x, bound, out)),
-            Expr::Assert(c, x) => [c, x].iter().for_each(|&&y| self.free_maps(y, bound, out)),
-            Expr::Lam(v, _, x) => {
-                bound.push(v.clone());
-                self.free_maps(*x, bound, out);
-                bound.pop();
-            }
-        }
-    }
-
     /// A zero cotangent for Jacobian variable `g` (or for the parameter).
     fn zero_for(&self, b: &mut Builder, g: &str) -> R<ExprId> {
         let w = self.witness_expr(b, g)?;
@@ -834,10 +806,9 @@ impl Rev<'_, '_> {
         Ok(wrap(b, inner_block, t))
     }
 
+    /// The Jacobian variables an expression mentions that it does not bind.
     fn outer_maps(&self, e: ExprId) -> Vec<String> {
-        let mut out = Vec::new();
-        self.free_maps(e, &mut Vec::new(), &mut out);
-        out
+        crate::derive::free_vars(self.src, e).into_iter().filter(|(_, t)| is_lm(t)).map(|(n, _)| n).collect()
     }
 
     fn scatter(&mut self, b: &mut Builder, result: ExprId, outer: &[String]) {

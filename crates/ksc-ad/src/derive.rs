@@ -138,13 +138,14 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     ))
 }
 
-/// The free variables of a source expression, in order of first occurrence.
-fn free_vars(body: &Body, e: ExprId) -> Vec<String> {
-    fn go(body: &Body, e: ExprId, bound: &mut Vec<String>, out: &mut Vec<String>) {
+/// The free variables of an expression with their types, in order of first
+/// occurrence.
+pub(crate) fn free_vars(body: &Body, e: ExprId) -> Vec<(String, Type)> {
+    fn go(body: &Body, e: ExprId, bound: &mut Vec<String>, out: &mut Vec<(String, Type)>) {
         match &body.exprs[e] {
             Expr::Var(v) => {
-                if !bound.contains(v) && !out.contains(v) {
-                    out.push(v.clone());
+                if !bound.contains(v) && !out.iter().any(|(n, _)| n == v) {
+                    out.push((v.clone(), body.ty(e).clone()));
                 }
             }
             Expr::Lit(_) | Expr::Dummy(_) => {}
@@ -539,7 +540,7 @@ impl Ctx<'_, '_> {
         // variables (its scope, as in the categorical language): inside,
         // each free variable's map is a projection of the pair (s', t), so
         // df mentions no map of the enclosing function.
-        let fvs: Vec<Entry> = free_vars(self.src, lam).into_iter().filter_map(|v| self.lookup(&v)).collect();
+        let fvs: Vec<Entry> = free_vars(self.src, lam).into_iter().filter_map(|(v, _)| self.lookup(&v)).collect();
         let k = fvs.len() as u32;
         let scope_parts = fvs.iter().map(|e| self.atom(&e.val)).collect();
         let scope = self.b.tuple(scope_parts);
