@@ -1,0 +1,802 @@
+//! The rules of Core IR (knossos-reference.md 6.2 and 6.3), one table of
+//! named, directed rewrites, each stated in one line.
+//!
+//! # What "semantics-preserving" means here
+//!
+//! A rewrite never changes the value or the output (`print`, `$trace`) of an
+//! evaluation that succeeds. It may remove a run-time failure (an index out
+//! of range in code whose value is not needed, a `sumbuild` of an empty
+//! range that becomes a `build`), as every optimiser that drops unused pure
+//! code does, but never introduces one. `print` and `$trace` (and calls of
+//! functions that may reach them, see [`Globals`](crate::Globals)) are the
+//! effects: they are never dropped, duplicated, or reordered. Floats are
+//! assumed finite where a zero annihilates (`ts_scale 0.0 y` is zero, as in
+//! the linear-map laws), exactly as the original did.
+//!
+//! Every rule is capture-avoiding: a binder that moves over a term mentioning
+//! its name is renamed to a fresh `ksc$` name. Rules that would need a value
+//! they cannot build do not fire.
+//!
+//! The property tests (`tests/core_rules.rs`) evaluate random instances of
+//! every rule before and after it with the reference interpreter.
+
+use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
+use ksc_linmap::witness::is_own_tangent;
+
+use crate::rule::Ctx;
+use crate::term::{self, is_zero, numeric_leaves, occurrences, Occurrences};
+
+/// The kind of node a rule can apply to (checked before the rule runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    Let,
+    If,
+    Assert,
+    /// A call of this primitive.
+    Prim(Prim),
+    /// A call of any function or primitive.
+    AnyCall,
+    /// A call of a global function.
+    Fun,
+}
+
+impl Head {
+    pub fn matches(self, e: &Expr) -> bool {
+        match (self, e) {
+            (Head::Let, Expr::Let(..)) | (Head::If, Expr::If(..)) | (Head::Assert, Expr::Assert(..)) => true,
+            (Head::Prim(p), Expr::Call(Callee::Prim(q), _)) => p == *q,
+            (Head::AnyCall, Expr::Call(..)) => true,
+            (Head::Fun, Expr::Call(Callee::Fun(_), _)) => true,
+            _ => false,
+        }
+    }
+}
+
+pub type CoreRewrite = fn(&mut Ctx, ExprId) -> Option<ExprId>;
+
+/// A rule of Core IR.
+pub struct CoreRule {
+    pub name: &'static str,
+    /// The rule in one line, with its side conditions.
+    pub statement: &'static str,
+    /// Which of knossos-reference.md's groups it belongs to.
+    pub group: &'static str,
+    pub head: Head,
+    pub rewrite: CoreRewrite,
+}
+
+/// The rule with this name.
+pub fn core_rule(name: &str) -> Option<&'static CoreRule> {
+    CORE_RULES.iter().find(|r| r.name == name)
+}
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+fn let_parts(ctx: &Ctx, e: ExprId) -> Option<(Pat, ExprId, ExprId)> {
+    match ctx.expr(e) {
+        Expr::Let(p, r, b) => Some((p.clone(), *r, *b)),
+        _ => None,
+    }
+}
+
+/// The callee and argument components of a call (see
+/// [`term::call_components`]).
+fn call_parts(ctx: &Ctx, e: ExprId) -> Option<(Callee, Vec<ExprId>, bool)> {
+    match ctx.expr(e) {
+        Expr::Call(c, a) => {
+            let (comps, tupled) = term::call_components(ctx.b.body, *a);
+            Some((c.clone(), comps, tupled))
+        }
+        _ => None,
+    }
+}
+
+/// The arguments of a call of primitive `p` at `e` (as written).
+fn prim_args(ctx: &Ctx, e: ExprId, p: Prim) -> Option<Vec<ExprId>> {
+    ksc_linmap::builder::call_of(ctx.b.body, e, p)
+}
+
+/// `(lam (v : T) body)` at `e`.
+fn lam_parts(ctx: &Ctx, e: ExprId) -> Option<(Var, Type, ExprId)> {
+    match ctx.expr(e) {
+        Expr::Lam(v, t, b) => Some((v.clone(), t.clone(), *b)),
+        _ => None,
+    }
+}
+
+/// A call whose argument components may be moved around: not a primitive
+/// that reads its literal argument tuple as separate arguments, not
+/// `$inline` (whose argument must stay a call).
+fn movable_callee(c: &Callee) -> bool {
+    match c {
+        Callee::Prim(p) => !p.splats_arguments() && *p != Prim::Inline,
+        Callee::Fun(_) => true,
+    }
+}
+
+fn lam(ctx: &mut Ctx, v: &str, t: &Type, body: ExprId) -> ExprId {
+    let ty = Type::lam(t.clone(), ctx.ty(body));
+    ctx.alloc(Expr::Lam(v.to_string(), t.clone(), body), ty)
+}
+
+fn let_(ctx: &mut Ctx, p: Pat, rhs: ExprId, body: ExprId) -> ExprId {
+    let ty = ctx.ty(body);
+    ctx.alloc(Expr::Let(p, rhs, body), ty)
+}
+
+fn float_lit(ctx: &Ctx, e: ExprId) -> Option<f64> {
+    match ctx.expr(e) {
+        Expr::Lit(Lit::Float(x)) => Some(*x),
+        _ => None,
+    }
+}
+
+fn int_lit(ctx: &Ctx, e: ExprId) -> Option<i64> {
+    match ctx.expr(e) {
+        Expr::Lit(Lit::Integer(i)) => Some(*i),
+        _ => None,
+    }
+}
+
+/// Renames the variables of pattern `p` that occur free in any of `others`
+/// (and are not in `keep`) to fresh names, in `p` and in `scope_body` (the
+/// expression `p` already scopes over). Returns the new pattern and body.
+fn rename_pat_avoiding(ctx: &mut Ctx, p: &Pat, scope_body: ExprId, others: &[ExprId], keep: &[Var]) -> (Pat, ExprId) {
+    let mut renames: Vec<(Var, Var)> = Vec::new();
+    for v in p.vars() {
+        if keep.contains(v) {
+            continue;
+        }
+        if others.iter().any(|&o| ctx.is_free(v, o)) {
+            let fresh = ctx.fresh_like(v);
+            renames.push((v.clone(), fresh));
+        }
+    }
+    if renames.is_empty() {
+        return (p.clone(), scope_body);
+    }
+    let rn = |v: &Var| renames.iter().find(|(a, _)| a == v).map_or(v.clone(), |(_, b)| b.clone());
+    let new_p = match p {
+        Pat::Var(v) => Pat::Var(rn(v)),
+        Pat::Tuple(vs) => Pat::Tuple(vs.iter().map(rn).collect()),
+    };
+    let body = ctx.rename(scope_body, &renames);
+    (new_p, body)
+}
+
+/// Can evaluating `e` not fail (so evaluating it where the original did not
+/// cannot introduce a run-time error)? Atoms, lambdas, tuples and lets of
+/// such, projections of tuples, and Float arithmetic of the native prelude.
+fn cannot_fail(ctx: &Ctx, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match ctx.expr(x) {
+            Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) | Expr::Lam(..) => {}
+            Expr::Tuple(es) => stack.extend(es),
+            Expr::Let(_, r, b) => stack.extend([*r, *b]),
+            Expr::Call(Callee::Prim(Prim::Get { .. }), a) => stack.push(*a),
+            Expr::Call(Callee::Fun(f), a) if float_arith(f).is_some() && ctx.globals.is_builtin(f) => stack.push(*a),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `add`/`sub`/`mul`/`div` of two Floats, by name.
+fn float_arith(f: &FunName) -> Option<fn(f64, f64) -> f64> {
+    let ff = Type::Tuple(vec![Type::Float, Type::Float]);
+    if !f.derivs.is_empty() || f.base_ty.as_ref() != Some(&ff) {
+        return None;
+    }
+    Some(match f.base.as_str() {
+        "add" => |a, b| a + b,
+        "sub" => |a, b| a - b,
+        "mul" => |a, b| a * b,
+        "div" => |a, b| a / b,
+        _ => return None,
+    })
+}
+
+/// `add`/`sub`/`mul`/`div` of two Integers, checked (None: overflow or
+/// division by zero, which must stay a run-time error).
+fn int_arith(f: &FunName) -> Option<fn(i64, i64) -> Option<i64>> {
+    let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    if !f.derivs.is_empty() || f.base_ty.as_ref() != Some(&ii) {
+        return None;
+    }
+    Some(match f.base.as_str() {
+        "add" => i64::checked_add,
+        "sub" => i64::checked_sub,
+        "mul" => i64::checked_mul,
+        // Truncating division, as the native prelude's.
+        "div" => |a, b| if b == 0 { None } else { a.checked_div(b) },
+        _ => return None,
+    })
+}
+
+/// Is the index `i` known to lie in `0 .. n` where `i` and `n` stand?
+/// Literals, or the index variable of an enclosing `build`/`sumbuild` whose
+/// size is `n` (alpha-equal, with the same free variables in scope).
+fn index_in_range(ctx: &mut Ctx, i: ExprId, n: ExprId) -> bool {
+    if let (Some(i), Some(n)) = (int_lit(ctx, i), int_lit(ctx, n)) {
+        return 0 <= i && i < n;
+    }
+    let Expr::Var(v) = ctx.expr(i).clone() else { return false };
+    let Some((_, binding)) = ctx.scope.lookup(&v) else { return false };
+    let Some(range) = binding.range else { return false };
+    if !ctx.alpha_eq(range.size, n) {
+        return false;
+    }
+    // Every free variable of `n` must mean here what it meant at the size.
+    let fv = ctx.cache.free_vars(ctx.b.body, n);
+    fv.iter().all(|w| ctx.scope.lookup(w).is_none_or(|(pos, _)| pos < range.visible))
+}
+
+/// Binds `e` to a fresh variable unless it is atomic; `body` gets an atomic
+/// expression to copy as often as it likes.
+fn share(ctx: &mut Ctx, e: ExprId, hint: &str, body: impl FnOnce(&mut Ctx, ExprId) -> ExprId) -> ExprId {
+    if ctx.is_atomic(e) {
+        return body(ctx, e);
+    }
+    let name = ctx.b.fresh_name(hint);
+    let ty = ctx.ty(e);
+    let v = ctx.alloc(Expr::Var(name.clone()), ty);
+    let inner = body(ctx, v);
+    let_(ctx, Pat::Var(name), e, inner)
+}
+
+/// A copy of an atomic expression.
+fn copy_atom(ctx: &mut Ctx, e: ExprId) -> ExprId {
+    term::deep_copy(ctx.b, e)
+}
+
+// ---------------------------------------------------------------------------
+// Let rules.
+
+/// `let x = a in b ⇒ b[x := a]` for an atom `a` (variable, literal, `$dummy`).
+fn let_atom(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    if !ctx.is_atomic(r) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], false))
+}
+
+/// `let p = e in b ⇒ b` when no variable of `p` occurs in `b` and `e` has no effect.
+fn let_dead(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (p, r, b) = let_parts(ctx, e)?;
+    if p.vars().iter().any(|v| ctx.is_free(v, b)) || !ctx.pure(r) {
+        return None;
+    }
+    Some(b)
+}
+
+/// `let x = e in b ⇒ b[x := e]` when `x` occurs once in `b`, not under a lambda, and `e` has no effect.
+fn let_once(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    if ctx.is_atomic(r) || !ctx.pure(r) {
+        return None;
+    }
+    if occurrences(ctx.cache, ctx.b.body, &x, b) != Occurrences::Once {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], true))
+}
+
+/// Is `e` a linear map built from combinators over atoms (free to rebuild anywhere)?
+fn cheap_linear_map(ctx: &Ctx, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match ctx.expr(x) {
+            Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => {}
+            Expr::Tuple(es) => stack.extend(es),
+            Expr::Call(Callee::Prim(p), a)
+                if p.is_linear_map() && !matches!(p, Prim::LmApply | Prim::LmApplyR | Prim::LmFold) =>
+            {
+                stack.push(*a)
+            }
+            _ => return false,
+        }
+    }
+    matches!(ctx.ty(e), Type::LM(..))
+}
+
+/// `let m = L in b ⇒ b[m := L]` for a linear map `L` made of combinators over atoms.
+fn let_linear_map(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(m), r, b) = let_parts(ctx, e)? else { return None };
+    if ctx.is_atomic(r) || !cheap_linear_map(ctx, r) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(m, r)], true))
+}
+
+/// `let p = (let q = a in b) in c ⇒ let q = a in let p = b in c` (q renamed if free in c).
+fn let_float_let(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (p, r, c) = let_parts(ctx, e)?;
+    let (q, a, b) = let_parts(ctx, r)?;
+    let (q, b) = rename_pat_avoiding(ctx, &q, b, &[c], p.vars());
+    let inner = let_(ctx, p, b, c);
+    Some(let_(ctx, q, a, inner))
+}
+
+/// `let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b` (renaming ai free in a later ej).
+fn let_tuple_split(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Tuple(vs), r, b) = let_parts(ctx, e)? else { return None };
+    let Expr::Tuple(es) = ctx.expr(r).clone() else { return None };
+    if es.len() != vs.len() {
+        return None;
+    }
+    let mut names = vs.clone();
+    let mut renames = Vec::new();
+    for j in 0..vs.len() {
+        if es[j + 1..].iter().any(|&later| ctx.is_free(&vs[j], later)) {
+            let fresh = ctx.fresh_like(&vs[j]);
+            renames.push((vs[j].clone(), fresh.clone()));
+            names[j] = fresh;
+        }
+    }
+    let mut out = ctx.rename(b, &renames);
+    for (v, rhs) in names.into_iter().zip(es).rev() {
+        out = let_(ctx, Pat::Var(v), rhs, out);
+    }
+    Some(out)
+}
+
+// ---------------------------------------------------------------------------
+// Floating binding forms out of strict positions.
+
+/// The first argument component of call `e` that satisfies `is`, if every
+/// component before it has no effect (so it may be evaluated first).
+fn first_component(ctx: &mut Ctx, e: ExprId, is: fn(&Expr) -> bool) -> Option<(Callee, Vec<ExprId>, bool, usize)> {
+    let (c, comps, tupled) = call_parts(ctx, e)?;
+    if !movable_callee(&c) {
+        return None;
+    }
+    let k = comps.iter().position(|&x| is(ctx.expr(x)))?;
+    if !comps[..k].iter().all(|&x| ctx.pure(x)) {
+        return None;
+    }
+    Some((c, comps, tupled, k))
+}
+
+/// `f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..)` (earlier arguments without effect; p renamed if free in the others).
+fn let_float_arg(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (_, mut comps, tupled, k) = first_component(ctx, e, |x| matches!(x, Expr::Let(..)))?;
+    let (p, r, b) = let_parts(ctx, comps[k])?;
+    let others: Vec<ExprId> = comps.iter().enumerate().filter(|(i, _)| *i != k).map(|(_, &x)| x).collect();
+    let (p, b) = rename_pat_avoiding(ctx, &p, b, &others, &[]);
+    comps[k] = b;
+    let call = term::rebuild_call(ctx.b, e, comps, tupled);
+    Some(let_(ctx, p, r, call))
+}
+
+/// `f (.., if c a b, ..) ⇒ if c (f (.., a, ..)) (f (.., b, ..))` when the other arguments are atoms.
+fn if_float_arg(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (_, comps, tupled, k) = first_component(ctx, e, |x| matches!(x, Expr::If(..)))?;
+    if comps.iter().enumerate().any(|(i, &x)| i != k && !ctx.is_atomic(x)) {
+        return None;
+    }
+    let Expr::If(c, a, b) = ctx.expr(comps[k]).clone() else { return None };
+    let mut then_comps = comps.clone();
+    then_comps[k] = a;
+    let mut else_comps: Vec<ExprId> = Vec::with_capacity(comps.len());
+    for (i, &x) in comps.iter().enumerate() {
+        else_comps.push(if i == k { b } else { copy_atom(ctx, x) });
+    }
+    let t = term::rebuild_call(ctx.b, e, then_comps, tupled);
+    let f = term::rebuild_call(ctx.b, e, else_comps, tupled);
+    let ty = ctx.ty(e);
+    Some(ctx.alloc(Expr::If(c, t, f), ty))
+}
+
+/// `f (.., assert c x, ..) ⇒ assert c (f (.., x, ..))` (earlier arguments without effect).
+fn assert_float_arg(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (_, mut comps, tupled, k) = first_component(ctx, e, |x| matches!(x, Expr::Assert(..)))?;
+    let Expr::Assert(c, x) = ctx.expr(comps[k]).clone() else { return None };
+    comps[k] = x;
+    let call = term::rebuild_call(ctx.b, e, comps, tupled);
+    let ty = ctx.ty(e);
+    Some(ctx.alloc(Expr::Assert(c, call), ty))
+}
+
+/// `if (let p = e in c) t f ⇒ let p = e in if c t f`, and the same for the condition of `assert` (p renamed if free in the rest).
+fn let_float_cond(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let node = ctx.expr(e).clone();
+    let (cond, rest) = match &node {
+        Expr::If(c, t, f) => (*c, vec![*t, *f]),
+        Expr::Assert(c, b) => (*c, vec![*b]),
+        _ => return None,
+    };
+    let (p, r, c) = let_parts(ctx, cond)?;
+    let (p, c) = rename_pat_avoiding(ctx, &p, c, &rest, &[]);
+    let ty = ctx.ty(e);
+    let inner = match node {
+        Expr::If(..) => ctx.alloc(Expr::If(c, rest[0], rest[1]), ty),
+        _ => ctx.alloc(Expr::Assert(c, rest[0]), ty),
+    };
+    Some(let_(ctx, p, r, inner))
+}
+
+// ---------------------------------------------------------------------------
+// Tuples.
+
+/// `get$i$n (tuple e1 .. en) ⇒ ei` when the other components have no effect.
+fn get_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) = ctx.expr(e).clone() else { return None };
+    let Expr::Tuple(es) = ctx.expr(a).clone() else { return None };
+    if es.len() != arity as usize || index == 0 || index > arity {
+        return None;
+    }
+    let i = index as usize - 1;
+    if es.iter().enumerate().any(|(j, &x)| j != i && !ctx.pure(x)) {
+        return None;
+    }
+    Some(es[i])
+}
+
+// ---------------------------------------------------------------------------
+// Vectors.
+
+/// `index i (build n (lam j e)) ⇒ let j = i in e` when `n` and `e` have no effect.
+fn index_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [i, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
+    let [n, f] = prim_args(ctx, v, Prim::Build)?[..] else { return None };
+    let (j, _, body) = lam_parts(ctx, f)?;
+    if !ctx.pure(n) || !ctx.pure(body) {
+        return None;
+    }
+    Some(let_(ctx, Pat::Var(j), i, body))
+}
+
+/// `size (build n f) ⇒ n` when the body of `f` has no effect.
+fn size_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Size)?[0];
+    let [n, f] = prim_args(ctx, v, Prim::Build)?[..] else { return None };
+    ctx.pure(f).then_some(n)
+}
+
+/// `size (constVec n x) ⇒ n` when `x` has no effect.
+fn size_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Size)?[0];
+    let [n, x] = prim_args(ctx, v, Prim::ConstVec)?[..] else { return None };
+    ctx.pure(x).then_some(n)
+}
+
+/// `index i (constVec n x) ⇒ x` when `i` and `n` have no effect.
+fn index_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [i, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
+    let [n, x] = prim_args(ctx, v, Prim::ConstVec)?[..] else { return None };
+    (ctx.pure(i) && ctx.pure(n)).then_some(x)
+}
+
+/// `sum (build n f) ⇒ sumbuild n f`.
+fn sum_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Sum)?[0];
+    let [n, f] = prim_args(ctx, v, Prim::Build)?[..] else { return None };
+    ctx.prim(Prim::Sumbuild, vec![n, f])
+}
+
+/// `sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. (sumbuild n (lam i ek))` when the body has no effect (n let-bound if not atomic).
+fn sumbuild_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, f] = prim_args(ctx, e, Prim::Sumbuild)?[..] else { return None };
+    let (i, ity, body) = lam_parts(ctx, f)?;
+    let Expr::Tuple(es) = ctx.expr(body).clone() else { return None };
+    if !ctx.pure(body) || (es.is_empty() && !ctx.pure(n)) {
+        return None;
+    }
+    Some(share(ctx, n, "n", |ctx, n| {
+        let parts = es
+            .iter()
+            .map(|&x| {
+                let n = copy_atom(ctx, n);
+                let l = lam(ctx, &i, &ity, x);
+                ctx.prim(Prim::Sumbuild, vec![n, l]).expect("sumbuild of a component is well typed")
+            })
+            .collect();
+        ctx.b.tuple(parts)
+    }))
+}
+
+/// `sum (deltaVec n i e) ⇒ e` when `i` is known to lie in `0 .. n` and the elements are numbers.
+fn sum_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Sum)?[0];
+    let [n, i, x] = prim_args(ctx, v, Prim::DeltaVec)?[..] else { return None };
+    if !numeric_leaves(&ctx.ty(x)) || !ctx.pure(n) || !ctx.pure(i) || !index_in_range(ctx, i, n) {
+        return None;
+    }
+    Some(x)
+}
+
+/// `sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e)` when the elements are numbers (the two n alike, i not free in the inner n).
+fn sumbuild_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, f] = prim_args(ctx, e, Prim::Sumbuild)?[..] else { return None };
+    let (i, ity, body) = lam_parts(ctx, f)?;
+    let [m, j, x] = prim_args(ctx, body, Prim::DeltaVec)?[..] else { return None };
+    if !matches!(ctx.expr(j), Expr::Var(w) if *w == i) || ctx.is_free(&i, m) || !ctx.alpha_eq(n, m) || !ctx.pure(m) {
+        return None;
+    }
+    if !numeric_leaves(&ctx.ty(x)) {
+        return None;
+    }
+    let l = lam(ctx, &i, &ity, x);
+    ctx.prim(Prim::Build, vec![n, l])
+}
+
+/// `build n (lam i e) ⇒ constVec n e` when `i` is not free in `e`, `e` has no effect, and `e` cannot fail or `n` is a positive literal.
+fn build_const(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, f] = prim_args(ctx, e, Prim::Build)?[..] else { return None };
+    let (i, _, body) = lam_parts(ctx, f)?;
+    if ctx.is_free(&i, body) || !ctx.pure(body) {
+        return None;
+    }
+    let positive = match ctx.expr(n).clone() {
+        Expr::Lit(Lit::Integer(k)) => k > 0,
+        Expr::Tuple(ks) => ks.iter().all(|&k| int_lit(ctx, k).is_some_and(|k| k > 0)),
+        _ => false,
+    };
+    if !positive && !cannot_fail(ctx, body) {
+        return None;
+    }
+    ctx.prim(Prim::ConstVec, vec![n, body])
+}
+
+// ---------------------------------------------------------------------------
+// Tangent arithmetic.
+
+/// `ts_add x 0 ⇒ x` for a known zero without effect.
+fn ts_add_zero_right(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, z] = prim_args(ctx, e, Prim::TsAdd)?[..] else { return None };
+    (is_zero(ctx.b.body, z) && ctx.pure(z)).then_some(x)
+}
+
+/// `ts_add 0 y ⇒ y` for a known zero without effect, when `y` has the result's type.
+fn ts_add_zero_left(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [z, y] = prim_args(ctx, e, Prim::TsAdd)?[..] else { return None };
+    (is_zero(ctx.b.body, z) && ctx.pure(z) && ctx.ty(y) == ctx.ty(e)).then_some(y)
+}
+
+/// `ts_scale 1.0 x ⇒ x`.
+fn ts_scale_one(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [k, x] = prim_args(ctx, e, Prim::TsScale)?[..] else { return None };
+    (float_lit(ctx, k)? == 1.0).then_some(x)
+}
+
+/// `ts_scale 0.0 y ⇒ zero shaped like y` when `y` has no effect and is made of Floats.
+fn ts_scale_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [k, y] = prim_args(ctx, e, Prim::TsScale)?[..] else { return None };
+    if float_lit(ctx, k)? != 0.0 || !ctx.pure(y) || !is_own_tangent(&ctx.ty(y)) || is_zero(ctx.b.body, y) {
+        return None;
+    }
+    Some(ctx.b.zero_tangent(y))
+}
+
+/// `ts_scale k 0 ⇒ 0` for a known zero, when `k` has no effect.
+fn ts_scale_of_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [k, z] = prim_args(ctx, e, Prim::TsScale)?[..] else { return None };
+    (is_zero(ctx.b.body, z) && ctx.pure(k)).then_some(z)
+}
+
+/// `ts_dot 0 y ⇒ 0.0` and `ts_dot x 0 ⇒ 0.0` for a known zero, when the other operand has no effect.
+fn ts_dot_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, y] = prim_args(ctx, e, Prim::TsDot)?[..] else { return None };
+    let zero = (is_zero(ctx.b.body, x) || is_zero(ctx.b.body, y)) && ctx.pure(x) && ctx.pure(y);
+    zero.then(|| ctx.b.float(0.0))
+}
+
+// ---------------------------------------------------------------------------
+// Conditionals.
+
+/// `if true t e ⇒ t`.
+fn if_true(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::If(c, t, _) = ctx.expr(e).clone() else { return None };
+    matches!(ctx.expr(c), Expr::Lit(Lit::Bool(true))).then_some(t)
+}
+
+/// `if false t e ⇒ e`.
+fn if_false(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::If(c, _, f) = ctx.expr(e).clone() else { return None };
+    matches!(ctx.expr(c), Expr::Lit(Lit::Bool(false))).then_some(f)
+}
+
+/// `if c t t' ⇒ t` when the branches are alpha-equal and `c` has no effect.
+fn if_same(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::If(c, t, f) = ctx.expr(e).clone() else { return None };
+    (ctx.pure(c) && ctx.alpha_eq(t, f)).then_some(t)
+}
+
+/// `assert true e ⇒ e`.
+fn assert_true(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::Assert(c, b) = ctx.expr(e).clone() else { return None };
+    matches!(ctx.expr(c), Expr::Lit(Lit::Bool(true))).then_some(b)
+}
+
+// ---------------------------------------------------------------------------
+// Constant folding.
+
+/// `add`/`sub`/`mul`/`div` of two Float literals (the built-ins) ⇒ the literal result, when finite.
+fn fold_float(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (c, comps, _) = call_parts(ctx, e)?;
+    let result = match (&c, &comps[..]) {
+        (Callee::Fun(f), [a, b]) if ctx.globals.is_builtin(f) => float_arith(f)?(float_lit(ctx, *a)?, float_lit(ctx, *b)?),
+        (Callee::Fun(f), [a])
+            if f.base == "neg" && f.derivs.is_empty() && f.base_ty == Some(Type::Float) && ctx.globals.is_builtin(f) =>
+        {
+            -float_lit(ctx, *a)?
+        }
+        (Callee::Prim(Prim::TsAdd), [a, b]) => float_lit(ctx, *a)? + float_lit(ctx, *b)?,
+        (Callee::Prim(Prim::TsScale), [a, b]) => float_lit(ctx, *a)? * float_lit(ctx, *b)?,
+        _ => return None,
+    };
+    result.is_finite().then(|| ctx.b.float(result))
+}
+
+/// `add`/`sub`/`mul`/`div` of two Integer literals (the built-ins) ⇒ the literal result, unless it overflows or divides by zero.
+fn fold_integer(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
+    if !ctx.globals.is_builtin(&f) {
+        return None;
+    }
+    let result = match &comps[..] {
+        [a, b] => int_arith(&f)?(int_lit(ctx, *a)?, int_lit(ctx, *b)?)?,
+        [a] if f.base == "neg" && f.derivs.is_empty() && f.base_ty == Some(Type::Integer) => {
+            int_lit(ctx, *a)?.checked_neg()?
+        }
+        _ => return None,
+    };
+    Some(ctx.b.integer(result))
+}
+
+/// `lt`/`gt`/`lte`/`gte` of two Float or Integer literals, and `eq`/`ne` of Integer, Bool or String literals ⇒ the Bool.
+fn fold_compare(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (c, comps, _) = call_parts(ctx, e)?;
+    let [a, b] = comps[..] else { return None };
+    let (la, lb) = match (ctx.expr(a), ctx.expr(b)) {
+        (Expr::Lit(x), Expr::Lit(y)) => (x.clone(), y.clone()),
+        _ => return None,
+    };
+    let value = match &c {
+        Callee::Prim(p @ (Prim::Eq | Prim::Ne)) => {
+            let same = match (&la, &lb) {
+                (Lit::Integer(_), Lit::Integer(_)) | (Lit::Bool(_), Lit::Bool(_)) | (Lit::String(_), Lit::String(_)) => {
+                    la == lb
+                }
+                _ => return None,
+            };
+            same == (*p == Prim::Eq)
+        }
+        Callee::Fun(f) if f.derivs.is_empty() && ctx.globals.is_builtin(f) => {
+            use std::cmp::Ordering::*;
+            let o = match (&la, &lb) {
+                (Lit::Integer(i), Lit::Integer(j)) => Some(i.cmp(j)),
+                // None for a NaN: every comparison is false, as in the native prelude.
+                (Lit::Float(x), Lit::Float(y)) => x.partial_cmp(y),
+                _ => return None,
+            };
+            match f.base.as_str() {
+                "lt" => o == Some(Less),
+                "gt" => o == Some(Greater),
+                "lte" => matches!(o, Some(Less | Equal)),
+                "gte" => matches!(o, Some(Greater | Equal)),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some(ctx.alloc(Expr::Lit(Lit::Bool(value)), Type::Bool))
+}
+
+// ---------------------------------------------------------------------------
+// Inlining.
+
+/// `f a ⇒ let params = a in body` for a definition of `f` whose body is fully typed.
+fn inline_call(ctx: &mut Ctx, call: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Fun(f), arg) = ctx.expr(call).clone() else { return None };
+    let def = ctx.globals.def(&f)?;
+    // Only definitions that checked cleanly.
+    let mut stack = vec![def.root];
+    while let Some(x) = stack.pop() {
+        if def.body.ty(x).contains_unknown() {
+            return None;
+        }
+        stack.extend(term::children(&def.body.exprs[x]));
+    }
+    if def.ret_ty != ctx.ty(call) {
+        return None;
+    }
+    let body = term::copy_tree(ctx.b.body, Some(&def.body), def.root);
+    let pat = match &def.params[..] {
+        [] => {
+            if ctx.pure(arg) {
+                return Some(body);
+            }
+            Pat::Var(ctx.b.fresh_name("unit"))
+        }
+        [p] => Pat::Var(p.name.clone()),
+        ps => Pat::Tuple(ps.iter().map(|p| p.name.clone()).collect()),
+    };
+    Some(let_(ctx, pat, arg, body))
+}
+
+/// `$inline (f a) ⇒ let params = a in body of f` (always, when f's definition is known).
+fn inline_marked(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Prim(Prim::Inline), call) = ctx.expr(e).clone() else { return None };
+    inline_call(ctx, call)
+}
+
+/// `f a ⇒ let params = a in body of f` when f is not recursive and its body is small.
+fn inline_small(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Fun(f), _) = ctx.expr(e).clone() else { return None };
+    let def = ctx.globals.def(&f)?;
+    if !size_at_most(def, ctx.options.inline_size) || ctx.globals.is_recursive(&f) {
+        return None;
+    }
+    inline_call(ctx, e)
+}
+
+/// Does a definition's body have at most `limit` nodes? (Stops counting
+/// past the limit.)
+fn size_at_most(def: &ksc_ir::Def, limit: usize) -> bool {
+    let mut n = 0;
+    let mut stack = vec![def.root];
+    while let Some(x) = stack.pop() {
+        n += 1;
+        if n > limit {
+            return false;
+        }
+        stack.extend(term::children(&def.body.exprs[x]));
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------
+// The table.
+
+const LET: &str = "let (reference 6.2)";
+const FLOAT: &str = "floating (reference 6.3)";
+const TUPLE: &str = "tuples (reference 6.3)";
+const VEC: &str = "vectors (reference 6.3)";
+const TANGENT: &str = "tangent arithmetic (reference 6.3)";
+const IF: &str = "conditionals (reference 6.3)";
+const FOLD: &str = "constant folding (reference 6.3)";
+const INLINE: &str = "inlining (reference 6.3)";
+
+/// Every Core rule, in the order they are tried.
+pub static CORE_RULES: &[CoreRule] = &[
+    CoreRule { name: "let-atom", statement: "let x = a in b ⇒ b[x := a] for a variable, literal or $dummy a", group: LET, head: Head::Let, rewrite: let_atom },
+    CoreRule { name: "let-dead", statement: "let p = e in b ⇒ b when p's variables are not free in b and e has no effect", group: LET, head: Head::Let, rewrite: let_dead },
+    CoreRule { name: "let-once", statement: "let x = e in b ⇒ b[x := e] when x occurs once in b, not under a lambda, and e has no effect", group: LET, head: Head::Let, rewrite: let_once },
+    CoreRule { name: "let-linear-map", statement: "let m = L in b ⇒ b[m := L] for a linear map L built by combinators over atoms", group: LET, head: Head::Let, rewrite: let_linear_map },
+    CoreRule { name: "let-float-let", statement: "let p = (let q = a in b) in c ⇒ let q = a in let p = b in c (q renamed if free in c)", group: LET, head: Head::Let, rewrite: let_float_let },
+    CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
+    CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },
+    CoreRule { name: "if-float-arg", statement: "f (.., if c a b, ..) ⇒ if c (f (.., a, ..)) (f (.., b, ..)) when the other arguments are atoms", group: FLOAT, head: Head::AnyCall, rewrite: if_float_arg },
+    CoreRule { name: "assert-float-arg", statement: "f (.., assert c x, ..) ⇒ assert c (f (.., x, ..)) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: assert_float_arg },
+    CoreRule { name: "let-float-cond", statement: "if (let p = e in c) t f ⇒ let p = e in if c t f (p renamed if free in t or f)", group: FLOAT, head: Head::If, rewrite: let_float_cond },
+    CoreRule { name: "let-float-assert", statement: "assert (let p = e in c) b ⇒ let p = e in assert c b (p renamed if free in b)", group: FLOAT, head: Head::Assert, rewrite: let_float_cond },
+    CoreRule { name: "get-tuple", statement: "get$i$n (tuple e1 .. en) ⇒ ei when the other components have no effect", group: TUPLE, head: Head::AnyCall, rewrite: get_tuple },
+    CoreRule { name: "index-build", statement: "index i (build n (lam j e)) ⇒ let j = i in e when n and e have no effect", group: VEC, head: Head::Prim(Prim::Index), rewrite: index_build },
+    CoreRule { name: "size-build", statement: "size (build n f) ⇒ n when f's body has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_build },
+    CoreRule { name: "size-constvec", statement: "size (constVec n x) ⇒ n when x has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_constvec },
+    CoreRule { name: "index-constvec", statement: "index i (constVec n x) ⇒ x when i and n have no effect", group: VEC, head: Head::Prim(Prim::Index), rewrite: index_constvec },
+    CoreRule { name: "sum-build", statement: "sum (build n f) ⇒ sumbuild n f", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_build },
+    CoreRule { name: "sumbuild-tuple", statement: "sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. when the body has no effect", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_tuple },
+    CoreRule { name: "sum-deltavec", statement: "sum (deltaVec n i e) ⇒ e when i is known to be in 0..n and e is made of numbers", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_deltavec },
+    CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
+    CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
+    CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },
+    CoreRule { name: "ts-add-zero-left", statement: "ts_add 0 y ⇒ y when y has the result's type", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_left },
+    CoreRule { name: "ts-scale-one", statement: "ts_scale 1.0 x ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_one },
+    CoreRule { name: "ts-scale-zero", statement: "ts_scale 0.0 y ⇒ the zero shaped like y, when y has no effect and is made of Floats", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_zero },
+    CoreRule { name: "ts-scale-of-zero", statement: "ts_scale k 0 ⇒ 0 when k has no effect", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_of_zero },
+    CoreRule { name: "ts-dot-zero", statement: "ts_dot 0 y ⇒ 0.0, ts_dot x 0 ⇒ 0.0 when the other operand has no effect", group: TANGENT, head: Head::Prim(Prim::TsDot), rewrite: ts_dot_zero },
+    CoreRule { name: "if-true", statement: "if true t e ⇒ t", group: IF, head: Head::If, rewrite: if_true },
+    CoreRule { name: "if-false", statement: "if false t e ⇒ e", group: IF, head: Head::If, rewrite: if_false },
+    CoreRule { name: "if-same", statement: "if c t t' ⇒ t when t and t' are alpha-equal and c has no effect", group: IF, head: Head::If, rewrite: if_same },
+    CoreRule { name: "assert-true", statement: "assert true e ⇒ e", group: IF, head: Head::Assert, rewrite: assert_true },
+    CoreRule { name: "fold-float", statement: "add/sub/mul/div/neg of Float literals (built-ins), ts_add/ts_scale of Float literals ⇒ the literal, when finite", group: FOLD, head: Head::AnyCall, rewrite: fold_float },
+    CoreRule { name: "fold-integer", statement: "add/sub/mul/div/neg of Integer literals (built-ins) ⇒ the literal, unless it overflows or divides by zero", group: FOLD, head: Head::Fun, rewrite: fold_integer },
+    CoreRule { name: "fold-compare", statement: "lt/gt/lte/gte of number literals, eq/ne of Integer, Bool or String literals ⇒ the Bool", group: FOLD, head: Head::AnyCall, rewrite: fold_compare },
+    CoreRule { name: "inline-marked", statement: "$inline (f a) ⇒ let params = a in (body of f)", group: INLINE, head: Head::Prim(Prim::Inline), rewrite: inline_marked },
+    CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small", group: INLINE, head: Head::Fun, rewrite: inline_small },
+];

@@ -1,0 +1,437 @@
+//! Common-subexpression elimination (knossos-reference.md 6.6), best run
+//! after [`crate::anf`].
+//!
+//! The pass walks the term with a substitution (variable ↦ variable) and a
+//! table from expressions, up to alpha-equivalence and under the current
+//! substitution, to the pattern of the `let` that already holds them:
+//!
+//! - `let x = y` (a variable after CSE) is dropped and `x ↦ y` substituted;
+//! - `let p = e` with an expression `e` without effect records `e ↦ p`; a
+//!   later expression alpha-equal to `e` without effect becomes `p` (a
+//!   variable, or a tuple of the pattern's variables);
+//! - entries made inside a lambda body, an `if` branch or an `assert` body
+//!   are forgotten when leaving it, so no work moves out of them; an entry
+//!   made outside may be used inside (that only saves work);
+//! - expressions with an effect (`print`, `$trace`, calls of functions that
+//!   may reach them) are never recorded nor replaced;
+//! - a call's literal argument tuple is never itself replaced (the
+//!   argument-tuple invariant);
+//! - a binder whose name is already in scope is renamed to a fresh `ksc$`
+//!   name, so a recorded variable or a substituted one can never be shadowed.
+//!
+//! The pass is iterative: bodies nested thousands deep are fine. Running the
+//! Core rules afterwards removes the lets CSE made trivial.
+
+use ksc_ir::{Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
+use ksc_linmap::builder::Builder;
+use rustc_hash::FxHashMap;
+
+use crate::globals::Globals;
+use crate::term::{self, Cache};
+
+/// Eliminates common subexpressions in the term at `root`. `in_scope` are
+/// the variables bound around it (a definition's parameters).
+pub fn cse(b: &mut Builder, globals: &Globals, root: ExprId, in_scope: &[Var]) -> ExprId {
+    term::bump_fresh(b, root);
+    let mut m = Machine {
+        b,
+        globals,
+        cache: Cache::new(),
+        in_scope: FxHashMap::default(),
+        scope_log: Vec::new(),
+        subst: Vec::new(),
+        table: FxHashMap::default(),
+        table_log: Vec::new(),
+        frames: Vec::new(),
+        results: Vec::new(),
+        decisions: Vec::new(),
+    };
+    for v in in_scope {
+        *m.in_scope.entry(v.clone()).or_default() += 1;
+    }
+    m.run(root)
+}
+
+/// One token of an expression's canonical form: variables bound inside the
+/// expression become de Bruijn indices, so alpha-equal expressions have the
+/// same key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Tok {
+    Node(u8, u32),
+    Float(u64),
+    Int(i64),
+    Bool(bool),
+    Str(String),
+    Free(Var),
+    Bound(u32),
+    Prim(Prim),
+    Fun(ksc_ir::FunName),
+    Ty(Type),
+}
+
+type Key = Vec<Tok>;
+
+/// The canonical form of the tree at `e`.
+fn key(body: &ksc_ir::Body, e: ExprId) -> Key {
+    enum Task {
+        Visit(ExprId),
+        Push(Vec<Var>),
+        Pop(usize),
+    }
+    let mut out = Vec::new();
+    let mut env: Vec<Var> = Vec::new();
+    let mut tasks = vec![Task::Visit(e)];
+    while let Some(t) = tasks.pop() {
+        let x = match t {
+            Task::Visit(x) => x,
+            Task::Push(vs) => {
+                env.extend(vs);
+                continue;
+            }
+            Task::Pop(n) => {
+                env.truncate(env.len() - n);
+                continue;
+            }
+        };
+        match &body.exprs[x] {
+            Expr::Lit(l) => out.push(match l {
+                Lit::Float(f) => Tok::Float(f.to_bits()),
+                Lit::Integer(i) => Tok::Int(*i),
+                Lit::Bool(b) => Tok::Bool(*b),
+                Lit::String(s) => Tok::Str(s.clone()),
+            }),
+            Expr::Var(v) => out.push(match env.iter().rposition(|w| w == v) {
+                Some(i) => Tok::Bound((env.len() - i) as u32),
+                None => Tok::Free(v.clone()),
+            }),
+            Expr::Dummy(t) => {
+                out.push(Tok::Node(0, 0));
+                out.push(Tok::Ty(t.clone()));
+            }
+            Expr::Call(c, a) => {
+                out.push(Tok::Node(1, 0));
+                out.push(match c {
+                    Callee::Prim(p) => Tok::Prim(*p),
+                    Callee::Fun(f) => Tok::Fun(f.clone()),
+                });
+                tasks.push(Task::Visit(*a));
+            }
+            Expr::Tuple(es) => {
+                out.push(Tok::Node(2, es.len() as u32));
+                tasks.extend(es.iter().rev().map(|&c| Task::Visit(c)));
+            }
+            Expr::Let(p, r, s) => {
+                let tuple = matches!(p, Pat::Tuple(_));
+                out.push(Tok::Node(3, if tuple { p.vars().len() as u32 + 1 } else { 0 }));
+                let n = p.vars().len();
+                tasks.extend([Task::Pop(n), Task::Visit(*s), Task::Push(p.vars().to_vec()), Task::Visit(*r)]);
+            }
+            Expr::If(c, t, f) => {
+                out.push(Tok::Node(4, 0));
+                tasks.extend([Task::Visit(*f), Task::Visit(*t), Task::Visit(*c)]);
+            }
+            Expr::Assert(c, s) => {
+                out.push(Tok::Node(5, 0));
+                tasks.extend([Task::Visit(*s), Task::Visit(*c)]);
+            }
+            Expr::Lam(v, t, s) => {
+                out.push(Tok::Node(6, 0));
+                out.push(Tok::Ty(t.clone()));
+                tasks.extend([Task::Pop(1), Task::Visit(*s), Task::Push(vec![v.clone()])]);
+            }
+        }
+    }
+    out
+}
+
+/// What holds a recorded expression: a let's pattern.
+#[derive(Clone, Debug)]
+struct Holder {
+    pat: Pat,
+    ty: Type,
+}
+
+/// What became of a let.
+enum Decision {
+    /// Dropped: its variable was substituted.
+    Dropped,
+    /// Kept with this pattern and right side.
+    Kept(Pat, ExprId),
+}
+
+/// Scope marks to return to when leaving a let body, branch or lambda.
+#[derive(Clone, Copy)]
+struct Frame {
+    scope: usize,
+    subst: usize,
+    table: usize,
+}
+
+enum Task {
+    Visit(ExprId),
+    /// Rebuild a call (its argument tuple looked through) or a tuple.
+    Rebuild(ExprId, usize),
+    /// The rhs of this let is done.
+    LetBind(ExprId),
+    /// The body of this let is done.
+    LetExit(ExprId),
+    /// Enter a branch, assert body or lambda body (binding the lambda's
+    /// parameter when given).
+    Enter(Option<ExprId>),
+    /// Leave it.
+    Leave,
+    If(ExprId),
+    Assert(ExprId),
+    Lam(ExprId),
+}
+
+struct Machine<'a, 'b, 'g> {
+    b: &'a mut Builder<'b>,
+    globals: &'a Globals<'g>,
+    cache: Cache,
+    /// Names in scope (with multiplicity).
+    in_scope: FxHashMap<Var, u32>,
+    scope_log: Vec<Var>,
+    /// Variable ↦ variable, innermost last.
+    subst: Vec<(Var, Var)>,
+    table: FxHashMap<Key, Vec<Holder>>,
+    table_log: Vec<Key>,
+    frames: Vec<Frame>,
+    results: Vec<ExprId>,
+    decisions: Vec<Decision>,
+}
+
+impl Machine<'_, '_, '_> {
+    fn run(&mut self, root: ExprId) -> ExprId {
+        let mut lam_names: Vec<Var> = Vec::new();
+        let mut tasks = vec![Task::Visit(root)];
+        while let Some(t) = tasks.pop() {
+            match t {
+                Task::Visit(e) => self.visit(e, &mut tasks),
+                Task::Rebuild(e, n) => {
+                    let kids = self.results.split_off(self.results.len() - n);
+                    let node = self.b.expr(e).clone();
+                    let ty = self.b.ty(e);
+                    let out = match node {
+                        Expr::Call(c, arg) => match self.b.expr(arg).clone() {
+                            Expr::Tuple(es) if es == kids => e,
+                            Expr::Tuple(_) => {
+                                let tty = self.b.ty(arg);
+                                let t = self.b.body.alloc_typed(Expr::Tuple(kids), tty);
+                                self.b.body.alloc_typed(Expr::Call(c, t), ty)
+                            }
+                            _ if kids[0] == arg => e,
+                            _ => self.b.body.alloc_typed(Expr::Call(c, kids[0]), ty),
+                        },
+                        Expr::Tuple(es) if es == kids => e,
+                        Expr::Tuple(_) => self.b.body.alloc_typed(Expr::Tuple(kids), ty),
+                        _ => unreachable!("rebuild of a call or tuple"),
+                    };
+                    let out = self.replace(out);
+                    self.results.push(out);
+                }
+                Task::LetBind(e) => self.let_bind(e),
+                Task::LetExit(e) => {
+                    let body = self.results.pop().expect("let body");
+                    self.leave();
+                    let out = match self.decisions.pop().expect("decision") {
+                        Decision::Dropped => body,
+                        Decision::Kept(p, r) => match self.b.expr(e).clone() {
+                            Expr::Let(p0, r0, b0) if p0 == p && r0 == r && b0 == body => e,
+                            _ => {
+                                let ty = self.b.ty(e);
+                                self.b.body.alloc_typed(Expr::Let(p, r, body), ty)
+                            }
+                        },
+                    };
+                    self.results.push(out);
+                }
+                Task::Enter(lam) => {
+                    self.enter();
+                    if let Some(l) = lam {
+                        let Expr::Lam(v, _, _) = self.b.expr(l).clone() else { unreachable!("lam") };
+                        let name = self.bind_name(&v);
+                        lam_names.push(name);
+                    }
+                }
+                Task::Leave => self.leave(),
+                Task::If(e) => {
+                    let f = self.results.pop().expect("else");
+                    let t = self.results.pop().expect("then");
+                    let c = self.results.pop().expect("cond");
+                    let out = match self.b.expr(e).clone() {
+                        Expr::If(c0, t0, f0) if (c0, t0, f0) == (c, t, f) => e,
+                        _ => {
+                            let ty = self.b.ty(e);
+                            self.b.body.alloc_typed(Expr::If(c, t, f), ty)
+                        }
+                    };
+                    let out = self.replace(out);
+                    self.results.push(out);
+                }
+                Task::Assert(e) => {
+                    let body = self.results.pop().expect("assert body");
+                    let c = self.results.pop().expect("assert cond");
+                    let out = match self.b.expr(e).clone() {
+                        Expr::Assert(c0, b0) if (c0, b0) == (c, body) => e,
+                        _ => {
+                            let ty = self.b.ty(e);
+                            self.b.body.alloc_typed(Expr::Assert(c, body), ty)
+                        }
+                    };
+                    self.results.push(out);
+                }
+                Task::Lam(e) => {
+                    let body = self.results.pop().expect("lambda body");
+                    let name = lam_names.pop().expect("lambda name");
+                    let Expr::Lam(v, t, b0) = self.b.expr(e).clone() else { unreachable!("lam") };
+                    let out = if v == name && b0 == body { e } else { self.b.lam(&name, t, body) };
+                    self.results.push(out);
+                }
+            }
+        }
+        self.results.pop().expect("result")
+    }
+
+    fn visit(&mut self, e: ExprId, tasks: &mut Vec<Task>) {
+        match self.b.expr(e).clone() {
+            Expr::Var(v) => {
+                let out = match self.subst.iter().rev().find(|(x, _)| *x == v) {
+                    Some((_, y)) if *y != v => {
+                        let y = y.clone();
+                        let ty = self.b.ty(e);
+                        self.b.var(&y, ty)
+                    }
+                    _ => e,
+                };
+                self.results.push(out);
+            }
+            Expr::Lit(_) | Expr::Dummy(_) => self.results.push(e),
+            Expr::Call(_, arg) => {
+                let comps = match self.b.expr(arg) {
+                    Expr::Tuple(es) => es.clone(),
+                    _ => vec![arg],
+                };
+                tasks.push(Task::Rebuild(e, comps.len()));
+                tasks.extend(comps.into_iter().rev().map(Task::Visit));
+            }
+            Expr::Tuple(es) => {
+                tasks.push(Task::Rebuild(e, es.len()));
+                tasks.extend(es.into_iter().rev().map(Task::Visit));
+            }
+            Expr::Let(_, r, s) => {
+                tasks.extend([Task::LetExit(e), Task::Visit(s), Task::LetBind(e), Task::Visit(r)]);
+            }
+            Expr::If(c, t, f) => {
+                tasks.extend([
+                    Task::If(e),
+                    Task::Leave,
+                    Task::Visit(f),
+                    Task::Enter(None),
+                    Task::Leave,
+                    Task::Visit(t),
+                    Task::Enter(None),
+                    Task::Visit(c),
+                ]);
+            }
+            Expr::Assert(c, s) => {
+                tasks.extend([Task::Assert(e), Task::Leave, Task::Visit(s), Task::Enter(None), Task::Visit(c)]);
+            }
+            Expr::Lam(_, _, s) => {
+                tasks.extend([Task::Lam(e), Task::Leave, Task::Visit(s), Task::Enter(Some(e))]);
+            }
+        }
+    }
+
+    /// The let's rhs is done: drop it for a variable, else bind (renaming
+    /// shadowing binders) and record the rhs.
+    fn let_bind(&mut self, e: ExprId) {
+        let r = self.results.pop().expect("let rhs");
+        let Expr::Let(p, _, _) = self.b.expr(e).clone() else { unreachable!("let") };
+        self.enter();
+        if let (Pat::Var(x), Expr::Var(y)) = (&p, self.b.expr(r)) {
+            let y = y.clone();
+            self.subst.push((x.clone(), y));
+            self.decisions.push(Decision::Dropped);
+            return;
+        }
+        let names: Vec<Var> = p.vars().iter().map(|v| self.bind_name(v)).collect();
+        let pat = match p {
+            Pat::Var(_) => Pat::Var(names[0].clone()),
+            Pat::Tuple(_) => Pat::Tuple(names),
+        };
+        if !term::is_atomic(self.b.body, r) && !matches!(self.b.expr(r), Expr::Lam(..)) && self.pure(r) {
+            let k = key(self.b.body, r);
+            let ty = self.b.ty(r);
+            self.table.entry(k.clone()).or_default().push(Holder { pat: pat.clone(), ty });
+            self.table_log.push(k);
+        }
+        self.decisions.push(Decision::Kept(pat, r));
+    }
+
+    /// Binds `v` in the current frame: renamed to a fresh name if a binder
+    /// of that name is already in scope.
+    fn bind_name(&mut self, v: &Var) -> Var {
+        let name = if self.in_scope.get(v).copied().unwrap_or(0) > 0 {
+            let fresh = self.b.fresh_name(&term::hint_of(v));
+            self.subst.push((v.clone(), fresh.clone()));
+            fresh
+        } else {
+            // A binder shadows any substitution of its name.
+            if self.subst.iter().any(|(x, _)| x == v) {
+                self.subst.push((v.clone(), v.clone()));
+            }
+            v.clone()
+        };
+        *self.in_scope.entry(name.clone()).or_default() += 1;
+        self.scope_log.push(name.clone());
+        name
+    }
+
+    fn pure(&mut self, e: ExprId) -> bool {
+        !self.cache.has_effect(self.b.body, self.globals, e)
+    }
+
+    /// `e` itself, or the holder of an alpha-equal expression recorded in
+    /// scope (for a non-atomic `e` without effect).
+    fn replace(&mut self, e: ExprId) -> ExprId {
+        if self.table.is_empty() || term::is_atomic(self.b.body, e) || !self.pure(e) {
+            return e;
+        }
+        let k = key(self.b.body, e);
+        let Some(h) = self.table.get(&k).and_then(|hs| hs.last()).cloned() else { return e };
+        if h.ty != self.b.ty(e) {
+            return e;
+        }
+        match &h.pat {
+            Pat::Var(v) => self.b.var(v, h.ty.clone()),
+            Pat::Tuple(vs) => {
+                let Type::Tuple(ts) = &h.ty else { return e };
+                let comps: Vec<ExprId> = vs.iter().zip(ts).map(|(v, t)| self.b.var(v, t.clone())).collect();
+                self.b.tuple(comps)
+            }
+        }
+    }
+
+    fn enter(&mut self) {
+        self.frames.push(Frame { scope: self.scope_log.len(), subst: self.subst.len(), table: self.table_log.len() });
+    }
+
+    fn leave(&mut self) {
+        let f = self.frames.pop().expect("frame");
+        for v in self.scope_log.drain(f.scope..) {
+            if let Some(n) = self.in_scope.get_mut(&v) {
+                *n -= 1;
+            }
+        }
+        self.subst.truncate(f.subst);
+        for k in self.table_log.drain(f.table..) {
+            if let Some(hs) = self.table.get_mut(&k) {
+                hs.pop();
+                if hs.is_empty() {
+                    self.table.remove(&k);
+                }
+            }
+        }
+    }
+}

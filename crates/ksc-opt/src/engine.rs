@@ -1,0 +1,504 @@
+//! The interpreter of strategies over Core IR bodies.
+//!
+//! Terms are expression trees in an arena ([`ksc_ir::Body`]); a rewrite
+//! never changes a node, it allocates new ones (copy-on-write), typed by the
+//! [`Builder`]. Rewriting a sub-term allocates new copies of its ancestors,
+//! so trees that share the old nodes stay valid.
+//!
+//! `top_down`, `bottom_up` and `normalize` walk the term with an explicit
+//! stack, so their depth is bounded by the strategy's nesting, not the
+//! term's: bodies nested thousands deep are fine. `one` and `all` descend one
+//! level. The traversals keep the [`Scope`] of binders above the current
+//! node for the rules.
+//!
+//! `normalize(s)` is `repeat(top_down(s))` with two refinements that do not
+//! change its result: a subtree that was searched completely without `s`
+//! applying anywhere is remembered by id and not searched again (nodes never
+//! change, and rules depend only on a node's subtree and the binders above
+//! it); and it stops after a bounded number of rewrites (fuel), reporting a
+//! [`Warning`] instead of looping forever. `repeat` is bounded the same way.
+//!
+//! Every rule result is checked: a rewrite to a term of another type is
+//! refused and reported ([`WarningKind::TypeChanged`]); a rewrite of a term
+//! whose type is unknown (a part of the program that failed to check) is
+//! never attempted.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use ksc_ir::{Callee, Expr, ExprId, Prim, Var};
+use ksc_linmap::builder::Builder;
+use rustc_hash::FxHashSet;
+
+use crate::globals::Globals;
+use crate::rule::{Ctx, Rule, RuleKind};
+use crate::scope::Scope;
+use crate::strategy::Strategy;
+use crate::term::{self, Cache};
+
+/// Settings of a rewriting run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The most rewrites one `normalize` may do before it stops with a warning.
+    pub fuel: u32,
+    /// The most iterations one `repeat` may do before it stops with a warning.
+    pub repeat_limit: u32,
+    /// Record every rule that fires, with the printed term before and after.
+    pub trace: bool,
+    /// Functions whose body has at most this many nodes are inlined by the
+    /// `inline-small` rule (when not recursive).
+    pub inline_size: usize,
+    /// Run ANF and CSE in [`crate::optimise_def`].
+    pub cse: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { fuel: 100_000, repeat_limit: 100_000, trace: false, inline_size: 12, cse: true }
+    }
+}
+
+/// One rule firing, for `--trace`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fired {
+    pub rule: String,
+    pub kind: RuleKind,
+    /// The rewritten term (the redex), printed as `.ks`.
+    pub before: String,
+    /// What it became.
+    pub after: String,
+}
+
+impl fmt::Display for Fired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}  ==>  {}", self.kind, self.rule, self.before, self.after)
+    }
+}
+
+/// What can go wrong in a run without making its result wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarningKind {
+    /// A `normalize` ran out of fuel: its rules may not terminate (such as a
+    /// commutativity rule). The term reached is returned.
+    FuelExhausted,
+    /// A `repeat` ran out of iterations.
+    RepeatLimit,
+    /// A rule produced a term of another type; the rewrite was refused. This
+    /// is a bug in the rule (or a user rule whose sides differ in type).
+    TypeChanged,
+}
+
+/// A warning of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warning {
+    pub kind: WarningKind,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Interprets strategies, collecting the trace and warnings of its runs.
+pub struct Rewriter<'g> {
+    globals: &'g Globals<'g>,
+    pub options: Options,
+    trace: Vec<Fired>,
+    warnings: Vec<Warning>,
+}
+
+/// Applies `s` at `root` with default options and nothing known about the
+/// program's functions ([`Globals::unknown`]); warnings are dropped. None
+/// if the strategy fails.
+pub fn apply(s: &Strategy, b: &mut Builder, root: ExprId) -> Option<ExprId> {
+    let globals = Globals::unknown();
+    Rewriter::new(&globals).apply(s, b, root)
+}
+
+impl<'g> Rewriter<'g> {
+    pub fn new(globals: &'g Globals<'g>) -> Rewriter<'g> {
+        Rewriter::with_options(globals, Options::default())
+    }
+
+    pub fn with_options(globals: &'g Globals<'g>, options: Options) -> Rewriter<'g> {
+        Rewriter { globals, options, trace: Vec::new(), warnings: Vec::new() }
+    }
+
+    pub fn globals(&self) -> &'g Globals<'g> {
+        self.globals
+    }
+
+    /// Applies `s` to the term at `root`: the rewritten term, or None if the
+    /// strategy fails. The builder's fresh-name counter is first raised past
+    /// every `ksc$` name of the term, so fresh names cannot clash.
+    pub fn apply(&mut self, s: &Strategy, b: &mut Builder, root: ExprId) -> Option<ExprId> {
+        term::bump_fresh(b, root);
+        let mut run = Run {
+            b,
+            globals: self.globals,
+            options: &self.options,
+            trace: &mut self.trace,
+            warnings: &mut self.warnings,
+            cache: Cache::new(),
+            scope: Scope::new(),
+            here: None,
+            recent: VecDeque::new(),
+        };
+        run.apply(s, root)
+    }
+
+    /// The rules fired so far, in order (recorded when `options.trace`).
+    pub fn trace(&self) -> &[Fired] {
+        &self.trace
+    }
+
+    pub fn take_trace(&mut self) -> Vec<Fired> {
+        std::mem::take(&mut self.trace)
+    }
+
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<Warning> {
+        std::mem::take(&mut self.warnings)
+    }
+}
+
+/// A child position as strategies see it: the argument tuple of a call is
+/// looked through; a `build`/`sumbuild` lambda knows its size expression.
+#[derive(Clone, Debug)]
+struct Slot {
+    id: ExprId,
+    /// The variables bound for this child.
+    binds: Vec<Var>,
+    /// For the lambda of `build n (lam ..)` / `sumbuild n (lam ..)`: `n`.
+    lam_range: Option<ExprId>,
+}
+
+fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
+    let plain = |id| Slot { id, binds: Vec::new(), lam_range: None };
+    match b.expr(e) {
+        Expr::Call(c, arg) => match b.expr(*arg) {
+            Expr::Tuple(es) => {
+                let ranged = matches!(c, Callee::Prim(Prim::Build | Prim::Sumbuild)) && es.len() == 2;
+                es.iter()
+                    .enumerate()
+                    .map(|(i, &id)| Slot {
+                        id,
+                        binds: Vec::new(),
+                        lam_range: (ranged && i == 1 && matches!(b.expr(id), Expr::Lam(..))).then_some(es[0]),
+                    })
+                    .collect()
+            }
+            _ => vec![plain(*arg)],
+        },
+        Expr::Let(p, r, s) => vec![plain(*r), Slot { id: *s, binds: p.vars().to_vec(), lam_range: None }],
+        Expr::Lam(v, _, s) => vec![Slot { id: *s, binds: vec![v.clone()], lam_range: None }],
+        node => term::children(node).into_iter().map(plain).collect(),
+    }
+}
+
+/// `e` with its slot children replaced by `new` (allocates only if one
+/// changed). Children have the types of the ones they replace, so every
+/// rebuilt node keeps its type.
+fn rebuild(b: &mut Builder, e: ExprId, new: &[ExprId]) -> ExprId {
+    let node = b.expr(e).clone();
+    let ty = b.ty(e);
+    match &node {
+        Expr::Call(c, arg) => {
+            if let Expr::Tuple(es) = b.expr(*arg).clone() {
+                if es == new {
+                    return e;
+                }
+                let tty = b.ty(*arg);
+                let t = b.body.alloc_typed(Expr::Tuple(new.to_vec()), tty);
+                return b.body.alloc_typed(Expr::Call(c.clone(), t), ty);
+            }
+            if new[0] == *arg {
+                return e;
+            }
+            b.body.alloc_typed(Expr::Call(c.clone(), new[0]), ty)
+        }
+        _ => {
+            if term::children(&node) == new {
+                return e;
+            }
+            b.body.alloc_typed(term::with_children(&node, new), ty)
+        }
+    }
+}
+
+/// `e` with slot child `k` replaced.
+fn rebuild_at(b: &mut Builder, e: ExprId, k: usize, child: ExprId) -> ExprId {
+    let mut kids: Vec<ExprId> = slots(b, e).into_iter().map(|s| s.id).collect();
+    kids[k] = child;
+    rebuild(b, e, &kids)
+}
+
+/// One run of a strategy over one term.
+struct Run<'a, 'b, 'g> {
+    b: &'a mut Builder<'b>,
+    globals: &'a Globals<'g>,
+    options: &'a Options,
+    trace: &'a mut Vec<Fired>,
+    warnings: &'a mut Vec<Warning>,
+    cache: Cache,
+    scope: Scope,
+    /// The size expression if the node being looked at is a `build` lambda.
+    here: Option<ExprId>,
+    /// The last rules to fire, for messages.
+    recent: VecDeque<String>,
+}
+
+/// A node on the path of a traversal.
+struct Frame {
+    node: ExprId,
+    here: Option<ExprId>,
+    slots: Vec<Slot>,
+    /// The slot being visited (or the next to visit).
+    next: usize,
+    /// Results of the children visited so far (bottom-up).
+    done: Vec<ExprId>,
+    /// Scope mark before the current child's binders.
+    mark: usize,
+}
+
+impl Run<'_, '_, '_> {
+    fn apply(&mut self, s: &Strategy, e: ExprId) -> Option<ExprId> {
+        match s {
+            Strategy::Id => Some(e),
+            Strategy::Fail => None,
+            Strategy::Rule(r) => self.fire(r, e),
+            Strategy::Rules(set) => set.rules().iter().find_map(|r| self.fire(r, e)),
+            Strategy::Seq(a, b) => {
+                let e1 = self.apply(a, e)?;
+                self.apply(b, e1)
+            }
+            Strategy::LChoice(a, b) => self.apply(a, e).or_else(|| self.apply(b, e)),
+            Strategy::Try(s) => Some(self.apply(s, e).unwrap_or(e)),
+            Strategy::Repeat(s) => {
+                let mut cur = e;
+                let mut n = 0;
+                while let Some(next) = self.apply(s, cur) {
+                    cur = next;
+                    n += 1;
+                    if n >= self.options.repeat_limit {
+                        self.warn(WarningKind::RepeatLimit, format!("repeat({s}) stopped after {n} iterations"));
+                        break;
+                    }
+                }
+                Some(cur)
+            }
+            Strategy::One(s) => {
+                for (k, slot) in slots(self.b, e).iter().enumerate() {
+                    if let Some(c) = self.at_child(slot, |run| run.apply(s, slot.id)) {
+                        return Some(rebuild_at(self.b, e, k, c));
+                    }
+                }
+                None
+            }
+            Strategy::All(s) => {
+                let slots = slots(self.b, e);
+                let mut new = Vec::with_capacity(slots.len());
+                for slot in &slots {
+                    new.push(self.at_child(slot, |run| run.apply(s, slot.id))?);
+                }
+                Some(rebuild(self.b, e, &new))
+            }
+            Strategy::TopDown(s) => self.top_down(s, e, None),
+            Strategy::BottomUp(s) => self.bottom_up(s, e),
+            Strategy::Normalize(s, fuel) => Some(self.normalize(s, e, fuel.unwrap_or(self.options.fuel))),
+        }
+    }
+
+    /// Makes a child slot of the current node the current node: binds its
+    /// variables (a lambda's parameter gets the lambda's range) and returns
+    /// the scope mark to go back to.
+    fn enter(&mut self, slot: &Slot) -> usize {
+        let range = if slot.binds.is_empty() { None } else { self.here };
+        let mark = self.scope.push(&slot.binds, range);
+        self.here = slot.lam_range;
+        mark
+    }
+
+    /// Runs `f` with a child slot as the current node.
+    fn at_child<T>(&mut self, slot: &Slot, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = self.here;
+        let mark = self.enter(slot);
+        let r = f(self);
+        self.scope.truncate(mark);
+        self.here = saved;
+        r
+    }
+
+    /// Returns from a child to its parent frame.
+    fn leave(&mut self, parent: &Frame) {
+        self.scope.truncate(parent.mark);
+        self.here = parent.here;
+    }
+
+    /// The first pre-order position where `s` applies, rewritten; None if
+    /// there is none. With `memo`, subtrees known to contain no position
+    /// where `s` applies are skipped, and subtrees found so are added.
+    fn top_down(&mut self, s: &Strategy, root: ExprId, mut memo: Option<&mut FxHashSet<ExprId>>) -> Option<ExprId> {
+        let (base_scope, base_here) = (self.scope.len(), self.here);
+        let mut path: Vec<Frame> = Vec::new();
+        let mut visit = Some(root);
+        let result = loop {
+            if let Some(x) = visit.take() {
+                let known_normal = memo.as_ref().is_some_and(|m| m.contains(&x));
+                if !known_normal {
+                    if let Some(new) = self.apply(s, x) {
+                        let mut cur = new;
+                        while let Some(f) = path.pop() {
+                            cur = rebuild_at(self.b, f.node, f.next, cur);
+                        }
+                        break Some(cur);
+                    }
+                    let slots = slots(self.b, x);
+                    path.push(Frame { node: x, here: self.here, slots, next: 0, done: Vec::new(), mark: self.scope.len() });
+                } else {
+                    // Nothing to find below `x`: on to its next sibling.
+                    let Some(parent) = path.last_mut() else { break None };
+                    parent.next += 1;
+                    let parent = path.last().expect("frame");
+                    self.leave(parent);
+                }
+            }
+            let Some(f) = path.last() else { break None };
+            if f.next < f.slots.len() {
+                let slot = f.slots[f.next].clone();
+                let mark = self.enter(&slot);
+                path.last_mut().expect("frame").mark = mark;
+                visit = Some(slot.id);
+                continue;
+            }
+            // Every child searched: nothing to find in this subtree.
+            let f = path.pop().expect("frame");
+            if let Some(m) = memo.as_deref_mut() {
+                m.insert(f.node);
+            }
+            let Some(parent) = path.last_mut() else { break None };
+            parent.next += 1;
+            let parent = path.last().expect("frame");
+            self.leave(parent);
+        };
+        self.scope.truncate(base_scope);
+        self.here = base_here;
+        result
+    }
+
+    /// `seq(all(bottom_up(s)), s)`, iteratively.
+    fn bottom_up(&mut self, s: &Strategy, root: ExprId) -> Option<ExprId> {
+        let (base_scope, base_here) = (self.scope.len(), self.here);
+        let slots0 = slots(self.b, root);
+        let mut path = vec![Frame { node: root, here: self.here, slots: slots0, next: 0, done: Vec::new(), mark: base_scope }];
+        let result = loop {
+            let f = path.last().expect("frame");
+            if f.next < f.slots.len() {
+                let slot = f.slots[f.next].clone();
+                let mark = self.enter(&slot);
+                path.last_mut().expect("frame").mark = mark;
+                let child_slots = slots(self.b, slot.id);
+                path.push(Frame {
+                    node: slot.id,
+                    here: self.here,
+                    slots: child_slots,
+                    next: 0,
+                    done: Vec::new(),
+                    mark: self.scope.len(),
+                });
+                continue;
+            }
+            let f = path.pop().expect("frame");
+            self.here = f.here;
+            let rebuilt = rebuild(self.b, f.node, &f.done);
+            let Some(out) = self.apply(s, rebuilt) else { break None };
+            let Some(parent) = path.last_mut() else { break Some(out) };
+            parent.done.push(out);
+            parent.next += 1;
+            let parent = path.last().expect("frame");
+            self.leave(parent);
+        };
+        self.scope.truncate(base_scope);
+        self.here = base_here;
+        result
+    }
+
+    /// `repeat(top_down(s))` with a memo of normal subtrees and fuel.
+    fn normalize(&mut self, s: &Strategy, root: ExprId, fuel: u32) -> ExprId {
+        let mut memo: FxHashSet<ExprId> = FxHashSet::default();
+        let mut cur = root;
+        let mut used = 0;
+        while let Some(next) = self.top_down(s, cur, Some(&mut memo)) {
+            cur = next;
+            used += 1;
+            if used >= fuel {
+                let recent: Vec<&str> = self.recent.iter().map(String::as_str).collect();
+                self.warn(
+                    WarningKind::FuelExhausted,
+                    format!(
+                        "normalize stopped after {used} rewrites without reaching a normal form (its rules may not terminate); the last rules to fire: {}",
+                        recent.join(", ")
+                    ),
+                );
+                break;
+            }
+        }
+        cur
+    }
+
+    /// Applies one rule at `e`, checking the result.
+    fn fire(&mut self, r: &Rule, e: ExprId) -> Option<ExprId> {
+        let before_ty = self.b.ty(e);
+        if before_ty.contains_unknown() {
+            return None;
+        }
+        let out = {
+            let mut ctx = Ctx {
+                b: &mut *self.b,
+                scope: &self.scope,
+                globals: self.globals,
+                cache: &mut self.cache,
+                options: self.options,
+            };
+            r.rewrite(&mut ctx, e)?
+        };
+        if out == e {
+            return None;
+        }
+        let after_ty = self.b.ty(out);
+        if after_ty != before_ty {
+            let msg = format!(
+                "{} rule `{}` would change the type of `{}` from `{before_ty}` to `{after_ty}`; not applied",
+                r.kind(),
+                r.name(),
+                ksc_ir::print::print_expr(self.b.body, e)
+            );
+            self.warn(WarningKind::TypeChanged, msg);
+            return None;
+        }
+        if self.recent.len() == 5 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(r.name().to_string());
+        if self.options.trace {
+            self.trace.push(Fired {
+                rule: r.name().to_string(),
+                kind: r.kind(),
+                before: ksc_ir::print::print_expr(self.b.body, e),
+                after: ksc_ir::print::print_expr(self.b.body, out),
+            });
+        }
+        Some(out)
+    }
+
+    fn warn(&mut self, kind: WarningKind, message: String) {
+        if !self.warnings.iter().any(|w| w.kind == kind && w.message == message) {
+            self.warnings.push(Warning { kind, message });
+        }
+    }
+}

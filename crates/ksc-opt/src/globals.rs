@@ -1,0 +1,205 @@
+//! What the rewrite engine knows about the program's global functions: their
+//! definitions (for inlining), whether calling one may have an effect
+//! (`print`, `$trace`, directly or through callees), whether it is
+//! recursive, and whether a name is a built-in of the native prelude (for
+//! constant folding, which must not fold a user's replacement of `add`).
+//!
+//! Definitions come from a lookup the caller provides ([`Defs`]), so the
+//! engine works over whatever container the driver keeps them in. Facts are
+//! computed on first use and cached.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use ksc_ir::{Callee, Def, Expr, FunName};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::term::children;
+
+/// A lookup of global function definitions by their full name.
+pub trait Defs {
+    /// The definition of `name`, if it has one (built-ins and `edef`s have none).
+    fn def(&self, name: &FunName) -> Option<&Def>;
+}
+
+impl Defs for [Def] {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        self.iter().find(|d| d.name == *name)
+    }
+}
+
+impl Defs for Vec<Def> {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        self.as_slice().def(name)
+    }
+}
+
+impl Defs for FxHashMap<FunName, Def> {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        self.get(name)
+    }
+}
+
+/// Definitions indexed by name, borrowed from wherever they live.
+#[derive(Default)]
+pub struct DefMap<'d> {
+    map: FxHashMap<&'d FunName, &'d Def>,
+}
+
+impl<'d> DefMap<'d> {
+    pub fn new(defs: impl IntoIterator<Item = &'d Def>) -> DefMap<'d> {
+        let mut map = FxHashMap::default();
+        for d in defs {
+            map.entry(&d.name).or_insert(d);
+        }
+        DefMap { map }
+    }
+}
+
+impl Defs for DefMap<'_> {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        self.map.get(name).copied()
+    }
+}
+
+/// A lookup given as a callback.
+pub struct Lookup<'d, F> {
+    f: F,
+    _defs: PhantomData<&'d Def>,
+}
+
+impl<'d, F: Fn(&FunName) -> Option<&'d Def>> Lookup<'d, F> {
+    pub fn new(f: F) -> Lookup<'d, F> {
+        Lookup { f, _defs: PhantomData }
+    }
+}
+
+impl<'d, F: Fn(&FunName) -> Option<&'d Def>> Defs for Lookup<'d, F> {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        (self.f)(name)
+    }
+}
+
+/// Facts about one function.
+#[derive(Clone, Copy, Debug)]
+struct Info {
+    effect: bool,
+    recursive: bool,
+}
+
+/// The calls a definition's body makes and whether it prints by itself.
+#[derive(Clone, Debug)]
+struct Scan {
+    callees: Vec<FunName>,
+    prints: bool,
+}
+
+/// The engine's view of the global functions.
+pub struct Globals<'g> {
+    defs: Option<&'g dyn Defs>,
+    scans: RefCell<FxHashMap<FunName, Scan>>,
+    info: RefCell<FxHashMap<FunName, Info>>,
+}
+
+impl Globals<'static> {
+    /// Nothing is known about the program: every call of a global function
+    /// may have an effect, nothing is inlined, no call is constant-folded
+    /// (the user may have replaced `add`).
+    pub fn unknown() -> Globals<'static> {
+        Globals { defs: None, scans: RefCell::default(), info: RefCell::default() }
+    }
+}
+
+impl<'g> Globals<'g> {
+    /// The whole program's definitions: a function without a definition is
+    /// a built-in (native prelude or `edef`), which has no effect.
+    pub fn new(defs: &'g dyn Defs) -> Globals<'g> {
+        Globals { defs: Some(defs), scans: RefCell::default(), info: RefCell::default() }
+    }
+
+    /// Is the program known (see [`Globals::new`])?
+    pub fn knows_program(&self) -> bool {
+        self.defs.is_some()
+    }
+
+    /// The definition of `name`, if known.
+    pub fn def(&self, name: &FunName) -> Option<&'g Def> {
+        self.defs?.def(name)
+    }
+
+    /// Is `name` known to be a built-in without a `.ks` definition (so its
+    /// meaning is the native prelude's)?
+    pub fn is_builtin(&self, name: &FunName) -> bool {
+        self.defs.is_some_and(|d| d.def(name).is_none())
+    }
+
+    /// May calling `name` print (`print`, `$trace`), directly or through
+    /// the functions it calls?
+    pub fn may_have_effect(&self, name: &FunName) -> bool {
+        match self.defs {
+            None => true,
+            Some(_) => self.info(name).effect,
+        }
+    }
+
+    /// Can `name` call itself (directly or through other definitions)?
+    /// Unknown programs: every function may be recursive.
+    pub fn is_recursive(&self, name: &FunName) -> bool {
+        match self.defs {
+            None => true,
+            Some(_) => self.info(name).recursive,
+        }
+    }
+
+    fn scan(&self, name: &FunName) -> Option<Scan> {
+        if let Some(s) = self.scans.borrow().get(name) {
+            return Some(s.clone());
+        }
+        let def = self.def(name)?;
+        let mut callees = Vec::new();
+        let mut prints = false;
+        let mut stack = vec![def.root];
+        while let Some(e) = stack.pop() {
+            let node = &def.body.exprs[e];
+            match node {
+                Expr::Call(Callee::Prim(p), _) if p.has_effect() => prints = true,
+                Expr::Call(Callee::Fun(f), _) if !callees.contains(f) => callees.push(f.clone()),
+                _ => {}
+            }
+            stack.extend(children(node));
+        }
+        let s = Scan { callees, prints };
+        self.scans.borrow_mut().insert(name.clone(), s.clone());
+        Some(s)
+    }
+
+    /// Effect and recursion of `name`, from the functions reachable from it.
+    fn info(&self, name: &FunName) -> Info {
+        if let Some(i) = self.info.borrow().get(name) {
+            return *i;
+        }
+        let mut effect = false;
+        let mut recursive = false;
+        let mut seen: FxHashSet<FunName> = FxHashSet::default();
+        let mut stack: Vec<FunName> = Vec::new();
+        if let Some(s) = self.scan(name) {
+            effect |= s.prints;
+            stack.extend(s.callees);
+        }
+        while let Some(f) = stack.pop() {
+            if f == *name {
+                recursive = true;
+            }
+            if !seen.insert(f.clone()) {
+                continue;
+            }
+            if let Some(s) = self.scan(&f) {
+                effect |= s.prints;
+                stack.extend(s.callees);
+            }
+        }
+        let i = Info { effect, recursive };
+        self.info.borrow_mut().insert(name.clone(), i);
+        i
+    }
+}

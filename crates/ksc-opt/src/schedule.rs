@@ -1,0 +1,96 @@
+//! The named schedules of ksc: each is a short strategy expression over rule
+//! sets, so the order in which rules are tried is visible in one place.
+//!
+//! | schedule | for | strategy |
+//! |---|---|---|
+//! | [`simplify_lm`] | Jacobians (`[D f]`, `lm*` terms) | `normalize(rules(map laws ++ core))` |
+//! | [`push_apply`] | `lmApply`/`lmApplyR` down to LM-free code | `normalize(rules(application laws ++ map laws ++ core))` |
+//! | [`core_cleanup`] | ordinary Core code | `normalize(rules(core))` |
+//! | [`user_rules_pass`] | the program's `rule`s, first match, once per node | `bottomUp(try(rules(user)))` |
+//!
+//! Every law set applies the duplicating laws of `ksc_linmap::LAWS` only
+//! where the operand they repeat is atomic (see
+//! [`crate::rule::DUPLICATED_OPERAND`]), so no schedule duplicates work.
+//! [`optimise_def`] runs a whole definition through user rules, the
+//! simplifier, ANF, CSE and the simplifier again.
+
+use ksc_ir::{Def, Var};
+use ksc_linmap::builder::Builder;
+
+use crate::engine::{Fired, Options, Rewriter, Warning};
+use crate::globals::Globals;
+use crate::rule::{is_application_law, is_map_law, RuleSet};
+use crate::strategy::{bottom_up, normalize, rules, try_, Strategy};
+use crate::term;
+
+/// The laws that simplify linear maps (properties and transposition), then the Core rules.
+pub fn lm_rules() -> RuleSet {
+    RuleSet::laws("map-laws", is_map_law).then(&RuleSet::core(), "map-laws+core")
+}
+
+/// The laws that apply linear maps, the laws that simplify them, then the Core rules.
+pub fn apply_rules() -> RuleSet {
+    RuleSet::laws("application-laws", is_application_law)
+        .then(&RuleSet::laws("map-laws", is_map_law), "application-laws+map-laws")
+        .then(&RuleSet::core(), "application-laws+map-laws+core")
+}
+
+/// Simplifying Jacobians: the map laws and the Core rules, to a normal form.
+pub fn simplify_lm() -> Strategy {
+    normalize(rules(lm_rules()))
+}
+
+/// Pushing `lmApply`/`lmApplyR` through the combinators down to LM-free
+/// code (Core rules float lets, `if`s and `assert`s out of the way).
+pub fn push_apply() -> Strategy {
+    normalize(rules(apply_rules()))
+}
+
+/// Ordinary Core cleanup: the Core rules to a normal form.
+pub fn core_cleanup() -> Strategy {
+    normalize(rules(RuleSet::core()))
+}
+
+/// The program's rules: at every node, children first, the first rule that
+/// matches fires once; its result is not rewritten again (a commutativity
+/// rule terminates).
+pub fn user_rules_pass(user: &RuleSet) -> Strategy {
+    bottom_up(try_(rules(user.clone())))
+}
+
+/// What [`optimise_def`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Rules fired, in order (when `options.trace`).
+    pub trace: Vec<Fired>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Optimises a definition in place: the user rules once
+/// ([`user_rules_pass`]), then `push_apply` (which also simplifies maps and
+/// cleans up Core), then (with `options.cse`) ANF, CSE and `push_apply`
+/// again. The body is compacted afterwards (the arena keeps only the
+/// result's tree).
+pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &Options) -> Report {
+    let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
+    let mut rw = Rewriter::with_options(globals, options.clone());
+    let mut root = def.root;
+    {
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        if !user.is_empty() {
+            root = rw.apply(&user_rules_pass(user), &mut b, root).unwrap_or(root);
+        }
+        let simplify = push_apply();
+        root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
+        if options.cse {
+            root = crate::anf::anf(&mut b, root, &params);
+            root = crate::cse::cse(&mut b, globals, root, &params);
+            root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
+        }
+    }
+    let (body, root) = term::compact(&def.body, root);
+    def.body = body;
+    def.root = root;
+    Report { trace: rw.take_trace(), warnings: rw.take_warnings() }
+}

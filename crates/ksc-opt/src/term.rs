@@ -1,0 +1,556 @@
+//! Term utilities over Core IR bodies: children and rebuilding, free
+//! variables and effects (cached per node), alpha-equivalence,
+//! capture-avoiding substitution, copying trees within and between bodies,
+//! fresh-name floors and known zeros.
+//!
+//! Nodes of a body are never mutated: a rewrite allocates new parents
+//! (copy-on-write), so the subtree under an `ExprId` never changes and
+//! per-node facts can be cached by id for as long as the body lives.
+//!
+//! Every walk here is iterative (an explicit stack), so bodies nested
+//! thousands deep cannot overflow the native stack.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use ksc_ir::{Body, Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
+use ksc_linmap::builder::Builder;
+use rustc_hash::FxHashMap;
+
+use crate::globals::Globals;
+
+/// The direct sub-expressions of a node, in evaluation order (the argument
+/// of a call is one child, even when it is a literal tuple).
+pub fn children(e: &Expr) -> Vec<ExprId> {
+    match e {
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
+        Expr::Call(_, a) => vec![*a],
+        Expr::Tuple(es) => es.clone(),
+        Expr::Let(_, r, b) => vec![*r, *b],
+        Expr::If(c, t, f) => vec![*c, *t, *f],
+        Expr::Assert(c, b) => vec![*c, *b],
+        Expr::Lam(_, _, b) => vec![*b],
+    }
+}
+
+/// The same node with its children replaced (same order as [`children`]).
+pub fn with_children(e: &Expr, new: &[ExprId]) -> Expr {
+    match e {
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => e.clone(),
+        Expr::Call(c, _) => Expr::Call(c.clone(), new[0]),
+        Expr::Tuple(_) => Expr::Tuple(new.to_vec()),
+        Expr::Let(p, _, _) => Expr::Let(p.clone(), new[0], new[1]),
+        Expr::If(..) => Expr::If(new[0], new[1], new[2]),
+        Expr::Assert(..) => Expr::Assert(new[0], new[1]),
+        Expr::Lam(v, t, _) => Expr::Lam(v.clone(), t.clone(), new[0]),
+    }
+}
+
+/// The variables a node binds for one of its children (by child index in
+/// [`children`] order): a let's pattern for its body, a lambda's parameter.
+pub fn binds_for_child(e: &Expr, child: usize) -> &[Var] {
+    match e {
+        Expr::Let(p, _, _) if child == 1 => p.vars(),
+        Expr::Lam(v, _, _) => std::slice::from_ref(v),
+        _ => &[],
+    }
+}
+
+/// A variable, literal or `$dummy`: duplicating it costs nothing and
+/// evaluating it cannot fail.
+pub fn is_atomic(body: &Body, e: ExprId) -> bool {
+    matches!(body.exprs[e], Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_))
+}
+
+/// The components of a call's argument as written: a literal tuple's
+/// components (`true`), or the argument itself (`false`).
+pub fn call_components(body: &Body, arg: ExprId) -> (Vec<ExprId>, bool) {
+    match &body.exprs[arg] {
+        Expr::Tuple(es) => (es.clone(), true),
+        _ => (vec![arg], false),
+    }
+}
+
+/// Allocates a call like `call` (same callee and type) with new argument
+/// components; `tupled` says whether they form a literal tuple.
+pub fn rebuild_call(b: &mut Builder, call: ExprId, comps: Vec<ExprId>, tupled: bool) -> ExprId {
+    let Expr::Call(callee, _) = b.expr(call).clone() else { panic!("rebuild_call of a non-call") };
+    let arg = if tupled { b.tuple(comps) } else { comps[0] };
+    let ty = b.ty(call);
+    b.body.alloc_typed(Expr::Call(callee, arg), ty)
+}
+
+/// Per-node facts of one body, computed once per node on demand.
+#[derive(Default)]
+pub struct Cache {
+    free: FxHashMap<ExprId, Rc<[Var]>>,
+    effect: FxHashMap<ExprId, bool>,
+}
+
+impl Cache {
+    pub fn new() -> Cache {
+        Cache::default()
+    }
+
+    /// The free variables of `e`, sorted.
+    pub fn free_vars(&mut self, body: &Body, e: ExprId) -> Rc<[Var]> {
+        if let Some(f) = self.free.get(&e) {
+            return f.clone();
+        }
+        let mut stack = vec![(e, false)];
+        while let Some((x, expanded)) = stack.pop() {
+            if self.free.contains_key(&x) {
+                continue;
+            }
+            let node = &body.exprs[x];
+            if !expanded {
+                stack.push((x, true));
+                stack.extend(children(node).into_iter().filter(|c| !self.free.contains_key(c)).map(|c| (c, false)));
+                continue;
+            }
+            let fv: Rc<[Var]> = match node {
+                Expr::Var(v) => Rc::from(vec![v.clone()]),
+                Expr::Lit(_) | Expr::Dummy(_) => Rc::from(Vec::new()),
+                _ => {
+                    let mut set: BTreeSet<&Var> = BTreeSet::new();
+                    for (i, c) in children(node).into_iter().enumerate() {
+                        let bound = binds_for_child(node, i);
+                        set.extend(self.free[&c].iter().filter(|v| !bound.contains(v)));
+                    }
+                    Rc::from(set.into_iter().cloned().collect::<Vec<_>>())
+                }
+            };
+            self.free.insert(x, fv);
+        }
+        self.free[&e].clone()
+    }
+
+    /// Does `x` occur free in `e`?
+    pub fn is_free(&mut self, body: &Body, x: &str, e: ExprId) -> bool {
+        self.free_vars(body, e).binary_search_by(|v| v.as_str().cmp(x)).is_ok()
+    }
+
+    /// May evaluating `e` have an effect besides its value (`print`,
+    /// `$trace`, or a call of a function that may do either)?
+    pub fn has_effect(&mut self, body: &Body, globals: &Globals, e: ExprId) -> bool {
+        if let Some(&f) = self.effect.get(&e) {
+            return f;
+        }
+        let mut stack = vec![(e, false)];
+        while let Some((x, expanded)) = stack.pop() {
+            if self.effect.contains_key(&x) {
+                continue;
+            }
+            let node = &body.exprs[x];
+            if !expanded {
+                stack.push((x, true));
+                stack.extend(children(node).into_iter().filter(|c| !self.effect.contains_key(c)).map(|c| (c, false)));
+                continue;
+            }
+            let own = match node {
+                Expr::Call(Callee::Prim(p), _) => p.has_effect(),
+                Expr::Call(Callee::Fun(f), _) => globals.may_have_effect(f),
+                _ => false,
+            };
+            let eff = own || children(node).iter().any(|c| self.effect[c]);
+            self.effect.insert(x, eff);
+        }
+        self.effect[&e]
+    }
+}
+
+/// How often a variable occurs in an expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Occurrences {
+    Zero,
+    /// Exactly once, and not inside a lambda (so evaluated at most once).
+    Once,
+    /// More than once, or inside a lambda.
+    Many,
+}
+
+/// Counts the free occurrences of `x` in `e`, looking only into subtrees
+/// where `x` is free.
+pub fn occurrences(cache: &mut Cache, body: &Body, x: &str, e: ExprId) -> Occurrences {
+    let mut count = 0;
+    let mut stack = vec![(e, false)];
+    while let Some((n, under_lam)) = stack.pop() {
+        if !cache.is_free(body, x, n) {
+            continue;
+        }
+        let node = &body.exprs[n];
+        if let Expr::Var(_) = node {
+            count += 1;
+            if count > 1 || under_lam {
+                return Occurrences::Many;
+            }
+            continue;
+        }
+        let lam = matches!(node, Expr::Lam(..));
+        for (i, c) in children(node).into_iter().enumerate() {
+            if !binds_for_child(node, i).iter().any(|v| v == x) {
+                stack.push((c, under_lam || lam));
+            }
+        }
+    }
+    if count == 0 {
+        Occurrences::Zero
+    } else {
+        Occurrences::Once
+    }
+}
+
+/// Alpha-equivalence of the trees at `a` (in `ba`) and `b` (in `bb`): equal
+/// up to the names of variables bound inside them; free variables must have
+/// the same names. Literals compare by bits, lambda parameters by type.
+pub fn alpha_eq(ba: &Body, a: ExprId, bb: &Body, b: ExprId) -> bool {
+    enum Task {
+        Cmp(ExprId, ExprId),
+        Push(Vec<(Var, Var)>),
+        Pop(usize),
+    }
+    let mut env: Vec<(Var, Var)> = Vec::new();
+    let mut tasks = vec![Task::Cmp(a, b)];
+    while let Some(t) = tasks.pop() {
+        let (x, y) = match t {
+            Task::Cmp(x, y) => (x, y),
+            Task::Push(pairs) => {
+                env.extend(pairs);
+                continue;
+            }
+            Task::Pop(n) => {
+                env.truncate(env.len() - n);
+                continue;
+            }
+        };
+        let ok = match (&ba.exprs[x], &bb.exprs[y]) {
+            (Expr::Lit(l), Expr::Lit(m)) => l == m,
+            (Expr::Dummy(s), Expr::Dummy(t)) => s == t,
+            (Expr::Var(v), Expr::Var(w)) => {
+                let i = env.iter().rposition(|(p, _)| p == v);
+                let j = env.iter().rposition(|(_, q)| q == w);
+                match (i, j) {
+                    (None, None) => v == w,
+                    (Some(i), Some(j)) => i == j,
+                    _ => false,
+                }
+            }
+            (Expr::Call(f, p), Expr::Call(g, q)) => {
+                tasks.push(Task::Cmp(*p, *q));
+                f == g
+            }
+            (Expr::Tuple(xs), Expr::Tuple(ys)) => {
+                tasks.extend(xs.iter().zip(ys).rev().map(|(p, q)| Task::Cmp(*p, *q)));
+                xs.len() == ys.len()
+            }
+            (Expr::Let(p, r, s), Expr::Let(q, t, u)) => {
+                let same_shape = matches!((p, q), (Pat::Var(_), Pat::Var(_)))
+                    || matches!((p, q), (Pat::Tuple(a), Pat::Tuple(b)) if a.len() == b.len());
+                let pairs: Vec<(Var, Var)> = p.vars().iter().cloned().zip(q.vars().iter().cloned()).collect();
+                let n = pairs.len();
+                tasks.extend([Task::Pop(n), Task::Cmp(*s, *u), Task::Push(pairs), Task::Cmp(*r, *t)]);
+                same_shape
+            }
+            (Expr::If(c, t, f), Expr::If(d, u, g)) => {
+                tasks.extend([Task::Cmp(*f, *g), Task::Cmp(*t, *u), Task::Cmp(*c, *d)]);
+                true
+            }
+            (Expr::Assert(c, e), Expr::Assert(d, f)) => {
+                tasks.extend([Task::Cmp(*e, *f), Task::Cmp(*c, *d)]);
+                true
+            }
+            (Expr::Lam(v, s, e), Expr::Lam(w, t, f)) => {
+                tasks.extend([Task::Pop(1), Task::Cmp(*e, *f), Task::Push(vec![(v.clone(), w.clone())])]);
+                s == t
+            }
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// Copies the tree at `e` of `src` (or of the destination body itself when
+/// `src` is None) into `dst`, with its types; returns the copy's root.
+pub fn copy_tree(dst: &mut Body, src: Option<&Body>, e: ExprId) -> ExprId {
+    let mut results: Vec<ExprId> = Vec::new();
+    let mut stack = vec![(e, false)];
+    while let Some((x, expanded)) = stack.pop() {
+        let (node, ty) = {
+            let from = src.unwrap_or(dst);
+            (from.exprs[x].clone(), from.ty(x).clone())
+        };
+        let kids = children(&node);
+        if !expanded && !kids.is_empty() {
+            stack.push((x, true));
+            stack.extend(kids.iter().rev().map(|&c| (c, false)));
+            continue;
+        }
+        let new_kids = results.split_off(results.len() - kids.len());
+        let copy = dst.alloc_typed(with_children(&node, &new_kids), ty);
+        results.push(copy);
+    }
+    results.pop().expect("copy of a tree")
+}
+
+/// A fresh copy of the tree at `e` in the builder's body.
+pub fn deep_copy(b: &mut Builder, e: ExprId) -> ExprId {
+    copy_tree(b.body, None, e)
+}
+
+/// Copies the reachable tree at `root` into a fresh body (dropping the
+/// garbage that copy-on-write rewriting leaves in the arena).
+pub fn compact(body: &Body, root: ExprId) -> (Body, ExprId) {
+    let mut out = Body::new();
+    let r = copy_tree(&mut out, Some(body), root);
+    (out, r)
+}
+
+/// Every name a tree mentions (variables and binders), in no order.
+pub fn names_in(body: &Body, root: ExprId) -> Vec<&Var> {
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(x) = stack.pop() {
+        let node = &body.exprs[x];
+        match node {
+            Expr::Var(v) | Expr::Lam(v, _, _) => out.push(v),
+            Expr::Let(p, _, _) => out.extend(p.vars()),
+            _ => {}
+        }
+        stack.extend(children(node));
+    }
+    out
+}
+
+/// The smallest counter value from which the builder's fresh names
+/// (`ksc$<hint><n>`) cannot clash with a `ksc$` name of the tree at `root`
+/// or of `extra` (such as parameters).
+pub fn fresh_floor<'a>(body: &'a Body, root: ExprId, extra: impl IntoIterator<Item = &'a Var>) -> u32 {
+    names_in(body, root)
+        .into_iter()
+        .chain(extra)
+        .filter_map(|n| {
+            let rest = n.strip_prefix("ksc$")?;
+            let digits = rest.len() - rest.bytes().rev().take_while(u8::is_ascii_digit).count();
+            let tail = &rest[digits..];
+            if tail.is_empty() {
+                return None;
+            }
+            Some(tail.parse::<u32>().unwrap_or(u32::MAX / 2))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Makes sure the builder's fresh names cannot clash with any `ksc$` name
+/// already in the tree at `root`.
+pub fn bump_fresh(b: &mut Builder, root: ExprId) {
+    let floor = fresh_floor(b.body, root, std::iter::empty());
+    if *b.fresh < floor {
+        *b.fresh = floor;
+    }
+}
+
+/// Is `e` a known zero: `0.0`, `0`, `()`, a tuple of zeros, or
+/// `constVec n z` of a zero (the original's `isKZero`)?
+pub fn is_zero(body: &Body, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match &body.exprs[x] {
+            Expr::Lit(Lit::Float(f)) if *f == 0.0 => {}
+            Expr::Lit(Lit::Integer(0)) => {}
+            Expr::Tuple(es) => stack.extend(es),
+            Expr::Call(Callee::Prim(Prim::ConstVec), arg) => match &body.exprs[*arg] {
+                Expr::Tuple(es) if es.len() == 2 => stack.push(es[1]),
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Are all the scalars of values of this type Floats or Integers (so that
+/// adding a zero made by `zero_like` is the identity)?
+pub fn numeric_leaves(t: &Type) -> bool {
+    let mut stack = vec![t];
+    while let Some(t) = stack.pop() {
+        match t {
+            Type::Float | Type::Integer => {}
+            Type::Tuple(ts) => stack.extend(ts),
+            Type::Tensor(_, e) => stack.push(e),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Does this type mention `Unknown` (an expression that failed to check)?
+pub fn unknown(t: &Type) -> bool {
+    t.contains_unknown()
+}
+
+/// Capture-avoiding simultaneous substitution of `map` (variable ↦
+/// expression) in the tree at `e`.
+///
+/// Binders of the tree that rebind a substituted variable stop its
+/// substitution below them; binders that would capture a free variable of a
+/// replacement are renamed to fresh `ksc$` names. Only the paths to
+/// occurrences are copied (copy-on-write); untouched subtrees keep their ids.
+///
+/// With `move_first`, the first occurrence of each variable takes the
+/// replacement node itself instead of a copy: use it when the replacement's
+/// old position is being discarded.
+pub fn substitute(
+    b: &mut Builder,
+    cache: &mut Cache,
+    e: ExprId,
+    map: &[(Var, ExprId)],
+    move_first: bool,
+) -> ExprId {
+    if map.is_empty() {
+        return e;
+    }
+    // Names a binder must not take inside the scope of a substitution.
+    let mut capture: Vec<Var> = Vec::new();
+    for (_, r) in map {
+        capture.extend(cache.free_vars(b.body, *r).iter().cloned());
+    }
+    // The innermost entry for a name decides: Some(r) substitutes, None
+    // means the name is bound here (shadowed, or renamed below).
+    let mut env: Vec<(Var, Option<ExprId>)> = map.iter().map(|(v, r)| (v.clone(), Some(*r))).collect();
+    let mut moved: Vec<ExprId> = Vec::new();
+
+    enum Task {
+        Visit(ExprId),
+        /// Rebuild the node from its children's results; the binder names
+        /// it gets (for a let or lambda), and how many env entries to pop.
+        Build(ExprId, Option<Vec<Var>>, usize),
+        Push(Vec<(Var, Option<ExprId>)>),
+    }
+    let mut results: Vec<ExprId> = Vec::new();
+    let mut tasks = vec![Task::Visit(e)];
+    while let Some(t) = tasks.pop() {
+        match t {
+            Task::Push(entries) => env.extend(entries),
+            Task::Visit(x) => {
+                let active = cache.free_vars(b.body, x).iter().any(|v| {
+                    matches!(env.iter().rev().find(|(n, _)| n == v), Some((_, Some(_))))
+                });
+                if !active {
+                    results.push(x);
+                    continue;
+                }
+                let node = b.expr(x).clone();
+                match &node {
+                    Expr::Var(v) => {
+                        let Some((_, Some(r))) = env.iter().rev().find(|(n, _)| n == v).cloned() else {
+                            unreachable!("an active variable has a replacement")
+                        };
+                        let out = if !b.body.types.contains_idx(r) {
+                            // A renaming: the occurrence keeps its type.
+                            let ty = b.ty(x);
+                            let Expr::Var(name) = b.expr(r).clone() else { unreachable!("rename marker") };
+                            b.body.alloc_typed(Expr::Var(name), ty)
+                        } else if move_first && !moved.contains(&r) {
+                            moved.push(r);
+                            r
+                        } else {
+                            deep_copy(b, r)
+                        };
+                        results.push(out);
+                    }
+                    Expr::Let(p, r, body) => {
+                        let (names, entries) = binder_entries(b, p.vars(), &capture);
+                        let n = entries.len();
+                        tasks.push(Task::Build(x, Some(names), n));
+                        tasks.push(Task::Visit(*body));
+                        tasks.push(Task::Push(entries));
+                        tasks.push(Task::Visit(*r));
+                    }
+                    Expr::Lam(v, _, body) => {
+                        let (names, entries) = binder_entries(b, std::slice::from_ref(v), &capture);
+                        let n = entries.len();
+                        tasks.push(Task::Build(x, Some(names), n));
+                        tasks.push(Task::Visit(*body));
+                        tasks.push(Task::Push(entries));
+                    }
+                    _ => {
+                        tasks.push(Task::Build(x, None, 0));
+                        tasks.extend(children(&node).into_iter().rev().map(Task::Visit));
+                    }
+                }
+            }
+            Task::Build(x, names, pop) => {
+                env.truncate(env.len() - pop);
+                let node = b.expr(x).clone();
+                let k = children(&node).len();
+                let kids = results.split_off(results.len() - k);
+                let mut new = with_children(&node, &kids);
+                if let Some(names) = names {
+                    new = match new {
+                        Expr::Let(Pat::Var(_), r, s) => Expr::Let(Pat::Var(names[0].clone()), r, s),
+                        Expr::Let(Pat::Tuple(_), r, s) => Expr::Let(Pat::Tuple(names), r, s),
+                        Expr::Lam(_, t, s) => Expr::Lam(names[0].clone(), t, s),
+                        other => other,
+                    };
+                }
+                let ty = b.ty(x);
+                results.push(b.body.alloc_typed(new, ty));
+            }
+        }
+    }
+    results.pop().expect("substitution result")
+}
+
+/// The names binders get under a substitution, and the env entries for
+/// their scope: a binder that would capture a replacement's free variable
+/// is renamed (its occurrences then map to the new name), any other binder
+/// shadows.
+fn binder_entries(b: &mut Builder, vars: &[Var], capture: &[Var]) -> (Vec<Var>, Vec<(Var, Option<ExprId>)>) {
+    let mut names = Vec::new();
+    let mut entries = Vec::new();
+    for v in vars {
+        if capture.contains(v) {
+            let fresh = b.fresh_name(&hint_of(v));
+            entries.push((v.clone(), Some(rename_marker(b, &fresh))));
+            names.push(fresh);
+        } else {
+            entries.push((v.clone(), None));
+            names.push(v.clone());
+        }
+    }
+    (names, entries)
+}
+
+/// A hint for a fresh name derived from a user's name: its letters only, so
+/// the `ksc$<hint><n>` form stays unambiguous.
+pub fn hint_of(v: &str) -> String {
+    let base = v.strip_prefix("ksc$").unwrap_or(v);
+    let h: String = base.chars().filter(|c| c.is_ascii_alphabetic()).take(12).collect();
+    if h.is_empty() {
+        "v".to_string()
+    } else {
+        h
+    }
+}
+
+/// Renames the variables `from[i]` to `to[i]` (free occurrences in `e`),
+/// capture-avoiding. The new variable nodes get the types of the
+/// occurrences they replace.
+pub fn rename(b: &mut Builder, cache: &mut Cache, e: ExprId, renames: &[(Var, Var)]) -> ExprId {
+    if renames.is_empty() {
+        return e;
+    }
+    let map: Vec<(Var, ExprId)> = renames.iter().map(|(from, to)| (from.clone(), rename_marker(b, to))).collect();
+    substitute(b, cache, e, &map, false)
+}
+
+/// An untyped variable node: as a replacement in [`substitute`] it stands
+/// for a renaming, and each occurrence becomes a variable of that name with
+/// the occurrence's own type.
+fn rename_marker(b: &mut Builder, to: &str) -> ExprId {
+    b.body.alloc(Expr::Var(to.to_string()))
+}
