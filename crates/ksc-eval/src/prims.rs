@@ -350,6 +350,19 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 self.close(l);
                 acc
             }
+            Prim::Scan => {
+                let v = tensor(args.get(2))?;
+                let mut accs = alloc_elements(v.len() + 1)?;
+                let mut acc = args.take(1);
+                let l = self.lambda(cx, base, args, 0)?;
+                for x in &v.data {
+                    accs.push(acc.clone());
+                    acc = self.apply(&l, pair(acc, x.clone()))?;
+                }
+                self.close(l);
+                accs.push(acc);
+                Value::vector(accs)
+            }
             Prim::Map => {
                 let v = tensor(args.get(1))?;
                 let mut data = alloc_elements(v.len())?;

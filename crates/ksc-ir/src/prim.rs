@@ -13,6 +13,9 @@ pub enum Prim {
     BuildFromSparse,
     BuildFromSparseTupled,
     Fold,
+    /// `scan f acc v`: the n + 1 accumulators of `fold f acc v`, the first
+    /// being `acc` (not in the original; reverse mode of `fold` stores them).
+    Scan,
     Map,
     Map2,
     Index,
@@ -88,6 +91,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::BuildFromSparse, "buildFromSparse"),
     (Prim::BuildFromSparseTupled, "buildFromSparseTupled"),
     (Prim::Fold, "fold"),
+    (Prim::Scan, "scan"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -194,7 +198,7 @@ impl Prim {
         match self {
             Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
             | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
-            Prim::Fold | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
+            Prim::Fold | Prim::Scan | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
             Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
@@ -302,16 +306,20 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 body.clone()
             }
         }
-        Prim::Fold => {
-            let (x, body) = expect_lam("the first argument of `fold`", &a[0])?;
-            let (rank, elem) = expect_tensor("the third argument of `fold`", &a[2])?;
+        Prim::Fold | Prim::Scan => {
+            let (x, body) = expect_lam(&format!("the first argument of `{p}`"), &a[0])?;
+            let (rank, elem) = expect_tensor(&format!("the third argument of `{p}`"), &a[2])?;
             if rank != 1 {
-                return Err(format!("`fold` runs over a vector, but its third argument has type `{}`", a[2]));
+                return Err(format!("`{p}` runs over a vector, but its third argument has type `{}`", a[2]));
             }
             let want = T::Tuple(vec![a[1].clone(), elem.clone()]);
             expect_eq("the lambda's parameter (accumulator, element)", &want, x)?;
             expect_eq("the lambda's result (the new accumulator)", &a[1], body)?;
-            a[1].clone()
+            if p == Prim::Scan {
+                T::vec(a[1].clone())
+            } else {
+                a[1].clone()
+            }
         }
         Prim::Map => {
             let (x, body) = expect_lam("the first argument of `map`", &a[0])?;

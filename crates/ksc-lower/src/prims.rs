@@ -291,6 +291,52 @@ impl Lowerer<'_> {
                     .collect();
                 Ok(crate::lower::rebuild(&acc_ty, &mut out.into_iter()))
             }
+            Prim::Scan => {
+                // The accumulators of a fold, stored: out[i] before step i,
+                // out[n] after the last. Stored values must live, so the
+                // arena is not reset inside the loop.
+                let (init, acc_ty) = args[1].val()?;
+                let (v, vt) = args[2].val()?;
+                let (_, elem_ty) = tensor_ty(vt)?;
+                let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
+                let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
+                let vars: Vec<VarId> = leaves
+                    .iter()
+                    .map(|(o, t)| {
+                        let var = fb.var(t.clone(), Some("acc"), true);
+                        fb.emit(Stmt::DeclMut(var, Some(o.clone())));
+                        var
+                    })
+                    .collect();
+                let dims = self.dims_of(fb, &v, 1)?;
+                let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
+                let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, ty.clone(), Some("accs"));
+                let current = |fb: &mut FnBuilder| -> LVal {
+                    let cur: Vec<Op> = vars
+                        .iter()
+                        .map(|&var| {
+                            let t = fb.ty(var).clone();
+                            fb.let_(Rhs::Copy(Op::Var(var)), t, None)
+                        })
+                        .collect();
+                    crate::lower::rebuild(&acc_ty, &mut cur.into_iter())
+                };
+                let nest = self.nest_open(fb, &dims);
+                let acc = current(fb);
+                let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
+                let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
+                let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
+                let new = self.leaves_of(fb, st, r, &acc_ty)?;
+                for (&var, (o, _)) in vars.iter().zip(new) {
+                    fb.emit(Stmt::Set(var, o));
+                }
+                self.nest_close(fb, nest);
+                let last = current(fb);
+                let stored = self.materialize_val(fb, st, last, &acc_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
+                Ok(LVal::Op(out))
+            }
             Prim::Map | Prim::Map2 => {
                 let (rank, out_elem) = tensor_ty(&ty)?;
                 let srcs: Vec<(LVal, Type)> = args[1..]
