@@ -324,7 +324,10 @@ impl Fwd<'_, '_> {
         Ok(match p {
             Prim::LmCompose => {
                 let x = self.apply_s(b, args[1])?;
-                self.apply_j(b, args[0], Some(x))?
+                match ksc_linmap::builder::call_of(self.src, args[0], Prim::LmFold) {
+                    Some(fold) => self.ffold(b, &fold, x)?,
+                    None => self.apply_j(b, args[0], Some(x))?,
+                }
             }
             Prim::LmVCat => {
                 let parts = args.into_iter().map(|a| self.apply_s(b, a)).collect::<R<Vec<_>>>()?;
@@ -350,6 +353,87 @@ impl Fwd<'_, '_> {
             }
             _ => self.apply_j(b, m, None)?,
         })
+    }
+
+    /// `lmFold (sc, f, df, acc, v) ⊙ (dsc, (dacc, dv))`: a fold carrying the
+    /// accumulator and its tangent (seed 003 figure 14, FFold).
+    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId) -> R<ExprId> {
+        let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
+        let (Expr::Lam(fp, fpt, fbody), Expr::Lam(t2, tty, dbody)) = (self.src.exprs[f].clone(), self.src.exprs[df].clone())
+        else {
+            return internal("lmFold without lambdas");
+        };
+        let Type::Tuple(ab) = tty.clone() else { return internal("lmFold over a non-pair") };
+        let (a_ty, b_ty) = (ab[0].clone(), ab[1].clone());
+        let (da_ty, db_ty) = (a_ty.tangent().unwrap_or(Type::Unknown), b_ty.tangent().unwrap_or(Type::Unknown));
+        let sc_ty = self.src.ty(sc).clone();
+        let dsc_ty = sc_ty.tangent().unwrap_or(Type::Unknown);
+        let st_ty = Type::Tuple(vec![sc_ty, tty.clone()]);
+        let xs = b.fresh_name("dfold");
+        let x_ty = b.ty(x);
+        let xv = |b: &mut Builder| b.var(&xs, x_ty.clone());
+        // The tangents of the scope, the accumulator and the vector.
+        let x1 = xv(b);
+        let dsc = b.prim(Prim::Get { index: 1, arity: 2 }, vec![x1]);
+        let x2 = xv(b);
+        let dadv = b.prim(Prim::Get { index: 2, arity: 2 }, vec![x2]);
+        let dacc = b.prim(Prim::Get { index: 1, arity: 2 }, vec![dadv]);
+        let x3 = xv(b);
+        let dadv2 = b.prim(Prim::Get { index: 2, arity: 2 }, vec![x3]);
+        let dv = b.prim(Prim::Get { index: 2, arity: 2 }, vec![dadv2]);
+        let dsc_name = b.fresh_name("dsc");
+        let dv_name = b.fresh_name("dv");
+        let dv_ty = b.ty(dv);
+        // pairs = build (size v) (λi. (v[i], dv[i]))
+        let v1 = import(b, self.src, v);
+        let n = b.prim(Prim::Size, vec![v1]);
+        let pairs = b.build(n, |b, i| {
+            let (i1, i2) = (b.copy(i), b.copy(i));
+            let v2 = import(b, self.src, v);
+            let xi = b.prim(Prim::Index, vec![i1, v2]);
+            let dvv = b.var(&dv_name, dv_ty.clone());
+            let dxi = b.prim(Prim::Index, vec![i2, dvv]);
+            b.tuple(vec![xi, dxi])
+        });
+        // The step: (a, da), (x, dx) -> (f (a, x), df(a, x) ⊙ (dsc, (da, dx)))
+        let p = b.fresh_name("p");
+        let p_ty = Type::Tuple(vec![Type::Tuple(vec![a_ty.clone(), da_ty.clone()]), Type::Tuple(vec![b_ty.clone(), db_ty])]);
+        let get = |b: &mut Builder, outer: u32, inner: u32| {
+            let pv = b.var(&p, p_ty.clone());
+            let o = b.prim(Prim::Get { index: outer, arity: 2 }, vec![pv]);
+            b.prim(Prim::Get { index: inner, arity: 2 }, vec![o])
+        };
+        let (a, xi) = (get(b, 1, 1), get(b, 2, 1));
+        let t_val = b.tuple(vec![a, xi]);
+        // f's result, with its parameter bound to (a, x).
+        let fb = import(b, self.src, fbody);
+        let t_val2 = b.var(&t2, tty.clone());
+        let new_a = {
+            let ty = b.ty(fb);
+            b.body.alloc_typed(Expr::Let(Pat::Var(fp.clone()), t_val2, fb), ty)
+        };
+        let _ = fpt;
+        // The derivative's tangent, with its own parameter (sc, t).
+        let (da, dxi) = (get(b, 1, 2), get(b, 2, 2));
+        let inner_t = b.tuple(vec![da, dxi]);
+        let dscv = b.var(&dsc_name, dsc_ty.clone());
+        let dst = b.tuple(vec![dscv, inner_t]);
+        let dst_name = b.fresh_name("dst");
+        let dst_ty = b.ty(dst);
+        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands };
+        let new_da = inner.t(b, dbody)?;
+        let new_da = push_applications(b, new_da, inner.demands);
+        let step = b.tuple(vec![new_a, new_da]);
+        let step = b.let_(&dst_name, dst, step);
+        let step = b.let_(&t2, t_val, step);
+        let lam = b.lam(&p, p_ty.clone(), step);
+        let a0 = import(b, self.src, acc);
+        let init = b.tuple(vec![a0, dacc]);
+        let folded = b.prim(Prim::Fold, vec![lam, init, pairs]);
+        let result = b.prim(Prim::Get { index: 2, arity: 2 }, vec![folded]);
+        let result = b.let_(&dv_name, dv, result);
+        let result = b.let_(&dsc_name, dsc, result);
+        Ok(b.let_(&xs, x, result))
     }
 
     fn t_structural(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
@@ -422,49 +506,9 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     let mut body = Body::new();
     let mut fresh = 1000u32;
     let mut b = Builder::new(&mut body, &mut fresh);
-    let mut rv = Rev {
-        src: &d.body,
-        witnesses,
-        demands,
-        s_ty: s_ty.clone(),
-        params: f.params.clone(),
-        contribs: FxHashMap::default(),
-        param_contribs: vec![Vec::new(); f.params.len().max(1)],
-        mixed: FxHashMap::default(),
-        block: Vec::new(),
-        indexed: FxHashMap::default(),
-    };
-    let (bindings, result) = let_chain(&d.body, d.root);
-    let Expr::Var(g_res) = d.body.exprs[result].clone() else {
-        return internal("[D f] does not end in a map variable");
-    };
     let (x_name, dr_name) = (param_name("x", f), param_name("dr", f));
     let dr = (dr_name.clone(), dt_ty.clone());
-    rv.contribs.entry(g_res).or_default().push(dr.clone());
-    rv.transpose_block(&mut b, &bindings)?;
-    // The cotangent of the argument.
-    let result = if f.params.len() == 1 {
-        let p = f.params[0].clone();
-        let c = std::mem::take(&mut rv.param_contribs[0]);
-        rv.sum_or_zero(&mut b, c, |b| {
-            let w = b.var(&p.name, p.ty.clone());
-            b.zero_tangent(w)
-        })
-    } else {
-        let parts: Vec<ExprId> = (0..f.params.len())
-            .map(|i| {
-                let p = f.params[i].clone();
-                let c = std::mem::take(&mut rv.param_contribs[i]);
-                rv.sum_or_zero(&mut b, c, |b| {
-                    let w = b.var(&p.name, p.ty.clone());
-                    b.zero_tangent(w)
-                })
-            })
-            .collect();
-        b.tuple(parts)
-    };
-    let block = std::mem::take(&mut rv.block);
-    let inner = wrap(&mut b, block, result);
+    let inner = transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, dr)?;
     let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
     if b.ty(root) != ds_ty {
         return internal(format!("[rev {}] has type {} instead of {}", f.name, b.ty(root), ds_ty));
@@ -476,6 +520,52 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
         body,
         root,
     })
+}
+
+/// Transposes the let-program of a Jacobian (`root` in `src`, a map from
+/// the tuple of `params`, or from the one parameter), seeded with the
+/// cotangent `seed` of its result: the cotangent of the parameters.
+#[allow(clippy::too_many_arguments)]
+fn transpose_program(
+    b: &mut Builder,
+    src: &Body,
+    root: ExprId,
+    witnesses: &Witnesses,
+    demands: &mut Vec<FunName>,
+    s_ty: &Type,
+    params: &[Param],
+    seed: (String, Type),
+) -> R<ExprId> {
+    let mut rv = Rev {
+        src,
+        witnesses,
+        demands,
+        s_ty: s_ty.clone(),
+        params: params.to_vec(),
+        contribs: FxHashMap::default(),
+        param_contribs: vec![Vec::new(); params.len().max(1)],
+        mixed: FxHashMap::default(),
+        block: Vec::new(),
+        indexed: FxHashMap::default(),
+    };
+    let (bindings, result) = let_chain(src, root);
+    let Expr::Var(g_res) = src.exprs[result].clone() else {
+        return internal("a Jacobian that does not end in a map variable");
+    };
+    rv.contribs.entry(g_res).or_default().push(seed);
+    rv.transpose_block(b, &bindings)?;
+    // The cotangent of the argument.
+    let mut parts = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        let c = std::mem::take(&mut rv.param_contribs[i]);
+        parts.push(rv.sum_or_zero(b, c, |b| {
+            let w = b.var(&p.name, p.ty.clone());
+            b.zero_tangent(w)
+        }));
+    }
+    let result = if params.len() == 1 { parts.pop().unwrap_or_else(|| b.tuple(Vec::new())) } else { b.tuple(parts) };
+    let block = std::mem::take(&mut rv.block);
+    Ok(wrap(b, block, result))
 }
 
 struct Rev<'s, 'd> {
@@ -689,6 +779,11 @@ impl Rev<'_, '_> {
                     self.contribs.entry(g).or_default().push(r);
                     return Ok(());
                 }
+                if let Some(fold) = ksc_linmap::builder::call_of(self.src, args[0], Prim::LmFold) {
+                    let t = self.rfold(b, &fold, r)?;
+                    let t = self.emit(b, "r", t);
+                    return self.push_r(b, t, args[1]);
+                }
                 let rv = b.var(&r.0, r.1.clone());
                 let jj = import(b, self.src, args[0]);
                 let app = b.prim(Prim::LmApplyR, vec![rv, jj]);
@@ -820,6 +915,112 @@ impl Rev<'_, '_> {
             let c = self.emit(b, "r", c);
             self.contribs.entry(g.clone()).or_default().push(c);
         }
+    }
+
+    /// `r ⊙ᴿ lmFold (sc, f, df, acc, v)` = `(dsc, (dacc, dv))` (seed 003
+    /// figure 15, RFold): the accumulators are stored with `scan`, the
+    /// accumulator's cotangent runs backwards with another `scan`, and each
+    /// step's contributions to the scope and to its element are gathered
+    /// from those.
+    fn rfold(&mut self, b: &mut Builder, fold: &[ExprId], r: (String, Type)) -> R<ExprId> {
+        let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
+        let Expr::Lam(t2, tty, dbody) = self.src.exprs[df].clone() else { return internal("lmFold without a lambda") };
+        let sc_ty = self.src.ty(sc).clone();
+        let st_ty = Type::Tuple(vec![sc_ty.clone(), tty.clone()]);
+        let Type::Tuple(ab) = tty.clone() else { return internal("lmFold over a non-pair") };
+        let a_ty = ab[0].clone();
+        let da_ty = a_ty.tangent().unwrap_or(Type::Unknown);
+        let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
+        let int_op = |b: &mut Builder, name: &str, x: ExprId, y: ExprId| b.call(FunName::typed(name, ii.clone()), vec![x, y], Type::Integer);
+        // n and the stored accumulators.
+        let v1 = import(b, self.src, v);
+        let n = b.prim(Prim::Size, vec![v1]);
+        let n = self.emit(b, "n", n);
+        let (f1, a1, v2) = (import(b, self.src, f), import(b, self.src, acc), import(b, self.src, v));
+        let accs = b.prim(Prim::Scan, vec![f1, a1, v2]);
+        let accs = self.emit(b, "accs", accs);
+        let sc_name = match &self.src.exprs[sc] {
+            Expr::Var(x) => x.clone(),
+            _ => return internal("lmFold whose scope is not a variable"),
+        };
+        let params = [Param { name: sc_name.clone(), ty: sc_ty.clone() }, Param { name: t2.clone(), ty: tty.clone() }];
+        // The backward step at element i with incoming cotangent `seed`:
+        // (dsc_i, (da_i, dx_i)), with t2 bound to (accs[i], v[i]).
+        let step = |this: &mut Self, b: &mut Builder, i: ExprId, seed: (String, Type)| -> R<ExprId> {
+            let i2 = b.copy(i);
+            let accs_v = b.var(&accs.0, accs.1.clone());
+            let a = b.prim(Prim::Index, vec![i, accs_v]);
+            let vv = import(b, this.src, v);
+            let x = b.prim(Prim::Index, vec![i2, vv]);
+            let t_val = b.tuple(vec![a, x]);
+            let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed)?;
+            Ok(b.let_(&t2, t_val, inner))
+        };
+        // rs[k]: the accumulator's cotangent after k backward steps.
+        let p = b.fresh_name("p");
+        let p_ty = Type::Tuple(vec![da_ty.clone(), Type::Integer]);
+        let rk = b.fresh_name("rk");
+        let (pv1, pv2) = (b.var(&p, p_ty.clone()), b.var(&p, p_ty.clone()));
+        let rk_val = b.prim(Prim::Get { index: 1, arity: 2 }, vec![pv1]);
+        let k = b.prim(Prim::Get { index: 2, arity: 2 }, vec![pv2]);
+        let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
+        let last = int_op(b, "sub", nv, one);
+        let i = int_op(b, "sub", last, k);
+        let i_name = b.fresh_name("i");
+        let i_var = b.var(&i_name, Type::Integer);
+        let d = step(self, b, i_var, (rk.clone(), da_ty.clone()))?;
+        let dt = b.prim(Prim::Get { index: 2, arity: 2 }, vec![d]);
+        let da = b.prim(Prim::Get { index: 1, arity: 2 }, vec![dt]);
+        let body = b.let_(&i_name, i, da);
+        let body = b.let_(&rk, rk_val, body);
+        let lam = b.lam(&p, p_ty, body);
+        let nv2 = b.var(&n.0, n.1.clone());
+        let ks = b.build(nv2, |_, k| k);
+        let r0 = b.var(&r.0, r.1.clone());
+        let rs = b.prim(Prim::Scan, vec![lam, r0, ks]);
+        let rs = self.emit(b, "rs", rs);
+        // Each step's contributions, with the cotangent that flowed into it.
+        let i_name = b.fresh_name("i");
+        let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
+        let last = int_op(b, "sub", nv, one);
+        let iv = b.var(&i_name, Type::Integer);
+        let back = int_op(b, "sub", last, iv);
+        let rsv = b.var(&rs.0, rs.1.clone());
+        let r_next = b.prim(Prim::Index, vec![back, rsv]);
+        let seed = b.fresh_name("r");
+        let iv2 = b.var(&i_name, Type::Integer);
+        let d = step(self, b, iv2, (seed.clone(), da_ty.clone()))?;
+        let body = b.let_(&seed, r_next, d);
+        let lam = b.lam(&i_name, Type::Integer, body);
+        let nv3 = b.var(&n.0, n.1.clone());
+        let per = b.prim(Prim::Build, vec![nv3, lam]);
+        let per = self.emit(b, "per", per);
+        // dv = the elements' parts; dsc = the sum of the scope's parts.
+        let nv4 = b.var(&n.0, n.1.clone());
+        let dv = b.build(nv4, |b, i| {
+            let pv = b.var(&per.0, per.1.clone());
+            let d = b.prim(Prim::Index, vec![i, pv]);
+            let dt = b.prim(Prim::Get { index: 2, arity: 2 }, vec![d]);
+            b.prim(Prim::Get { index: 2, arity: 2 }, vec![dt])
+        });
+        let nv5 = b.var(&n.0, n.1.clone());
+        let q = b.fresh_name("q");
+        let qv = b.var(&q, Type::Integer);
+        let pv = b.var(&per.0, per.1.clone());
+        let dq = b.prim(Prim::Index, vec![qv, pv]);
+        let dsc_q = b.prim(Prim::Get { index: 1, arity: 2 }, vec![dq]);
+        let lam = b.lam(&q, Type::Integer, dsc_q);
+        let total = b.prim(Prim::Sumbuild, vec![nv5, lam]);
+        let scv = b.var(&sc_name, sc_ty.clone());
+        let zero = b.zero_tangent(scv);
+        let (nv6, z) = (b.var(&n.0, n.1.clone()), b.integer(0));
+        let empty = b.prim(Prim::Eq, vec![nv6, z]);
+        let ty = b.ty(total);
+        let dsc = b.body.alloc_typed(Expr::If(empty, zero, total), ty);
+        let (nv7, rsv) = (b.var(&n.0, n.1.clone()), b.var(&rs.0, rs.1.clone()));
+        let dacc = b.prim(Prim::Index, vec![nv7, rsv]);
+        let inner = b.tuple(vec![dacc, dv]);
+        Ok(b.tuple(vec![dsc, inner]))
     }
 
     /// The map component of a (value, map) pair bound by `if` or `assert`.
