@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod terms;
+
 use ksc_eval::{Interpreter, Value};
 use ksc_ir::{Decl, Def, FunName};
 use ksc_types::Analysis;
@@ -71,4 +73,23 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
 /// The definition printed as `.ks`.
 pub fn print_def(d: &Def) -> String {
     ksc_ir::print::print_def(d)
+}
+
+/// An expression printed with function names without their base types
+/// (`add` for `[add (Tuple Float Float)]`), for readable expectations.
+pub fn short(body: &ksc_ir::Body, root: ksc_ir::ExprId) -> String {
+    let mut b = body.clone();
+    let ids: Vec<ksc_ir::ExprId> = b.exprs.iter().map(|(id, _)| id).collect();
+    for id in ids {
+        if let ksc_ir::Expr::Call(ksc_ir::Callee::Fun(f), a) = &b.exprs[id] {
+            let (f, a) = (f.with_base_ty(None), *a);
+            b.exprs[id] = ksc_ir::Expr::Call(ksc_ir::Callee::Fun(f), a);
+        }
+    }
+    ksc_ir::print::print_expr(&b, root)
+}
+
+/// A definition's body printed with [`short`].
+pub fn short_def(d: &Def) -> String {
+    short(&d.body, d.root)
 }

@@ -1,0 +1,512 @@
+//! Every Core rule preserves evaluation: for random instances of its left
+//! side (random sub-terms over parameters, with shadowed names, effects and
+//! run-time failures among them), the program before and after the rule
+//! evaluates, in the reference interpreter, to the same value with the same
+//! output whenever the original succeeds; and the rule must actually fire on
+//! enough of its instances, so the test cannot pass vacuously. The table is
+//! iterated: a rule without a generator fails the test.
+
+mod common;
+
+use common::terms::{ff, let_tuple, random_args, test_def, vf, Rng, G};
+use common::{checked, run, same_value};
+use ksc_eval::Value;
+use ksc_ir::{Body, Def, Expr, ExprId, FunName, Lit, Prim, Type};
+use ksc_linmap::builder::Builder;
+use ksc_opt::strategy::{normalize_with_fuel, rule};
+use ksc_opt::{core_rule, DefMap, Globals, Options, Rewriter, Rule, CORE_RULES};
+
+/// Helper functions the inlining rules can inline.
+const HELPERS: &str = "
+(def sq Float (z : Float) (mul z z))
+(def twice Float ((p : Float) (q : Float)) (add p (mul 2.0 q)))
+(def noisy Float (z : Float) ($trace (add z 1.0)))
+(def fact Integer (k : Integer) (if (lt k 1) 1 (mul k (fact (sub k 1)))))
+";
+
+type Template = fn(&mut G, &mut Builder) -> ExprId;
+
+fn dummy(b: &mut Builder, t: Type) -> ExprId {
+    b.body.alloc_typed(Expr::Dummy(t.clone()), t)
+}
+
+fn lit_bool(b: &mut Builder, x: bool) -> ExprId {
+    b.body.alloc_typed(Expr::Lit(Lit::Bool(x)), Type::Bool)
+}
+
+fn with_var(g: &mut G, name: &str, t: Type, f: impl FnOnce(&mut G) -> ExprId) -> ExprId {
+    g.env.push((name.to_string(), t));
+    let r = f(g);
+    g.env.pop();
+    r
+}
+
+/// `let b = e0 in let c = e1 in f`: names from the binder pool in scope.
+fn outer(g: &mut G, b: &mut Builder, f: impl FnOnce(&mut G, &mut Builder) -> ExprId) -> ExprId {
+    let e0 = g.expr(b, &Type::Float, 1);
+    let e1 = with_var(g, "b", Type::Float, |g| g.expr(b, &Type::Float, 1));
+    g.env.push(("b".into(), Type::Float));
+    g.env.push(("c".into(), Type::Float));
+    let inner = f(g, b);
+    g.env.pop();
+    g.env.pop();
+    let l = b.let_("c", e1, inner);
+    b.let_("b", e0, l)
+}
+
+fn float_or_vec(g: &mut G) -> Type {
+    if g.rng.chance(50) {
+        Type::Float
+    } else {
+        vf()
+    }
+}
+
+fn zero_of(g: &mut G, b: &mut Builder, t: &Type) -> ExprId {
+    if *t == Type::Float {
+        return b.float(0.0);
+    }
+    let n = g.size(b, 1);
+    let z = b.float(0.0);
+    b.prim(Prim::ConstVec, vec![n, z])
+}
+
+fn call(b: &mut Builder, name: &str, arg: Type, ret: Type, args: Vec<ExprId>) -> ExprId {
+    b.call(FunName::typed(name, arg), args, ret)
+}
+
+/// A random instance (inside some context) of each rule's left side.
+fn template(rule: &str) -> Option<Template> {
+    Some(match rule {
+        "let-atom" => |g, b| {
+            // let b = e0 in let c = e1 in let a = atom in e[a]: the atom is often
+            // `b` or `c`, and e often rebinds it around a use of `a`.
+            outer(g, b, |g, b| {
+                let t = float_or_vec(g);
+                let r = g.atom(b, &t);
+                let rebind = match b.expr(r) {
+                    ksc_ir::Expr::Var(w) if g.rng.chance(70) => Some(w.clone()),
+                    _ => None,
+                };
+                let body = with_var(g, "a", t.clone(), |g| match rebind {
+                    Some(w) => {
+                        let e = g.expr(b, &Type::Float, 1);
+                        let inner = with_var(g, &w, Type::Float, |g| {
+                            let a = b.var("a", t.clone());
+                            let use_a = if t == Type::Float {
+                                a
+                            } else {
+                                let s = b.prim(Prim::Size, vec![a]);
+                                call(b, "to_float", Type::Integer, Type::Float, vec![s])
+                            };
+                            let other = g.expr(b, &Type::Float, 2);
+                            call(b, "add", ff(), Type::Float, vec![use_a, other])
+                        });
+                        b.let_(&w, e, inner)
+                    }
+                    None => g.expr(b, &Type::Float, 4),
+                });
+                b.let_("a", r, body)
+            })
+        },
+        "let-dead" => |g, b| {
+            let r = g.expr(b, &Type::Float, 2);
+            let body = g.expr(b, &Type::Float, 3);
+            b.let_("a", r, body)
+        },
+        "let-once" => |g, b| {
+            // let b = e0 in let c = e1 in let a = e[b c] in (let b = .. in a * ..)
+            outer(g, b, |g, b| {
+                let rebound = *g.rng.pick(&["b", "c"]);
+                let r0 = g.expr(b, &Type::Float, 2);
+                let w = b.var(rebound, Type::Float);
+                let r = call(b, "add", ff(), Type::Float, vec![w, r0]);
+                let e = g.expr(b, &Type::Float, 1);
+                let inner = with_var(g, rebound, Type::Float, |g| {
+                    let other = g.expr(b, &Type::Float, 2);
+                    let a = b.var("a", Type::Float);
+                    call(b, "mul", ff(), Type::Float, vec![other, a])
+                });
+                let body = b.let_(rebound, e, inner);
+                b.let_("a", r, body)
+            })
+        },
+        "let-linear-map" => |g, b| {
+            let d = dummy(b, Type::Float);
+            let k = g.atom(b, &Type::Float);
+            let m = b.prim(Prim::LmScale, vec![d, k]);
+            let lm = Type::lm(Type::Float, Type::Float);
+            let (x1, x2) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            let (a1, a2) = (b.var("a", lm.clone()), b.var("a", lm));
+            let y1 = b.prim(Prim::LmApply, vec![a1, x1]);
+            let y2 = b.prim(Prim::LmApply, vec![a2, x2]);
+            let body = call(b, "add", ff(), Type::Float, vec![y1, y2]);
+            b.let_("a", m, body)
+        },
+        "let-float-let" => |g, b| {
+            // let b = e0 in let a = (let b = e1 in e2) in e3: e3 sees the outer b.
+            let e0 = g.expr(b, &Type::Float, 2);
+            let inner = with_var(g, "b", Type::Float, |g| {
+                let e1 = g.expr(b, &Type::Float, 2);
+                let e2 = with_var(g, "b", Type::Float, |g| g.expr(b, &Type::Float, 2));
+                let rhs = b.let_("b", e1, e2);
+                let e3 = with_var(g, "a", Type::Float, |g| {
+                    let x = g.expr(b, &Type::Float, 2);
+                    let bv = b.var("b", Type::Float);
+                    call(b, "add", ff(), Type::Float, vec![x, bv])
+                });
+                b.let_("a", rhs, e3)
+            });
+            b.let_("b", e0, inner)
+        },
+        "let-tuple-split" => |g, b| {
+            // let a = e0 in let (a b) = (tuple e1 e2[a]) in e3[a b]
+            let e0 = g.expr(b, &Type::Float, 2);
+            let inner = with_var(g, "a", Type::Float, |g| {
+                let e1 = g.expr(b, &Type::Float, 2);
+                let av = b.var("a", Type::Float);
+                let e2x = g.expr(b, &Type::Float, 1);
+                let e2 = call(b, "add", ff(), Type::Float, vec![av, e2x]);
+                let t = b.tuple(vec![e1, e2]);
+                g.env.push(("a".into(), Type::Float));
+                g.env.push(("b".into(), Type::Float));
+                let e3 = g.expr(b, &Type::Float, 3);
+                g.env.pop();
+                g.env.pop();
+                let_tuple(b, &["a", "b"], t, e3)
+            });
+            b.let_("a", e0, inner)
+        },
+        "let-float-arg" => |g, b| {
+            // let b = e0 in (add e (let b = e1 in e2)) or (add (let ..) e): the other argument sees the outer b.
+            let e0 = g.expr(b, &Type::Float, 1);
+            let inner = with_var(g, "b", Type::Float, |g| {
+                let other = g.expr(b, &Type::Float, 2);
+                let e1 = g.expr(b, &Type::Float, 2);
+                let e2 = with_var(g, "b", Type::Float, |g| g.expr(b, &Type::Float, 2));
+                let l = b.let_("b", e1, e2);
+                let args = if g.rng.chance(50) { vec![l, other] } else { vec![other, l] };
+                call(b, "sub", ff(), Type::Float, args)
+            });
+            b.let_("b", e0, inner)
+        },
+        "if-float-arg" => |g, b| {
+            let c = g.expr(b, &Type::Bool, 2);
+            let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            let i = b.body.alloc_typed(Expr::If(c, t, f), Type::Float);
+            let x = g.atom(b, &Type::Float);
+            call(b, "mul", ff(), Type::Float, vec![x, i])
+        },
+        "assert-float-arg" => |g, b| {
+            let c = g.expr(b, &Type::Bool, 1);
+            let e = g.expr(b, &Type::Float, 2);
+            let a = b.body.alloc_typed(Expr::Assert(c, e), Type::Float);
+            let x = g.expr(b, &Type::Float, 1);
+            call(b, "add", ff(), Type::Float, vec![a, x])
+        },
+        "let-float-cond" => |g, b| {
+            let e0 = g.expr(b, &Type::Float, 1);
+            let inner = with_var(g, "a", Type::Float, |g| {
+                let e1 = g.expr(b, &Type::Float, 2);
+                let c = with_var(g, "a", Type::Float, |g| g.expr(b, &Type::Bool, 2));
+                let cond = b.let_("a", e1, c);
+                let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+                b.body.alloc_typed(Expr::If(cond, t, f), Type::Float)
+            });
+            b.let_("a", e0, inner)
+        },
+        "let-float-assert" => |g, b| {
+            let e0 = g.expr(b, &Type::Float, 1);
+            let inner = with_var(g, "a", Type::Float, |g| {
+                let e1 = g.expr(b, &Type::Float, 2);
+                let c = with_var(g, "a", Type::Float, |g| g.expr(b, &Type::Bool, 2));
+                let cond = b.let_("a", e1, c);
+                let body = g.expr(b, &Type::Float, 2);
+                b.body.alloc_typed(Expr::Assert(cond, body), Type::Float)
+            });
+            b.let_("a", e0, inner)
+        },
+        "get-tuple" => |g, b| {
+            let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            let t = b.tuple(vec![p, q]);
+            if g.rng.chance(50) {
+                b.prim(Prim::Get { index: 1, arity: 2 }, vec![t])
+            } else {
+                let v = b.prim(Prim::Get { index: 2, arity: 2 }, vec![t]);
+                b.prim(Prim::Sum, vec![v])
+            }
+        },
+        "index-build" => |g, b| {
+            let n = g.size(b, 1);
+            let v = g.build_with(b, n, |g, b| g.expr(b, &Type::Float, 2));
+            let i = g.expr(b, &Type::Integer, 1);
+            b.prim(Prim::Index, vec![i, v])
+        },
+        "size-build" => |g, b| {
+            let n = g.size(b, 1);
+            let v = g.build_with(b, n, |g, b| g.expr(b, &Type::Float, 2));
+            b.prim(Prim::Size, vec![v])
+        },
+        "size-constvec" => |g, b| {
+            let n = g.size(b, 1);
+            let x = g.expr(b, &Type::Float, 2);
+            let v = b.prim(Prim::ConstVec, vec![n, x]);
+            b.prim(Prim::Size, vec![v])
+        },
+        "index-constvec" => |g, b| {
+            let n = g.size(b, 1);
+            let x = g.expr(b, &Type::Float, 2);
+            let v = b.prim(Prim::ConstVec, vec![n, x]);
+            let i = g.expr(b, &Type::Integer, 1);
+            b.prim(Prim::Index, vec![i, v])
+        },
+        "sum-build" => |g, b| {
+            let n = g.size(b, 1);
+            let v = g.build_with(b, n, |g, b| g.expr(b, &Type::Float, 2));
+            b.prim(Prim::Sum, vec![v])
+        },
+        "sumbuild-tuple" => |g, b| {
+            let n = g.size(b, 1);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| {
+                let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 1));
+                b.tuple(vec![p, q])
+            });
+            let lam = b.lam(&i, Type::Integer, body);
+            b.prim(Prim::Sumbuild, vec![n, lam])
+        },
+        "sum-deltavec" => |g, b| {
+            if g.rng.chance(30) {
+                let n = b.integer(3);
+                let i = b.integer(g.rng.below(3) as i64);
+                let x = g.expr(b, &Type::Float, 2);
+                let d = b.prim(Prim::DeltaVec, vec![n, i, x]);
+                return b.prim(Prim::Sum, vec![d]);
+            }
+            // build n (lam i (sum (deltaVec n i e))): i is in range.
+            let n = g.size(b, 1);
+            let n2 = ksc_opt::term::deep_copy(b, n);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| {
+                let iv = b.var(&i, Type::Integer);
+                let x = g.expr(b, &Type::Float, 2);
+                let d = b.prim(Prim::DeltaVec, vec![n2, iv, x]);
+                b.prim(Prim::Sum, vec![d])
+            });
+            let lam = b.lam(&i, Type::Integer, body);
+            b.prim(Prim::Build, vec![n, lam])
+        },
+        "sumbuild-deltavec" => |g, b| {
+            let n = g.size(b, 1);
+            let n2 = ksc_opt::term::deep_copy(b, n);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| {
+                let iv = b.var(&i, Type::Integer);
+                let x = g.expr(b, &Type::Float, 2);
+                b.prim(Prim::DeltaVec, vec![n2, iv, x])
+            });
+            let lam = b.lam(&i, Type::Integer, body);
+            b.prim(Prim::Sumbuild, vec![n, lam])
+        },
+        "build-const" => |g, b| {
+            let n = g.size(b, 1);
+            // The body does not mention the index.
+            let x = g.expr(b, &Type::Float, 2);
+            let lam = b.lam("ksc$idx", Type::Integer, x);
+            b.prim(Prim::Build, vec![n, lam])
+        },
+        "ts-add-zero-right" => |g, b| {
+            let t = float_or_vec(g);
+            let x = g.expr(b, &t, 2);
+            let z = zero_of(g, b, &t);
+            b.prim(Prim::TsAdd, vec![x, z])
+        },
+        "ts-add-zero-left" => |g, b| {
+            let t = float_or_vec(g);
+            let x = g.expr(b, &t, 2);
+            let z = zero_of(g, b, &t);
+            b.prim(Prim::TsAdd, vec![z, x])
+        },
+        "ts-scale-one" => |g, b| {
+            let t = float_or_vec(g);
+            let x = g.expr(b, &t, 2);
+            let one = b.float(1.0);
+            b.prim(Prim::TsScale, vec![one, x])
+        },
+        "ts-scale-zero" => |g, b| {
+            let t = float_or_vec(g);
+            let x = g.expr(b, &t, 2);
+            let zero = b.float(0.0);
+            b.prim(Prim::TsScale, vec![zero, x])
+        },
+        "ts-scale-of-zero" => |g, b| {
+            let t = float_or_vec(g);
+            let k = g.expr(b, &Type::Float, 2);
+            let z = zero_of(g, b, &t);
+            b.prim(Prim::TsScale, vec![k, z])
+        },
+        "ts-dot-zero" => |g, b| {
+            let x = g.expr(b, &vf(), 2);
+            let z = zero_of(g, b, &vf());
+            let args = if g.rng.chance(50) { vec![x, z] } else { vec![z, x] };
+            b.prim(Prim::TsDot, args)
+        },
+        "if-true" | "if-false" => |g, b| {
+            let c = g.rng.chance(50);
+            let c = lit_bool(b, c);
+            let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+        },
+        "if-same" => |g, b| {
+            let c = g.expr(b, &Type::Bool, 2);
+            let t = g.expr(b, &Type::Float, 3);
+            let f = ksc_opt::term::deep_copy(b, t);
+            b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+        },
+        "assert-true" => |g, b| {
+            let c = lit_bool(b, true);
+            let e = g.expr(b, &Type::Float, 2);
+            b.body.alloc_typed(Expr::Assert(c, e), Type::Float)
+        },
+        "fold-float" => |g, b| {
+            let (p, q) = (g.lit_float(b), g.lit_float(b));
+            let op = *g.rng.pick(&["add", "sub", "mul", "div"]);
+            let folded = call(b, op, ff(), Type::Float, vec![p, q]);
+            let x = g.expr(b, &Type::Float, 2);
+            call(b, "add", ff(), Type::Float, vec![folded, x])
+        },
+        "fold-integer" => |g, b| {
+            let big = [i64::MAX, i64::MIN, 3, -7, 0, 2];
+            let p = b.integer(*g.rng.pick(&big));
+            let q = b.integer(*g.rng.pick(&big));
+            let op = *g.rng.pick(&["add", "sub", "mul", "div"]);
+            let folded = call(b, op, common::terms::ii(), Type::Integer, vec![p, q]);
+            let x = g.expr(b, &Type::Integer, 1);
+            call(b, "sub", common::terms::ii(), Type::Integer, vec![folded, x])
+        },
+        "fold-compare" => |g, b| {
+            let c = if g.rng.chance(50) {
+                let (p, q) = (g.lit_float(b), g.lit_float(b));
+                let op = *g.rng.pick(&["lt", "gt", "lte", "gte"]);
+                call(b, op, ff(), Type::Bool, vec![p, q])
+            } else {
+                let (p, q) = (g.lit_int(b), g.lit_int(b));
+                b.prim(Prim::Eq, vec![p, q])
+            };
+            let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+        },
+        "inline-marked" => |g, b| {
+            let x = g.expr(b, &Type::Float, 2);
+            let c = call(b, "sq", Type::Float, Type::Float, vec![x]);
+            b.prim(Prim::Inline, vec![c])
+        },
+        "inline-small" => |g, b| {
+            let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            let t = call(b, "twice", ff(), Type::Float, vec![p, q]);
+            let z = g.expr(b, &Type::Float, 1);
+            let nz = call(b, "noisy", Type::Float, Type::Float, vec![z]);
+            call(b, "add", ff(), Type::Float, vec![t, nz])
+        },
+        _ => return None,
+    })
+}
+
+/// Runs both programs on a few random arguments; a failure message if
+/// they differ where the original succeeds. Counts original successes.
+fn compare(before: &Def, after: &Def, helpers: &[&Def], rng: &mut Rng, ok: &mut usize) -> Option<String> {
+    let name = before.name.clone();
+    for _ in 0..3 {
+        let arg = random_args(rng);
+        let mut defs_b: Vec<&Def> = vec![before];
+        defs_b.extend(helpers);
+        let mut defs_a: Vec<&Def> = vec![after];
+        defs_a.extend(helpers);
+        let (rb, ob) = run(&defs_b, &name, arg.clone());
+        let (ra, oa) = run(&defs_a, &name, arg.clone());
+        let Ok(vb) = rb else { continue };
+        match ra {
+            Ok(va) if same_value(&vb, &va) && ob == oa => *ok += 1,
+            Ok(va) => return Some(format!("on {arg}: {vb} printing {ob:?} became {va} printing {oa:?}")),
+            Err(e) => return Some(format!("on {arg}: {vb} became the error {e}")),
+        }
+    }
+    None
+}
+
+fn check_rule(name: &str, template: Template, helpers: &[&Def], globals: &Globals) -> Result<usize, String> {
+    let r = Rule::Core(core_rule(name).expect("rule"));
+    let strategy = normalize_with_fuel(rule(r), 40);
+    let mut fired = 0;
+    let mut ok = 0;
+    for seed in 0..400u64 {
+        if ok >= 60 {
+            break;
+        }
+        let mut rng = Rng::new(seed * 7919 + name.len() as u64 * 104729 + name.bytes().map(u64::from).sum::<u64>());
+        let mut body = Body::new();
+        let mut fresh = 0;
+        let mut b = Builder::new(&mut body, &mut fresh);
+        let root = {
+            let mut g = G::new(&mut rng);
+            template(&mut g, &mut b)
+        };
+        let before = test_def(b.body, root);
+        let options = Options { trace: true, ..Options::default() };
+        let mut rw = Rewriter::with_options(globals, options);
+        let out = rw.apply(&strategy, &mut b, root).expect("normalize succeeds");
+        if let Some(w) = rw.warnings().first() {
+            return Err(format!("warning: {w}\n{}", ksc_ir::print::print_expr(b.body, root)));
+        }
+        if !rw.trace().iter().any(|f| f.rule == name) {
+            continue;
+        }
+        fired += 1;
+        let after = test_def(b.body, out);
+        if let Some(problem) = compare(&before, &after, helpers, &mut rng, &mut ok) {
+            return Err(format!(
+                "rule {name} changed the meaning of\n{}\ninto\n{}\n{problem}",
+                ksc_ir::print::print_expr(&before.body, before.root),
+                ksc_ir::print::print_expr(&after.body, after.root)
+            ));
+        }
+    }
+    if fired < 20 || ok < 20 {
+        return Err(format!("rule {name} fired on only {fired} instances, {ok} comparisons where the original ran"));
+    }
+    Ok(ok)
+}
+
+#[test]
+fn every_core_rule_preserves_evaluation() {
+    let a = checked(HELPERS);
+    let helpers: Vec<&Def> = a.defs();
+    let map = DefMap::new(helpers.iter().copied());
+    let globals = Globals::new(&map);
+    let mut failures = Vec::new();
+    for r in CORE_RULES {
+        let Some(t) = template(r.name) else {
+            failures.push(format!("rule {} has no instance generator in this test", r.name));
+            continue;
+        };
+        match check_rule(r.name, t, &helpers, &globals) {
+            Ok(n) => eprintln!("{:20} {n} comparisons", r.name),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn rule_names_are_unique_and_stated() {
+    let mut names: Vec<&str> = CORE_RULES.iter().map(|r| r.name).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), CORE_RULES.len());
+    assert!(CORE_RULES.iter().all(|r| !r.statement.is_empty() && !r.statement.contains('\n')));
+}
+
+/// `Value` arguments for hand-written checks.
+pub fn floats(xs: &[f64]) -> Value {
+    Value::tuple(xs.iter().map(|&x| Value::Float(x)).collect())
+}
