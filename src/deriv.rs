@@ -89,10 +89,13 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
     // Derive afresh from the program as written (not from what its gdefs made).
     let written: Vec<&ksc_ir::Def> =
         analysis.defs().into_iter().filter(|d| !analysis.derived.iter().any(|x| x.name == d.name)).collect();
-    let derived = ksc_ad::derive_requested(&written, std::slice::from_ref(&name));
+    let mut derived = ksc_ad::derive_requested(&written, std::slice::from_ref(&name));
     if let Some((n, e)) = derived.errors.first() {
         eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
         return ExitCode::from(1);
+    }
+    for w in ksc_ad::optimise(&mut derived.defs, &written) {
+        eprintln!("warning: {w}");
     }
     // The requested function first, then the callees' derivatives it needs.
     for def in &derived.defs {

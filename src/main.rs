@@ -182,7 +182,12 @@ fn derive(analysis: &mut Analysis) {
         return;
     }
     let names: Vec<ksc_ir::FunName> = requests.iter().map(|(n, _)| n.clone()).collect();
-    let derived = ksc_ad::derive_requested(&analysis.defs(), &names);
+    let mut derived = ksc_ad::derive_requested(&analysis.defs(), &names);
+    for w in ksc_ad::optimise(&mut derived.defs, &analysis.defs()) {
+        let mut d = Diagnostic::warning(FileRef::Source, ksc_syntax::Span::default(), "the optimiser stopped early");
+        d.note(w);
+        analysis.diagnostics.push(d);
+    }
     for (name, e) in derived.errors {
         let at = requests.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).unwrap_or_default();
         let mut d = Diagnostic::error(FileRef::Source, at, format!("cannot derive `{}`: {}", name.short(), e.message));

@@ -833,10 +833,19 @@ impl Rev<'_, '_> {
         }
     }
 
-    /// A zero cotangent for Jacobian variable `g` (or for the parameter).
+    /// A zero contribution to Jacobian variable `g`: the zero cotangent of
+    /// its target, or of one element of it if an enclosing loop reads it at
+    /// the loop's index (then its contributions are elements).
     fn zero_for(&self, b: &mut Builder, g: &str) -> R<ExprId> {
         let w = self.witness_expr(b, g)?;
-        Ok(b.zero_tangent(w))
+        match self.indexed.get(g) {
+            Some(iv) => {
+                let i = b.var(iv, Type::Integer);
+                let wi = b.prim(Prim::Index, vec![i, w]);
+                Ok(b.zero_tangent(wi))
+            }
+            None => Ok(b.zero_tangent(w)),
+        }
     }
 
     /// A primal value shaped like the target of Jacobian variable `g`.
@@ -877,17 +886,7 @@ impl Rev<'_, '_> {
         let mut parts = Vec::new();
         for g in outer {
             let cs = self.contribs.remove(g).unwrap_or_default();
-            let z = match (cs.is_empty(), self.indexed.get(g).cloned()) {
-                (false, _) => None,
-                (true, None) => Some(self.zero_for(b, g)?),
-                (true, Some(iv)) => {
-                    // The zero element at the loop's index.
-                    let w = self.witness_expr(b, g)?;
-                    let i = b.var(&iv, Type::Integer);
-                    let wi = b.prim(Prim::Index, vec![i, w]);
-                    Some(b.zero_tangent(wi))
-                }
-            };
+            let z = if cs.is_empty() { Some(self.zero_for(b, g)?) } else { None };
             let e = self.sum_or_zero(b, cs, |_| z.unwrap());
             parts.push(e);
         }
@@ -956,70 +955,76 @@ impl Rev<'_, '_> {
             let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed)?;
             Ok(b.let_(&t2, t_val, inner))
         };
-        // rs[k]: the accumulator's cotangent after k backward steps.
+        // One backward scan. Its accumulator after k steps is (the
+        // accumulator's cotangent, the scope's cotangent so far, the element
+        // cotangent of the last step); step k visits element i = n - 1 - k.
+        let db_ty = ab[1].tangent().unwrap_or(Type::Unknown);
+        let dsc_ty = sc_ty.tangent().unwrap_or(Type::Unknown);
+        let c_ty = Type::Tuple(vec![da_ty.clone(), dsc_ty.clone(), db_ty.clone()]);
         let p = b.fresh_name("p");
-        let p_ty = Type::Tuple(vec![da_ty.clone(), Type::Integer]);
-        let rk = b.fresh_name("rk");
-        let (pv1, pv2) = (b.var(&p, p_ty.clone()), b.var(&p, p_ty.clone()));
-        let rk_val = b.prim(Prim::Get { index: 1, arity: 2 }, vec![pv1]);
-        let k = b.prim(Prim::Get { index: 2, arity: 2 }, vec![pv2]);
+        let p_ty = Type::Tuple(vec![c_ty.clone(), Type::Integer]);
+        let get = |b: &mut Builder, e: ExprId, i: u32, n: u32| b.prim(Prim::Get { index: i, arity: n }, vec![e]);
+        let (rk, sk) = (b.fresh_name("rk"), b.fresh_name("sk"));
+        let pv = b.var(&p, p_ty.clone());
+        let c = get(b, pv, 1, 2);
+        let rk_val = get(b, c, 1, 3);
+        let pv = b.var(&p, p_ty.clone());
+        let c = get(b, pv, 1, 2);
+        let sk_val = get(b, c, 2, 3);
+        let pv = b.var(&p, p_ty.clone());
+        let k = get(b, pv, 2, 2);
         let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
         let last = int_op(b, "sub", nv, one);
         let i = int_op(b, "sub", last, k);
         let i_name = b.fresh_name("i");
         let i_var = b.var(&i_name, Type::Integer);
         let d = step(self, b, i_var, (rk.clone(), da_ty.clone()))?;
-        let dt = b.prim(Prim::Get { index: 2, arity: 2 }, vec![d]);
-        let da = b.prim(Prim::Get { index: 1, arity: 2 }, vec![dt]);
-        let body = b.let_(&i_name, i, da);
+        let d_name = b.fresh_name("d");
+        let d_ty = b.ty(d);
+        let dv = b.var(&d_name, d_ty.clone());
+        let dsc_i = get(b, dv, 1, 2);
+        let dv = b.var(&d_name, d_ty.clone());
+        let dt = get(b, dv, 2, 2);
+        let da = get(b, dt, 1, 2);
+        let dv = b.var(&d_name, d_ty.clone());
+        let dt = get(b, dv, 2, 2);
+        let dx = get(b, dt, 2, 2);
+        let skv = b.var(&sk, dsc_ty.clone());
+        let sum = b.prim(Prim::TsAdd, vec![skv, dsc_i]);
+        let next = b.tuple(vec![da, sum, dx]);
+        let body = b.let_(&d_name, d, next);
+        let body = b.let_(&i_name, i, body);
+        let body = b.let_(&sk, sk_val, body);
         let body = b.let_(&rk, rk_val, body);
         let lam = b.lam(&p, p_ty, body);
         let nv2 = b.var(&n.0, n.1.clone());
         let ks = b.build(nv2, |_, k| k);
         let r0 = b.var(&r.0, r.1.clone());
-        let rs = b.prim(Prim::Scan, vec![lam, r0, ks]);
-        let rs = self.emit(b, "rs", rs);
-        // Each step's contributions, with the cotangent that flowed into it.
-        let i_name = b.fresh_name("i");
-        let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
-        let last = int_op(b, "sub", nv, one);
-        let iv = b.var(&i_name, Type::Integer);
-        let back = int_op(b, "sub", last, iv);
-        let rsv = b.var(&rs.0, rs.1.clone());
-        let r_next = b.prim(Prim::Index, vec![back, rsv]);
-        let seed = b.fresh_name("r");
-        let iv2 = b.var(&i_name, Type::Integer);
-        let d = step(self, b, iv2, (seed.clone(), da_ty.clone()))?;
-        let body = b.let_(&seed, r_next, d);
-        let lam = b.lam(&i_name, Type::Integer, body);
-        let nv3 = b.var(&n.0, n.1.clone());
-        let per = b.prim(Prim::Build, vec![nv3, lam]);
-        let per = self.emit(b, "per", per);
-        // dv = the elements' parts; dsc = the sum of the scope's parts.
-        let nv4 = b.var(&n.0, n.1.clone());
-        let dv = b.build(nv4, |b, i| {
-            let pv = b.var(&per.0, per.1.clone());
-            let d = b.prim(Prim::Index, vec![i, pv]);
-            let dt = b.prim(Prim::Get { index: 2, arity: 2 }, vec![d]);
-            b.prim(Prim::Get { index: 2, arity: 2 }, vec![dt])
-        });
-        let nv5 = b.var(&n.0, n.1.clone());
-        let q = b.fresh_name("q");
-        let qv = b.var(&q, Type::Integer);
-        let pv = b.var(&per.0, per.1.clone());
-        let dq = b.prim(Prim::Index, vec![qv, pv]);
-        let dsc_q = b.prim(Prim::Get { index: 1, arity: 2 }, vec![dq]);
-        let lam = b.lam(&q, Type::Integer, dsc_q);
-        let total = b.prim(Prim::Sumbuild, vec![nv5, lam]);
         let scv = b.var(&sc_name, sc_ty.clone());
-        let zero = b.zero_tangent(scv);
-        let (nv6, z) = (b.var(&n.0, n.1.clone()), b.integer(0));
-        let empty = b.prim(Prim::Eq, vec![nv6, z]);
-        let ty = b.ty(total);
-        let dsc = b.body.alloc_typed(Expr::If(empty, zero, total), ty);
-        let (nv7, rsv) = (b.var(&n.0, n.1.clone()), b.var(&rs.0, rs.1.clone()));
-        let dacc = b.prim(Prim::Index, vec![nv7, rsv]);
-        let inner = b.tuple(vec![dacc, dv]);
+        let z = b.zero_tangent(scv);
+        // The element cotangent before the first step is never read.
+        let placeholder = b.body.alloc_typed(Expr::Dummy(db_ty.clone()), db_ty.clone());
+        let init = b.tuple(vec![r0, z, placeholder]);
+        let rs = b.prim(Prim::Scan, vec![lam, init, ks]);
+        let rs = self.emit(b, "rs", rs);
+        // dacc and dsc from the last accumulator; dv[i] from step n - 1 - i,
+        // stored at n - i.
+        let (nv3, rsv) = (b.var(&n.0, n.1.clone()), b.var(&rs.0, rs.1.clone()));
+        let fin = b.prim(Prim::Index, vec![nv3, rsv]);
+        let fin = self.emit(b, "fin", fin);
+        let fv = b.var(&fin.0, fin.1.clone());
+        let dacc = get(b, fv, 1, 3);
+        let fv = b.var(&fin.0, fin.1.clone());
+        let dsc = get(b, fv, 2, 3);
+        let nv4 = b.var(&n.0, n.1.clone());
+        let dvec = b.build(nv4, |b, i| {
+            let nv = b.var(&n.0, n.1.clone());
+            let at = int_op(b, "sub", nv, i);
+            let rsv = b.var(&rs.0, rs.1.clone());
+            let c = b.prim(Prim::Index, vec![at, rsv]);
+            get(b, c, 3, 3)
+        });
+        let inner = b.tuple(vec![dacc, dvec]);
         Ok(b.tuple(vec![dsc, inner]))
     }
 

@@ -158,3 +158,21 @@ pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
     let has_body = |n: &FunName| known.contains(n) || derivable(n, &known);
     guard(|| derive::jacobian_def(f, &has_body)).map(|(d, _)| d)
 }
+
+/// Simplifies derived functions with the optimiser's schedule (laws, Core
+/// rules, ANF, CSE), in place. `existing` are the program's definitions,
+/// for inlining small functions. Returns the optimiser's warnings (a rule
+/// set that ran out of fuel), as messages.
+pub fn optimise(derived: &mut [Def], existing: &[&Def]) -> Vec<String> {
+    let snapshot: Vec<Def> = derived.to_vec();
+    let all = ksc_opt::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
+    let globals = ksc_opt::Globals::new(&all);
+    let none = ksc_opt::RuleSet::new("none");
+    let options = ksc_opt::Options::default();
+    let mut warnings = Vec::new();
+    for def in derived.iter_mut() {
+        let report = ksc_opt::optimise_def(def, &none, &globals, &options);
+        warnings.extend(report.warnings.iter().map(|w| format!("{}: {w:?}", def.name)));
+    }
+    warnings
+}

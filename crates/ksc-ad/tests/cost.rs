@@ -13,8 +13,9 @@ fn costs(program: &str, f: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
     let mut analysis = ksc_types::analyze(&text);
     assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
     let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
-    let derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+    let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
     assert!(derived.errors.is_empty(), "{:?}", derived.errors);
+    ksc_ad::optimise(&mut derived.defs, &analysis.defs());
     analysis.derived = derived.defs;
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
@@ -81,6 +82,13 @@ fn families() -> Vec<Family> {
             f: "f",
             arg_ty: vf.clone(),
             input: |n| format!("(build {n} (lam (i : Integer) 1.001))"),
+        },
+        Family {
+            name: "recursive product",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple 1.001 {n})"),
         },
         Family {
             name: "recursive chain",

@@ -86,6 +86,16 @@ fn files() -> Vec<PathBuf> {
 
 #[test]
 fn derivatives_match_finite_differences_and_each_other() {
+    check_all(false);
+}
+
+/// The same checks on the derivatives after the optimiser has simplified them.
+#[test]
+fn optimised_derivatives_match_finite_differences_and_each_other() {
+    check_all(true);
+}
+
+fn check_all(optimise: bool) {
     let mut failures = Vec::new();
     let mut checked = 0;
     for path in files() {
@@ -108,8 +118,12 @@ fn derivatives_match_finite_differences_and_each_other() {
             });
         let requests: Vec<FunName> =
             funs.iter().flat_map(|f| [f.derived(Derivation::Fwd), f.derived(Derivation::Rev)]).collect();
-        let derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
+        if optimise {
+            let warnings = ksc_ad::optimise(&mut derived.defs, &analysis.defs());
+            assert!(warnings.is_empty(), "{}: {warnings:?}", path.display());
+        }
         analysis.derived = derived.defs;
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());

@@ -436,7 +436,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     }
                 }
                 Expr::Call(Callee::Prim(p), arg) => {
-                    self.ops += 1;
+                    // Projections are free once tuples are scalar-replaced.
+                    if !matches!(p, ksc_ir::Prim::Get { .. }) {
+                        self.ops += 1;
+                    }
                     break self.eval_prim(cx, base, e, *p, *arg)?;
                 }
                 Expr::Tuple(es) => break self.eval_tuple(cx, base, es)?,

@@ -81,9 +81,11 @@ pub struct Interpreter<'a> {
 }
 
 impl<'a> Interpreter<'a> {
-    /// The number of calls (of functions, prelude functions and primitives)
-    /// evaluated since the interpreter was made: a deterministic measure of
-    /// the work a program does, used to check the cost of derivatives.
+    /// The number of calls (of functions, prelude functions and primitives
+    /// other than the tuple projections `get$i$n`, which compiled code does
+    /// not execute) evaluated since the interpreter was made: a
+    /// deterministic measure of the work a program does, used to check the
+    /// cost of derivatives.
     pub fn operations(&self) -> u64 {
         self.ops
     }
