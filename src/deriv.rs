@@ -40,7 +40,16 @@ fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir:
     }
 }
 
-pub fn jacobian(path: &Path, func: &str, at: Option<&str>) -> ExitCode {
+/// How `ksc jacobian` shows the Jacobian.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    Simplified,
+    Raw,
+    /// Simplified, listing the rules that fired.
+    Trace,
+}
+
+pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCode {
     let Ok((analysis, _)) = crate::analyze(path) else { return ExitCode::from(1) };
     if let Some(args) = at {
         return match find(&analysis, func) {
@@ -61,7 +70,12 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>) -> ExitCode {
     let written: Vec<&ksc_ir::Def> =
         analysis.defs().into_iter().filter(|d| !analysis.derived.iter().any(|x| x.name == d.name)).collect();
     match ksc_ad::jacobian(f, &written) {
-        Ok(d) => {
+        Ok(mut d) => {
+            if how != Show::Raw {
+                for line in ksc_ad::simplify_jacobian(&mut d, &written, how == Show::Trace) {
+                    eprintln!("{line}");
+                }
+            }
             println!("{}", ksc_ir::print::print_def(&d));
             ExitCode::SUCCESS
         }

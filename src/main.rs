@@ -83,6 +83,12 @@ enum Command {
         /// one column per Float of the argument, in order.
         #[arg(long, value_name = "ARGS")]
         at: Option<String>,
+        /// Print the Jacobian as derived, before simplification.
+        #[arg(long, conflicts_with = "at")]
+        raw: bool,
+        /// List the rules that fired while simplifying, in order (on stderr).
+        #[arg(long, conflicts_with_all = ["at", "raw"])]
+        trace: bool,
     },
     /// Print a derived function (`[fwd f]` or `[rev f]`) as `.ks`, with the
     /// derivatives of the functions it calls.
@@ -132,7 +138,16 @@ fn main() -> ExitCode {
         Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
         Command::Laws(args) => laws::run(&args),
-        Command::Jacobian { file, func, at } => deriv::jacobian(&file, &func, at.as_deref()),
+        Command::Jacobian { file, func, at, raw, trace } => {
+            let how = if raw {
+                deriv::Show::Raw
+            } else if trace {
+                deriv::Show::Trace
+            } else {
+                deriv::Show::Simplified
+            };
+            deriv::jacobian(&file, &func, at.as_deref(), how)
+        }
         Command::Deriv { file, func, mode } => deriv::deriv(&file, &func, mode),
     }
 }

@@ -23,6 +23,22 @@ fn jacobian_prints_linear_map_combinators() {
     assert!(stdout.contains("lmCompose") && stdout.contains("lmScale"), "{stdout}");
 }
 
+/// Seed 003's demo: the Jacobian of `f2 x = (x * x) * 3` simplifies to one
+/// `lmScale` by its derivative.
+#[test]
+fn jacobian_of_f2_simplifies_to_one_scale() {
+    let out = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let body = stdout.lines().skip(1).collect::<Vec<_>>().join(" ");
+    assert_eq!(body.trim(), "(lmScale x ([mul (Tuple Float Float)] 3.0 ([add (Tuple Float Float)] x x))))", "{stdout}");
+    let raw = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2", "--raw"]);
+    assert!(String::from_utf8_lossy(&raw.stdout).contains("lmHCat"), "--raw is unsimplified");
+    let trace = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2", "--trace"]);
+    let rules = String::from_utf8_lossy(&trace.stderr);
+    assert!(rules.contains("compose-hcat-vcat") && rules.contains("compose-scales"), "{rules}");
+}
+
 #[test]
 fn deriv_prints_the_reverse_derivative_and_its_callees() {
     let out = ksc(&["deriv", "ksc-examples/ad/calls.ks", "both", "--mode", "rev"]);
