@@ -13,6 +13,10 @@ pub enum Mode {
     Fwd,
     /// `[rev f] : (S, dT) -> dS`, reverse mode.
     Rev,
+    /// `[suffwdpass f] : S -> (T, residuals)`, the forward pass of split reverse mode.
+    Suffwdpass,
+    /// `[sufrevpass [f S]] : (dT, residuals) -> dS`, its reverse pass.
+    Sufrevpass,
 }
 
 /// The functions of the file's source with this base name.
@@ -98,6 +102,8 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
     let d = match mode {
         Mode::Fwd => Derivation::Fwd,
         Mode::Rev => Derivation::Rev,
+        Mode::Suffwdpass => Derivation::SufFwdPass,
+        Mode::Sufrevpass => Derivation::SufRevPass,
     };
     let name: FunName = f.name.derived(d);
     // Derive afresh from the program as written (not from what its gdefs made).
