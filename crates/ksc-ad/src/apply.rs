@@ -590,11 +590,19 @@ struct Rev<'s, 'd> {
 }
 
 /// The Jacobian variable `g` of a vector read as `index i v` at loop
-/// variable `i`: `lmCompose (lmHCat (lmZero ..) (lmIndex i ..)) (lmVCat _ g)`.
+/// variable `i`: `lmCompose (lmHCat (lmZero ..) (lmIndex i ..)) (lmVCat _ g)`
+/// (the `index` primitive) or `lmCompose (lmIndex i ..) g` (`map`).
 fn indexed_read(src: &Body, m: ExprId, ivar: &str) -> Option<String> {
     let (p, args) = prim_call(src, m)?;
     if p != Prim::LmCompose {
         return None;
+    }
+    // `lmCompose (lmIndex i ..) g`, as `map` reads its elements.
+    if let Some(sel) = ksc_linmap::builder::call_of(src, args[0], Prim::LmIndex) {
+        return match (&src.exprs[sel[0]], &src.exprs[args[1]]) {
+            (Expr::Var(i), Expr::Var(g)) if i == ivar => Some(g.clone()),
+            _ => None,
+        };
     }
     let hcat = ksc_linmap::builder::call_of(src, args[0], Prim::LmHCat)?;
     let vcat = ksc_linmap::builder::call_of(src, args[1], Prim::LmVCat)?;
