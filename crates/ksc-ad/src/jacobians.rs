@@ -310,6 +310,47 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let (d1, d2) = (b.prim(Prim::LmDot, vec![w1]), b.prim(Prim::LmDot, vec![v1]));
             hcat(b, vec![d1, d2])
         }
+        "mul" if *base_ty == T::Tuple(vec![T::tensor(2, T::Float), T::vec(T::Float)]) => {
+            // y = M v: dy_i = <row_i(dM), v> + <row_i(M), dv>.
+            let (m, v) = (args[0], args[1]);
+            let row_of = |b: &mut Builder, i: ExprId, elem: &dyn Fn(&mut Builder, ExprId) -> ExprId| {
+                let vv = b.copy(v);
+                let cols = b.prim(Prim::Size, vec![vv]);
+                let i = b.copy(i);
+                b.build(cols, |b, j| {
+                    let i2 = b.copy(i);
+                    let ij = b.tuple(vec![i2, j]);
+                    elem(b, ij)
+                })
+            };
+            let yv = b.copy(y);
+            let rows = b.prim(Prim::Size, vec![yv]);
+            let by_m = b.build(rows, |b, i| {
+                let sel_row = row_of(b, i, &|b, ij| {
+                    let mm = b.copy(m);
+                    b.prim(Prim::LmIndex, vec![ij, mm])
+                });
+                let mm = b.copy(m);
+                let pick = b.prim(Prim::LmVCatV, vec![mm, sel_row]);
+                let vv = b.copy(v);
+                let dot = b.prim(Prim::LmDot, vec![vv]);
+                b.prim(Prim::LmCompose, vec![dot, pick])
+            });
+            let mm = b.copy(m);
+            let dm = b.prim(Prim::LmVCatV, vec![mm, by_m]);
+            let yv = b.copy(y);
+            let rows = b.prim(Prim::Size, vec![yv]);
+            let by_v = b.build(rows, |b, i| {
+                let row = row_of(b, i, &|b, ij| {
+                    let mm = b.copy(m);
+                    b.prim(Prim::Index, vec![ij, mm])
+                });
+                b.prim(Prim::LmDot, vec![row])
+            });
+            let vv = b.copy(v);
+            let dv = b.prim(Prim::LmVCatV, vec![vv, by_v]);
+            hcat(b, vec![dm, dv])
+        }
         "max" if *base_ty == T::vec(T::Float) => {
             let v1 = b.copy(x);
             let i = b.call(FunName::typed("imax", T::vec(T::Float)), vec![v1], T::Integer);
