@@ -1,0 +1,359 @@
+"""JAX and PyTorch workers of the benchmark (benches/run.py starts them).
+
+    python peers.py jax|torch WORKLOAD DATAFILE [KIND]
+
+Speaks the protocol of benches/driver/worker.h over stdin/stdout: `run obj N`,
+`run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`. The programs
+are written from the formulas of shared/docs/benchmarks.md in each library's
+usual style (vectorised; `lax.scan` for JAX's LSTM); float64, one thread.
+"""
+import math
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+TOOL, WORKLOAD, PATH = sys.argv[1], sys.argv[2], sys.argv[3]
+KIND = sys.argv[4] if len(sys.argv) > 4 else WORKLOAD
+
+
+def read_numbers(path):
+    with open(path) as f:
+        return np.array(f.read().split(), dtype=np.float64)
+
+
+def read_gmm(path):
+    v = read_numbers(path)
+    d, k, n = int(v[0]), int(v[1]), int(v[2])
+    p = 3
+    isz = d * (d + 1) // 2
+
+    def take(cnt, shape):
+        nonlocal p
+        a = v[p:p + cnt].reshape(shape)
+        p += cnt
+        return a
+    alphas = take(k, (k,))
+    means = take(k * d, (k, d))
+    icf = take(k * isz, (k, isz))
+    x = take(n * d, (n, d))
+    gamma, m = float(v[p]), int(v[p + 1])
+    return d, k, n, alphas, means, icf, x, gamma, m
+
+
+def read_lstm(path):
+    v = read_numbers(path)
+    l, c, b = int(v[0]), int(v[1]), int(v[2])
+    p = 3
+
+    def take(r, cols):
+        nonlocal p
+        a = v[p:p + r * cols].reshape(r, cols)
+        p += r * cols
+        return a
+    main = take(2 * l, 4 * b)
+    extra = take(3, b)
+    state = take(2 * l, b)
+    seq = take(c, b)
+    return l, c, b, main, extra, state, seq
+
+
+def read_micro(path):
+    v = read_numbers(path)
+    if KIND == "nnmf":
+        m, n = int(v[0]), int(v[1])
+        w = v[2:2 + m]
+        h = v[2 + m:2 + m + n]
+        a = v[2 + m + n:2 + m + n + m * n].reshape(m, n)
+        return dict(w=w, h=h, a=a)
+    n = int(v[0])
+    vec = [v[1 + i * n:1 + (i + 1) * n] for i in range(4)]
+    return dict(u=vec[0], v=vec[1], r=vec[2], s=vec[3], a=float(v[1 + 4 * n]), da=float(v[2 + 4 * n]))
+
+
+def gmm_constants(d, k, n, gamma, m):
+    nw = d + m + 1
+    lgd = 0.25 * d * (d - 1) * math.log(math.pi) + sum(math.lgamma(0.5 * nw + 0.5 * (1 - j)) for j in range(1, d + 1))
+    cw = nw * d * (math.log(gamma) - 0.5 * math.log(2.0)) - lgd
+    return -n * d * 0.5 * math.log(2 * math.pi) - k * cw
+
+
+def tril_cols(d):
+    """Row and column of each packed strictly-lower entry, column by column."""
+    rows, cols = [], []
+    for col in range(d):
+        for row in range(col + 1, d):
+            rows.append(row)
+            cols.append(col)
+    return np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- JAX
+def setup_jax():
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp
+
+    def ready(x):
+        return jax.block_until_ready(x)
+
+    if WORKLOAD == "lse":
+        x = jnp.asarray(read_numbers(PATH)[1:])
+
+        def f(x):
+            mx = jnp.max(x)
+            return mx + jnp.log(jnp.sum(jnp.exp(x - mx)))
+        obj = jax.jit(f)
+        grad = jax.jit(jax.grad(f))
+        return (lambda: ready(obj(x))), (lambda: ready(grad(x)))
+    if WORKLOAD == "gmm":
+        d, k, n, alphas, means, icf, x, gamma, m = read_gmm(PATH)
+        rows, cols = tril_cols(d)
+        const = gmm_constants(d, k, n, gamma, m)
+        xj = jnp.asarray(x)
+
+        def f(alphas, means, icf):
+            qs = icf[:, :d]
+            ls = icf[:, d:]
+            qd = jnp.exp(qs)
+            sum_qs = jnp.sum(qs, 1)
+            L = jnp.zeros((k, d, d)).at[:, rows, cols].set(ls)
+            xc = xj[:, None, :] - means[None, :, :]
+            qx = qd[None] * xc + jnp.einsum("kij,nkj->nki", L, xc)
+            main = alphas[None] + sum_qs[None] - 0.5 * jnp.sum(qx * qx, 2)
+            prior = jnp.sum(0.5 * gamma * gamma * (jnp.sum(qd * qd, 1) + jnp.sum(ls * ls, 1)) - m * sum_qs)
+            return const + jnp.sum(logsumexp(main, 1)) - n * logsumexp(alphas) + prior
+        args = tuple(jnp.asarray(a) for a in (alphas, means, icf))
+        obj = jax.jit(f)
+        grad = jax.jit(jax.grad(f, argnums=(0, 1, 2)))
+        return (lambda: ready(obj(*args))), (lambda: ready(grad(*args)))
+    if WORKLOAD == "lstm":
+        l, c, b, main, extra, state, seq = read_lstm(PATH)
+        seqj = jnp.asarray(seq)
+        statej = jnp.asarray(state)
+        sig = jax.nn.sigmoid
+
+        def f(main, extra):
+            def step(st, t):
+                x = seqj[t] * extra[0]
+                new = []
+                for i in range(l):
+                    w, bias = main[2 * i], main[2 * i + 1]
+                    h, cell = st[2 * i], st[2 * i + 1]
+                    fg = sig(x * w[:b] + bias[:b])
+                    ig = sig(h * w[b:2 * b] + bias[b:2 * b])
+                    og = sig(x * w[2 * b:3 * b] + bias[2 * b:3 * b])
+                    g = jnp.tanh(h * w[3 * b:] + bias[3 * b:])
+                    cell = cell * fg + ig * g
+                    h = og * jnp.tanh(cell)
+                    new += [h, cell]
+                    x = h
+                y = x * extra[1] + extra[2]
+                lse = jnp.log(jnp.sum(jnp.exp(y)) + 2.0)
+                return jnp.stack(new), jnp.sum(seqj[t + 1] * (y - lse))
+            _, totals = jax.lax.scan(step, statej, jnp.arange(c - 1))
+            return -jnp.sum(totals) / ((c - 1) * b)
+        args = (jnp.asarray(main), jnp.asarray(extra))
+        obj = jax.jit(f)
+        grad = jax.jit(jax.grad(f, argnums=(0, 1)))
+        return (lambda: ready(obj(*args))), (lambda: ready(grad(*args)))
+    if WORKLOAD == "micro":
+        D = {k: (jnp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in read_micro(PATH).items()}
+        if KIND == "nnmf":
+            def f(h, w, a):
+                wh = w[:, None] * h[None, :]
+                return jnp.sum(jnp.log(wh) + a / wh)
+            obj = jax.jit(f)
+            grad = jax.jit(jax.grad(f))
+            args = (D["h"], D["w"], D["a"])
+            return (lambda: ready(obj(*args))), (lambda: ready(grad(*args)))
+        u, v, r, s, a, da = D["u"], D["v"], D["r"], D["s"], D["a"], D["da"]
+        if KIND == "dot":
+            obj = jax.jit(jnp.dot)
+            grad = jax.jit(jax.grad(jnp.dot, argnums=(0, 1)))
+            return (lambda: ready(obj(u, v))), (lambda: ready(grad(u, v)))
+        if KIND == "max":
+            obj = jax.jit(jnp.max)
+            grad = jax.jit(jax.grad(jnp.max))
+            return (lambda: ready(obj(v))), (lambda: ready(grad(v)))
+        vadd = lambda u, v: u + v  # noqa: E731
+        vscale = lambda a, v: a * v  # noqa: E731
+        if KIND == "vadd_jvp":
+            obj = jax.jit(vadd)
+            der = jax.jit(lambda u, v, du, dv: jax.jvp(vadd, (u, v), (du, dv))[1])
+            return (lambda: ready(obj(u, v))), (lambda: ready(der(u, v, r, s)))
+        if KIND == "vadd_vjp":
+            obj = jax.jit(vadd)
+            der = jax.jit(lambda u, v, r: jax.vjp(vadd, u, v)[1](r))
+            return (lambda: ready(obj(u, v))), (lambda: ready(der(u, v, r)))
+        if KIND == "vscale_jvp":
+            obj = jax.jit(vscale)
+            der = jax.jit(lambda a, v, da: jax.jvp(lambda a: vscale(a, v), (a,), (da,))[1])
+            return (lambda: ready(obj(a, v))), (lambda: ready(der(a, v, da)))
+        if KIND == "vscale_vjp":
+            obj = jax.jit(vscale)
+            der = jax.jit(lambda a, v, r: jax.vjp(vscale, a, v)[1](r))
+            return (lambda: ready(obj(a, v))), (lambda: ready(der(a, v, r)))
+    raise SystemExit(f"jax: unknown workload {WORKLOAD} {KIND}")
+
+
+# ---------------------------------------------------------------- PyTorch
+def setup_torch():
+    import torch
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)
+    T = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+
+    if WORKLOAD == "lse":
+        x = T(read_numbers(PATH)[1:])
+        xg = x.clone().requires_grad_(True)
+
+        def f(x):
+            mx = torch.max(x)
+            return mx + torch.log(torch.sum(torch.exp(x - mx)))
+
+        def obj():
+            with torch.no_grad():
+                return f(x)
+        return obj, (lambda: torch.autograd.grad(f(xg), [xg]))
+    if WORKLOAD == "gmm":
+        d, k, n, alphas, means, icf, x, gamma, m = read_gmm(PATH)
+        rows, cols = (torch.tensor(a) for a in tril_cols(d))
+        const = gmm_constants(d, k, n, gamma, m)
+        xt = T(x)
+
+        def f(alphas, means, icf):
+            qs = icf[:, :d]
+            ls = icf[:, d:]
+            qd = torch.exp(qs)
+            sum_qs = torch.sum(qs, 1)
+            L = torch.zeros((k, d, d))
+            L[:, rows, cols] = ls
+            xc = xt[:, None, :] - means[None, :, :]
+            qx = qd[None] * xc + torch.einsum("kij,nkj->nki", L, xc)
+            main = alphas[None] + sum_qs[None] - 0.5 * torch.sum(qx * qx, 2)
+            prior = torch.sum(0.5 * gamma * gamma * (torch.sum(qd * qd, 1) + torch.sum(ls * ls, 1)) - m * sum_qs)
+            return const + torch.sum(torch.logsumexp(main, 1)) - n * torch.logsumexp(alphas, 0) + prior
+        args = [T(a).requires_grad_(True) for a in (alphas, means, icf)]
+
+        def obj():
+            with torch.no_grad():
+                return f(*args)
+        return obj, (lambda: torch.autograd.grad(f(*args), args))
+    if WORKLOAD == "lstm":
+        l, c, b, main, extra, state, seq = read_lstm(PATH)
+        seqt, statet = T(seq), T(state)
+
+        def f(main, extra):
+            st = [statet[i] for i in range(2 * l)]
+            total = 0.0
+            for t in range(c - 1):
+                x = seqt[t] * extra[0]
+                for i in range(l):
+                    w, bias = main[2 * i], main[2 * i + 1]
+                    h, cell = st[2 * i], st[2 * i + 1]
+                    fg = torch.sigmoid(x * w[:b] + bias[:b])
+                    ig = torch.sigmoid(h * w[b:2 * b] + bias[b:2 * b])
+                    og = torch.sigmoid(x * w[2 * b:3 * b] + bias[2 * b:3 * b])
+                    g = torch.tanh(h * w[3 * b:] + bias[3 * b:])
+                    cell = cell * fg + ig * g
+                    h = og * torch.tanh(cell)
+                    st[2 * i], st[2 * i + 1] = h, cell
+                    x = h
+                y = x * extra[1] + extra[2]
+                lse = torch.log(torch.sum(torch.exp(y)) + 2.0)
+                total = total + torch.sum(seqt[t + 1] * (y - lse))
+            return -total / ((c - 1) * b)
+        args = [T(main).requires_grad_(True), T(extra).requires_grad_(True)]
+
+        def obj():
+            with torch.no_grad():
+                return f(*args)
+        return obj, (lambda: torch.autograd.grad(f(*args), args))
+    if WORKLOAD == "micro":
+        D = {k: (T(v) if isinstance(v, np.ndarray) else v) for k, v in read_micro(PATH).items()}
+
+        def nograd(fn):
+            def g():
+                with torch.no_grad():
+                    return fn()
+            return g
+        if KIND == "nnmf":
+            w, a = D["w"], D["a"]
+            h = D["h"].clone().requires_grad_(True)
+
+            def f(h):
+                wh = w[:, None] * h[None, :]
+                return torch.sum(torch.log(wh) + a / wh)
+            return nograd(lambda: f(h)), (lambda: torch.autograd.grad(f(h), [h]))
+        u, v, r, s, a, da = D["u"], D["v"], D["r"], D["s"], D["a"], D["da"]
+        ug, vg = u.clone().requires_grad_(True), v.clone().requires_grad_(True)
+        ag = torch.tensor(a, requires_grad=True)
+        if KIND == "dot":
+            return nograd(lambda: torch.dot(u, v)), (lambda: torch.autograd.grad(torch.dot(ug, vg), [ug, vg]))
+        if KIND == "max":
+            return nograd(lambda: torch.max(v)), (lambda: torch.autograd.grad(torch.max(vg), [vg]))
+        import torch.autograd.forward_ad as fwAD
+        if KIND == "vadd_jvp":
+            def der():
+                with fwAD.dual_level():
+                    return fwAD.unpack_dual(fwAD.make_dual(u, r) + fwAD.make_dual(v, s)).tangent
+            return nograd(lambda: u + v), der
+        if KIND == "vadd_vjp":
+            return nograd(lambda: u + v), (lambda: torch.autograd.grad(ug + vg, [ug, vg], grad_outputs=r))
+        if KIND == "vscale_jvp":
+            at, dat = torch.tensor(a), torch.tensor(da)
+
+            def der():
+                with fwAD.dual_level():
+                    return fwAD.unpack_dual(fwAD.make_dual(at, dat) * v).tangent
+            return nograd(lambda: a * v), der
+        if KIND == "vscale_vjp":
+            return nograd(lambda: a * v), (lambda: torch.autograd.grad(ag * vg, [ag, vg], grad_outputs=r))
+    raise SystemExit(f"torch: unknown workload {WORKLOAD} {KIND}")
+
+
+def flat(x):
+    if isinstance(x, (tuple, list)):
+        return np.concatenate([flat(e) for e in x]) if x else np.zeros(0)
+    if hasattr(x, "detach"):
+        x = x.detach().numpy()
+    return np.asarray(x, dtype=np.float64).reshape(-1)
+
+
+def main():
+    obj, grad = setup_jax() if TOOL == "jax" else setup_torch()
+    fns = {"obj": obj, "grad": grad}
+    # One untimed warm-up call of each (JAX compiles here).
+    obj()
+    grad()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts:
+            continue
+        cmd = parts[0]
+        if cmd == "run":
+            fn, reps = fns[parts[1]], int(parts[2])
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            print(f"{time.perf_counter() - t0:.9g}", flush=True)
+        elif cmd == "out":
+            np.savetxt(parts[2], flat(fns[parts[1]]()), fmt="%.17g")
+            print("ok", flush=True)
+        elif cmd == "mem":
+            print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+        elif cmd == "quit":
+            break
+        else:
+            print("error unknown command", flush=True)
+
+
+if __name__ == "__main__":
+    main()

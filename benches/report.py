@@ -1,0 +1,281 @@
+"""Writes the Markdown report and the SVG plot of benches/run.py.
+
+    python3 benches/report.py benches/results/DATE.json   # re-render from the raw results
+"""
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+
+TOOLS = ["ksc", "ref", "jax", "torch"]
+NAMES = {"ksc": "ksc", "ref": "C ref", "jax": "JAX", "torch": "PyTorch"}
+COLOURS = {"ksc": "#d62728", "ref": "#1f77b4", "jax": "#2ca02c", "torch": "#ff7f0e"}
+
+
+def fmt_t(s):
+    if s is None:
+        return "–"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_r(x):
+    return "–" if x is None else f"{x:.3g}"
+
+
+def t_of(r, tool, which):
+    v = r["time"].get(f"{tool}-{which}")
+    return v[0] if v else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def counted(r, tool, which):
+    """A time counts only if the tool's output was correct."""
+    if tool == "ksc" and which == "grad" and not r["has_grad"]:
+        return None
+    if not r["correct"].get(tool, False) and tool != "ref":
+        return None
+    return t_of(r, tool, which)
+
+
+def name_of(r):
+    return r["workload"] if r["workload"] != "micro" else f"micro {r['kind']}"
+
+
+def machine():
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return f"{cpu}; {os.cpu_count()} CPUs; {platform.system()} {platform.release()}; {' '.join(cc)}"
+
+
+def write(results, base, opts, elapsed, ksc):
+    L = []
+    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M UTC")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    L.append(f"# Benchmarks, {date}\n")
+    L.append(f"Produced by `python3 benches/run.py` in {elapsed / 60:.1f} min on {machine()}. ksc at commit "
+             f"{commit} (working tree as built). Specification: `shared/docs/benchmarks.md`.\n")
+    ms = getattr(opts, "min_time", None)
+    if isinstance(opts, dict):
+        ms = opts.get("min_time")
+        mx, bd = opts.get("max_samples"), opts.get("budget")
+    else:
+        mx, bd = opts.max_samples, opts.budget
+    L.append(f"Timing: ADBench's method with a smaller budget: repetitions doubled until one sample takes at "
+             f"least {ms} s, then up to {mx} samples or {bd} s per tool and function, interleaved across tools "
+             f"(round-robin), every process pinned to one core, one thread; one untimed warm-up call (JAX "
+             f"compiles there). Times are the minimum per call (the median is in the JSON next to this file). "
+             f"ksc and the C reference: `cc -O3 -march=native -ffp-contract=off`, ksc's code built with "
+             f"`--unchecked`. A time counts only if the result is correct: ksc within 1e-8 of the C reference "
+             f"(`|a-b|/max(1,|a|+|b|)`), the reference within 1e-4 of central finite differences, JAX and "
+             f"PyTorch within 1e-6 of the reference; otherwise it is shown as –.\n")
+    skipped = {}
+    for r in results:
+        for t, why in r.get("skipped", {}).items():
+            skipped.setdefault(t, why)
+    if skipped:
+        L.append("**Skipped peers:** " + "; ".join(f"{NAMES[t]}: {w}" for t, w in skipped.items()) + "\n")
+
+    L.append("## Derivative and objective times\n")
+    L.append("R = derivative time / objective time of the same tool. For the micro-benchmarks the objective is "
+             "the primal function and the derivative is the gradient, JVP or VJP named.\n")
+    L.append("| workload | size | " + " | ".join(f"{NAMES[t]} obj | {NAMES[t]} deriv | {NAMES[t]} R" for t in TOOLS) + " |")
+    L.append("|---|---|" + "---:|" * (3 * len(TOOLS)))
+    for r in results:
+        cells = []
+        for t in TOOLS:
+            o, g = counted(r, t, "obj"), counted(r, t, "grad")
+            cells += [fmt_t(o), fmt_t(g) if g is not None or t != "ksc" or r["has_grad"] else "not native",
+                      fmt_r(ratio(g, o))]
+        L.append(f"| {name_of(r)} | {r['label']} | " + " | ".join(cells) + " |")
+
+    L.append("\n## ksc against the others\n")
+    L.append("ksc's time over the other tool's, derivative; objective (below 1: ksc is faster).\n")
+    L.append("| workload | size | ksc / C ref | ksc / JAX | ksc / PyTorch |")
+    L.append("|---|---|---:|---:|---:|")
+    for r in results:
+        cells = []
+        for t in ("ref", "jax", "torch"):
+            g = ratio(counted(r, "ksc", "grad"), counted(r, t, "grad"))
+            o = ratio(counted(r, "ksc", "obj"), counted(r, t, "obj"))
+            cells.append(f"{fmt_r(g)}; {fmt_r(o)}")
+        L.append(f"| {name_of(r)} | {r['label']} | " + " | ".join(cells) + " |")
+
+    L.append("\n## Correctness, memory, compile time\n")
+    L.append("Errors are the largest relative error over all outputs (objective; derivative) against the C "
+             "reference; the reference's is against central finite differences (h = 1e-5, sampled entries). Peak "
+             "memory is the peak resident set of each tool's process (data, interpreter and library included). "
+             "Compile time: `ksc build --emit so` from scratch (empty cache; front end, C emission and `cc`), and "
+             "in brackets `--emit c` alone.\n")
+    L.append("| workload | size | ref vs FD | ksc | JAX | PyTorch | peak MiB ksc / ref / JAX / PyTorch | ksc compile |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        e = r["errors"]
+
+        def pair(t):
+            o, g = e.get(f"{t}-obj"), e.get(f"{t}-grad")
+            if o is None and g is None:
+                return "–"
+            return f"{'–' if o is None else f'{o:.1e}'}; {'–' if g is None else f'{g:.1e}'}"
+        mem = " / ".join(f"{r['mem'][t] / 1024:.0f}" if t in r["mem"] else "–" for t in TOOLS)
+        L.append(f"| {name_of(r)} | {r['label']} | {r['fd_error']:.1e} | {pair('ksc')} | {pair('jax')} | "
+                 f"{pair('torch')} | {mem} | {r['compile_s']:.2f} s ({r['emit_c_s']:.2f} s) |")
+
+    # Scaling of the micro-benchmarks.
+    micro = [r for r in results if r["workload"] == "micro"]
+    if micro:
+        L.append("\n## Micro-benchmarks: scaling\n")
+        L.append("Derivative time at 2n over time at n (target <= 2.2: O(n)).\n")
+        L.append("| benchmark | " + " | ".join(NAMES[t] for t in TOOLS) + " |")
+        L.append("|---|" + "---:|" * len(TOOLS))
+        kinds = []
+        for r in micro:
+            if r["kind"] not in kinds:
+                kinds.append(r["kind"])
+        for k in kinds:
+            rs = sorted([r for r in micro if r["kind"] == k], key=lambda r: r["size"])
+            if len(rs) < 2:
+                continue
+            L.append(f"| {k} | " + " | ".join(fmt_r(ratio(counted(rs[-1], t, "grad"), counted(rs[0], t, "grad")))
+                                           for t in TOOLS) + " |")
+
+    # Summary against the targets.
+    L.append("\n## Summary against the targets of benchmarks.md\n")
+    L += summary(results)
+
+    errs = {}
+    for r in results:
+        if not r["has_grad"] and r.get("grad_error"):
+            errs.setdefault(name_of(r), r["grad_error"])
+    if errs:
+        L.append("\n## Derivatives ksc cannot compile natively yet\n")
+        L.append("Their ksc derivative is reported as \"not native\" and not timed; ksc's objective is still "
+                 "timed and checked.\n")
+        for k, v in errs.items():
+            L.append(f"- {k}: `{v}`")
+    L.append(f"\nPlot: `{os.path.basename(base)}.svg` (derivative time against size, log scales, one line per tool "
+             f"and workload).\n")
+    with open(base + ".md", "w") as f:
+        f.write("\n".join(L) + "\n")
+    plot(results, base + ".svg")
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(results):
+    L = []
+    by = {}
+    for r in results:
+        by.setdefault(r["workload"], []).append(r)
+
+    def R(r, t):
+        return ratio(counted(r, t, "grad"), counted(r, t, "obj"))
+    gmm = by.get("gmm", [])
+    if gmm:
+        rk = [R(r, "ksc") for r in gmm]
+        native = [x for x in rk if x]
+        gm = geomean(native) if len(native) == len(rk) else None
+        L.append(f"- GMM, geometric-mean R <= 3.0: ksc {fmt_r(gm) if gm else 'not measured (derivative not native)'}; "
+                 f"C ref {fmt_r(geomean([R(r, 'ref') for r in gmm]))}, JAX {fmt_r(geomean([R(r, 'jax') for r in gmm]))}, "
+                 f"PyTorch {fmt_r(geomean([R(r, 'torch') for r in gmm]))}.")
+        ob = geomean([ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')) for r in gmm])
+        L.append(f"- GMM, ksc / reference <= 1.3 (derivative), <= 1.1 (objective): objective geometric mean "
+                 f"{fmt_r(ob)}; derivative {'not measured' if not native else fmt_r(geomean([ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')) for r in gmm]))}.")
+    lse = by.get("lse", [])
+    for r in lse:
+        L.append(f"- LSE {r['label']}: R ksc {fmt_r(R(r, 'ksc'))} (target <= 5; <= 1.3 at n = 1.28M), C ref "
+                 f"{fmt_r(R(r, 'ref'))}, JAX {fmt_r(R(r, 'jax'))}, PyTorch {fmt_r(R(r, 'torch'))}.")
+    for r in by.get("lstm", []):
+        L.append(f"- LSTM {r['label']}: R <= 2.8: ksc {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not measured (derivative not native)'}; "
+                 f"C ref {fmt_r(R(r, 'ref'))}, JAX {fmt_r(R(r, 'jax'))}, PyTorch {fmt_r(R(r, 'torch'))}; "
+                 f"objective ksc / ref {fmt_r(ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')))}.")
+    scalar = [r for r in results if r["workload"] in ("gmm", "lse", "lstm") or r["kind"] in ("dot", "max", "nnmf")]
+    bad = [f"{name_of(r)} {r['label']} ({fmt_r(R(r, 'ksc'))})" for r in scalar if R(r, "ksc") and R(r, "ksc") > 5]
+    L.append(f"- Every scalar gradient R <= 5 (where ksc's derivative runs natively): "
+             f"{'met' if not bad else 'not met: ' + ', '.join(bad)}.")
+    torch_bad = []
+    for r in results:
+        x = ratio(counted(r, "ksc", "grad"), counted(r, "torch", "grad"))
+        if x and x > 1:
+            torch_bad.append(f"{name_of(r)} {r['label']} ({fmt_r(x)})")
+    L.append(f"- ksc / PyTorch <= 1 (derivative, where measured): {'met' if not torch_bad else 'not met: ' + ', '.join(torch_bad)}.")
+    return L
+
+
+def plot(results, path):
+    """Derivative time against size, log-log, one line per tool and workload family."""
+    fams = []
+    for r in results:
+        f = name_of(r)
+        if f not in fams:
+            fams.append(f)
+    W, H, PW, PH = 1100, 220 * ((len(fams) + 3) // 4) + 60, 250, 180
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="10" y="18" font-size="14">Derivative time (s) against size, log scales; one line per tool</text>']
+    for i, t in enumerate(TOOLS):
+        out.append(f'<rect x="{620 + i * 110}" y="8" width="14" height="4" fill="{COLOURS[t]}"/>'
+                   f'<text x="{638 + i * 110}" y="14">{NAMES[t]}</text>')
+    for fi, fam in enumerate(fams):
+        ox, oy = 20 + (fi % 4) * (PW + 20) + 40, 40 + (fi // 4) * (PH + 40)
+        rs = sorted([r for r in results if name_of(r) == fam], key=lambda r: r["size"])
+        pts = {t: [(r["size"], counted(r, t, "grad")) for r in rs if counted(r, t, "grad")] for t in TOOLS}
+        allp = [p for v in pts.values() for p in v]
+        out.append(f'<rect x="{ox}" y="{oy}" width="{PW - 40}" height="{PH - 30}" fill="none" stroke="#888"/>')
+        out.append(f'<text x="{ox}" y="{oy - 4}" font-size="11">{fam}</text>')
+        if not allp:
+            continue
+        xs = [math.log10(p[0]) for p in allp]
+        ys = [math.log10(p[1]) for p in allp]
+        x0, x1 = min(xs) - 0.1, max(xs) + 0.1
+        y0, y1 = min(ys) - 0.2, max(ys) + 0.2
+
+        def X(x):
+            return ox + (math.log10(x) - x0) / (x1 - x0) * (PW - 40)
+
+        def Y(y):
+            return oy + PH - 30 - (math.log10(y) - y0) / (y1 - y0) * (PH - 30)
+        for e in range(math.floor(y0), math.ceil(y1) + 1):
+            if y0 <= e <= y1:
+                yy = oy + PH - 30 - (e - y0) / (y1 - y0) * (PH - 30)
+                out.append(f'<line x1="{ox}" x2="{ox + PW - 40}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
+                           f'<text x="{ox - 4}" y="{yy + 3:.1f}" text-anchor="end">1e{e}</text>')
+        for r in rs:
+            out.append(f'<text x="{X(r["size"]):.1f}" y="{oy + PH - 18}" text-anchor="middle" font-size="8">'
+                       f'{r["label"].split(" (")[0].replace("n=1000 ", "")}</text>')
+        for t in TOOLS:
+            p = pts[t]
+            if not p:
+                continue
+            d = " ".join(f"{X(a):.1f},{Y(b):.1f}" for a, b in p)
+            out.append(f'<polyline points="{d}" fill="none" stroke="{COLOURS[t]}" stroke-width="1.5"/>')
+            for a, b in p:
+                out.append(f'<circle cx="{X(a):.1f}" cy="{Y(b):.1f}" r="2.5" fill="{COLOURS[t]}"/>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    j = json.load(open(sys.argv[1]))
+    write(j["results"], sys.argv[1][:-5], j["opts"], j["elapsed"], None)

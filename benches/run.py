@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""The benchmark harness of shared/docs/benchmarks.md (issue 7).
+
+    python3 benches/run.py            # everything; writes benches/results/<date>.md and .svg
+
+For each workload and size it builds ksc's code (`ksc build --emit so`), the
+hand-written C reference (benches/reference/), the JAX and PyTorch versions
+(benches/peers.py; installed by benches/setup_peers.sh, skipped with a
+message if they cannot be); checks correctness (ksc against the reference
+within 1e-8 relative, the reference against central finite differences
+within 1e-4, JAX and PyTorch against the reference); times objective and
+derivative of every tool interleaved, on one pinned core, one thread; records
+peak memory and ksc's compile time; and writes the report and a plot.
+
+Options (see --help): --only WORKLOAD[,...], --quick (tiny timing budget, for
+trying the harness), --adbench-timing (ADBench's full budget: samples of at
+least 0.5 s, up to 10 samples or 10 s), --no-install, --big (adds the large
+GMM sizes). Needs python3 (no packages), cc, cargo; stdlib only.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benches")
+EXAMPLES = os.path.join(ROOT, "ksc-examples", "adbench")
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "adbench-data")
+CFLAGS = ["-O3", "-march=native"]
+SEMANTIC = ["-std=gnu99", "-ffp-contract=off", "-fno-math-errno"]
+TOOLS = ["ksc", "ref", "jax", "torch"]
+TOOL_NAMES = {"ksc": "ksc", "ref": "C reference", "jax": "JAX", "torch": "PyTorch"}
+TOL_KSC = 1e-8
+TOL_FD = 1e-4
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def relerr(a, b):
+    return abs(a - b) / max(1.0, abs(a) + abs(b))
+
+
+# ------------------------------------------------------------------ data
+M64 = (1 << 64) - 1
+
+
+def ranhashdoub(seed):
+    """$ranhashdoub of ksc's runtime (the "ranhash" mixer), in [0, 1)."""
+    v = (seed * 3935559000370003845 + 2691343689449507681) & M64
+    v ^= v >> 21
+    v ^= (v << 37) & M64
+    v ^= v >> 4
+    v = (v * 4768777513237032717) & M64
+    v ^= (v << 20) & M64
+    v ^= v >> 41
+    v ^= (v << 5) & M64
+    return 5.42101086242752217e-20 * float(v)
+
+
+def write_numbers(f, xs, per_line=None):
+    xs = list(xs)
+    if per_line:
+        for i in range(0, len(xs), per_line):
+            f.write(" ".join(repr(x) for x in xs[i:i + per_line]) + "\n")
+    else:
+        f.write(" ".join(repr(x) for x in xs) + "\n")
+
+
+def gen_gmm(path, n, k, d):
+    """ADBench GMM file with the data of gmm.ks's `gmm_data` (seeded ranhash):
+    x, then alphas and means uniform in [0, 1), icf uniform in [-0.5, 0.5); gamma 1, m 0."""
+    isz = d * (d + 1) // 2
+    base1 = n * d
+    base2 = base1 + k
+    base3 = base2 + k * d
+    with open(path, "w") as f:
+        f.write(f"{d} {k} {n}\n")
+        write_numbers(f, (ranhashdoub(base1 + c) for c in range(k)), 1)
+        write_numbers(f, (ranhashdoub(base2 + i) for i in range(k * d)), d)
+        write_numbers(f, (ranhashdoub(base3 + i) - 0.5 for i in range(k * isz)), isz)
+        write_numbers(f, (ranhashdoub(i) for i in range(n * d)), d)
+        f.write("1 0\n")
+
+
+def gen_lse(path, n):
+    with open(path, "w") as f:
+        f.write(f"{n}\n")
+        write_numbers(f, (ranhashdoub(i) for i in range(n)), 1000)
+
+
+def gen_micro(path, n):
+    r = random.Random(7 + n)
+    with open(path, "w") as f:
+        f.write(f"{n}\n")
+        for _ in range(4):
+            write_numbers(f, (0.5 + r.random() for _ in range(n)), 1000)
+        f.write("1.7\n0.3\n")
+
+
+def gen_nnmf(path, m, n):
+    r = random.Random(11 + n)
+    with open(path, "w") as f:
+        f.write(f"{m} {n}\n")
+        write_numbers(f, (0.5 + r.random() for _ in range(m)), 1000)
+        write_numbers(f, (0.5 + r.random() for _ in range(n)), 1000)
+        write_numbers(f, (0.5 + r.random() for _ in range(m * n)), 1000)
+
+
+def configs(args, datadir):
+    """(workload, ks file, kind, size label, size number for the plot, data file, maker)."""
+    out = []
+    gmm_sizes = [(1000, 5, 2), (1000, 25, 10), (1000, 50, 20), (1000, 100, 32), (1000, 10, 64)]
+    if args.big:
+        gmm_sizes += [(1000, 100, 64), (10000, 200, 64)]
+    for n, k, d in gmm_sizes:
+        f = os.path.join(DATA, "gmm", "1k", f"gmm_d{d}_K{k}.txt")
+        if n == 1000 and os.path.exists(f):
+            out.append(("gmm", "gmm", "gmm", f"n={n} d={d} K={k} (ADBench file)", n * k * d * d, f, None))
+        else:
+            p = os.path.join(datadir, f"gmm_n{n}_d{d}_K{k}.txt")
+            out.append(("gmm", "gmm", "gmm", f"n={n} d={d} K={k} (generated)", n * k * d * d, p,
+                        lambda p=p, n=n, k=k, d=d: gen_gmm(p, n, k, d)))
+    for n in (10000, 1280000):
+        p = os.path.join(datadir, f"lse_{n}.txt")
+        out.append(("lse", "lse", "lse", f"n={n}", n, p, lambda p=p, n=n: gen_lse(p, n)))
+    out.append(("lstm", "lstm", "lstm", "l=2 c=1024", 2 * 1024,
+                os.path.join(DATA, "lstm", "lstm_l2_c1024.txt"), None))
+    for n in (10 ** 6, 2 * 10 ** 6):
+        p = os.path.join(datadir, f"micro_{n}.txt")
+        for kind in ("dot", "max", "vadd_jvp", "vadd_vjp", "vscale_jvp", "vscale_vjp"):
+            out.append(("micro", "micro", kind, f"n={n}", n, p, lambda p=p, n=n: gen_micro(p, n)))
+    for n in (1000, 2000):
+        p = os.path.join(datadir, f"nnmf_1000x{n}.txt")
+        out.append(("micro", "nnmf", "nnmf", f"m=1000 n={n}", n, p, lambda p=p, n=n: gen_nnmf(p, 1000, n)))
+    if args.only:
+        keep = args.only.split(",")
+        out = [c for c in out if c[0] in keep or c[2] in keep]
+    return out
+
+
+# ------------------------------------------------------------------ builds
+def split_forms(text):
+    """Top-level forms of a .ks text with the comments before them."""
+    forms, depth, start, i, in_str = [], 0, 0, 0, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_str = False
+        elif ch == ";":
+            while i < len(text) and text[i] != "\n":
+                i += 1
+        elif ch == '"':
+            in_str = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                forms.append(text[start:i + 1])
+                start = i + 1
+        i += 1
+    return forms
+
+
+def objective_only(text):
+    """The program without `main` and without the benchmark entry points
+    (for when ksc cannot compile the derivative natively)."""
+    marker = text.find("; ---- benchmark entry points")
+    if marker >= 0:
+        text = text[:marker]
+    def code(form):
+        return "\n".join(l for l in form.splitlines() if not l.lstrip().startswith(";")).strip()
+    return "\n".join(f for f in split_forms(text) if not code(f).startswith("(def main "))
+
+
+class Build:
+    def __init__(self, ksc, workdir):
+        self.ksc, self.workdir = ksc, workdir
+        self.cache = {}
+
+    def ksc_so(self, name):
+        """Builds ksc-examples/adbench/NAME.ks; on failure an objective-only
+        copy. Returns (dir, has_grad, grad_error, compile seconds, emit-c seconds)."""
+        if name in self.cache:
+            return self.cache[name]
+        src = os.path.join(EXAMPLES, name + ".ks")
+        out = os.path.join(self.workdir, "ksc-" + name)
+        os.makedirs(out, exist_ok=True)
+        env = dict(os.environ, KSC_CACHE_DIR=tempfile.mkdtemp(dir=self.workdir))
+        t0 = time.perf_counter()
+        p = subprocess.run([self.ksc, "build", src, "--emit", "so", "-o", out, "--unchecked"],
+                           capture_output=True, text=True, env=env)
+        secs = time.perf_counter() - t0
+        has_grad, err = True, None
+        if p.returncode != 0:
+            has_grad = False
+            err = (p.stderr.strip().splitlines() or ["(no message)"])[0]
+            log(f"  ksc cannot build the derivative of {name}.ks natively: {err}")
+            alt = os.path.join(self.workdir, "objonly-" + name)
+            os.makedirs(alt, exist_ok=True)
+            with open(src) as f:
+                text = objective_only(f.read())
+            with open(os.path.join(alt, name + ".ks"), "w") as f:
+                f.write(text)
+            env = dict(os.environ, KSC_CACHE_DIR=tempfile.mkdtemp(dir=self.workdir))
+            t0 = time.perf_counter()
+            p = subprocess.run([self.ksc, "build", os.path.join(alt, name + ".ks"), "--emit", "so", "-o", out,
+                                "--unchecked"], capture_output=True, text=True, env=env)
+            secs = time.perf_counter() - t0
+            if p.returncode != 0:
+                raise RuntimeError(f"ksc cannot build even the objective of {name}.ks: {p.stderr}")
+        # Front end only (parse, check, derive, lower, emit C): --emit c.
+        t0 = time.perf_counter()
+        subprocess.run([self.ksc, "build", src if has_grad else os.path.join(self.workdir, "objonly-" + name, name + ".ks"),
+                        "--emit", "c", "-o", os.path.join(self.workdir, "c-" + name)], capture_output=True)
+        csecs = time.perf_counter() - t0
+        self.cache[name] = (out, has_grad, err, secs, csecs)
+        return self.cache[name]
+
+    def driver(self, workload, name):
+        key = ("driver", workload, name)
+        if key in self.cache:
+            return self.cache[key]
+        kdir, has_grad, _, _, _ = self.ksc_so(name)
+        exe = os.path.join(self.workdir, f"driver-{name}")
+        src = os.path.join(BENCH, "driver", ("micro" if workload == "micro" else workload) + ".c")
+        cmd = [os.environ.get("CC", "cc")] + CFLAGS + SEMANTIC + ["-I", kdir, "-o", exe, src, "-L", kdir,
+                                                                  "-l" + name, "-Wl,-rpath," + kdir, "-lm"]
+        if not has_grad:
+            cmd.insert(1, "-DKSC_NO_GRAD")
+        if name == "nnmf":
+            cmd.insert(1, "-DNNMF")
+        subprocess.run(cmd, check=True)
+        self.cache[key] = exe
+        return exe
+
+
+# ------------------------------------------------------------------ workers
+class Worker:
+    def __init__(self, tool, cmd, core, timeout):
+        self.tool = tool
+        self.error = None
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+                   JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+        self.errf = tempfile.TemporaryFile(mode="w+")
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf, text=True,
+                                  env=env, preexec_fn=(lambda: os.sched_setaffinity(0, {core})))
+        line = self.read(timeout)
+        if line != "ready":
+            self.fail(f"did not start ({line!r})")
+
+    def stderr_tail(self):
+        self.errf.seek(0)
+        return " ".join(self.errf.read().strip().splitlines()[-3:])[-400:]
+
+    def fail(self, what):
+        self.error = f"{TOOL_NAMES[self.tool]} {what}: {self.stderr_tail()}"
+        log("  " + self.error)
+        self.close()
+
+    def read(self, timeout=None):
+        line = self.p.stdout.readline()
+        return line.strip()
+
+    def ask(self, cmd):
+        if self.error:
+            return None
+        try:
+            self.p.stdin.write(cmd + "\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.fail("died")
+            return None
+        line = self.read()
+        if not line or line.startswith("error"):
+            self.fail(f"failed on `{cmd}`")
+            return None
+        return line
+
+    def close(self):
+        try:
+            if self.p.poll() is None:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(timeout=20)
+        except Exception:
+            self.p.kill()
+
+
+def read_out(path):
+    with open(path) as f:
+        return [float(x) for x in f.read().split()]
+
+
+def max_err(a, b):
+    if len(a) != len(b):
+        return math.inf
+    return max((relerr(x, y) for x, y in zip(a, b)), default=0.0)
+
+
+def time_interleaved(workers, which, opts):
+    """ADBench's method, interleaved across tools: per tool, double the
+    repetitions until one sample takes at least min_time; then take samples
+    round-robin until max_samples or the time budget. Seconds per call: (min, median)."""
+    reps, samples, spent = {}, {}, {}
+    for w in workers:
+        n = 1
+        while True:
+            t = w.ask(f"run {which} {n}")
+            if t is None:
+                break
+            t = float(t)
+            if t >= opts.min_time or n >= 1 << 24:
+                reps[w.tool], samples[w.tool], spent[w.tool] = n, [t / n], t
+                break
+            n *= 2 if t > 0.01 * opts.min_time else 16
+    for _ in range(opts.max_samples - 1):
+        busy = False
+        for w in workers:
+            if w.tool not in reps or w.error or spent[w.tool] >= opts.budget:
+                continue
+            t = w.ask(f"run {which} {reps[w.tool]}")
+            if t is None:
+                continue
+            samples[w.tool].append(float(t) / reps[w.tool])
+            spent[w.tool] += float(t)
+            busy = True
+        if not busy:
+            break
+    return {tool: (min(s), statistics.median(s), len(s)) for tool, s in samples.items()}
+
+
+# ------------------------------------------------------------------ main
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated workloads or micro kinds (gmm, lse, lstm, micro, dot, ...)")
+    ap.add_argument("--quick", action="store_true", help="tiny timing budget (to try the harness)")
+    ap.add_argument("--adbench-timing", action="store_true", help="ADBench's full budget (0.5 s samples, 10 x / 10 s)")
+    ap.add_argument("--big", action="store_true", help="also GMM d=64 K=100 and n=10000 d=64 K=200")
+    ap.add_argument("--no-install", action="store_true", help="do not run benches/setup_peers.sh")
+    ap.add_argument("--out", default=os.path.join(BENCH, "results"), help="directory of the report")
+    ap.add_argument("--tag", default=None, help="file name of the report (default: the date)")
+    opts = ap.parse_args()
+    opts.min_time, opts.max_samples, opts.budget = 0.2, 5, 2.0
+    if opts.quick:
+        opts.min_time, opts.max_samples, opts.budget = 0.02, 2, 0.1
+    if opts.adbench_timing:
+        opts.min_time, opts.max_samples, opts.budget = 0.5, 10, 10.0
+    started = time.time()
+
+    # Peers.
+    peers = {}
+    if not opts.no_install:
+        log("installing peers (benches/setup_peers.sh) ...")
+        subprocess.run(["bash", os.path.join(BENCH, "setup_peers.sh")])
+    skipped = {}
+    jax_py = os.path.join(BENCH, ".venv", "bin", "python")
+    if os.path.exists(os.path.join(BENCH, ".venv", "ok-jax")):
+        peers["jax"] = jax_py
+    else:
+        skipped["jax"] = "JAX is not installed (benches/setup_peers.sh could not install it from PyPI)"
+    tp = os.path.join(BENCH, ".venv-torch-python")
+    if os.path.exists(tp):
+        peers["torch"] = open(tp).read().strip()
+    else:
+        skipped["torch"] = "PyTorch is not installed (neither Debian's python3-torch nor PyPI's torch)"
+    for t, why in skipped.items():
+        log(f"SKIPPING {TOOL_NAMES[t]}: {why}")
+
+    # ksc.
+    log("building ksc (cargo build --release) ...")
+    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    ksc = os.path.join(json.loads(meta.stdout)["target_directory"], "release", "ksc")
+
+    workdir = os.path.join(BENCH, "build")
+    shutil.rmtree(workdir, ignore_errors=True)
+    datadir = os.path.join(workdir, "data")
+    os.makedirs(datadir)
+    build = Build(ksc, workdir)
+    core = max(os.sched_getaffinity(0))
+    results = []
+    for workload, name, kind, label, size, path, make in configs(opts, datadir):
+        log(f"{workload} {kind} {label}")
+        if make and not os.path.exists(path):
+            make()
+        kdir, has_grad, grad_err, ksecs, csecs = build.ksc_so(name)
+        exe = build.driver(workload, name)
+        extra = [kind] if workload == "micro" else []
+        r = dict(workload=workload, kind=kind, label=label, size=size, has_grad=has_grad, grad_error=grad_err,
+                 compile_s=ksecs, emit_c_s=csecs, errors={}, time={}, mem={}, skipped=dict(skipped))
+        workers = [Worker("ref", [exe, "ref", path] + extra, core, 600), Worker("ksc", [exe, "ksc", path] + extra, core, 600)]
+        for t, py in peers.items():
+            workers.append(Worker(t, [py, os.path.join(BENCH, "peers.py"), t, workload, path] + extra, core, 1800))
+        for w in workers:
+            if w.error:
+                r["skipped"][w.tool] = w.error
+        workers = [w for w in workers if not w.error]
+        byname = {w.tool: w for w in workers}
+        # Correctness.
+        outs = {}
+        for w in workers:
+            for which in ("obj", "grad"):
+                if w.tool == "ksc" and which == "grad" and not has_grad:
+                    continue
+                f = os.path.join(workdir, f"out-{w.tool}-{which}.txt")
+                if w.ask(f"out {which} {f}") is not None:
+                    outs[(w.tool, which)] = read_out(f)
+        fd = byname["ref"].ask("fd")
+        r["fd_error"] = float(fd) if fd is not None else math.inf
+        for t in TOOLS:
+            for which in ("obj", "grad"):
+                if t != "ref" and (t, which) in outs and ("ref", which) in outs:
+                    r["errors"][f"{t}-{which}"] = max_err(outs[(t, which)], outs[("ref", which)])
+        r["correct"] = {t: all(e <= (TOL_KSC if t == "ksc" else 1e-6) for k, e in r["errors"].items() if k.startswith(t + "-"))
+                        for t in TOOLS}
+        r["correct"]["ref"] = r["fd_error"] <= TOL_FD
+        # Timing, interleaved.
+        for which in ("obj", "grad"):
+            ws = [w for w in workers if not (w.tool == "ksc" and which == "grad" and not has_grad)]
+            for tool, v in time_interleaved(ws, which, opts).items():
+                r["time"][f"{tool}-{which}"] = v
+        for w in workers:
+            m = w.ask("mem")
+            if m is not None:
+                r["mem"][w.tool] = int(m)
+            if w.error:
+                r["skipped"][w.tool] = w.error
+            w.close()
+        results.append(r)
+        log("  " + ", ".join(f"{k} {v[0]:.3g}s" for k, v in r["time"].items()))
+    elapsed = time.time() - started
+    tag = opts.tag or datetime.datetime.now().strftime("%Y-%m-%d")
+    os.makedirs(opts.out, exist_ok=True)
+    with open(os.path.join(opts.out, tag + ".json"), "w") as f:
+        json.dump(dict(results=results, elapsed=elapsed, opts=vars(opts)), f, indent=1)
+    import report
+    report.write(results, os.path.join(opts.out, tag), opts, elapsed, ksc)
+    log(f"wrote {os.path.join(opts.out, tag)}.md and .svg in {elapsed:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, BENCH)
+    main()
