@@ -181,6 +181,61 @@ fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
     Ok((analysis, sources))
 }
 
+/// The program with its derived functions as `.ks`: the file's
+/// declarations with every `gdef` replaced by the definitions it generated
+/// (and the derivatives of callees they need), callees before callers, so
+/// ksc reads, checks and runs it again with the same output. The built-in
+/// prelude is not repeated.
+pub(crate) fn emit_ks(analysis: &Analysis) -> String {
+    use ksc_ir::{Decl, Program};
+    let mut decls: Vec<Decl> =
+        analysis.source.decls.iter().filter(|d| !matches!(d, Decl::Gdef(_))).cloned().collect();
+    // The derived functions, each after the derived functions it calls.
+    let derived = &analysis.derived;
+    let mut placed: Vec<bool> = vec![false; derived.len()];
+    fn calls(d: &ksc_ir::Def, name: &ksc_ir::FunName) -> bool {
+        d.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Fun(f), _) if f == name))
+    }
+    let mut order = Vec::new();
+    while order.len() < derived.len() {
+        let before = order.len();
+        for (i, d) in derived.iter().enumerate() {
+            let ready = !placed[i]
+                && derived.iter().enumerate().all(|(j, e)| j == i || placed[j] || !calls(d, &e.name));
+            if ready {
+                placed[i] = true;
+                order.push(i);
+            }
+        }
+        if order.len() == before {
+            // A cycle (which the front end's declaration order forbids):
+            // keep the rest in derivation order.
+            order.extend((0..derived.len()).filter(|&i| !placed[i]));
+        }
+    }
+    // A derived function goes before `main` (and anything else in the file
+    // that may call it): put them all right after the last definition they
+    // call from the file.
+    let mut out: Vec<Decl> = Vec::new();
+    let derived_decls: Vec<Decl> = order.into_iter().map(|i| Decl::Def(derived[i].clone())).collect();
+    let first_caller = decls.iter().position(|d| match d {
+        Decl::Def(def) => derived.iter().any(|x| calls(def, &x.name)),
+        _ => false,
+    });
+    match first_caller {
+        Some(k) => {
+            out.extend(decls.drain(..k));
+            out.extend(derived_decls);
+            out.extend(decls);
+        }
+        None => {
+            out.extend(decls);
+            out.extend(derived_decls);
+        }
+    }
+    Program { decls: out }.to_string()
+}
+
 /// Generates the derivatives the program's `gdef`s ask for (and those of
 /// their callees), reporting what cannot be derived at its `gdef`.
 fn derive(analysis: &mut Analysis) {

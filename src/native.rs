@@ -40,6 +40,9 @@ pub enum Emit {
     Exe,
     /// `NAME.loops`, the optimised loop IR (for reading).
     Loops,
+    /// `NAME.ks`, the program with its derived functions, as `.ks` that ksc
+    /// reads, checks and runs again with the same output.
+    Ks,
 }
 
 fn config(opts: &NativeOptions) -> CcConfig {
@@ -185,9 +188,23 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptio
             _ => None,
         })
         .filter(|d| analysis.defs().iter().any(|x| x.name == d.name))
+        .chain(analysis.derived.iter())
         .filter(|d| plain(&d.ret_ty) && d.params.iter().all(|p| plain(&p.ty)))
         .map(|d| d.name.clone())
         .collect();
+    if emit == Emit::Ks {
+        let p = out_dir.join(format!("{stem}.ks"));
+        return match std::fs::write(&p, crate::emit_ks(&analysis)) {
+            Ok(()) => {
+                eprintln!("wrote {}", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot write `{}`: {e}", p.display());
+                ExitCode::from(USAGE)
+            }
+        };
+    }
     let main = analysis.main().map(|s| s.name.clone());
     let roots = if emit == Emit::Exe {
         match &main {
@@ -232,7 +249,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptio
             }
             Emit::Obj => (Artefact::Object, format!("{stem}.o")),
             Emit::So => (Artefact::SharedLibrary, format!("lib{stem}.so")),
-            Emit::Exe | Emit::Loops => (Artefact::Executable, stem.clone()),
+            Emit::Exe | Emit::Loops | Emit::Ks => (Artefact::Executable, stem.clone()),
         };
         let built = compile_c(&prog.c, header, kind, &config(opts)).map_err(|e| {
             eprintln!("error: {e}");
