@@ -41,6 +41,18 @@ pub enum Head {
 }
 
 impl Head {
+    /// Can a node of this kind have this head?
+    pub fn may_match(self, key: crate::rule::HeadKey) -> bool {
+        use crate::rule::HeadKey as K;
+        match (self, key) {
+            (Head::Let, K::Let) | (Head::If, K::If) | (Head::Assert, K::Assert) => true,
+            (Head::Prim(p), K::Prim(q)) => p == q,
+            (Head::AnyCall, K::Prim(_) | K::Fun) => true,
+            (Head::Fun, K::Fun) => true,
+            _ => false,
+        }
+    }
+
     pub fn matches(self, e: &Expr) -> bool {
         match (self, e) {
             (Head::Let, Expr::Let(..)) | (Head::If, Expr::If(..)) | (Head::Assert, Expr::Assert(..)) => true,

@@ -11,12 +11,18 @@
 //! level. The traversals keep the [`Scope`] of binders above the current
 //! node for the rules.
 //!
-//! `normalize(s)` is `repeat(top_down(s))` with two refinements that do not
-//! change its result: a subtree that was searched completely without `s`
-//! applying anywhere is remembered by id and not searched again (nodes never
+//! `normalize(s)` rewrites until `s` applies nowhere, like
+//! `repeat(top_down(s))`, but in linear time for the usual terms: instead of
+//! searching from the root again after every rewrite (which retries every
+//! rebuilt ancestor, quadratic on long let chains), it sweeps the term top
+//! down, applying `s` at each node as long as it succeeds before sweeping
+//! the children of the result, and repeats sweeps until one changes
+//! nothing. Outer redexes still go first; the result is a normal form (the
+//! same as `repeat(top_down(s))`'s for confluent rules). A subtree where a
+//! sweep found nothing is remembered by id and skipped later (nodes never
 //! change, and rules depend only on a node's subtree and the binders above
-//! it); and it stops after a bounded number of rewrites (fuel), reporting a
-//! [`Warning`] instead of looping forever. `repeat` is bounded the same way.
+//! it). It stops after a bounded number of rewrites (fuel), reporting a
+//! [`Warning`] instead of looping forever; `repeat` is bounded the same way.
 //!
 //! Every rule result is checked: a rewrite to a term of another type is
 //! refused and reported ([`WarningKind::TypeChanged`]); a rewrite of a term
@@ -25,13 +31,15 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use ksc_ir::{Callee, Expr, ExprId, Prim, Var};
 use ksc_linmap::builder::Builder;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::globals::Globals;
-use crate::rule::{Ctx, Rule, RuleKind};
+use crate::rule::{Ctx, HeadKey, Rule, RuleKind, RuleSet};
 use crate::scope::Scope;
 use crate::strategy::Strategy;
 use crate::term::{self, Cache};
@@ -145,6 +153,7 @@ impl<'g> Rewriter<'g> {
             scope: Scope::new(),
             here: None,
             recent: VecDeque::new(),
+            dispatch: FxHashMap::default(),
         };
         run.apply(s, root)
     }
@@ -251,6 +260,8 @@ struct Run<'a, 'b, 'g> {
     here: Option<ExprId>,
     /// The last rules to fire, for messages.
     recent: VecDeque<String>,
+    /// For each rule set and kind of node, the rules that may apply there.
+    dispatch: FxHashMap<(*const RuleSet, HeadKey), Rc<Vec<usize>>>,
 }
 
 /// A node on the path of a traversal.
@@ -271,8 +282,31 @@ impl Run<'_, '_, '_> {
         match s {
             Strategy::Id => Some(e),
             Strategy::Fail => None,
-            Strategy::Rule(r) => self.fire(r, e),
-            Strategy::Rules(set) => set.rules().iter().find_map(|r| self.fire(r, e)),
+            Strategy::Rule(r) => {
+                let ty = self.b.ty(e);
+                if ty.contains_unknown() || !r.may_match(HeadKey::of(self.b.expr(e))) {
+                    return None;
+                }
+                self.fire(r, e, &ty)
+            }
+            Strategy::Rules(set) => {
+                let key = HeadKey::of(self.b.expr(e));
+                let dispatch = self
+                    .dispatch
+                    .entry((Arc::as_ptr(set), key))
+                    .or_insert_with(|| {
+                        Rc::new(set.rules().iter().enumerate().filter(|(_, r)| r.may_match(key)).map(|(i, _)| i).collect())
+                    })
+                    .clone();
+                if dispatch.is_empty() {
+                    return None;
+                }
+                let ty = self.b.ty(e);
+                if ty.contains_unknown() {
+                    return None;
+                }
+                dispatch.iter().find_map(|&i| self.fire(&set.rules()[i], e, &ty))
+            }
             Strategy::Seq(a, b) => {
                 let e1 = self.apply(a, e)?;
                 self.apply(b, e1)
@@ -428,35 +462,106 @@ impl Run<'_, '_, '_> {
         result
     }
 
-    /// `repeat(top_down(s))` with a memo of normal subtrees and fuel.
+    /// Rewrites until `s` applies nowhere: sweeps over the term, each
+    /// applying `s` at a node as long as it succeeds (outermost first) and
+    /// then sweeping the children of the result, until a sweep changes
+    /// nothing. Subtrees where a sweep found nothing are remembered and
+    /// skipped later. At most `fuel` rewrites.
     fn normalize(&mut self, s: &Strategy, root: ExprId, fuel: u32) -> ExprId {
         let mut memo: FxHashSet<ExprId> = FxHashSet::default();
+        let mut left = fuel;
         let mut cur = root;
-        let mut used = 0;
-        while let Some(next) = self.top_down(s, cur, Some(&mut memo)) {
+        loop {
+            let (next, changed) = self.sweep(s, cur, &mut memo, &mut left);
             cur = next;
-            used += 1;
-            if used >= fuel {
+            if left == 0 {
                 let recent: Vec<&str> = self.recent.iter().map(String::as_str).collect();
                 self.warn(
                     WarningKind::FuelExhausted,
                     format!(
-                        "normalize stopped after {used} rewrites without reaching a normal form (its rules may not terminate); the last rules to fire: {}",
+                        "normalize stopped after {fuel} rewrites without reaching a normal form (its rules may not terminate); the last rules to fire: {}",
                         recent.join(", ")
                     ),
                 );
-                break;
+                return cur;
+            }
+            if !changed {
+                return cur;
             }
         }
-        cur
     }
 
-    /// Applies one rule at `e`, checking the result.
-    fn fire(&mut self, r: &Rule, e: ExprId) -> Option<ExprId> {
-        let before_ty = self.b.ty(e);
-        if before_ty.contains_unknown() {
-            return None;
-        }
+    /// One sweep of [`Run::normalize`]: the new term and whether it changed.
+    fn sweep(&mut self, s: &Strategy, root: ExprId, memo: &mut FxHashSet<ExprId>, left: &mut u32) -> (ExprId, bool) {
+        let (base_scope, base_here) = (self.scope.len(), self.here);
+        let mut path: Vec<(Frame, bool)> = Vec::new();
+        // The node to enter, at the current scope.
+        let mut visit = Some(root);
+        let result = loop {
+            if let Some(mut x) = visit.take() {
+                let mut changed = false;
+                if !memo.contains(&x) {
+                    while *left > 0 {
+                        match self.apply(s, x) {
+                            Some(y) => {
+                                x = y;
+                                changed = true;
+                                *left -= 1;
+                            }
+                            None => break,
+                        }
+                    }
+                }
+                if memo.contains(&x) || *left == 0 {
+                    // Nothing to do below: hand the node to its parent.
+                    match path.last_mut() {
+                        Some((parent, parent_changed)) => {
+                            parent.done.push(x);
+                            *parent_changed |= changed;
+                            parent.next += 1;
+                            let (parent, _) = path.last().expect("frame");
+                            self.leave(parent);
+                        }
+                        None => break (x, changed),
+                    }
+                } else {
+                    let slots = slots(self.b, x);
+                    let frame = Frame { node: x, here: self.here, slots, next: 0, done: Vec::new(), mark: self.scope.len() };
+                    path.push((frame, changed));
+                }
+            }
+            let (f, _) = path.last().expect("frame");
+            if f.next < f.slots.len() {
+                let slot = f.slots[f.next].clone();
+                let mark = self.enter(&slot);
+                path.last_mut().expect("frame").0.mark = mark;
+                visit = Some(slot.id);
+                continue;
+            }
+            let (f, changed) = path.pop().expect("frame");
+            self.here = f.here;
+            let new = rebuild(self.b, f.node, &f.done);
+            if !changed && new == f.node {
+                memo.insert(new);
+            }
+            match path.last_mut() {
+                Some((parent, parent_changed)) => {
+                    parent.done.push(new);
+                    *parent_changed |= changed || new != f.node;
+                    parent.next += 1;
+                    let (parent, _) = path.last().expect("frame");
+                    self.leave(parent);
+                }
+                None => break (new, changed || new != f.node),
+            }
+        };
+        self.scope.truncate(base_scope);
+        self.here = base_here;
+        result
+    }
+
+    /// Applies one rule at `e` (whose type is `before_ty`, known), checking the result.
+    fn fire(&mut self, r: &Rule, e: ExprId, before_ty: &ksc_ir::Type) -> Option<ExprId> {
         let out = {
             let mut ctx = Ctx {
                 b: &mut *self.b,
@@ -471,7 +576,7 @@ impl Run<'_, '_, '_> {
             return None;
         }
         let after_ty = self.b.ty(out);
-        if after_ty != before_ty {
+        if after_ty != *before_ty {
             let msg = format!(
                 "{} rule `{}` would change the type of `{}` from `{before_ty}` to `{after_ty}`; not applied",
                 r.kind(),

@@ -142,6 +142,38 @@ pub fn is_application_law(law: &Law) -> bool {
     law.group.starts_with("application") || law.group.starts_with("reverse application")
 }
 
+/// The kind of a node, as far as choosing rules goes: rules whose left side
+/// has another kind at its root are not tried there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeadKey {
+    Let,
+    If,
+    Assert,
+    /// A call of a primitive (`get$i$n` and `lmGet$i$n` with index and arity 0).
+    Prim(ksc_ir::Prim),
+    /// A call of a global function.
+    Fun,
+    /// A variable, literal, tuple, lambda or `$dummy`.
+    Other,
+}
+
+impl HeadKey {
+    pub fn of(e: &Expr) -> HeadKey {
+        match e {
+            Expr::Let(..) => HeadKey::Let,
+            Expr::If(..) => HeadKey::If,
+            Expr::Assert(..) => HeadKey::Assert,
+            Expr::Call(Callee::Prim(p), _) => HeadKey::Prim(match p {
+                ksc_ir::Prim::Get { .. } => ksc_ir::Prim::Get { index: 0, arity: 0 },
+                ksc_ir::Prim::LmGet { .. } => ksc_ir::Prim::LmGet { index: 0, arity: 0 },
+                p => *p,
+            }),
+            Expr::Call(Callee::Fun(_), _) => HeadKey::Fun,
+            _ => HeadKey::Other,
+        }
+    }
+}
+
 /// A named rewrite rule.
 #[derive(Clone)]
 pub enum Rule {
@@ -173,6 +205,15 @@ impl Rule {
             Rule::Law(l) => l.statement.to_string(),
             Rule::Core(c) => c.statement.to_string(),
             Rule::User(u) => u.statement(),
+        }
+    }
+
+    /// May the rule apply at a node of this kind? (False means it cannot.)
+    pub fn may_match(&self, key: HeadKey) -> bool {
+        match self {
+            Rule::Law(_) => matches!(key, HeadKey::Prim(p) if p.is_linear_map()),
+            Rule::Core(c) => c.head.may_match(key),
+            Rule::User(u) => u.may_match(key),
         }
     }
 

@@ -80,6 +80,15 @@ impl UserRule {
         self.text.clone()
     }
 
+    /// Can the left side match a node of this kind? (A bare pattern
+    /// variable matches anything.)
+    pub fn may_match(&self, key: crate::rule::HeadKey) -> bool {
+        match &self.body.exprs[self.lhs] {
+            Expr::Var(_) => true,
+            e => crate::rule::HeadKey::of(e) == key,
+        }
+    }
+
     /// Matches the left side at `e` and builds the right side.
     pub(crate) fn rewrite(&self, ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         let assign = self.matches(ctx, e)?;
