@@ -293,6 +293,10 @@ fn let_once(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if occurrences(ctx.cache, ctx.b.body, &x, b) != Occurrences::Once {
         return None;
     }
+    if matches!(ctx.expr(r), Expr::Tuple(es) if es.len() != 1) && term::splatted(ctx.cache, ctx.b.body, &x, b) {
+        // `let t = (tuple a b) in (print t)` prints one tuple, not two values.
+        return None;
+    }
     Some(ctx.substitute(b, &[(x, r)], true))
 }
 

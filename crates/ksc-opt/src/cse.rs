@@ -6,9 +6,10 @@
 //! substitution, to the pattern of the `let` that already holds them:
 //!
 //! - `let x = y` (a variable after CSE) is dropped and `x ↦ y` substituted;
-//! - `let p = e` with an expression `e` without effect records `e ↦ p`; a
-//!   later expression alpha-equal to `e` without effect becomes `p` (a
-//!   variable, or a tuple of the pattern's variables);
+//! - `let x = e` with an expression `e` without effect records `e ↦ x`; a
+//!   later expression alpha-equal to `e` without effect becomes `x` (tuple
+//!   patterns record nothing: a literal tuple of their variables put where a
+//!   splatting primitive reads its argument would mean several arguments);
 //! - entries made inside a lambda body, an `if` branch or an `assert` body
 //!   are forgotten when leaving it, so no work moves out of them; an entry
 //!   made outside may be used inside (that only saves work);
@@ -360,7 +361,14 @@ impl Machine<'_, '_, '_> {
             Pat::Var(_) => Pat::Var(names[0].clone()),
             Pat::Tuple(_) => Pat::Tuple(names),
         };
-        if !term::is_atomic(self.b.body, r) && !matches!(self.b.expr(r), Expr::Lam(..)) && self.pure(r) {
+        // Only variables hold expressions: a tuple of a pattern's variables
+        // put in place of an expression could land where a literal tuple
+        // means several arguments (`print`).
+        if matches!(pat, Pat::Var(_))
+            && !term::is_atomic(self.b.body, r)
+            && !matches!(self.b.expr(r), Expr::Lam(..))
+            && self.pure(r)
+        {
             let k = key(self.b.body, r);
             let ty = self.b.ty(r);
             self.table.entry(k.clone()).or_default().push(Holder { pat: pat.clone(), ty });

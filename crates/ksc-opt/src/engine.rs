@@ -151,7 +151,7 @@ impl<'g> Rewriter<'g> {
             warnings: &mut self.warnings,
             cache: Cache::new(),
             scope: Scope::new(),
-            here: None,
+            here: Here::default(),
             recent: VecDeque::new(),
             dispatch: FxHashMap::default(),
         };
@@ -185,10 +185,23 @@ struct Slot {
     binds: Vec<Var>,
     /// For the lambda of `build n (lam ..)` / `sumbuild n (lam ..)`: `n`.
     lam_range: Option<ExprId>,
+    /// The single argument of a primitive that splats a literal tuple
+    /// argument (`print`, `Vec_init`, `lmVCat`, `lmHCat`).
+    splat_arg: bool,
+}
+
+/// What the traversal knows about the node it is at from its parent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Here {
+    /// The size expression if the node is a `build`/`sumbuild` lambda.
+    range: Option<ExprId>,
+    /// The node is the single argument of a splatting primitive: it must not
+    /// become a literal tuple, which would be read as several arguments.
+    splat_arg: bool,
 }
 
 fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
-    let plain = |id| Slot { id, binds: Vec::new(), lam_range: None };
+    let plain = |id| Slot { id, binds: Vec::new(), lam_range: None, splat_arg: false };
     match b.expr(e) {
         Expr::Call(c, arg) => match b.expr(*arg) {
             Expr::Tuple(es) => {
@@ -199,13 +212,17 @@ fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
                         id,
                         binds: Vec::new(),
                         lam_range: (ranged && i == 1 && matches!(b.expr(id), Expr::Lam(..))).then_some(es[0]),
+                        splat_arg: false,
                     })
                     .collect()
             }
-            _ => vec![plain(*arg)],
+            _ => vec![Slot {
+                splat_arg: matches!(c, Callee::Prim(p) if p.splats_arguments()),
+                ..plain(*arg)
+            }],
         },
-        Expr::Let(p, r, s) => vec![plain(*r), Slot { id: *s, binds: p.vars().to_vec(), lam_range: None }],
-        Expr::Lam(v, _, s) => vec![Slot { id: *s, binds: vec![v.clone()], lam_range: None }],
+        Expr::Let(p, r, s) => vec![plain(*r), Slot { binds: p.vars().to_vec(), ..plain(*s) }],
+        Expr::Lam(v, _, s) => vec![Slot { binds: vec![v.clone()], ..plain(*s) }],
         node => term::children(node).into_iter().map(plain).collect(),
     }
 }
@@ -256,8 +273,8 @@ struct Run<'a, 'b, 'g> {
     warnings: &'a mut Vec<Warning>,
     cache: Cache,
     scope: Scope,
-    /// The size expression if the node being looked at is a `build` lambda.
-    here: Option<ExprId>,
+    /// What the parent says about the node being looked at.
+    here: Here,
     /// The last rules to fire, for messages.
     recent: VecDeque<String>,
     /// For each rule set and kind of node, the rules that may apply there.
@@ -267,7 +284,7 @@ struct Run<'a, 'b, 'g> {
 /// A node on the path of a traversal.
 struct Frame {
     node: ExprId,
-    here: Option<ExprId>,
+    here: Here,
     slots: Vec<Slot>,
     /// The slot being visited (or the next to visit).
     next: usize,
@@ -352,9 +369,9 @@ impl Run<'_, '_, '_> {
     /// variables (a lambda's parameter gets the lambda's range) and returns
     /// the scope mark to go back to.
     fn enter(&mut self, slot: &Slot) -> usize {
-        let range = if slot.binds.is_empty() { None } else { self.here };
+        let range = if slot.binds.is_empty() { None } else { self.here.range };
         let mark = self.scope.push(&slot.binds, range);
-        self.here = slot.lam_range;
+        self.here = Here { range: slot.lam_range, splat_arg: slot.splat_arg };
         mark
     }
 
@@ -573,6 +590,10 @@ impl Run<'_, '_, '_> {
             r.rewrite(&mut ctx, e)?
         };
         if out == e {
+            return None;
+        }
+        if self.here.splat_arg && matches!(self.b.expr(out), Expr::Tuple(es) if es.len() != 1) {
+            // `(print t)` must not become `(print (tuple a b))`.
             return None;
         }
         let after_ty = self.b.ty(out);

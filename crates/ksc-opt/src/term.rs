@@ -200,6 +200,30 @@ pub fn occurrences(cache: &mut Cache, body: &Body, x: &str, e: ExprId) -> Occurr
     }
 }
 
+/// Does `x` occur free in `e` as the single argument of a primitive that
+/// splats a literal tuple argument (`(print x)`, `(Vec_init x)`)? Putting a
+/// literal tuple there would change the call's meaning.
+pub fn splatted(cache: &mut Cache, body: &Body, x: &str, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(n) = stack.pop() {
+        if !cache.is_free(body, x, n) {
+            continue;
+        }
+        let node = &body.exprs[n];
+        if let Expr::Call(Callee::Prim(p), a) = node {
+            if p.splats_arguments() && matches!(&body.exprs[*a], Expr::Var(v) if v == x) {
+                return true;
+            }
+        }
+        for (i, c) in children(node).into_iter().enumerate() {
+            if !binds_for_child(node, i).iter().any(|v| v == x) {
+                stack.push(c);
+            }
+        }
+    }
+    false
+}
+
 /// Alpha-equivalence of the trees at `a` (in `ba`) and `b` (in `bb`): equal
 /// up to the names of variables bound inside them; free variables must have
 /// the same names. Literals compare by bits, lambda parameters by type.

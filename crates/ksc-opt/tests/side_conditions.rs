@@ -185,3 +185,14 @@ fn a_recursive_function_is_not_inlined_but_a_marked_call_is() {
         "(add (fact k) (let (k 3) (if (lt k 1) 1 (mul k (fact (sub k 1))))))"
     );
 }
+
+#[test]
+fn a_literal_tuple_never_becomes_the_argument_of_a_splatting_primitive() {
+    // (Vec_init t) of a pair t is a vector of one pair; (Vec_init (tuple x x)) would have two elements.
+    let text = "(def f (Vec (Tuple Float Float)) (x : Float) (let (t (tuple x x)) (Vec_init t)))";
+    assert_eq!(after(text, "f", &core_cleanup()), "(let (t (tuple x x)) (Vec_init t))");
+    // Nor does a rewrite produce one there: get$1$2 of a pair of pairs is a pair.
+    let text = "(def f Integer (x : Float) (print (get$1$2 (tuple (tuple x x) 1.0))))";
+    // (The printer writes get$1$2's literal argument tuple as its arguments.)
+    assert_eq!(after(text, "f", &core_cleanup()), "(print (get$1$2 (tuple x x) 1.0))");
+}
