@@ -501,13 +501,19 @@ fn sumbuild_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if !ctx.pure(body) || (es.is_empty() && !ctx.pure(n)) {
         return None;
     }
+    // Each component's sumbuild is typed like the whole one's.
+    if ity != ctx.ty(n) || es.iter().any(|&x| ctx.ty(x).contains_unknown()) {
+        return None;
+    }
     Some(share(ctx, n, "n", |ctx, n| {
         let parts = es
             .iter()
             .map(|&x| {
                 let n = copy_atom(ctx, n);
                 let l = lam(ctx, &i, &ity, x);
-                ctx.prim(Prim::Sumbuild, vec![n, l]).expect("sumbuild of a component is well typed")
+                let ty = ctx.ty(x);
+                let arg = ctx.b.tuple(vec![n, l]);
+                ctx.alloc(Expr::Call(Callee::Prim(Prim::Sumbuild), arg), ty)
             })
             .collect();
         ctx.b.tuple(parts)

@@ -411,11 +411,6 @@ pub fn numeric_leaves(t: &Type) -> bool {
     true
 }
 
-/// Does this type mention `Unknown` (an expression that failed to check)?
-pub fn unknown(t: &Type) -> bool {
-    t.contains_unknown()
-}
-
 /// Capture-avoiding simultaneous substitution of `map` (variable ↦
 /// expression) in the tree at `e`.
 ///
