@@ -114,7 +114,7 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
         return ExitCode::from(1);
     }
-    for w in ksc_ad::optimise(&mut derived.defs, &written) {
+    for w in ksc_ad::optimise(&mut derived.defs, &written, &crate::user_rules(&analysis)) {
         eprintln!("warning: {w}");
     }
     // The requested function first, then the callees' derivatives it needs.

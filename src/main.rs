@@ -236,6 +236,19 @@ pub(crate) fn emit_ks(analysis: &Analysis) -> String {
     Program { decls: out }.to_string()
 }
 
+/// The program's `(rule ...)` declarations.
+pub(crate) fn user_rules(analysis: &Analysis) -> Vec<&ksc_ir::Rule> {
+    analysis
+        .source
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            ksc_ir::Decl::Rule(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Generates the derivatives the program's `gdef`s ask for (and those of
 /// their callees), reporting what cannot be derived at its `gdef`.
 fn derive(analysis: &mut Analysis) {
@@ -253,7 +266,7 @@ fn derive(analysis: &mut Analysis) {
     }
     let names: Vec<ksc_ir::FunName> = requests.iter().map(|(n, _)| n.clone()).collect();
     let mut derived = ksc_ad::derive_requested(&analysis.defs(), &names);
-    for w in ksc_ad::optimise(&mut derived.defs, &analysis.defs()) {
+    for w in ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &user_rules(analysis)) {
         let mut d = Diagnostic::warning(FileRef::Source, ksc_syntax::Span::default(), "the optimiser stopped early");
         d.note(w);
         analysis.diagnostics.push(d);

@@ -171,20 +171,22 @@ pub fn simplify_jacobian(d: &mut Def, existing: &[&Def], trace: bool) -> Vec<Str
     report.trace.iter().map(|f| f.to_string()).collect()
 }
 
-/// Simplifies derived functions with the optimiser's schedule (laws, Core
-/// rules, ANF, CSE), in place. `existing` are the program's definitions,
-/// for inlining small functions. Returns the optimiser's warnings (a rule
-/// set that ran out of fuel), as messages.
-pub fn optimise(derived: &mut [Def], existing: &[&Def]) -> Vec<String> {
+/// Simplifies derived functions with the optimiser's schedule (the
+/// program's `rule`s once, then laws, Core rules, ANF, CSE), in place.
+/// `existing` are the program's definitions, for inlining small functions.
+/// Returns the optimiser's warnings (a rule that cannot be used, a rule set
+/// that ran out of fuel), as messages.
+pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule]) -> Vec<String> {
     let snapshot: Vec<Def> = derived.to_vec();
     let all = ksc_opt::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
     let globals = ksc_opt::Globals::new(&all);
-    let none = ksc_opt::RuleSet::new("none");
+    let (user, rejected) = ksc_opt::RuleSet::user(rules.iter().copied());
     let options = ksc_opt::Options::default();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> =
+        rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect();
     for def in derived.iter_mut() {
-        let report = ksc_opt::optimise_def(def, &none, &globals, &options);
-        warnings.extend(report.warnings.iter().map(|w| format!("{}: {w:?}", def.name)));
+        let report = ksc_opt::optimise_def(def, &user, &globals, &options);
+        warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
     }
     warnings
 }
