@@ -546,6 +546,7 @@ fn transpose_program(
         param_contribs: vec![Vec::new(); params.len().max(1)],
         mixed: FxHashMap::default(),
         block: Vec::new(),
+        tuples: FxHashMap::default(),
         indexed: FxHashMap::default(),
     };
     let (bindings, result) = let_chain(src, root);
@@ -582,6 +583,8 @@ struct Rev<'s, 'd> {
     mixed: FxHashMap<String, ExprId>,
     /// The output bindings of the current block.
     block: Vec<(Pat, ExprId)>,
+    /// Variables bound to literal tuples, with the variables of their components.
+    tuples: FxHashMap<String, Vec<(String, Type)>>,
     /// Maps of vectors that an enclosing loop only reads at its own index
     /// (`index i v` in the loop over i), with that loop's variable: their
     /// cotangent contributions inside the loop are elements, and the loop
@@ -671,6 +674,20 @@ fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String
 
 impl Rev<'_, '_> {
     fn emit(&mut self, b: &mut Builder, hint: &str, e: ExprId) -> (String, Type) {
+        // A literal tuple (the cotangent of a tuple of maps): bind its
+        // components, so that taking them apart later costs nothing.
+        if let Expr::Tuple(es) = b.expr(e).clone() {
+            if !es.is_empty() {
+                let parts: Vec<(String, Type)> = es.iter().map(|&c| self.emit(b, hint, c)).collect();
+                let vars = parts.iter().map(|(n, t)| b.var(n, t.clone())).collect();
+                let t = b.tuple(vars);
+                let name = b.fresh_name(hint);
+                let ty = b.ty(t);
+                self.block.push((Pat::Var(name.clone()), t));
+                self.tuples.insert(name.clone(), parts);
+                return (name, ty);
+            }
+        }
         let name = b.fresh_name(hint);
         let ty = b.ty(e);
         self.block.push((Pat::Var(name.clone()), e));
@@ -801,6 +818,12 @@ impl Rev<'_, '_> {
             }
             Prim::LmVCat => {
                 let n = args.len() as u32;
+                if let Some(parts) = self.tuples.get(&r.0).cloned().filter(|p| p.len() == n as usize) {
+                    for (ri, a) in parts.into_iter().zip(args) {
+                        self.push_r(b, ri, a)?;
+                    }
+                    return Ok(());
+                }
                 for (i, a) in args.into_iter().enumerate() {
                     let rv = b.var(&r.0, r.1.clone());
                     let ri = b.prim(Prim::Get { index: i as u32 + 1, arity: n }, vec![rv]);
