@@ -122,6 +122,7 @@ impl<'a> Interpreter<'a> {
 
     /// Runs `f` on a machine over this interpreter's program (output of any
     /// `print` inside is discarded).
+    #[allow(clippy::result_large_err)] // built once per failed run, like `call`
     fn with_machine<T>(
         &mut self,
         f: impl FnOnce(&mut eval::Machine) -> Result<T, linmap::LmFail>,
@@ -147,22 +148,26 @@ impl<'a> Interpreter<'a> {
     }
 
     /// `m ⊙ dx` for a linear-map value `m` made by this interpreter.
+    #[allow(clippy::result_large_err)]
     pub fn apply_linear_map(&mut self, m: &Value, dx: Value) -> Result<Value, RuntimeError> {
         self.with_machine(|mc| Self::as_linear_map(m)?.apply(mc, dx))
     }
 
     /// `dr ⊙ᴿ m` for a linear-map value `m` made by this interpreter.
+    #[allow(clippy::result_large_err)]
     pub fn apply_linear_map_r(&mut self, dr: Value, m: &Value) -> Result<Value, RuntimeError> {
         self.with_machine(|mc| Self::as_linear_map(m)?.apply_r(mc, dr))
     }
 
     /// The linear map as a dense matrix over the flattened tangent spaces
     /// (rows: target, columns: source).
+    #[allow(clippy::result_large_err)]
     pub fn dense_matrix(&mut self, m: &Value) -> Result<Matrix, RuntimeError> {
         self.with_machine(|mc| Self::as_linear_map(m)?.dense(mc))
     }
 
     /// The zero tangents of the source and target spaces of a linear map.
+    #[allow(clippy::result_large_err)]
     pub fn linear_map_spaces(&mut self, m: &Value) -> Result<(Value, Value), RuntimeError> {
         self.with_machine(|_| {
             let m = Self::as_linear_map(m)?;

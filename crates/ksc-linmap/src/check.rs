@@ -135,11 +135,12 @@ fn run_instance(law: &Law, inst: &Instance) -> Outcome {
     let defs = [def_of("lhs", &body, lhs), def_of("rhs", &body, rhs)];
     let mut interp = Interpreter::new(defs.iter());
     let mut sink = std::io::sink();
-    let mut eval = |name: &str| interp.call(&FunName::typed(name, Type::unit()), Value::unit(), &mut sink);
+    let mut eval =
+        |name: &str| interp.call(&FunName::typed(name, Type::unit()), Value::unit(), &mut sink).map_err(|e| e.message);
     let (l, r) = match (eval("lhs"), eval("rhs")) {
         (Ok(l), Ok(r)) => (l, r),
-        (Err(e), _) => return differ(format!("the left side fails: {}", e.message)),
-        (_, Err(e)) => return differ(format!("the right side fails: {}", e.message)),
+        (Err(e), _) => return differ(format!("the left side fails: {e}")),
+        (_, Err(e)) => return differ(format!("the right side fails: {e}")),
     };
     let problem = match (&l, &r) {
         (Value::LinMap(_), Value::LinMap(_)) => match (interp.dense_matrix(&l), interp.dense_matrix(&r)) {
@@ -285,11 +286,13 @@ fn adjoint_case(m: &MapSpec, (ns, nr): &(Numbers, Numbers)) -> Option<Counterexa
     let mut interp = Interpreter::new(defs.iter());
     let mut sink = std::io::sink();
     let cx = |detail: String| Counterexample { lhs: text.clone(), rhs: format!("(lmTranspose {text})"), detail };
-    let mut get = |n: &str| interp.call(&FunName::typed(n, Type::unit()), Value::unit(), &mut sink);
+    let mut get =
+        |n: &str| interp.call(&FunName::typed(n, Type::unit()), Value::unit(), &mut sink).map_err(|e| e.message);
     let (mv, mtv, sv, rv) = match (get("m"), get("mt"), get("s"), get("r")) {
         (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
         _ => return Some(cx("evaluation failed".to_string())),
     };
+    #[allow(clippy::result_large_err)]
     let result = (|| -> Result<Option<String>, ksc_eval::RuntimeError> {
         let ms = interp.apply_linear_map(&mv, sv.clone())?;
         let mtr = interp.apply_linear_map_r(rv.clone(), &mv)?;

@@ -64,9 +64,9 @@ impl Shape {
     /// An expression whose value has this shape, with small random numbers.
     pub fn value(&self, b: &mut Builder, seed: &mut Numbers) -> ksc_ir::ExprId {
         match self {
-            Shape::Float => b.float(seed.next()),
+            Shape::Float => b.float(seed.draw()),
             Shape::Int => {
-                let i = seed.next().round() as i64;
+                let i = seed.draw().round() as i64;
                 b.integer(i)
             }
             Shape::Vec(0, e) => {
@@ -91,7 +91,7 @@ impl Shape {
     /// An expression whose value is a tangent of this shape.
     pub fn tangent_value(&self, b: &mut Builder, seed: &mut Numbers) -> ksc_ir::ExprId {
         match self {
-            Shape::Float => b.float(seed.next()),
+            Shape::Float => b.float(seed.draw()),
             Shape::Int => b.tuple(Vec::new()),
             Shape::Vec(0, e) => {
                 let n = b.integer(0);
@@ -117,7 +117,7 @@ impl Shape {
 pub struct Numbers(pub Vec<f64>, pub usize);
 
 impl Numbers {
-    pub fn next(&mut self) -> f64 {
+    pub fn draw(&mut self) -> f64 {
         let x = if self.0.is_empty() { 1.0 } else { self.0[self.1 % self.0.len()] };
         self.1 += 1;
         x
