@@ -774,6 +774,7 @@ impl<'a> Lowerer<'a> {
 
     /// A value bound to `x` in `scope`: a delayed tensor stays delayed only
     /// if `x` is used once, outside any lambda (or only by `size`).
+    #[allow(clippy::too_many_arguments)]
     fn keep_delayed_if_used_once(
         &mut self,
         fb: &mut FnBuilder,
@@ -1052,7 +1053,7 @@ impl<'a> Lowerer<'a> {
                 let cols = self.open_nest(fb, &dm[1..]);
                 let (r, c) = (rows.idx[0].clone(), cols.idx[0].clone());
                 let x = self.elem(fb, st, m, &Type::Float, &[r.clone(), c.clone()], None)?;
-                let y = self.elem(fb, st, v, &Type::Float, &[c.clone()], Some(c))?;
+                let y = self.elem(fb, st, v, &Type::Float, std::slice::from_ref(&c), Some(c.clone()))?;
                 let p = float_bin(fb, BinOp::FMul, lval_op(&x)?, lval_op(&y)?);
                 let s = float_bin(fb, BinOp::FAdd, Op::Var(acc), p);
                 fb.emit(Stmt::Set(acc, s));

@@ -223,12 +223,12 @@ fn motion(s: &Stmt, cx: &Cx) -> Motion {
 
 /// Can this statement fail or have an observable effect (a barrier for
 /// guarded hoisting)?
-fn is_barrier(s: &Stmt, cx: &Cx) -> bool {
+fn is_barrier(s: &Stmt) -> bool {
     match s {
         Stmt::Let(_, r) => r.can_fail() || matches!(r, Rhs::Load { .. }),
         Stmt::Check { .. } | Stmt::Fail { .. } | Stmt::Print { .. } | Stmt::Accum { .. } => true,
-        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(|s| is_barrier(s, cx)),
-        Stmt::If { then, els, .. } => then.iter().chain(els).any(|s| is_barrier(s, cx)),
+        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(is_barrier),
+        Stmt::If { then, els, .. } => then.iter().chain(els).any(is_barrier),
         _ => false,
     }
 }
@@ -274,7 +274,7 @@ fn licm_block(block: Block, cx: &Cx) -> Block {
                             guarded.push(s);
                         }
                         _ => {
-                            barrier |= is_barrier(&s, cx);
+                            barrier |= is_barrier(&s);
                             rest.push(s);
                         }
                     }

@@ -1059,6 +1059,7 @@ impl Lowerer<'_> {
         Ok(crate::lower::rebuild(t, &mut ops.into_iter()))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn delta_vec(&mut self, fb: &mut FnBuilder, st: &mut FnState, dims: &[Op], idx: &[Op], v: LVal, vt: &Type, ty: &Type) -> R<LVal> {
         let v = self.force_val(fb, st, v, vt)?;
         let zero = self.zero_like(fb, st, &v, vt)?;
