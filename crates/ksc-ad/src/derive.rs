@@ -402,7 +402,7 @@ impl Ctx<'_, '_> {
             Expr::Call(Callee::Prim(Prim::Inline), arg) => self.grad(arg),
             Expr::Call(Callee::Prim(p @ (Prim::Build | Prim::Sumbuild)), arg) => self.grad_build(e, p, arg),
             Expr::Call(Callee::Prim(Prim::Fold), arg) => self.grad_fold(e, arg),
-            Expr::Call(Callee::Prim(Prim::Map), arg) => self.grad_map(e, arg),
+            Expr::Call(Callee::Prim(p @ (Prim::Map | Prim::Map2)), arg) => self.grad_map(e, p, arg),
             Expr::Call(callee, arg) => self.grad_call(e, callee, arg),
         }
     }
@@ -522,43 +522,63 @@ impl Ctx<'_, '_> {
         Ok((v, g))
     }
 
-    /// `map (λx. b) v` as `build (size v) (λi. let x = v[i] in b)`: the map
-    /// of element i reads v at i.
-    fn grad_map(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
+    /// `map (λx. b) v` as `build (size v) (λi. let x = v[i] in b)`, and
+    /// `map2 (λxy. b) v w` with `xy = (v[i], w[i])`: the map of element i
+    /// reads the vectors at i.
+    fn grad_map(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
         let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, "`map` must be applied to a lambda and a tensor to be differentiated");
+            return err(e, format!("`{p}` must be applied to a lambda and tensors to be differentiated"));
         };
-        let [lam, vec] = parts[..] else { return err(e, "internal error: malformed map") };
-        let Expr::Lam(x, xty, body) = self.src.exprs[lam].clone() else {
-            return err(e, "`map` must be applied to a literal lambda to be differentiated");
+        let (lam, vecs) = (parts[0], parts[1..].to_vec());
+        let Expr::Lam(x, _, body) = self.src.exprs[lam].clone() else {
+            return err(e, format!("`{p}` must be applied to a literal lambda to be differentiated"));
         };
-        if !matches!(self.src.ty(vec), Type::Tensor(1, _)) {
-            return err(e, "the derivative of `map` over a tensor of rank > 1 is not implemented yet");
+        if vecs.iter().any(|&v| !matches!(self.src.ty(v), Type::Tensor(1, _))) {
+            return err(e, format!("the derivative of `{p}` over tensors of rank > 1 is not implemented yet"));
         }
-        let (vv, gv) = self.grad(vec)?;
+        let mut grads = Vec::new();
+        for &v in &vecs {
+            grads.push(self.grad(v)?);
+        }
         let lam_primal = self.primal(lam)?;
-        let v1 = self.atom(&vv);
-        let value = self.b.prim(Prim::Map, vec![lam_primal, v1]);
+        let mut call_args = vec![lam_primal];
+        call_args.extend(grads.iter().map(|(v, _)| self.atom(v)));
+        let value = self.b.prim(p, call_args);
         let y = self.bind_val("y", value);
         let i = self.b.fresh_name("i");
         let maps_body = self.in_block(|cx| {
             let iv = Atom::Var(i.clone(), Type::Integer);
-            // x = v[i], whose map selects element i of v's map.
-            let (i1, v2) = (cx.atom(&iv), cx.atom(&vv));
-            let xval = cx.b.prim(Prim::Index, vec![i1, v2]);
-            let xv = cx.bind_val(&x, xval);
-            let (i2, v3) = (cx.atom(&iv), cx.atom(&vv));
-            let sel = cx.b.prim(Prim::LmIndex, vec![i2, v3]);
-            let gvv = cx.b.var(&gv.0, gv.1.clone());
-            let m = cx.b.prim(Prim::LmCompose, vec![sel, gvv]);
-            let gx = cx.bind_lm(m, &xv);
+            // Element i of each vector, whose map selects element i of the vector's map.
+            let mut elems = Vec::new();
+            for (vv, gv) in &grads {
+                let (i1, v2) = (cx.atom(&iv), cx.atom(vv));
+                let xval = cx.b.prim(Prim::Index, vec![i1, v2]);
+                let xv = cx.bind_val("x", xval);
+                let (i2, v3) = (cx.atom(&iv), cx.atom(vv));
+                let sel = cx.b.prim(Prim::LmIndex, vec![i2, v3]);
+                let gvv = cx.b.var(&gv.0, gv.1.clone());
+                let m = cx.b.prim(Prim::LmCompose, vec![sel, gvv]);
+                let gx = cx.bind_lm(m, &xv);
+                elems.push((xv, gx));
+            }
+            let (xv, gx) = if elems.len() == 1 {
+                elems.pop().ok_or_else(|| AdError { message: "internal error: no vector".into(), at: Some(e) })?
+            } else {
+                // map2's lambda takes the pair of elements.
+                let vals = elems.iter().map(|(v, _)| cx.atom(v)).collect();
+                let t = cx.b.tuple(vals);
+                let tv = cx.bind_val("xy", t);
+                let ms = elems.iter().map(|(_, g)| cx.b.var(&g.0, g.1.clone())).collect();
+                let m = cx.b.prim(Prim::LmVCat, ms);
+                let g = cx.bind_lm(m, &tv);
+                (tv, g)
+            };
             cx.env.push(Entry { src: x.clone(), val: xv, grad: gx.0, grad_ty: gx.1 });
             let (_, g) = cx.grad(body)?;
             Ok(cx.b.var(&g.0, g.1))
         })?;
-        let _ = xty;
         let maps_lam = self.b.lam(&i, Type::Integer, maps_body);
-        let v4 = self.atom(&vv);
+        let v4 = self.atom(&grads[0].0);
         let n = self.b.prim(Prim::Size, vec![v4]);
         let maps = self.b.prim(Prim::Build, vec![n, maps_lam]);
         let s = self.s();

@@ -151,6 +151,40 @@ pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Re
             let inj = b.prim(Prim::LmTranspose, vec![sel]);
             hcat(b, vec![zn, zi, inj])
         }
+        Prim::Delta => {
+            // delta i j v = if i == j then v else 0.
+            let (i, j, v) = (args[0], args[1], args[2]);
+            let (zi, zj) = (zero(b, i, y), zero(b, j, y));
+            let (i2, j2) = (b.copy(i), b.copy(j));
+            let same = b.prim(Prim::Eq, vec![i2, j2]);
+            let o = one(b, v);
+            let z = zero(b, v, v);
+            let ty = b.ty(o);
+            let dv = b.body.alloc_typed(ksc_ir::Expr::If(same, o, z), ty);
+            hcat(b, vec![zi, zj, dv])
+        }
+        Prim::Unzip => {
+            // Component j of the result: V(build n (λi. Get_j ∘ Index(i))).
+            let v = args[0];
+            let Type::Tuple(parts) = b.ty(y) else { return Err("`unzip` of a non-tuple".to_string()) };
+            let k = parts.len() as u32;
+            let comps = (1..=k)
+                .map(|j| {
+                    let v1 = b.copy(v);
+                    let n = b.prim(Prim::Size, vec![v1]);
+                    let maps = b.build(n, |b, i| {
+                        let (i1, v2, i2, v3) = (b.copy(i), b.copy(v), b.copy(i), b.copy(v));
+                        let sel = b.prim(Prim::LmIndex, vec![i1, v2]);
+                        let elem = b.prim(Prim::Index, vec![i2, v3]);
+                        let get = b.prim(Prim::LmGet { index: j, arity: k }, vec![elem]);
+                        b.prim(Prim::LmCompose, vec![get, sel])
+                    });
+                    let w = b.copy(v);
+                    b.prim(Prim::LmVCatV, vec![w, maps])
+                })
+                .collect();
+            b.prim(Prim::LmVCat, comps)
+        }
         Prim::Trace | Prim::Copydown | Prim::Inline => one(b, args[0]),
         Prim::Eq | Prim::Ne | Prim::Size | Prim::Print | Prim::Shape => zero_map(b, args, y),
         _ => return Err(format!("automatic differentiation of `{p}` is not supported yet")),
