@@ -592,6 +592,32 @@ struct Rev<'s, 'd> {
     indexed: FxHashMap<String, String>,
 }
 
+/// Is an index space of this size (a variable) empty: `n == 0`, or some
+/// dimension zero for a tuple of sizes.
+fn is_empty(b: &mut Builder, n: &(String, Type)) -> ExprId {
+    let zero_at = |b: &mut Builder, dim: Option<(u32, u32)>| {
+        let nv = b.var(&n.0, n.1.clone());
+        let d = match dim {
+            Some((k, r)) => b.prim(Prim::Get { index: k, arity: r }, vec![nv]),
+            None => nv,
+        };
+        let z = b.integer(0);
+        b.prim(Prim::Eq, vec![d, z])
+    };
+    match &n.1 {
+        Type::Tuple(ts) => {
+            let r = ts.len() as u32;
+            let mut acc = zero_at(b, Some((1, r)));
+            for k in 2..=r {
+                let next = zero_at(b, Some((k, r)));
+                acc = b.call(FunName::typed("or", Type::Tuple(vec![Type::Bool, Type::Bool])), vec![acc, next], Type::Bool);
+            }
+            acc
+        }
+        _ => zero_at(b, None),
+    }
+}
+
 /// The Jacobian variable `g` of a vector read as `index i v` at loop
 /// variable `i`: `lmCompose (lmHCat (lmZero ..) (lmIndex i ..)) (lmVCat _ g)`
 /// (the `index` primitive) or `lmCompose (lmIndex i ..) g` (`map`).
@@ -1080,16 +1106,15 @@ impl Rev<'_, '_> {
     /// bodies, each seeded with `r[i]`.
     fn push_r_loop(&mut self, b: &mut Builder, r: (String, Type), n: ExprId, lam: ExprId) -> R<()> {
         let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else { return internal("a build without a lambda") };
-        if ity != Type::Integer {
-            return internal("the reverse derivative of a build of rank > 1 is not implemented yet");
-        }
         let outer = self.outer_maps(lam);
         if outer.is_empty() {
             return Ok(());
         }
-        // Outer vectors that the loop reads only at its own index.
+        // Outer vectors that the loop reads only at its own index (for loops
+        // over vectors; a loop over a rank-d index space sums one-hots).
         let indexed: Vec<String> = outer
             .iter()
+            .filter(|_| ity == Type::Integer)
             .filter(|g| {
                 let (all, at_i) = count_uses(self.src, body, g, &i, &mut Vec::new());
                 all > 0 && all == at_i && self.witnesses.contains_key(*g)
@@ -1122,8 +1147,7 @@ impl Rev<'_, '_> {
             // An empty loop contributes zeros.
             let zeros = outer.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
             let zeros = b.tuple(zeros);
-            let (n3, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
-            let empty = b.prim(Prim::Eq, vec![n3, z]);
+            let empty = is_empty(b, &nv);
             let ty = b.ty(sum);
             let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
             self.scatter(b, result, &outer);

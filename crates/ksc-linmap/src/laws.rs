@@ -161,16 +161,34 @@ fn share_vec(b: &mut Builder, v: ExprId, body: impl FnOnce(&mut Builder, ExprId)
 }
 
 /// `Σ_i f(i)` over a rank-1 size `n`, with `zero` for n = 0.
+/// `Σ_i f(i)` over the index space of size `n` (an Integer, or a tuple of
+/// Integers for rank > 1), with `zero` when it is empty.
 fn sum_over(b: &mut Builder, n: ExprId, zero: ExprId, f: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {
+    let ity = b.ty(n);
     let i = b.fresh_name("i");
-    let iv = b.var(&i, Type::Integer);
+    let iv = b.var(&i, ity.clone());
     let body = f(b, iv);
-    let lam = b.lam(&i, Type::Integer, body);
+    let lam = b.lam(&i, ity.clone(), body);
     let n1 = b.copy(n);
     let s = b.prim(Prim::Sumbuild, vec![n1, lam]);
-    let n2 = b.copy(n);
-    let z = b.integer(0);
-    let empty = b.prim(Prim::Eq, vec![n2, z]);
+    // Empty if some dimension is zero.
+    let rank = ity.index_rank().unwrap_or(1) as u32;
+    let mut empty = None;
+    for k in 1..=rank {
+        let nk = b.copy(n);
+        let dim = if rank == 1 { nk } else { b.prim(Prim::Get { index: k, arity: rank }, vec![nk]) };
+        let z = b.integer(0);
+        let is_zero = b.prim(Prim::Eq, vec![dim, z]);
+        empty = Some(match empty {
+            None => is_zero,
+            Some(acc) => b.call(
+                ksc_ir::FunName::typed("or", Type::Tuple(vec![Type::Bool, Type::Bool])),
+                vec![acc, is_zero],
+                Type::Bool,
+            ),
+        });
+    }
+    let empty = empty.unwrap_or_else(|| b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::Bool(false)), Type::Bool));
     let ty = b.ty(s);
     b.body.alloc_typed(Expr::If(empty, zero, s), ty)
 }
@@ -939,9 +957,7 @@ pub static LAWS: &[Law] = &[
         rewrite: |b, e| {
             let [m, x] = args(b, e, Prim::LmApply)?[..] else { return None };
             let [t, v] = args(b, m, Prim::LmHCatV)?[..] else { return None };
-            if tensor_rank(&b.ty(v))? != 1 {
-                return None;
-            }
+            tensor_rank(&b.ty(v))?;
             Some(b.share(x, "dx", |b, x| {
                 share_vec(b, v, |b, v| {
                     let n = size_of(b, v);
@@ -1187,9 +1203,7 @@ pub static LAWS: &[Law] = &[
         rewrite: |b, e| {
             let [r, m] = args(b, e, Prim::LmApplyR)?[..] else { return None };
             let [s, v] = args(b, m, Prim::LmVCatV)?[..] else { return None };
-            if tensor_rank(&b.ty(v))? != 1 {
-                return None;
-            }
+            tensor_rank(&b.ty(v))?;
             Some(b.share(r, "dr", |b, r| {
                 share_vec(b, v, |b, v| {
                     let n = size_of(b, v);
