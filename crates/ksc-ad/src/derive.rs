@@ -403,6 +403,7 @@ impl Ctx<'_, '_> {
             Expr::Call(Callee::Prim(p @ (Prim::Build | Prim::Sumbuild)), arg) => self.grad_build(e, p, arg),
             Expr::Call(Callee::Prim(Prim::Fold), arg) => self.grad_fold(e, arg),
             Expr::Call(Callee::Prim(p @ (Prim::Map | Prim::Map2)), arg) => self.grad_map(e, p, arg),
+            Expr::Call(Callee::Prim(Prim::Diag), arg) => self.grad_diag(e, arg),
             Expr::Call(callee, arg) => self.grad_call(e, callee, arg),
         }
     }
@@ -581,6 +582,50 @@ impl Ctx<'_, '_> {
         let v4 = self.atom(&grads[0].0);
         let n = self.b.prim(Prim::Size, vec![v4]);
         let maps = self.b.prim(Prim::Build, vec![n, maps_lam]);
+        let s = self.s();
+        let vcat = self.b.prim(Prim::LmVCatV, vec![s, maps]);
+        let g = self.bind_lm(vcat, &y);
+        Ok((y, g))
+    }
+
+    /// `diag r c (λi. e)`, rows that are zero but for `e` at column i: row
+    /// i's map injects e's map at position i (a transposed selection).
+    fn grad_diag(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
+        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
+            return err(e, "`diag` must be applied to two sizes and a lambda to be differentiated");
+        };
+        let [rows, cols, lam] = parts[..] else { return err(e, "internal error: malformed diag") };
+        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
+            return err(e, "`diag` must be applied to a literal lambda to be differentiated");
+        };
+        let (rv, cv) = (self.primal(rows)?, self.primal(cols)?);
+        let rv = self.bind_val("n", rv);
+        let cv = self.bind_val("m", cv);
+        let lam_primal = self.primal(lam)?;
+        let (r1, c1) = (self.atom(&rv), self.atom(&cv));
+        let value = self.b.prim(Prim::Diag, vec![r1, c1, lam_primal]);
+        let y = self.bind_val("y", value);
+        let i2 = self.b.fresh_name(&i);
+        let maps_body = self.in_block(|cx| {
+            let iv = Atom::Var(i2.clone(), ity.clone());
+            let gi = cx.zero_from(&iv);
+            cx.env.push(Entry { src: i.clone(), val: iv.clone(), grad: gi.0, grad_ty: gi.1 });
+            let (_, g) = cx.grad(body)?;
+            // Row i of the result, as the shape of the injection.
+            let (i1, y1) = (cx.atom(&iv), cx.atom(&y));
+            let row = cx.b.prim(Prim::Index, vec![i1, y1]);
+            let row = cx.bind_val("row", row);
+            let (i3, row1) = (cx.atom(&iv), cx.atom(&row));
+            let sel = cx.b.prim(Prim::LmIndex, vec![i3, row1]);
+            let inject = cx.b.prim(Prim::LmTranspose, vec![sel]);
+            let gv = cx.b.var(&g.0, g.1);
+            let m = cx.b.prim(Prim::LmCompose, vec![inject, gv]);
+            let gr = cx.bind_lm(m, &row);
+            Ok(cx.b.var(&gr.0, gr.1))
+        })?;
+        let maps_lam = self.b.lam(&i2, ity, maps_body);
+        let r2 = self.atom(&rv);
+        let maps = self.b.prim(Prim::Build, vec![r2, maps_lam]);
         let s = self.s();
         let vcat = self.b.prim(Prim::LmVCatV, vec![s, maps]);
         let g = self.bind_lm(vcat, &y);
