@@ -326,6 +326,15 @@ def flat(x):
     return np.asarray(x, dtype=np.float64).reshape(-1)
 
 
+def peak_kib():
+    """VmHWM (ru_maxrss would include the parent's peak from before exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def main():
     obj, grad = setup_jax() if TOOL == "jax" else setup_torch()
     fns = {"obj": obj, "grad": grad}
@@ -348,7 +357,7 @@ def main():
             np.savetxt(parts[2], flat(fns[parts[1]]()), fmt="%.17g")
             print("ok", flush=True)
         elif cmd == "mem":
-            print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+            print(peak_kib(), flush=True)
         elif cmd == "quit":
             break
         else:

@@ -67,11 +67,10 @@ def machine():
 def write(results, base, opts, elapsed, ksc):
     L = []
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M UTC")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    src = opts.get("ksc_source") if isinstance(opts, dict) else getattr(opts, "ksc_source", None)
     L.append(f"# Benchmarks, {date}\n")
-    L.append(f"Produced by `python3 benches/run.py` in {elapsed / 60:.1f} min on {machine()}. ksc at commit "
-             f"{commit} (working tree as built). Specification: `shared/docs/benchmarks.md`.\n")
+    L.append(f"Produced by `python3 benches/run.py` in {elapsed / 60:.1f} min on {machine()}. ksc built from "
+             f"{src}. Specification: `shared/docs/benchmarks.md`.\n")
     ms = getattr(opts, "min_time", None)
     if isinstance(opts, dict):
         ms = opts.get("min_time")
@@ -89,7 +88,8 @@ def write(results, base, opts, elapsed, ksc):
     skipped = {}
     for r in results:
         for t, why in r.get("skipped", {}).items():
-            skipped.setdefault(t, why)
+            if "not installed" in why:
+                skipped.setdefault(t, why)
     if skipped:
         L.append("**Skipped peers:** " + "; ".join(f"{NAMES[t]}: {w}" for t, w in skipped.items()) + "\n")
 
@@ -160,6 +160,13 @@ def write(results, base, opts, elapsed, ksc):
     L.append("\n## Summary against the targets of benchmarks.md\n")
     L += summary(results)
 
+    fails = [(name_of(r), r["label"], t, why) for r in results for t, why in r.get("skipped", {}).items()
+             if t not in skipped or skipped[t] != why]
+    if fails:
+        L.append("\n## Failures\n")
+        L.append("A tool that failed on a size has no time there (–).\n")
+        for n, label, t, why in fails:
+            L.append(f"- {n} {label}, {NAMES[t]}: {why}")
     errs = {}
     for r in results:
         if not r["has_grad"] and r.get("grad_error"):

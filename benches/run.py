@@ -250,7 +250,7 @@ class Build:
 
 # ------------------------------------------------------------------ workers
 class Worker:
-    def __init__(self, tool, cmd, core, timeout):
+    def __init__(self, tool, cmd, core, timeout, mem_limit=None):
         self.tool = tool
         self.error = None
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
@@ -258,17 +258,29 @@ class Worker:
                    JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
         self.errf = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf, text=True,
-                                  env=env, preexec_fn=(lambda: os.sched_setaffinity(0, {core})))
+                                  env=env, preexec_fn=lambda: self.limits(core, mem_limit))
         line = self.read(timeout)
         if line != "ready":
             self.fail(f"did not start ({line!r})")
+
+    @staticmethod
+    def limits(core, mem_limit):
+        os.sched_setaffinity(0, {core})
+        if mem_limit:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
 
     def stderr_tail(self):
         self.errf.seek(0)
         return " ".join(self.errf.read().strip().splitlines()[-3:])[-400:]
 
     def fail(self, what):
-        self.error = f"{TOOL_NAMES[self.tool]} {what}: {self.stderr_tail()}"
+        code = self.p.poll()
+        if code is None:
+            time.sleep(0.5)
+            code = self.p.poll()
+        how = f" (exit code {code})" if code is not None else ""
+        self.error = f"{TOOL_NAMES[self.tool]} {what}{how}: {self.stderr_tail() or '(no message)'}"
         log("  " + self.error)
         self.close()
 
@@ -351,6 +363,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny timing budget (to try the harness)")
     ap.add_argument("--adbench-timing", action="store_true", help="ADBench's full budget (0.5 s samples, 10 x / 10 s)")
     ap.add_argument("--big", action="store_true", help="also GMM d=64 K=100 and n=10000 d=64 K=200")
+    ap.add_argument("--mem-limit", type=float, default=10.0,
+                    help="address-space limit of the C workers in GiB (default 10; the machine is shared)")
+    ap.add_argument("--ksc", help="use this ksc binary instead of building one")
+    ap.add_argument("--ksc-rev", help="build ksc from a clean snapshot of this commit (e.g. HEAD)")
     ap.add_argument("--no-install", action="store_true", help="do not run benches/setup_peers.sh")
     ap.add_argument("--out", default=os.path.join(BENCH, "results"), help="directory of the report")
     ap.add_argument("--tag", default=None, help="file name of the report (default: the date)")
@@ -382,11 +398,32 @@ def main():
         log(f"SKIPPING {TOOL_NAMES[t]}: {why}")
 
     # ksc.
-    log("building ksc (cargo build --release) ...")
-    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
-    meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
-    ksc = os.path.join(json.loads(meta.stdout)["target_directory"], "release", "ksc")
+    if opts.ksc:
+        ksc = os.path.abspath(opts.ksc)
+        source = f"the binary {ksc}"
+    else:
+        src = ROOT
+        if opts.ksc_rev:
+            # A clean snapshot of a commit (others may be editing the work tree).
+            src = os.path.join(BENCH, ".ksc-src")
+            shutil.rmtree(src, ignore_errors=True)
+            os.makedirs(src)
+            archive = subprocess.run(["git", "archive", opts.ksc_rev], cwd=ROOT, capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", src], input=archive.stdout, check=True)
+        log(f"building ksc (cargo build --release in {src}) ...")
+        env = dict(os.environ)
+        if opts.ksc_rev and "CARGO_TARGET_DIR" not in env:
+            env["CARGO_TARGET_DIR"] = os.path.join(BENCH, ".ksc-target")
+        if subprocess.run(["cargo", "build", "--release", "-q"], cwd=src, env=env).returncode != 0:
+            sys.exit("error: ksc does not build; try `--ksc-rev HEAD` (a clean snapshot of the last commit) "
+                     "or `--ksc PATH`")
+        meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=src, env=env,
+                              capture_output=True, text=True, check=True)
+        ksc = os.path.join(json.loads(meta.stdout)["target_directory"], "release", "ksc")
+        rev = subprocess.run(["git", "rev-parse", "--short", opts.ksc_rev or "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.strip()
+        source = f"commit {rev}" + (" (clean snapshot)" if opts.ksc_rev else " plus the work tree's changes")
+    opts.ksc_source = source
 
     workdir = os.path.join(BENCH, "build")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -404,7 +441,9 @@ def main():
         extra = [kind] if workload == "micro" else []
         r = dict(workload=workload, kind=kind, label=label, size=size, has_grad=has_grad, grad_error=grad_err,
                  compile_s=ksecs, emit_c_s=csecs, errors={}, time={}, mem={}, skipped=dict(skipped))
-        workers = [Worker("ref", [exe, "ref", path] + extra, core, 600), Worker("ksc", [exe, "ksc", path] + extra, core, 600)]
+        lim = int(opts.mem_limit * 2 ** 30)
+        workers = [Worker("ref", [exe, "ref", path] + extra, core, 600, lim),
+                   Worker("ksc", [exe, "ksc", path] + extra, core, 600, lim)]
         for t, py in peers.items():
             workers.append(Worker(t, [py, os.path.join(BENCH, "peers.py"), t, workload, path] + extra, core, 1800))
         for w in workers:
@@ -412,29 +451,27 @@ def main():
                 r["skipped"][w.tool] = w.error
         workers = [w for w in workers if not w.error]
         byname = {w.tool: w for w in workers}
-        # Correctness.
+        # Correctness, then timing, objective first (so a derivative that
+        # fails, e.g. out of memory, leaves the objective's results).
         outs = {}
-        for w in workers:
-            for which in ("obj", "grad"):
-                if w.tool == "ksc" and which == "grad" and not has_grad:
-                    continue
+        for which in ("obj", "grad"):
+            ws = [w for w in workers if not w.error and not (w.tool == "ksc" and which == "grad" and not has_grad)]
+            for w in ws:
                 f = os.path.join(workdir, f"out-{w.tool}-{which}.txt")
                 if w.ask(f"out {which} {f}") is not None:
                     outs[(w.tool, which)] = read_out(f)
-        fd = byname["ref"].ask("fd")
-        r["fd_error"] = float(fd) if fd is not None else math.inf
-        for t in TOOLS:
-            for which in ("obj", "grad"):
-                if t != "ref" and (t, which) in outs and ("ref", which) in outs:
+            if which == "grad":
+                fd = byname["ref"].ask("fd")
+                r["fd_error"] = float(fd) if fd is not None else math.inf
+            for t in ("ksc", "jax", "torch"):
+                if (t, which) in outs and ("ref", which) in outs:
                     r["errors"][f"{t}-{which}"] = max_err(outs[(t, which)], outs[("ref", which)])
+            ws = [w for w in ws if not w.error]
+            for tool, v in time_interleaved(ws, which, opts).items():
+                r["time"][f"{tool}-{which}"] = v
         r["correct"] = {t: all(e <= (TOL_KSC if t == "ksc" else 1e-6) for k, e in r["errors"].items() if k.startswith(t + "-"))
                         for t in TOOLS}
         r["correct"]["ref"] = r["fd_error"] <= TOL_FD
-        # Timing, interleaved.
-        for which in ("obj", "grad"):
-            ws = [w for w in workers if not (w.tool == "ksc" and which == "grad" and not has_grad)]
-            for tool, v in time_interleaved(ws, which, opts).items():
-                r["time"][f"{tool}-{which}"] = v
         for w in workers:
             m = w.ask("mem")
             if m is not None:

@@ -7,7 +7,8 @@
  *   out grad PATH write the derivative's output
  *   fd            (reference only) print the largest error of the
  *                 derivative against central finite differences
- *   mem           print the peak resident set size in KiB
+ *   mem           print the peak resident set size in KiB (VmHWM: unlike
+ *                 ru_maxrss it does not inherit the parent's peak across exec)
  *   quit
  *
  * A driver defines: `load(tool, path, argc, argv)` (which returns the
@@ -84,9 +85,13 @@ int main(int argc, char **argv) {
         } else if (strcmp(cmd, "fd") == 0) {
             printf("%.6g\n", fd_error());
         } else if (strcmp(cmd, "mem") == 0) {
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            printf("%ld\n", ru.ru_maxrss);
+            long kib = -1;
+            FILE *st = fopen("/proc/self/status", "r");
+            char l2[256];
+            while (st && fgets(l2, sizeof l2, st))
+                if (sscanf(l2, "VmHWM: %ld", &kib) == 1) break;
+            if (st) fclose(st);
+            printf("%ld\n", kib);
         } else if (strcmp(cmd, "quit") == 0) {
             break;
         } else {
