@@ -168,10 +168,8 @@ fn read(path: &Path) -> Result<String, ExitCode> {
 /// if it has no errors.
 fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
     let text = read(path)?;
-    let mut analysis = ksc_types::analyze(&text);
-    if !analysis.has_errors() {
-        derive(&mut analysis);
-    }
+    // Checked and derived through the incremental database (ksc-db).
+    let analysis = ksc_db::analyze(&text);
     let sources = Sources::new(&path.display().to_string(), &text);
     sources.emit(&analysis.diagnostics);
     if let Some(summary) = error_summary(&analysis.diagnostics) {
@@ -247,42 +245,6 @@ pub(crate) fn user_rules(analysis: &Analysis) -> Vec<&ksc_ir::Rule> {
             _ => None,
         })
         .collect()
-}
-
-/// Generates the derivatives the program's `gdef`s ask for (and those of
-/// their callees), reporting what cannot be derived at its `gdef`.
-fn derive(analysis: &mut Analysis) {
-    let (requests, unsupported): (Vec<_>, Vec<_>) = analysis.gdef_requests().into_iter().partition(|(n, _)| {
-        use ksc_ir::Derivation as D;
-        matches!(n.derivs.first(), Some(D::Fwd | D::Rev | D::SufFwdPass | D::SufRevPass | D::SufRev))
-    });
-    for (name, span) in unsupported {
-        let mut d = Diagnostic::warning(FileRef::Source, span, format!("`{}` is checked but not generated", name.short()));
-        d.note("`gdef shape` and `gdef CL` are not implemented yet: calling this function fails at run time");
-        analysis.diagnostics.push(d);
-    }
-    if requests.is_empty() {
-        return;
-    }
-    let names: Vec<ksc_ir::FunName> = requests.iter().map(|(n, _)| n.clone()).collect();
-    let mut derived = ksc_ad::derive_requested(&analysis.defs(), &names);
-    for w in ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &user_rules(analysis)) {
-        let mut d = Diagnostic::warning(FileRef::Source, ksc_syntax::Span::default(), "the optimiser stopped early");
-        d.note(w);
-        analysis.diagnostics.push(d);
-    }
-    for (name, e) in derived.errors {
-        let at = requests.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).unwrap_or_default();
-        let mut d = Diagnostic::error(FileRef::Source, at, format!("cannot derive `{}`: {}", name.short(), e.message));
-        if let (Some(x), Some((inner_d, inner))) = (e.at, name.inner()) {
-            let _ = inner_d;
-            if let Some((file, span)) = analysis.locate(&inner, x) {
-                d.label(file, span, "this cannot be differentiated");
-            }
-        }
-        analysis.diagnostics.push(d);
-    }
-    analysis.derived = derived.defs;
 }
 
 fn check(path: &Path) -> ExitCode {

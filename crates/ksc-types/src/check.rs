@@ -47,8 +47,10 @@ pub struct Signature {
     pub origin: Origin,
 }
 
-/// The global functions in scope: identity to signature.
-#[derive(Clone, Debug, Default)]
+/// The global functions in scope: identity to signature. Tables compare
+/// equal when they hold the same signatures (the incremental database
+/// compares the scopes of declarations to avoid re-checking them).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GlobalTable {
     sigs: FxHashMap<FunName, Signature>,
     /// Every identity registered under (derivations, base name), in order.
@@ -162,12 +164,23 @@ impl<'a> Checker<'a> {
     /// Check all declarations of a file, resolving names in place.
     pub fn check_file(&mut self, decls: &mut [Decl], spans: &[DeclSpans]) {
         for (d, s) in decls.iter().zip(spans) {
-            if let Decl::Def(Def { name, .. }) | Decl::Edef(ksc_ir::Edef { name, .. }) = d {
-                self.later.entry(name.base.clone()).or_insert(s.name);
-            }
+            self.declared_in_file(d, s.name);
         }
         for (i, (d, s)) in decls.iter_mut().zip(spans).enumerate() {
             self.check_decl(i, d, s);
+        }
+    }
+
+    /// Records that the file declares `decl` (its name at `name_span`), so
+    /// that a use before the declaration is reported as such. [`check_file`]
+    /// does this for every declaration before checking any; a caller
+    /// checking declarations one by one with [`check_decl`] does it first.
+    ///
+    /// [`check_file`]: Checker::check_file
+    /// [`check_decl`]: Checker::check_decl
+    pub fn declared_in_file(&mut self, decl: &Decl, name_span: Span) {
+        if let Decl::Def(Def { name, .. }) | Decl::Edef(ksc_ir::Edef { name, .. }) = decl {
+            self.later.entry(name.base.clone()).or_insert(name_span);
         }
     }
 
@@ -176,7 +189,13 @@ impl<'a> Checker<'a> {
         self.diagnostics.last_mut().unwrap()
     }
 
-    fn check_decl(&mut self, index: usize, decl: &mut Decl, spans: &DeclSpans) {
+    /// Check one declaration, the `index`-th of the file, against the table
+    /// (the functions declared before it), registering its signature in the
+    /// table and resolving its names in place. Diagnostics go to
+    /// `self.diagnostics`. [`check_file`](Checker::check_file) calls this
+    /// for each declaration in order; the incremental database calls it for
+    /// one declaration against the table of those before it.
+    pub fn check_decl(&mut self, index: usize, decl: &mut Decl, spans: &DeclSpans) {
         let origin = Origin { file: self.file, decl: index, span: spans.name };
         match decl {
             Decl::Def(def) => {

@@ -56,6 +56,13 @@ fn prelude() -> &'static Prelude {
     })
 }
 
+/// The built-in prelude, checked once per process, and the table of its
+/// functions (the scope every user file starts from).
+pub fn builtin_prelude() -> (&'static CheckedFile, &'static GlobalTable) {
+    let p = prelude();
+    (&p.file, &p.table)
+}
+
 /// Diagnostics of the built-in prelude itself (a test asserts there are none).
 pub fn prelude_diagnostics() -> &'static [Diagnostic] {
     &prelude().diagnostics
@@ -84,9 +91,11 @@ fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFil
     (CheckedFile { decls, spans }, diagnostics)
 }
 
-/// Base names of the functions whose `def` or `edef` could not be read: uses
-/// of them are not reported again as "not in scope".
-fn unreadable_declarations(text: &str, read: &[Decl]) -> rustc_hash::FxHashSet<String> {
+/// Base names of the functions whose `def` or `edef` could not be read (in a
+/// text with syntax errors, whose declarations `read` could be read): uses
+/// of them are not reported again as "not in scope"
+/// (`Checker::unreadable`).
+pub fn unreadable_declarations(text: &str, read: &[Decl]) -> rustc_hash::FxHashSet<String> {
     use ksc_syntax::sexpr::{read_sexprs, Bracket, SExpr};
     fn base_name(e: &SExpr) -> Option<&str> {
         if let Some(s) = e.as_symbol() {
@@ -198,5 +207,8 @@ mod tests {
     fn prelude_checks_cleanly() {
         assert_eq!(prelude_diagnostics(), &[] as &[Diagnostic]);
         assert!(prelude().table.get(&FunName::typed("add", Type::Tuple(vec![Type::Float, Type::Float]))).is_some());
+        let (file, table) = builtin_prelude();
+        assert_eq!(table, &prelude().table);
+        assert_eq!(file.decls.len(), prelude().file.decls.len());
     }
 }

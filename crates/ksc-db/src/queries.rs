@@ -1,0 +1,668 @@
+//! The inputs, the tracked declaration items, and the queries.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use ksc_ir::{Body, Callee, Decl, Def, Derivation, Expr, ExprId, FunName, Rule};
+use ksc_syntax::Span;
+use ksc_types::check::Checker;
+use ksc_types::lower::{self, DeclSpans};
+use ksc_types::{Analysis, CheckedFile, Diagnostic, FileRef, GlobalTable, SigKind};
+
+use crate::Db;
+
+/// The user's file: its text.
+#[salsa::input(debug)]
+pub struct SourceFile {
+    #[returns(ref)]
+    pub text: String,
+}
+
+/// The built-in prelude's text, set once at high durability.
+#[salsa::input(debug)]
+pub struct PreludeText {
+    #[returns(ref)]
+    pub text: String,
+}
+
+/// The kind of a declaration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ItemKind {
+    Def,
+    Edef,
+    Gdef,
+    Rule,
+}
+
+/// What identifies a declaration across edits: its kind and its name as
+/// written (salsa adds the occurrence among equal keys, so two overloads
+/// `(def mul ...)` are the first and second `def mul`). Not its position,
+/// so editing one declaration leaves the identity of the others.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ItemKey {
+    pub kind: ItemKind,
+    pub name: String,
+}
+
+impl fmt::Display for ItemKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            ItemKind::Def => "def",
+            ItemKind::Edef => "edef",
+            ItemKind::Gdef => "gdef",
+            ItemKind::Rule => "rule",
+        };
+        write!(f, "{kind} {}", self.name)
+    }
+}
+
+fn item_key(d: &Decl) -> ItemKey {
+    match d {
+        Decl::Def(d) => ItemKey { kind: ItemKind::Def, name: d.name.to_string() },
+        Decl::Edef(d) => ItemKey { kind: ItemKind::Edef, name: d.name.to_string() },
+        Decl::Gdef(g) => ItemKey { kind: ItemKind::Gdef, name: format!("{} {}", g.derivation.keyword(), g.fun) },
+        Decl::Rule(r) => ItemKey { kind: ItemKind::Rule, name: format!("{:?}", r.name) },
+    }
+}
+
+/// One declaration of a file. Its identity is the file and its [`ItemKey`]
+/// (plus occurrence); its Core IR, span map and index are separate tracked
+/// fields, so a query reading only the Core IR is not invalidated when the
+/// declaration moves.
+#[salsa::tracked(debug)]
+pub struct Item<'db> {
+    #[returns(copy)]
+    pub file: SourceFile,
+    #[returns(ref)]
+    pub key: ItemKey,
+    /// The declaration as lowered (names as written, no types, no positions).
+    #[tracked]
+    #[returns(ref)]
+    pub decl: Decl,
+    /// Where its parts are in the file.
+    #[tracked]
+    #[returns(ref)]
+    pub spans: DeclSpans,
+    /// Its position among the file's declarations.
+    #[tracked]
+    #[returns(copy)]
+    pub index: usize,
+}
+
+/// A file read: its declarations, its syntax errors, and the base names of
+/// declarations that could not be read.
+#[derive(Debug, PartialEq, salsa::SalsaValue)]
+pub struct ParsedFile<'db> {
+    pub items: Vec<Item<'db>>,
+    pub syntax: Vec<Diagnostic>,
+    pub unreadable: Vec<String>,
+}
+
+/// Reads and lowers the file (the only query reading its text).
+#[salsa::tracked(returns(ref))]
+pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile<'_> {
+    db.log_execution("parse_file".to_string());
+    let text = file.text(db);
+    let (ast, errors) = ksc_syntax::parse_source(text);
+    let syntax: Vec<Diagnostic> = errors
+        .into_iter()
+        .map(|e| {
+            let mut d = Diagnostic::error(FileRef::Source, e.span, e.message);
+            if let Some(n) = e.note {
+                d.note(n);
+            }
+            d
+        })
+        .collect();
+    let (decls, spans) = lower::lower_file(&ast);
+    let mut unreadable: Vec<String> = if syntax.is_empty() {
+        Vec::new()
+    } else {
+        ksc_types::unreadable_declarations(text, &decls).into_iter().collect()
+    };
+    unreadable.sort();
+    let items = decls
+        .into_iter()
+        .zip(spans)
+        .enumerate()
+        .map(|(i, (d, s))| {
+            let key = item_key(&d);
+            Item::new(db, file, key, d, s, i)
+        })
+        .collect();
+    ParsedFile { items, syntax, unreadable }
+}
+
+/// The checked prelude and the table of its functions.
+#[derive(Clone, Copy, Debug)]
+pub struct Prelude {
+    pub file: &'static CheckedFile,
+    pub table: &'static GlobalTable,
+}
+
+impl PartialEq for Prelude {
+    fn eq(&self, o: &Prelude) -> bool {
+        std::ptr::eq(self.file, o.file) && std::ptr::eq(self.table, o.table)
+    }
+}
+
+/// The prelude, checked. The built-in text is checked once per process
+/// (`ksc_types::builtin_prelude`); another text is checked here and kept
+/// for the rest of the process (only tests use other preludes).
+#[salsa::tracked(returns(copy))]
+pub fn prelude(db: &dyn Db) -> Prelude {
+    db.log_execution("prelude".to_string());
+    let text = db.prelude_input().text(db);
+    if text == ksc_types::PRELUDE_SOURCE {
+        let (file, table) = ksc_types::builtin_prelude();
+        return Prelude { file, table };
+    }
+    let (ast, _) = ksc_syntax::parse_source(text);
+    let (mut decls, spans) = lower::lower_file(&ast);
+    let mut table = GlobalTable::default();
+    Checker::new(&mut table, FileRef::Prelude).check_file(&mut decls, &spans);
+    Prelude { file: Box::leak(Box::new(CheckedFile { decls, spans })), table: Box::leak(Box::new(table)) }
+}
+
+/// What other declarations see of a declaration: a `def` with its body
+/// replaced by a placeholder of its result type, an `edef` or `gdef` as it
+/// is; a rule declares nothing. Re-executes when the body is edited, and
+/// compares equal unless the signature changed, so callers are not
+/// re-checked.
+#[salsa::tracked(returns(ref))]
+pub fn signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Option<Decl> {
+    db.log_execution(format!("signature({})", item.key(db)));
+    match item.decl(db) {
+        Decl::Def(d) => {
+            let mut body = Body::new();
+            let root = body.alloc(Expr::Dummy(d.ret_ty.clone()));
+            Some(Decl::Def(Def { name: d.name.clone(), params: d.params.clone(), ret_ty: d.ret_ty.clone(), body, root }))
+        }
+        d @ (Decl::Edef(_) | Decl::Gdef(_)) => Some(d.clone()),
+        Decl::Rule(_) => None,
+    }
+}
+
+/// The scope of each declaration of a file: the table of the functions
+/// declared before it (prelude included), the full name each declaration
+/// registers, and the table after the whole file.
+#[derive(Debug, PartialEq)]
+pub struct Scopes {
+    pub before: Vec<GlobalTable>,
+    pub resolved: Vec<Option<FunName>>,
+    pub table: GlobalTable,
+}
+
+/// Registers the signatures of a file in order. Unlocated, every origin in
+/// the file is declaration 0 at an empty span, so the tables do not change
+/// when text moves; located, they are the real ones (for diagnostics and
+/// for finding run-time errors).
+fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
+    let parsed = parse_file(db, file);
+    let mut table = prelude(db).table.clone();
+    let mut checker = Checker::new(&mut table, FileRef::Source);
+    checker.unreadable = parsed.unreadable.iter().cloned().collect();
+    let sigs: Vec<(Item<'_>, Option<&Decl>)> =
+        parsed.items.iter().map(|&it| (it, signature(db, it).as_ref())).collect();
+    for (it, sig) in &sigs {
+        if let Some(s) = sig {
+            checker.declared_in_file(s, if located { it.spans(db).name } else { Span::default() });
+        }
+    }
+    let (mut before, mut resolved) = (Vec::new(), Vec::new());
+    let unlocated = DeclSpans::default();
+    for (i, (it, sig)) in sigs.iter().enumerate() {
+        before.push(checker.table.clone());
+        resolved.push(sig.map(|s| {
+            let mut d = s.clone();
+            if located {
+                checker.check_decl(i, &mut d, it.spans(db));
+            } else {
+                checker.check_decl(0, &mut d, &unlocated);
+            }
+            declared_name(&d)
+        }));
+    }
+    drop(checker);
+    Scopes { before, resolved: resolved.into_iter().map(Option::flatten).collect(), table }
+}
+
+fn declared_name(d: &Decl) -> Option<FunName> {
+    match d {
+        Decl::Def(d) if d.name.base_ty.is_some() => Some(d.name.clone()),
+        Decl::Edef(d) if d.name.base_ty.is_some() => Some(d.name.clone()),
+        _ => None,
+    }
+}
+
+/// The scopes of a file's declarations, without positions.
+#[salsa::tracked(returns(ref))]
+pub fn file_scopes(db: &dyn Db, file: SourceFile) -> Scopes {
+    db.log_execution("file_scopes".to_string());
+    register_signatures(db, file, false)
+}
+
+/// The scopes of a file's declarations with their positions (for
+/// diagnostics and the run-time error locations of [`analysis`]).
+#[salsa::tracked(returns(ref))]
+pub fn located_scopes(db: &dyn Db, file: SourceFile) -> Scopes {
+    db.log_execution("located_scopes".to_string());
+    register_signatures(db, file, true)
+}
+
+/// The table of functions one declaration sees (the functions declared
+/// before it). Compares equal, and so stops invalidation, when an edit
+/// elsewhere did not change it.
+#[salsa::tracked(returns(ref))]
+pub fn scope<'db>(db: &'db dyn Db, item: Item<'db>) -> GlobalTable {
+    db.log_execution(format!("scope({})", item.key(db)));
+    file_scopes(db, item.file(db)).before[item.index(db)].clone()
+}
+
+/// Structural equality of two bodies, types included (the `PartialEq` of
+/// Core IR compares expression trees only).
+fn same_body(a: &Body, b: &Body) -> bool {
+    a.exprs.len() == b.exprs.len() && a.exprs.iter().eq(b.exprs.iter()) && a.types.iter().eq(b.types.iter())
+}
+
+fn same_def(a: &Def, b: &Def) -> bool {
+    a.name == b.name && a.params == b.params && a.ret_ty == b.ret_ty && a.root == b.root && same_body(&a.body, &b.body)
+}
+
+fn same_decl(a: &Decl, b: &Decl) -> bool {
+    match (a, b) {
+        (Decl::Def(x), Decl::Def(y)) => same_def(x, y),
+        (Decl::Rule(x), Decl::Rule(y)) => TypedRule(x.clone()) == TypedRule(y.clone()),
+        _ => a == b,
+    }
+}
+
+/// A checked definition (compared with its types).
+#[derive(Clone, Debug)]
+pub struct TypedDef(pub Def);
+
+impl PartialEq for TypedDef {
+    fn eq(&self, o: &TypedDef) -> bool {
+        same_def(&self.0, &o.0)
+    }
+}
+
+/// A declaration after checking: names resolved, types filled in; `clean`
+/// if checking reported nothing.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    pub decl: Decl,
+    pub clean: bool,
+}
+
+impl PartialEq for Checked {
+    fn eq(&self, o: &Checked) -> bool {
+        self.clean == o.clean && same_decl(&self.decl, &o.decl)
+    }
+}
+
+/// Checks one declaration against its scope, without positions: it reads
+/// the declaration's Core IR, its scope and the names the file declares,
+/// not its span map.
+#[salsa::tracked(returns(ref))]
+pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
+    db.log_execution(format!("checked({})", item.key(db)));
+    let parsed = parse_file(db, item.file(db));
+    let mut table = scope(db, item).clone();
+    let mut checker = Checker::new(&mut table, FileRef::Source);
+    checker.unreadable = parsed.unreadable.iter().cloned().collect();
+    for &it in &parsed.items {
+        if let Some(s) = signature(db, it) {
+            checker.declared_in_file(s, Span::default());
+        }
+    }
+    let mut decl = item.decl(db).clone();
+    checker.check_decl(0, &mut decl, &DeclSpans::default());
+    Checked { decl, clean: checker.diagnostics.is_empty() }
+}
+
+/// The diagnostics of one declaration, located. A clean declaration has
+/// none and this reads no positions; otherwise it checks the declaration
+/// again with its span map and the located scope.
+#[salsa::tracked(returns(ref))]
+pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic> {
+    db.log_execution(format!("item_diagnostics({})", item.key(db)));
+    if checked(db, item).clean {
+        return Vec::new();
+    }
+    let file = item.file(db);
+    let parsed = parse_file(db, file);
+    let index = item.index(db);
+    let mut table = located_scopes(db, file).before[index].clone();
+    let mut checker = Checker::new(&mut table, FileRef::Source);
+    checker.unreadable = parsed.unreadable.iter().cloned().collect();
+    for &it in &parsed.items {
+        if let Some(s) = signature(db, it) {
+            checker.declared_in_file(s, it.spans(db).name);
+        }
+    }
+    let mut decl = item.decl(db).clone();
+    checker.check_decl(index, &mut decl, item.spans(db));
+    checker.diagnostics
+}
+
+/// Where the definition in force for a function name is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DefSource {
+    /// The `i`-th declaration of the prelude.
+    Prelude(usize),
+    /// The `i`-th item of the file.
+    Item(usize),
+}
+
+/// The definition in force for every function with a body: the user's, and
+/// the prelude's the user did not replace.
+#[derive(Debug, PartialEq)]
+pub struct DefsInForce {
+    pub map: FxHashMap<FunName, DefSource>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn defs_in_force(db: &dyn Db, file: SourceFile) -> DefsInForce {
+    db.log_execution("defs_in_force".to_string());
+    let scopes = file_scopes(db, file);
+    let items = &parse_file(db, file).items;
+    let mut map = FxHashMap::default();
+    for sig in scopes.table.signatures().filter(|s| s.kind == SigKind::Def) {
+        let source = match sig.origin.file {
+            FileRef::Prelude => Some(DefSource::Prelude(sig.origin.decl)),
+            FileRef::Source => items
+                .iter()
+                .zip(&scopes.resolved)
+                .position(|(it, r)| it.key(db).kind == ItemKind::Def && r.as_ref() == Some(&sig.name))
+                .map(DefSource::Item),
+        };
+        if let Some(s) = source {
+            map.insert(sig.name.clone(), s);
+        }
+    }
+    DefsInForce { map }
+}
+
+/// The checked definition in force for a function name.
+#[salsa::tracked(returns(ref))]
+pub fn def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
+    db.log_execution(format!("def_of({name})"));
+    let def = match defs_in_force(db, file).map.get(&name)? {
+        DefSource::Prelude(i) => match &prelude(db).file.decls[*i] {
+            Decl::Def(d) => d.clone(),
+            _ => return None,
+        },
+        DefSource::Item(i) => match &checked(db, parse_file(db, file).items[*i]).decl {
+            Decl::Def(d) => d.clone(),
+            _ => return None,
+        },
+    };
+    Some(TypedDef(def))
+}
+
+/// The global functions a definition's body calls, sorted.
+#[salsa::tracked(returns(ref))]
+pub fn callees(db: &dyn Db, file: SourceFile, name: FunName) -> Vec<FunName> {
+    db.log_execution(format!("callees({name})"));
+    let Some(TypedDef(d)) = def_of(db, file, name) else { return Vec::new() };
+    let mut out: Vec<FunName> = d
+        .body
+        .exprs
+        .values()
+        .filter_map(|e| match e {
+            Expr::Call(Callee::Fun(f), _) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A derivation error of a `gdef`: the function that could not be derived,
+/// the message, and the expression of its base function at fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeriveError {
+    pub name: FunName,
+    pub message: String,
+    pub at: Option<ExprId>,
+}
+
+/// What a `gdef` generates.
+#[derive(Clone, Debug, Default)]
+pub struct GdefOutput {
+    /// The derived function it asks for (`[rev [f T]]`), once resolved.
+    pub requested: Option<FunName>,
+    /// A kind of derivative that is checked but not generated (`shape`, `CL`).
+    pub unsupported: bool,
+    /// The derived functions, optimised: the one asked for and those of its
+    /// callees it needs.
+    pub defs: Vec<Def>,
+    pub errors: Vec<DeriveError>,
+    /// The optimiser's warnings.
+    pub warnings: Vec<String>,
+}
+
+impl PartialEq for GdefOutput {
+    fn eq(&self, o: &GdefOutput) -> bool {
+        self.requested == o.requested
+            && self.unsupported == o.unsupported
+            && self.defs.len() == o.defs.len()
+            && self.defs.iter().zip(&o.defs).all(|(a, b)| same_def(a, b))
+            && self.errors == o.errors
+            && self.warnings == o.warnings
+    }
+}
+
+/// The functions a derivative of `base` may need: those `base` calls,
+/// transitively, and the derivatives of them written by hand. Reads only
+/// their definitions (and which names have definitions).
+fn needed_definitions(db: &dyn Db, file: SourceFile, base: FunName) -> Vec<FunName> {
+    let in_force = defs_in_force(db, file);
+    let mut seen: FxHashSet<FunName> = FxHashSet::default();
+    let mut work = vec![base];
+    loop {
+        while let Some(n) = work.pop() {
+            if !in_force.map.contains_key(&n) || !seen.insert(n.clone()) {
+                continue;
+            }
+            work.extend(callees(db, file, n).iter().cloned());
+        }
+        let bases: FxHashSet<FunName> =
+            seen.iter().map(|n| FunName { derivs: Vec::new(), ..n.clone() }).collect();
+        work = in_force
+            .map
+            .keys()
+            .filter(|n| !n.derivs.is_empty() && !seen.contains(*n))
+            .filter(|n| bases.contains(&FunName { derivs: Vec::new(), ..(*n).clone() }))
+            .cloned()
+            .collect();
+        if work.is_empty() {
+            break;
+        }
+    }
+    let mut names: Vec<FunName> = seen.into_iter().collect();
+    names.sort();
+    names
+}
+
+/// The derived functions a `gdef` asks for, through `ksc_ad` (derived, then
+/// optimised). Reads the definitions of the derived function's base and of
+/// what it calls, so editing an unrelated definition does not re-derive it.
+#[salsa::tracked(returns(ref))]
+pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
+    db.log_execution(format!("gdef_derived({})", item.key(db)));
+    let c = checked(db, item);
+    let Decl::Gdef(g) = &c.decl else { return GdefOutput::default() };
+    if !c.clean {
+        return GdefOutput::default();
+    }
+    let name = g.fun.derived(g.derivation);
+    let mut out = GdefOutput { requested: Some(name.clone()), ..GdefOutput::default() };
+    if !matches!(
+        name.derivs.first(),
+        Some(Derivation::Fwd | Derivation::Rev | Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev)
+    ) {
+        out.unsupported = true;
+        return out;
+    }
+    let file = item.file(db);
+    let base = FunName { derivs: Vec::new(), ..g.fun.clone() };
+    let needed = needed_definitions(db, file, base);
+    let defs: Vec<&Def> = needed.into_iter().filter_map(|n| def_of(db, file, n).as_ref().map(|d| &d.0)).collect();
+    let rules = user_rules(db, file);
+    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
+    let mut derived = ksc_ad::derive_requested(&defs, std::slice::from_ref(&name));
+    out.warnings = ksc_ad::optimise(&mut derived.defs, &defs, &rules);
+    out.defs = derived.defs;
+    out.errors = derived
+        .errors
+        .into_iter()
+        .map(|(name, e)| DeriveError { name, message: e.message, at: e.at })
+        .collect();
+    out
+}
+
+/// A checked rule (compared with its types).
+#[derive(Clone, Debug)]
+pub struct TypedRule(pub Rule);
+
+impl PartialEq for TypedRule {
+    fn eq(&self, o: &TypedRule) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        a.name == b.name && a.params == b.params && (a.lhs, a.rhs) == (b.lhs, b.rhs) && same_body(&a.body, &b.body)
+    }
+}
+
+/// The file's `rule`s, checked, in order (the optimiser uses them on
+/// derived functions).
+#[salsa::tracked(returns(ref))]
+pub fn user_rules(db: &dyn Db, file: SourceFile) -> Vec<TypedRule> {
+    db.log_execution("user_rules".to_string());
+    parse_file(db, file)
+        .items
+        .iter()
+        .filter(|it| it.key(db).kind == ItemKind::Rule)
+        .filter_map(|&it| match &checked(db, it).decl {
+            Decl::Rule(r) => Some(TypedRule(r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where an expression of a function's body is (for derivation errors).
+fn locate(db: &dyn Db, file: SourceFile, fun: &FunName, e: ExprId) -> Option<(FileRef, Span)> {
+    Some(match defs_in_force(db, file).map.get(fun)? {
+        DefSource::Prelude(i) => (FileRef::Prelude, prelude(db).file.spans[*i].expr(e)),
+        DefSource::Item(i) => (FileRef::Source, parse_file(db, file).items[*i].spans(db).expr(e)),
+    })
+}
+
+/// Every diagnostic of the file, in the order the whole-file compiler
+/// reports them: syntax errors, then each declaration's, then (if there is
+/// no error) what the derivations report.
+#[salsa::tracked(returns(ref))]
+pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    db.log_execution("file_diagnostics".to_string());
+    let parsed = parse_file(db, file);
+    let mut out = parsed.syntax.clone();
+    for &it in &parsed.items {
+        out.extend(item_diagnostics(db, it).iter().cloned());
+    }
+    if out.iter().any(Diagnostic::is_error) {
+        return out;
+    }
+    let gdefs: Vec<(Item<'_>, &GdefOutput)> = parsed
+        .items
+        .iter()
+        .filter(|it| it.key(db).kind == ItemKind::Gdef)
+        .map(|&it| (it, gdef_derived(db, it)))
+        .collect();
+    for (it, g) in &gdefs {
+        if let (true, Some(name)) = (g.unsupported, &g.requested) {
+            let mut d = Diagnostic::warning(
+                FileRef::Source,
+                it.spans(db).decl,
+                format!("`{}` is checked but not generated", name.short()),
+            );
+            d.note("`gdef shape` and `gdef CL` are not implemented yet: calling this function fails at run time");
+            out.push(d);
+        }
+    }
+    let mut warned: FxHashSet<&String> = FxHashSet::default();
+    for (_, g) in &gdefs {
+        for w in g.warnings.iter().filter(|w| warned.insert(*w)) {
+            let mut d = Diagnostic::warning(FileRef::Source, Span::default(), "the optimiser stopped early");
+            d.note(w.clone());
+            out.push(d);
+        }
+    }
+    let mut reported: FxHashSet<&FunName> = FxHashSet::default();
+    for e in gdefs.iter().flat_map(|(_, g)| &g.errors) {
+        if !reported.insert(&e.name) {
+            continue;
+        }
+        let at = gdefs
+            .iter()
+            .find(|(_, g)| g.requested.as_ref() == Some(&e.name))
+            .map(|(it, _)| it.spans(db).decl)
+            .unwrap_or_default();
+        let mut d =
+            Diagnostic::error(FileRef::Source, at, format!("cannot derive `{}`: {}", e.name.short(), e.message));
+        if let (Some(x), Some((_, inner))) = (e.at, e.name.inner()) {
+            if let Some((f, span)) = locate(db, file, &inner, x) {
+                d.label(f, span, "this cannot be differentiated");
+            }
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// The derived functions of the whole file (each once), in `gdef` order.
+#[salsa::tracked(returns(ref))]
+pub fn derived_functions(db: &dyn Db, file: SourceFile) -> Vec<TypedDef> {
+    db.log_execution("derived_functions".to_string());
+    let mut seen: FxHashSet<FunName> = FxHashSet::default();
+    let mut out = Vec::new();
+    for &it in &parse_file(db, file).items {
+        if it.key(db).kind != ItemKind::Gdef {
+            continue;
+        }
+        for d in &gdef_derived(db, it).defs {
+            if seen.insert(d.name.clone()) {
+                out.push(TypedDef(d.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Everything a run needs, as the whole-file front end gives it: the
+/// checked declarations with their span maps, the located table, the
+/// diagnostics, and (if there is no error) the derived functions.
+#[salsa::tracked(returns(clone), no_eq)]
+pub fn analysis(db: &dyn Db, file: SourceFile) -> Arc<Analysis> {
+    db.log_execution("analysis".to_string());
+    let parsed = parse_file(db, file);
+    let source = CheckedFile {
+        decls: parsed.items.iter().map(|&it| checked(db, it).decl.clone()).collect(),
+        spans: parsed.items.iter().map(|&it| it.spans(db).clone()).collect(),
+    };
+    let diagnostics = file_diagnostics(db, file).clone();
+    let derived = if diagnostics.iter().any(Diagnostic::is_error) {
+        Vec::new()
+    } else {
+        derived_functions(db, file).iter().map(|d| d.0.clone()).collect()
+    };
+    Arc::new(Analysis {
+        prelude: prelude(db).file,
+        source,
+        table: located_scopes(db, file).table.clone(),
+        diagnostics,
+        derived,
+    })
+}
