@@ -331,6 +331,11 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let k = float2(b, "mul", c, e);
             scale(b, x, k)
         }
+        "lgamma" if unary => {
+            let x1 = b.copy(x);
+            let k = float_fn(b, "digamma", x1);
+            scale(b, x, k)
+        }
         "abs" if unary => {
             let (x1, z) = (b.copy(x), b.float(0.0));
             let pos = b.call(FunName::typed("gt", ff.clone()), vec![x1, z], T::Bool);

@@ -332,6 +332,24 @@ static inline double ksrt_lgamma(double x) {
     return lgamma_r(x, &sign);
 }
 
+/* digamma, the derivative of lgamma: the same operations in the same order as
+   ksc-eval's `digamma` (reflection, recurrence to x >= 10, asymptotic series). */
+static double ksrt_digamma(double x) {
+    if (isnan(x) || (x <= 0.0 && x == floor(x))) return NAN;
+    if (x < 0.0) {
+        const double pi = 3.141592653589793;
+        return ksrt_digamma(1.0 - x) - pi / tan(pi * x);
+    }
+    double r = 0.0;
+    while (x < 10.0) {
+        r -= 1.0 / x;
+        x += 1.0;
+    }
+    double f = 1.0 / (x * x);
+    double t = f * (-1.0 / 12.0 + f * (1.0 / 120.0 + f * (-1.0 / 252.0 + f * (1.0 / 240.0 + f * (-1.0 / 132.0)))));
+    return r + log(x) - 0.5 / x + t;
+}
+
 /* `$ranhashdoub`: the "ranhash" mixer, scaled to [0, 1). */
 static inline double ksrt_ranhashdoub(int64_t seed) {
     uint64_t v = (uint64_t)seed * 3935559000370003845ULL + 2691343689449507681ULL;

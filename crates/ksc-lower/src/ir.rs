@@ -114,6 +114,7 @@ pub enum MathFn {
     Sqrt,
     Erf,
     Lgamma,
+    Digamma,
     Fabs,
 }
 
@@ -129,6 +130,7 @@ impl MathFn {
             MathFn::Sqrt => "sqrt",
             MathFn::Erf => "erf",
             MathFn::Lgamma => "ksrt_lgamma",
+            MathFn::Digamma => "ksrt_digamma",
             MathFn::Fabs => "fabs",
         }
     }

@@ -922,7 +922,7 @@ impl<'a> Lowerer<'a> {
                 | ("mul", "(Tuple (Tensor 2 Float) (Vec Float))")
                 | ("pow", "(Tuple Float Integer)")
                 | ("or" | "and", "(Tuple Bool Bool)")
-                | ("log" | "exp" | "sin" | "cos" | "cosh" | "tanh" | "sqrt" | "abs" | "erf" | "lgamma", F)
+                | ("log" | "exp" | "sin" | "cos" | "cosh" | "tanh" | "sqrt" | "abs" | "erf" | "lgamma" | "digamma", F)
                 | ("$ranhashdoub", I)
                 | ("dot", "(Tuple (Vec Float) (Vec Float))")
                 | ("imax" | "max", VF)
@@ -992,6 +992,7 @@ impl<'a> Lowerer<'a> {
                     "sqrt" => MathFn::Sqrt,
                     "abs" => MathFn::Fabs,
                     "erf" => MathFn::Erf,
+                    "digamma" => MathFn::Digamma,
                     _ => MathFn::Lgamma,
                 };
                 fb.let_(Rhs::Un(UnOp::Math(m), op(0)?, None), Type::Float, None)
