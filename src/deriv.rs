@@ -51,13 +51,15 @@ pub enum Show {
     Raw,
     /// Simplified, listing the rules that fired.
     Trace,
+    /// With `--at`: the sparsity pattern of the matrix.
+    Sparsity,
 }
 
 pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCode {
     let Ok((analysis, _)) = crate::analyze(path) else { return ExitCode::from(1) };
     if let Some(args) = at {
         return match find(&analysis, func) {
-            Ok(f) => dense_at(path, f, args),
+            Ok(f) => dense_at(path, f, args, how == Show::Sparsity),
             Err(m) => {
                 eprintln!("error: {m}");
                 ExitCode::from(2)
@@ -126,7 +128,7 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
 
 /// The Jacobian of `f` at the point `args`, as a dense matrix computed
 /// column by column with `[fwd f]`.
-fn dense_at(path: &Path, f: &ksc_ir::Def, args: &str) -> ExitCode {
+fn dense_at(path: &Path, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
     let Ok(text) = std::fs::read_to_string(path) else { return ExitCode::from(2) };
     // The point, as a definition appended to the program.
@@ -170,6 +172,10 @@ fn dense_at(path: &Path, f: &ksc_ir::Def, args: &str) -> ExitCode {
         Ok((n, columns)) => {
             let rows = columns.first().map_or(0, Vec::len);
             println!("; Jacobian of `{}` at {args}: {rows} x {n}", f.name.short());
+            if sparsity {
+                draw_sparsity(rows, n, |r, c| columns[c][r] != 0.0);
+                return ExitCode::SUCCESS;
+            }
             for r in 0..rows {
                 let row: Vec<String> = columns.iter().map(|c| ksc_eval::format_float(c[r])).collect();
                 println!("{}", row.join(" "));
@@ -207,5 +213,26 @@ fn basis(x: &ksc_eval::Value, k: usize, next: &mut usize) -> ksc_eval::Value {
             data: t.data.iter().map(|v| basis(v, k, next)).collect(),
         })),
         _ => Value::unit(),
+    }
+}
+
+/// The most characters a sparsity drawing uses per line (and lines).
+const DRAWING: usize = 100;
+
+/// Draws a rows x cols pattern, `#` where `nonzero`, in blocks if large.
+fn draw_sparsity(rows: usize, cols: usize, nonzero: impl Fn(usize, usize) -> bool) {
+    let (bh, bw) = (rows.div_ceil(DRAWING).max(1), cols.div_ceil(DRAWING).max(1));
+    if bh > 1 || bw > 1 {
+        println!("; each character is a block of {bh} x {bw} entries");
+    }
+    for br in (0..rows).step_by(bh) {
+        let line: String = (0..cols)
+            .step_by(bw)
+            .map(|bc| {
+                let any = (br..(br + bh).min(rows)).any(|r| (bc..(bc + bw).min(cols)).any(|c| nonzero(r, c)));
+                if any { '#' } else { '.' }
+            })
+            .collect();
+        println!("{line}");
     }
 }

@@ -83,6 +83,11 @@ enum Command {
         /// one column per Float of the argument, in order.
         #[arg(long, value_name = "ARGS")]
         at: Option<String>,
+        /// With `--at`, draw the sparsity pattern (`#` nonzero, `.` zero)
+        /// instead of the numbers; large matrices are drawn in blocks, a block
+        /// being `#` if any of its entries is nonzero.
+        #[arg(long, requires = "at")]
+        sparsity: bool,
         /// Print the Jacobian as derived, before simplification.
         #[arg(long, conflicts_with = "at")]
         raw: bool,
@@ -138,8 +143,10 @@ fn main() -> ExitCode {
         Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
         Command::Laws(args) => laws::run(&args),
-        Command::Jacobian { file, func, at, raw, trace } => {
-            let how = if raw {
+        Command::Jacobian { file, func, at, sparsity, raw, trace } => {
+            let how = if sparsity {
+                deriv::Show::Sparsity
+            } else if raw {
                 deriv::Show::Raw
             } else if trace {
                 deriv::Show::Trace

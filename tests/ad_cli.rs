@@ -15,6 +15,16 @@ fn jacobian_at_a_point_is_the_dense_matrix() {
 }
 
 #[test]
+fn jacobian_sparsity_pattern() {
+    let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))", "--sparsity"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // sin 0 = 0: the first row depends only on its element.
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows, [".#..", "#.#.", "#..#"], "{stdout}");
+}
+
+#[test]
 fn jacobian_prints_linear_map_combinators() {
     let out = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "poly"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
