@@ -207,8 +207,8 @@ fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
     let sigs: Vec<(Item<'_>, Option<&Decl>)> =
         parsed.items.iter().map(|&it| (it, signature(db, it).as_ref())).collect();
     for (it, sig) in &sigs {
-        if let Some(s) = sig {
-            checker.declared_in_file(s, if located { it.spans(db).name } else { Span::default() });
+        if let Some(base) = sig.and_then(declared_base_name) {
+            checker.declared_in_file(base, if located { it.spans(db).name } else { Span::default() });
         }
     }
     let (mut before, mut resolved) = (Vec::new(), Vec::new());
@@ -227,6 +227,26 @@ fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
     }
     drop(checker);
     Scopes { before, resolved: resolved.into_iter().map(Option::flatten).collect(), table }
+}
+
+/// The base name a `def` or `edef` declares.
+fn declared_base_name(d: &Decl) -> Option<&str> {
+    match d {
+        Decl::Def(Def { name, .. }) | Decl::Edef(ksc_ir::Edef { name, .. }) => Some(&name.base),
+        _ => None,
+    }
+}
+
+/// The base names the file's `def`s and `edef`s declare, in order (for the
+/// note that a function is declared later in the file).
+#[salsa::tracked(returns(ref))]
+pub fn declared_names(db: &dyn Db, file: SourceFile) -> Vec<String> {
+    db.log_execution("declared_names".to_string());
+    parse_file(db, file)
+        .items
+        .iter()
+        .filter_map(|&it| signature(db, it).as_ref().and_then(declared_base_name).map(str::to_string))
+        .collect()
 }
 
 fn declared_name(d: &Decl) -> Option<FunName> {
@@ -313,10 +333,8 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     let mut table = scope(db, item).clone();
     let mut checker = Checker::new(&mut table, FileRef::Source);
     checker.unreadable = parsed.unreadable.iter().cloned().collect();
-    for &it in &parsed.items {
-        if let Some(s) = signature(db, it) {
-            checker.declared_in_file(s, Span::default());
-        }
+    for base in declared_names(db, item.file(db)) {
+        checker.declared_in_file(base, Span::default());
     }
     let mut decl = item.decl(db).clone();
     checker.check_decl(0, &mut decl, &DeclSpans::default());
@@ -339,8 +357,8 @@ pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic
     let mut checker = Checker::new(&mut table, FileRef::Source);
     checker.unreadable = parsed.unreadable.iter().cloned().collect();
     for &it in &parsed.items {
-        if let Some(s) = signature(db, it) {
-            checker.declared_in_file(s, it.spans(db).name);
+        if let Some(base) = signature(db, it).as_ref().and_then(declared_base_name) {
+            checker.declared_in_file(base, it.spans(db).name);
         }
     }
     let mut decl = item.decl(db).clone();

@@ -164,24 +164,25 @@ impl<'a> Checker<'a> {
     /// Check all declarations of a file, resolving names in place.
     pub fn check_file(&mut self, decls: &mut [Decl], spans: &[DeclSpans]) {
         for (d, s) in decls.iter().zip(spans) {
-            self.declared_in_file(d, s.name);
+            if let Decl::Def(Def { name, .. }) | Decl::Edef(ksc_ir::Edef { name, .. }) = d {
+                self.declared_in_file(&name.base, s.name);
+            }
         }
         for (i, (d, s)) in decls.iter_mut().zip(spans).enumerate() {
             self.check_decl(i, d, s);
         }
     }
 
-    /// Records that the file declares `decl` (its name at `name_span`), so
-    /// that a use before the declaration is reported as such. [`check_file`]
-    /// does this for every declaration before checking any; a caller
-    /// checking declarations one by one with [`check_decl`] does it first.
+    /// Records that the file has a `def` or `edef` of `base_name` (its name
+    /// at `name_span`), so that a use before the declaration is reported as
+    /// such. [`check_file`] does this for every declaration before checking
+    /// any; a caller checking declarations one by one with [`check_decl`]
+    /// does it first.
     ///
     /// [`check_file`]: Checker::check_file
     /// [`check_decl`]: Checker::check_decl
-    pub fn declared_in_file(&mut self, decl: &Decl, name_span: Span) {
-        if let Decl::Def(Def { name, .. }) | Decl::Edef(ksc_ir::Edef { name, .. }) = decl {
-            self.later.entry(name.base.clone()).or_insert(name_span);
-        }
+    pub fn declared_in_file(&mut self, base_name: &str, name_span: Span) {
+        self.later.entry(base_name.to_string()).or_insert(name_span);
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) -> &mut Diagnostic {

@@ -1,0 +1,240 @@
+//! Which queries re-execute after an edit (rust-analyzer's habit): the
+//! exact list, compared sorted (salsa validates dependencies in an order
+//! that is its own business). After every edit the incremental result is
+//! also compared with a compilation from scratch.
+
+use ksc_db::{analysis, derived_functions, file_diagnostics, Database, SourceFile};
+
+const PROGRAM: &str = r#"; A small program with two derivatives.
+(def sq Float (x : Float) (mul x x))
+(def cube Float (x : Float) (mul x (sq x)))
+(def shift Float (x : Float) (add x 1.0))
+(def shifted Float (x : Float) (shift x))
+(gdef rev [cube Float])
+(gdef fwd [shifted Float])
+(def main Integer () (print (cube 2.0) (shifted 1.0)))
+"#;
+
+/// Compiles everything (diagnostics, derivatives, the whole analysis) and
+/// returns the queries that executed, sorted, checking them against
+/// salsa's `WillExecute` events.
+fn compile(db: &Database, file: SourceFile) -> Vec<String> {
+    let _ = analysis(db, file);
+    executed(db)
+}
+
+fn executed(db: &Database) -> Vec<String> {
+    let e = db.take_executed();
+    assert_eq!(e.events, e.queries.len(), "every executed query describes itself: {:?}", e.queries);
+    let mut q = e.queries;
+    q.sort();
+    q
+}
+
+/// The incremental result equals a compilation from scratch.
+fn assert_same_as_scratch(db: &Database, file: SourceFile) {
+    let inc = analysis(db, file);
+    let scratch = ksc_db::analyze(file.text(db));
+    assert_eq!(inc.diagnostics, scratch.diagnostics);
+    let print = |a: &ksc_types::Analysis| {
+        let mut decls = a.source.decls.clone();
+        decls.extend(a.derived.iter().cloned().map(ksc_ir::Decl::Def));
+        ksc_ir::Program { decls }.to_string()
+    };
+    assert_eq!(print(&inc), print(&scratch));
+    assert_eq!(inc.source.spans, scratch.source.spans);
+}
+
+fn edit(db: &mut Database, file: SourceFile, from: &str, to: &str) {
+    let text = file.text(db).clone();
+    assert_eq!(text.matches(from).count(), 1, "`{from}` occurs once");
+    db.set_text(file, text.replace(from, to));
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+fn setup() -> (Database, SourceFile) {
+    let db = Database::new();
+    let file = db.add_file(PROGRAM.to_string());
+    let cold = compile(&db, file);
+    assert!(cold.contains(&"prelude".to_string()));
+    assert!(cold.contains(&"gdef_derived(gdef rev [cube Float])".to_string()), "{cold:#?}");
+    assert!(analysis(&db, file).diagnostics.is_empty(), "{:?}", analysis(&db, file).diagnostics);
+    (db, file)
+}
+
+#[test]
+fn editing_a_body_rederives_only_what_depends_on_it() {
+    let (mut db, file) = setup();
+    edit(&mut db, file, "(mul x x)", "(mul x (mul 1.0 x))");
+    assert_eq!(
+        compile(&db, file),
+        strings(&[
+            "parse_file",
+            // The edited definition: its signature is recomputed (and is
+            // unchanged, so no caller is re-checked), its body re-checked.
+            "signature(def sq)",
+            "checked(def sq)",
+            "item_diagnostics(def sq)",
+            // The text after the edit moved: the located table (for
+            // run-time error positions) is rebuilt, nothing is re-checked.
+            "located_scopes",
+            "def_of([sq Float])",
+            "callees([sq Float])",
+            // [rev cube] needs [rev sq]: re-derived. [fwd shifted] is not.
+            "gdef_derived(gdef rev [cube Float])",
+            "file_diagnostics",
+            "derived_functions",
+            "analysis",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+
+    // The other derivative depends on `shift` alone. It is re-derived,
+    // but the derivative of `x + c` does not depend on `c`: the result is
+    // the same, so nothing after it runs again.
+    edit(&mut db, file, "(add x 1.0)", "(add x 2.0)");
+    assert_eq!(
+        compile(&db, file),
+        strings(&[
+            "parse_file",
+            "signature(def shift)",
+            "checked(def shift)",
+            "item_diagnostics(def shift)",
+            "def_of([shift Float])",
+            "callees([shift Float])",
+            "gdef_derived(gdef fwd [shifted Float])",
+            "analysis",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+
+    // A change that changes [fwd shifted].
+    edit(&mut db, file, "(add x 2.0)", "(mul x 2.0)");
+    assert_eq!(
+        compile(&db, file),
+        strings(&[
+            "parse_file",
+            "signature(def shift)",
+            "checked(def shift)",
+            "item_diagnostics(def shift)",
+            "def_of([shift Float])",
+            "callees([shift Float])",
+            "gdef_derived(gdef fwd [shifted Float])",
+            "file_diagnostics",
+            "derived_functions",
+            "analysis",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+
+    // `main` is derived by nothing.
+    edit(&mut db, file, "(cube 2.0)", "(cube 3.0)");
+    assert_eq!(
+        compile(&db, file),
+        strings(&["parse_file", "signature(def main)", "checked(def main)", "item_diagnostics(def main)", "analysis"])
+    );
+    assert_same_as_scratch(&db, file);
+}
+
+#[test]
+fn moving_text_reruns_parsing_and_nothing_that_reads_only_core_ir() {
+    let (mut db, file) = setup();
+    // A comment, blank lines and spaces inside bodies: every declaration moves.
+    edit(&mut db, file, "; A small program", "; A longer comment\n\n; about a small program");
+    edit(&mut db, file, "(mul x (sq x))", "(mul   x\n   (sq x))");
+    let _ = file_diagnostics(&db, file);
+    let _ = derived_functions(&db, file);
+    assert_eq!(executed(&db), strings(&["parse_file"]));
+    // The analysis carries the positions (for run-time errors): it and the
+    // located table are rebuilt, nothing is checked or derived again.
+    assert_eq!(compile(&db, file), strings(&["located_scopes", "analysis"]));
+    assert_same_as_scratch(&db, file);
+}
+
+#[test]
+fn changing_a_signature_rechecks_the_declarations_that_see_it() {
+    let (mut db, file) = setup();
+    // Another result type: `shifted` sees a different `shift`.
+    edit(&mut db, file, "(def shift Float (x : Float) (add x 1.0))", "(def shift Bool (x : Float) true)");
+    let diagnostics = &analysis(&db, file).diagnostics;
+    let messages: Vec<&str> = diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(messages, ["the body of `shifted` has the wrong type"], "{diagnostics:#?}");
+    assert_eq!(
+        executed(&db),
+        strings(&[
+            "parse_file",
+            "signature(def shift)",
+            "file_scopes",
+            "located_scopes",
+            // Every scope is recomputed; those before `shift` compare equal.
+            "scope(def sq)",
+            "scope(def cube)",
+            "scope(def shift)",
+            "scope(def shifted)",
+            "scope(gdef rev [cube Float])",
+            "scope(gdef fwd [shifted Float])",
+            "scope(def main)",
+            // The declarations whose scope holds the new signature are
+            // re-checked (a scope is the whole table, so `gdef rev cube`
+            // and `main` are too); `sq` and `cube` are not.
+            "checked(def shift)",
+            "checked(def shifted)",
+            "checked(gdef rev [cube Float])",
+            "checked(gdef fwd [shifted Float])",
+            "checked(def main)",
+            "item_diagnostics(def shift)",
+            "item_diagnostics(def shifted)",
+            "declared_names",
+            // With an error, nothing is derived.
+            "file_diagnostics",
+            "analysis",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+}
+
+#[test]
+fn renaming_makes_diagnostics_appear_and_disappear() {
+    let (mut db, file) = setup();
+    edit(&mut db, file, "(def shift Float", "(def shoft Float");
+    let d = &analysis(&db, file).diagnostics;
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].message, "function `[shift Float]` is not in scope");
+    assert_eq!(d[0].notes, ["did you mean `shoft`?"]);
+    let at = d[0].span.start as usize;
+    assert!(file.text(&db)[at..].starts_with("(shift x)"));
+    assert_same_as_scratch(&db, file);
+
+    // Renaming the caller's use too makes it go away.
+    edit(&mut db, file, "(shift x)", "(shoft x)");
+    assert_eq!(analysis(&db, file).diagnostics, []);
+    assert_same_as_scratch(&db, file);
+
+    // And back: still clean, and the derivative is the one of `shift` again.
+    edit(&mut db, file, "(def shoft Float", "(def shift Float");
+    edit(&mut db, file, "(shoft x)", "(shift x)");
+    assert_eq!(analysis(&db, file).diagnostics, []);
+    assert_same_as_scratch(&db, file);
+}
+
+#[test]
+fn diagnostics_move_with_their_text() {
+    let (mut db, file) = setup();
+    edit(&mut db, file, "(print (cube 2.0)", "(print (cube 2)");
+    let before = analysis(&db, file).diagnostics.clone();
+    assert_eq!(before.len(), 1, "{before:#?}");
+    let _ = executed(&db);
+    edit(&mut db, file, "; A small program", ";;;; A small program");
+    let after = analysis(&db, file).diagnostics.clone();
+    assert_eq!(after[0].span.start, before[0].span.start + 3);
+    // Only the declaration with a diagnostic reads its positions again.
+    let ran = executed(&db);
+    assert!(ran.contains(&"item_diagnostics(def main)".to_string()), "{ran:#?}");
+    assert!(!ran.iter().any(|q| q.starts_with("checked")), "{ran:#?}");
+    assert_same_as_scratch(&db, file);
+}
