@@ -594,8 +594,21 @@ impl<'a> Lowerer<'a> {
                 let (_, elem_ty) = tensor_ty(ty)?;
                 let arr = fb.let_(Rhs::Alloc { dims: d.dims.clone(), elem: elem_ty.clone() }, ty.clone(), None);
                 let nest = self.open_nest(fb, &d.dims);
+                // Elements that live on the heap are copied down after each
+                // iteration, so the temporaries that computed them are freed.
+                let heap = needs_heap(&elem_ty);
+                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
                 let x = self.elem(fb, st, &LVal::Delayed(d.clone()), &elem_ty, &nest.idx, None)?;
                 let x = self.materialize_in(fb, st, x, &elem_ty)?;
+                let x = match mark {
+                    Some(Op::Var(m)) => {
+                        let keep = fb.var(elem_ty.clone(), Some("elem"), true);
+                        fb.emit(Stmt::DeclMut(keep, Some(x)));
+                        fb.emit(Stmt::CopyDown { mark: m, vars: vec![keep] });
+                        Op::Var(keep)
+                    }
+                    _ => x,
+                };
                 fb.emit(Stmt::Store { arr: arr.clone(), idx: nest.flat.clone(), val: x });
                 self.close_nest(fb, nest);
                 Ok(arr)
