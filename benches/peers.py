@@ -20,6 +20,8 @@ KIND = sys.argv[4] if len(sys.argv) > 4 else WORKLOAD
 
 
 def read_numbers(path):
+    if path.endswith(".bin"):  # raw little-endian doubles (large generated inputs)
+        return np.fromfile(path, dtype="<f8")
     with open(path) as f:
         return np.array(f.read().split(), dtype=np.float64)
 

@@ -18,7 +18,9 @@ least 0.5 s, up to 10 samples or 10 s), --no-install, --big (adds the large
 GMM sizes). Needs python3 (no packages), cc, cargo; stdlib only.
 """
 import argparse
+import array
 import datetime
+import itertools
 import json
 import math
 import os
@@ -92,28 +94,30 @@ def gen_gmm(path, n, k, d):
         f.write("1 0\n")
 
 
+def write_bin(path, xs):
+    """Raw little-endian doubles (the drivers and peers read `.bin` files so)."""
+    a = array.array("d", xs)
+    if sys.byteorder != "little":
+        a.byteswap()
+    with open(path, "wb") as f:
+        a.tofile(f)
+
+
 def gen_lse(path, n):
-    with open(path, "w") as f:
-        f.write(f"{n}\n")
-        write_numbers(f, (ranhashdoub(i) for i in range(n)), 1000)
+    """n, then x uniform in [0, 1) ($ranhashdoub of 0..n-1, as lse.ks's lse_data)."""
+    write_bin(path, itertools.chain([n], (ranhashdoub(i) for i in range(n))))
 
 
 def gen_micro(path, n):
+    """n, vectors u, v, r, s uniform in [0.5, 1.5), scalars a = 1.7, da = 0.3."""
     r = random.Random(7 + n)
-    with open(path, "w") as f:
-        f.write(f"{n}\n")
-        for _ in range(4):
-            write_numbers(f, (0.5 + r.random() for _ in range(n)), 1000)
-        f.write("1.7\n0.3\n")
+    write_bin(path, itertools.chain([n], (0.5 + r.random() for _ in range(4 * n)), [1.7, 0.3]))
 
 
 def gen_nnmf(path, m, n):
+    """m, n, w (m), h (n), A (m x n), uniform in [0.5, 1.5)."""
     r = random.Random(11 + n)
-    with open(path, "w") as f:
-        f.write(f"{m} {n}\n")
-        write_numbers(f, (0.5 + r.random() for _ in range(m)), 1000)
-        write_numbers(f, (0.5 + r.random() for _ in range(n)), 1000)
-        write_numbers(f, (0.5 + r.random() for _ in range(m * n)), 1000)
+    write_bin(path, itertools.chain([m, n], (0.5 + r.random() for _ in range(m + n + m * n))))
 
 
 def configs(args, datadir):
@@ -131,16 +135,16 @@ def configs(args, datadir):
             out.append(("gmm", "gmm", "gmm", f"n={n} d={d} K={k} (generated)", n * k * d * d, p,
                         lambda p=p, n=n, k=k, d=d: gen_gmm(p, n, k, d)))
     for n in (10000, 1280000):
-        p = os.path.join(datadir, f"lse_{n}.txt")
+        p = os.path.join(datadir, f"lse_{n}.bin")
         out.append(("lse", "lse", "lse", f"n={n}", n, p, lambda p=p, n=n: gen_lse(p, n)))
     out.append(("lstm", "lstm", "lstm", "l=2 c=1024", 2 * 1024,
                 os.path.join(DATA, "lstm", "lstm_l2_c1024.txt"), None))
     for n in (10 ** 6, 2 * 10 ** 6):
-        p = os.path.join(datadir, f"micro_{n}.txt")
+        p = os.path.join(datadir, f"micro_{n}.bin")
         for kind in ("dot", "max", "vadd_jvp", "vadd_vjp", "vscale_jvp", "vscale_vjp"):
             out.append(("micro", "micro", kind, f"n={n}", n, p, lambda p=p, n=n: gen_micro(p, n)))
     for n in (1000, 2000):
-        p = os.path.join(datadir, f"nnmf_1000x{n}.txt")
+        p = os.path.join(datadir, f"nnmf_1000x{n}.bin")
         out.append(("micro", "nnmf", "nnmf", f"m=1000 n={n}", n, p, lambda p=p, n=n: gen_nnmf(p, 1000, n)))
     if args.only:
         keep = args.only.split(",")

@@ -19,8 +19,7 @@ static ks_T1T1f rows(double *data, int r, int c) {
 
 static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool; (void)argc; (void)argv;
-    FILE *f = fopen(path, "r");
-    if (!f) { perror(path); exit(1); }
+    FILE *f = open_data(path);
     d = (int)rd(f); k = (int)rd(f); n = (int)rd(f);
     icf_size = d * (d + 1) / 2;
     alphas = xmalloc(sizeof(double) * k);

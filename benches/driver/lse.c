@@ -10,7 +10,7 @@ static ks_T1f kx;
 
 static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool; (void)argc; (void)argv;
-    FILE *f = fopen(path, "r");
+    FILE *f = open_data(path);
     n = (long)rd(f);
     x = xmalloc(sizeof(double) * n);
     g = xmalloc(sizeof(double) * n);

@@ -24,8 +24,7 @@ static double *readn(FILE *f, long n) {
 
 static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool; (void)argc; (void)argv;
-    FILE *f = fopen(path, "r");
-    if (!f) { perror(path); exit(1); }
+    FILE *f = open_data(path);
     l = (int)rd(f); c = (int)rd(f); b = (int)rd(f);
     if (b > 64) { fprintf(stderr, "b > 64\n"); exit(1); }
     mainp = readn(f, 2L * l * 4 * b);

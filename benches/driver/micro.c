@@ -32,8 +32,7 @@ static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool;
     if (argc < 1) { fprintf(stderr, "micro: which benchmark?\n"); exit(2); }
     kind = argv[0];
-    FILE *f = fopen(path, "r");
-    if (!f) { perror(path); exit(1); }
+    FILE *f = open_data(path);
     A = ks_arena_new();
     if (IS("nnmf")) {
         m = (long)rd(f); n = (long)rd(f);
