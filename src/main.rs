@@ -8,6 +8,7 @@ mod deriv;
 mod laws;
 mod native;
 mod render;
+mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -132,6 +133,15 @@ enum Command {
         /// The .ks file to format.
         file: PathBuf,
     },
+    /// Recompile a file every time it is saved, incrementally.
+    ///
+    /// Only what depends on an edit is recompiled: editing one definition's
+    /// body re-checks that body and re-derives the derivatives that use it.
+    /// Each build prints how long it took and which queries re-executed (by
+    /// stage and declaration), then the diagnostics. With `--run`, `main`
+    /// runs with the interpreter after every build without errors. Stop
+    /// with Ctrl-C.
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -142,6 +152,7 @@ fn main() -> ExitCode {
         Command::Run { file, native, .. } => native::run(&file, &native),
         Command::Build { file, out_dir, emit, native } => native::build(&file, out_dir.as_deref(), emit, &native),
         Command::Fmt { file } => fmt(&file),
+        Command::Watch(args) => watch::watch(&args),
         Command::Laws(args) => laws::run(&args),
         Command::Jacobian { file, func, at, sparsity, raw, trace } => {
             let how = if sparsity {

@@ -1,0 +1,41 @@
+//! `ksc watch`: rebuilds on save, says what it recompiled, reruns `main`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+#[test]
+fn watch_recompiles_the_edited_definition_and_reruns_main() {
+    let dir = std::env::temp_dir().join(format!("ksc-watch-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("w.ks");
+    let program = "(def f Float (x : Float) (mul x 2.0))\n\
+                   (def g Float (x : Float) (add x 1.0))\n\
+                   (gdef rev [f Float])\n\
+                   (def main Integer () (let (u (print (f 1.0) \"\\n\")) 0))\n";
+    std::fs::write(&path, program).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksc"))
+        .args(["watch", "--run", "--poll", "20", "--builds", "2"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map(Result::unwrap);
+    let first: Vec<String> = lines.by_ref().take_while(|l| !l.starts_with("[watch] ran")).collect();
+    assert!(first.iter().any(|l| l == "2"), "{first:#?}");
+    assert!(first.iter().any(|l| l.contains("checked: def f, def g, gdef rev [f Float], def main")), "{first:#?}");
+    // Some file systems keep modification times to the second: make sure the
+    // edit is seen as one.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&path, program.replace("(mul x 2.0)", "(mul x 3.0)")).unwrap();
+    let second: Vec<String> = lines.collect();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(second[0].starts_with("[watch] ") && second[0].contains(" compiled in "), "{second:#?}");
+    assert!(second.iter().any(|l| l == "[watch]   checked: def f"), "{second:#?}");
+    assert!(second.iter().any(|l| l == "[watch]   gdef_derived: gdef rev [f Float]"), "{second:#?}");
+    assert!(!second.iter().any(|l| l.contains("def g")), "g is not recompiled: {second:#?}");
+    assert!(second.iter().any(|l| l == "3"), "{second:#?}");
+    assert!(second.last().unwrap().starts_with("[watch] ran `main`"), "{second:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
