@@ -64,7 +64,7 @@ def machine():
     return f"{cpu}; {os.cpu_count()} CPUs; {platform.system()} {platform.release()}; {' '.join(cc)}"
 
 
-def write(results, base, opts, elapsed, ksc):
+def write(results, base, opts, elapsed, criterion=None):
     L = []
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M UTC")
     src = opts.get("ksc_source") if isinstance(opts, dict) else getattr(opts, "ksc_source", None)
@@ -177,6 +177,17 @@ def write(results, base, opts, elapsed, ksc):
                  "timed and checked.\n")
         for k, v in errs.items():
             L.append(f"- {k}: `{v}`")
+    if criterion:
+        L.append("\n## The compiler itself (criterion, `benches/compiler`)\n")
+        if "error" in criterion:
+            L.append(f"Not measured: {criterion['error']}")
+        else:
+            L.append("The phases on `ksc-examples/adbench/gmm.ks` (objective and `gdef rev`), in process, "
+                     "without the C compiler; criterion's confidence interval of the time per run.\n")
+            L.append("| phase | time (low, estimate, high) |")
+            L.append("|---|---|")
+            for k, v in criterion.items():
+                L.append(f"| {k.split('/', 1)[1]} | {v if isinstance(v, str) else ' '.join(v)} |")
     L.append(f"\nPlot: `{os.path.basename(base)}.svg` (derivative time against size, log scales, one line per tool "
              f"and workload).\n")
     with open(base + ".md", "w") as f:
@@ -285,4 +296,4 @@ def plot(results, path):
 
 if __name__ == "__main__":
     j = json.load(open(sys.argv[1]))
-    write(j["results"], sys.argv[1][:-5], j["opts"], j["elapsed"], None)
+    write(j["results"], sys.argv[1][:-5], j["opts"], j["elapsed"], j.get("criterion"))

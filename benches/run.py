@@ -360,6 +360,23 @@ def time_interleaved(workers, which, opts):
     return {tool: (min(s), statistics.median(s), len(s)) for tool, s in samples.items()}
 
 
+# ------------------------------------------------------------------ compiler
+def run_criterion(src):
+    """The criterion benchmarks of the compiler's phases (benches/compiler)
+    with a short budget: {phase: [low, estimate, high] as text}, or an error."""
+    log("criterion benchmarks of the compiler (benches/compiler) ...")
+    p = subprocess.run(["cargo", "bench", "-q", "--", "--warm-up-time", "1", "--measurement-time", "3"],
+                       cwd=os.path.join(src, "benches", "compiler"), capture_output=True, text=True)
+    out = {}
+    for line in p.stdout.splitlines():
+        if "time:" in line and line.startswith("gmm/"):
+            name, rest = line.split("time:")
+            out[name.strip()] = rest.strip().strip("[]")
+    if p.returncode != 0 or not out:
+        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1]}
+    return out
+
+
 # ------------------------------------------------------------------ main
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -371,6 +388,7 @@ def main():
                     help="address-space limit of the C workers in GiB (default 10; the machine is shared)")
     ap.add_argument("--ksc", help="use this ksc binary instead of building one")
     ap.add_argument("--ksc-rev", help="build ksc from a clean snapshot of this commit (e.g. HEAD)")
+    ap.add_argument("--no-criterion", action="store_true", help="skip the criterion benchmarks of the compiler")
     ap.add_argument("--no-install", action="store_true", help="do not run benches/setup_peers.sh")
     ap.add_argument("--out", default=os.path.join(BENCH, "results"), help="directory of the report")
     ap.add_argument("--tag", default=None, help="file name of the report (default: the date)")
@@ -428,6 +446,7 @@ def main():
                              text=True).stdout.strip()
         source = f"commit {rev}" + (" (clean snapshot)" if opts.ksc_rev else " plus the work tree's changes")
     opts.ksc_source = source
+    ksc_src = ROOT if opts.ksc else src
 
     workdir = os.path.join(BENCH, "build")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -485,13 +504,14 @@ def main():
             w.close()
         results.append(r)
         log("  " + ", ".join(f"{k} {v[0]:.3g}s" for k, v in r["time"].items()))
+    criterion = None if opts.no_criterion else run_criterion(ksc_src)
     elapsed = time.time() - started
     tag = opts.tag or datetime.datetime.now().strftime("%Y-%m-%d")
     os.makedirs(opts.out, exist_ok=True)
     with open(os.path.join(opts.out, tag + ".json"), "w") as f:
-        json.dump(dict(results=results, elapsed=elapsed, opts=vars(opts)), f, indent=1)
+        json.dump(dict(results=results, elapsed=elapsed, opts=vars(opts), criterion=criterion), f, indent=1)
     import report
-    report.write(results, os.path.join(opts.out, tag), opts, elapsed, ksc)
+    report.write(results, os.path.join(opts.out, tag), opts, elapsed, criterion)
     log(f"wrote {os.path.join(opts.out, tag)}.md and .svg in {elapsed:.0f} s")
 
 
