@@ -69,7 +69,8 @@ def write(results, base, opts, elapsed, criterion=None):
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M UTC")
     src = opts.get("ksc_source") if isinstance(opts, dict) else getattr(opts, "ksc_source", None)
     L.append(f"# Benchmarks, {date}\n")
-    L.append(f"Produced by `python3 benches/run.py` in {elapsed / 60:.1f} min on {machine()}. ksc built from "
+    cmd = (opts.get("command") if isinstance(opts, dict) else getattr(opts, "command", None)) or "python3 benches/run.py"
+    L.append(f"Produced by `{cmd.strip()}` in {elapsed / 60:.1f} min on {machine()}. ksc built from "
              f"{src}. Specification: `shared/docs/benchmarks.md`.\n")
     ms = getattr(opts, "min_time", None)
     if isinstance(opts, dict):
@@ -212,13 +213,19 @@ def summary(results):
     if gmm:
         rk = [R(r, "ksc") for r in gmm]
         native = [x for x in rk if x]
-        gm = geomean(native) if len(native) == len(rk) else None
-        L.append(f"- GMM, geometric-mean R <= 3.0: ksc {fmt_r(gm) if gm else 'not measured (derivative not native)'}; "
+        gm = geomean(native)
+        part = "" if len(native) == len(rk) else f" over the {len(native)} of {len(rk)} sizes where it ran"
+        L.append(f"- GMM, geometric-mean R <= 3.0: ksc {fmt_r(gm) if gm else 'not measured'}{part}; "
                  f"C ref {fmt_r(geomean([R(r, 'ref') for r in gmm]))}, JAX {fmt_r(geomean([R(r, 'jax') for r in gmm]))}, "
                  f"PyTorch {fmt_r(geomean([R(r, 'torch') for r in gmm]))}.")
         ob = geomean([ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')) for r in gmm])
         L.append(f"- GMM, ksc / reference <= 1.3 (derivative), <= 1.1 (objective): objective geometric mean "
-                 f"{fmt_r(ob)}; derivative {'not measured' if not native else fmt_r(geomean([ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')) for r in gmm]))}.")
+                 f"{fmt_r(ob)}; derivative {'not measured' if not native else fmt_r(geomean([ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')) for r in gmm])) + part}.")
+        for r in gmm:
+            if "d=64" in r["label"]:
+                x = ratio(counted(r, "ksc", "grad"), counted(r, "jax", "grad"))
+                L.append(f"- GMM {r['label']}, ksc / JAX <= 2 (derivative): "
+                         f"{fmt_r(x) if x else 'not measured (ksc failed: see Failures)'}.")
     lse = by.get("lse", [])
     for r in lse:
         L.append(f"- LSE {r['label']}: R ksc {fmt_r(R(r, 'ksc'))} (target <= 5; <= 1.3 at n = 1.28M), C ref "
@@ -227,6 +234,21 @@ def summary(results):
         L.append(f"- LSTM {r['label']}: R <= 2.8: ksc {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not measured (derivative not native)'}; "
                  f"C ref {fmt_r(R(r, 'ref'))}, JAX {fmt_r(R(r, 'jax'))}, PyTorch {fmt_r(R(r, 'torch'))}; "
                  f"objective ksc / ref {fmt_r(ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')))}.")
+    for r in by.get("lstm", []):
+        mk, mr = r["mem"].get("ksc"), r["mem"].get("ref")
+        if mk and mr:
+            L.append(f"- LSTM {r['label']} memory (<= 2x the minimal tape): peak resident set ksc {mk / 1024:.0f} MiB, "
+                     f"C reference (which stores the gate values of every step) {mr / 1024:.0f} MiB.")
+    micro = [r for r in results if r["workload"] == "micro"]
+    kinds = sorted({r["kind"] for r in micro})
+    scal = []
+    for k in kinds:
+        rs = sorted([r for r in micro if r["kind"] == k], key=lambda r: r["size"])
+        if len(rs) >= 2:
+            x = ratio(counted(rs[-1], "ksc", "grad"), counted(rs[0], "ksc", "grad"))
+            scal.append(f"{k} {fmt_r(x)}" + ("" if x is None or x <= 2.2 else " (not met)"))
+    if scal:
+        L.append("- Micro scaling time(2n)/time(n) <= 2.2, ksc: " + ", ".join(scal) + ".")
     scalar = [r for r in results if r["workload"] in ("gmm", "lse", "lstm") or r["kind"] in ("dot", "max", "nnmf")]
     bad = [f"{name_of(r)} {r['label']} ({fmt_r(R(r, 'ksc'))})" for r in scalar if R(r, "ksc") and R(r, "ksc") > 5]
     L.append(f"- Every scalar gradient R <= 5 (where ksc's derivative runs natively): "

@@ -446,6 +446,7 @@ def main():
                              text=True).stdout.strip()
         source = f"commit {rev}" + (" (clean snapshot)" if opts.ksc_rev else " plus the work tree's changes")
     opts.ksc_source = source
+    opts.command = "python3 benches/run.py " + " ".join(sys.argv[1:])
     ksc_src = ROOT if opts.ksc else src
 
     workdir = os.path.join(BENCH, "build")
