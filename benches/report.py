@@ -269,15 +269,17 @@ def plot(results, path):
         f = name_of(r)
         if f not in fams:
             fams.append(f)
-    W, H, PW, PH = 1100, 220 * ((len(fams) + 3) // 4) + 60, 250, 180
+    W, H, PW, PH = 1100, 240 * ((len(fams) + 3) // 4) + 60, 250, 180
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
            '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="10" y="18" font-size="14">Derivative time (s) against size, log scales; one line per tool</text>']
+           '<text x="10" y="18" font-size="14">Derivative time (s) against size, log scales; one line per tool</text>',
+           '<text x="10" y="32" font-size="10">x: problem size (GMM: n K d^2; LSE, micro: n; LSTM: one size; NNMF: columns); '
+           'a missing point: the tool failed or was not correct there</text>']
     for i, t in enumerate(TOOLS):
         out.append(f'<rect x="{620 + i * 110}" y="8" width="14" height="4" fill="{COLOURS[t]}"/>'
                    f'<text x="{638 + i * 110}" y="14">{NAMES[t]}</text>')
     for fi, fam in enumerate(fams):
-        ox, oy = 20 + (fi % 4) * (PW + 20) + 40, 40 + (fi // 4) * (PH + 40)
+        ox, oy = 20 + (fi % 4) * (PW + 20) + 40, 50 + (fi // 4) * (PH + 60)
         rs = sorted([r for r in results if name_of(r) == fam], key=lambda r: r["size"])
         pts = {t: [(r["size"], counted(r, t, "grad")) for r in rs if counted(r, t, "grad")] for t in TOOLS}
         allp = [p for v in pts.values() for p in v]
@@ -301,8 +303,9 @@ def plot(results, path):
                 out.append(f'<line x1="{ox}" x2="{ox + PW - 40}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
                            f'<text x="{ox - 4}" y="{yy + 3:.1f}" text-anchor="end">1e{e}</text>')
         for r in rs:
-            out.append(f'<text x="{X(r["size"]):.1f}" y="{oy + PH - 18}" text-anchor="middle" font-size="8">'
-                       f'{r["label"].split(" (")[0].replace("n=1000 ", "")}</text>')
+            lx, ly = X(r["size"]), oy + PH - 22
+            out.append(f'<text x="{lx:.1f}" y="{ly}" text-anchor="end" font-size="8" '
+                       f'transform="rotate(-30 {lx:.1f} {ly})">{r["label"].split(" (")[0].replace("n=1000 ", "")}</text>')
         for t in TOOLS:
             p = pts[t]
             if not p:
