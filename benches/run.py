@@ -25,6 +25,7 @@ import json
 import math
 import os
 import random
+import select
 import shutil
 import statistics
 import subprocess
@@ -42,6 +43,7 @@ TOOLS = ["ksc", "ref", "jax", "torch"]
 TOOL_NAMES = {"ksc": "ksc", "ref": "C reference", "jax": "JAX", "torch": "PyTorch"}
 TOL_KSC = 1e-8
 TOL_FD = 1e-4
+ASK_TIMEOUT = 600  # seconds for one request to a worker
 
 
 def log(*a):
@@ -264,7 +266,9 @@ class Worker:
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf, text=True,
                                   env=env, preexec_fn=lambda: self.limits(core, mem_limit))
         line = self.read(timeout)
-        if line != "ready":
+        if line is None:
+            self.fail(f"did not start within {timeout} s")
+        elif line != "ready":
             self.fail(f"did not start ({line!r})")
 
     @staticmethod
@@ -289,6 +293,13 @@ class Worker:
         self.close()
 
     def read(self, timeout=None):
+        """One line of the worker's answer, or None after `timeout` seconds
+        (one answer per request, so nothing is left in the pipe's buffer)."""
+        if timeout is not None:
+            ready, _, _ = select.select([self.p.stdout], [], [], timeout)
+            if not ready:
+                self.p.kill()
+                return None
         line = self.p.stdout.readline()
         return line.strip()
 
@@ -301,7 +312,10 @@ class Worker:
         except (BrokenPipeError, OSError):
             self.fail("died")
             return None
-        line = self.read()
+        line = self.read(ASK_TIMEOUT)
+        if line is None:
+            self.fail(f"timed out ({ASK_TIMEOUT} s) on `{cmd}`")
+            return None
         if not line or line.startswith("error"):
             self.fail(f"failed on `{cmd}`")
             return None
