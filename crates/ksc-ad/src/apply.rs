@@ -1121,89 +1121,73 @@ impl Rev<'_, '_> {
             })
             .cloned()
             .collect();
-        let saved_indexed = self.indexed.clone();
-        for g in &indexed {
-            self.indexed.insert(g.clone(), i.clone());
-        }
+        let others: Vec<String> = outer.iter().filter(|g| !indexed.contains(g)).cloned().collect();
         let n1 = import(b, self.src, n);
         let nv = self.emit(b, "n", n1);
-        // Each iteration's cotangent: r[i].
-        let iv = b.var(&i, ity.clone());
-        let rv = b.var(&r.0, r.1.clone());
-        let ri = b.prim(Prim::Index, vec![iv, rv]);
-        let ri_name = b.fresh_name("ri");
-        let elem_ty = b.ty(ri);
-        let inner = self.sub_block(b, body, (ri_name.clone(), elem_ty), &outer, false);
-        self.indexed = saved_indexed;
-        let inner = inner?;
-        let inner = {
+        // The loop's body transposed, seeded with r[i], returning the tuple
+        // of its contributions to `targets`.
+        let body_for = |this: &mut Self, b: &mut Builder, targets: &[String]| -> R<ExprId> {
+            let saved_indexed = this.indexed.clone();
+            for g in &indexed {
+                this.indexed.insert(g.clone(), i.clone());
+            }
+            let iv = b.var(&i, ity.clone());
+            let rv = b.var(&r.0, r.1.clone());
+            let ri = b.prim(Prim::Index, vec![iv, rv]);
+            let ri_name = b.fresh_name("ri");
+            let elem_ty = b.ty(ri);
+            let inner = this.sub_block(b, body, (ri_name.clone(), elem_ty), targets, false);
+            this.indexed = saved_indexed;
+            let inner = inner?;
             let ty = b.ty(inner);
-            b.body.alloc_typed(Expr::Let(Pat::Var(ri_name), ri, inner), ty)
+            let inner = b.body.alloc_typed(Expr::Let(Pat::Var(ri_name), ri, inner), ty);
+            Ok(b.lam(&i, ity.clone(), inner))
         };
-        let lam2 = b.lam(&i, ity.clone(), inner);
-        if indexed.is_empty() {
+        // Contributions to other maps are summed directly (no iteration's
+        // contributions are kept), so a one-hot contribution becomes an
+        // in-place accumulation in the loop IR.
+        if !others.is_empty() {
+            let lam = body_for(self, b, &others)?;
             let n2 = b.var(&nv.0, nv.1.clone());
-            let sum = b.prim(Prim::Sumbuild, vec![n2, lam2]);
+            let sum = b.prim(Prim::Sumbuild, vec![n2, lam]);
             // An empty loop contributes zeros.
-            let zeros = outer.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
+            let zeros = others.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
             let zeros = b.tuple(zeros);
             let empty = is_empty(b, &nv);
             let ty = b.ty(sum);
             let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
-            self.scatter(b, result, &outer);
+            self.scatter(b, result, &others);
+        }
+        if indexed.is_empty() {
             return Ok(());
         }
-        // The contributions of every iteration, kept: the indexed ones are
-        // the elements of their vector's cotangent, the others are summed.
+        // The vectors read at the loop's index: their cotangents are built
+        // element by element from each iteration's contribution (the body's
+        // backward pass runs a second time for them if there are others).
+        let lam = body_for(self, b, &indexed)?;
         let n2 = b.var(&nv.0, nv.1.clone());
-        let per_iteration = b.prim(Prim::Build, vec![n2, lam2]);
+        let per_iteration = b.prim(Prim::Build, vec![n2, lam]);
         let t = self.emit(b, "t", per_iteration);
-        let k = outer.len() as u32;
-        for (j, g) in outer.iter().enumerate() {
-            let pick = |b: &mut Builder, idx: ExprId| {
-                let tv = b.var(&t.0, t.1.clone());
-                let row = b.prim(Prim::Index, vec![idx, tv]);
-                b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row])
-            };
-            let contribution = if indexed.contains(g) {
-                // build (size w) (λq. if q < n then t[q].j else 0)
-                let w = self.witness_expr(b, g)?;
-                let size = b.prim(Prim::Size, vec![w]);
-                let nn = nv.clone();
-                let w_elem_zero = |b: &mut Builder, q: ExprId, this: &Self| -> R<ExprId> {
-                    let w = this.witness_expr(b, g)?;
-                    let wq = b.prim(Prim::Index, vec![q, w]);
-                    Ok(b.zero_tangent(wq))
-                };
-                let q = b.fresh_name("q");
-                let qv = b.var(&q, Type::Integer);
-                let nvar = b.var(&nn.0, nn.1.clone());
-                let inside = b.call(
-                    FunName::typed("lt", Type::Tuple(vec![Type::Integer, Type::Integer])),
-                    vec![qv, nvar],
-                    Type::Bool,
-                );
-                let q1 = b.var(&q, Type::Integer);
-                let hit = pick(b, q1);
-                let q2 = b.var(&q, Type::Integer);
-                let miss = w_elem_zero(b, q2, self)?;
-                let ty = b.ty(hit);
-                let body = b.body.alloc_typed(Expr::If(inside, hit, miss), ty);
-                let lam = b.lam(&q, Type::Integer, body);
-                b.prim(Prim::Build, vec![size, lam])
-            } else {
-                let q = b.fresh_name("q");
-                let qv = b.var(&q, Type::Integer);
-                let body = pick(b, qv);
-                let lam = b.lam(&q, Type::Integer, body);
-                let n3 = b.var(&nv.0, nv.1.clone());
-                let sum = b.prim(Prim::Sumbuild, vec![n3, lam]);
-                let zero = self.zero_for(b, g)?;
-                let (n4, z) = (b.var(&nv.0, nv.1.clone()), b.integer(0));
-                let empty = b.prim(Prim::Eq, vec![n4, z]);
-                let ty = b.ty(sum);
-                b.body.alloc_typed(Expr::If(empty, zero, sum), ty)
-            };
+        let k = indexed.len() as u32;
+        for (j, g) in indexed.iter().enumerate() {
+            // build (size w) (λq. if q < n then t[q].j else 0)
+            let w = self.witness_expr(b, g)?;
+            let size = b.prim(Prim::Size, vec![w]);
+            let q = b.fresh_name("q");
+            let qv = b.var(&q, Type::Integer);
+            let nvar = b.var(&nv.0, nv.1.clone());
+            let inside =
+                b.call(FunName::typed("lt", Type::Tuple(vec![Type::Integer, Type::Integer])), vec![qv, nvar], Type::Bool);
+            let (q1, tv) = (b.var(&q, Type::Integer), b.var(&t.0, t.1.clone()));
+            let row = b.prim(Prim::Index, vec![q1, tv]);
+            let hit = b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row]);
+            let (q2, w2) = (b.var(&q, Type::Integer), self.witness_expr(b, g)?);
+            let wq = b.prim(Prim::Index, vec![q2, w2]);
+            let miss = b.zero_tangent(wq);
+            let ty = b.ty(hit);
+            let body = b.body.alloc_typed(Expr::If(inside, hit, miss), ty);
+            let lam = b.lam(&q, Type::Integer, body);
+            let contribution = b.prim(Prim::Build, vec![size, lam]);
             let c = self.emit(b, "r", contribution);
             self.contribs.entry(g.clone()).or_default().push(c);
         }
