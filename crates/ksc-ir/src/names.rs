@@ -9,56 +9,9 @@ use std::fmt;
 
 use crate::types::Type;
 
-/// A derivation that may wrap a function name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Derivation {
-    /// `[D f] : S -> LM S T`, the full Jacobian.
-    D,
-    /// `[fwd f] : (S, dS) -> dT`
-    Fwd,
-    /// `[rev f] : (S, dT) -> dS`
-    Rev,
-    /// `[CL f]`: f through the categorical language and back.
-    CL,
-    /// `[shape f] : S -> st(T)`
-    Shape,
-    /// `[suffwdpass f] : S -> (T, residuals)`
-    SufFwdPass,
-    /// `[sufrevpass [f S]] : (dT, residuals) -> dS`
-    SufRevPass,
-    /// `[sufrev f] : (S, dT) -> dS`
-    SufRev,
-}
-
-impl Derivation {
-    pub const ALL: [Derivation; 8] = [
-        Derivation::D,
-        Derivation::Fwd,
-        Derivation::Rev,
-        Derivation::CL,
-        Derivation::Shape,
-        Derivation::SufFwdPass,
-        Derivation::SufRevPass,
-        Derivation::SufRev,
-    ];
-
-    pub fn keyword(self) -> &'static str {
-        match self {
-            Derivation::D => "D",
-            Derivation::Fwd => "fwd",
-            Derivation::Rev => "rev",
-            Derivation::CL => "CL",
-            Derivation::Shape => "shape",
-            Derivation::SufFwdPass => "suffwdpass",
-            Derivation::SufRevPass => "sufrevpass",
-            Derivation::SufRev => "sufrev",
-        }
-    }
-
-    pub fn from_keyword(s: &str) -> Option<Derivation> {
-        Derivation::ALL.into_iter().find(|d| d.keyword() == s)
-    }
-}
+/// The derivations that may wrap a function name; the parser's vocabulary
+/// is the IR's, so there is one definition.
+pub use ksc_syntax::ast::Derivation;
 
 /// A function name: a base identifier, its base argument type (known once the
 /// name is resolved, or when written `[f T]`), and the derivations around it,

@@ -147,13 +147,21 @@ pub enum TypeKind {
 /// The derivations that may wrap a function name: `[D f]`, `[rev f]`, ...
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Derivation {
+    /// `[D f] : S -> LM S T`, the full Jacobian.
     D,
+    /// `[fwd f] : (S, dS) -> dT`
     Fwd,
+    /// `[rev f] : (S, dT) -> dS`
     Rev,
+    /// `[CL f]`: f through the categorical language and back.
     CL,
+    /// `[shape f] : S -> st(T)`
     Shape,
+    /// `[suffwdpass f] : S -> (T, residuals)`
     SufFwdPass,
+    /// `[sufrevpass [f S]] : (dT, residuals) -> dS`
     SufRevPass,
+    /// `[sufrev f] : (S, dT) -> dS`
     SufRev,
 }
 

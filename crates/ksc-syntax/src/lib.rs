@@ -38,7 +38,7 @@ mod parse;
 pub mod sexpr;
 
 pub use ast::Span;
-pub use parse::{is_reserved, RESERVED};
+pub use parse::{edit_distance, is_reserved, RESERVED};
 
 /// A syntax error: where, and what is wrong.
 #[derive(Clone, Debug, PartialEq)]

@@ -78,8 +78,9 @@ impl Item<'_> {
 
 /// Edit distance between two short words: insertions, deletions,
 /// substitutions and transpositions of adjacent characters each cost 1
-/// (optimal string alignment distance).
-fn edit_distance(a: &str, b: &str) -> usize {
+/// (optimal string alignment distance). Shared with the type checker's
+/// "did you mean" notes.
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     // d[i][j] = distance between a[..i] and b[..j]
     let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];

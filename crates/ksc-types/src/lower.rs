@@ -69,7 +69,7 @@ pub fn lower_decl(d: &ast::Decl) -> (Decl, DeclSpans) {
         ast::Decl::Gdef(d) => {
             spans.name = d.fun.span;
             spans.params = d.derivation_span;
-            Decl::Gdef(Gdef { derivation: lower_derivation(d.derivation), fun: lower_fun_name(&d.fun) })
+            Decl::Gdef(Gdef { derivation: d.derivation, fun: lower_fun_name(&d.fun) })
         }
         ast::Decl::Rule(r) => {
             spans.name = r.name_span;
@@ -101,20 +101,6 @@ pub fn lower_type(t: &ast::Type) -> Type {
     }
 }
 
-pub fn lower_derivation(d: ast::Derivation) -> ksc_ir::Derivation {
-    use ksc_ir::Derivation as D;
-    match d {
-        ast::Derivation::D => D::D,
-        ast::Derivation::Fwd => D::Fwd,
-        ast::Derivation::Rev => D::Rev,
-        ast::Derivation::CL => D::CL,
-        ast::Derivation::Shape => D::Shape,
-        ast::Derivation::SufFwdPass => D::SufFwdPass,
-        ast::Derivation::SufRevPass => D::SufRevPass,
-        ast::Derivation::SufRev => D::SufRev,
-    }
-}
-
 pub fn lower_fun_name(n: &ast::FunName) -> FunName {
     match &n.kind {
         ast::FunNameKind::Base { name, base_ty } => FunName {
@@ -123,7 +109,7 @@ pub fn lower_fun_name(n: &ast::FunName) -> FunName {
             base_ty: base_ty.as_ref().map(lower_type),
         },
         ast::FunNameKind::Derived { derivation, inner } => {
-            lower_fun_name(inner).derived(lower_derivation(*derivation))
+            lower_fun_name(inner).derived(*derivation)
         }
     }
 }
