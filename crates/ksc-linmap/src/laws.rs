@@ -212,6 +212,28 @@ fn float_shape(g: &mut Gen) -> Shape {
     floats(shape(g))
 }
 
+/// One to three maps out of `s`, each into a fresh shape (the blocks of
+/// a vertical concatenation).
+fn maps_from(g: &mut Gen, s: &Shape) -> Vec<MapSpec> {
+    (0..arity(g))
+        .map(|_| {
+            let t = shape(g);
+            map(g, s, &t)
+        })
+        .collect()
+}
+
+/// One to three maps into `t`, each out of a fresh shape (the blocks
+/// of a horizontal concatenation).
+fn maps_into(g: &mut Gen, t: &Shape) -> Vec<MapSpec> {
+    (0..arity(g))
+        .map(|_| {
+            let s = shape(g);
+            map(g, &s, t)
+        })
+        .collect()
+}
+
 fn map(g: &mut Gen, s: &Shape, t: &Shape) -> MapSpec {
     MapSpec::arbitrary(g, s, t, 2)
 }
@@ -606,11 +628,8 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let s = shape(g);
-            let ms = (0..arity(g)).map(|_| {
-                let t = shape(g);
-                map(g, &s, &t)
-            });
-            Instance::Map(M::Transpose(bx(M::VCat(ms.collect()))))
+            let ms = maps_from(g, &s);
+            Instance::Map(M::Transpose(bx(M::VCat(ms))))
         },
     },
     Law {
@@ -626,11 +645,8 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let t = shape(g);
-            let ms = (0..arity(g)).map(|_| {
-                let s = shape(g);
-                map(g, &s, &t)
-            });
-            Instance::Map(M::Transpose(bx(M::HCat(ms.collect()))))
+            let ms = maps_into(g, &t);
+            Instance::Map(M::Transpose(bx(M::HCat(ms))))
         },
     },
     Law {
@@ -805,12 +821,7 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let s = shape(g);
-            let ms = (0..arity(g))
-                .map(|_| {
-                    let t = shape(g);
-                    map(g, &s, &t)
-                })
-                .collect();
+            let ms = maps_from(g, &s);
             Instance::Apply(M::VCat(ms), Numbers::arbitrary(g))
         },
     },
@@ -837,12 +848,7 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let t = shape(g);
-            let ms = (0..arity(g))
-                .map(|_| {
-                    let s = shape(g);
-                    map(g, &s, &t)
-                })
-                .collect();
+            let ms = maps_into(g, &t);
             Instance::Apply(M::HCat(ms), Numbers::arbitrary(g))
         },
     },
@@ -1063,12 +1069,7 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let s = shape(g);
-            let ms = (0..arity(g))
-                .map(|_| {
-                    let t = shape(g);
-                    map(g, &s, &t)
-                })
-                .collect();
+            let ms = maps_from(g, &s);
             Instance::ApplyR(Numbers::arbitrary(g), M::VCat(ms))
         },
     },
@@ -1093,12 +1094,7 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let t = shape(g);
-            let ms = (0..arity(g))
-                .map(|_| {
-                    let s = shape(g);
-                    map(g, &s, &t)
-                })
-                .collect();
+            let ms = maps_into(g, &t);
             Instance::ApplyR(Numbers::arbitrary(g), M::HCat(ms))
         },
     },

@@ -26,6 +26,32 @@ enum Acc {
     Tuple(Vec<Acc>),
 }
 
+/// Mutable variables holding the leaves of a fold's or scan's accumulator,
+/// initialised with `leaves`.
+fn fold_vars(fb: &mut FnBuilder, leaves: &[(Op, Type)]) -> Vec<VarId> {
+    leaves
+        .iter()
+        .map(|(o, t)| {
+            let var = fb.var(t.clone(), Some("acc"), true);
+            fb.emit(Stmt::DeclMut(var, Some(o.clone())));
+            var
+        })
+        .collect()
+}
+
+/// The accumulator's current value: a snapshot of its leaf variables,
+/// reassembled into `acc_ty`.
+fn read_fold_vars(fb: &mut FnBuilder, vars: &[VarId], acc_ty: &Type) -> LVal {
+    let cur: Vec<Op> = vars
+        .iter()
+        .map(|&var| {
+            let t = fb.ty(var).clone();
+            fb.let_(Rhs::Copy(Op::Var(var)), t, None)
+        })
+        .collect();
+    crate::lower::rebuild(acc_ty, &mut cur.into_iter())
+}
+
 fn is_number(t: &Type) -> bool {
     matches!(t, Type::Float | Type::Integer)
 }
@@ -251,26 +277,12 @@ impl Lowerer<'_> {
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
                 let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
-                let vars: Vec<VarId> = leaves
-                    .iter()
-                    .map(|(o, t)| {
-                        let var = fb.var(t.clone(), Some("acc"), true);
-                        fb.emit(Stmt::DeclMut(var, Some(o.clone())));
-                        var
-                    })
-                    .collect();
+                let vars = fold_vars(fb, &leaves);
                 let dims = self.dims_of(fb, &v, 1)?;
                 let heap = needs_heap(&acc_ty);
                 let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
                 let nest = self.nest_open(fb, &dims);
-                let cur: Vec<Op> = vars
-                    .iter()
-                    .map(|&var| {
-                        let t = fb.ty(var).clone();
-                        fb.let_(Rhs::Copy(Op::Var(var)), t, None)
-                    })
-                    .collect();
-                let acc = crate::lower::rebuild(&acc_ty, &mut cur.into_iter());
+                let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
                 let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
                 let new = self.leaves_of(fb, st, r, &acc_ty)?;
@@ -282,14 +294,7 @@ impl Lowerer<'_> {
                     fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }
                 self.nest_close(fb, nest);
-                let out: Vec<Op> = vars
-                    .iter()
-                    .map(|&var| {
-                        let t = fb.ty(var).clone();
-                        fb.let_(Rhs::Copy(Op::Var(var)), t, None)
-                    })
-                    .collect();
-                Ok(crate::lower::rebuild(&acc_ty, &mut out.into_iter()))
+                Ok(read_fold_vars(fb, &vars, &acc_ty))
             }
             Prim::Scan => {
                 // The accumulators of a fold, stored: out[i] before step i,
@@ -300,29 +305,12 @@ impl Lowerer<'_> {
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
                 let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
-                let vars: Vec<VarId> = leaves
-                    .iter()
-                    .map(|(o, t)| {
-                        let var = fb.var(t.clone(), Some("acc"), true);
-                        fb.emit(Stmt::DeclMut(var, Some(o.clone())));
-                        var
-                    })
-                    .collect();
+                let vars = fold_vars(fb, &leaves);
                 let dims = self.dims_of(fb, &v, 1)?;
                 let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
                 let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, ty.clone(), Some("accs"));
-                let current = |fb: &mut FnBuilder| -> LVal {
-                    let cur: Vec<Op> = vars
-                        .iter()
-                        .map(|&var| {
-                            let t = fb.ty(var).clone();
-                            fb.let_(Rhs::Copy(Op::Var(var)), t, None)
-                        })
-                        .collect();
-                    crate::lower::rebuild(&acc_ty, &mut cur.into_iter())
-                };
                 let nest = self.nest_open(fb, &dims);
-                let acc = current(fb);
+                let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
@@ -332,7 +320,7 @@ impl Lowerer<'_> {
                     fb.emit(Stmt::Set(var, o));
                 }
                 self.nest_close(fb, nest);
-                let last = current(fb);
+                let last = read_fold_vars(fb, &vars, &acc_ty);
                 let stored = self.materialize_val(fb, st, last, &acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
                 Ok(LVal::Op(out))
