@@ -56,10 +56,10 @@ pub enum Show {
 }
 
 pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCode {
-    let Ok((analysis, _)) = crate::analyze(path) else { return ExitCode::from(1) };
+    let Ok((analysis, sources)) = crate::analyze(path) else { return ExitCode::from(1) };
     if let Some(args) = at {
         return match find(&analysis, func) {
-            Ok(f) => dense_at(path, f, args, how == Show::Sparsity),
+            Ok(f) => dense_at(sources.source_text(), f, args, how == Show::Sparsity),
             Err(m) => {
                 eprintln!("error: {m}");
                 ExitCode::from(2)
@@ -128,9 +128,8 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
 
 /// The Jacobian of `f` at the point `args`, as a dense matrix computed
 /// column by column with `[fwd f]`.
-fn dense_at(path: &Path, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
+fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
-    let Ok(text) = std::fs::read_to_string(path) else { return ExitCode::from(2) };
     // The point, as a definition appended to the program.
     let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
     let extended = format!("{text}\n(def ksc$at {} () {args})\n", f.arg_ty());

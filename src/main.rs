@@ -290,21 +290,27 @@ fn fmt(path: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The interpreter recurses on the program's calls; give it a deep stack.
-const INTERPRETER_STACK: usize = 1 << 30;
-
-fn run(path: &Path) -> ExitCode {
-    let (analysis, sources) = match analyze(path) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
+/// `analyze`, for `ksc run`: the program must define `main`.
+fn analyze_main(path: &Path) -> Result<(Analysis, Sources, ksc_ir::FunName), ExitCode> {
+    let (analysis, sources) = analyze(path)?;
     let Some(main) = analysis.main() else {
         let mut d = Diagnostic::error(FileRef::Source, ksc_syntax::Span::default(), "this program has no `main`");
         d.note("`ksc run` calls `(def main Integer () ...)`; define it to run the program");
         sources.emit(&[d]);
-        return ExitCode::from(FAILURE);
+        return Err(ExitCode::from(FAILURE));
     };
     let main_name = main.name.clone();
+    Ok((analysis, sources, main_name))
+}
+
+/// The interpreter recurses on the program's calls; give it a deep stack.
+const INTERPRETER_STACK: usize = 1 << 30;
+
+fn run(path: &Path) -> ExitCode {
+    let (analysis, sources, main_name) = match analyze_main(path) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     let result = std::thread::scope(|s| {
         let worker = std::thread::Builder::new().stack_size(INTERPRETER_STACK).spawn_scoped(s, || {
             let stdout = std::io::stdout();

@@ -9,10 +9,10 @@ use ksc_codegen_c::{compile_c, run_executable, Artefact, CcConfig, Outcome, Site
 use ksc_eval::RuntimeError;
 use ksc_ir::{FunName, Type};
 use ksc_lower::ir::{Module, SiteId};
-use ksc_types::{Analysis, Diagnostic, FileRef, PRELUDE_SOURCE};
+use ksc_types::{Analysis, FileRef, PRELUDE_SOURCE};
 
 use crate::render::PRELUDE_NAME;
-use crate::{analyze, runtime_diagnostic, FAILURE, USAGE};
+use crate::{analyze, analyze_main, runtime_diagnostic, FAILURE, USAGE};
 
 /// Options of native compilation shared by `run` and `build`.
 #[derive(Args, Clone, Debug, Default)]
@@ -95,18 +95,11 @@ fn internal_error(what: &str) -> ExitCode {
 
 /// `ksc run FILE`: compile natively and run `main`.
 pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
-    let (analysis, sources) = match analyze(path) {
+    let (analysis, sources, main_name) = match analyze_main(path) {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let Some(main) = analysis.main() else {
-        let mut d = Diagnostic::error(FileRef::Source, ksc_syntax::Span::default(), "this program has no `main`");
-        d.note("`ksc run` calls `(def main Integer () ...)`; define it to run the program");
-        sources.emit(&[d]);
-        return ExitCode::from(FAILURE);
-    };
-    let main_name = main.name.clone();
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = sources.source_text();
     let display = path.display().to_string();
     let module = match lower(&analysis, std::slice::from_ref(&main_name), opts) {
         Ok(m) => m,
@@ -164,11 +157,11 @@ fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64]) -> Runt
 
 /// `ksc build FILE`: write the C, header and compiled artefacts.
 pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptions) -> ExitCode {
-    let (analysis, _sources) = match analyze(path) {
+    let (analysis, sources) = match analyze(path) {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = sources.source_text();
     let display = path.display().to_string();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
     let stem: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();

@@ -26,6 +26,11 @@ impl Sources {
         Sources { files, source, prelude }
     }
 
+    /// The text of the program, as read once by `analyze`.
+    pub fn source_text(&self) -> &str {
+        self.files.get(self.source).expect("the source file is always added").source()
+    }
+
     fn id(&self, f: FileRef) -> usize {
         match f {
             FileRef::Source => self.source,
