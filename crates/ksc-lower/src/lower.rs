@@ -394,6 +394,15 @@ pub(crate) fn lval_op(v: &LVal) -> R<Op> {
     }
 }
 
+/// The `n` components of a tuple value of type `ty`, splitting a single
+/// operand into its fields.
+pub(crate) fn parts(fb: &mut FnBuilder, v: LVal, ty: &Type, n: usize) -> R<Vec<LVal>> {
+    match v {
+        LVal::Op(o) => components(split(fb, o, ty), n),
+        v => components(v, n),
+    }
+}
+
 pub(crate) fn components(v: LVal, n: usize) -> R<Vec<LVal>> {
     match v {
         LVal::Tuple(vs) if vs.len() == n => Ok(vs),
@@ -695,10 +704,7 @@ impl<'a> Lowerer<'a> {
                     }
                     Pat::Tuple(xs) => {
                         let ts = tuple_tys(&rty)?.to_vec();
-                        let vs = match v {
-                            LVal::Op(o) => components(split(fb, o, &rty), xs.len())?,
-                            v => components(v, xs.len())?,
-                        };
+                        let vs = parts(fb, v, &rty, xs.len())?;
                         for ((x, v), t) in xs.iter().zip(vs).zip(&ts) {
                             let v = self.keep_delayed_if_used_once(fb, st, ctx, v, t, x, *next)?;
                             let v = name_value(fb, v, x);
@@ -829,10 +835,7 @@ impl<'a> Lowerer<'a> {
                     return Ok(vec![v]);
                 }
                 let ty = self.ty(ctx, arg)?;
-                match v {
-                    LVal::Op(o) => components(split(fb, o, &ty), n),
-                    v => components(v, n),
-                }
+                parts(fb, v, &ty, n)
             }
         }
     }

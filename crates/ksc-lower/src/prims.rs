@@ -8,7 +8,7 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    bin, check_type, components, default_lval, index_lval, index_ops, internal, lval_op, split, tensor_ty,
+    bin, check_type, components, default_lval, parts, index_lval, index_ops, internal, lval_op, split, tensor_ty,
     tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
 };
 
@@ -114,10 +114,7 @@ impl Lowerer<'_> {
                 let t = self.type_of(ctx, arg)?;
                 let ts = tuple_tys(&t)?.to_vec();
                 let v = self.lower_expr(fb, st, ctx, arg)?;
-                let vs = match v {
-                    LVal::Op(o) => components(split(fb, o, &t), k)?,
-                    v => components(v, k)?,
-                };
+                let vs = parts(fb, v, &t, k)?;
                 Ok(vs.into_iter().zip(ts).map(|(v, t)| Arg::Val(v, t)).collect())
             }
         }
@@ -362,10 +359,7 @@ impl Lowerer<'_> {
                     .collect();
                 let nest = self.nest_open(fb, &dims);
                 let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
-                let xs = match x {
-                    LVal::Op(o) => components(split(fb, o, &elem), comps.len())?,
-                    x => components(x, comps.len())?,
-                };
+                let xs = parts(fb, x, &elem, comps.len())?;
                 for ((x, t), out) in xs.into_iter().zip(&comps).zip(&outs) {
                     let o = self.materialize_val(fb, st, x, t)?;
                     fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: o });
@@ -463,10 +457,7 @@ impl Lowerer<'_> {
             Prim::Copydown | Prim::Inline => Ok(args[0].val()?.0.clone()),
             Prim::Get { index, arity } => {
                 let (v, vt) = args[0].val()?;
-                let comps = match v.clone() {
-                    LVal::Op(o) => components(split(fb, o, vt), arity as usize)?,
-                    v => components(v, arity as usize)?,
-                };
+                let comps = parts(fb, v.clone(), vt, arity as usize)?;
                 comps
                     .into_iter()
                     .nth(index as usize - 1)
@@ -482,10 +473,7 @@ impl Lowerer<'_> {
                     (vec![(sh, sht)], vec![ty.clone()])
                 } else {
                     let ts = tuple_tys(&sht)?.to_vec();
-                    let vs = match sh {
-                        LVal::Op(o) => components(split(fb, o, &sht), ts.len())?,
-                        v => components(v, ts.len())?,
-                    };
+                    let vs = parts(fb, sh, &sht, ts.len())?;
                     (vs.into_iter().zip(ts).collect(), tuple_tys(&ty)?.to_vec())
                 };
                 let mut outs = Vec::new();
@@ -621,10 +609,7 @@ impl Lowerer<'_> {
                 Acc::Scalar(var, ty.clone())
             }
             Type::Tuple(ts) => {
-                let vs = match first {
-                    LVal::Op(o) => components(split(fb, o, ty), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, first, ty, ts.len())?;
                 let mut accs = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
                     accs.push(self.new_acc(fb, st, v, t)?);
@@ -704,10 +689,7 @@ impl Lowerer<'_> {
             }
             Acc::Tuple(accs) => {
                 let ts = tuple_tys(ty)?.to_vec();
-                let vs = match v {
-                    LVal::Op(o) => components(split(fb, o, ty), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, v, ty, ts.len())?;
                 for ((a, v), t) in accs.iter().zip(vs).zip(&ts) {
                     self.accumulate_lval(fb, st, a, v, t, site)?;
                 }
@@ -782,10 +764,7 @@ impl Lowerer<'_> {
                 match pat {
                     ksc_ir::Pat::Var(x) => inner = inner.with_binding(x, v),
                     ksc_ir::Pat::Tuple(xs) => {
-                        let vs = match v {
-                            LVal::Op(o) => components(split(fb, o, &rty), xs.len())?,
-                            v => components(v, xs.len())?,
-                        };
+                        let vs = parts(fb, v, &rty, xs.len())?;
                         for (x, v) in xs.iter().zip(vs) {
                             inner = inner.with_binding(x, v);
                         }
@@ -812,14 +791,8 @@ impl Lowerer<'_> {
             }
             Type::Tuple(ts) => {
                 let bts = tuple_tys(bt)?.to_vec();
-                let avs = match a {
-                    LVal::Op(o) => components(split(fb, o, at), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
-                let bvs = match b {
-                    LVal::Op(o) => components(split(fb, o, bt), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let avs = parts(fb, a, at, ts.len())?;
+                let bvs = parts(fb, b, bt, ts.len())?;
                 let mut out = Vec::new();
                 for (((a, b), t), u) in avs.into_iter().zip(bvs).zip(ts).zip(&bts) {
                     out.push(self.ts_add_vals(fb, st, a, t, b, u, site)?);
@@ -842,10 +815,7 @@ impl Lowerer<'_> {
         match t {
             Type::Float => Ok(LVal::Op(bin(fb, BinOp::FMul, lval_op(&v)?, k))),
             Type::Tuple(ts) => {
-                let vs = match v {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, v, t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
                     out.push(self.ts_scale(fb, st, k.clone(), v, t)?);
@@ -875,10 +845,7 @@ impl Lowerer<'_> {
                 Ok(LVal::Op(fb.let_(Rhs::Un(UnOp::INeg, lval_op(&v)?, s), Type::Integer, None)))
             }
             Type::Tuple(ts) => {
-                let vs = match v {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, v, t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
                     out.push(self.ts_neg(fb, st, v, t, site)?);
@@ -906,14 +873,8 @@ impl Lowerer<'_> {
             Type::Float => Ok(bin(fb, BinOp::FMul, lval_op(&a)?, lval_op(&b)?)),
             Type::Tuple(ts) if ts.is_empty() => Ok(Op::Float(0.0)),
             Type::Tuple(ts) => {
-                let avs = match a {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
-                let bvs = match b {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let avs = parts(fb, a, t, ts.len())?;
+                let bvs = parts(fb, b, t, ts.len())?;
                 let mut acc = Op::Float(0.0);
                 for ((a, b), t) in avs.into_iter().zip(bvs).zip(ts) {
                     let d = self.ts_dot(fb, st, a, b, t, site)?;
@@ -949,14 +910,8 @@ impl Lowerer<'_> {
             Type::Bool => scalar(bin(fb, BinOp::BEq, lval_op(&a)?, lval_op(&b)?)),
             Type::String => scalar(bin(fb, BinOp::SEq, lval_op(&a)?, lval_op(&b)?)),
             Type::Tuple(ts) => {
-                let avs = match a {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
-                let bvs = match b {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let avs = parts(fb, a, t, ts.len())?;
+                let bvs = parts(fb, b, t, ts.len())?;
                 let mut acc = Op::Bool(true);
                 for ((a, b), t) in avs.into_iter().zip(bvs).zip(ts) {
                     let e = self.equal(fb, st, a, b, t)?;
@@ -1004,10 +959,7 @@ impl Lowerer<'_> {
             Type::Bool => LVal::Op(Op::Bool(false)),
             Type::String => LVal::Op(Op::Str(String::new())),
             Type::Tuple(ts) => {
-                let vs = match v.clone() {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, v.clone(), t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.iter().zip(ts) {
                     out.push(self.zero_like(fb, st, v, t)?);
@@ -1083,10 +1035,7 @@ impl Lowerer<'_> {
         }
         match t {
             Type::Tuple(ts) => {
-                let vs = match v {
-                    LVal::Op(o) => components(split(fb, o, t), ts.len())?,
-                    v => components(v, ts.len())?,
-                };
+                let vs = parts(fb, v, t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
                     out.push(self.shape(fb, st, v, t)?);
@@ -1132,10 +1081,7 @@ impl Lowerer<'_> {
             Type::Float | Type::Integer | Type::Bool | Type::String => default_lval(t),
             Type::Tuple(ts) => match st_ty {
                 Type::Tuple(ss) if ss.len() == ts.len() => {
-                    let vs = match s {
-                        LVal::Op(o) => components(split(fb, o, st_ty), ts.len())?,
-                        v => components(v, ts.len())?,
-                    };
+                    let vs = parts(fb, s, st_ty, ts.len())?;
                     let mut out = Vec::new();
                     for ((v, s), t) in vs.into_iter().zip(ss).zip(ts) {
                         out.push(self.zero_from_shape(fb, st, v, s, t)?);
