@@ -138,6 +138,29 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
             return Some(if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) });
         }
     }
+    // A vector of maps written out element by element (the Jacobian of
+    // `Vec_init`): V(Vec_init m1..mk) ⊙ dx = Vec_init (m1 ⊙ dx) .. (mk ⊙ dx),
+    // r ⊙ᴿ V(Vec_init m1..mk) = Σj r[j] ⊙ᴿ mj.
+    if let Some(v) = ksc_linmap::builder::call_of(b.body, map, Prim::LmVCatV).map(|a| a[1]) {
+        if let Some((Prim::VecInit, maps)) = prim_call(b.body, v) {
+            let mut terms = Vec::new();
+            for (j, m) in maps.into_iter().enumerate() {
+                let o = b.copy(other);
+                terms.push(if fwd {
+                    b.prim(Prim::LmApply, vec![m, o])
+                } else {
+                    let jv = b.integer(j as i64);
+                    let rj = b.prim(Prim::Index, vec![jv, o]);
+                    b.prim(Prim::LmApplyR, vec![rj, m])
+                });
+            }
+            return Some(if fwd {
+                b.prim(Prim::VecInit, terms)
+            } else {
+                terms.into_iter().reduce(|acc, t| b.prim(Prim::TsAdd, vec![acc, t]))?
+            });
+        }
+    }
     // Through binding forms: (let x = r in m) ⊙ dx = let x = r in (m ⊙ dx).
     match b.expr(map).clone() {
         Expr::Let(pat, r, m) => {
