@@ -8,11 +8,14 @@
 //!   and its printer.
 //! - [`lower`]: lowering with fusion of `build` into its consumers, inlining,
 //!   scalar replacement of tuples, in-place accumulation, hash-consing.
+//! - `accum`: in-place accumulation of sums through tuples, `if`, `let`
+//!   and projections of their terms.
 //! - [`opt`]: loop-invariant code motion, CSE, DCE, arena scopes.
 //! - [`names`]: C names of definitions (the original's mangling).
 //!
 //! [`compile`] runs the whole pipeline.
 
+mod accum;
 mod builder;
 pub mod ir;
 pub mod lower;

@@ -17,8 +17,10 @@
 //!   arguments' lowered values bound to the parameters), so fusion works
 //!   across definitions (`sum (mul a v)` with the prelude's `mul`);
 //! - `sumbuild` and `sum` of tensors accumulate in place into one
-//!   accumulator, and a `deltaVec` (one-hot vector) added into an
-//!   accumulator becomes `acc[i] += v` ([`Lowerer::accumulate_expr`]).
+//!   accumulator, looking into each term ([`crate::accum`]): a `deltaVec`
+//!   (one-hot vector) becomes `acc[i] += v`, tuples, `if`, `let` and
+//!   projections are followed, so a reverse pass's contributions are never
+//!   built before they are added.
 //!
 //! Every check the interpreter makes (bounds, assertions, overflow, sizes)
 //! becomes a `Check` statement at the site of the Core expression the
@@ -78,15 +80,31 @@ struct Env(Option<Rc<EnvNode>>);
 
 struct EnvNode {
     name: String,
-    val: LVal,
+    val: Bound,
     next: Env,
+}
+
+/// What a variable is bound to.
+#[derive(Clone)]
+pub(crate) enum Bound {
+    Val(LVal),
+    /// A pure expression not evaluated yet, in its own context: the
+    /// right-hand side of a `let` whose variable is only added into
+    /// accumulators ([`crate::accum`]), evaluated where it is added in.
+    /// Any other use evaluates it there.
+    Pending(ExprId, Ctx),
+    /// A tuple bound component by component.
+    Parts(Vec<Bound>),
 }
 
 impl Env {
     fn bind(&self, name: &str, val: LVal) -> Env {
+        self.bind_as(name, Bound::Val(val))
+    }
+    fn bind_as(&self, name: &str, val: Bound) -> Env {
         Env(Some(Rc::new(EnvNode { name: name.to_string(), val, next: self.clone() })))
     }
-    fn get(&self, name: &str) -> Option<&LVal> {
+    fn get(&self, name: &str) -> Option<&Bound> {
         let mut cur = &self.0;
         while let Some(n) = cur {
             if n.name == name {
@@ -148,6 +166,9 @@ pub struct Lowerer<'a> {
     queue: Vec<(usize, FuncId)>,
     /// The C name of each definition.
     c_names: Vec<String>,
+    /// How many more Core expressions may be copied into both branches of
+    /// an `if` by the accumulation's join points ([`crate::accum`]).
+    pub(crate) join_budget: usize,
 }
 
 /// The largest body (in Core expressions) that is inlined.
@@ -247,6 +268,7 @@ impl<'a> Lowerer<'a> {
             funcs: Vec::new(),
             queue: Vec::new(),
             c_names,
+            join_budget: crate::accum::JOIN_BUDGET,
         }
     }
 
@@ -679,7 +701,10 @@ impl<'a> Lowerer<'a> {
                 Lit::String(s) => Op::Str(s.clone()),
             })),
             Expr::Var(v) => match ctx.env.get(v) {
-                Some(x) => Ok(x.clone()),
+                Some(b) => {
+                    let b = b.clone();
+                    self.force_bound(fb, st, &b)
+                }
                 None => internal(format!("variable `{v}` is not in scope")),
             },
             Expr::Tuple(es) => {
@@ -695,24 +720,7 @@ impl<'a> Lowerer<'a> {
                 if matches!(v, LVal::Never) {
                     return Ok(LVal::Never);
                 }
-                let mut env = ctx.env.clone();
-                match pat {
-                    Pat::Var(x) => {
-                        let v = self.keep_delayed_if_used_once(fb, st, ctx, v, &rty, x, *next)?;
-                        let v = name_value(fb, v, x);
-                        env = env.bind(x, v);
-                    }
-                    Pat::Tuple(xs) => {
-                        let ts = tuple_tys(&rty)?.to_vec();
-                        let vs = parts(fb, v, &rty, xs.len())?;
-                        for ((x, v), t) in xs.iter().zip(vs).zip(&ts) {
-                            let v = self.keep_delayed_if_used_once(fb, st, ctx, v, t, x, *next)?;
-                            let v = name_value(fb, v, x);
-                            env = env.bind(x, v);
-                        }
-                    }
-                }
-                let ctx = Ctx { env, ..ctx.clone() };
+                let ctx = self.bind_pat(fb, st, ctx, pat, v, &rty, *next)?;
                 self.lower(fb, st, &ctx, *next, tail)
             }
             Expr::If(c, t, f) => {
@@ -787,8 +795,57 @@ impl<'a> Lowerer<'a> {
                 Ok(default_lval(t))
             }
             Expr::Call(Callee::Fun(name), arg) => self.lower_call(fb, st, ctx, e, name, *arg, tail),
-            Expr::Call(Callee::Prim(p), arg) => self.lower_prim(fb, st, ctx, e, *p, *arg),
+            Expr::Call(Callee::Prim(p), arg) => {
+                if let Prim::Get { .. } = p {
+                    if let Some(v) = self.lower_part(fb, st, ctx, e)? {
+                        return Ok(v);
+                    }
+                }
+                self.lower_prim(fb, st, ctx, e, *p, *arg)
+            }
         }
+    }
+
+    /// The value of a bound variable, evaluating what is pending.
+    pub(crate) fn force_bound(&mut self, fb: &mut FnBuilder, st: &mut FnState, b: &Bound) -> R<LVal> {
+        match b {
+            Bound::Val(v) => Ok(v.clone()),
+            Bound::Pending(e, at) => self.lower(fb, st, at, *e, Tail::No),
+            Bound::Parts(ps) => Ok(LVal::Tuple(ps.iter().map(|p| self.force_bound(fb, st, p)).collect::<R<_>>()?)),
+        }
+    }
+
+    /// `ctx` with `pat` bound to the value `v` (of type `ty`) of a `let`
+    /// whose body is `scope`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn bind_pat(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        pat: &Pat,
+        v: LVal,
+        ty: &Type,
+        scope: ExprId,
+    ) -> R<Ctx> {
+        let mut env = ctx.env.clone();
+        match pat {
+            Pat::Var(x) => {
+                let v = self.keep_delayed_if_used_once(fb, st, ctx, v, ty, x, scope)?;
+                let v = name_value(fb, v, x);
+                env = env.bind(x, v);
+            }
+            Pat::Tuple(xs) => {
+                let ts = tuple_tys(ty)?.to_vec();
+                let vs = parts(fb, v, ty, xs.len())?;
+                for ((x, v), t) in xs.iter().zip(vs).zip(&ts) {
+                    let v = self.keep_delayed_if_used_once(fb, st, ctx, v, t, x, scope)?;
+                    let v = name_value(fb, v, x);
+                    env = env.bind(x, v);
+                }
+            }
+        }
+        Ok(Ctx { env, ..ctx.clone() })
     }
 
     /// A value bound to `x` in `scope`: a delayed tensor stays delayed only
@@ -1165,6 +1222,11 @@ pub(crate) fn default_op(t: &Type) -> Op {
     }
 }
 
+/// Does `x` occur free in `e`?
+pub(crate) fn occurs(body: &ksc_ir::Body, e: ExprId, x: &str) -> bool {
+    uses(body, e, x).count > 0
+}
+
 /// How a variable is used in an expression.
 #[derive(Default, Debug)]
 pub(crate) struct Uses {
@@ -1319,5 +1381,11 @@ impl Delayed {
 impl Ctx {
     pub(crate) fn with_binding(&self, name: &str, v: LVal) -> Ctx {
         Ctx { env: self.env.bind(name, v), ..self.clone() }
+    }
+    pub(crate) fn with_bound(&self, name: &str, b: Bound) -> Ctx {
+        Ctx { env: self.env.bind_as(name, b), ..self.clone() }
+    }
+    pub(crate) fn bound(&self, name: &str) -> Option<Bound> {
+        self.env.get(name).cloned()
     }
 }

@@ -13,7 +13,7 @@ use crate::lower::{
 };
 
 /// An accumulator being added into in place.
-enum Acc {
+pub(crate) enum Acc {
     /// A Float or Integer in a mutable variable.
     Scalar(VarId, Type),
     /// A scalar element `arr[idx]` of a tensor.
@@ -131,7 +131,7 @@ impl Lowerer<'_> {
     }
 
     /// Does evaluating `e` print (directly or through a call)?
-    fn has_effect(&self, ctx: &Ctx, e: ExprId) -> bool {
+    pub(crate) fn has_effect(&self, ctx: &Ctx, e: ExprId) -> bool {
         let body = self.body(ctx);
         let mut stack = vec![e];
         while let Some(e) = stack.pop() {
@@ -637,7 +637,7 @@ impl Lowerer<'_> {
     }
 
     /// An accumulator for element `flat` of tensor `arr` with elements of type `elem`.
-    fn slot_acc(&mut self, fb: &mut FnBuilder, arr: Op, flat: Op, elem: &Type) -> Acc {
+    pub(crate) fn slot_acc(&mut self, fb: &mut FnBuilder, arr: Op, flat: Op, elem: &Type) -> Acc {
         match elem {
             Type::Float | Type::Integer => Acc::Slot(arr, flat, elem.clone()),
             Type::Tensor(..) => {
@@ -651,7 +651,7 @@ impl Lowerer<'_> {
 
     /// `acc += v` in place (`ts_add` semantics: Integers checked, Bools and
     /// Strings keep the accumulator, tensors must have equal sizes).
-    fn accumulate_lval(&mut self, fb: &mut FnBuilder, st: &mut FnState, acc: &Acc, v: LVal, ty: &Type, site: SiteId) -> R<()> {
+    pub(crate) fn accumulate_lval(&mut self, fb: &mut FnBuilder, st: &mut FnState, acc: &Acc, v: LVal, ty: &Type, site: SiteId) -> R<()> {
         match acc {
             Acc::Scalar(var, t) => {
                 let x = lval_op(&v)?;
@@ -696,87 +696,6 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
-    }
-
-    /// `acc += e` in place for a tensor accumulator, looking into `e`: a
-    /// `deltaVec` adds into one element, a `build` adds element by element,
-    /// `ts_add a b` adds `a` then `b`.
-    fn accumulate_expr(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, acc: &Acc, e: ExprId, site: SiteId) -> R<()> {
-        let Acc::Tensor(arr, t) = acc else {
-            let ty = self.type_of(ctx, e)?;
-            let v = self.lower_expr(fb, st, ctx, e)?;
-            return self.accumulate_lval(fb, st, acc, v, &ty, site);
-        };
-        let (rank, elem) = tensor_ty(t)?;
-        let body = self.body(ctx);
-        match &body.exprs[e] {
-            Expr::Call(Callee::Prim(Prim::DeltaVec), a) if matches!(&body.exprs[*a], Expr::Tuple(es) if es.len() == 3) => {
-                let Expr::Tuple(es) = &body.exprs[*a] else { return internal("deltaVec") };
-                let es = es.clone();
-                let dsite = self.site_of(ctx, e);
-                let n = self.lower_expr(fb, st, ctx, es[0])?;
-                let i = self.lower_expr(fb, st, ctx, es[1])?;
-                let v = self.lower_expr(fb, st, ctx, es[2])?;
-                let dims = index_ops(&n)?;
-                self.sizes_check(fb, &dims, "deltaVec", dsite);
-                let idx = index_ops(&i)?;
-                let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
-                self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
-                let mut ok: Option<Op> = None;
-                for (i, d) in idx.iter().zip(&dims) {
-                    let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-                    let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-                    let c = bin(fb, BinOp::And, lo, hi);
-                    ok = Some(match ok {
-                        None => c,
-                        Some(o) => bin(fb, BinOp::And, o, c),
-                    });
-                }
-                let mut flat = idx[0].clone();
-                fb.push_block();
-                for (i, d) in idx.iter().zip(&dims).skip(1) {
-                    let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
-                    flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
-                }
-                let slot = self.slot_acc(fb, arr.clone(), flat, &elem);
-                self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
-                let then = fb.pop_block();
-                fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
-                Ok(())
-            }
-            Expr::Call(Callee::Prim(Prim::TsAdd), a) if matches!(&body.exprs[*a], Expr::Tuple(es) if es.len() == 2) => {
-                let Expr::Tuple(es) = &body.exprs[*a] else { return internal("ts_add") };
-                let (x, y) = (es[0], es[1]);
-                let tx = self.type_of(ctx, x)?;
-                let ty = self.type_of(ctx, y)?;
-                if tx != *t || ty != *t {
-                    let v = self.lower_expr(fb, st, ctx, e)?;
-                    return self.accumulate_lval(fb, st, acc, v, t, site);
-                }
-                self.accumulate_expr(fb, st, ctx, acc, x, site)?;
-                self.accumulate_expr(fb, st, ctx, acc, y, site)
-            }
-            Expr::Let(pat, rhs, next) => {
-                let rty = self.type_of(ctx, *rhs)?;
-                let v = self.lower_expr(fb, st, ctx, *rhs)?;
-                let v = self.force_val(fb, st, v, &rty)?;
-                let mut inner = ctx.clone();
-                match pat {
-                    ksc_ir::Pat::Var(x) => inner = inner.with_binding(x, v),
-                    ksc_ir::Pat::Tuple(xs) => {
-                        let vs = parts(fb, v, &rty, xs.len())?;
-                        for (x, v) in xs.iter().zip(vs) {
-                            inner = inner.with_binding(x, v);
-                        }
-                    }
-                }
-                self.accumulate_expr(fb, st, &inner, acc, *next, site)
-            }
-            _ => {
-                let v = self.lower_expr(fb, st, ctx, e)?;
-                self.accumulate_lval(fb, st, acc, v, t, site)
-            }
-        }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -1,0 +1,566 @@
+//! In-place accumulation through the structure of an expression.
+//!
+//! `acc += e` (a term of a `sumbuild` or `sum` added into its accumulator)
+//! does not build the value of `e` first. It looks into `e`:
+//!
+//! - a tuple adds its components into the accumulator's components, and a
+//!   projection `get$i$n` adds that component of its argument;
+//! - `if` adds its branches under the condition, `assert` checks and adds
+//!   its body, `ts_add a b` adds `a` then `b`;
+//! - a `deltaVec` adds into one element (`acc[i] += v`), and a `sumbuild`
+//!   adds each of its terms (no accumulator of its own is allocated);
+//! - a `let` whose variable is only added in (the accumulation positions
+//!   above, at most once per component it projects, outside any lambda) is
+//!   *deferred*: its right-hand side is accumulated where the variable is
+//!   used. When it is used at several components and its right-hand side
+//!   is an `if`, the rest of the expression is copied into both branches (a
+//!   join point, within a size budget) so the condition and each branch's
+//!   bindings are evaluated once.
+//!
+//! This is what makes reverse mode accumulate cotangents in place: a loop's
+//! backward pass returns, per iteration, a tuple of contributions to the
+//! outer variables (one-hot vectors, sums of them, branch results bound by
+//! `let` and taken apart by projections), and that tuple is never built.
+//! Anything else is lowered as a value and added element by element.
+
+use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type};
+
+use crate::builder::FnBuilder;
+use crate::ir::*;
+use crate::lower::{
+    bin, index_lval, index_ops, internal, lval_op, occurs, parts, tensor_ty, tuple_tys, Bound, Ctx, FnState, LVal, Lowerer, R,
+};
+use crate::prims::Acc;
+
+/// A projection: component numbers (from 1), the first applied first.
+type Path = Vec<u32>;
+
+/// How an occurrence of a variable is used.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Its value (projected) is added into an accumulator.
+    Acc,
+    /// Anything else.
+    Value,
+}
+
+/// The Core expressions that join points may copy in one lowering.
+pub(crate) const JOIN_BUDGET: usize = 20_000;
+/// The largest rest-of-expression copied into both branches of an `if`.
+const JOIN_SIZE: usize = 400;
+
+/// Does evaluating projection `a` overlap evaluating projection `b`?
+fn overlap(a: &[u32], b: &[u32]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// Can a value used this way be left pending: only added in, and no part
+/// of it twice?
+fn deferrable(us: &[(Path, Kind)]) -> bool {
+    us.iter().all(|(_, k)| *k == Kind::Acc)
+        && us.iter().enumerate().all(|(i, (p, _))| us[i + 1..].iter().all(|(q, _)| !overlap(p, q)))
+}
+
+/// The uses of component `k` of a tuple used as `us`.
+fn component_uses(us: &[(Path, Kind)], k: u32) -> Vec<(Path, Kind)> {
+    us.iter()
+        .filter_map(|(p, kind)| match p.split_first() {
+            None => Some((Vec::new(), *kind)),
+            Some((&j, rest)) if j == k => Some((rest.to_vec(), *kind)),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// `e` as `get$..(x)`: the projection path, if it is one.
+fn alias_path(body: &Body, mut e: ExprId, x: &str) -> Option<Path> {
+    let mut path = Vec::new();
+    loop {
+        match &body.exprs[e] {
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), a) => {
+                path.push(*index);
+                e = *a;
+            }
+            Expr::Var(v) if v == x => {
+                path.reverse();
+                return Some(path);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The number of Core expressions in `e`, counted up to `cap`.
+fn size(body: &Body, e: ExprId, cap: usize) -> usize {
+    let mut n = 0;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        n += 1;
+        if n > cap {
+            break;
+        }
+        stack.extend(children(body, e));
+    }
+    n
+}
+
+fn children(body: &Body, e: ExprId) -> Vec<ExprId> {
+    match &body.exprs[e] {
+        Expr::Call(_, a) | Expr::Lam(_, _, a) => vec![*a],
+        Expr::Tuple(es) => es.clone(),
+        Expr::Let(_, r, b) | Expr::Assert(r, b) => vec![*r, *b],
+        Expr::If(c, t, f) => vec![*c, *t, *f],
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
+    }
+}
+
+/// `ts_add a b` whose arguments both have the sum's type.
+fn same_type_add(body: &Body, e: ExprId) -> Option<(ExprId, ExprId)> {
+    let Expr::Call(Callee::Prim(Prim::TsAdd), a) = &body.exprs[e] else { return None };
+    let Expr::Tuple(es) = &body.exprs[*a] else { return None };
+    let [x, y] = es[..] else { return None };
+    (body.ty(x) == body.ty(e) && body.ty(y) == body.ty(e)).then_some((x, y))
+}
+
+/// Component `k` (from 1) of a tuple type.
+fn component_ty(t: &Type, k: u32) -> R<Type> {
+    match tuple_tys(t)?.get((k as usize).wrapping_sub(1)) {
+        Some(c) => Ok(c.clone()),
+        None => internal("a projection out of range"),
+    }
+}
+
+impl Lowerer<'_> {
+    /// The occurrences of `x` in `e` and how they are used, when the value
+    /// of `e`, projected by `proj`, is added into an accumulator (`acc`) or
+    /// used otherwise. Components of `if` branches are merged (only one
+    /// branch runs).
+    fn uses_of(&self, ctx: &Ctx, e: ExprId, x: &str, proj: &[u32], acc: bool) -> Vec<(Path, Kind)> {
+        let body = self.body(ctx);
+        if !occurs(body, e, x) {
+            return Vec::new();
+        }
+        let kind = if acc { Kind::Acc } else { Kind::Value };
+        match &body.exprs[e] {
+            Expr::Var(_) => vec![(proj.to_vec(), kind)],
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), a) => {
+                let mut p = vec![*index];
+                p.extend_from_slice(proj);
+                self.uses_of(ctx, *a, x, &p, acc)
+            }
+            Expr::Tuple(es) => match proj.split_first() {
+                Some((&k, rest)) if k >= 1 && (k as usize) <= es.len() => {
+                    if acc {
+                        return self.uses_of(ctx, es[k as usize - 1], x, rest, true);
+                    }
+                    let mut u = Vec::new();
+                    for (i, &c) in es.iter().enumerate() {
+                        let r: &[u32] = if i + 1 == k as usize { rest } else { &[] };
+                        u.extend(self.uses_of(ctx, c, x, r, false));
+                    }
+                    u
+                }
+                _ => es.iter().flat_map(|&c| self.uses_of(ctx, c, x, &[], acc)).collect(),
+            },
+            Expr::If(c, t, f) => {
+                let mut u = self.uses_of(ctx, *c, x, &[], false);
+                u.extend(self.uses_of(ctx, *t, x, proj, acc));
+                for q in self.uses_of(ctx, *f, x, proj, acc) {
+                    if !u.contains(&q) {
+                        u.push(q);
+                    }
+                }
+                u
+            }
+            Expr::Assert(c, n) => {
+                let mut u = self.uses_of(ctx, *c, x, &[], false);
+                u.extend(self.uses_of(ctx, *n, x, proj, acc));
+                u
+            }
+            Expr::Let(pat, r, n) => {
+                let mut u = if pat.vars().iter().any(|v| v == x) { Vec::new() } else { self.uses_of(ctx, *n, x, proj, acc) };
+                if occurs(body, *r, x) {
+                    match (pat, alias_path(body, *r, x)) {
+                        // `let y = get$..(x)`: y's uses are uses of x.
+                        (Pat::Var(y), Some(ap)) => {
+                            for (q, k) in self.uses_of(ctx, *n, y, proj, acc) {
+                                u.push(([ap.as_slice(), q.as_slice()].concat(), k));
+                            }
+                        }
+                        _ => u.extend(self.uses_of(ctx, *r, x, &[], false)),
+                    }
+                }
+                u
+            }
+            _ => match same_type_add(body, e) {
+                Some((a, b)) if acc => {
+                    let mut u = self.uses_of(ctx, a, x, proj, true);
+                    u.extend(self.uses_of(ctx, b, x, proj, true));
+                    u
+                }
+                _ => children(body, e).into_iter().flat_map(|c| self.uses_of(ctx, c, x, &[], false)).collect(),
+            },
+        }
+    }
+
+    /// What to bind a pure `r` to, given its variable's uses `us`: pending
+    /// if it is only added in, component by component if it is a tuple,
+    /// else its value now.
+    fn bind_deferred(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, r: ExprId, us: &[(Path, Kind)]) -> R<Bound> {
+        if deferrable(us) {
+            return Ok(Bound::Pending(r, ctx.clone()));
+        }
+        if let Expr::Tuple(es) = self.body(ctx).exprs[r].clone() {
+            let mut parts = Vec::new();
+            for (i, c) in es.into_iter().enumerate() {
+                let ui = component_uses(us, i as u32 + 1);
+                parts.push(self.bind_deferred(fb, st, ctx, c, &ui)?);
+            }
+            return Ok(Bound::Parts(parts));
+        }
+        // Used as a value: computed once, here.
+        let ty = self.type_of(ctx, r)?;
+        let v = self.lower_expr(fb, st, ctx, r)?;
+        Ok(Bound::Val(self.force_val(fb, st, v, &ty)?))
+    }
+
+    /// `acc += e` in place.
+    pub(crate) fn accumulate_expr(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, acc: &Acc, e: ExprId, site: SiteId) -> R<()> {
+        self.accumulate_proj(fb, st, ctx, acc, e, &[], site)
+    }
+
+    /// `acc += proj(e)` in place, looking into `e` (see the module's
+    /// documentation).
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_proj(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        acc: &Acc,
+        e: ExprId,
+        proj: &[u32],
+        site: SiteId,
+    ) -> R<()> {
+        let body = self.body(ctx);
+        match body.exprs[e].clone() {
+            Expr::Var(x) => {
+                if let Some(b) = ctx.bound(&x) {
+                    if !matches!(b, Bound::Val(_)) {
+                        let ty = self.type_of(ctx, e)?;
+                        return self.accumulate_bound(fb, st, acc, &b, &ty, proj, site);
+                    }
+                }
+            }
+            Expr::Tuple(es) => match proj.split_first() {
+                Some((&k, rest)) if k >= 1 && (k as usize) <= es.len() => {
+                    return self.accumulate_proj(fb, st, ctx, acc, es[k as usize - 1], rest, site);
+                }
+                None => {
+                    if let Acc::Tuple(accs) = acc {
+                        if accs.len() == es.len() {
+                            for (a, c) in accs.iter().zip(es) {
+                                self.accumulate_proj(fb, st, ctx, a, c, &[], site)?;
+                            }
+                            return Ok(());
+                        }
+                    }
+                }
+                _ => {}
+            },
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), a) => {
+                let mut p = vec![index];
+                p.extend_from_slice(proj);
+                return self.accumulate_proj(fb, st, ctx, acc, a, &p, site);
+            }
+            Expr::If(c, t, f) => {
+                let cond = self.lower_expr(fb, st, ctx, c)?;
+                let cond = lval_op(&cond)?;
+                if let Op::Bool(b) = cond {
+                    return self.accumulate_proj(fb, st, ctx, acc, if b { t } else { f }, proj, site);
+                }
+                fb.push_block();
+                self.accumulate_proj(fb, st, ctx, acc, t, proj, site)?;
+                let then = fb.pop_block();
+                fb.push_block();
+                self.accumulate_proj(fb, st, ctx, acc, f, proj, site)?;
+                let els = fb.pop_block();
+                fb.emit(Stmt::If { cond, then, els });
+                return Ok(());
+            }
+            Expr::Assert(c, n) => {
+                let cond = self.lower_expr(fb, st, ctx, c)?;
+                let asite = self.site_of(ctx, e);
+                match lval_op(&cond)? {
+                    Op::Bool(true) => {}
+                    Op::Bool(false) => {
+                        fb.emit(Stmt::Fail { site: asite, err: ErrorKind::Assert });
+                        return Ok(());
+                    }
+                    cond => fb.emit(Stmt::Check { cond, site: asite, err: ErrorKind::Assert }),
+                }
+                return self.accumulate_proj(fb, st, ctx, acc, n, proj, site);
+            }
+            Expr::Let(pat, r, n) => return self.accumulate_let(fb, st, ctx, acc, &pat, r, n, proj, site),
+            Expr::Call(Callee::Prim(Prim::DeltaVec), a) if proj.is_empty() => {
+                if let (Acc::Tensor(arr, t), Expr::Tuple(es)) = (acc, &body.exprs[a]) {
+                    if let [n, i, v] = es[..] {
+                        return self.accumulate_delta(fb, st, ctx, arr, t, e, [n, i, v], site);
+                    }
+                }
+            }
+            Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_)) => {
+                if let Expr::Tuple(es) = &body.exprs[a] {
+                    if let [n, lam] = es[..] {
+                        if let Expr::Lam(i, _, term) = body.exprs[lam].clone() {
+                            let ssite = self.site_of(ctx, e);
+                            let n = self.lower_expr(fb, st, ctx, n)?;
+                            let dims = index_ops(&n)?;
+                            self.sizes_check(fb, &dims, "sumbuild", ssite);
+                            let total = self.count_of(fb, &dims);
+                            match bin(fb, BinOp::IGt, total, Op::Int(0)) {
+                                Op::Bool(true) => {}
+                                cond => fb.emit(Stmt::Check {
+                                    cond,
+                                    site: ssite,
+                                    err: ErrorKind::SumbuildEmpty { size: dims.clone() },
+                                }),
+                            }
+                            let nest = self.nest_open(fb, &dims);
+                            let inner = ctx.with_binding(&i, index_lval(nest.idx()));
+                            self.accumulate_proj(fb, st, &inner, acc, term, &[], site)?;
+                            self.nest_close(fb, nest);
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            _ => {
+                if let Some((x, y)) = same_type_add(body, e) {
+                    self.accumulate_proj(fb, st, ctx, acc, x, proj, site)?;
+                    return self.accumulate_proj(fb, st, ctx, acc, y, proj, site);
+                }
+            }
+        }
+        // Anything else: its value, added in.
+        let ty = self.type_of(ctx, e)?;
+        let v = self.lower_expr(fb, st, ctx, e)?;
+        self.accumulate_projected(fb, st, acc, v, ty, proj, site)
+    }
+
+    /// `acc += proj(v)` for a value `v` of type `ty`.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_projected(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        acc: &Acc,
+        mut v: LVal,
+        mut ty: Type,
+        proj: &[u32],
+        site: SiteId,
+    ) -> R<()> {
+        for &k in proj {
+            let n = tuple_tys(&ty)?.len();
+            let t = component_ty(&ty, k)?;
+            v = parts(fb, v, &ty, n)?.swap_remove(k as usize - 1);
+            ty = t;
+        }
+        self.accumulate_lval(fb, st, acc, v, &ty, site)
+    }
+
+    /// `acc += proj(b)` for a bound variable's binding `b` of type `ty`.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_bound(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        acc: &Acc,
+        b: &Bound,
+        ty: &Type,
+        proj: &[u32],
+        site: SiteId,
+    ) -> R<()> {
+        match b {
+            Bound::Pending(e, at) => self.accumulate_proj(fb, st, at, acc, *e, proj, site),
+            Bound::Parts(ps) => match proj.split_first() {
+                Some((&k, rest)) if k >= 1 && (k as usize) <= ps.len() => {
+                    let t = component_ty(ty, k)?;
+                    self.accumulate_bound(fb, st, acc, &ps[k as usize - 1], &t, rest, site)
+                }
+                None if matches!(acc, Acc::Tuple(accs) if accs.len() == ps.len()) => {
+                    let Acc::Tuple(accs) = acc else { return internal("a tuple accumulator") };
+                    for (i, (a, p)) in accs.iter().zip(ps).enumerate() {
+                        let t = component_ty(ty, i as u32 + 1)?;
+                        self.accumulate_bound(fb, st, a, p, &t, &[], site)?;
+                    }
+                    Ok(())
+                }
+                _ => {
+                    let v = self.force_bound(fb, st, b)?;
+                    self.accumulate_projected(fb, st, acc, v, ty.clone(), proj, site)
+                }
+            },
+            Bound::Val(v) => self.accumulate_projected(fb, st, acc, v.clone(), ty.clone(), proj, site),
+        }
+    }
+
+    /// The value of `get$..(x)` when `x` is bound component by component:
+    /// only the component used is evaluated. `None` for other expressions.
+    pub(crate) fn lower_part(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, e: ExprId) -> R<Option<LVal>> {
+        let body = self.body(ctx);
+        let mut cur = e;
+        while let Expr::Call(Callee::Prim(Prim::Get { .. }), a) = &body.exprs[cur] {
+            cur = *a;
+        }
+        let Expr::Var(x) = &body.exprs[cur] else { return Ok(None) };
+        let Some(mut b) = ctx.bound(x).filter(|b| matches!(b, Bound::Parts(_))) else { return Ok(None) };
+        let path = alias_path(body, e, x).unwrap_or_default();
+        let mut ty = body.ty(cur).clone();
+        let mut rest: &[u32] = &path;
+        while let (Bound::Parts(ps), Some((&k, r))) = (&b, rest.split_first()) {
+            let Some(p) = ps.get((k as usize).wrapping_sub(1)) else { return internal("a projection out of range") };
+            ty = component_ty(&ty, k)?;
+            b = p.clone();
+            rest = r;
+        }
+        let mut v = self.force_bound(fb, st, &b)?;
+        for &k in rest {
+            let n = tuple_tys(&ty)?.len();
+            let t = component_ty(&ty, k)?;
+            v = parts(fb, v, &ty, n)?.swap_remove(k as usize - 1);
+            ty = t;
+        }
+        Ok(Some(v))
+    }
+
+    /// `acc += proj(let pat = r in n)`: `r` deferred as far as its
+    /// variable's uses allow, otherwise evaluated now.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_let(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        acc: &Acc,
+        pat: &Pat,
+        r: ExprId,
+        n: ExprId,
+        proj: &[u32],
+        site: SiteId,
+    ) -> R<()> {
+        if let Pat::Var(y) = pat {
+            if !self.has_effect(ctx, r) {
+                let us = self.uses_of(ctx, n, y, proj, true);
+                let body = self.body(ctx);
+                if us.len() >= 2 && us.iter().any(|(_, k)| *k == Kind::Acc) {
+                    // Several parts of `r` are used: split it so that each is
+                    // evaluated once, and those only added in stay pending.
+                    match body.exprs[r].clone() {
+                        // A join point: the rest copied into both branches.
+                        Expr::If(c, a, b) => {
+                            let cost = size(body, n, JOIN_SIZE + 1);
+                            if cost <= JOIN_SIZE && cost <= self.join_budget {
+                                self.join_budget -= cost;
+                                let cond = self.lower_expr(fb, st, ctx, c)?;
+                                let cond = lval_op(&cond)?;
+                                if let Op::Bool(k) = cond {
+                                    return self.accumulate_let(fb, st, ctx, acc, pat, if k { a } else { b }, n, proj, site);
+                                }
+                                fb.push_block();
+                                self.accumulate_let(fb, st, ctx, acc, pat, a, n, proj, site)?;
+                                let then = fb.pop_block();
+                                fb.push_block();
+                                self.accumulate_let(fb, st, ctx, acc, pat, b, n, proj, site)?;
+                                let els = fb.pop_block();
+                                fb.emit(Stmt::If { cond, then, els });
+                                return Ok(());
+                            }
+                        }
+                        // let y = (let p = r2 in inner) in n
+                        //   ==  let p = r2 in let y = inner in n
+                        Expr::Let(p, r2, inner) if p.vars().iter().all(|z| z != y && !occurs(body, n, z)) => {
+                            let ctx2 = match &p {
+                                Pat::Var(z) if !self.has_effect(ctx, r2) => {
+                                    let mut uz = Vec::new();
+                                    for (q, k) in &us {
+                                        uz.extend(self.uses_of(ctx, inner, z, q, *k == Kind::Acc));
+                                    }
+                                    let bz = self.bind_deferred(fb, st, ctx, r2, &uz)?;
+                                    ctx.with_bound(z, bz)
+                                }
+                                _ => {
+                                    let rty = self.type_of(ctx, r2)?;
+                                    let v = self.lower_expr(fb, st, ctx, r2)?;
+                                    self.bind_pat(fb, st, ctx, &p, v, &rty, inner)?
+                                }
+                            };
+                            return self.accumulate_let(fb, st, &ctx2, acc, pat, inner, n, proj, site);
+                        }
+                        _ => {}
+                    }
+                }
+                if deferrable(&us) || matches!(body.exprs[r], Expr::Tuple(_)) {
+                    let b = self.bind_deferred(fb, st, ctx, r, &us)?;
+                    let inner = ctx.with_bound(y, b);
+                    return self.accumulate_proj(fb, st, &inner, acc, n, proj, site);
+                }
+            }
+        }
+        let rty = self.type_of(ctx, r)?;
+        let v = self.lower_expr(fb, st, ctx, r)?;
+        if matches!(v, LVal::Never) {
+            return Ok(());
+        }
+        let inner = self.bind_pat(fb, st, ctx, pat, v, &rty, n)?;
+        self.accumulate_proj(fb, st, &inner, acc, n, proj, site)
+    }
+
+    /// `arr += deltaVec n i v`: `arr[i] += v` (sizes checked, an index out
+    /// of range adds nothing, as `deltaVec` is zero there).
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_delta(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        arr: &Op,
+        t: &Type,
+        e: ExprId,
+        [n, i, v]: [ExprId; 3],
+        site: SiteId,
+    ) -> R<()> {
+        let (rank, elem) = tensor_ty(t)?;
+        let dsite = self.site_of(ctx, e);
+        let n = self.lower_expr(fb, st, ctx, n)?;
+        let i = self.lower_expr(fb, st, ctx, i)?;
+        let v = self.lower_expr(fb, st, ctx, v)?;
+        let dims = index_ops(&n)?;
+        self.sizes_check(fb, &dims, "deltaVec", dsite);
+        let idx = index_ops(&i)?;
+        let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
+        self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
+        let mut ok: Option<Op> = None;
+        for (i, d) in idx.iter().zip(&dims) {
+            let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+            let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+            let c = bin(fb, BinOp::And, lo, hi);
+            ok = Some(match ok {
+                None => c,
+                Some(o) => bin(fb, BinOp::And, o, c),
+            });
+        }
+        let mut flat = idx[0].clone();
+        fb.push_block();
+        for (i, d) in idx.iter().zip(&dims).skip(1) {
+            let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
+            flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
+        }
+        let slot = self.slot_acc(fb, arr.clone(), flat, &elem);
+        self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
+        let then = fb.pop_block();
+        fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
+        Ok(())
+    }
+}
