@@ -571,6 +571,7 @@ fn transpose_program(
         block: Vec::new(),
         tuples: FxHashMap::default(),
         indexed: FxHashMap::default(),
+        loop_depth: 0,
     };
     let (bindings, result) = let_chain(src, root);
     let Expr::Var(g_res) = src.exprs[result].clone() else {
@@ -613,6 +614,8 @@ struct Rev<'s, 'd> {
     /// cotangent contributions inside the loop are elements, and the loop
     /// assembles them with a `build` instead of summing one-hot vectors.
     indexed: FxHashMap<String, String>,
+    /// How many loop bodies the code being transposed is in.
+    loop_depth: u32,
 }
 
 /// Is an index space of this size (a variable) empty: `n == 0`, or some
@@ -940,6 +943,20 @@ impl Rev<'_, '_> {
     /// or in `g`, seeded with the cotangent `r` of its map; returns the tuple
     /// of the contributions to the outer variables `outer`, in order.
     fn sub_block(&mut self, b: &mut Builder, e: ExprId, r: (String, Type), outer: &[String], pair: bool) -> R<ExprId> {
+        self.sub_block_grouped(b, e, r, outer, pair, None)
+    }
+
+    /// [`Rev::sub_block`], with the contributions grouped into two tuples
+    /// (the first `k` and the rest) if `group` is `Some(k)`.
+    fn sub_block_grouped(
+        &mut self,
+        b: &mut Builder,
+        e: ExprId,
+        r: (String, Type),
+        outer: &[String],
+        pair: bool,
+        group: Option<usize>,
+    ) -> R<ExprId> {
         let (bindings, result) = let_chain(self.src, e);
         let g_local = if pair {
             match self.src.exprs[result].clone() {
@@ -976,7 +993,14 @@ impl Rev<'_, '_> {
         if params.iter().any(|p| !p.is_empty()) {
             return internal("a map of the parameter inside a block");
         }
-        let t = b.tuple(parts);
+        let t = match group {
+            Some(k) => {
+                let rest = parts.split_off(k);
+                let (first, rest) = (b.tuple(parts), b.tuple(rest));
+                b.tuple(vec![first, rest])
+            }
+            None => b.tuple(parts),
+        };
         Ok(wrap(b, inner_block, t))
     }
 
@@ -1148,8 +1172,8 @@ impl Rev<'_, '_> {
         let n1 = import(b, self.src, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple
-        // of its contributions to `targets`.
-        let body_for = |this: &mut Self, b: &mut Builder, targets: &[String]| -> R<ExprId> {
+        // of its contributions to `targets` (grouped as `group` says).
+        let body_for = |this: &mut Self, b: &mut Builder, targets: &[String], group: Option<usize>| -> R<ExprId> {
             let saved_indexed = this.indexed.clone();
             for g in &indexed {
                 this.indexed.insert(g.clone(), i.clone());
@@ -1159,37 +1183,64 @@ impl Rev<'_, '_> {
             let ri = b.prim(Prim::Index, vec![iv, rv]);
             let ri_name = b.fresh_name("ri");
             let elem_ty = b.ty(ri);
-            let inner = this.sub_block(b, body, (ri_name.clone(), elem_ty), targets, false);
+            this.loop_depth += 1;
+            let inner = this.sub_block_grouped(b, body, (ri_name.clone(), elem_ty), targets, false, group);
+            this.loop_depth -= 1;
             this.indexed = saved_indexed;
             let inner = inner?;
             let ty = b.ty(inner);
             let inner = b.body.alloc_typed(Expr::Let(Pat::Var(ri_name), ri, inner), ty);
             Ok(b.lam(&i, ity.clone(), inner))
         };
+        let zeros_of = |this: &mut Self, b: &mut Builder, gs: &[String]| -> R<ExprId> {
+            let zeros = gs.iter().map(|g| this.zero_for(b, g)).collect::<R<Vec<_>>>()?;
+            Ok(b.tuple(zeros))
+        };
         // Contributions to other maps are summed directly (no iteration's
         // contributions are kept), so a one-hot contribution becomes an
-        // in-place accumulation in the loop IR.
-        if !others.is_empty() {
-            let lam = body_for(self, b, &others)?;
+        // in-place accumulation in the loop IR. The vectors read at the
+        // loop's index get their cotangents element by element: a `build`
+        // of each iteration's contributions. When there are both, an
+        // outermost loop makes the two in one pass (`buildSum`); a loop
+        // inside another's backward pass runs its body twice (a `build` and
+        // a `sumbuild`), because the loop IR adds a nested `sumbuild`'s
+        // terms straight into the outer loop's accumulators, while a
+        // `buildSum`'s sum is a value of its own (a full-size vector per
+        // outer iteration).
+        // The sum of the contributions to `others`, scattered to them.
+        let sum_others = |this: &mut Self, b: &mut Builder| -> R<()> {
+            let lam = body_for(this, b, &others, None)?;
             let n2 = b.var(&nv.0, nv.1.clone());
             let sum = b.prim(Prim::Sumbuild, vec![n2, lam]);
             // An empty loop contributes zeros.
-            let zeros = others.iter().map(|g| self.zero_for(b, g)).collect::<R<Vec<_>>>()?;
-            let zeros = b.tuple(zeros);
+            let zeros = zeros_of(this, b, &others)?;
             let empty = is_empty(b, &nv);
             let ty = b.ty(sum);
             let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
-            self.scatter(b, result, &others);
-        }
-        if indexed.is_empty() {
-            return Ok(());
-        }
-        // The vectors read at the loop's index: their cotangents are built
-        // element by element from each iteration's contribution (the body's
-        // backward pass runs a second time for them if there are others).
-        let lam = body_for(self, b, &indexed)?;
+            this.scatter(b, result, &others);
+            Ok(())
+        };
         let n2 = b.var(&nv.0, nv.1.clone());
-        let per_iteration = b.prim(Prim::Build, vec![n2, lam]);
+        let per_iteration = if indexed.is_empty() {
+            return if others.is_empty() { Ok(()) } else { sum_others(self, b) };
+        } else if others.is_empty() || self.loop_depth > 0 {
+            if !others.is_empty() {
+                sum_others(self, b)?;
+            }
+            let lam = body_for(self, b, &indexed, None)?;
+            b.prim(Prim::Build, vec![n2, lam])
+        } else {
+            let targets: Vec<String> = indexed.iter().chain(&others).cloned().collect();
+            let lam = body_for(self, b, &targets, Some(indexed.len()))?;
+            let zeros = zeros_of(self, b, &others)?;
+            let both = b.prim(Prim::BuildSum, vec![n2, zeros, lam]);
+            let both = self.emit(b, "c", both);
+            let bv = b.var(&both.0, both.1.clone());
+            let sums = b.prim(Prim::Get { index: 2, arity: 2 }, vec![bv]);
+            self.scatter(b, sums, &others);
+            let bv = b.var(&both.0, both.1.clone());
+            b.prim(Prim::Get { index: 1, arity: 2 }, vec![bv])
+        };
         let t = self.emit(b, "t", per_iteration);
         let k = indexed.len() as u32;
         for (j, g) in indexed.iter().enumerate() {

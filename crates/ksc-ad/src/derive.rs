@@ -401,6 +401,7 @@ impl Ctx<'_, '_> {
             Expr::Lam(..) => err(e, "a lambda can only be differentiated as the argument of `build`, `sumbuild` or `fold`"),
             Expr::Call(Callee::Prim(Prim::Inline), arg) => self.grad(arg),
             Expr::Call(Callee::Prim(p @ (Prim::Build | Prim::Sumbuild)), arg) => self.grad_build(e, p, arg),
+            Expr::Call(Callee::Prim(Prim::BuildSum), arg) => self.grad_build_sum(e, arg),
             Expr::Call(Callee::Prim(Prim::Fold), arg) => self.grad_fold(e, arg),
             Expr::Call(Callee::Prim(p @ (Prim::Map | Prim::Map2)), arg) => self.grad_map(e, p, arg),
             Expr::Call(Callee::Prim(Prim::Diag), arg) => self.grad_diag(e, arg),
@@ -519,6 +520,80 @@ impl Ctx<'_, '_> {
         let h = self.b.prim(Prim::LmHCatV, vec![w2, ones]);
         let vc = self.b.var(&vcat.0, vcat.1);
         let m = self.b.prim(Prim::LmCompose, vec![h, vc]);
+        let g = self.bind_lm(m, &v);
+        Ok((v, g))
+    }
+
+    /// `buildSum n z (λi. b)` (made by reverse mode, so this is for
+    /// derivatives of derivatives): with `g_i` the map of `b` at `i`,
+    /// `lmVCat (V(s, build n (λi. get$1 ∘ g_i)), g_z + H(1..1) ∘ V(s, build n (λi. get$2 ∘ g_i)))`.
+    fn grad_build_sum(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
+        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
+            return err(e, "`buildSum` must be applied to a size, a zero and a lambda to be differentiated");
+        };
+        let [n, z, lam] = parts[..] else { return err(e, "internal error: malformed buildSum") };
+        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
+            return err(e, "`buildSum` must be applied to a literal lambda to be differentiated");
+        };
+        let nv = self.primal(n)?;
+        let nv = self.bind_val("n", nv);
+        let (zv, gz) = self.grad(z)?;
+        let lam_primal = self.primal(lam)?;
+        let (n1, z1) = (self.atom(&nv), self.atom(&zv));
+        let value = self.b.prim(Prim::BuildSum, vec![n1, z1, lam_primal]);
+        let v = self.bind_val("y", value);
+        // V(s, build n (λi. get$k ∘ g_i)): the maps of component k.
+        let component_maps = |this: &mut Self, k: u32| -> R<ExprId> {
+            let i2 = this.b.fresh_name(&i);
+            let maps_body = this.in_block(|cx| {
+                let iv = Atom::Var(i2.clone(), ity.clone());
+                let gi = cx.zero_from(&iv);
+                cx.env.push(Entry { src: i.clone(), val: iv, grad: gi.0, grad_ty: gi.1 });
+                let (bv, g) = cx.grad(body)?;
+                let w = cx.atom(&bv);
+                let pick = cx.b.prim(Prim::LmGet { index: k, arity: 2 }, vec![w]);
+                let gv = cx.b.var(&g.0, g.1);
+                let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
+                // The component's value, the witness of its map's target.
+                let w = cx.atom(&bv);
+                let part = cx.b.prim(Prim::Get { index: k, arity: 2 }, vec![w]);
+                let part = cx.bind_val("y", part);
+                let m = cx.bind_lm(m, &part);
+                Ok(cx.b.var(&m.0, m.1))
+            })?;
+            let maps_lam = this.b.lam(&i2, ity.clone(), maps_body);
+            let n2 = this.atom(&nv);
+            let maps = this.b.prim(Prim::Build, vec![n2, maps_lam]);
+            let s = this.s();
+            Ok(this.b.prim(Prim::LmVCatV, vec![s, maps]))
+        };
+        let elems = component_maps(self, 1)?;
+        let elems = {
+            let ty = self.b.ty(elems);
+            (self.bind("g", elems), ty)
+        };
+        let terms = component_maps(self, 2)?;
+        let terms = {
+            let ty = self.b.ty(terms);
+            (self.bind("g", terms), ty)
+        };
+        // The sum's map: g_z + H(1, .., 1) ∘ V(terms), with the sum's value as witness.
+        let total = |this: &mut Self| {
+            let va = this.atom(&v);
+            this.b.prim(Prim::Get { index: 2, arity: 2 }, vec![va])
+        };
+        let n3 = self.atom(&nv);
+        let w = total(self);
+        let o = self.b.prim(Prim::LmOne, vec![w]);
+        let ones = self.b.prim(Prim::ConstVec, vec![n3, o]);
+        let w2 = total(self);
+        let h = self.b.prim(Prim::LmHCatV, vec![w2, ones]);
+        let tv = self.b.var(&terms.0, terms.1);
+        let summed = self.b.prim(Prim::LmCompose, vec![h, tv]);
+        let gzv = self.b.var(&gz.0, gz.1);
+        let sum_map = self.b.prim(Prim::LmAdd, vec![gzv, summed]);
+        let ev = self.b.var(&elems.0, elems.1);
+        let m = self.b.prim(Prim::LmVCat, vec![ev, sum_map]);
         let g = self.bind_lm(m, &v);
         Ok((v, g))
     }

@@ -340,6 +340,25 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 self.close(l);
                 acc
             }
+            Prim::BuildSum => {
+                let shape = sizes(args.get(0), p)?;
+                let n = count(&shape)?;
+                let mut data = alloc_elements(n)?;
+                let mut acc = args.take(1);
+                let l = self.lambda(cx, base, args, 2)?;
+                for k in 0..n {
+                    let Value::Tuple(es) = self.apply(&l, index_at(k, &shape))? else {
+                        return Err(Fail::Here("the lambda of `buildSum` returned something other than a pair".into()));
+                    };
+                    let [e, s] = &es[..] else {
+                        return Err(Fail::Here("the lambda of `buildSum` returned something other than a pair".into()));
+                    };
+                    data.push(e.clone());
+                    add_in_place(&mut acc, s)?;
+                }
+                self.close(l);
+                Value::Tuple(vec![new_tensor(shape, data), acc].into())
+            }
             Prim::Fold => {
                 let v = tensor(args.get(2))?;
                 let mut acc = args.take(1);

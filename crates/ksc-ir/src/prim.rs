@@ -16,6 +16,11 @@ pub enum Prim {
     /// `scan f acc v`: the n + 1 accumulators of `fold f acc v`, the first
     /// being `acc` (not in the original; reverse mode of `fold` stores them).
     Scan,
+    /// `buildSum n z (lam i (tuple e s))`: `(tuple (build n (lam i e)) (ts_add z
+    /// (sum of the s)))` in one loop (not in the original; reverse mode of a
+    /// loop that both reads a vector at its index and other variables
+    /// builds the one cotangent and sums the others with it).
+    BuildSum,
     Map,
     Map2,
     Index,
@@ -92,6 +97,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::BuildFromSparseTupled, "buildFromSparseTupled"),
     (Prim::Fold, "fold"),
     (Prim::Scan, "scan"),
+    (Prim::BuildSum, "buildSum"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -198,7 +204,7 @@ impl Prim {
         match self {
             Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
             | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
-            Prim::Fold | Prim::Scan | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
+            Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
             Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
@@ -304,6 +310,18 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 T::tensor(rank, body.clone())
             } else {
                 body.clone()
+            }
+        }
+        Prim::BuildSum => {
+            let rank = expect_index("the size (first argument)", &a[0])?;
+            let (x, body) = expect_lam("the third argument", &a[2])?;
+            expect_eq("the lambda's parameter", &a[0], x)?;
+            match body {
+                T::Tuple(ts) if ts.len() == 2 => {
+                    expect_eq("the second component of the lambda's result (a term of the sum)", &a[1], &ts[1])?;
+                    T::Tuple(vec![T::tensor(rank, ts[0].clone()), a[1].clone()])
+                }
+                t => return Err(format!("the lambda of `buildSum` must return a pair (element, term), but it returns `{t}`")),
             }
         }
         Prim::Fold | Prim::Scan => {

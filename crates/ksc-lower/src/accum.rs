@@ -205,24 +205,32 @@ impl Lowerer<'_> {
     }
 
     /// What to bind a pure `r` to, given its variable's uses `us`: pending
-    /// if it is only added in, component by component if it is a tuple,
-    /// else its value now.
-    fn bind_deferred(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, r: ExprId, us: &[(Path, Kind)]) -> R<Bound> {
-        if deferrable(us) {
-            return Ok(Bound::Pending(r, ctx.clone()));
+    /// if it is only added in (and each use evaluates only its own part of
+    /// it), component by component if it is a tuple; `None` if it is to be
+    /// evaluated now.
+    fn bind_deferred(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, r: ExprId, us: &[(Path, Kind)]) -> R<Option<Bound>> {
+        let body = self.body(ctx);
+        // Projecting these evaluates only the part projected.
+        let splits = matches!(body.exprs[r], Expr::Tuple(_) | Expr::Var(_) | Expr::Lit(_))
+            || matches!(&body.exprs[r], Expr::Call(Callee::Prim(Prim::Get { .. }), a) if matches!(body.exprs[*a], Expr::Var(_)));
+        if deferrable(us) && (us.len() <= 1 || splits) {
+            return Ok(Some(Bound::Pending(r, ctx.clone())));
         }
-        if let Expr::Tuple(es) = self.body(ctx).exprs[r].clone() {
-            let mut parts = Vec::new();
-            for (i, c) in es.into_iter().enumerate() {
-                let ui = component_uses(us, i as u32 + 1);
-                parts.push(self.bind_deferred(fb, st, ctx, c, &ui)?);
-            }
-            return Ok(Bound::Parts(parts));
+        let Expr::Tuple(es) = body.exprs[r].clone() else { return Ok(None) };
+        let mut parts = Vec::new();
+        for (i, c) in es.into_iter().enumerate() {
+            let ui = component_uses(us, i as u32 + 1);
+            parts.push(match self.bind_deferred(fb, st, ctx, c, &ui)? {
+                Some(b) => b,
+                None => {
+                    // Used as a value: computed once, here.
+                    let ty = self.type_of(ctx, c)?;
+                    let v = self.lower_expr(fb, st, ctx, c)?;
+                    Bound::Val(self.force_val(fb, st, v, &ty)?)
+                }
+            });
         }
-        // Used as a value: computed once, here.
-        let ty = self.type_of(ctx, r)?;
-        let v = self.lower_expr(fb, st, ctx, r)?;
-        Ok(Bound::Val(self.force_val(fb, st, v, &ty)?))
+        Ok(Some(Bound::Parts(parts)))
     }
 
     /// `acc += e` in place.
@@ -310,7 +318,7 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_)) => {
+            Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_) | Acc::Set(..)) => {
                 if let Expr::Tuple(es) = &body.exprs[a] {
                     if let [n, lam] = es[..] {
                         if let Expr::Lam(i, _, term) = body.exprs[lam].clone() {
@@ -337,7 +345,7 @@ impl Lowerer<'_> {
                 }
             }
             _ => {
-                if let Some((x, y)) = same_type_add(body, e) {
+                if let Some((x, y)) = same_type_add(body, e).filter(|_| !matches!(acc, Acc::Set(..))) {
                     self.accumulate_proj(fb, st, ctx, acc, x, proj, site)?;
                     return self.accumulate_proj(fb, st, ctx, acc, y, proj, site);
                 }
@@ -487,8 +495,14 @@ impl Lowerer<'_> {
                                     for (q, k) in &us {
                                         uz.extend(self.uses_of(ctx, inner, z, q, *k == Kind::Acc));
                                     }
-                                    let bz = self.bind_deferred(fb, st, ctx, r2, &uz)?;
-                                    ctx.with_bound(z, bz)
+                                    match self.bind_deferred(fb, st, ctx, r2, &uz)? {
+                                        Some(bz) => ctx.with_bound(z, bz),
+                                        None => {
+                                            let rty = self.type_of(ctx, r2)?;
+                                            let v = self.lower_expr(fb, st, ctx, r2)?;
+                                            self.bind_pat(fb, st, ctx, &p, v, &rty, inner)?
+                                        }
+                                    }
                                 }
                                 _ => {
                                     let rty = self.type_of(ctx, r2)?;
@@ -501,8 +515,7 @@ impl Lowerer<'_> {
                         _ => {}
                     }
                 }
-                if deferrable(&us) || matches!(body.exprs[r], Expr::Tuple(_)) {
-                    let b = self.bind_deferred(fb, st, ctx, r, &us)?;
+                if let Some(b) = self.bind_deferred(fb, st, ctx, r, &us)? {
                     let inner = ctx.with_bound(y, b);
                     return self.accumulate_proj(fb, st, &inner, acc, n, proj, site);
                 }

@@ -23,6 +23,9 @@ pub(crate) enum Acc {
     Tensor(Op, Type),
     /// A Bool, String or unit: adding keeps the first value.
     Keep(LVal),
+    /// A mutable variable that is set, not added into: the element of a
+    /// `buildSum`, computed once per iteration.
+    Set(VarId, Type),
     Tuple(Vec<Acc>),
 }
 
@@ -267,6 +270,39 @@ impl Lowerer<'_> {
             Prim::Shape => {
                 let (v, vt) = args[0].val()?;
                 self.shape(fb, st, v.clone(), &vt.clone())
+            }
+            Prim::BuildSum => {
+                // out[i] = e_i and acc += s_i in one loop; acc starts as a
+                // copy of z. Heap elements are copied down after their
+                // iteration, as in `build`.
+                let (size, _) = args[0].val()?;
+                let dims = index_ops(size)?;
+                self.sizes_check(fb, &dims, "buildSum", site);
+                let (z, zt) = args[1].val()?;
+                let (z, zt) = (z.clone(), zt.clone());
+                let Arg::Lam { binder, body } = &args[2] else {
+                    return internal("`buildSum` of a lambda that is not written in place");
+                };
+                let (binder, body) = (binder.clone(), *body);
+                let out_ty = tuple_tys(&ty)?[0].clone();
+                let (_, elem_ty) = tensor_ty(&out_ty)?;
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: elem_ty.clone() }, out_ty, None);
+                let sum = self.new_acc(fb, st, z, &zt)?;
+                let nest = self.nest_open(fb, &dims);
+                let mark = if needs_heap(&elem_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let elem = fb.var(elem_ty.clone(), Some("elem"), true);
+                fb.emit(Stmt::DeclMut(elem, None));
+                let inner = ctx.with_binding(&binder, index_lval(nest.idx()));
+                let both = Acc::Tuple(vec![Acc::Set(elem, elem_ty), sum]);
+                self.accumulate_expr(fb, st, &inner, &both, body, site)?;
+                if let Some(Op::Var(m)) = mark {
+                    fb.emit(Stmt::CopyDown { mark: m, vars: vec![elem] });
+                }
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: Op::Var(elem) });
+                self.nest_close(fb, nest);
+                let Acc::Tuple(accs) = &both else { return internal("buildSum") };
+                let total = self.acc_value(fb, &accs[1])?;
+                Ok(LVal::Tuple(vec![LVal::Op(out), total]))
             }
             Prim::Fold => {
                 let (init, acc_ty) = args[1].val()?;
@@ -632,7 +668,7 @@ impl Lowerer<'_> {
             Acc::Tensor(o, _) => LVal::Op(o.clone()),
             Acc::Keep(v) => v.clone(),
             Acc::Tuple(accs) => LVal::Tuple(accs.iter().map(|a| self.acc_value(fb, a)).collect::<R<_>>()?),
-            Acc::Slot(..) => return internal("the value of an element slot"),
+            Acc::Slot(..) | Acc::Set(..) => return internal("the value of an element slot"),
         })
     }
 
@@ -686,6 +722,10 @@ impl Lowerer<'_> {
             }
             Acc::Keep(_) => {
                 let _ = ty;
+            }
+            Acc::Set(var, t) => {
+                let o = self.materialize_val(fb, st, v, t)?;
+                fb.emit(Stmt::Set(*var, o));
             }
             Acc::Tuple(accs) => {
                 let ts = tuple_tys(ty)?.to_vec();
