@@ -331,8 +331,9 @@ impl Lowerer<'_> {
             }
             Prim::Scan => {
                 // The accumulators of a fold, stored: out[i] before step i,
-                // out[n] after the last. Stored values must live, so the
-                // arena is not reset inside the loop.
+                // out[n] after the last. Stored values must live: a step's
+                // temporaries are freed by copying its new accumulator down
+                // to the mark taken after the previous one was stored.
                 let (init, acc_ty) = args[1].val()?;
                 let (v, vt) = args[2].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
@@ -346,11 +347,16 @@ impl Lowerer<'_> {
                 let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
+                let mark = if needs_heap(&acc_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
                 let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
                 let new = self.leaves_of(fb, st, r, &acc_ty)?;
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
+                }
+                if let Some(Op::Var(m)) = mark {
+                    let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
+                    fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }
                 self.nest_close(fb, nest);
                 let last = read_fold_vars(fb, &vars, &acc_ty);
