@@ -191,6 +191,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 check(log < for_ && guarded < for_, "the invariant `log` and `index j w` were not hoisted")
             }
             "accumulate" => check(loops.contains("] += "), "the one-hot vectors were not accumulated in place"),
+            "accumulate_one_hot" => {
+                // Filling the first term's rows and its zero rows, the sum, and
+                // adding one row: no loop over all rows per term.
+                let f = loops.split("fn ks$main").next().unwrap_or_default();
+                check(f.matches("for ").count() == 4, "a one-hot term was added row by row")
+            }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
                 let f = loops.split("fn ks$main").next().unwrap_or_default();

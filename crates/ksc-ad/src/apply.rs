@@ -1059,22 +1059,20 @@ impl Rev<'_, '_> {
             let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed)?;
             Ok(b.let_(&t2, t_val, inner))
         };
-        // One backward scan. Its accumulator after k steps is (the
-        // accumulator's cotangent, the scope's cotangent so far, the element
-        // cotangent of the last step); step k visits element i = n - 1 - k.
+        // One backward `scanSum`. Its accumulator after k steps is (the
+        // accumulator's cotangent, the element cotangent of the last step),
+        // stored per step; the scope's cotangents are its summed terms
+        // (added in place, not stored per step). Step k visits element
+        // i = n - 1 - k.
         let db_ty = ab[1].tangent().unwrap_or(Type::Unknown);
-        let dsc_ty = sc_ty.tangent().unwrap_or(Type::Unknown);
-        let c_ty = Type::Tuple(vec![da_ty.clone(), dsc_ty.clone(), db_ty.clone()]);
+        let c_ty = Type::Tuple(vec![da_ty.clone(), db_ty.clone()]);
         let p = b.fresh_name("p");
         let p_ty = Type::Tuple(vec![c_ty.clone(), Type::Integer]);
         let get = |b: &mut Builder, e: ExprId, i: u32, n: u32| b.prim(Prim::Get { index: i, arity: n }, vec![e]);
-        let (rk, sk) = (b.fresh_name("rk"), b.fresh_name("sk"));
+        let rk = b.fresh_name("rk");
         let pv = b.var(&p, p_ty.clone());
         let c = get(b, pv, 1, 2);
-        let rk_val = get(b, c, 1, 3);
-        let pv = b.var(&p, p_ty.clone());
-        let c = get(b, pv, 1, 2);
-        let sk_val = get(b, c, 2, 3);
+        let rk_val = get(b, c, 1, 2);
         let pv = b.var(&p, p_ty.clone());
         let k = get(b, pv, 2, 2);
         let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
@@ -1089,16 +1087,9 @@ impl Rev<'_, '_> {
         let dsc_i = get(b, dv, 1, 2);
         let dv = b.var(&d_name, d_ty.clone());
         let dt = get(b, dv, 2, 2);
-        let da = get(b, dt, 1, 2);
-        let dv = b.var(&d_name, d_ty.clone());
-        let dt = get(b, dv, 2, 2);
-        let dx = get(b, dt, 2, 2);
-        let skv = b.var(&sk, dsc_ty.clone());
-        let sum = b.prim(Prim::TsAdd, vec![skv, dsc_i]);
-        let next = b.tuple(vec![da, sum, dx]);
+        let next = b.tuple(vec![dt, dsc_i]);
         let body = b.let_(&d_name, d, next);
         let body = b.let_(&i_name, i, body);
-        let body = b.let_(&sk, sk_val, body);
         let body = b.let_(&rk, rk_val, body);
         let lam = b.lam(&p, p_ty, body);
         let nv2 = b.var(&n.0, n.1.clone());
@@ -1108,25 +1099,26 @@ impl Rev<'_, '_> {
         let z = b.zero_tangent(scv);
         // The element cotangent before the first step is never read.
         let placeholder = b.body.alloc_typed(Expr::Dummy(db_ty.clone()), db_ty.clone());
-        let init = b.tuple(vec![r0, z, placeholder]);
-        let rs = b.prim(Prim::Scan, vec![lam, init, ks]);
+        let init = b.tuple(vec![r0, placeholder]);
+        let both = b.prim(Prim::ScanSum, vec![lam, init, z, ks]);
+        let both = self.emit(b, "rs", both);
+        let bv = b.var(&both.0, both.1.clone());
+        let rs = get(b, bv, 1, 2);
         let rs = self.emit(b, "rs", rs);
-        // dacc and dsc from the last accumulator; dv[i] from step n - 1 - i,
+        let bv = b.var(&both.0, both.1.clone());
+        let dsc = get(b, bv, 2, 2);
+        // dacc from the last accumulator; dv[i] from step n - 1 - i,
         // stored at n - i.
         let (nv3, rsv) = (b.var(&n.0, n.1.clone()), b.var(&rs.0, rs.1.clone()));
         let fin = b.prim(Prim::Index, vec![nv3, rsv]);
-        let fin = self.emit(b, "fin", fin);
-        let fv = b.var(&fin.0, fin.1.clone());
-        let dacc = get(b, fv, 1, 3);
-        let fv = b.var(&fin.0, fin.1.clone());
-        let dsc = get(b, fv, 2, 3);
+        let dacc = get(b, fin, 1, 2);
         let nv4 = b.var(&n.0, n.1.clone());
         let dvec = b.build(nv4, |b, i| {
             let nv = b.var(&n.0, n.1.clone());
             let at = int_op(b, "sub", nv, i);
             let rsv = b.var(&rs.0, rs.1.clone());
             let c = b.prim(Prim::Index, vec![at, rsv]);
-            get(b, c, 3, 3)
+            get(b, c, 2, 2)
         });
         let inner = b.tuple(vec![dacc, dvec]);
         Ok(b.tuple(vec![dsc, inner]))

@@ -340,6 +340,27 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 self.close(l);
                 acc
             }
+            Prim::ScanSum => {
+                let v = tensor(args.get(3))?;
+                let mut accs = alloc_elements(v.len() + 1)?;
+                let mut acc = args.take(1);
+                let mut total = args.take(2);
+                let l = self.lambda(cx, base, args, 0)?;
+                for x in &v.data {
+                    accs.push(acc.clone());
+                    let Value::Tuple(r) = self.apply(&l, pair(acc, x.clone()))? else {
+                        return Err(Fail::Here("the lambda of `scanSum` returned something other than a pair".into()));
+                    };
+                    let [a, s] = &r[..] else {
+                        return Err(Fail::Here("the lambda of `scanSum` returned something other than a pair".into()));
+                    };
+                    acc = a.clone();
+                    add_in_place(&mut total, s)?;
+                }
+                self.close(l);
+                accs.push(acc);
+                Value::Tuple(vec![Value::vector(accs), total].into())
+            }
             Prim::BuildSum => {
                 let shape = sizes(args.get(0), p)?;
                 let n = count(&shape)?;

@@ -16,6 +16,11 @@ pub enum Prim {
     /// `scan f acc v`: the n + 1 accumulators of `fold f acc v`, the first
     /// being `acc` (not in the original; reverse mode of `fold` stores them).
     Scan,
+    /// `scanSum f a z v` with `f : (acc, elem) -> (acc', term)`: the n + 1
+    /// accumulators of the fold of `f` over `v` from `a`, and `z` plus the
+    /// sum of the terms (not in the original; reverse mode of `fold` carries
+    /// the accumulator's cotangent and sums the scope's with it).
+    ScanSum,
     /// `buildSum n z (lam i (tuple e s))`: `(tuple (build n (lam i e)) (ts_add z
     /// (sum of the s)))` in one loop (not in the original; reverse mode of a
     /// loop that both reads a vector at its index and other variables
@@ -98,6 +103,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Fold, "fold"),
     (Prim::Scan, "scan"),
     (Prim::BuildSum, "buildSum"),
+    (Prim::ScanSum, "scanSum"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -207,6 +213,7 @@ impl Prim {
             Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
+            Prim::ScanSum => Some(4),
             Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
             | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
             Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
@@ -323,6 +330,17 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 }
                 t => return Err(format!("the lambda of `buildSum` must return a pair (element, term), but it returns `{t}`")),
             }
+        }
+        Prim::ScanSum => {
+            let (x, body) = expect_lam("the first argument of `scanSum`", &a[0])?;
+            let (rank, elem) = expect_tensor("the fourth argument of `scanSum`", &a[3])?;
+            if rank != 1 {
+                return Err(format!("`scanSum` runs over a vector, but its fourth argument has type `{}`", a[3]));
+            }
+            let want = T::Tuple(vec![a[1].clone(), elem.clone()]);
+            expect_eq("the lambda's parameter (accumulator, element)", &want, x)?;
+            expect_eq("the lambda's result (new accumulator, term)", &T::Tuple(vec![a[1].clone(), a[2].clone()]), body)?;
+            T::Tuple(vec![T::vec(a[1].clone()), a[2].clone()])
         }
         Prim::Fold | Prim::Scan => {
             let (x, body) = expect_lam(&format!("the first argument of `{p}`"), &a[0])?;

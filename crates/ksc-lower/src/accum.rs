@@ -123,6 +123,40 @@ fn same_type_add(body: &Body, e: ExprId) -> Option<(ExprId, ExprId)> {
     (body.ty(x) == body.ty(e) && body.ty(y) == body.ty(e)).then_some((x, y))
 }
 
+/// Is `e` a zero written out: `0.0`, `constVec n zero`, `build n (lam i
+/// zero)`, or a tuple of zeros? (Adding one changes nothing but the sign
+/// of a zero.)
+fn is_zero(body: &Body, e: ExprId) -> bool {
+    match &body.exprs[e] {
+        Expr::Lit(ksc_ir::Lit::Float(x)) => *x == 0.0,
+        Expr::Lit(ksc_ir::Lit::Integer(0)) => true,
+        Expr::Tuple(es) => es.iter().all(|&c| is_zero(body, c)),
+        Expr::Call(Callee::Prim(Prim::ConstVec | Prim::Build), a) => match &body.exprs[*a] {
+            Expr::Tuple(es) if es.len() == 2 => match &body.exprs[es[1]] {
+                Expr::Lam(_, _, z) => is_zero(body, *z),
+                _ => is_zero(body, es[1]),
+            },
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The arguments of a one-hot `build n (lam i (if (eq i at) hit zero))` of
+/// a vector (either side of `eq`, `at` not mentioning `i`): `(n, i, at, hit)`.
+fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId)> {
+    let Expr::Tuple(es) = &body.exprs[a] else { return None };
+    let [n, lam] = es[..] else { return None };
+    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
+    let Expr::If(c, hit, miss) = &body.exprs[*b] else { return None };
+    let Expr::Call(Callee::Prim(Prim::Eq), args) = &body.exprs[*c] else { return None };
+    let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
+    let [x, y] = xy[..] else { return None };
+    let is_i = |e: ExprId| matches!(&body.exprs[e], Expr::Var(v) if v == i);
+    let at = if is_i(x) { y } else if is_i(y) { x } else { return None };
+    (!occurs(body, at, i) && is_zero(body, *miss)).then(|| (n, i.clone(), at, *hit))
+}
+
 /// Component `k` (from 1) of a tuple type.
 fn component_ty(t: &Type, k: u32) -> R<Type> {
     match tuple_tys(t)?.get((k as usize).wrapping_sub(1)) {
@@ -316,6 +350,11 @@ impl Lowerer<'_> {
                     if let [n, i, v] = es[..] {
                         return self.accumulate_delta(fb, st, ctx, arr, t, e, [n, i, v], site);
                     }
+                }
+            }
+            Expr::Call(Callee::Prim(Prim::Build), a) if proj.is_empty() => {
+                if let (Acc::Tensor(arr, t), Some((n, i, at, hit))) = (acc, one_hot_build(body, a)) {
+                    return self.accumulate_one_hot(fb, st, ctx, arr, t, (n, i, at, hit), site);
                 }
             }
             Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_) | Acc::Set(..)) => {
@@ -528,6 +567,38 @@ impl Lowerer<'_> {
         }
         let inner = self.bind_pat(fb, st, ctx, pat, v, &rty, n)?;
         self.accumulate_proj(fb, st, &inner, acc, n, proj, site)
+    }
+
+    /// `arr += build n (lam i (if (eq i at) hit zero))`: `arr[at] += hit`
+    /// with `i = at` (sizes checked; an index out of range adds nothing).
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_one_hot(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        arr: &Op,
+        t: &Type,
+        (n, i, at, hit): (ExprId, String, ExprId, ExprId),
+        site: SiteId,
+    ) -> R<()> {
+        let (_, elem) = tensor_ty(t)?;
+        let n = self.lower_expr(fb, st, ctx, n)?;
+        let dims = index_ops(&n)?;
+        self.sizes_check(fb, &dims, "build", site);
+        let da = self.dims_of(fb, &LVal::Op(arr.clone()), 1)?;
+        self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
+        let at = lval_op(&self.lower_expr(fb, st, ctx, at)?)?;
+        let lo = bin(fb, BinOp::IGe, at.clone(), Op::Int(0));
+        let hi = bin(fb, BinOp::ILt, at.clone(), dims[0].clone());
+        let inside = bin(fb, BinOp::And, lo, hi);
+        fb.push_block();
+        let inner = ctx.with_binding(&i, LVal::Op(at.clone()));
+        let slot = self.slot_acc(fb, arr.clone(), at, &elem);
+        self.accumulate_proj(fb, st, &inner, &slot, hit, &[], site)?;
+        let then = fb.pop_block();
+        fb.emit(Stmt::If { cond: inside, then, els: vec![] });
+        Ok(())
     }
 
     /// `arr += deltaVec n i v`: `arr[i] += v` (sizes checked, an index out

@@ -364,6 +364,54 @@ impl Lowerer<'_> {
                 fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
                 Ok(LVal::Op(out))
             }
+            Prim::ScanSum => {
+                // `scan` whose lambda also returns a term, added in place
+                // into one accumulator that starts as a copy of z.
+                let (init, acc_ty) = args[1].val()?;
+                let (z, zt) = args[2].val()?;
+                let (v, vt) = args[3].val()?;
+                let (_, elem_ty) = tensor_ty(vt)?;
+                let (init, acc_ty, z, zt, v) = (init.clone(), acc_ty.clone(), z.clone(), zt.clone(), v.clone());
+                let Arg::Lam { binder, body } = &args[0] else {
+                    return internal("`scanSum` of a lambda that is not written in place");
+                };
+                let (binder, body) = (binder.clone(), *body);
+                let accs_ty = tuple_tys(&ty)?[0].clone();
+                let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
+                let vars = fold_vars(fb, &leaves);
+                let sum = self.new_acc(fb, st, z, &zt)?;
+                let dims = self.dims_of(fb, &v, 1)?;
+                let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
+                let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, accs_ty, Some("accs"));
+                let nest = self.nest_open(fb, &dims);
+                let acc = read_fold_vars(fb, &vars, &acc_ty);
+                let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
+                let mark = if needs_heap(&acc_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
+                let new = fb.var(acc_ty.clone(), Some("acc"), true);
+                fb.emit(Stmt::DeclMut(new, None));
+                let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
+                let both = Acc::Tuple(vec![Acc::Set(new, acc_ty.clone()), sum]);
+                self.accumulate_expr(fb, st, &inner, &both, body, site)?;
+                let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
+                let new = crate::lower::split(fb, new, &acc_ty);
+                let new = self.leaves_of(fb, st, new, &acc_ty)?;
+                for (&var, (o, _)) in vars.iter().zip(new) {
+                    fb.emit(Stmt::Set(var, o));
+                }
+                if let Some(Op::Var(m)) = mark {
+                    let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
+                    fb.emit(Stmt::CopyDown { mark: m, vars: hv });
+                }
+                self.nest_close(fb, nest);
+                let last = read_fold_vars(fb, &vars, &acc_ty);
+                let stored = self.materialize_val(fb, st, last, &acc_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
+                let Acc::Tuple(accs) = &both else { return internal("scanSum") };
+                let total = self.acc_value(fb, &accs[1])?;
+                Ok(LVal::Tuple(vec![LVal::Op(out), total]))
+            }
             Prim::Map | Prim::Map2 => {
                 let (rank, out_elem) = tensor_ty(&ty)?;
                 let srcs: Vec<(LVal, Type)> = args[1..]
