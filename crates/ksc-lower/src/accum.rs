@@ -1,21 +1,28 @@
 //! In-place accumulation through the structure of an expression.
 //!
-//! `acc += e` (a term of a `sumbuild` or `sum` added into its accumulator)
-//! does not build the value of `e` first. It looks into `e`:
+//! `acc += e` (a term of a `sumbuild`, `sum`, `buildSum` or `scanSum` added
+//! into its accumulator) does not build the value of `e` first. It looks
+//! into `e`:
 //!
 //! - a tuple adds its components into the accumulator's components, and a
 //!   projection `get$i$n` adds that component of its argument;
 //! - `if` adds its branches under the condition, `assert` checks and adds
 //!   its body, `ts_add a b` adds `a` then `b`;
-//! - a `deltaVec` adds into one element (`acc[i] += v`), and a `sumbuild`
-//!   adds each of its terms (no accumulator of its own is allocated);
-//! - a `let` whose variable is only added in (the accumulation positions
-//!   above, at most once per component it projects, outside any lambda) is
-//!   *deferred*: its right-hand side is accumulated where the variable is
-//!   used. When it is used at several components and its right-hand side
-//!   is an `if`, the rest of the expression is copied into both branches (a
-//!   join point, within a size budget) so the condition and each branch's
-//!   bindings are evaluated once.
+//! - a `deltaVec` adds into one element (`acc[i] += v`), so does a one-hot
+//!   `build n (lam i (if (eq i t) x zero))`, and a `sumbuild` adds each of
+//!   its terms (no accumulator of its own is allocated);
+//! - a `let` whose variable is only added in (the positions above, at most
+//!   once per component, outside any lambda) is left pending
+//!   ([`Bound::Pending`]) and its right-hand side is added where the
+//!   variable is; a tuple whose components are used differently is bound
+//!   component by component ([`Bound::Parts`]); a tuple-valued `if` used at
+//!   several components is a join point: the rest of the expression is
+//!   copied into both branches (within a size budget), so the condition and
+//!   each branch's bindings are evaluated once.
+//!
+//! An [`Acc::Set`] (the element of a `buildSum`, the new accumulator of a
+//! `scanSum`) is assigned once, not added into, so it follows only the
+//! structure that does not split a value (tuples projected, `if`, `let`).
 //!
 //! This is what makes reverse mode accumulate cotangents in place: a loop's
 //! backward pass returns, per iteration, a tuple of contributions to the
@@ -28,7 +35,8 @@ use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    bin, index_lval, index_ops, internal, lval_op, occurs, parts, tensor_ty, tuple_tys, Bound, Ctx, FnState, LVal, Lowerer, R,
+    bin, flat_index, in_range, index_lval, index_ops, internal, lval_op, occurs, parts, tensor_ty, tuple_tys, Bound, Ctx,
+    FnState, LVal, Lowerer, R,
 };
 use crate::prims::Acc;
 
@@ -589,9 +597,7 @@ impl Lowerer<'_> {
         let da = self.dims_of(fb, &LVal::Op(arr.clone()), 1)?;
         self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
         let at = lval_op(&self.lower_expr(fb, st, ctx, at)?)?;
-        let lo = bin(fb, BinOp::IGe, at.clone(), Op::Int(0));
-        let hi = bin(fb, BinOp::ILt, at.clone(), dims[0].clone());
-        let inside = bin(fb, BinOp::And, lo, hi);
+        let inside = in_range(fb, std::slice::from_ref(&at), &dims);
         fb.push_block();
         let inner = ctx.with_binding(&i, LVal::Op(at.clone()));
         let slot = self.slot_acc(fb, arr.clone(), at, &elem);
@@ -625,26 +631,13 @@ impl Lowerer<'_> {
         let idx = index_ops(&i)?;
         let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
         self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
-        let mut ok: Option<Op> = None;
-        for (i, d) in idx.iter().zip(&dims) {
-            let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-            let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-            let c = bin(fb, BinOp::And, lo, hi);
-            ok = Some(match ok {
-                None => c,
-                Some(o) => bin(fb, BinOp::And, o, c),
-            });
-        }
-        let mut flat = idx[0].clone();
+        let inside = in_range(fb, &idx, &dims);
         fb.push_block();
-        for (i, d) in idx.iter().zip(&dims).skip(1) {
-            let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
-            flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
-        }
+        let flat = flat_index(fb, &idx, &dims);
         let slot = self.slot_acc(fb, arr.clone(), flat, &elem);
         self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
         let then = fb.pop_block();
-        fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
+        fb.emit(Stmt::If { cond: inside, then, els: vec![] });
         Ok(())
     }
 }

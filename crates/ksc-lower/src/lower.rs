@@ -1350,6 +1350,31 @@ pub(crate) fn bin(fb: &mut FnBuilder, op: BinOp, a: Op, b: Op) -> Op {
     float_bin(fb, op, a, b)
 }
 
+/// `0 <= i < d` for every index component `i` and size `d`.
+pub(crate) fn in_range(fb: &mut FnBuilder, idx: &[Op], dims: &[Op]) -> Op {
+    let mut ok = Op::Bool(true);
+    for (i, d) in idx.iter().zip(dims) {
+        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+        let c = bin(fb, BinOp::And, lo, hi);
+        ok = match ok {
+            Op::Bool(true) => c,
+            o => bin(fb, BinOp::And, o, c),
+        };
+    }
+    ok
+}
+
+/// The row-major position of index `idx` in a tensor of sizes `dims`.
+pub(crate) fn flat_index(fb: &mut FnBuilder, idx: &[Op], dims: &[Op]) -> Op {
+    let mut flat = idx[0].clone();
+    for (i, d) in idx.iter().zip(dims).skip(1) {
+        let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
+        flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
+    }
+    flat
+}
+
 impl Nest {
     pub(crate) fn idx(&self) -> &[Op] {
         &self.idx

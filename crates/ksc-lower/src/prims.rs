@@ -8,8 +8,8 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    bin, check_type, components, default_lval, parts, index_lval, index_ops, internal, lval_op, split, tensor_ty,
-    tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
+    bin, check_type, components, default_lval, flat_index, in_range, index_lval, index_ops, internal, lval_op, parts,
+    split, tensor_ty, tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
 };
 
 /// An accumulator being added into in place.
@@ -245,17 +245,8 @@ impl Lowerer<'_> {
                 let idx = index_ops(i)?;
                 let dims = self.dims_of(fb, v, rank)?;
                 if self.checked() {
-                    let mut ok: Option<Op> = None;
-                    for (i, d) in idx.iter().zip(&dims) {
-                        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-                        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-                        let c = bin(fb, BinOp::And, lo, hi);
-                        ok = Some(match ok {
-                            None => c,
-                            Some(o) => bin(fb, BinOp::And, o, c),
-                        });
-                    }
-                    if let Some(cond) = ok {
+                    let cond = in_range(fb, &idx, &dims);
+                    if cond != Op::Bool(true) {
                         fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims } });
                     }
                 }
@@ -329,57 +320,32 @@ impl Lowerer<'_> {
                 self.nest_close(fb, nest);
                 Ok(read_fold_vars(fb, &vars, &acc_ty))
             }
-            Prim::Scan => {
+            Prim::Scan | Prim::ScanSum => {
                 // The accumulators of a fold, stored: out[i] before step i,
                 // out[n] after the last. Stored values must live: a step's
                 // temporaries are freed by copying its new accumulator down
                 // to the mark taken after the previous one was stored.
+                // `scanSum`'s lambda also returns a term, added in place into
+                // one accumulator that starts as a copy of z.
                 let (init, acc_ty) = args[1].val()?;
-                let (v, vt) = args[2].val()?;
+                let (v, vt) = args[args.len() - 1].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
-                let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
-                let vars = fold_vars(fb, &leaves);
-                let dims = self.dims_of(fb, &v, 1)?;
-                let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
-                let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, ty.clone(), Some("accs"));
-                let nest = self.nest_open(fb, &dims);
-                let acc = read_fold_vars(fb, &vars, &acc_ty);
-                let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
-                let mark = if needs_heap(&acc_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
-                let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
-                let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
-                let new = self.leaves_of(fb, st, r, &acc_ty)?;
-                for (&var, (o, _)) in vars.iter().zip(new) {
-                    fb.emit(Stmt::Set(var, o));
-                }
-                if let Some(Op::Var(m)) = mark {
-                    let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
-                    fb.emit(Stmt::CopyDown { mark: m, vars: hv });
-                }
-                self.nest_close(fb, nest);
-                let last = read_fold_vars(fb, &vars, &acc_ty);
-                let stored = self.materialize_val(fb, st, last, &acc_ty)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
-                Ok(LVal::Op(out))
-            }
-            Prim::ScanSum => {
-                // `scan` whose lambda also returns a term, added in place
-                // into one accumulator that starts as a copy of z.
-                let (init, acc_ty) = args[1].val()?;
-                let (z, zt) = args[2].val()?;
-                let (v, vt) = args[3].val()?;
-                let (_, elem_ty) = tensor_ty(vt)?;
-                let (init, acc_ty, z, zt, v) = (init.clone(), acc_ty.clone(), z.clone(), zt.clone(), v.clone());
                 let Arg::Lam { binder, body } = &args[0] else {
-                    return internal("`scanSum` of a lambda that is not written in place");
+                    return internal(format!("`{p}` of a lambda that is not written in place"));
                 };
                 let (binder, body) = (binder.clone(), *body);
-                let accs_ty = tuple_tys(&ty)?[0].clone();
+                let sum = match p {
+                    Prim::ScanSum => {
+                        let (z, zt) = args[2].val()?;
+                        let (z, zt) = (z.clone(), zt.clone());
+                        Some(self.new_acc(fb, st, z, &zt)?)
+                    }
+                    _ => None,
+                };
+                let accs_ty = if sum.is_some() { tuple_tys(&ty)?[0].clone() } else { ty.clone() };
                 let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
                 let vars = fold_vars(fb, &leaves);
-                let sum = self.new_acc(fb, st, z, &zt)?;
                 let dims = self.dims_of(fb, &v, 1)?;
                 let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
                 let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, accs_ty, Some("accs"));
@@ -392,10 +358,14 @@ impl Lowerer<'_> {
                 let new = fb.var(acc_ty.clone(), Some("acc"), true);
                 fb.emit(Stmt::DeclMut(new, None));
                 let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
-                let both = Acc::Tuple(vec![Acc::Set(new, acc_ty.clone()), sum]);
-                self.accumulate_expr(fb, st, &inner, &both, body, site)?;
+                let set = Acc::Set(new, acc_ty.clone());
+                let target = match sum {
+                    Some(sum) => Acc::Tuple(vec![set, sum]),
+                    None => set,
+                };
+                self.accumulate_expr(fb, st, &inner, &target, body, site)?;
                 let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
-                let new = crate::lower::split(fb, new, &acc_ty);
+                let new = split(fb, new, &acc_ty);
                 let new = self.leaves_of(fb, st, new, &acc_ty)?;
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
@@ -408,9 +378,10 @@ impl Lowerer<'_> {
                 let last = read_fold_vars(fb, &vars, &acc_ty);
                 let stored = self.materialize_val(fb, st, last, &acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
-                let Acc::Tuple(accs) = &both else { return internal("scanSum") };
-                let total = self.acc_value(fb, &accs[1])?;
-                Ok(LVal::Tuple(vec![LVal::Op(out), total]))
+                match &target {
+                    Acc::Tuple(accs) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &accs[1])?])),
+                    _ => Ok(LVal::Op(out)),
+                }
             }
             Prim::Map | Prim::Map2 => {
                 let (rank, out_elem) = tensor_ty(&ty)?;
@@ -581,24 +552,11 @@ impl Lowerer<'_> {
                     })?;
                     let idx = index_ops(&i)?;
                     let dims = self.dims_of(fb, &LVal::Op(out.clone()), rank)?;
-                    let mut ok: Option<Op> = None;
-                    for (i, d) in idx.iter().zip(&dims) {
-                        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-                        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-                        let c = bin(fb, BinOp::And, lo, hi);
-                        ok = Some(match ok {
-                            None => c,
-                            Some(o) => bin(fb, BinOp::And, o, c),
-                        });
-                    }
-                    if let Some(cond) = ok {
+                    let cond = in_range(fb, &idx, &dims);
+                    if cond != Op::Bool(true) {
                         fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims.clone() } });
                     }
-                    let mut flat = idx[0].clone();
-                    for (i, d) in idx.iter().zip(&dims).skip(1) {
-                        let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
-                        flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
-                    }
+                    let flat = flat_index(fb, &idx, &dims);
                     let slot = self.slot_acc(fb, out.clone(), flat, &elem);
                     self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
                 }
@@ -1018,26 +976,13 @@ impl Lowerer<'_> {
         let zero = self.zero_like(fb, st, &v, vt)?;
         let zeros = LVal::Delayed(Rc::new(Delayed::constant(dims.to_vec(), vt.clone(), zero)));
         let arr = self.materialize_val(fb, st, zeros, ty)?;
-        let mut ok: Option<Op> = None;
-        for (i, d) in idx.iter().zip(dims) {
-            let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-            let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-            let c = bin(fb, BinOp::And, lo, hi);
-            ok = Some(match ok {
-                None => c,
-                Some(o) => bin(fb, BinOp::And, o, c),
-            });
-        }
+        let inside = in_range(fb, idx, dims);
         fb.push_block();
-        let mut flat = idx[0].clone();
-        for (i, d) in idx.iter().zip(dims).skip(1) {
-            let m = bin(fb, BinOp::IMulNoCheck, flat, d.clone());
-            flat = bin(fb, BinOp::IAddNoCheck, m, i.clone());
-        }
+        let flat = flat_index(fb, idx, dims);
         let v = self.materialize_val(fb, st, v, vt)?;
         fb.emit(Stmt::Store { arr: arr.clone(), idx: flat, val: v });
         let then = fb.pop_block();
-        fb.emit(Stmt::If { cond: ok.unwrap_or(Op::Bool(true)), then, els: vec![] });
+        fb.emit(Stmt::If { cond: inside, then, els: vec![] });
         Ok(LVal::Op(arr))
     }
 
