@@ -644,51 +644,69 @@ fn is_empty(b: &mut Builder, n: &(String, Type)) -> ExprId {
     }
 }
 
-/// The Jacobian variable `g` of a vector read as `index i v` at loop
-/// variable `i`: `lmCompose (lmHCat (lmZero ..) (lmIndex i ..)) (lmVCat _ g)`
-/// (the `index` primitive) or `lmCompose (lmIndex i ..) g` (`map`).
-fn indexed_read(src: &Body, m: ExprId, ivar: &str) -> Option<String> {
+/// `m` as a read of one element of the vector whose map is `g`:
+/// `lmCompose (lmIndex e ..) g` (as `index e v` differentiates), or the
+/// `lmHCat (lmZero, lmIndex e ..) ∘ lmVCat (_, g)` form `map` makes. The
+/// index expression and `g`.
+fn element_read(src: &Body, m: ExprId) -> Option<(ExprId, String)> {
     let (p, args) = prim_call(src, m)?;
     if p != Prim::LmCompose {
         return None;
     }
-    // `lmCompose (lmIndex i ..) g`, as `map` reads its elements.
-    if let Some(sel) = ksc_linmap::builder::call_of(src, args[0], Prim::LmIndex) {
-        return match (&src.exprs[sel[0]], &src.exprs[args[1]]) {
-            (Expr::Var(i), Expr::Var(g)) if i == ivar => Some(g.clone()),
-            _ => None,
-        };
-    }
-    let hcat = ksc_linmap::builder::call_of(src, args[0], Prim::LmHCat)?;
-    let vcat = ksc_linmap::builder::call_of(src, args[1], Prim::LmVCat)?;
-    let (&[z, sel], &[_, g]) = (&hcat[..], &vcat[..]) else { return None };
-    ksc_linmap::builder::call_of(src, z, Prim::LmZero)?;
-    let sel = ksc_linmap::builder::call_of(src, sel, Prim::LmIndex)?;
-    match (&src.exprs[sel[0]], &src.exprs[g]) {
-        (Expr::Var(i), Expr::Var(g)) if i == ivar => Some(g.clone()),
+    let (sel, g) = match ksc_linmap::builder::call_of(src, args[0], Prim::LmIndex) {
+        Some(sel) => (sel, args[1]),
+        None => {
+            let hcat = ksc_linmap::builder::call_of(src, args[0], Prim::LmHCat)?;
+            let vcat = ksc_linmap::builder::call_of(src, args[1], Prim::LmVCat)?;
+            let (&[z, sel], &[_, g]) = (&hcat[..], &vcat[..]) else { return None };
+            ksc_linmap::builder::call_of(src, z, Prim::LmZero)?;
+            (ksc_linmap::builder::call_of(src, sel, Prim::LmIndex)?, g)
+        }
+    };
+    match &src.exprs[g] {
+        Expr::Var(g) => Some((sel[0], g.clone())),
         _ => None,
     }
 }
 
-/// Counts the free occurrences of `g` in `e`, and how many of them are
-/// reads at index `ivar` (see [`indexed_read`]).
-fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String>) -> (usize, usize) {
+/// `m` as a read of element `ivar` (a variable) of the vector whose map
+/// is the result.
+fn indexed_read(src: &Body, m: ExprId, ivar: &str) -> Option<String> {
+    let (i, g) = element_read(src, m)?;
+    matches!(&src.exprs[i], Expr::Var(v) if v == ivar).then_some(g)
+}
+
+/// How a map variable occurs in an expression.
+#[derive(Default, Clone, Copy)]
+struct Uses {
+    /// Free occurrences.
+    all: usize,
+    /// Reads of the element at the loop's index (see [`indexed_read`]).
+    at_index: usize,
+    /// Reads of one element at any index (see [`element_read`]).
+    elements: usize,
+}
+
+/// Counts the free occurrences of `g` in `e`.
+fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String>) -> Uses {
     if !bound.iter().any(|b| b == g) {
-        if let Some(h) = indexed_read(src, e, ivar) {
+        if let Some((i, h)) = element_read(src, e) {
             if h == g {
-                return (1, 1);
+                let at = matches!(&src.exprs[i], Expr::Var(v) if v == ivar) as usize;
+                return Uses { all: 1, at_index: at, elements: 1 };
             }
         }
     }
-    let mut acc = (0, 0);
-    let mut add = |(a, b): (usize, usize)| {
-        acc.0 += a;
-        acc.1 += b;
+    let mut acc = Uses::default();
+    let mut add = |u: Uses| {
+        acc.all += u.all;
+        acc.at_index += u.at_index;
+        acc.elements += u.elements;
     };
     match &src.exprs[e] {
         Expr::Var(v) => {
             if v == g && !bound.iter().any(|b| b == g) {
-                add((1, 0));
+                add(Uses { all: 1, ..Uses::default() });
             }
         }
         Expr::Lit(_) | Expr::Dummy(_) => {}
@@ -1155,12 +1173,18 @@ impl Rev<'_, '_> {
             .iter()
             .filter(|_| ity == Type::Integer)
             .filter(|g| {
-                let (all, at_i) = count_uses(self.src, body, g, &i, &mut Vec::new());
-                all > 0 && all == at_i && self.witnesses.contains_key(*g)
+                let u = count_uses(self.src, body, g, &i, &mut Vec::new());
+                u.all > 0 && u.all == u.at_index && self.witnesses.contains_key(*g)
             })
             .cloned()
             .collect();
         let others: Vec<String> = outer.iter().filter(|g| !indexed.contains(g)).cloned().collect();
+        // Does the loop read some other vector only element by element (so
+        // its contributions are one-hot)?
+        let gathers = others.iter().any(|g| {
+            let u = count_uses(self.src, body, g, &i, &mut Vec::new());
+            u.all > 0 && u.all == u.elements
+        });
         let n1 = import(b, self.src, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple
@@ -1192,13 +1216,14 @@ impl Rev<'_, '_> {
         // contributions are kept), so a one-hot contribution becomes an
         // in-place accumulation in the loop IR. The vectors read at the
         // loop's index get their cotangents element by element: a `build`
-        // of each iteration's contributions. When there are both, an
-        // outermost loop makes the two in one pass (`buildSum`); a loop
-        // inside another's backward pass runs its body twice (a `build` and
-        // a `sumbuild`), because the loop IR adds a nested `sumbuild`'s
-        // terms straight into the outer loop's accumulators, while a
-        // `buildSum`'s sum is a value of its own (a full-size vector per
-        // outer iteration).
+        // of each iteration's contributions. When there are both, the two
+        // are made in one pass (`buildSum`), except in a loop inside
+        // another's backward pass that reads some other vector element by
+        // element: it runs its body twice (a `build` and a `sumbuild`),
+        // because the loop IR adds a nested `sumbuild`'s one-hot terms
+        // straight into the outer loop's accumulators, while a `buildSum`'s
+        // sum is a value of its own (a full-size vector per outer
+        // iteration).
         // The sum of the contributions to `others`, scattered to them.
         let sum_others = |this: &mut Self, b: &mut Builder| -> R<()> {
             let lam = body_for(this, b, &others, None)?;
@@ -1215,7 +1240,7 @@ impl Rev<'_, '_> {
         let n2 = b.var(&nv.0, nv.1.clone());
         let per_iteration = if indexed.is_empty() {
             return if others.is_empty() { Ok(()) } else { sum_others(self, b) };
-        } else if others.is_empty() || self.loop_depth > 0 {
+        } else if others.is_empty() || (self.loop_depth > 0 && gathers) {
             if !others.is_empty() {
                 sum_others(self, b)?;
             }
