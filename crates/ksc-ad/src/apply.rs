@@ -964,8 +964,10 @@ impl Rev<'_, '_> {
         self.sub_block_grouped(b, e, r, outer, pair, None)
     }
 
-    /// [`Rev::sub_block`], with the contributions grouped into two tuples
-    /// (the first `k` and the rest) if `group` is `Some(k)`.
+    /// [`Rev::sub_block`], with the contributions grouped if `group` is
+    /// `Some(k)`: the first `k` are an element (the one contribution if
+    /// `k` is 1, else their tuple), paired with the tuple of the rest if
+    /// there is a rest.
     fn sub_block_grouped(
         &mut self,
         b: &mut Builder,
@@ -1014,8 +1016,13 @@ impl Rev<'_, '_> {
         let t = match group {
             Some(k) => {
                 let rest = parts.split_off(k);
-                let (first, rest) = (b.tuple(parts), b.tuple(rest));
-                b.tuple(vec![first, rest])
+                let elem = if k == 1 { parts.pop().unwrap_or_else(|| b.tuple(Vec::new())) } else { b.tuple(parts) };
+                if rest.is_empty() {
+                    elem
+                } else {
+                    let rest = b.tuple(rest);
+                    b.tuple(vec![elem, rest])
+                }
             }
             None => b.tuple(parts),
         };
@@ -1244,7 +1251,7 @@ impl Rev<'_, '_> {
             if !others.is_empty() {
                 sum_others(self, b)?;
             }
-            let lam = body_for(self, b, &indexed, None)?;
+            let lam = body_for(self, b, &indexed, Some(indexed.len()))?;
             b.prim(Prim::Build, vec![n2, lam])
         } else {
             let targets: Vec<String> = indexed.iter().chain(&others).cloned().collect();
@@ -1271,7 +1278,7 @@ impl Rev<'_, '_> {
                 b.call(FunName::typed("lt", Type::Tuple(vec![Type::Integer, Type::Integer])), vec![qv, nvar], Type::Bool);
             let (q1, tv) = (b.var(&q, Type::Integer), b.var(&t.0, t.1.clone()));
             let row = b.prim(Prim::Index, vec![q1, tv]);
-            let hit = b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row]);
+            let hit = if k == 1 { row } else { b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row]) };
             let (q2, w2) = (b.var(&q, Type::Integer), self.witness_expr(b, g)?);
             let wq = b.prim(Prim::Index, vec![q2, w2]);
             let miss = b.zero_tangent(wq);

@@ -708,6 +708,20 @@ fn fold_compare(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.alloc(Expr::Lit(Lit::Bool(value)), Type::Bool))
 }
 
+/// `lt i n ⇒ true` (built-in, Integers) when `i` is the index of a `build` or `sumbuild` of size `n`.
+fn lt_index_size(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (c, comps, _) = call_parts(ctx, e)?;
+    let Callee::Fun(f) = &c else { return None };
+    if f.base != "lt" || !f.derivs.is_empty() || !ctx.globals.is_builtin(f) {
+        return None;
+    }
+    let [i, n] = comps[..] else { return None };
+    if ctx.ty(i) != Type::Integer || !index_in_range(ctx, i, n) {
+        return None;
+    }
+    Some(ctx.alloc(Expr::Lit(Lit::Bool(true)), Type::Bool))
+}
+
 // ---------------------------------------------------------------------------
 // Inlining.
 
@@ -819,6 +833,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "fold-float", statement: "add/sub/mul/div/neg of Float literals (built-ins), ts_add/ts_scale of Float literals ⇒ the literal, when finite", group: FOLD, head: Head::AnyCall, rewrite: fold_float },
     CoreRule { name: "fold-integer", statement: "add/sub/mul/div/neg of Integer literals (built-ins) ⇒ the literal, unless it overflows or divides by zero", group: FOLD, head: Head::Fun, rewrite: fold_integer },
     CoreRule { name: "fold-compare", statement: "lt/gt/lte/gte of number literals, eq/ne of Integer, Bool or String literals ⇒ the Bool", group: FOLD, head: Head::AnyCall, rewrite: fold_compare },
+    CoreRule { name: "lt-index-size", statement: "lt i n ⇒ true when i is the index of a build or sumbuild of size n", group: FOLD, head: Head::Fun, rewrite: lt_index_size },
     CoreRule { name: "inline-marked", statement: "$inline (f a) ⇒ let params = a in (body of f)", group: INLINE, head: Head::Prim(Prim::Inline), rewrite: inline_marked },
     CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small", group: INLINE, head: Head::Fun, rewrite: inline_small },
 ];

@@ -396,6 +396,21 @@ fn template(rule: &str) -> Option<Template> {
             let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
             b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
         },
+        "lt-index-size" => |g, b| {
+            // build n (lam i (if (lt i n) t f)): always t.
+            let n = g.size(b, 1);
+            let n2 = ksc_opt::term::deep_copy(b, n);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| {
+                let iv = b.var(&i, Type::Integer);
+                let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
+                let c = call(b, "lt", ii, Type::Bool, vec![iv, n2]);
+                let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+                b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+            });
+            let lam = b.lam(&i, Type::Integer, body);
+            b.prim(Prim::Build, vec![n, lam])
+        },
         "inline-marked" => |g, b| {
             let x = g.expr(b, &Type::Float, 2);
             let c = call(b, "sq", Type::Float, Type::Float, vec![x]);
