@@ -52,6 +52,12 @@ enum Kind {
     Value,
 }
 
+/// A one-hot term's element: a value, or an expression to add in.
+enum Term {
+    Val(LVal),
+    Expr(ExprId),
+}
+
 /// The Core expressions that join points may copy in one lowering.
 pub(crate) const JOIN_BUDGET: usize = 20_000;
 /// The largest rest-of-expression copied into both branches of an `if`.
@@ -578,7 +584,7 @@ impl Lowerer<'_> {
     }
 
     /// `arr += build n (lam i (if (eq i at) hit zero))`: `arr[at] += hit`
-    /// with `i = at` (sizes checked; an index out of range adds nothing).
+    /// with `i = at` (an index out of range adds nothing).
     #[allow(clippy::too_many_arguments)]
     fn accumulate_one_hot(
         &mut self,
@@ -590,25 +596,17 @@ impl Lowerer<'_> {
         (n, i, at, hit): (ExprId, String, ExprId, ExprId),
         site: SiteId,
     ) -> R<()> {
-        let (_, elem) = tensor_ty(t)?;
         let n = self.lower_expr(fb, st, ctx, n)?;
         let dims = index_ops(&n)?;
         self.sizes_check(fb, &dims, "build", site);
-        let da = self.dims_of(fb, &LVal::Op(arr.clone()), 1)?;
-        self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
         let at = lval_op(&self.lower_expr(fb, st, ctx, at)?)?;
-        let inside = in_range(fb, std::slice::from_ref(&at), &dims);
-        fb.push_block();
         let inner = ctx.with_binding(&i, LVal::Op(at.clone()));
-        let slot = self.slot_acc(fb, arr.clone(), at, &elem);
-        self.accumulate_proj(fb, st, &inner, &slot, hit, &[], site)?;
-        let then = fb.pop_block();
-        fb.emit(Stmt::If { cond: inside, then, els: vec![] });
-        Ok(())
+        // As in the interpreter, `hit` is evaluated only at `at`.
+        self.accumulate_at(fb, st, &inner, arr, t, &dims, &[at], Term::Expr(hit), site)
     }
 
-    /// `arr += deltaVec n i v`: `arr[i] += v` (sizes checked, an index out
-    /// of range adds nothing, as `deltaVec` is zero there).
+    /// `arr += deltaVec n i v`: `arr[i] += v` (an index out of range adds
+    /// nothing, as `deltaVec` is zero there).
     #[allow(clippy::too_many_arguments)]
     fn accumulate_delta(
         &mut self,
@@ -621,21 +619,43 @@ impl Lowerer<'_> {
         [n, i, v]: [ExprId; 3],
         site: SiteId,
     ) -> R<()> {
-        let (rank, elem) = tensor_ty(t)?;
         let dsite = self.site_of(ctx, e);
         let n = self.lower_expr(fb, st, ctx, n)?;
         let i = self.lower_expr(fb, st, ctx, i)?;
+        // As in the interpreter, `v` is evaluated whatever the index.
         let v = self.lower_expr(fb, st, ctx, v)?;
         let dims = index_ops(&n)?;
         self.sizes_check(fb, &dims, "deltaVec", dsite);
         let idx = index_ops(&i)?;
+        self.accumulate_at(fb, st, ctx, arr, t, &dims, &idx, Term::Val(v), site)
+    }
+
+    /// `arr[idx] += v` for a one-hot term of sizes `dims` (checked against
+    /// `arr`'s), if `idx` is in range.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_at(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        arr: &Op,
+        t: &Type,
+        dims: &[Op],
+        idx: &[Op],
+        v: Term,
+        site: SiteId,
+    ) -> R<()> {
+        let (rank, elem) = tensor_ty(t)?;
         let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
-        self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
-        let inside = in_range(fb, &idx, &dims);
+        self.same_dims_check(fb, &da, dims, "`ts_add` of tensors of different sizes", site);
+        let inside = in_range(fb, idx, dims);
         fb.push_block();
-        let flat = flat_index(fb, &idx, &dims);
+        let flat = flat_index(fb, idx, dims);
         let slot = self.slot_acc(fb, arr.clone(), flat, &elem);
-        self.accumulate_lval(fb, st, &slot, v, &elem, site)?;
+        match v {
+            Term::Val(v) => self.accumulate_lval(fb, st, &slot, v, &elem, site)?,
+            Term::Expr(e) => self.accumulate_proj(fb, st, ctx, &slot, e, &[], site)?,
+        }
         let then = fb.pop_block();
         fb.emit(Stmt::If { cond: inside, then, els: vec![] });
         Ok(())
