@@ -7,7 +7,11 @@
 //! - the arena keeps a long loop's memory flat;
 //! - loop-IR snapshots (`tests/snapshots/*.loops`, re-blessed with
 //!   `KSC_BLESS=1`) show fusion, hoisting and in-place accumulation;
-//! - a library built with `--emit so` is callable from C through its header.
+//! - a library built with `--emit so` is callable from C through its header;
+//! - every `gdef rev` of `ksc-examples/ad/`, and 60 random sums whose terms
+//!   have the shapes of reverse-mode contributions (tuples, `let`, `if`,
+//!   projections, one-hot vectors, nested sums), give the interpreter's
+//!   results natively.
 //!
 //! Compiled programs are cached in a temporary directory shared by these tests.
 
@@ -353,4 +357,121 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
     }
     assert!(calls >= 20, "only {calls} derivatives called");
     report("native reverse derivatives", failures, files.len());
+}
+
+/// A seeded generator of `.ks` terms for [`random_sums_run_natively_with_the_interpreters_results`].
+struct TermGen {
+    state: u64,
+    fresh: usize,
+}
+
+impl TermGen {
+    fn below(&mut self, n: u64) -> u64 {
+        self.state = self.state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.state >> 33) % n
+    }
+    fn name(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        format!("{hint}{}", self.fresh)
+    }
+    /// An index into a vector of 3: sometimes out of range.
+    fn index(&mut self) -> &'static str {
+        ["i", "(sub i 1)", "(div i 2)", "2", "(add i 1)"][self.below(5) as usize]
+    }
+    /// A Float over the loop index `i`, `v : Vec Float` (5 elements), `x : Float`
+    /// and the Float variables in scope.
+    fn float(&mut self, depth: u32, floats: &[String]) -> String {
+        match self.below(if depth == 0 { 3 } else { 6 }) {
+            0 => "(index (div i 2) v)".into(),
+            1 if !floats.is_empty() => floats[self.below(floats.len() as u64) as usize].clone(),
+            1 | 2 => format!("(mul x (to_float (add i {})))", self.below(3)),
+            3 => format!("(add {} {})", self.float(depth - 1, floats), self.float(depth - 1, floats)),
+            4 => format!("(mul {} {})", self.float(depth - 1, floats), self.float(depth - 1, floats)),
+            _ => format!("(sub (index i v) {})", self.float(depth - 1, floats)),
+        }
+    }
+    /// A `Vec Float` of 3 elements, made of the one-hot and summed forms
+    /// reverse mode produces.
+    fn vec3(&mut self, depth: u32, floats: &[String]) -> String {
+        match self.below(if depth == 0 { 3 } else { 7 }) {
+            0 => format!("(deltaVec 3 {} {})", self.index(), self.float(1, floats)),
+            1 => {
+                let j = self.name("j");
+                format!("(build 3 (lam ({j} : Integer) (if (eq {j} {}) {} (constVec 1 0.0))))", self.index(), self.float(1, floats))
+                    .replace("(constVec 1 0.0)", "0.0")
+            }
+            2 => format!("(constVec 3 {})", self.float(1, floats)),
+            3 => {
+                let k = self.name("k");
+                let inner = self.vec3(depth - 1, floats).replace(" i ", &format!(" {k} ")).replace(" i)", &format!(" {k})"));
+                format!("(sumbuild {} (lam ({k} : Integer) {inner}))", 1 + self.below(3))
+            }
+            4 => format!("(ts_add {} {})", self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
+            5 => {
+                let j = self.name("j");
+                format!("(build 3 (lam ({j} : Integer) (mul (to_float {j}) {})))", self.float(1, floats))
+            }
+            _ => format!("(if (gt (index i v) x) {} {})", self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
+        }
+    }
+    /// A `(Tuple (Vec Float) Float)`, through `let`, `if`, tuples and
+    /// projections, as a backward loop's contributions are.
+    fn pair(&mut self, depth: u32, floats: &[String]) -> String {
+        match self.below(if depth == 0 { 1 } else { 5 }) {
+            0 => format!("(tuple {} {})", self.vec3(2, floats), self.float(2, floats)),
+            1 => {
+                let p = self.name("p");
+                let inner = self.pair(depth - 1, floats);
+                let (a, b) = if self.below(2) == 0 {
+                    (format!("(get$1$2 {p})"), format!("(get$2$2 {p})"))
+                } else {
+                    (format!("(ts_add (get$1$2 {p}) {})", self.vec3(1, floats)), format!("(mul 2.0 (get$2$2 {p}))"))
+                };
+                format!("(let ({p} {inner}) (tuple {a} {b}))")
+            }
+            2 => {
+                let y = self.name("y");
+                let rhs = self.float(2, floats);
+                let mut scope = floats.to_vec();
+                scope.push(y.clone());
+                format!("(let ({y} {rhs}) {})", self.pair(depth - 1, &scope))
+            }
+            3 => format!("(if (eq i {}) {} {})", self.below(4), self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
+            _ => format!("(ts_add {} {})", self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
+        }
+    }
+}
+
+#[test]
+fn random_sums_run_natively_with_the_interpreters_results() {
+    // Sums whose terms have the shapes of reverse-mode contributions,
+    // accumulated in place natively, against the interpreter.
+    let mut g = TermGen { state: 20261122, fresh: 0 };
+    let mut program = String::new();
+    let mut prints = Vec::new();
+    for n in 0..60 {
+        let term = g.pair(3, &[]);
+        program.push_str(&format!(
+            "(def s{n} (Tuple (Vec Float) Float) ((v : Vec Float) (x : Float))\n  (sumbuild 4 (lam (i : Integer) {term})))\n"
+        ));
+        prints.push(format!("\"s{n} \" (s{n} v 0.7) \"\\n\""));
+    }
+    program.push_str(&format!(
+        "(def main Integer ()\n  (let (v (Vec_init 0.5 -1.25 2.0 0.75 1.5))\n    (print {})))\n",
+        prints.join("\n      ")
+    ));
+    let dir = cache_dir().join("sums");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sums.ks");
+    std::fs::write(&path, &program).unwrap();
+    let p = path.to_str().unwrap();
+    let native = ksc(&["run", p]);
+    let interp = ksc(&["run", "--interp", p]);
+    assert!(interp.status.success(), "{}\n{program}", text(&interp.stderr));
+    assert!(native.status.success(), "{}", text(&native.stderr));
+    let (a, b) = (text(&interp.stdout), text(&native.stdout));
+    let (na, nb) = (numbers(&a), numbers(&b));
+    assert!(na.len() >= 60 * 4, "too little output:\n{a}");
+    let close = na.len() == nb.len() && na.iter().zip(&nb).all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + x.abs()));
+    assert!(close, "native and interpreted sums differ:\n{}", common::diff(&a, &b));
 }

@@ -257,12 +257,41 @@ impl Lowerer<'_> {
     /// it), component by component if it is a tuple; `None` if it is to be
     /// evaluated now.
     fn bind_deferred(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, r: ExprId, us: &[(Path, Kind)]) -> R<Option<Bound>> {
+        if self.has_effect(ctx, r) {
+            return Ok(None);
+        }
         let body = self.body(ctx);
         // Projecting these evaluates only the part projected.
         let splits = matches!(body.exprs[r], Expr::Tuple(_) | Expr::Var(_) | Expr::Lit(_))
             || matches!(&body.exprs[r], Expr::Call(Callee::Prim(Prim::Get { .. }), a) if matches!(body.exprs[*a], Expr::Var(_)));
         if deferrable(us) && (us.len() <= 1 || splits) {
             return Ok(Some(Bound::Pending(r, ctx.clone())));
+        }
+        // `let p = r2 in inner` with a part only added in: p bound here
+        // (deferred as its own uses allow), for the parts of `inner` to see.
+        let some_added = us.iter().any(|(_, k)| *k == Kind::Acc);
+        if let (Expr::Let(pat, r2, inner), true) = (body.exprs[r].clone(), some_added) {
+            let ctx2 = match &pat {
+                Pat::Var(z) => {
+                    let mut uz = Vec::new();
+                    for (q, k) in us {
+                        uz.extend(self.uses_of(ctx, inner, z, q, *k == Kind::Acc));
+                    }
+                    match self.bind_deferred(fb, st, ctx, r2, &uz)? {
+                        Some(bz) => ctx.with_bound(z, bz),
+                        None => self.bind_now(fb, st, ctx, &pat, r2, inner)?,
+                    }
+                }
+                Pat::Tuple(_) => self.bind_now(fb, st, ctx, &pat, r2, inner)?,
+            };
+            return Ok(Some(match self.bind_deferred(fb, st, &ctx2, inner, us)? {
+                Some(b) => b,
+                None => {
+                    let ty = self.type_of(&ctx2, inner)?;
+                    let v = self.lower_expr(fb, st, &ctx2, inner)?;
+                    Bound::Val(self.force_val(fb, st, v, &ty)?)
+                }
+            }));
         }
         let Expr::Tuple(es) = body.exprs[r].clone() else { return Ok(None) };
         let mut parts = Vec::new();
@@ -279,6 +308,13 @@ impl Lowerer<'_> {
             });
         }
         Ok(Some(Bound::Parts(parts)))
+    }
+
+    /// `ctx` with `pat` bound to the value of `r` (evaluated now), for `scope`.
+    fn bind_now(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, pat: &Pat, r: ExprId, scope: ExprId) -> R<Ctx> {
+        let ty = self.type_of(ctx, r)?;
+        let v = self.lower_expr(fb, st, ctx, r)?;
+        self.bind_pat(fb, st, ctx, pat, v, &ty, scope)
     }
 
     /// `acc += e` in place.
@@ -550,18 +586,10 @@ impl Lowerer<'_> {
                                     }
                                     match self.bind_deferred(fb, st, ctx, r2, &uz)? {
                                         Some(bz) => ctx.with_bound(z, bz),
-                                        None => {
-                                            let rty = self.type_of(ctx, r2)?;
-                                            let v = self.lower_expr(fb, st, ctx, r2)?;
-                                            self.bind_pat(fb, st, ctx, &p, v, &rty, inner)?
-                                        }
+                                        None => self.bind_now(fb, st, ctx, &p, r2, inner)?,
                                     }
                                 }
-                                _ => {
-                                    let rty = self.type_of(ctx, r2)?;
-                                    let v = self.lower_expr(fb, st, ctx, r2)?;
-                                    self.bind_pat(fb, st, ctx, &p, v, &rty, inner)?
-                                }
+                                _ => self.bind_now(fb, st, ctx, &p, r2, inner)?,
                             };
                             return self.accumulate_let(fb, st, &ctx2, acc, pat, inner, n, proj, site);
                         }
@@ -574,12 +602,7 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let rty = self.type_of(ctx, r)?;
-        let v = self.lower_expr(fb, st, ctx, r)?;
-        if matches!(v, LVal::Never) {
-            return Ok(());
-        }
-        let inner = self.bind_pat(fb, st, ctx, pat, v, &rty, n)?;
+        let inner = self.bind_now(fb, st, ctx, pat, r, n)?;
         self.accumulate_proj(fb, st, &inner, acc, n, proj, site)
     }
 
