@@ -24,6 +24,9 @@ pub(crate) struct FnBuilder {
     bounds: FxHashMap<VarId, Op>,
     /// Conditions already checked, per open block.
     checked: Vec<FxHashSet<Op>>,
+    /// Results of whole-vector reductions (`max`/`imax`: the best value
+    /// and its index) of a vector, per open block, for the other to reuse.
+    reductions: Vec<FxHashMap<VarId, (Op, Op)>>,
 }
 
 impl FnBuilder {
@@ -32,6 +35,7 @@ impl FnBuilder {
             blocks: vec![Vec::new()],
             cse: vec![FxHashMap::default()],
             checked: vec![FxHashSet::default()],
+            reductions: vec![FxHashMap::default()],
             ..FnBuilder::default()
         }
     }
@@ -102,11 +106,13 @@ impl FnBuilder {
         self.blocks.push(Vec::new());
         self.cse.push(FxHashMap::default());
         self.checked.push(FxHashSet::default());
+        self.reductions.push(FxHashMap::default());
     }
 
     pub fn pop_block(&mut self) -> Block {
         self.cse.pop();
         self.checked.pop();
+        self.reductions.pop();
         self.blocks.pop().expect("an open block")
     }
 
@@ -114,6 +120,19 @@ impl FnBuilder {
     pub fn finish(mut self) -> (Block, Vec<VarInfo>) {
         let b = self.blocks.pop().unwrap_or_default();
         (b, self.vars)
+    }
+
+    /// The (best value, index) of vector `v` computed in this block or one
+    /// containing it, unless `v` has been written in place since.
+    pub fn reduction(&self, v: VarId) -> Option<(Op, Op)> {
+        if self.written.contains(&v) || self.vars[v.0 as usize].mutable {
+            return None;
+        }
+        self.reductions.iter().rev().find_map(|t| t.get(&v).cloned())
+    }
+
+    pub fn remember_reduction(&mut self, v: VarId, best: Op, at: Op) {
+        self.reductions.last_mut().expect("an open block").insert(v, (best, at));
     }
 
     fn shareable(&self, rhs: &Rhs) -> bool {

@@ -1088,6 +1088,14 @@ impl<'a> Lowerer<'a> {
             }
             (f @ ("imax" | "max"), VF) => {
                 let v = &args[0];
+                // `max v` and `imax v` share one loop.
+                let operand = match v {
+                    LVal::Op(Op::Var(x)) => Some(*x),
+                    _ => None,
+                };
+                if let Some((best, at)) = operand.and_then(|x| fb.reduction(x)) {
+                    return Ok(Some(LVal::Op(if f == "imax" { at } else { best })));
+                }
                 let d = self.dims(fb, v, 1)?;
                 let nonempty = float_bin(fb, BinOp::IGt, d[0].clone(), Op::Int(0));
                 let msg = if f == "imax" { "`imax` of an empty vector" } else { "`max` of an empty vector" };
@@ -1103,10 +1111,15 @@ impl<'a> Lowerer<'a> {
                 let gt = float_bin(fb, BinOp::FGt, x.clone(), Op::Var(best));
                 fb.emit(Stmt::If { cond: gt, then: vec![Stmt::Set(best, x), Stmt::Set(at, nest.flat.clone())], els: vec![] });
                 self.close_nest(fb, nest);
+                let at = fb.let_(Rhs::Copy(Op::Var(at)), Type::Integer, None);
+                let best = fb.let_(Rhs::Copy(Op::Var(best)), Type::Float, None);
+                if let Some(x) = operand {
+                    fb.remember_reduction(x, best.clone(), at.clone());
+                }
                 if f == "imax" {
-                    fb.let_(Rhs::Copy(Op::Var(at)), Type::Integer, None)
+                    at
                 } else {
-                    fb.let_(Rhs::Copy(Op::Var(best)), Type::Float, None)
+                    best
                 }
             }
             ("mul", _) => {
