@@ -1231,7 +1231,8 @@ impl Rev<'_, '_> {
         // straight into the outer loop's accumulators, while a `buildSum`'s
         // sum is a value of its own (a full-size vector per outer
         // iteration).
-        // The sum of the contributions to `others`, scattered to them.
+        //
+        // The sum of the contributions to `others`, scattered to them:
         let sum_others = |this: &mut Self, b: &mut Builder| -> R<()> {
             let lam = body_for(this, b, &others, None)?;
             let n2 = b.var(&nv.0, nv.1.clone());
