@@ -1046,8 +1046,8 @@ impl Rev<'_, '_> {
     }
 
     /// `r ⊙ᴿ lmFold (sc, f, df, acc, v)` = `(dsc, (dacc, dv))` (seed 003
-    /// figure 15, RFold): the accumulators are stored with `scan`, the
-    /// accumulator's cotangent runs backwards with another `scan`, and each
+    /// figure 15, RFold): the accumulators are stored with `$scan`, the
+    /// accumulator's cotangent runs backwards with another `$scan`, and each
     /// step's contributions to the scope and to its element are gathered
     /// from those.
     fn rfold(&mut self, b: &mut Builder, fold: &[ExprId], r: (String, Type)) -> R<ExprId> {
@@ -1084,7 +1084,7 @@ impl Rev<'_, '_> {
             let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed)?;
             Ok(b.let_(&t2, t_val, inner))
         };
-        // One backward `scanSum`. Its accumulator after k steps is (the
+        // One backward `$scanSum`. Its accumulator after k steps is (the
         // accumulator's cotangent, the element cotangent of the last step),
         // stored per step; the scope's cotangents are its summed terms
         // (added in place, not stored per step). Step k visits element
@@ -1224,11 +1224,11 @@ impl Rev<'_, '_> {
         // in-place accumulation in the loop IR. The vectors read at the
         // loop's index get their cotangents element by element: a `build`
         // of each iteration's contributions. When there are both, the two
-        // are made in one pass (`buildSum`), except in a loop inside
+        // are made in one pass (`$buildSum`), except in a loop inside
         // another's backward pass that reads some other vector element by
         // element: it runs its body twice (a `build` and a `sumbuild`),
         // because the loop IR adds a nested `sumbuild`'s one-hot terms
-        // straight into the outer loop's accumulators, while a `buildSum`'s
+        // straight into the outer loop's accumulators, while a `$buildSum`'s
         // sum is a value of its own (a full-size vector per outer
         // iteration).
         //

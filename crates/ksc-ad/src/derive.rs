@@ -524,16 +524,16 @@ impl Ctx<'_, '_> {
         Ok((v, g))
     }
 
-    /// `buildSum n z (λi. b)` (made by reverse mode, so this is for
+    /// `$buildSum n z (λi. b)` (made by reverse mode, so this is for
     /// derivatives of derivatives): with `g_i` the map of `b` at `i`,
     /// `lmVCat (V(s, build n (λi. get$1 ∘ g_i)), g_z + H(1..1) ∘ V(s, build n (λi. get$2 ∘ g_i)))`.
     fn grad_build_sum(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
         let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, "`buildSum` must be applied to a size, a zero and a lambda to be differentiated");
+            return err(e, "`$buildSum` must be applied to a size, a zero and a lambda to be differentiated");
         };
         let [n, z, lam] = parts[..] else { return err(e, "internal error: malformed buildSum") };
         let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
-            return err(e, "`buildSum` must be applied to a literal lambda to be differentiated");
+            return err(e, "`$buildSum` must be applied to a literal lambda to be differentiated");
         };
         let nv = self.primal(n)?;
         let nv = self.bind_val("n", nv);

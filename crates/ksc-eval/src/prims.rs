@@ -349,10 +349,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 for x in &v.data {
                     accs.push(acc.clone());
                     let Value::Tuple(r) = self.apply(&l, pair(acc, x.clone()))? else {
-                        return Err(Fail::Here("the lambda of `scanSum` returned something other than a pair".into()));
+                        return Err(Fail::Here("the lambda of `$scanSum` returned something other than a pair".into()));
                     };
                     let [a, s] = &r[..] else {
-                        return Err(Fail::Here("the lambda of `scanSum` returned something other than a pair".into()));
+                        return Err(Fail::Here("the lambda of `$scanSum` returned something other than a pair".into()));
                     };
                     acc = a.clone();
                     add_in_place(&mut total, s)?;
@@ -369,10 +369,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let l = self.lambda(cx, base, args, 2)?;
                 for k in 0..n {
                     let Value::Tuple(es) = self.apply(&l, index_at(k, &shape))? else {
-                        return Err(Fail::Here("the lambda of `buildSum` returned something other than a pair".into()));
+                        return Err(Fail::Here("the lambda of `$buildSum` returned something other than a pair".into()));
                     };
                     let [e, s] = &es[..] else {
-                        return Err(Fail::Here("the lambda of `buildSum` returned something other than a pair".into()));
+                        return Err(Fail::Here("the lambda of `$buildSum` returned something other than a pair".into()));
                     };
                     data.push(e.clone());
                     add_in_place(&mut acc, s)?;

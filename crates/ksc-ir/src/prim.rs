@@ -13,15 +13,15 @@ pub enum Prim {
     BuildFromSparse,
     BuildFromSparseTupled,
     Fold,
-    /// `scan f acc v`: the n + 1 accumulators of `fold f acc v`, the first
+    /// `$scan f acc v`: the n + 1 accumulators of `fold f acc v`, the first
     /// being `acc` (not in the original; reverse mode of `fold` stores them).
     Scan,
-    /// `scanSum f a z v` with `f : (acc, elem) -> (acc', term)`: the n + 1
+    /// `$scanSum f a z v` with `f : (acc, elem) -> (acc', term)`: the n + 1
     /// accumulators of the fold of `f` over `v` from `a`, and `z` plus the
     /// sum of the terms (not in the original; reverse mode of `fold` carries
     /// the accumulator's cotangent and sums the scope's with it).
     ScanSum,
-    /// `buildSum n z (lam i (tuple e s))`: `(tuple (build n (lam i e)) (ts_add z
+    /// `$buildSum n z (lam i (tuple e s))`: `(tuple (build n (lam i e)) (ts_add z
     /// (sum of the s)))` in one loop (not in the original; reverse mode of a
     /// loop that both reads a vector at its index and other variables
     /// builds the one cotangent and sums the others with it).
@@ -101,9 +101,9 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::BuildFromSparse, "buildFromSparse"),
     (Prim::BuildFromSparseTupled, "buildFromSparseTupled"),
     (Prim::Fold, "fold"),
-    (Prim::Scan, "scan"),
-    (Prim::BuildSum, "buildSum"),
-    (Prim::ScanSum, "scanSum"),
+    (Prim::Scan, "$scan"),
+    (Prim::BuildSum, "$buildSum"),
+    (Prim::ScanSum, "$scanSum"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -328,14 +328,14 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                     expect_eq("the second component of the lambda's result (a term of the sum)", &a[1], &ts[1])?;
                     T::Tuple(vec![T::tensor(rank, ts[0].clone()), a[1].clone()])
                 }
-                t => return Err(format!("the lambda of `buildSum` must return a pair (element, term), but it returns `{t}`")),
+                t => return Err(format!("the lambda of `$buildSum` must return a pair (element, term), but it returns `{t}`")),
             }
         }
         Prim::ScanSum => {
-            let (x, body) = expect_lam("the first argument of `scanSum`", &a[0])?;
-            let (rank, elem) = expect_tensor("the fourth argument of `scanSum`", &a[3])?;
+            let (x, body) = expect_lam("the first argument of `$scanSum`", &a[0])?;
+            let (rank, elem) = expect_tensor("the fourth argument of `$scanSum`", &a[3])?;
             if rank != 1 {
-                return Err(format!("`scanSum` runs over a vector, but its fourth argument has type `{}`", a[3]));
+                return Err(format!("`$scanSum` runs over a vector, but its fourth argument has type `{}`", a[3]));
             }
             let want = T::Tuple(vec![a[1].clone(), elem.clone()]);
             expect_eq("the lambda's parameter (accumulator, element)", &want, x)?;

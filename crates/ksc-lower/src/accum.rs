@@ -1,6 +1,6 @@
 //! In-place accumulation through the structure of an expression.
 //!
-//! `acc += e` (a term of a `sumbuild`, `sum`, `buildSum` or `scanSum` added
+//! `acc += e` (a term of a `sumbuild`, `sum`, `$buildSum` or `$scanSum` added
 //! into its accumulator) does not build the value of `e` first. It looks
 //! into `e`:
 //!
@@ -20,8 +20,8 @@
 //!   copied into both branches (within a size budget), so the condition and
 //!   each branch's bindings are evaluated once.
 //!
-//! An [`Acc::Set`] (the element of a `buildSum`, the new accumulator of a
-//! `scanSum`) is assigned once, not added into, so it follows only the
+//! An [`Acc::Set`] (the element of a `$buildSum`, the new accumulator of a
+//! `$scanSum`) is assigned once, not added into, so it follows only the
 //! structure that does not split a value (tuples projected, `if`, `let`).
 //!
 //! This is what makes reverse mode accumulate cotangents in place: a loop's

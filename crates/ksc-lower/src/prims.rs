@@ -24,7 +24,7 @@ pub(crate) enum Acc {
     /// A Bool, String or unit: adding keeps the first value.
     Keep(LVal),
     /// A mutable variable that is set, not added into: the element of a
-    /// `buildSum`, computed once per iteration.
+    /// `$buildSum`, computed once per iteration.
     Set(VarId, Type),
     Tuple(Vec<Acc>),
 }
@@ -268,11 +268,11 @@ impl Lowerer<'_> {
                 // iteration, as in `build`.
                 let (size, _) = args[0].val()?;
                 let dims = index_ops(size)?;
-                self.sizes_check(fb, &dims, "buildSum", site);
+                self.sizes_check(fb, &dims, "$buildSum", site);
                 let (z, zt) = args[1].val()?;
                 let (z, zt) = (z.clone(), zt.clone());
                 let Arg::Lam { binder, body } = &args[2] else {
-                    return internal("`buildSum` of a lambda that is not written in place");
+                    return internal("`$buildSum` of a lambda that is not written in place");
                 };
                 let (binder, body) = (binder.clone(), *body);
                 let out_ty = tuple_tys(&ty)?[0].clone();
@@ -291,7 +291,7 @@ impl Lowerer<'_> {
                 }
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: Op::Var(elem) });
                 self.nest_close(fb, nest);
-                let Acc::Tuple(accs) = &both else { return internal("buildSum") };
+                let Acc::Tuple(accs) = &both else { return internal("$buildSum") };
                 let total = self.acc_value(fb, &accs[1])?;
                 Ok(LVal::Tuple(vec![LVal::Op(out), total]))
             }
@@ -325,7 +325,7 @@ impl Lowerer<'_> {
                 // out[n] after the last. Stored values must live: a step's
                 // temporaries are freed by copying its new accumulator down
                 // to the mark taken after the previous one was stored.
-                // `scanSum`'s lambda also returns a term, added in place into
+                // `$scanSum`'s lambda also returns a term, added in place into
                 // one accumulator that starts as a copy of z.
                 let (init, acc_ty) = args[1].val()?;
                 let (v, vt) = args[args.len() - 1].val()?;
