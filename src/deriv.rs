@@ -17,6 +17,8 @@ pub enum Mode {
     Suffwdpass,
     /// `[sufrevpass [f S]] : (dT, residuals) -> dS`, its reverse pass.
     Sufrevpass,
+    /// `[shape f] : S -> shape of T`, the sizes of f's result.
+    Shape,
 }
 
 /// The functions of the file's source with this base name.
@@ -106,6 +108,7 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         Mode::Rev => Derivation::Rev,
         Mode::Suffwdpass => Derivation::SufFwdPass,
         Mode::Sufrevpass => Derivation::SufRevPass,
+        Mode::Shape => Derivation::Shape,
     };
     let name: FunName = f.name.derived(d);
     // Derive afresh from the program as written (not from what its gdefs made).

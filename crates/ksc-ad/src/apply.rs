@@ -1297,7 +1297,9 @@ impl Rev<'_, '_> {
 /// The split passes of `f : S -> T` (knossos-reference.md 5.4), with the
 /// argument as the residual: `[suffwdpass f] x = (f x, x)`,
 /// `[sufrevpass [f S]] (dr, x) = [rev f] (x, dr)`, `[sufrev f] = [rev f]`.
-/// The reverse pass recomputes f's primal values (as `[rev f]` does).
+/// The reverse pass recomputes f's primal values (as `[rev f]` does). And
+/// `[shape f] x = shape (f x)` (knossos-reference.md 5.6), which the
+/// optimiser's rules simplify where they can.
 pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
     let mut body = Body::new();
     let mut fresh = 0u32;
@@ -1312,6 +1314,13 @@ pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
             let x2 = b.var("ksc$x", s.clone());
             let root = b.tuple(vec![y, x2]);
             (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, Type::Tuple(vec![t.clone(), s.clone()]))
+        }
+        Derivation::Shape => {
+            let x = b.var("ksc$x", s.clone());
+            let y = b.call(f.clone(), vec![x], t.clone());
+            let root = b.prim(Prim::Shape, vec![y]);
+            let ret = b.ty(root);
+            (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, ret)
         }
         Derivation::SufRevPass => {
             let (x, r) = (b.var("ksc$res", s.clone()), b.var("ksc$dr", dt.clone()));

@@ -40,15 +40,19 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
-        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev) {
+        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape) {
             // The split passes: the forward pass keeps the argument as its
-            // residual, the reverse pass is `[rev f]` at it.
+            // residual, the reverse pass is `[rev f]` at it. `[shape f]` is
+            // the shape of f's result (simplified later where the shape
+            // rules allow).
             let sig = existing.iter().find(|d| d.name == inner).map(|f| (f.arg_ty(), f.ret_ty.clone()));
             let sig = sig.or_else(|| by_name.get(&inner).map(|f| (f.arg_ty(), f.ret_ty.clone())));
             match sig {
                 Some((s, t)) => {
                     let def = apply::split_pass(d, &inner, &s, &t);
-                    work.push(inner.derived(Derivation::Rev));
+                    if d != Derivation::Shape {
+                        work.push(inner.derived(Derivation::Rev));
+                    }
                     by_name.insert(name.clone(), def.clone());
                     out.defs.push(def);
                 }

@@ -522,7 +522,14 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
     let mut out = GdefOutput { requested: Some(name.clone()), ..GdefOutput::default() };
     if !matches!(
         name.derivs.first(),
-        Some(Derivation::Fwd | Derivation::Rev | Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev)
+        Some(
+            Derivation::Fwd
+                | Derivation::Rev
+                | Derivation::SufFwdPass
+                | Derivation::SufRevPass
+                | Derivation::SufRev
+                | Derivation::Shape
+        )
     ) {
         out.unsupported = true;
         return out;
@@ -606,7 +613,7 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
                 it.spans(db).decl,
                 format!("`{}` is checked but not generated", name.short()),
             );
-            d.note("`gdef shape` and `gdef CL` are not implemented yet: calling this function fails at run time");
+            d.note("`gdef CL` is not implemented yet: calling this function fails at run time");
             out.push(d);
         }
     }
