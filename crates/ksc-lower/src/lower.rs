@@ -513,48 +513,21 @@ impl<'a> Lowerer<'a> {
 
     /// Checks that sizes are not negative (`` `prim` with a negative size ``).
     fn check_sizes(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
-        let mut ok: Option<Op> = None;
-        for d in dims {
-            if let Op::Int(n) = d {
-                if *n >= 0 {
-                    continue;
-                }
-            }
-            let c = float_bin(fb, BinOp::IGe, d.clone(), Op::Int(0));
-            ok = Some(match ok {
-                None => c,
-                Some(o) => float_bin(fb, BinOp::And, o, c),
-            });
-        }
-        if let Some(cond) = ok {
-            fb.emit(Stmt::Check {
-                cond,
-                site,
-                err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() },
-            });
-        }
+        let conds: Vec<Op> = dims
+            .iter()
+            .filter(|d| !matches!(d, Op::Int(n) if *n >= 0))
+            .map(|d| float_bin(fb, BinOp::IGe, d.clone(), Op::Int(0)))
+            .collect();
+        let cond = all_of(fb, conds);
+        fb.emit(Stmt::Check { cond, site, err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() } });
     }
 
     /// Checks that two tensors have the same sizes.
     fn check_same_dims(&mut self, fb: &mut FnBuilder, a: &[Op], b: &[Op], what: &str, site: SiteId) {
-        let mut ok: Option<Op> = None;
-        for (x, y) in a.iter().zip(b) {
-            if x == y {
-                continue;
-            }
-            let c = float_bin(fb, BinOp::IEq, x.clone(), y.clone());
-            ok = Some(match ok {
-                None => c,
-                Some(o) => float_bin(fb, BinOp::And, o, c),
-            });
-        }
-        if let Some(cond) = ok {
-            fb.emit(Stmt::Check {
-                cond,
-                site,
-                err: ErrorKind::Sizes { what: what.to_string(), a: a.to_vec(), b: b.to_vec() },
-            });
-        }
+        let conds: Vec<Op> =
+            a.iter().zip(b).filter(|(x, y)| x != y).map(|(x, y)| float_bin(fb, BinOp::IEq, x.clone(), y.clone())).collect();
+        let cond = all_of(fb, conds);
+        fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what: what.to_string(), a: a.to_vec(), b: b.to_vec() } });
     }
 
     // ---------------------------------------------------------------------
@@ -1365,17 +1338,21 @@ pub(crate) fn bin(fb: &mut FnBuilder, op: BinOp, a: Op, b: Op) -> Op {
 
 /// `0 <= i < d` for every index component `i` and size `d`.
 pub(crate) fn in_range(fb: &mut FnBuilder, idx: &[Op], dims: &[Op]) -> Op {
-    let mut ok = Op::Bool(true);
-    for (i, d) in idx.iter().zip(dims) {
-        let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
-        let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
-        let c = bin(fb, BinOp::And, lo, hi);
-        ok = match ok {
-            Op::Bool(true) => c,
-            o => bin(fb, BinOp::And, o, c),
-        };
-    }
-    ok
+    let conds: Vec<Op> = idx
+        .iter()
+        .zip(dims)
+        .map(|(i, d)| {
+            let lo = bin(fb, BinOp::IGe, i.clone(), Op::Int(0));
+            let hi = bin(fb, BinOp::ILt, i.clone(), d.clone());
+            bin(fb, BinOp::And, lo, hi)
+        })
+        .collect();
+    all_of(fb, conds)
+}
+
+/// The conjunction of conditions (`true` for none).
+pub(crate) fn all_of(fb: &mut FnBuilder, conds: Vec<Op>) -> Op {
+    conds.into_iter().fold(Op::Bool(true), |ok, c| bin(fb, BinOp::And, ok, c))
 }
 
 /// The row-major position of index `idx` in a tensor of sizes `dims`.

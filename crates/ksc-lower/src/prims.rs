@@ -8,7 +8,7 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    bin, check_type, components, default_lval, flat_index, in_range, index_lval, index_ops, internal, lval_op, parts,
+    all_of, bin, check_type, components, default_lval, flat_index, in_range, index_lval, index_ops, internal, lval_op, parts,
     split, tensor_ty, tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
 };
 
@@ -783,43 +783,39 @@ impl Lowerer<'_> {
     }
 
     fn ts_scale(&mut self, fb: &mut FnBuilder, st: &mut FnState, k: Op, v: LVal, t: &Type) -> R<LVal> {
-        match t {
-            Type::Float => Ok(LVal::Op(bin(fb, BinOp::FMul, lval_op(&v)?, k))),
-            Type::Tuple(ts) => {
-                let vs = parts(fb, v, t, ts.len())?;
-                let mut out = Vec::new();
-                for (v, t) in vs.into_iter().zip(ts) {
-                    out.push(self.ts_scale(fb, st, k.clone(), v, t)?);
-                }
-                Ok(LVal::Tuple(out))
-            }
-            Type::Tensor(rank, elem) => {
-                let dims = self.dims_of(fb, &v, *rank)?;
-                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
-                let nest = self.nest_open(fb, &dims);
-                let x = self.elem_of(fb, st, &v, elem, nest.idx(), Some(nest.flat()))?;
-                let y = self.ts_scale(fb, st, k, x, elem)?;
-                let y = self.materialize_val(fb, st, y, elem)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
-                self.nest_close(fb, nest);
-                Ok(LVal::Op(out))
-            }
+        self.map_leaves(fb, st, v, t, &mut |_, fb, v, t| match t {
+            Type::Float => Ok(LVal::Op(bin(fb, BinOp::FMul, lval_op(&v)?, k.clone()))),
             _ => Ok(v),
-        }
+        })
     }
 
     fn ts_neg(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type, site: SiteId) -> R<LVal> {
-        match t {
+        self.map_leaves(fb, st, v, t, &mut |this, fb, v, t| match t {
             Type::Float => Ok(LVal::Op(fb.let_(Rhs::Un(UnOp::FNeg, lval_op(&v)?, None), Type::Float, None))),
             Type::Integer => {
-                let s = self.checked().then_some(site);
+                let s = this.checked().then_some(site);
                 Ok(LVal::Op(fb.let_(Rhs::Un(UnOp::INeg, lval_op(&v)?, s), Type::Integer, None)))
             }
+            _ => Ok(v),
+        })
+    }
+
+    /// `v` with `leaf` applied to each of its scalar leaves: tuples
+    /// component by component, tensors element by element into a fresh one.
+    fn map_leaves(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: LVal,
+        t: &Type,
+        leaf: &mut dyn FnMut(&mut Self, &mut FnBuilder, LVal, &Type) -> R<LVal>,
+    ) -> R<LVal> {
+        match t {
             Type::Tuple(ts) => {
                 let vs = parts(fb, v, t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
-                    out.push(self.ts_neg(fb, st, v, t, site)?);
+                    out.push(self.map_leaves(fb, st, v, t, leaf)?);
                 }
                 Ok(LVal::Tuple(out))
             }
@@ -828,13 +824,13 @@ impl Lowerer<'_> {
                 let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
                 let nest = self.nest_open(fb, &dims);
                 let x = self.elem_of(fb, st, &v, elem, nest.idx(), Some(nest.flat()))?;
-                let y = self.ts_neg(fb, st, x, elem, site)?;
+                let y = self.map_leaves(fb, st, x, elem, leaf)?;
                 let y = self.materialize_val(fb, st, y, elem)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
                 self.nest_close(fb, nest);
                 Ok(LVal::Op(out))
             }
-            _ => Ok(v),
+            _ => leaf(self, fb, v, t),
         }
     }
 
@@ -883,28 +879,18 @@ impl Lowerer<'_> {
             Type::Tuple(ts) => {
                 let avs = parts(fb, a, t, ts.len())?;
                 let bvs = parts(fb, b, t, ts.len())?;
-                let mut acc = Op::Bool(true);
+                let mut conds = Vec::new();
                 for ((a, b), t) in avs.into_iter().zip(bvs).zip(ts) {
-                    let e = self.equal(fb, st, a, b, t)?;
-                    acc = match acc {
-                        Op::Bool(true) => e,
-                        acc => bin(fb, BinOp::And, acc, e),
-                    };
+                    conds.push(self.equal(fb, st, a, b, t)?);
                 }
-                Ok(acc)
+                Ok(all_of(fb, conds))
             }
             Type::Tensor(rank, elem) => {
                 let da = self.dims_of(fb, &a, *rank)?;
                 let db = self.dims_of(fb, &b, *rank)?;
                 let flag = fb.var(Type::Bool, Some("equal"), true);
-                let mut same = Op::Bool(true);
-                for (x, y) in da.iter().zip(&db) {
-                    let e = bin(fb, BinOp::IEq, x.clone(), y.clone());
-                    same = match same {
-                        Op::Bool(true) => e,
-                        s => bin(fb, BinOp::And, s, e),
-                    };
-                }
+                let conds = da.iter().zip(&db).map(|(x, y)| bin(fb, BinOp::IEq, x.clone(), y.clone())).collect();
+                let same = all_of(fb, conds);
                 fb.emit(Stmt::DeclMut(flag, Some(same.clone())));
                 fb.push_block();
                 let nest = self.nest_open(fb, &da);
