@@ -363,6 +363,8 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
 struct TermGen {
     state: u64,
     fresh: usize,
+    /// The innermost loop index in scope.
+    ix: String,
 }
 
 impl TermGen {
@@ -374,20 +376,24 @@ impl TermGen {
         self.fresh += 1;
         format!("{hint}{}", self.fresh)
     }
-    /// An index into a vector of 3: sometimes out of range.
-    fn index(&mut self) -> &'static str {
-        ["i", "(sub i 1)", "(div i 2)", "2", "(add i 1)"][self.below(5) as usize]
+    /// An index into a vector of 3 over the innermost loop index `ix`:
+    /// sometimes out of range.
+    fn index(&mut self) -> String {
+        let i = &self.ix;
+        let choices = [i.clone(), format!("(sub {i} 1)"), format!("(div {i} 2)"), "2".into(), format!("(add {i} 1)")];
+        choices[self.below(5) as usize].clone()
     }
-    /// A Float over the loop index `i`, `v : Vec Float` (5 elements), `x : Float`
+    /// A Float over the loop index, `v : Vec Float` (5 elements), `x : Float`
     /// and the Float variables in scope.
     fn float(&mut self, depth: u32, floats: &[String]) -> String {
+        let i = self.ix.clone();
         match self.below(if depth == 0 { 3 } else { 6 }) {
-            0 => "(index (div i 2) v)".into(),
+            0 => format!("(index (div {i} 2) v)"),
             1 if !floats.is_empty() => floats[self.below(floats.len() as u64) as usize].clone(),
-            1 | 2 => format!("(mul x (to_float (add i {})))", self.below(3)),
+            1 | 2 => format!("(mul x (to_float (add {i} {})))", self.below(3)),
             3 => format!("(add {} {})", self.float(depth - 1, floats), self.float(depth - 1, floats)),
             4 => format!("(mul {} {})", self.float(depth - 1, floats), self.float(depth - 1, floats)),
-            _ => format!("(sub (index i v) {})", self.float(depth - 1, floats)),
+            _ => format!("(sub (index {i} v) {})", self.float(depth - 1, floats)),
         }
     }
     /// A `Vec Float` of 3 elements, made of the one-hot and summed forms
@@ -397,13 +403,15 @@ impl TermGen {
             0 => format!("(deltaVec 3 {} {})", self.index(), self.float(1, floats)),
             1 => {
                 let j = self.name("j");
-                format!("(build 3 (lam ({j} : Integer) (if (eq {j} {}) {} (constVec 1 0.0))))", self.index(), self.float(1, floats))
-                    .replace("(constVec 1 0.0)", "0.0")
+                format!("(build 3 (lam ({j} : Integer) (if (eq {j} {}) {} 0.0)))", self.index(), self.float(1, floats))
             }
             2 => format!("(constVec 3 {})", self.float(1, floats)),
             3 => {
+                // A nested sum over its own index.
                 let k = self.name("k");
-                let inner = self.vec3(depth - 1, floats).replace(" i ", &format!(" {k} ")).replace(" i)", &format!(" {k})"));
+                let outer = std::mem::replace(&mut self.ix, k.clone());
+                let inner = self.vec3(depth - 1, floats);
+                self.ix = outer;
                 format!("(sumbuild {} (lam ({k} : Integer) {inner}))", 1 + self.below(3))
             }
             4 => format!("(ts_add {} {})", self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
@@ -411,7 +419,7 @@ impl TermGen {
                 let j = self.name("j");
                 format!("(build 3 (lam ({j} : Integer) (mul (to_float {j}) {})))", self.float(1, floats))
             }
-            _ => format!("(if (gt (index i v) x) {} {})", self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
+            _ => format!("(if (gt (index {} v) x) {} {})", self.ix.clone(), self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
         }
     }
     /// A `(Tuple (Vec Float) Float)`, through `let`, `if`, tuples and
@@ -436,7 +444,7 @@ impl TermGen {
                 scope.push(y.clone());
                 format!("(let ({y} {rhs}) {})", self.pair(depth - 1, &scope))
             }
-            3 => format!("(if (eq i {}) {} {})", self.below(4), self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
+            3 => format!("(if (eq {} {}) {} {})", self.ix.clone(), self.below(4), self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
             _ => format!("(ts_add {} {})", self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
         }
     }
@@ -446,7 +454,7 @@ impl TermGen {
 fn random_sums_run_natively_with_the_interpreters_results() {
     // Sums whose terms have the shapes of reverse-mode contributions,
     // accumulated in place natively, against the interpreter.
-    let mut g = TermGen { state: 20261122, fresh: 0 };
+    let mut g = TermGen { state: 20261122, fresh: 0, ix: "i".into() };
     let mut program = String::new();
     let mut prints = Vec::new();
     for n in 0..60 {

@@ -1175,23 +1175,19 @@ impl Rev<'_, '_> {
             return Ok(());
         }
         // Outer vectors that the loop reads only at its own index (for loops
-        // over vectors; a loop over a rank-d index space sums one-hots).
-        let indexed: Vec<String> = outer
-            .iter()
-            .filter(|_| ity == Type::Integer)
-            .filter(|g| {
-                let u = count_uses(self.src, body, g, &i, &mut Vec::new());
-                u.all > 0 && u.all == u.at_index && self.witnesses.contains_key(*g)
-            })
-            .cloned()
-            .collect();
-        let others: Vec<String> = outer.iter().filter(|g| !indexed.contains(g)).cloned().collect();
-        // Does the loop read some other vector only element by element (so
-        // its contributions are one-hot)?
-        let gathers = others.iter().any(|g| {
+        // over vectors; a loop over a rank-d index space sums one-hots), and
+        // whether it reads some other vector only element by element (so its
+        // contributions are one-hot).
+        let (mut indexed, mut others, mut gathers) = (Vec::new(), Vec::new(), false);
+        for g in &outer {
             let u = count_uses(self.src, body, g, &i, &mut Vec::new());
-            u.all > 0 && u.all == u.elements
-        });
+            if ity == Type::Integer && u.all > 0 && u.all == u.at_index && self.witnesses.contains_key(g) {
+                indexed.push(g.clone());
+            } else {
+                gathers |= u.all > 0 && u.all == u.elements;
+                others.push(g.clone());
+            }
+        }
         let n1 = import(b, self.src, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple

@@ -1375,11 +1375,11 @@ impl Nest {
 }
 
 impl Delayed {
-    pub(crate) fn lam(dims: Vec<Op>, elem_ty: Type, binder: String, body: ExprId, ctx: Ctx) -> Delayed {
-        { let _ = elem_ty; Delayed { dims, elem: DelayedElem::Lam { binder, body, ctx } } }
+    pub(crate) fn lam(dims: Vec<Op>, binder: String, body: ExprId, ctx: Ctx) -> Delayed {
+        Delayed { dims, elem: DelayedElem::Lam { binder, body, ctx } }
     }
-    pub(crate) fn constant(dims: Vec<Op>, elem_ty: Type, v: LVal) -> Delayed {
-        { let _ = elem_ty; Delayed { dims, elem: DelayedElem::Const(v) } }
+    pub(crate) fn constant(dims: Vec<Op>, v: LVal) -> Delayed {
+        Delayed { dims, elem: DelayedElem::Const(v) }
     }
 }
 

@@ -212,11 +212,10 @@ impl Lowerer<'_> {
                 let (size, _) = args[0].val()?;
                 let dims = index_ops(size)?;
                 self.sizes_check(fb, &dims, "build", site);
-                let (_, elem_ty) = tensor_ty(&ty)?;
                 let Arg::Lam { binder, body } = &args[1] else {
                     return internal("`build` of a lambda that is not written in place");
                 };
-                let d = LVal::Delayed(Rc::new(Delayed::lam(dims, elem_ty, binder.clone(), *body, ctx.clone())));
+                let d = LVal::Delayed(Rc::new(Delayed::lam(dims, binder.clone(), *body, ctx.clone())));
                 if self.has_effect(ctx, *body) {
                     // Effects happen where the interpreter has them: now.
                     return Ok(LVal::Op(self.materialize_val(fb, st, d, &ty)?));
@@ -230,13 +229,13 @@ impl Lowerer<'_> {
                 let Arg::Lam { binder, body } = &args[1] else {
                     return internal("`sumbuild` of a lambda that is not written in place");
                 };
-                let d = LVal::Delayed(Rc::new(Delayed::lam(dims.clone(), ty.clone(), binder.clone(), *body, ctx.clone())));
-                self.sum(fb, st, ctx, &d, dims.len(), &ty, site, ErrorKind::SumbuildEmpty { size: dims.clone() })
+                let d = LVal::Delayed(Rc::new(Delayed::lam(dims.clone(), binder.clone(), *body, ctx.clone())));
+                self.sum(fb, st, &d, dims.len(), &ty, site, ErrorKind::SumbuildEmpty { size: dims.clone() })
             }
             Prim::Sum => {
                 let (v, vt) = args[0].val()?;
                 let (rank, _) = tensor_ty(vt)?;
-                self.sum(fb, st, ctx, v, rank, &ty, site, ErrorKind::Message("`sum` of an empty tensor".into()))
+                self.sum(fb, st, v, rank, &ty, site, ErrorKind::Message("`sum` of an empty tensor".into()))
             }
             Prim::Index => {
                 let (i, _) = args[0].val()?;
@@ -434,7 +433,7 @@ impl Lowerer<'_> {
                 let dims = index_ops(size)?;
                 self.sizes_check(fb, &dims, "constVec", site);
                 let v = self.force_val(fb, st, v.clone(), &vt.clone())?;
-                Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, vt.clone(), v))))
+                Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, v))))
             }
             Prim::DeltaVec => {
                 let (size, _) = args[0].val()?;
@@ -458,7 +457,7 @@ impl Lowerer<'_> {
                 let d = self.apply(fb, st, ctx, &args[2], LVal::Op(i.clone()))?;
                 let d = self.force_val(fb, st, d, &elem_ty)?;
                 let zero = self.zero_like(fb, st, &d, &elem_ty)?;
-                let zrow = LVal::Delayed(Rc::new(Delayed::constant(vec![rows.clone()], elem_ty.clone(), zero)));
+                let zrow = LVal::Delayed(Rc::new(Delayed::constant(vec![rows.clone()], zero)));
                 let row = self.materialize_val(fb, st, zrow, &row_ty)?;
                 let d = self.materialize_val(fb, st, d, &elem_ty)?;
                 fb.emit(Stmt::Store { arr: row.clone(), idx: i.clone(), val: d });
@@ -579,16 +578,13 @@ impl Lowerer<'_> {
         &mut self,
         fb: &mut FnBuilder,
         st: &mut FnState,
-        ctx: &Ctx,
         v: &LVal,
         rank: usize,
         ty: &Type,
         site: SiteId,
         empty: ErrorKind,
     ) -> R<LVal> {
-        let _ = ctx;
         let dims = self.dims_of(fb, v, rank)?;
-        let v = &v.clone();
         let total = self.count_of(fb, &dims);
         let nonempty = bin(fb, BinOp::IGt, total, Op::Int(0));
         match nonempty {
@@ -732,9 +728,7 @@ impl Lowerer<'_> {
                 self.accumulate_lval(fb, st, &slot, x, &elem, site)?;
                 self.nest_close(fb, nest);
             }
-            Acc::Keep(_) => {
-                let _ = ty;
-            }
+            Acc::Keep(_) => {}
             Acc::Set(var, t) => {
                 let o = self.materialize_val(fb, st, v, t)?;
                 fb.emit(Stmt::Set(*var, o));
@@ -937,7 +931,7 @@ impl Lowerer<'_> {
                     LVal::Op(out)
                 } else {
                     let z = default_lval(elem);
-                    LVal::Delayed(Rc::new(Delayed::constant(dims, (**elem).clone(), z)))
+                    LVal::Delayed(Rc::new(Delayed::constant(dims, z)))
                 }
             }
             _ => return internal(format!("a zero of type `{t}`")),
@@ -960,7 +954,7 @@ impl Lowerer<'_> {
     fn delta_vec(&mut self, fb: &mut FnBuilder, st: &mut FnState, dims: &[Op], idx: &[Op], v: LVal, vt: &Type, ty: &Type) -> R<LVal> {
         let v = self.force_val(fb, st, v, vt)?;
         let zero = self.zero_like(fb, st, &v, vt)?;
-        let zeros = LVal::Delayed(Rc::new(Delayed::constant(dims.to_vec(), vt.clone(), zero)));
+        let zeros = LVal::Delayed(Rc::new(Delayed::constant(dims.to_vec(), zero)));
         let arr = self.materialize_val(fb, st, zeros, ty)?;
         let inside = in_range(fb, idx, dims);
         fb.push_block();
