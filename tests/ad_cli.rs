@@ -65,3 +65,29 @@ fn unknown_function_is_reported() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no function `nosuch`"));
 }
+
+#[test]
+fn shape_derivative_uses_the_shape_rules_and_user_shape_functions() {
+    // [shape stats] for stats v = (sum v, cumsum v): the sum has a trivial
+    // shape, and the user's [shape cumsum] gives the size, so no value is
+    // computed.
+    let out = ksc(&["deriv", "ksc-examples/gdef_shape.ks", "stats", "--mode", "shape"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let body = stdout.lines().skip(1).collect::<Vec<_>>().join(" ");
+    assert_eq!(body.trim(), "(tuple (tuple) (size ksc$x)))", "{stdout}");
+}
+
+#[test]
+fn deriv_prints_the_whole_jacobian() {
+    let out = ksc(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("(def [jac [scale_sq (Tuple Float (Vec Float))]] (Tensor 2 Float)"), "{stdout}");
+    // Both ways, chosen at run time (the vector's size is not in its type),
+    // with the derivatives inlined into the loops.
+    // The first definition printed is [jac f]; the callees' follow.
+    let jac = stdout.split("\n\n").next().unwrap();
+    assert!(jac.contains("(lam (ksc$column : Integer)") && jac.contains("(lam (ksc$row : Integer)"), "{jac}");
+    assert!(!jac.contains("[fwd ") && !jac.contains("[rev "), "{jac}");
+}

@@ -1312,8 +1312,10 @@ pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
             (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, Type::Tuple(vec![t.clone(), s.clone()]))
         }
         Derivation::Shape => {
+            // f inlined, so the shape rules can look at its result.
             let x = b.var("ksc$x", s.clone());
             let y = b.call(f.clone(), vec![x], t.clone());
+            let y = b.prim(Prim::Inline, vec![y]);
             let root = b.prim(Prim::Shape, vec![y]);
             let ret = b.ty(root);
             (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, ret)

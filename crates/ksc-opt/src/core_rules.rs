@@ -786,6 +786,126 @@ fn size_at_most(def: &ksc_ir::Def, limit: usize) -> bool {
 }
 
 // ---------------------------------------------------------------------------
+// Shapes (reference 5.6). `let`, `if` and `assert` around the argument of
+// `shape` float out with the floating rules; these push `shape` into the
+// rest, so the shape is computed without the values where it can be.
+
+/// The argument of `shape` at `e`.
+fn shape_arg(ctx: &Ctx, e: ExprId) -> Option<ExprId> {
+    Some(prim_args(ctx, e, Prim::Shape)?[0])
+}
+
+/// `shape e ⇒ ()` when `e`'s type has a trivial shape (scalars, tuples of
+/// scalars) and `e` has no effect.
+fn shape_trivial(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    if !ctx.ty(x).shape_is_trivial() || !ctx.pure(x) {
+        return None;
+    }
+    Some(ctx.b.tuple(Vec::new()))
+}
+
+/// `shape (tuple e1 .. en) ⇒ tuple (shape e1) .. (shape en)`.
+fn shape_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    let Expr::Tuple(es) = ctx.expr(x).clone() else { return None };
+    if ctx.ty(x).shape_is_trivial() {
+        return None;
+    }
+    let shapes = es.into_iter().map(|c| ctx.prim(Prim::Shape, vec![c])).collect::<Option<Vec<_>>>()?;
+    Some(ctx.b.tuple(shapes))
+}
+
+/// `shape (build n (lam i e)) ⇒ n` when e's shape is trivial and e has no
+/// effect; `⇒ build n (lam i (shape e))` otherwise. The same for `constVec`.
+fn shape_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    if let Some([n, f]) = prim_args(ctx, x, Prim::Build).as_deref() {
+        let (n, f) = (*n, *f);
+        let (i, ity, body) = lam_parts(ctx, f)?;
+        if ctx.ty(body).shape_is_trivial() {
+            return ctx.pure(body).then_some(n);
+        }
+        let s = ctx.prim(Prim::Shape, vec![body])?;
+        let l = lam(ctx, &i, &ity, s);
+        return ctx.prim(Prim::Build, vec![n, l]);
+    }
+    let [n, v] = prim_args(ctx, x, Prim::ConstVec)?[..] else { return None };
+    if ctx.ty(v).shape_is_trivial() {
+        return ctx.pure(v).then_some(n);
+    }
+    let s = ctx.prim(Prim::Shape, vec![v])?;
+    ctx.prim(Prim::ConstVec, vec![n, s])
+}
+
+/// `shape (sumbuild n (lam i e)) ⇒ let i = 0 in shape e` when e has no
+/// effect: every term of a sum that succeeds has the same shape.
+fn shape_sumbuild(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    let [_, f] = prim_args(ctx, x, Prim::Sumbuild)?[..] else { return None };
+    let (i, ity, body) = lam_parts(ctx, f)?;
+    if ity != Type::Integer || !ctx.pure(body) {
+        return None;
+    }
+    let zero = ctx.alloc(Expr::Lit(Lit::Integer(0)), Type::Integer);
+    let s = ctx.prim(Prim::Shape, vec![body])?;
+    Some(let_(ctx, Pat::Var(i), zero, s))
+}
+
+/// `shape (ts_add a b) ⇒ shape a` when b has no effect; `shape (ts_scale k
+/// v)`, `shape (ts_neg v) ⇒ shape v` (k without effect).
+fn shape_tangent(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    let (p, args) = ksc_linmap::builder::prim_call(ctx.b.body, x)?;
+    let (keep, drop) = match (p, &args[..]) {
+        (Prim::TsAdd, [a, b]) => (*a, Some(*b)),
+        (Prim::TsScale, [k, v]) => (*v, Some(*k)),
+        (Prim::TsNeg, [v]) => (*v, None),
+        _ => return None,
+    };
+    if ctx.ty(keep) != ctx.ty(x) || drop.is_some_and(|d| !ctx.pure(d)) {
+        return None;
+    }
+    ctx.prim(Prim::Shape, vec![keep])
+}
+
+/// `shape (f a) ⇒ [shape f] a` when the program defines `[shape f]` (a
+/// user-written shape function, or one a `gdef shape` derived), unless
+/// that definition is itself the shape of a call of f.
+fn shape_call(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    let Expr::Call(Callee::Fun(f), a) = ctx.expr(x).clone() else { return None };
+    let name = f.derived(ksc_ir::Derivation::Shape);
+    let def = ctx.globals.def(&name)?;
+    if def.ret_ty != ctx.ty(e) || def.arg_ty() != ctx.ty(a) || shape_of_call_of(def, &f) {
+        return None;
+    }
+    let ty = def.ret_ty.clone();
+    Some(ctx.alloc(Expr::Call(Callee::Fun(name), a), ty))
+}
+
+/// Does `def` contain `shape (f ..)` (possibly through `$inline`)?
+fn shape_of_call_of(def: &ksc_ir::Def, f: &FunName) -> bool {
+    let calls_f = |e: ExprId| {
+        let e = match &def.body.exprs[e] {
+            Expr::Call(Callee::Prim(Prim::Inline), inner) => *inner,
+            _ => e,
+        };
+        matches!(&def.body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f)
+    };
+    let mut stack = vec![def.root];
+    while let Some(x) = stack.pop() {
+        if let Expr::Call(Callee::Prim(Prim::Shape), a) = &def.body.exprs[x] {
+            if calls_f(*a) {
+                return true;
+            }
+        }
+        stack.extend(term::children(&def.body.exprs[x]));
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------
 // The table.
 
 const LET: &str = "let (reference 6.2)";
@@ -796,6 +916,7 @@ const TANGENT: &str = "tangent arithmetic (reference 6.3)";
 const IF: &str = "conditionals (reference 6.3)";
 const FOLD: &str = "constant folding (reference 6.3)";
 const INLINE: &str = "inlining (reference 6.3)";
+const SHAPE: &str = "shapes (reference 5.6)";
 
 /// Every Core rule, in the order they are tried.
 pub static CORE_RULES: &[CoreRule] = &[
@@ -834,6 +955,12 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "fold-integer", statement: "add/sub/mul/div/neg of Integer literals (built-ins) ⇒ the literal, unless it overflows or divides by zero", group: FOLD, head: Head::Fun, rewrite: fold_integer },
     CoreRule { name: "fold-compare", statement: "lt/gt/lte/gte of number literals, eq/ne of Integer, Bool or String literals ⇒ the Bool", group: FOLD, head: Head::AnyCall, rewrite: fold_compare },
     CoreRule { name: "lt-index-size", statement: "lt i n ⇒ true when i is the index of a build or sumbuild of size n", group: FOLD, head: Head::Fun, rewrite: lt_index_size },
+    CoreRule { name: "shape-trivial", statement: "shape e ⇒ () when e's type has a trivial shape and e has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_trivial },
+    CoreRule { name: "shape-tuple", statement: "shape (tuple e1 .. en) ⇒ tuple (shape e1) .. (shape en)", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_tuple },
+    CoreRule { name: "shape-build", statement: "shape (build n (lam i e)) ⇒ n when e has a trivial shape and no effect, else build n (lam i (shape e)); the same for constVec", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_build },
+    CoreRule { name: "shape-sumbuild", statement: "shape (sumbuild n (lam i e)) ⇒ let i = 0 in shape e when e has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_sumbuild },
+    CoreRule { name: "shape-tangent", statement: "shape (ts_add a b) ⇒ shape a, shape (ts_scale k v) ⇒ shape v, shape (ts_neg v) ⇒ shape v, when the dropped operand has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_tangent },
+    CoreRule { name: "shape-call", statement: "shape (f a) ⇒ [shape f] a when the program defines [shape f] other than as the shape of f", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_call },
     CoreRule { name: "inline-marked", statement: "$inline (f a) ⇒ let params = a in (body of f)", group: INLINE, head: Head::Prim(Prim::Inline), rewrite: inline_marked },
     CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small", group: INLINE, head: Head::Fun, rewrite: inline_small },
 ];

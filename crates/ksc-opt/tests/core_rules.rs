@@ -22,6 +22,8 @@ const HELPERS: &str = "
 (def twice Float ((p : Float) (q : Float)) (add p (mul 2.0 q)))
 (def noisy Float (z : Float) ($trace (add z 1.0)))
 (def fact Integer (k : Integer) (if (lt k 1) 1 (mul k (fact (sub k 1)))))
+(def dbl (Vec Float) (v : Vec Float) (build (size v) (lam (i : Integer) (mul 2.0 (index i v)))))
+(def [shape dbl] Integer (v : Vec Float) (size v))
 ";
 
 type Template = fn(&mut G, &mut Builder) -> ExprId;
@@ -410,6 +412,64 @@ fn template(rule: &str) -> Option<Template> {
             });
             let lam = b.lam(&i, Type::Integer, body);
             b.prim(Prim::Build, vec![n, lam])
+        },
+        "shape-trivial" => |g, b| {
+            let x = if g.rng.chance(50) {
+                g.expr(b, &Type::Float, 3)
+            } else {
+                let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Integer, 2));
+                b.tuple(vec![p, q])
+            };
+            b.prim(Prim::Shape, vec![x])
+        },
+        "shape-tuple" => |g, b| {
+            let p = g.expr(b, &vf(), 2);
+            let t = float_or_vec(g);
+            let q = g.expr(b, &t, 2);
+            let x = b.tuple(vec![p, q]);
+            b.prim(Prim::Shape, vec![x])
+        },
+        "shape-build" => |g, b| {
+            // Elements of trivial shape (Float) or not (vectors); build or constVec.
+            let n = g.size(b, 1);
+            let t = float_or_vec(g);
+            let v = if g.rng.chance(70) {
+                g.build_with(b, n, |g, b| g.expr(b, &t, 2))
+            } else {
+                let x = g.expr(b, &t, 2);
+                b.prim(Prim::ConstVec, vec![n, x])
+            };
+            b.prim(Prim::Shape, vec![v])
+        },
+        "shape-sumbuild" => |g, b| {
+            let n = g.size(b, 1);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| g.expr(b, &vf(), 2));
+            let lam = b.lam(&i, Type::Integer, body);
+            let v = b.prim(Prim::Sumbuild, vec![n, lam]);
+            b.prim(Prim::Shape, vec![v])
+        },
+        "shape-tangent" => |g, b| {
+            let x = match g.rng.below(3) {
+                0 => {
+                    let (p, q) = (g.expr(b, &vf(), 2), g.expr(b, &vf(), 2));
+                    b.prim(Prim::TsAdd, vec![p, q])
+                }
+                1 => {
+                    let (k, v) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+                    b.prim(Prim::TsScale, vec![k, v])
+                }
+                _ => {
+                    let v = g.expr(b, &vf(), 2);
+                    b.prim(Prim::TsNeg, vec![v])
+                }
+            };
+            b.prim(Prim::Shape, vec![x])
+        },
+        "shape-call" => |g, b| {
+            let v = g.expr(b, &vf(), 3);
+            let c = call(b, "dbl", vf(), vf(), vec![v]);
+            b.prim(Prim::Shape, vec![c])
         },
         "inline-marked" => |g, b| {
             let x = g.expr(b, &Type::Float, 2);
