@@ -22,6 +22,9 @@ pub enum Mode {
     /// `[jac f] : S -> Tensor 2 Float`, the dense Jacobian (rows: T's
     /// tangent flattened, columns: S's).
     Jac,
+    /// `[jac1 f] : S -> Tensor 2 Float`, the Jacobian with respect to f's
+    /// first parameter (columns: its tangent flattened).
+    Jac1,
 }
 
 /// The functions of the file's source with this base name.
@@ -113,6 +116,7 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         Mode::Sufrevpass => Derivation::SufRevPass,
         Mode::Shape => Derivation::Shape,
         Mode::Jac => Derivation::Jac,
+        Mode::Jac1 => Derivation::Jac1,
     };
     let name: FunName = f.name.derived(d);
     // Derive afresh from the program as written (not from what its gdefs made).

@@ -144,7 +144,27 @@ enum Command {
     Watch(watch::WatchArgs),
 }
 
+/// A reader that stops early (`ksc deriv ... | head`) closes standard
+/// output; `print!` then panics. That is not a failure of ksc: end quietly
+/// with the status a shell gives a process killed by SIGPIPE.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file } => check(&file),

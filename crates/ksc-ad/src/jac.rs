@@ -3,6 +3,10 @@
 //! tangent, column c the c-th Float of S's, both in the order of
 //! `$tangentFlatten` (depth first, tuples left to right, tensors row-major).
 //!
+//! `[jac1 f]` is the Jacobian with respect to f's first parameter only (for
+//! f of several parameters; the others, data, get zero tangents), as JAX's
+//! `jacfwd(f)` differentiates with respect to the first argument.
+//!
 //! It is computed from the optimised derivatives the way seed 000 computes
 //! `jacob`: column by column with `[fwd f]` applied to basis tangents, or
 //! row by row with `[rev f]`, whichever is fewer (decided by the types when
@@ -31,9 +35,66 @@ pub fn fixed_dim(t: &Type) -> Option<usize> {
     }
 }
 
+/// What the columns of the matrix are: the whole argument, or (for
+/// `[jac1 f]` of a function of several parameters) its first parameter.
+pub enum Active {
+    All,
+    First { ty: Type, arity: u32 },
+}
+
+impl Active {
+    /// For `[d f]`, f of `params` parameters and argument type `s`.
+    pub fn new(d: Derivation, s: &Type, params: usize) -> Active {
+        match (d, s) {
+            (Derivation::Jac1, Type::Tuple(ts)) if params >= 2 => {
+                Active::First { ty: ts[0].clone(), arity: ts.len() as u32 }
+            }
+            _ => Active::All,
+        }
+    }
+
+    /// The type of the active part of an argument of type `s`.
+    fn ty<'a>(&'a self, s: &'a Type) -> &'a Type {
+        match self {
+            Active::All => s,
+            Active::First { ty, .. } => ty,
+        }
+    }
+
+    /// The active part of the argument `x` (a variable of type `s`).
+    fn part(&self, b: &mut Builder, x: &str, s: &Type) -> ExprId {
+        let v = b.var(x, s.clone());
+        match self {
+            Active::All => v,
+            Active::First { arity, .. } => b.prim(Prim::Get { index: 1, arity: *arity }, vec![v]),
+        }
+    }
+
+    /// The whole argument's tangent from the active part's `d`: zeros for
+    /// the other parameters.
+    fn extend(&self, b: &mut Builder, d: ExprId, x: &str, s: &Type) -> ExprId {
+        let Active::First { arity, .. } = self else { return d };
+        let mut parts = vec![d];
+        for i in 2..=*arity {
+            let v = b.var(x, s.clone());
+            let w = b.prim(Prim::Get { index: i, arity: *arity }, vec![v]);
+            parts.push(b.zero_tangent(w));
+        }
+        b.tuple(parts)
+    }
+
+    /// The active part of the whole argument's tangent `d`.
+    fn project(&self, b: &mut Builder, d: ExprId) -> ExprId {
+        match self {
+            Active::All => d,
+            Active::First { arity, .. } => b.prim(Prim::Get { index: 1, arity: *arity }, vec![d]),
+        }
+    }
+}
+
 /// Which derivatives `[jac f]` calls, for `f : S -> T`.
-pub fn needs(s: &Type, t: &Type) -> Vec<Derivation> {
-    match (fixed_dim(s), fixed_dim(t)) {
+pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
+    match (fixed_dim(active.ty(s)), fixed_dim(t)) {
         (Some(0), _) | (_, Some(0)) => vec![],
         (Some(n), Some(m)) if n <= m => vec![Derivation::Fwd],
         (Some(_), Some(_)) => vec![Derivation::Rev],
@@ -55,7 +116,7 @@ pub fn needs(s: &Type, t: &Type) -> Vec<Derivation> {
 /// ```
 ///
 /// with the tests decided here when the types fix the dimensions.
-pub fn jac_def(f: &FunName, s: &Type, t: &Type) -> Def {
+pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Active) -> Def {
     let mut body = Body::new();
     let mut fresh = 0u32;
     let mut b = Builder::new(&mut body, &mut fresh);
@@ -65,16 +126,15 @@ pub fn jac_def(f: &FunName, s: &Type, t: &Type) -> Def {
         b.call(FunName::typed(name, ii.clone()), vec![x, y], Type::Bool)
     };
     let var = |b: &mut Builder, name: &str, ty: &Type| b.var(name, ty.clone());
-    let dim = |b: &mut Builder, fixed: Option<usize>, of: &str, ty: &Type| match fixed {
+    let dim = |b: &mut Builder, fixed: Option<usize>, of: &dyn Fn(&mut Builder) -> ExprId| match fixed {
         Some(k) => b.integer(k as i64),
         None => {
-            let v = b.var(of, ty.clone());
+            let v = of(b);
             b.prim(Prim::TangentDim, vec![v])
         }
     };
-    let (fixed_n, fixed_m) = (fixed_dim(s), fixed_dim(t));
-    let n = dim(&mut b, fixed_n, "ksc$x", s);
-    let m = dim(&mut b, fixed_m, "ksc$y", t);
+    let n = dim(&mut b, fixed_dim(active.ty(s)), &|b| active.part(b, "ksc$x", s));
+    let m = dim(&mut b, fixed_dim(t), &|b| b.var("ksc$y", t.clone()));
 
     // The m x n matrix whose entry (r, c) is `entry(r, c)`.
     let matrix = |b: &mut Builder, entry: &dyn Fn(&mut Builder, ExprId, ExprId) -> ExprId| {
@@ -89,18 +149,25 @@ pub fn jac_def(f: &FunName, s: &Type, t: &Type) -> Def {
     };
     // One derivative per column (forward) or row (reverse), flattened.
     let sweep = |b: &mut Builder, d: Derivation| {
-        let (count, index, like, like_ty, ret) = match d {
-            Derivation::Fwd => ("ksc$n", COLUMN, "ksc$x", s, &dt),
-            _ => ("ksc$m", ROW, "ksc$y", t, &ds),
+        let (count, index, ret) = match d {
+            Derivation::Fwd => ("ksc$n", COLUMN, &dt),
+            _ => ("ksc$m", ROW, &ds),
         };
         let size = var(b, count, &Type::Integer);
         let k = var(b, index, &Type::Integer);
-        let point = var(b, like, like_ty);
-        let basis = b.prim(Prim::TangentBasis, vec![point, k]);
+        let basis = if d == Derivation::Fwd {
+            let point = active.part(b, "ksc$x", s);
+            let e = b.prim(Prim::TangentBasis, vec![point, k]);
+            active.extend(b, e, "ksc$x", s)
+        } else {
+            let point = var(b, "ksc$y", t);
+            b.prim(Prim::TangentBasis, vec![point, k])
+        };
         let x = var(b, "ksc$x", s);
         let call = b.call(f.derived(d), vec![x, basis], ret.clone());
         let inlined = b.prim(Prim::Inline, vec![call]);
-        let flat = b.prim(Prim::TangentFlatten, vec![inlined]);
+        let derivative = if d == Derivation::Fwd { inlined } else { active.project(b, inlined) };
+        let flat = b.prim(Prim::TangentFlatten, vec![derivative]);
         let lam = b.lam(index, Type::Integer, flat);
         let vectors = b.prim(Prim::Build, vec![size, lam]);
         let vty = b.ty(vectors);
@@ -113,7 +180,7 @@ pub fn jac_def(f: &FunName, s: &Type, t: &Type) -> Def {
         b.let_("ksc$vectors", vectors, read)
     };
     let zeros = |b: &mut Builder| matrix(b, &|b, _, _| b.float(0.0));
-    let result = match needs(s, t)[..] {
+    let result = match needs(active, s, t)[..] {
         [] => zeros(&mut b),
         [d] => sweep(&mut b, d),
         _ => {
@@ -140,7 +207,7 @@ pub fn jac_def(f: &FunName, s: &Type, t: &Type) -> Def {
     let y = b.call(f.clone(), vec![x], t.clone());
     let root = b.let_("ksc$y", y, with_dims);
     Def {
-        name: f.derived(Derivation::Jac),
+        name: f.derived(name),
         params: vec![Param { name: "ksc$x".into(), ty: s.clone() }],
         ret_ty: Type::tensor(2, Type::Float),
         body,

@@ -41,20 +41,21 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
-        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape | Derivation::Jac) {
+        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape | Derivation::Jac | Derivation::Jac1) {
             // The split passes: the forward pass keeps the argument as its
             // residual, the reverse pass is `[rev f]` at it. `[shape f]` is
             // the shape of f's result (simplified later where the shape
             // rules allow). `[jac f]` calls `[fwd f]` or `[rev f]` per
             // column or row. All need only f's signature.
-            let sig = existing.iter().find(|d| d.name == inner).map(|f| (f.arg_ty(), f.ret_ty.clone()));
-            let sig = sig.or_else(|| by_name.get(&inner).map(|f| (f.arg_ty(), f.ret_ty.clone())));
+            let fdef = existing.iter().copied().find(|d| d.name == inner).or_else(|| by_name.get(&inner));
+            let sig = fdef.map(|f| (f.arg_ty(), f.ret_ty.clone(), f.params.len()));
             match sig {
-                Some((s, t)) => {
+                Some((s, t, arity)) => {
                     let def = match d {
-                        Derivation::Jac => {
-                            work.extend(jac::needs(&s, &t).into_iter().map(|d| inner.derived(d)));
-                            jac::jac_def(&inner, &s, &t)
+                        Derivation::Jac | Derivation::Jac1 => {
+                            let active = jac::Active::new(d, &s, arity);
+                            work.extend(jac::needs(&active, &s, &t).into_iter().map(|d| inner.derived(d)));
+                            jac::jac_def(d, &inner, &s, &t, &active)
                         }
                         Derivation::Shape => apply::split_pass(d, &inner, &s, &t),
                         _ => {
@@ -205,7 +206,7 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
     for def in derived.iter_mut() {
         let report = ksc_opt::optimise_def(def, &user, &globals, &options);
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
-        if def.name.derivs.first() == Some(&Derivation::Jac) {
+        if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
             jac::hoist_loop_invariants(def, &globals);
         }
     }

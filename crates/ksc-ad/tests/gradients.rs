@@ -5,7 +5,8 @@
 //! `<dr, J dx> = <J^T dr, dx>`; and the matrix of `[jac f]` against both:
 //! `J dx` against the finite differences, `dr^T J` against `[rev f]`. Both
 //! ways `[jac f]` computes the matrix (columns by forward mode, rows by
-//! reverse) must be exercised. A point for `f` can be given as
+//! reverse) must be exercised. `[jac1 f]` must be the columns of `[jac f]`
+//! that belong to f's first parameter. A point for `f` can be given as
 //! `(def f$at S () ...)` (for sizes that must agree); otherwise vectors have
 //! 3 elements and Integers are 2.
 
@@ -103,6 +104,8 @@ fn check_all(optimise: bool) {
     let mut checked = 0;
     // How often [jac f] went by columns (forward) and by rows (reverse).
     let mut sweeps = [0; 2];
+    // How often [jac1 f] had fewer columns than [jac f].
+    let mut partial = 0;
     for path in files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut analysis = ksc_types::analyze(&text);
@@ -122,7 +125,7 @@ fn check_all(optimise: bool) {
                 v
             });
         let requests: Vec<FunName> =
-            funs.iter().flat_map(|f| [Derivation::Fwd, Derivation::Rev, Derivation::Jac].map(|d| f.derived(d))).collect();
+            funs.iter().flat_map(|f| [Derivation::Fwd, Derivation::Rev, Derivation::Jac, Derivation::Jac1].map(|d| f.derived(d))).collect();
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
         if optimise {
@@ -192,6 +195,21 @@ fn check_all(optimise: bool) {
                     if dr_j.iter().zip(&rev).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
                         failures.push(format!("{}: [jac {f}] at {x}: dr^T J = {dr_j:?}, [rev f] {rev:?}", path.display()));
                     }
+                    // [jac1 f]: the columns of the first parameter.
+                    let params = defs.iter().find(|d| d.name == f).map_or(1, |d| d.params.len());
+                    let first = match &x {
+                        Value::Tuple(xs) if params >= 2 => flat(&xs[0]).len(),
+                        _ => dxs.len(),
+                    };
+                    let jac1 = interp
+                        .call(&f.derived(Derivation::Jac1), x.clone(), &mut sink)
+                        .unwrap_or_else(|e| panic!("[jac1 {f}]: {}", e.message));
+                    let expected: Vec<f64> = (0..drs.len()).flat_map(|r| row(r)[..first].to_vec()).collect();
+                    let got = flat(&jac1);
+                    if got.len() != expected.len() || got.iter().zip(&expected).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
+                        failures.push(format!("{}: [jac1 {f}] at {x}: {got:?}, the first {first} columns of [jac f]: {expected:?}", path.display()));
+                    }
+                    partial += usize::from(first < dxs.len());
                 }
                 checked += 1;
             }
@@ -200,4 +218,5 @@ fn check_all(optimise: bool) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked >= 75, "only {checked} checks");
     assert!(sweeps.iter().all(|&k| k >= 10), "[jac f] by columns {} times, by rows {} times", sweeps[0], sweeps[1]);
+    assert!(partial >= 10, "[jac1 f] differed from [jac f] only {partial} times");
 }

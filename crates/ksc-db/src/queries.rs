@@ -530,6 +530,7 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
                 | Derivation::SufRev
                 | Derivation::Shape
                 | Derivation::Jac
+                | Derivation::Jac1
         )
     ) {
         out.unsupported = true;

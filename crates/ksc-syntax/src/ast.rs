@@ -166,10 +166,13 @@ pub enum Derivation {
     /// `[jac f] : S -> Tensor 2 Float`, the dense Jacobian (not in the
     /// original): rows index T's tangent, columns S's, both flattened.
     Jac,
+    /// `[jac1 f] : S -> Tensor 2 Float`, the Jacobian with respect to f's
+    /// first parameter only, the others held constant (not in the original).
+    Jac1,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 9] = [
+    pub const ALL: [Derivation; 10] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -179,6 +182,7 @@ impl Derivation {
         Derivation::SufRevPass,
         Derivation::SufRev,
         Derivation::Jac,
+        Derivation::Jac1,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -191,6 +195,7 @@ impl Derivation {
             Derivation::SufRevPass => "sufrevpass",
             Derivation::SufRev => "sufrev",
             Derivation::Jac => "jac",
+            Derivation::Jac1 => "jac1",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {

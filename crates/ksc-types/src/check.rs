@@ -92,7 +92,7 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
         return Ok(arg.clone());
     };
     match d {
-        Derivation::D | Derivation::CL | Derivation::SufFwdPass | Derivation::Shape | Derivation::Jac => {
+        Derivation::D | Derivation::CL | Derivation::SufFwdPass | Derivation::Shape | Derivation::Jac | Derivation::Jac1 => {
             base_type_of(rest, arg)
         }
         Derivation::Fwd | Derivation::Rev | Derivation::SufRev => match arg {
@@ -122,7 +122,7 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
         // The residuals ksc keeps between the split passes are the argument.
         Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), s.clone()])),
         Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, s.clone()]), tangent(s)?),
-        Derivation::Jac => {
+        Derivation::Jac | Derivation::Jac1 => {
             tangent(s)?;
             tangent(t)?;
             (s.clone(), Type::tensor(2, Type::Float))
@@ -142,6 +142,7 @@ fn gdef_registers(d: Derivation) -> &'static [Derivation] {
         Derivation::SufRev => &[Derivation::SufRev],
         Derivation::D => &[Derivation::D],
         Derivation::Jac => &[Derivation::Jac],
+        Derivation::Jac1 => &[Derivation::Jac1],
     }
 }
 
