@@ -3,7 +3,10 @@
  * vertices.txt: `x:y:z:5 ignored:n:(bone:weight) x n`) and a data file
  * handK_t26_cN.txt (`N 26`; N lines `corr x y z`; 26 values of theta).
  *
- *     hand ksc|ref DATAFILE MODELDIR
+ *     hand ksc|ref DATAFILE [MODELDIR]
+ *
+ * MODELDIR defaults to ../big-model next to the data file (ADBench's layout:
+ * hand/simple_big/ and hand/big-model/).
  *
  * Outputs: the objective is err (3N), the derivative the Jacobian with
  * respect to theta, row-major 3N x 26. */
@@ -91,8 +94,15 @@ static void read_model(const char *dir) {
 
 static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool;
-    if (argc < 1) { fprintf(stderr, "usage: hand ksc|ref DATAFILE MODELDIR\n"); exit(2); }
-    read_model(argv[0]);
+    char dir[4096];
+    if (argc >= 1) {
+        snprintf(dir, sizeof dir, "%s", argv[0]);
+    } else {
+        const char *slash = strrchr(path, '/');
+        int len = slash ? (int)(slash - path) : 1;
+        snprintf(dir, sizeof dir, "%.*s/../big-model", len, slash ? path : ".");
+    }
+    read_model(dir);
     FILE *f = open_data(path);
     n = (int)rd(f);
     if ((int)rd(f) != REF_NTHETA) { fprintf(stderr, "expected 26 parameters\n"); exit(1); }
