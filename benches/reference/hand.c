@@ -194,21 +194,23 @@ static void ref_transforms(const ref_hand_model *m, const double *theta, double 
  * ADBench does); verts is scratch of 3 nverts. */
 static void ref_hand_objective(const ref_hand_model *m, const double *theta, int n, const int64_t *corr,
                                const double *points, double *err, double *verts) {
-    double T[REF_MAXBONES * 16], Rg[9];
+    double T[REF_MAXBONES * 16], Tt[12][REF_MAXBONES], Rg[9];
     ref_transforms(m, theta, T, NULL, NULL);
     ref_angle_axis(theta, Rg, NULL);
     int nb = m->nb;
+    /* The top 3 rows of the transforms, entry-major: the loop over the bones
+     * then reads each entry contiguously. */
+    for (int b = 0; b < nb; b++)
+        for (int e = 0; e < 12; e++) Tt[e][b] = T[16 * b + e];
     for (long v = 0; v < m->nverts; v++) {
         const double *x = &m->base_positions[3 * v], *w = &m->weights[(long)nb * v];
-        double s[3];
-        for (int j = 0; j < 3; j++) {
-            double acc = 0.0;
-            for (int b = 0; b < nb; b++) {
-                const double *t = &T[16 * b + 4 * j];
-                acc += (t[0] * x[0] + t[1] * x[1] + t[2] * x[2] + t[3]) * w[b];
-            }
-            s[j] = acc;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (int b = 0; b < nb; b++) {
+            s0 += (Tt[0][b] * x[0] + Tt[1][b] * x[1] + Tt[2][b] * x[2] + Tt[3][b]) * w[b];
+            s1 += (Tt[4][b] * x[0] + Tt[5][b] * x[1] + Tt[6][b] * x[2] + Tt[7][b]) * w[b];
+            s2 += (Tt[8][b] * x[0] + Tt[9][b] * x[1] + Tt[10][b] * x[2] + Tt[11][b]) * w[b];
         }
+        double s[3] = {s0, s1, s2};
         for (int j = 0; j < 3; j++)
             verts[3 * v + j] = Rg[3 * j] * s[0] + Rg[3 * j + 1] * s[1] + Rg[3 * j + 2] * s[2] + theta[3 + j];
     }
