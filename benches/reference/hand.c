@@ -1,7 +1,9 @@
-/* Hand-written C reference of ADBench's hand tracking objective, simple
- * variant (shared/docs/benchmarks.md), written from the formulas for this
- * project: the residuals err = Y - V[:, corr] (3N, err[3i + j]) and their
- * Jacobian with respect to theta (3N x 26, row-major).
+/* Hand-written C reference of ADBench's hand tracking objective
+ * (shared/docs/benchmarks.md), written from the formulas for this project.
+ * Simple variant: the residuals err = Y - V[:, corr] (3N, err[3i + j]) and
+ * their Jacobian with respect to theta (3N x 26, row-major). Complicated
+ * variant: points on triangles at barycentric parameters us (N x 2), the
+ * Jacobian 3N x 28 (the u block compressed to 2 columns, then theta).
  *
  * Model layout (flat, row-major; the same arrays ksc-examples/adbench/hand.ks
  * takes): parents (nb), base_relatives and inverse_base_absolutes (nb x 16,
@@ -218,6 +220,50 @@ static void ref_hand_objective(const ref_hand_model *m, const double *theta, int
         for (int j = 0; j < 3; j++) err[3 * i + j] = points[3 * i + j] - verts[3 * corr[i] + j];
 }
 
+/* What the derivative of a posed vertex needs: the bone transforms and
+ * their theta derivatives, the global rotation and its derivatives. */
+typedef struct {
+    double T[REF_MAXBONES * 16], dT[REF_MAXBONES * REF_NTHETA * 16], Rg[9], dRg[27];
+    char dep[REF_MAXBONES * REF_NTHETA];
+} ref_hand_tangents;
+
+static void ref_hand_tangents_at(const ref_hand_model *m, const double *theta, ref_hand_tangents *tg) {
+    ref_transforms(m, theta, tg->T, tg->dT, tg->dep);
+    ref_angle_axis(theta, tg->Rg, tg->dRg);
+}
+
+/* dP[k][j] = d (posed vertex v)_j / d theta[k]. */
+static void ref_vertex_derivative(const ref_hand_model *m, const ref_hand_tangents *tg, long v,
+                                  double dP[REF_NTHETA][3]) {
+    int nb = m->nb;
+    const double *x = &m->base_positions[3 * v], *w = &m->weights[(long)nb * v];
+    double s[3] = {0, 0, 0}, ds[REF_NTHETA][3];
+    memset(ds, 0, sizeof ds);
+    for (int b = 0; b < nb; b++) {
+        if (w[b] == 0.0) continue;
+        for (int j = 0; j < 3; j++) {
+            const double *t = &tg->T[16 * b + 4 * j];
+            s[j] += (t[0] * x[0] + t[1] * x[1] + t[2] * x[2] + t[3]) * w[b];
+        }
+        for (int k = 6; k < REF_NTHETA; k++) {
+            if (!tg->dep[REF_NTHETA * b + k]) continue;
+            const double *d = &tg->dT[(REF_NTHETA * b + k) * 16];
+            for (int j = 0; j < 3; j++)
+                ds[k][j] += (d[4 * j] * x[0] + d[4 * j + 1] * x[1] + d[4 * j + 2] * x[2] + d[4 * j + 3]) * w[b];
+        }
+    }
+    const double *Rg = tg->Rg;
+    for (int j = 0; j < 3; j++) {
+        for (int k = 0; k < 3; k++) {
+            const double *d = &tg->dRg[9 * k + 3 * j];
+            dP[k][j] = d[0] * s[0] + d[1] * s[1] + d[2] * s[2];
+        }
+        for (int k = 3; k < 6; k++) dP[k][j] = k - 3 == j ? 1.0 : 0.0;
+        for (int k = 6; k < REF_NTHETA; k++)
+            dP[k][j] = Rg[3 * j] * ds[k][0] + Rg[3 * j + 1] * ds[k][1] + Rg[3 * j + 2] * ds[k][2];
+    }
+}
+
 /* The residuals err (3n, as ref_hand_objective: every vertex is skinned)
  * and the Jacobian, row-major 3n x 26: J[(3i + j) * 26 + k] = d err[3i + j] /
  * d theta[k], from the n corresponding vertices only. Like ADBench's
@@ -226,40 +272,55 @@ static void ref_hand_objective(const ref_hand_model *m, const double *theta, int
  * a few per cent of the objective's time. */
 static void ref_hand_jacobian(const ref_hand_model *m, const double *theta, int n, const int64_t *corr,
                               const double *points, double *err, double *J, double *verts) {
-    static double T[REF_MAXBONES * 16], dT[REF_MAXBONES * REF_NTHETA * 16];
-    static char dep[REF_MAXBONES * REF_NTHETA];
-    double Rg[9], dRg[27];
+    static ref_hand_tangents tg;
+    double dP[REF_NTHETA][3];
     ref_hand_objective(m, theta, n, corr, points, err, verts);
-    ref_transforms(m, theta, T, dT, dep);
-    ref_angle_axis(theta, Rg, dRg);
-    int nb = m->nb;
+    ref_hand_tangents_at(m, theta, &tg);
     for (int i = 0; i < n; i++) {
-        long v = corr[i];
-        const double *x = &m->base_positions[3 * v], *w = &m->weights[(long)nb * v];
-        double s[3] = {0, 0, 0}, ds[REF_NTHETA][3];
-        memset(ds, 0, sizeof ds);
-        for (int b = 0; b < nb; b++) {
-            if (w[b] == 0.0) continue;
-            for (int j = 0; j < 3; j++) {
-                const double *t = &T[16 * b + 4 * j];
-                s[j] += (t[0] * x[0] + t[1] * x[1] + t[2] * x[2] + t[3]) * w[b];
-            }
-            for (int k = 6; k < REF_NTHETA; k++) {
-                if (!dep[REF_NTHETA * b + k]) continue;
-                const double *d = &dT[(REF_NTHETA * b + k) * 16];
-                for (int j = 0; j < 3; j++)
-                    ds[k][j] += (d[4 * j] * x[0] + d[4 * j + 1] * x[1] + d[4 * j + 2] * x[2] + d[4 * j + 3]) * w[b];
-            }
-        }
-        double *row[3] = {&J[(3 * i) * REF_NTHETA], &J[(3 * i + 1) * REF_NTHETA], &J[(3 * i + 2) * REF_NTHETA]};
+        ref_vertex_derivative(m, &tg, corr[i], dP);
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < REF_NTHETA; k++) J[(3 * i + j) * REF_NTHETA + k] = -dP[k][j];
+    }
+}
+
+/* The complicated variant: point i on triangle corr[i] (vertices t0, t1,
+ * t2 of triangles, ntriangles x 3) at barycentric us[2i], us[2i + 1]:
+ * err_i = Y_i - (u1 V[t0] + u2 V[t1] + (1 - u1 - u2) V[t2]). */
+static void ref_hand_complicated_objective(const ref_hand_model *m, const double *theta, const double *us,
+                                           const int64_t *triangles, int n, const int64_t *corr,
+                                           const double *points, double *err, double *verts) {
+    /* Every vertex posed (the simple objective with no points). */
+    ref_hand_objective(m, theta, 0, corr, points, err, verts);
+    for (int i = 0; i < n; i++) {
+        const int64_t *t = &triangles[3 * corr[i]];
+        double u1 = us[2 * i], u2 = us[2 * i + 1];
+        for (int j = 0; j < 3; j++)
+            err[3 * i + j] = points[3 * i + j] - (u1 * verts[3 * t[0] + j] + u2 * verts[3 * t[1] + j] +
+                                                  (1.0 - u1 - u2) * verts[3 * t[2] + j]);
+    }
+}
+
+/* Its residuals and Jacobian, row-major 3n x 28: columns 0 and 1 the
+ * compressed u block (d err_i / d u_i1, d err_i / d u_i2: point i depends on
+ * u_i only), then the 26 theta columns. */
+static void ref_hand_complicated_jacobian(const ref_hand_model *m, const double *theta, const double *us,
+                                          const int64_t *triangles, int n, const int64_t *corr,
+                                          const double *points, double *err, double *J, double *verts) {
+    static ref_hand_tangents tg;
+    double dP[3][REF_NTHETA][3];
+    const int nc = REF_NTHETA + 2;
+    ref_hand_complicated_objective(m, theta, us, triangles, n, corr, points, err, verts);
+    ref_hand_tangents_at(m, theta, &tg);
+    for (int i = 0; i < n; i++) {
+        const int64_t *t = &triangles[3 * corr[i]];
+        double u[3] = {us[2 * i], us[2 * i + 1], 1.0 - us[2 * i] - us[2 * i + 1]};
+        for (int c = 0; c < 3; c++) ref_vertex_derivative(m, &tg, t[c], dP[c]);
         for (int j = 0; j < 3; j++) {
-            for (int k = 0; k < 3; k++) {
-                const double *d = &dRg[9 * k + 3 * j];
-                row[j][k] = -(d[0] * s[0] + d[1] * s[1] + d[2] * s[2]);
-            }
-            for (int k = 3; k < 6; k++) row[j][k] = k - 3 == j ? -1.0 : 0.0;
-            for (int k = 6; k < REF_NTHETA; k++)
-                row[j][k] = -(Rg[3 * j] * ds[k][0] + Rg[3 * j + 1] * ds[k][1] + Rg[3 * j + 2] * ds[k][2]);
+            double *row = &J[(3 * i + j) * nc];
+            row[0] = -(verts[3 * t[0] + j] - verts[3 * t[2] + j]);
+            row[1] = -(verts[3 * t[1] + j] - verts[3 * t[2] + j]);
+            for (int k = 0; k < REF_NTHETA; k++)
+                row[2 + k] = -(u[0] * dP[0][k][j] + u[1] * dP[1][k][j] + u[2] * dP[2][k][j]);
         }
     }
 }
