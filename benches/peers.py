@@ -1,7 +1,7 @@
 """JAX and PyTorch workers of the benchmark (benches/run.py starts them).
 
     python peers.py jax|torch WORKLOAD DATAFILE [KIND]
-    python peers.py jax|torch hand DATAFILE [MODELDIR]
+    python peers.py jax|torch hand DATAFILE [MODELDIR]   (simple or complicated, told by the file)
 
 Speaks the protocol of benches/driver/worker.h over stdin/stdout: `run obj N`,
 `run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`. The programs
@@ -95,10 +95,11 @@ def tril_cols(d):
 
 # ---------------------------------------------------------------- HT (hand tracking)
 def read_hand(path, model_dir):
-    """ADBench's hand model (bones.txt, vertices.txt) and a simple-variant data
-    file: parents (22), base_relatives and inverse_base_absolutes (22 x 4 x 4),
-    base_positions (nverts x 3), dense weights (nverts x 22), corr (N),
-    points (N x 3), theta (26)."""
+    """ADBench's hand model (bones.txt, vertices.txt, triangles.txt) and a
+    data file, simple or complicated (told by the count of numbers):
+    parents (22), base_relatives and inverse_base_absolutes (22 x 4 x 4),
+    base_positions (nverts x 3), dense weights (nverts x 22), triangles
+    (ntriangles x 3), corr (N), points (N x 3), us (N x 2, or None), theta (26)."""
     parents, rel, inv = [], [], []
     with open(os.path.join(model_dir, "bones.txt")) as f:
         for line in f:
@@ -120,12 +121,21 @@ def read_hand(path, model_dir):
             for e in range(int(fs[8])):
                 w[int(fs[9 + 2 * e])] = float(fs[10 + 2 * e])
             weights.append(w)
+    with open(os.path.join(model_dir, "triangles.txt")) as f:
+        triangles = np.array([[int(x) for x in line.strip().split(":")] for line in f if line.strip()],
+                             dtype=np.int64)
     v = read_numbers(path)
     n = int(v[0])
     rows = v[2:2 + 4 * n].reshape(n, 4)
-    theta = v[2 + 4 * n:2 + 4 * n + 26]
-    return (parents, np.array(rel), np.array(inv), np.array(pos), np.array(weights),
-            rows[:, 0].astype(np.int64), rows[:, 1:].copy(), theta)
+    rest = v[2 + 4 * n:]
+    if len(rest) == 2 * n + 26:
+        us, theta = rest[:2 * n].reshape(n, 2), rest[2 * n:]
+    elif len(rest) == 26:
+        us, theta = None, rest
+    else:
+        raise SystemExit(f"bad hand data file {path}")
+    return (parents, np.array(rel), np.array(inv), np.array(pos), np.array(weights), triangles,
+            rows[:, 0].astype(np.int64), rows[:, 1:].copy(), us, theta)
 
 
 def hand_model_dir():
@@ -152,9 +162,11 @@ def hand_pose_index(nb):
 
 
 def hand_objective_fn(np_, data, stack, cat, where, sqrt):
-    """err(theta) = Y - V[:, corr] written once for jax.numpy and torch (np_
-    is the array module; stack, cat, where, sqrt its functions)."""
-    parents, rel, inv, pos, weights, corr, points, idx = data
+    """err(theta) = Y - V[:, corr] (simple) or err(theta, us) = Y - (u1 V[t0]
+    + u2 V[t1] + (1 - u1 - u2) V[t2]) (complicated, triangles[corr]), written
+    once for jax.numpy and torch (np_ is the array module; stack, cat, where,
+    sqrt its functions)."""
+    parents, rel, inv, pos, weights, triangles, corr, points, idx = data
     nb = len(parents)
     posh = cat([pos, np_.ones((pos.shape[0], 1))], 1)
 
@@ -169,7 +181,7 @@ def hand_objective_fn(np_, data, stack, cat, where, sqrt):
             rows = [[c, -s, z], [s, c, z], [z, z, o]]
         return stack([stack(r, -1) for r in rows], -2)
 
-    def f(theta):
+    def posed_vertices(theta):
         ang = cat([theta, np_.zeros(1)], 0)[idx]                      # (nb, 3): x, z, y
         tx, tz, ty = ang[:, 0], ang[:, 1], ang[:, 2]
         R = rot(np_.cos(tz), np_.sin(tz), 2) @ rot(np_.cos(ty), np_.sin(ty), 1) @ rot(np_.cos(tx), np_.sin(tx), 0)
@@ -190,9 +202,18 @@ def hand_objective_fn(np_, data, stack, cat, where, sqrt):
                     stack([x * y * (1 - c) + z * s, y * y + (1 - y * y) * c, y * z * (1 - c) - x * s]),
                     stack([x * z * (1 - c) - y * s, z * y * (1 - c) + x * s, z * z + (1 - z * z) * c])])
         Rg = where(small, np_.eye(3), Rg)
-        posed = Rg @ V + theta[3:6][:, None]
-        return (points - posed[:, corr].T).reshape(-1)
-    return f
+        return Rg @ V + theta[3:6][:, None]                          # (3, nverts)
+
+    def f(theta):
+        return (points - posed_vertices(theta)[:, corr].T).reshape(-1)
+
+    def f_complicated(theta, us):
+        P = posed_vertices(theta)
+        t = triangles[corr]
+        u1, u2 = us[:, 0], us[:, 1]
+        hp = u1 * P[:, t[:, 0]] + u2 * P[:, t[:, 1]] + (1 - u1 - u2) * P[:, t[:, 2]]
+        return (points - hp.T).reshape(-1)
+    return f, f_complicated
 
 
 # ---------------------------------------------------------------- JAX
@@ -305,14 +326,26 @@ def setup_jax():
             der = jax.jit(lambda a, v, r: jax.vjp(vscale, a, v)[1](r))
             return (lambda: ready(obj(a, v))), (lambda: ready(der(a, v, r)))
     if WORKLOAD == "hand":
-        parents, rel, inv, pos, weights, corr, points, theta = read_hand(PATH, hand_model_dir())
+        parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
         data = (parents, jnp.asarray(rel), jnp.asarray(inv), jnp.asarray(pos), jnp.asarray(weights),
-                jnp.asarray(corr), jnp.asarray(points), jnp.asarray(hand_pose_index(len(parents))))
-        f = hand_objective_fn(jnp, data, jnp.stack, jnp.concatenate, jnp.where, jnp.sqrt)
+                jnp.asarray(triangles), jnp.asarray(corr), jnp.asarray(points),
+                jnp.asarray(hand_pose_index(len(parents))))
+        f, fc = hand_objective_fn(jnp, data, jnp.stack, jnp.concatenate, jnp.where, jnp.sqrt)
         th = jnp.asarray(theta)
-        obj = jax.jit(f)
-        jac = jax.jit(jax.jacfwd(f))  # forward mode, vmapped over the 26 directions
-        return (lambda: ready(obj(th))), (lambda: ready(jac(th)))
+        if us is None:
+            obj = jax.jit(f)
+            jac = jax.jit(jax.jacfwd(f))  # forward mode, vmapped over the 26 directions
+            return (lambda: ready(obj(th))), (lambda: ready(jac(th)))
+        uj = jnp.asarray(us)
+
+        def jac_c(theta, us):
+            """3N x 28: the u block compressed (one JVP per u column), then theta (jacfwd)."""
+            du = [jax.jvp(lambda u: fc(theta, u), (us,), (jnp.zeros_like(us).at[:, c].set(1.0),))[1]
+                  for c in range(2)]
+            return jnp.concatenate([du[0][:, None], du[1][:, None], jax.jacfwd(fc)(theta, us)], 1)
+        obj = jax.jit(fc)
+        jac = jax.jit(jac_c)
+        return (lambda: ready(obj(th, uj))), (lambda: ready(jac(th, uj)))
     raise SystemExit(f"jax: unknown workload {WORKLOAD} {KIND}")
 
 
@@ -430,19 +463,37 @@ def setup_torch():
         if KIND == "vscale_vjp":
             return nograd(lambda: a * v), (lambda: torch.autograd.grad(ag * vg, [ag, vg], grad_outputs=r))
     if WORKLOAD == "hand":
-        parents, rel, inv, pos, weights, corr, points, theta = read_hand(PATH, hand_model_dir())
-        data = (parents, T(rel), T(inv), T(pos), T(weights), torch.tensor(corr), T(points),
+        parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
+        data = (parents, T(rel), T(inv), T(pos), T(weights), torch.tensor(triangles), torch.tensor(corr), T(points),
                 torch.tensor(hand_pose_index(len(parents))))
-        f = hand_objective_fn(torch, data, torch.stack, torch.cat, torch.where, torch.sqrt)
+        f, fc = hand_objective_fn(torch, data, torch.stack, torch.cat, torch.where, torch.sqrt)
         th = T(theta)
-
-        def obj():
-            with torch.no_grad():
-                return f(th)
         if hasattr(torch, "func"):
-            return obj, (lambda: torch.func.jacfwd(f)(th))
-        # torch < 2: the same vectorised forward mode through the functional API.
-        return obj, (lambda: torch.autograd.functional.jacobian(f, th, vectorize=True, strategy="forward-mode"))
+            jacfwd = lambda g, x: torch.func.jacfwd(g)(x)  # noqa: E731
+        else:  # torch < 2: the same vectorised forward mode through the functional API
+            jacfwd = lambda g, x: torch.autograd.functional.jacobian(g, x, vectorize=True, strategy="forward-mode")  # noqa: E731
+        if us is None:
+            def obj():
+                with torch.no_grad():
+                    return f(th)
+            return obj, (lambda: jacfwd(f, th))
+        ut = T(us)
+        import torch.autograd.forward_ad as fwAD
+
+        def obj_c():
+            with torch.no_grad():
+                return fc(th, ut)
+
+        def jac_c():
+            """3N x 28: the u block compressed (one forward-mode JVP per u column), then theta."""
+            du = []
+            for c in range(2):
+                tangent = torch.zeros_like(ut)
+                tangent[:, c] = 1.0
+                with fwAD.dual_level():
+                    du.append(fwAD.unpack_dual(fc(th, fwAD.make_dual(ut, tangent))).tangent)
+            return torch.cat([du[0][:, None], du[1][:, None], jacfwd(lambda t: fc(t, ut), th)], 1)
+        return obj_c, jac_c
     raise SystemExit(f"torch: unknown workload {WORKLOAD} {KIND}")
 
 
