@@ -48,6 +48,8 @@ def counted(r, tool, which):
 
 
 def name_of(r):
+    if r["workload"] == "hand":
+        return "hand complicated" if r["kind"] == "hand_complicated" else "hand simple"
     return r["workload"] if r["workload"] != "micro" else f"micro {r['kind']}"
 
 
@@ -97,7 +99,8 @@ def write(results, base, opts, elapsed, criterion=None):
     L.append("## Derivative and objective times\n")
     L.append("R = derivative time / objective time of the same tool. For the micro-benchmarks the objective is "
              "the primal function and the derivative is the gradient, JVP or VJP named. For HT the objective is the "
-             "3N residuals and the derivative their 3N x 26 Jacobian with respect to theta.\n")
+             "3N residuals and the derivative their Jacobian: 3N x 26 with respect to theta (simple), 3N x 28 "
+             "(complicated: the compressed u block, then theta).\n")
     L.append("| workload | size | " + " | ".join(f"{NAMES[t]} obj | {NAMES[t]} deriv | {NAMES[t]} R" for t in TOOLS) + " |")
     L.append("|---|---|" + "---:|" * (3 * len(TOOLS)))
     for r in results:
@@ -240,9 +243,9 @@ def summary(results):
         if mk and mr:
             L.append(f"- LSTM {r['label']} memory (<= 2x the minimal tape): peak resident set ksc {mk / 1024:.0f} MiB, "
                      f"C reference (which stores the gate values of every step) {mr / 1024:.0f} MiB.")
-    # HT: the Jacobian (3N x 26) against the objective (the N residuals).
+    # HT: the Jacobian (3N x 26, or 28) against the objective (the 3N residuals).
     for r in by.get("hand", []):
-        L.append(f"- HT {r['label']}: R <= 15: ksc {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not measured (derivative not native)'}; "
+        L.append(f"- HT {name_of(r).split()[1]} {r['label']}: R <= 15: ksc {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not measured (derivative not native)'}; "
                  f"C ref {fmt_r(R(r, 'ref'))}, JAX {fmt_r(R(r, 'jax'))}, PyTorch {fmt_r(R(r, 'torch'))}; "
                  f"ksc / ref {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')))} (Jacobian), "
                  f"{fmt_r(ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')))} (objective); "
