@@ -1,6 +1,7 @@
 """JAX and PyTorch workers of the benchmark (benches/run.py starts them).
 
     python peers.py jax|torch WORKLOAD DATAFILE [KIND]
+    python peers.py jax|torch hand DATAFILE [MODELDIR]   (simple or complicated, told by the file)
 
 Speaks the protocol of benches/driver/worker.h over stdin/stdout: `run obj N`,
 `run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`. The programs
@@ -90,6 +91,129 @@ def tril_cols(d):
             rows.append(row)
             cols.append(col)
     return np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- HT (hand tracking)
+def read_hand(path, model_dir):
+    """ADBench's hand model (bones.txt, vertices.txt, triangles.txt) and a
+    data file, simple or complicated (told by the count of numbers):
+    parents (22), base_relatives and inverse_base_absolutes (22 x 4 x 4),
+    base_positions (nverts x 3), dense weights (nverts x 22), triangles
+    (ntriangles x 3), corr (N), points (N x 3), us (N x 2, or None), theta (26)."""
+    parents, rel, inv = [], [], []
+    with open(os.path.join(model_dir, "bones.txt")) as f:
+        for line in f:
+            fs = line.strip().split(":")
+            if len(fs) < 34:
+                continue
+            parents.append(int(fs[1]))
+            rel.append(np.array(fs[2:18], dtype=np.float64).reshape(4, 4))
+            inv.append(np.array(fs[18:34], dtype=np.float64).reshape(4, 4))
+    nb = len(parents)
+    pos, weights = [], []
+    with open(os.path.join(model_dir, "vertices.txt")) as f:
+        for line in f:
+            fs = line.strip().split(":")
+            if len(fs) < 9:
+                continue
+            pos.append([float(x) for x in fs[:3]])
+            w = np.zeros(nb)
+            for e in range(int(fs[8])):
+                w[int(fs[9 + 2 * e])] = float(fs[10 + 2 * e])
+            weights.append(w)
+    with open(os.path.join(model_dir, "triangles.txt")) as f:
+        triangles = np.array([[int(x) for x in line.strip().split(":")] for line in f if line.strip()],
+                             dtype=np.int64)
+    v = read_numbers(path)
+    n = int(v[0])
+    rows = v[2:2 + 4 * n].reshape(n, 4)
+    rest = v[2 + 4 * n:]
+    if len(rest) == 2 * n + 26:
+        us, theta = rest[:2 * n].reshape(n, 2), rest[2 * n:]
+    elif len(rest) == 26:
+        us, theta = None, rest
+    else:
+        raise SystemExit(f"bad hand data file {path}")
+    return (parents, np.array(rel), np.array(inv), np.array(pos), np.array(weights), triangles,
+            rows[:, 0].astype(np.int64), rows[:, 1:].copy(), us, theta)
+
+
+def hand_model_dir():
+    """The model directory: the worker's last argument, else ../big-model next
+    to the data file (ADBench's layout: hand/simple_big/, hand/big-model/)."""
+    if len(sys.argv) > 4:
+        return sys.argv[4]
+    return os.path.join(os.path.dirname(os.path.abspath(PATH)), os.pardir, "big-model")
+
+
+def hand_pose_index(nb):
+    """(nb, 3) indices into [theta; 0] of bone b's angles (x, z, y), ADBench's
+    pose: finger f owns bones 4f+1..4f+4; segment 2 gets theta[6+4f] (x) and
+    theta[7+4f] (z), segments 3 and 4 theta[8+4f] and theta[9+4f] (x); the
+    other bones keep zero pose (index 26: the appended zero)."""
+    idx = np.full((nb, 3), 26, dtype=np.int64)
+    for b in range(1, min(nb, 21)):
+        f, seg = (b - 1) // 4, (b - 1) % 4
+        if seg == 1:
+            idx[b, 0], idx[b, 1] = 6 + 4 * f, 7 + 4 * f
+        elif seg >= 2:
+            idx[b, 0] = 6 + seg + 4 * f
+    return idx
+
+
+def hand_objective_fn(np_, data, stack, cat, where, sqrt):
+    """err(theta) = Y - V[:, corr] (simple) or err(theta, us) = Y - (u1 V[t0]
+    + u2 V[t1] + (1 - u1 - u2) V[t2]) (complicated, triangles[corr]), written
+    once for jax.numpy and torch (np_ is the array module; stack, cat, where,
+    sqrt its functions)."""
+    parents, rel, inv, pos, weights, triangles, corr, points, idx = data
+    nb = len(parents)
+    posh = cat([pos, np_.ones((pos.shape[0], 1))], 1)
+
+    def rot(c, s, axis):
+        """Batched rotations about x (0), y (1), z (2) by angles with cosines c, sines s."""
+        z, o = np_.zeros_like(c), np_.ones_like(c)
+        if axis == 0:
+            rows = [[o, z, z], [z, c, -s], [z, s, c]]
+        elif axis == 1:
+            rows = [[c, z, s], [z, o, z], [-s, z, c]]
+        else:
+            rows = [[c, -s, z], [s, c, z], [z, z, o]]
+        return stack([stack(r, -1) for r in rows], -2)
+
+    def posed_vertices(theta):
+        ang = cat([theta, np_.zeros(1)], 0)[idx]                      # (nb, 3): x, z, y
+        tx, tz, ty = ang[:, 0], ang[:, 1], ang[:, 2]
+        R = rot(np_.cos(tz), np_.sin(tz), 2) @ rot(np_.cos(ty), np_.sin(ty), 1) @ rot(np_.cos(tx), np_.sin(tx), 0)
+        relp = cat([rel[:, :, :3] @ R, rel[:, :, 3:]], 2)             # base_relative [R 0; 0 1]
+        absolutes = []
+        for b in range(nb):
+            absolutes.append(relp[b] if parents[b] < 0 else absolutes[parents[b]] @ relp[b])
+        T = stack(absolutes, 0) @ inv                               # (nb, 4, 4)
+        curr = (T[:, :3, :] @ posh.T)                               # (nb, 3, nverts)
+        V = (curr * weights.T[:, None, :]).sum(0)                   # (3, nverts)
+        a = theta[:3]
+        nrm = sqrt((a * a).sum())
+        small = nrm < 1e-4
+        safe = where(small, np_.ones_like(nrm), nrm)
+        x, y, z = a[0] / safe, a[1] / safe, a[2] / safe
+        s, c = np_.sin(safe), np_.cos(safe)
+        Rg = stack([stack([x * x + (1 - x * x) * c, x * y * (1 - c) - z * s, x * z * (1 - c) + y * s]),
+                    stack([x * y * (1 - c) + z * s, y * y + (1 - y * y) * c, y * z * (1 - c) - x * s]),
+                    stack([x * z * (1 - c) - y * s, z * y * (1 - c) + x * s, z * z + (1 - z * z) * c])])
+        Rg = where(small, np_.eye(3), Rg)
+        return Rg @ V + theta[3:6][:, None]                          # (3, nverts)
+
+    def f(theta):
+        return (points - posed_vertices(theta)[:, corr].T).reshape(-1)
+
+    def f_complicated(theta, us):
+        P = posed_vertices(theta)
+        t = triangles[corr]
+        u1, u2 = us[:, 0], us[:, 1]
+        hp = u1 * P[:, t[:, 0]] + u2 * P[:, t[:, 1]] + (1 - u1 - u2) * P[:, t[:, 2]]
+        return (points - hp.T).reshape(-1)
+    return f, f_complicated
 
 
 # ---------------------------------------------------------------- JAX
@@ -201,6 +325,27 @@ def setup_jax():
             obj = jax.jit(vscale)
             der = jax.jit(lambda a, v, r: jax.vjp(vscale, a, v)[1](r))
             return (lambda: ready(obj(a, v))), (lambda: ready(der(a, v, r)))
+    if WORKLOAD == "hand":
+        parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
+        data = (parents, jnp.asarray(rel), jnp.asarray(inv), jnp.asarray(pos), jnp.asarray(weights),
+                jnp.asarray(triangles), jnp.asarray(corr), jnp.asarray(points),
+                jnp.asarray(hand_pose_index(len(parents))))
+        f, fc = hand_objective_fn(jnp, data, jnp.stack, jnp.concatenate, jnp.where, jnp.sqrt)
+        th = jnp.asarray(theta)
+        if us is None:
+            obj = jax.jit(f)
+            jac = jax.jit(jax.jacfwd(f))  # forward mode, vmapped over the 26 directions
+            return (lambda: ready(obj(th))), (lambda: ready(jac(th)))
+        uj = jnp.asarray(us)
+
+        def jac_c(theta, us):
+            """3N x 28: the u block compressed (one JVP per u column), then theta (jacfwd)."""
+            du = [jax.jvp(lambda u: fc(theta, u), (us,), (jnp.zeros_like(us).at[:, c].set(1.0),))[1]
+                  for c in range(2)]
+            return jnp.concatenate([du[0][:, None], du[1][:, None], jax.jacfwd(fc)(theta, us)], 1)
+        obj = jax.jit(fc)
+        jac = jax.jit(jac_c)
+        return (lambda: ready(obj(th, uj))), (lambda: ready(jac(th, uj)))
     raise SystemExit(f"jax: unknown workload {WORKLOAD} {KIND}")
 
 
@@ -317,6 +462,38 @@ def setup_torch():
             return nograd(lambda: a * v), der
         if KIND == "vscale_vjp":
             return nograd(lambda: a * v), (lambda: torch.autograd.grad(ag * vg, [ag, vg], grad_outputs=r))
+    if WORKLOAD == "hand":
+        parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
+        data = (parents, T(rel), T(inv), T(pos), T(weights), torch.tensor(triangles), torch.tensor(corr), T(points),
+                torch.tensor(hand_pose_index(len(parents))))
+        f, fc = hand_objective_fn(torch, data, torch.stack, torch.cat, torch.where, torch.sqrt)
+        th = T(theta)
+        if hasattr(torch, "func"):
+            jacfwd = lambda g, x: torch.func.jacfwd(g)(x)  # noqa: E731
+        else:  # torch < 2: the same vectorised forward mode through the functional API
+            jacfwd = lambda g, x: torch.autograd.functional.jacobian(g, x, vectorize=True, strategy="forward-mode")  # noqa: E731
+        if us is None:
+            def obj():
+                with torch.no_grad():
+                    return f(th)
+            return obj, (lambda: jacfwd(f, th))
+        ut = T(us)
+        import torch.autograd.forward_ad as fwAD
+
+        def obj_c():
+            with torch.no_grad():
+                return fc(th, ut)
+
+        def jac_c():
+            """3N x 28: the u block compressed (one forward-mode JVP per u column), then theta."""
+            du = []
+            for c in range(2):
+                tangent = torch.zeros_like(ut)
+                tangent[:, c] = 1.0
+                with fwAD.dual_level():
+                    du.append(fwAD.unpack_dual(fc(th, fwAD.make_dual(ut, tangent))).tangent)
+            return torch.cat([du[0][:, None], du[1][:, None], jacfwd(lambda t: fc(t, ut), th)], 1)
+        return obj_c, jac_c
     raise SystemExit(f"torch: unknown workload {WORKLOAD} {KIND}")
 
 

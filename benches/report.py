@@ -48,6 +48,8 @@ def counted(r, tool, which):
 
 
 def name_of(r):
+    if r["workload"] == "hand":
+        return "hand complicated" if r["kind"] == "hand_complicated" else "hand simple"
     return r["workload"] if r["workload"] != "micro" else f"micro {r['kind']}"
 
 
@@ -96,7 +98,9 @@ def write(results, base, opts, elapsed, criterion=None):
 
     L.append("## Derivative and objective times\n")
     L.append("R = derivative time / objective time of the same tool. For the micro-benchmarks the objective is "
-             "the primal function and the derivative is the gradient, JVP or VJP named.\n")
+             "the primal function and the derivative is the gradient, JVP or VJP named. For HT the objective is the "
+             "3N residuals and the derivative their Jacobian: 3N x 26 with respect to theta (simple), 3N x 28 "
+             "(complicated: the compressed u block, then theta).\n")
     L.append("| workload | size | " + " | ".join(f"{NAMES[t]} obj | {NAMES[t]} deriv | {NAMES[t]} R" for t in TOOLS) + " |")
     L.append("|---|---|" + "---:|" * (3 * len(TOOLS)))
     for r in results:
@@ -239,6 +243,14 @@ def summary(results):
         if mk and mr:
             L.append(f"- LSTM {r['label']} memory (<= 2x the minimal tape): peak resident set ksc {mk / 1024:.0f} MiB, "
                      f"C reference (which stores the gate values of every step) {mr / 1024:.0f} MiB.")
+    # HT: the Jacobian (3N x 26, or 28) against the objective (the 3N residuals).
+    for r in by.get("hand", []):
+        L.append(f"- HT {name_of(r).split()[1]} {r['label']}: R <= 15: ksc {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not measured (derivative not native)'}; "
+                 f"C ref {fmt_r(R(r, 'ref'))}, JAX {fmt_r(R(r, 'jax'))}, PyTorch {fmt_r(R(r, 'torch'))}; "
+                 f"ksc / ref {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')))} (Jacobian), "
+                 f"{fmt_r(ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')))} (objective); "
+                 f"ksc / JAX {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'jax', 'grad')))}, "
+                 f"ksc / PyTorch {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'torch', 'grad')))}.")
     micro = [r for r in results if r["workload"] == "micro"]
     kinds = sorted({r["kind"] for r in micro})
     scal = []
@@ -273,7 +285,7 @@ def plot(results, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="10" y="18" font-size="14">Derivative time (s) against size, log scales; one line per tool</text>',
-           '<text x="10" y="32" font-size="10">x: problem size (GMM: n K d^2; LSE, micro: n; LSTM: one size; NNMF: columns); '
+           '<text x="10" y="32" font-size="10">x: problem size (GMM: n K d^2; LSE, micro: n; LSTM: one size; NNMF: columns; HT: points N); '
            'a missing point: the tool failed or was not correct there</text>']
     for i, t in enumerate(TOOLS):
         out.append(f'<rect x="{620 + i * 110}" y="8" width="14" height="4" fill="{COLOURS[t]}"/>'

@@ -148,6 +148,17 @@ def configs(args, datadir):
     for n in (1000, 2000):
         p = os.path.join(datadir, f"nnmf_1000x{n}.bin")
         out.append(("micro", "nnmf", "nnmf", f"m=1000 n={n}", n, p, lambda p=p, n=n: gen_nnmf(p, 1000, n)))
+    # HT (hand tracking), simple and complicated variants: ADBench's files on
+    # the big model (the driver and the peers read it from ../big-model next
+    # to each file, and tell the variant by the file's contents).
+    for variant, kind in (("simple", "hand"), ("complicated", "hand_complicated")):
+        hand_dir = os.path.join(DATA, "hand", variant + "_big")
+        if not os.path.isdir(hand_dir):
+            continue
+        hand_files = [f for f in os.listdir(hand_dir) if f.startswith("hand") and f.endswith(".txt")]
+        for f in sorted(hand_files, key=lambda f: int(f[:-4].rsplit("_c", 1)[1])):
+            n = int(f[:-4].rsplit("_c", 1)[1])
+            out.append(("hand", "hand", kind, f"N={n} ({f[:-4]}, big model)", n, os.path.join(hand_dir, f), None))
     if args.only:
         keep = args.only.split(",")
         out = [c for c in out if c[0] in keep or c[2] in keep]
@@ -394,7 +405,7 @@ def run_criterion(src):
 # ------------------------------------------------------------------ main
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="comma-separated workloads or micro kinds (gmm, lse, lstm, micro, dot, ...)")
+    ap.add_argument("--only", help="comma-separated workloads or kinds (gmm, lse, lstm, hand, hand_complicated, micro, dot, ...)")
     ap.add_argument("--quick", action="store_true", help="tiny timing budget (to try the harness)")
     ap.add_argument("--adbench-timing", action="store_true", help="ADBench's full budget (0.5 s samples, 10 x / 10 s)")
     ap.add_argument("--big", action="store_true", help="also GMM d=64 K=100 and n=10000 d=64 K=200")
