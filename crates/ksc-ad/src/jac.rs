@@ -92,6 +92,21 @@ impl Active {
     }
 }
 
+/// A value of type `t` made of literals, for a type of fixed dimension.
+fn literal(b: &mut Builder, t: &Type) -> Option<ExprId> {
+    Some(match t {
+        Type::Float => b.float(0.0),
+        Type::Integer => b.integer(0),
+        Type::Bool => b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::Bool(false)), Type::Bool),
+        Type::String => b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::String(String::new())), Type::String),
+        Type::Tuple(ts) => {
+            let parts = ts.iter().map(|t| literal(b, t)).collect::<Option<Vec<_>>>()?;
+            b.tuple(parts)
+        }
+        _ => return None,
+    })
+}
+
 /// Which derivatives `[jac f]` calls, for `f : S -> T`.
 pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
     match (fixed_dim(active.ty(s)), fixed_dim(t)) {
@@ -160,7 +175,9 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
             let e = b.prim(Prim::TangentBasis, vec![point, k]);
             active.extend(b, e, "ksc$x", s)
         } else {
-            let point = var(b, "ksc$y", t);
+            // A result of fixed dimension has a basis without its value
+            // (so f's result need not be computed when the sizes are known).
+            let point = literal(b, t).unwrap_or_else(|| var(b, "ksc$y", t));
             b.prim(Prim::TangentBasis, vec![point, k])
         };
         let x = var(b, "ksc$x", s);
