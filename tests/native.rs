@@ -201,6 +201,11 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = loops.split("fn ks$main").next().unwrap_or_default();
                 check(f.matches("for ").count() == 4, "a one-hot term was added row by row")
             }
+            "accumulate_reads" => {
+                // One allocation and one loop (its zero fill) in [rev f].
+                let f = loops.split("fn rev$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
+            }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
                 let f = loops.split("fn ks$main").next().unwrap_or_default();

@@ -55,6 +55,33 @@ fn read_fold_vars(fb: &mut FnBuilder, vars: &[VarId], acc_ty: &Type) -> LVal {
     crate::lower::rebuild(acc_ty, &mut cur.into_iter())
 }
 
+/// A type with tensors, all of whose tensors have scalar elements (adding
+/// into them in place touches no storage shared with another value).
+fn flat_tensors(t: &Type) -> bool {
+    fn go(t: &Type, seen: &mut bool) -> bool {
+        match t {
+            Type::Tensor(_, e) => {
+                *seen = true;
+                is_number(e)
+            }
+            Type::Tuple(ts) => ts.iter().all(|t| go(t, seen)),
+            _ => true,
+        }
+    }
+    let mut seen = false;
+    go(t, &mut seen) && seen
+}
+
+/// Does lowering `e` give storage that nothing else refers to? (A new
+/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add` of
+/// flat tensors, whose accumulator is new.)
+fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
+    matches!(
+        &body.exprs[e],
+        Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _)
+    ) && flat_tensors(body.ty(e))
+}
+
 fn is_number(t: &Type) -> bool {
     matches!(t, Type::Float | Type::Integer)
 }
@@ -200,6 +227,21 @@ impl Lowerer<'_> {
                     fb.emit(Stmt::Store { arr: arr.clone(), idx: Op::Int(i as i64), val: o });
                 }
                 return Ok(LVal::Op(arr));
+            }
+            Prim::TsAdd if flat_tensors(&ty) => {
+                // `ts_add a b` of tensors: a's value (not copied when it is
+                // fresh) becomes the accumulator, and b is added into it in
+                // place through its structure, so a chain of one-hot
+                // contributions is `acc[i] += v` each, not a vector each.
+                if let [a, b] = self.body(ctx).call_args(arg)[..] {
+                    let first = self.lower_expr(fb, st, ctx, a)?;
+                    if matches!(first, LVal::Never) {
+                        return Ok(LVal::Never);
+                    }
+                    let acc = self.new_acc_owned(fb, st, first, &ty, fresh_value(self.body(ctx), a))?;
+                    self.accumulate_expr(fb, st, ctx, &acc, b, site)?;
+                    return self.acc_value(fb, &acc);
+                }
             }
             _ => {}
         }
@@ -672,6 +714,12 @@ impl Lowerer<'_> {
 
     /// An accumulator initialised with (a copy of) `first`.
     fn new_acc(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type) -> R<Acc> {
+        self.new_acc_owned(fb, st, first, ty, false)
+    }
+
+    /// An accumulator initialised with `first`, copied unless it is `fresh`
+    /// (storage nothing else refers to) or delayed.
+    fn new_acc_owned(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type, fresh: bool) -> R<Acc> {
         Ok(match ty {
             Type::Float | Type::Integer => {
                 let o = lval_op(&first)?;
@@ -683,12 +731,12 @@ impl Lowerer<'_> {
                 let vs = parts(fb, first, ty, ts.len())?;
                 let mut accs = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
-                    accs.push(self.new_acc(fb, st, v, t)?);
+                    accs.push(self.new_acc_owned(fb, st, v, t, fresh)?);
                 }
                 Acc::Tuple(accs)
             }
             Type::Tensor(..) => {
-                let fresh = matches!(first, LVal::Delayed(_));
+                let fresh = fresh || matches!(first, LVal::Delayed(_));
                 let o = self.materialize_val(fb, st, first, ty)?;
                 let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), ty.clone(), Some("acc")) };
                 Acc::Tensor(o, ty.clone())
