@@ -19,6 +19,9 @@ pub enum Mode {
     Sufrevpass,
     /// `[shape f] : S -> shape of T`, the sizes of f's result.
     Shape,
+    /// `[jac f] : S -> Tensor 2 Float`, the dense Jacobian (rows: T's
+    /// tangent flattened, columns: S's).
+    Jac,
 }
 
 /// The functions of the file's source with this base name.
@@ -109,6 +112,7 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         Mode::Suffwdpass => Derivation::SufFwdPass,
         Mode::Sufrevpass => Derivation::SufRevPass,
         Mode::Shape => Derivation::Shape,
+        Mode::Jac => Derivation::Jac,
     };
     let name: FunName = f.name.derived(d);
     // Derive afresh from the program as written (not from what its gdefs made).
@@ -129,8 +133,9 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The Jacobian of `f` at the point `args`, as a dense matrix computed
-/// column by column with `[fwd f]`.
+/// The Jacobian of `f` at the point `args`, as a dense matrix: `[jac f]`
+/// (forward mode over columns or reverse over rows, whichever is fewer),
+/// run by the interpreter.
 fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
     // The point, as a definition appended to the program.
@@ -143,78 +148,48 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
         eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
         return ExitCode::from(1);
     }
-    let fwd = f.name.derived(Derivation::Fwd);
-    let derived = ksc_ad::derive_requested(&analysis.defs(), std::slice::from_ref(&fwd));
+    let jac = f.name.derived(Derivation::Jac);
+    let written = analysis.defs();
+    let mut derived = ksc_ad::derive_requested(&written, std::slice::from_ref(&jac));
     if let Some((n, e)) = derived.errors.first() {
         eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
         return ExitCode::from(1);
     }
+    for w in ksc_ad::optimise(&mut derived.defs, &written, &crate::user_rules(&analysis)) {
+        eprintln!("warning: {w}");
+    }
     analysis.derived = derived.defs;
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
-    let run = |interp: &mut Interpreter, name: &FunName, arg: Value| {
-        interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message)
-    };
-    let result = (|| -> Result<(usize, Vec<Vec<f64>>), String> {
-        let x = run(&mut interp, &point, Value::unit())?;
-        let mut n = 0;
-        count_floats(&x, &mut n);
-        let mut columns = Vec::with_capacity(n);
-        for k in 0..n {
-            let mut next = 0;
-            let dx = basis(&x, k, &mut next);
-            let col = run(&mut interp, &fwd, Value::Tuple(vec![x.clone(), dx].into()))?;
-            let mut flat = Vec::new();
-            ksc_eval::flatten_tangent(&col, &mut flat);
-            columns.push(flat);
-        }
-        Ok((n, columns))
-    })();
-    match result {
-        Ok((n, columns)) => {
-            let rows = columns.first().map_or(0, Vec::len);
-            println!("; Jacobian of `{}` at {args}: {rows} x {n}", f.name.short());
+    let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+    let matrix = run(&point, Value::unit()).and_then(|x| run(&jac, x));
+    match matrix {
+        Ok(Value::Tensor(t)) if t.shape.len() == 2 => {
+            let (rows, cols) = (t.shape[0], t.shape[1]);
+            // `+ 0.0` prints a zero that reverse mode made negative as 0.
+            let entry = |r: usize, c: usize| match t.data[r * cols + c] {
+                Value::Float(x) => x + 0.0,
+                _ => f64::NAN,
+            };
+            println!("; Jacobian of `{}` at {args}: {rows} x {cols}", f.name.short());
             if sparsity {
-                draw_sparsity(rows, n, |r, c| columns[c][r] != 0.0);
+                draw_sparsity(rows, cols, |r, c| entry(r, c) != 0.0);
                 return ExitCode::SUCCESS;
             }
             for r in 0..rows {
-                let row: Vec<String> = columns.iter().map(|c| ksc_eval::format_float(c[r])).collect();
+                let row: Vec<String> = (0..cols).map(|c| ksc_eval::format_float(entry(r, c))).collect();
                 println!("{}", row.join(" "));
             }
             ExitCode::SUCCESS
+        }
+        Ok(v) => {
+            eprintln!("error: `[jac {}]` returned {v:?}, not a matrix (a ksc bug)", f.name.short());
+            ExitCode::from(1)
         }
         Err(m) => {
             eprintln!("error: evaluating the Jacobian failed: {m}");
             ExitCode::from(1)
         }
-    }
-}
-
-fn count_floats(v: &ksc_eval::Value, n: &mut usize) {
-    use ksc_eval::Value;
-    match v {
-        Value::Float(_) => *n += 1,
-        Value::Tuple(xs) => xs.iter().for_each(|x| count_floats(x, n)),
-        Value::Tensor(t) => t.data.iter().for_each(|x| count_floats(x, n)),
-        _ => {}
-    }
-}
-
-/// The tangent shaped like `x` that is 1 at its `k`-th Float and 0 elsewhere.
-fn basis(x: &ksc_eval::Value, k: usize, next: &mut usize) -> ksc_eval::Value {
-    use ksc_eval::Value;
-    match x {
-        Value::Float(_) => {
-            *next += 1;
-            Value::Float(if *next - 1 == k { 1.0 } else { 0.0 })
-        }
-        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| basis(v, k, next)).collect()),
-        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
-            shape: t.shape.clone(),
-            data: t.data.iter().map(|v| basis(v, k, next)).collect(),
-        })),
-        _ => Value::unit(),
     }
 }
 

@@ -304,9 +304,10 @@ fn numbers(s: &str) -> Vec<f64> {
 }
 
 #[test]
-fn reverse_derivatives_run_natively_with_the_interpreters_results() {
-    // Every `gdef rev` of ksc-examples/ad/, called from a generated `main`
-    // at three points (the file's `f$at` point if it has one).
+fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results() {
+    // Every `gdef rev` of ksc-examples/ad/, and `[jac f]` of the same
+    // function, called from a generated `main` at three points (the file's
+    // `f$at` point if it has one).
     let files = ks_files("ksc-examples/ad");
     let dir = cache_dir().join("rev");
     std::fs::create_dir_all(&dir).unwrap();
@@ -317,10 +318,17 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
         let analysis = ksc_types::analyze(&text_in);
         assert!(!analysis.has_errors(), "{}: {:?}", f.display(), analysis.diagnostics);
         let mut prints = Vec::new();
+        let mut gdefs = String::new();
         for d in &analysis.source.decls {
             let ksc_ir::Decl::Gdef(g) = d else { continue };
             if g.derivation != ksc_ir::Derivation::Rev {
                 continue;
+            }
+            let jac_declared = analysis.source.decls.iter().any(
+                |d| matches!(d, ksc_ir::Decl::Gdef(h) if h.fun == g.fun && h.derivation == ksc_ir::Derivation::Jac),
+            );
+            if !jac_declared {
+                gdefs.push_str(&format!("\n(gdef jac {})", g.fun));
             }
             let sig = analysis.table.get(&g.fun).unwrap();
             let has_at = g.fun.derivs.is_empty()
@@ -331,6 +339,7 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
                 let dr = sig.ret_ty.tangent().and_then(|t| ks_value(&t, &format!("(add 7 {seed})"), 0));
                 let (Some(x), Some(dr)) = (x, dr) else { continue };
                 prints.push(format!("\"[rev {0}] {trial}: \" ([rev {0}] {x} {dr}) \"\\n\"", g.fun));
+                prints.push(format!("\"[jac {0}] {trial}: \" ([jac {0}] {x}) \"\\n\"", g.fun));
             }
             calls += 1;
         }
@@ -340,7 +349,7 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
         let stem = f.file_stem().unwrap().to_str().unwrap();
         let program = dir.join(format!("{stem}.ks"));
         let main = format!("\n(def main Integer () (print {}))\n", prints.join("\n    "));
-        std::fs::write(&program, format!("{text_in}{main}")).unwrap();
+        std::fs::write(&program, format!("{text_in}{gdefs}{main}")).unwrap();
         let p = program.to_str().unwrap();
         let native = ksc(&["run", p]);
         let interp = ksc(&["run", "--interp", p]);
@@ -356,7 +365,7 @@ fn reverse_derivatives_run_natively_with_the_interpreters_results() {
         }
     }
     assert!(calls >= 20, "only {calls} derivatives called");
-    report("native reverse derivatives", failures, files.len());
+    report("native reverse derivatives and Jacobians", failures, files.len());
 }
 
 /// A seeded generator of `.ks` terms for [`random_sums_run_natively_with_the_interpreters_results`].

@@ -186,7 +186,10 @@ pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Re
             b.prim(Prim::LmVCat, comps)
         }
         Prim::Trace | Prim::Copydown | Prim::Inline => one(b, args[0]),
-        Prim::Eq | Prim::Ne | Prim::Size | Prim::Print | Prim::Shape => zero_map(b, args, y),
+        // `$tangentBasis` depends on the shape of its argument only.
+        Prim::Eq | Prim::Ne | Prim::Size | Prim::Print | Prim::Shape | Prim::TangentDim | Prim::TangentBasis => {
+            zero_map(b, args, y)
+        }
         _ => return Err(format!("automatic differentiation of `{p}` is not supported yet")),
     })
 }

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod derive;
+pub mod jac;
 pub mod jacobians;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -40,21 +41,34 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
-        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape) {
+        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape | Derivation::Jac) {
             // The split passes: the forward pass keeps the argument as its
             // residual, the reverse pass is `[rev f]` at it. `[shape f]` is
             // the shape of f's result (simplified later where the shape
-            // rules allow).
+            // rules allow). `[jac f]` calls `[fwd f]` or `[rev f]` per
+            // column or row. All need only f's signature.
             let sig = existing.iter().find(|d| d.name == inner).map(|f| (f.arg_ty(), f.ret_ty.clone()));
             let sig = sig.or_else(|| by_name.get(&inner).map(|f| (f.arg_ty(), f.ret_ty.clone())));
             match sig {
                 Some((s, t)) => {
-                    let def = apply::split_pass(d, &inner, &s, &t);
-                    if d != Derivation::Shape {
-                        work.push(inner.derived(Derivation::Rev));
-                    }
+                    let def = match d {
+                        Derivation::Jac => {
+                            work.extend(jac::needs(&s, &t).into_iter().map(|d| inner.derived(d)));
+                            jac::jac_def(&inner, &s, &t)
+                        }
+                        Derivation::Shape => apply::split_pass(d, &inner, &s, &t),
+                        _ => {
+                            work.push(inner.derived(Derivation::Rev));
+                            apply::split_pass(d, &inner, &s, &t)
+                        }
+                    };
                     by_name.insert(name.clone(), def.clone());
                     out.defs.push(def);
+                }
+                None if !inner.derivs.is_empty() && !failed.contains(&inner) => {
+                    // Derive the inner function first, then come back.
+                    work.push(name);
+                    work.push(inner);
                 }
                 None => {
                     out.errors.push((
@@ -191,6 +205,9 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
     for def in derived.iter_mut() {
         let report = ksc_opt::optimise_def(def, &user, &globals, &options);
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+        if def.name.derivs.first() == Some(&Derivation::Jac) {
+            jac::hoist_loop_invariants(def, &globals);
+        }
     }
     warnings
 }

@@ -2,7 +2,10 @@
 //! functions too, for derivatives of derivatives) is checked numerically at
 //! random points: `[fwd f]` against central finite differences of `f`, and
 //! `[rev f]` against `[fwd f]` by the dot-product test
-//! `<dr, J dx> = <J^T dr, dx>`. A point for `f` can be given as
+//! `<dr, J dx> = <J^T dr, dx>`; and the matrix of `[jac f]` against both:
+//! `J dx` against the finite differences, `dr^T J` against `[rev f]`. Both
+//! ways `[jac f]` computes the matrix (columns by forward mode, rows by
+//! reverse) must be exercised. A point for `f` can be given as
 //! `(def f$at S () ...)` (for sizes that must agree); otherwise vectors have
 //! 3 elements and Integers are 2.
 
@@ -98,6 +101,8 @@ fn optimised_derivatives_match_finite_differences_and_each_other() {
 fn check_all(optimise: bool) {
     let mut failures = Vec::new();
     let mut checked = 0;
+    // How often [jac f] went by columns (forward) and by rows (reverse).
+    let mut sweeps = [0; 2];
     for path in files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut analysis = ksc_types::analyze(&text);
@@ -117,7 +122,7 @@ fn check_all(optimise: bool) {
                 v
             });
         let requests: Vec<FunName> =
-            funs.iter().flat_map(|f| [f.derived(Derivation::Fwd), f.derived(Derivation::Rev)]).collect();
+            funs.iter().flat_map(|f| [Derivation::Fwd, Derivation::Rev, Derivation::Jac].map(|d| f.derived(d))).collect();
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
         if optimise {
@@ -166,10 +171,33 @@ fn check_all(optimise: bool) {
                         path.display()
                     ));
                 }
+                // The whole Jacobian, applied both ways.
+                let jac = interp
+                    .call(&f.derived(Derivation::Jac), x.clone(), &mut sink)
+                    .unwrap_or_else(|e| panic!("[jac {f}]: {}", e.message));
+                let (dxs, drs) = (flat(&dx), flat(&dr));
+                let Value::Tensor(j) = &jac else { panic!("[jac {f}] is not a tensor: {jac}") };
+                let entries = flat(&jac);
+                if j.shape != [drs.len(), dxs.len()] {
+                    failures.push(format!("{}: [jac {f}] at {x} is {:?}, not {} x {}", path.display(), j.shape, drs.len(), dxs.len()));
+                } else {
+                    sweeps[usize::from(dxs.len() > drs.len())] += 1;
+                    let row = |r: usize| &entries[r * dxs.len()..(r + 1) * dxs.len()];
+                    let j_dx: Vec<f64> = (0..drs.len()).map(|r| dot(row(r), &dxs)).collect();
+                    if j_dx.iter().zip(&fd).any(|(a, b)| (a - b).abs() > 1e-5 * (1.0 + b.abs())) {
+                        failures.push(format!("{}: [jac {f}] at {x}: J dx = {j_dx:?}, finite differences {fd:?}", path.display()));
+                    }
+                    let dr_j: Vec<f64> = (0..dxs.len()).map(|c| (0..drs.len()).map(|r| drs[r] * row(r)[c]).sum()).collect();
+                    let rev = flat(&rev);
+                    if dr_j.iter().zip(&rev).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
+                        failures.push(format!("{}: [jac {f}] at {x}: dr^T J = {dr_j:?}, [rev f] {rev:?}", path.display()));
+                    }
+                }
                 checked += 1;
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked >= 75, "only {checked} checks");
+    assert!(sweeps.iter().all(|&k| k >= 10), "[jac f] by columns {} times, by rows {} times", sweeps[0], sweeps[1]);
 }

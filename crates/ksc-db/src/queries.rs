@@ -529,6 +529,7 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
                 | Derivation::SufRevPass
                 | Derivation::SufRev
                 | Derivation::Shape
+                | Derivation::Jac
         )
     ) {
         out.unsupported = true;

@@ -40,7 +40,7 @@ use std::io::Write;
 use ksc_ir::{Def, ExprId, FunName};
 
 pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeImpl};
-pub use crate::linmap::{flatten_tangent, LinMap, Matrix};
+pub use crate::linmap::{flatten_tangent, tangent_basis, tangent_dim, LinMap, Matrix};
 pub use crate::value::{format_float, Closure, Tensor, Value};
 
 /// The default bound on nested (non-tail) calls.

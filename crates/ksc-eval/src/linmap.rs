@@ -76,6 +76,33 @@ pub fn flatten_tangent(v: &Value, out: &mut Vec<f64>) {
     }
 }
 
+/// The number of Floats in `v` (`$tangentDim`).
+pub fn tangent_dim(v: &Value) -> usize {
+    match v {
+        Value::Float(_) => 1,
+        Value::Tuple(xs) => xs.iter().map(tangent_dim).sum(),
+        Value::Tensor(t) => t.data.iter().map(tangent_dim).sum(),
+        _ => 0,
+    }
+}
+
+/// The tangent shaped like `x` that is 1.0 at its `k`-th Float and 0.0
+/// elsewhere (`$tangentBasis`); `next` counts the Floats passed.
+pub fn tangent_basis(x: &Value, k: i64, next: &mut i64) -> Value {
+    match x {
+        Value::Float(_) => {
+            *next += 1;
+            Value::Float(if *next - 1 == k { 1.0 } else { 0.0 })
+        }
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| tangent_basis(v, k, next)).collect()),
+        Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(|v| tangent_basis(v, k, next)).collect(),
+        })),
+        _ => Value::unit(),
+    }
+}
+
 /// A tangent shaped like `like` whose Float components are taken from `xs`
 /// in order.
 fn unflatten(like: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {

@@ -452,6 +452,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 acc
             }
             Prim::Shape => ops::shape_of(args.get(0), body.ty(arg))?,
+            Prim::TangentDim => Value::Integer(crate::linmap::tangent_dim(args.get(0)) as i64),
+            Prim::TangentBasis => crate::linmap::tangent_basis(args.get(0), int(args.get(1))?, &mut 0),
+            Prim::TangentFlatten => {
+                let mut xs = Vec::new();
+                crate::linmap::flatten_tangent(args.get(0), &mut xs);
+                new_tensor(vec![xs.len()], xs.into_iter().map(Value::Float).collect())
+            }
             Prim::Unzip => {
                 let v = tensor(args.get(0))?;
                 let n = match (body.ty(call), v.data.first()) {

@@ -26,6 +26,16 @@ pub enum Prim {
     /// loop that both reads a vector at its index and other variables
     /// builds the one cotangent and sums the others with it).
     BuildSum,
+    /// `$tangentDim x : Integer`: the number of Floats in `x`, the dimension
+    /// of its tangent space (not in the original; `[jac f]` sizes its matrix).
+    TangentDim,
+    /// `$tangentBasis x k`: the tangent shaped like `x` that is 1.0 at its
+    /// `k`-th Float (in the order of `$tangentFlatten`) and 0.0 elsewhere;
+    /// all zeros when `k` is outside `0 .. $tangentDim x`.
+    TangentBasis,
+    /// `$tangentFlatten v : Vec Float`: the Floats of `v` in order (depth
+    /// first, tuples left to right, tensors row-major; other leaves skipped).
+    TangentFlatten,
     Map,
     Map2,
     Index,
@@ -104,6 +114,9 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Scan, "$scan"),
     (Prim::BuildSum, "$buildSum"),
     (Prim::ScanSum, "$scanSum"),
+    (Prim::TangentDim, "$tangentDim"),
+    (Prim::TangentBasis, "$tangentBasis"),
+    (Prim::TangentFlatten, "$tangentFlatten"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -209,13 +222,13 @@ impl Prim {
     pub fn arity(self) -> Option<usize> {
         match self {
             Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
-            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map => Some(2),
+            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis => Some(2),
             Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
             Prim::ScanSum => Some(4),
             Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
-            | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
+            | Prim::TangentDim | Prim::TangentFlatten | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
             Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
             | Prim::LmIndex | Prim::LmApply | Prim::LmApplyR => Some(2),
             Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
@@ -381,6 +394,14 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
         Prim::Size => T::index_type(expect_tensor("the argument of `size`", &a[0])?.0),
         Prim::Sum => expect_tensor("the argument of `sum`", &a[0])?.1.clone(),
         Prim::Shape => a[0].shape().ok_or_else(|| format!("values of type `{}` have no shape", a[0]))?,
+        Prim::TangentDim | Prim::TangentFlatten => {
+            a[0].tangent().ok_or_else(|| format!("values of type `{}` have no tangent", a[0]))?;
+            if p == Prim::TangentDim { T::Integer } else { T::tensor(1, T::Float) }
+        }
+        Prim::TangentBasis => {
+            expect_eq("the position (second argument)", &T::Integer, &a[1])?;
+            a[0].tangent().ok_or_else(|| format!("values of type `{}` have no tangent", a[0]))?
+        }
         Prim::Unzip => {
             let (rank, elem) = expect_tensor("the argument of `unzip`", &a[0])?;
             match elem {

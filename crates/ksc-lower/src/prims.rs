@@ -261,6 +261,33 @@ impl Lowerer<'_> {
                 let (v, vt) = args[0].val()?;
                 self.shape(fb, st, v.clone(), &vt.clone())
             }
+            Prim::TangentDim => {
+                let (v, vt) = args[0].val()?;
+                Ok(LVal::Op(self.tangent_dim(fb, st, v.clone(), &vt.clone())?))
+            }
+            Prim::TangentFlatten => {
+                let (v, vt) = args[0].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                let n = self.tangent_dim(fb, st, v.clone(), &vt)?;
+                let out = fb.let_(Rhs::Alloc { dims: vec![n], elem: Type::Float }, ty.clone(), None);
+                let pos = fb.var(Type::Integer, Some("pos"), true);
+                fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
+                self.each_float(fb, st, v, &vt, &mut |fb, x| {
+                    fb.emit(Stmt::Store { arr: out.clone(), idx: Op::Var(pos), val: x });
+                    let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
+                    fb.emit(Stmt::Set(pos, next));
+                })?;
+                Ok(LVal::Op(out))
+            }
+            Prim::TangentBasis => {
+                let (v, vt) = args[0].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                let (k, _) = args[1].val()?;
+                let k = lval_op(k)?;
+                let pos = fb.var(Type::Integer, Some("pos"), true);
+                fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
+                self.tangent_basis(fb, st, v, &vt, &k, pos)
+            }
             Prim::BuildSum => {
                 // out[i] = e_i and acc += s_i in one loop; acc starts as a
                 // copy of z. Heap elements are copied down after their
@@ -996,6 +1023,118 @@ impl Lowerer<'_> {
             }
             _ => internal(format!("the shape of `{t}`")),
         }
+    }
+
+    /// `$tangentDim v`: the number of Floats in `v` (constant for types
+    /// without tensors, a product of sizes for tensors of those).
+    fn tangent_dim(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type) -> R<Op> {
+        fn fixed(t: &Type) -> Option<i64> {
+            match t {
+                Type::Float => Some(1),
+                Type::Integer | Type::Bool | Type::String => Some(0),
+                Type::Tuple(ts) => ts.iter().map(fixed).sum(),
+                _ => None,
+            }
+        }
+        if let Some(c) = fixed(t) {
+            return Ok(Op::Int(c));
+        }
+        match t {
+            Type::Tuple(ts) => {
+                let vs = parts(fb, v, t, ts.len())?;
+                let mut n = Op::Int(0);
+                for (v, t) in vs.into_iter().zip(ts) {
+                    let d = self.tangent_dim(fb, st, v, t)?;
+                    n = bin(fb, BinOp::IAddNoCheck, n, d);
+                }
+                Ok(n)
+            }
+            Type::Tensor(rank, e) => {
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let count = self.count_of(fb, &dims);
+                if let Some(c) = fixed(e) {
+                    return Ok(bin(fb, BinOp::IMulNoCheck, count, Op::Int(c)));
+                }
+                let n = fb.var(Type::Integer, Some("dim"), true);
+                fb.emit(Stmt::DeclMut(n, Some(Op::Int(0))));
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
+                let d = self.tangent_dim(fb, st, x, e)?;
+                let next = bin(fb, BinOp::IAddNoCheck, Op::Var(n), d);
+                fb.emit(Stmt::Set(n, next));
+                self.nest_close(fb, nest);
+                Ok(fb.let_(Rhs::Copy(Op::Var(n)), Type::Integer, None))
+            }
+            _ => internal(format!("the tangent dimension of `{t}`")),
+        }
+    }
+
+    /// Calls `f` on every Float of `v`, in the order of `$tangentFlatten`.
+    fn each_float(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: LVal,
+        t: &Type,
+        f: &mut dyn FnMut(&mut FnBuilder, Op),
+    ) -> R<()> {
+        match t {
+            Type::Float => {
+                let x = self.materialize_val(fb, st, v, t)?;
+                f(fb, x);
+            }
+            Type::Integer | Type::Bool | Type::String => {}
+            Type::Tuple(ts) => {
+                for (v, t) in parts(fb, v, t, ts.len())?.into_iter().zip(ts) {
+                    self.each_float(fb, st, v, t, f)?;
+                }
+            }
+            Type::Tensor(rank, e) => {
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
+                self.each_float(fb, st, x, e, f)?;
+                self.nest_close(fb, nest);
+            }
+            _ => return internal(format!("the Floats of `{t}`")),
+        }
+        Ok(())
+    }
+
+    /// `$tangentBasis v k`: the tangent shaped like `v`, 1.0 at the Float
+    /// whose position (counted in `pos`) is `k`.
+    fn tangent_basis(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type, k: &Op, pos: VarId) -> R<LVal> {
+        Ok(match t {
+            Type::Float => {
+                let hit = bin(fb, BinOp::IEq, Op::Var(pos), k.clone());
+                let x = fb.let_(Rhs::Select(hit, Op::Float(1.0), Op::Float(0.0)), Type::Float, None);
+                let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
+                fb.emit(Stmt::Set(pos, next));
+                LVal::Op(x)
+            }
+            Type::Integer | Type::Bool | Type::String => LVal::Tuple(Vec::new()),
+            Type::Tuple(ts) => {
+                let mut out = Vec::new();
+                for (v, t) in parts(fb, v, t, ts.len())?.into_iter().zip(ts) {
+                    out.push(self.tangent_basis(fb, st, v, t, k, pos)?);
+                }
+                LVal::Tuple(out)
+            }
+            Type::Tensor(rank, e) => {
+                let Some(te) = e.tangent() else { return internal(format!("the tangent of `{e}`")) };
+                check_type(&te)?;
+                let dims = self.dims_of(fb, &v, *rank)?;
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: te.clone() }, Type::tensor(*rank, te.clone()), None);
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
+                let b = self.tangent_basis(fb, st, x, e, k, pos)?;
+                let b = self.materialize_val(fb, st, b, &te)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: b });
+                self.nest_close(fb, nest);
+                LVal::Op(out)
+            }
+            _ => return internal(format!("a basis tangent of `{t}`")),
+        })
     }
 
     /// The zero-initialised result of `buildFromSparse`: shaped like the

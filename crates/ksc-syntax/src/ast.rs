@@ -163,10 +163,13 @@ pub enum Derivation {
     SufRevPass,
     /// `[sufrev f] : (S, dT) -> dS`
     SufRev,
+    /// `[jac f] : S -> Tensor 2 Float`, the dense Jacobian (not in the
+    /// original): rows index T's tangent, columns S's, both flattened.
+    Jac,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 8] = [
+    pub const ALL: [Derivation; 9] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -175,6 +178,7 @@ impl Derivation {
         Derivation::SufFwdPass,
         Derivation::SufRevPass,
         Derivation::SufRev,
+        Derivation::Jac,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -186,6 +190,7 @@ impl Derivation {
             Derivation::SufFwdPass => "suffwdpass",
             Derivation::SufRevPass => "sufrevpass",
             Derivation::SufRev => "sufrev",
+            Derivation::Jac => "jac",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {

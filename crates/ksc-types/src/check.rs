@@ -92,7 +92,9 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
         return Ok(arg.clone());
     };
     match d {
-        Derivation::D | Derivation::CL | Derivation::SufFwdPass | Derivation::Shape => base_type_of(rest, arg),
+        Derivation::D | Derivation::CL | Derivation::SufFwdPass | Derivation::Shape | Derivation::Jac => {
+            base_type_of(rest, arg)
+        }
         Derivation::Fwd | Derivation::Rev | Derivation::SufRev => match arg {
             Type::Tuple(ts) if ts.len() == 2 => base_type_of(rest, &ts[0]),
             Type::Unknown => Ok(Type::Unknown),
@@ -120,6 +122,11 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
         // The residuals ksc keeps between the split passes are the argument.
         Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), s.clone()])),
         Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, s.clone()]), tangent(s)?),
+        Derivation::Jac => {
+            tangent(s)?;
+            tangent(t)?;
+            (s.clone(), Type::tensor(2, Type::Float))
+        }
     })
 }
 
@@ -134,6 +141,7 @@ fn gdef_registers(d: Derivation) -> &'static [Derivation] {
         Derivation::SufRevPass => &[Derivation::SufRevPass],
         Derivation::SufRev => &[Derivation::SufRev],
         Derivation::D => &[Derivation::D],
+        Derivation::Jac => &[Derivation::Jac],
     }
 }
 
