@@ -251,6 +251,17 @@ def summary(results):
                  f"{fmt_r(ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')))} (objective); "
                  f"ksc / JAX {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'jax', 'grad')))}, "
                  f"ksc / PyTorch {fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'torch', 'grad')))}.")
+    ba = by.get("ba", [])
+    if ba:
+        def ba_cell(r):
+            return (f"{r['label'].split(' ')[0]} {fmt_r(R(r, 'ksc')) if r['has_grad'] else 'not native'} "
+                    f"({fmt_r(ratio(counted(r, 'ksc', 'grad'), counted(r, 'ref', 'grad')))})")
+        L.append("- BA (Jacobian in CSR, x = p observations in the plot), R <= 8 and ksc / reference <= 1.1 "
+                 "(derivative): ksc R (ksc / ref) " + ", ".join(ba_cell(r) for r in ba) + "; geometric-mean R "
+                 f"ksc {fmt_r(geomean([R(r, 'ksc') for r in ba]))}, C ref {fmt_r(geomean([R(r, 'ref') for r in ba]))}, "
+                 f"JAX {fmt_r(geomean([R(r, 'jax') for r in ba]))}, PyTorch {fmt_r(geomean([R(r, 'torch') for r in ba]))}; "
+                 "objective ksc / ref geometric mean "
+                 f"{fmt_r(geomean([ratio(counted(r, 'ksc', 'obj'), counted(r, 'ref', 'obj')) for r in ba]))}.")
     micro = [r for r in results if r["workload"] == "micro"]
     kinds = sorted({r["kind"] for r in micro})
     scal = []
