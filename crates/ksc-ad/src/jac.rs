@@ -203,12 +203,19 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
         _ => {
             // Decided at run time; the zero test keeps the sweeps' loops
             // non-empty, so work hoisted out of them runs only if they would.
-            let (n0, m0) = (var(&mut b, "ksc$n", &Type::Integer), var(&mut b, "ksc$m", &Type::Integer));
-            let (z1, z2) = (b.integer(0), b.integer(0));
-            let n_zero = b.prim(Prim::Eq, vec![n0, z1]);
-            let m_zero = b.prim(Prim::Eq, vec![m0, z2]);
+            // (A fixed dimension is not 0 here: `needs` is empty then.)
+            let mut zero_tests = Vec::new();
+            for (name, fixed) in [("ksc$n", fixed_dim(active.ty(s))), ("ksc$m", fixed_dim(t))] {
+                if fixed.is_none() {
+                    let (d, z) = (var(&mut b, name, &Type::Integer), b.integer(0));
+                    zero_tests.push(b.prim(Prim::Eq, vec![d, z]));
+                }
+            }
             let bools = Type::Tuple(vec![Type::Bool, Type::Bool]);
-            let empty = b.call(FunName::typed("or", bools), vec![n_zero, m_zero], Type::Bool);
+            let empty = zero_tests
+                .into_iter()
+                .reduce(|p, q| b.call(FunName::typed("or", bools.clone()), vec![p, q], Type::Bool))
+                .expect("a dimension that is not fixed");
             let (n1, m1) = (var(&mut b, "ksc$n", &Type::Integer), var(&mut b, "ksc$m", &Type::Integer));
             let columns = int_test(&mut b, "lte", n1, m1);
             let fwd = sweep(&mut b, Derivation::Fwd);
@@ -297,6 +304,39 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
     }
 }
 
+/// The most nodes a function may have to be inlined into a `[jac f]` loop.
+const INLINE_INTO_LOOP: usize = 2000;
+
+/// Marks the calls of program functions (derivatives and primal functions)
+/// in the column (row) loops of a `[jac f]` with `$inline`, so the next
+/// optimisation inlines them and their primal work can be hoisted and
+/// shared (recursive and large ones are left). Returns whether it marked any.
+pub fn mark_calls_in_loops(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
+    let mut stack = vec![(def.root, false)];
+    let mut calls = Vec::new();
+    while let Some((e, inside)) = stack.pop() {
+        let inside = inside || loop_parts(&def.body, e).is_some();
+        match &def.body.exprs[e] {
+            Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
+            Expr::Call(Callee::Fun(g), _)
+                if inside
+                    && globals.def(g).is_some_and(|d| d.body.exprs.len() <= INLINE_INTO_LOOP)
+                    && !globals.is_recursive(g) =>
+            {
+                calls.push(e)
+            }
+            _ => {}
+        }
+        stack.extend(ksc_opt::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inside)));
+    }
+    for &e in &calls {
+        let ty = def.body.ty(e).clone();
+        let call = def.body.alloc_typed(def.body.exprs[e].clone(), ty);
+        def.body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
+    }
+    !calls.is_empty()
+}
+
 /// A `build n (lam (c : Integer) body)` over the columns or rows of a
 /// `[jac f]`: its size, index, index type and body.
 fn loop_parts(body: &Body, e: ExprId) -> Option<(ExprId, String, Type, ExprId)> {
@@ -305,4 +345,14 @@ fn loop_parts(body: &Body, e: ExprId) -> Option<(ExprId, String, Type, ExprId)> 
     let [n, lam] = parts[..] else { return None };
     let Expr::Lam(i, ity, lam_body) = &body.exprs[lam] else { return None };
     (i == COLUMN || i == ROW).then(|| (n, i.clone(), ity.clone(), *lam_body))
+}
+
+/// Common subexpressions of a `[jac f]` after hoisting: the primal work of
+/// the inlined derivatives and of f itself, now side by side before the
+/// loops, is done once.
+pub fn share(def: &mut Def, globals: &ksc_opt::Globals) {
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut b = Builder::new(&mut def.body, &mut fresh);
+    def.root = ksc_opt::cse(&mut b, globals, def.root, &params);
 }

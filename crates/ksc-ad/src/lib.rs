@@ -207,7 +207,17 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
         let report = ksc_opt::optimise_def(def, &user, &globals, &options);
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
         if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
+            // The functions the loops call, inlined (three levels), so that
+            // their primal work is hoisted with the rest, and then shared.
+            for _ in 0..3 {
+                if !jac::mark_calls_in_loops(def, &globals) {
+                    break;
+                }
+                let report = ksc_opt::optimise_def(def, &user, &globals, &options);
+                warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+            }
             jac::hoist_loop_invariants(def, &globals);
+            jac::share(def, &globals);
         }
     }
     warnings
