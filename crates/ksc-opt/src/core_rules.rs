@@ -359,6 +359,89 @@ fn let_tuple_split(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(out)
 }
 
+/// `let x = (tuple e1 .. en) in b ⇒ let x1 = e1 in .. let xn = en in b[x :=
+/// (tuple x1 .. xn)]` (fresh xi), unless b passes x to a primitive that
+/// reads a literal tuple as several arguments: projections of x then see
+/// the components.
+fn let_tuple_var(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let Expr::Tuple(es) = ctx.expr(r).clone() else { return None };
+    if es.len() < 2 || es.iter().all(|&c| ctx.is_atomic(c)) || term::splatted(ctx.cache, ctx.b.body, &x, b) {
+        return None;
+    }
+    let names: Vec<Var> = es.iter().map(|_| ctx.fresh_like(&x)).collect();
+    let vars: Vec<ExprId> = names.iter().zip(&es).map(|(n, &c)| {
+        let ty = ctx.ty(c);
+        ctx.alloc(Expr::Var(n.clone()), ty)
+    }).collect();
+    let tuple = ctx.b.tuple(vars);
+    let mut out = ctx.substitute(b, &[(x, tuple)], false);
+    for (n, c) in names.into_iter().zip(es).rev() {
+        out = let_(ctx, Pat::Var(n), c, out);
+    }
+    Some(out)
+}
+
+/// `let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)]` for atoms ai
+/// (copying atoms costs nothing; tuples are not stored), unless b passes x
+/// to a primitive that reads a literal tuple as several arguments.
+fn let_tuple_atoms(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let Expr::Tuple(es) = ctx.expr(r).clone() else { return None };
+    if es.len() < 2 || !es.iter().all(|&c| ctx.is_atomic(c)) || term::splatted(ctx.cache, ctx.b.body, &x, b) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], false))
+}
+
+/// `let x = constVec n a in b ⇒ b[x := constVec n a]` for an atom a and a
+/// size n without effect, when b uses x only as the vector of `index` and
+/// `size` (which the `constVec` rules then simplify): a zero tangent read
+/// element by element becomes the zero itself.
+fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let [n, a] = prim_args(ctx, r, Prim::ConstVec)?[..] else { return None };
+    if !ctx.pure(n) || !ctx.is_atomic(a) || !only_indexed(ctx, &x, b) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], false))
+}
+
+/// Is every free occurrence of `x` in `e` the vector argument of `index` or
+/// `size`?
+fn only_indexed(ctx: &Ctx, x: &str, e: ExprId) -> bool {
+    let body: &ksc_ir::Body = &*ctx.b.body;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &body.exprs[e] {
+            Expr::Var(v) if v == x => return false,
+            Expr::Call(Callee::Prim(p @ (Prim::Index | Prim::Size)), arg) => {
+                let args = ksc_linmap::builder::call_of(body, e, *p).unwrap_or_default();
+                let vector = if *p == Prim::Index { args.get(1) } else { args.first() };
+                match vector {
+                    Some(&v) if matches!(&body.exprs[v], Expr::Var(w) if w == x) => {
+                        stack.extend(args.iter().copied().filter(|&a| a != v));
+                    }
+                    _ => stack.push(*arg),
+                }
+            }
+            Expr::Let(p, r, b) => {
+                stack.push(*r);
+                if !p.vars().iter().any(|v| v == x) {
+                    stack.push(*b);
+                }
+            }
+            Expr::Lam(v, _, b) => {
+                if v != x {
+                    stack.push(*b);
+                }
+            }
+            other => stack.extend(term::children(other)),
+        }
+    }
+    true
+}
+
 // ---------------------------------------------------------------------------
 // Floating binding forms out of strict positions.
 
@@ -926,6 +1009,9 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-linear-map", statement: "let m = L in b ⇒ b[m := L] for a linear map L built by combinators over atoms", group: LET, head: Head::Let, rewrite: let_linear_map },
     CoreRule { name: "let-float-let", statement: "let p = (let q = a in b) in c ⇒ let q = a in let p = b in c (q renamed if free in c)", group: LET, head: Head::Let, rewrite: let_float_let },
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
+    CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let x1 = e1 in .. let xn = en in b[x := (tuple x1 .. xn)] (fresh xi) when some ei is not an atom and b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
+    CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
+    CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
     CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },
     CoreRule { name: "if-float-arg", statement: "f (.., if c a b, ..) ⇒ if c (f (.., a, ..)) (f (.., b, ..)) when the other arguments are atoms", group: FLOAT, head: Head::AnyCall, rewrite: if_float_arg },
     CoreRule { name: "assert-float-arg", statement: "f (.., assert c x, ..) ⇒ assert c (f (.., x, ..)) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: assert_float_arg },

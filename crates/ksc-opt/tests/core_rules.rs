@@ -77,6 +77,31 @@ fn call(b: &mut Builder, name: &str, arg: Type, ret: Type, args: Vec<ExprId>) ->
     b.call(FunName::typed(name, arg), args, ret)
 }
 
+/// `let x = t in (get$1$2 x) + sum (get$2$2 x) + e` for a pair `t` of a
+/// Float and a vector, `e` sometimes rebinding `x`.
+fn tuple_uses(g: &mut G, b: &mut Builder, t: ExprId) -> ExprId {
+    let ty = b.ty(t);
+    let body = with_var(g, "x", ty.clone(), |g| {
+        let x1 = b.var("x", ty.clone());
+        let p = b.prim(Prim::Get { index: 1, arity: 2 }, vec![x1]);
+        let x2 = b.var("x", ty.clone());
+        let v = b.prim(Prim::Get { index: 2, arity: 2 }, vec![x2]);
+        let q = b.prim(Prim::Sum, vec![v]);
+        let other = if g.rng.chance(30) {
+            let (e, w) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 1));
+            let pair = b.tuple(vec![e, w]);
+            let x3 = b.var("x", ty.clone());
+            let inner = b.prim(Prim::Get { index: 1, arity: 2 }, vec![x3]);
+            b.let_("x", pair, inner)
+        } else {
+            g.expr(b, &Type::Float, 2)
+        };
+        let pq = call(b, "add", ff(), Type::Float, vec![p, q]);
+        call(b, "add", ff(), Type::Float, vec![pq, other])
+    });
+    b.let_("x", t, body)
+}
+
 /// A random instance (inside some context) of each rule's left side.
 fn template(rule: &str) -> Option<Template> {
     Some(match rule {
@@ -178,6 +203,35 @@ fn template(rule: &str) -> Option<Template> {
                 let_tuple(b, &["a", "b"], t, e3)
             });
             b.let_("a", e0, inner)
+        },
+        "let-tuple-var" => |g, b| {
+            // let x = (tuple e1 e2) in (get$1$2 x) + sum (get$2$2 x) + e3
+            let (e1, e2) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            let t = b.tuple(vec![e1, e2]);
+            tuple_uses(g, b, t)
+        },
+        "let-tuple-atoms" => |g, b| {
+            let (a1, a2) = (g.atom(b, &Type::Float), g.atom(b, &vf()));
+            let t = b.tuple(vec![a1, a2]);
+            tuple_uses(g, b, t)
+        },
+        "let-constvec" => |g, b| {
+            // let x = constVec n a in (index i x) + to_float (size x) + e, e
+            // sometimes rebinding x.
+            let (n, a) = (g.expr(b, &Type::Integer, 2), g.atom(b, &Type::Float));
+            let cv = b.prim(Prim::ConstVec, vec![n, a]);
+            let body = with_var(g, "x", vf(), |g| {
+                let i = g.expr(b, &Type::Integer, 1);
+                let x1 = b.var("x", vf());
+                let p = b.prim(Prim::Index, vec![i, x1]);
+                let x2 = b.var("x", vf());
+                let s = b.prim(Prim::Size, vec![x2]);
+                let q = call(b, "to_float", Type::Integer, Type::Float, vec![s]);
+                let e = g.expr(b, &Type::Float, 2);
+                let pq = call(b, "add", ff(), Type::Float, vec![p, q]);
+                call(b, "add", ff(), Type::Float, vec![pq, e])
+            });
+            b.let_("x", cv, body)
         },
         "let-float-arg" => |g, b| {
             // let b = e0 in (add e (let b = e1 in e2)) or (add (let ..) e): the other argument sees the outer b.
