@@ -1,5 +1,7 @@
-//! Every program in `ksc-examples/` runs and prints exactly its `.expected`
-//! file. Re-bless with `KSC_BLESS=1 cargo test --test examples`.
+//! Every program in `ksc-examples/` and `ksc-examples/adbench/` runs and
+//! prints exactly its `.expected` file. Re-bless with `KSC_BLESS=1 cargo
+//! test --test examples`. (The benchmark programs run natively only here:
+//! the GMM one takes minutes in a debug build's interpreter.)
 
 mod common;
 
@@ -7,7 +9,8 @@ use common::{expect_file, ks_files, ksc, report};
 
 #[test]
 fn examples_run_with_expected_output() {
-    let files = ks_files("ksc-examples");
+    let mut files = ks_files("ksc-examples");
+    files.extend(ks_files("ksc-examples/adbench"));
     let mut failures = Vec::new();
     for f in &files {
         let path = f.to_str().unwrap();
