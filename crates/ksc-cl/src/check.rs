@@ -5,7 +5,7 @@
 use ksc_ir::{Callee, FunName, Type};
 
 use crate::term::{lambda_positions, Cl, ClArg, Fun};
-use crate::{ClError, ErrorKind, MAX_DEPTH};
+use crate::{ClError, ErrorKind, MAX_TERM_DEPTH};
 
 /// `Γ`: the argument and result types of a global function, if it exists.
 pub trait Signatures {
@@ -69,8 +69,8 @@ impl Checker<'_> {
     }
 
     fn infer(&self, c: &Cl, s: &Type, depth: usize) -> Result<Type, ClError> {
-        if depth > MAX_DEPTH {
-            return Err(ClError::new(ErrorKind::Type, format!("the term is nested more than {MAX_DEPTH} deep")));
+        if depth > MAX_TERM_DEPTH {
+            return Err(ClError::new(ErrorKind::Type, format!("the term is nested more than {MAX_TERM_DEPTH} deep")));
         }
         let d = depth + 1;
         if s.contains_unknown() {

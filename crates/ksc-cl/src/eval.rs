@@ -28,7 +28,7 @@ use ksc_eval::{Tensor, Value};
 use ksc_ir::{Callee, FunName, Prim, Type};
 
 use crate::term::{Cl, ClArg, ClLam, Konst};
-use crate::{ClError, ErrorKind, MAX_DEPTH};
+use crate::{ClError, ErrorKind, MAX_TERM_DEPTH};
 
 /// What `F(f)` calls.
 pub trait Runtime {
@@ -253,8 +253,8 @@ fn component(t: &Type, i: usize) -> Type {
 
 impl Eval<'_> {
     fn eval(&mut self, c: &Cl, t: Value, depth: usize) -> R<Value> {
-        if depth > MAX_DEPTH {
-            return Err(format!("the term is nested more than {MAX_DEPTH} deep"));
+        if depth > MAX_TERM_DEPTH {
+            return Err(format!("the term is nested more than {MAX_TERM_DEPTH} deep"));
         }
         let d = depth + 1;
         Ok(match c {

@@ -16,7 +16,7 @@ use ksc_ir::{Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Prim, Ty
 use rustc_hash::FxHashSet;
 
 use crate::term::{Cl, ClArg, Konst};
-use crate::{ClError, ErrorKind, MAX_DEPTH};
+use crate::{ClError, ErrorKind, MAX_TERM_DEPTH};
 
 /// The definition `name params = c` (of result type `ret_ty`), where
 /// `c : S ⇒ ret_ty` and `S` is the argument type of the parameters.
@@ -175,8 +175,8 @@ impl FromCl {
 
     /// `input ◇ c`, symbolically: its bindings go to `scope`.
     fn go(&mut self, c: &Cl, input: Sym, scope: &mut Scope, depth: usize) -> Result<Sym, ClError> {
-        if depth > MAX_DEPTH {
-            return Err(malformed(format!("the term is nested more than {MAX_DEPTH} deep")));
+        if depth > MAX_TERM_DEPTH {
+            return Err(malformed(format!("the term is nested more than {MAX_TERM_DEPTH} deep")));
         }
         let d = depth + 1;
         Ok(match c {

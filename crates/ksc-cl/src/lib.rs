@@ -32,9 +32,41 @@ pub use runtime::InterpRuntime;
 pub use term::{Cl, ClArg, ClLam, Fun, Konst};
 pub use to_cl::def_to_cl;
 
-/// The deepest nesting of expressions (and of CL terms) the translations,
-/// the type checker and the evaluator accept; they recurse on the term.
-pub const MAX_DEPTH: usize = 2000;
+/// The deepest nesting of Core IR expressions the translation to CL
+/// accepts (a chain of `let`s nests one level per binding).
+pub const MAX_DEPTH: usize = 10_000;
+
+/// The deepest nesting of CL terms the type checker, the evaluator and the
+/// translation back accept (a Core level takes a few CL levels).
+pub const MAX_TERM_DEPTH: usize = 4 * MAX_DEPTH;
+
+/// The stack [`on_big_stack`] gives: the passes recurse on the nesting of
+/// expressions and terms, a few KiB per level.
+pub const STACK_SIZE: usize = 512 << 20;
+
+/// Runs `f` on a thread with a [`STACK_SIZE`] stack (or here, if no thread
+/// can be made), so deep terms up to [`MAX_DEPTH`] do not overflow the
+/// caller's stack. [`cl_def`] runs on one; callers of the other passes on
+/// deep terms should too (the property tests run on a big stack).
+pub fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let mut f = Some(f);
+    let spawned = std::thread::scope(|s| {
+        let job = &mut f;
+        let handle = std::thread::Builder::new().stack_size(STACK_SIZE).spawn_scoped(s, move || job.take().map(|f| f()));
+        match handle {
+            Ok(h) => match h.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(_) => None,
+        }
+    });
+    match (spawned, f) {
+        (Some(r), _) => r,
+        (None, Some(f)) => f(),
+        (None, None) => unreachable!("the job ran or was kept"),
+    }
+}
 
 /// What went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,10 +103,13 @@ impl fmt::Display for ClError {
 
 impl std::error::Error for ClError {}
 
-/// `[CL f]`: the definition `f` translated to CL and back, named `[CL f]`.
+/// `[CL f]`: the definition `f` translated to CL and back, named `[CL f]`
+/// (on a big stack).
 pub fn cl_def(f: &Def) -> Result<Def, ClError> {
-    let c = def_to_cl(f)?;
-    cl_to_def(&c, f.name.derived(Derivation::CL), &f.params, &f.ret_ty)
+    on_big_stack(|| {
+        let c = def_to_cl(f)?;
+        cl_to_def(&c, f.name.derived(Derivation::CL), &f.params, &f.ret_ty)
+    })
 }
 
 /// The type `S ⇒ T` of a definition's CL term: its argument and result types.
