@@ -126,7 +126,8 @@ enum Command {
     Cl {
         /// The .ks file.
         file: PathBuf,
-        /// The function.
+        /// The function: its name, or its full name if it is overloaded
+        /// (`[f (Tuple Float Float)]`) or derived (`[CL [f Float]]`).
         func: String,
         /// Type-check the term (seed 003 figure 11) and print its type
         /// `S => T` after it.
