@@ -50,16 +50,41 @@ fn derived_functions_by_full_name() {
     assert!(stdout.ends_with("; [CL fact] : Integer => Integer\n"), "{stdout}");
 }
 
+/// A lambda bound to a variable type-checks and runs, but CL has no
+/// function values.
+const TWICE: &str = "(def twice (Vec Float) (v : Vec Float)\n  (let (g (lam (x : Float) (mul x 2.0))) (map g v)))\n";
+
+/// Writes `text` to a fresh file and runs `ksc` on it with `args` after the path.
+fn on_file(name: &str, text: &str, args: &[&str]) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("ksc-cl-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.ks"));
+    std::fs::write(&file, text).unwrap();
+    let mut all = vec![args[0], file.to_str().unwrap()];
+    all.extend_from_slice(&args[1..]);
+    let out = ksc(&all);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[test]
+fn gdef_cl_of_what_cl_cannot_express_is_a_located_error() {
+    let text = format!("{TWICE}\n(gdef CL [twice (Vec Float)])\n");
+    let out = on_file("gdef", &text, &["check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: cannot derive `[CL twice]`: CL: a lambda that is not an argument of a primitive: CL has no function values"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gdef.ks:4:1") && stderr.contains("(gdef CL [twice (Vec Float)])"), "{stderr}");
+}
+
 #[test]
 fn what_cl_cannot_express_is_an_error() {
-    // A lambda bound to a variable type-checks and runs, but CL has no
-    // function values.
-    let dir = std::env::temp_dir().join(format!("ksc-cl-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("twice.ks");
-    std::fs::write(&file, "(def twice (Vec Float) (v : Vec Float)\n  (let (g (lam (x : Float) (mul x 2.0))) (map g v)))\n").unwrap();
-    let (ok, stdout, stderr) = cl(&[file.to_str().unwrap(), "twice"]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let out = on_file("twice", TWICE, &["cl", "twice"]);
+    let (ok, stdout, stderr) =
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     assert!(!ok && stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("error: `twice` cannot be translated to CL: a lambda that is not an argument of a primitive"), "{stderr}");
     let out = ksc(&["cl", "ksc-examples/gdef_cl.ks", "nosuch"]);
