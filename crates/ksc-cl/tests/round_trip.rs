@@ -13,7 +13,10 @@
 //!
 //! Functions CL does not support must fail with an `Unsupported` error, and
 //! enough functions and points must be checked for the test to mean
-//! something.
+//! something. (Breaking the translations on purpose makes this test fail;
+//! a round trip that swaps the branches of an `if` can also make a
+//! tail-recursive original loop forever, since the interpreter has no
+//! fuel.)
 
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -138,8 +141,8 @@ fn cl_round_trip_preserves_every_example_function() {
         tally.unsupported.join("\n  ")
     );
     assert!(tally.failures.is_empty(), "{} failures:\n{}", tally.failures.len(), tally.failures.join("\n"));
-    assert!(tally.functions >= 150, "only {} functions checked", tally.functions);
-    assert!(tally.points >= 350, "only {} points checked", tally.points);
+    assert!(tally.functions >= 300, "only {} functions checked", tally.functions);
+    assert!(tally.points >= 900, "only {} points checked", tally.points);
     for form in ["I", "K", "P", "F", "comp", "tuple", "if", "let", "build", "fold", "assert", "prim"] {
         assert!(tally.forms.contains(form), "no function used the CL form `{form}`");
     }
