@@ -28,7 +28,7 @@ pub enum Mode {
 }
 
 /// The functions of the file's source with this base name.
-fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir::Def, String> {
+pub(crate) fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<&'a ksc_ir::Def, String> {
     let mut defs: Vec<&ksc_ir::Def> = analysis
         .source
         .decls

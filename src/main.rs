@@ -4,6 +4,7 @@
 //! 1 the program has errors (compile-time or run-time), 2 usage errors and
 //! unreadable files.
 
+mod cl;
 mod deriv;
 mod laws;
 mod native;
@@ -107,6 +108,32 @@ enum Command {
         #[arg(long, value_enum, default_value = "rev")]
         mode: deriv::Mode,
     },
+    /// Print a function as a term of the categorical language CL (seed 003
+    /// sections 6 and 7; what `(gdef CL [f T])` goes through).
+    ///
+    /// The term is a morphism from the function's argument to its result,
+    /// applied to the environment: the tuple of the variables in scope.
+    /// Forms: `id` (identity); `(K k)` (constant, from `()`); `(P i .. / n)`
+    /// (pruning: keeps components i .. of an n-tuple, counted from 1);
+    /// `(F f)` (function constant: a function or first-order primitive; a
+    /// variable is the projection `get$i$n` of the environment); `(comp c1
+    /// c2 ..)` (composition, c1 first); `(tuple c1 ..)`; `(if c1 c2 c3)`;
+    /// `(let (x : T) c_r c_b)`, `(build c_s (i : T) c_e)` and `(fold (x :
+    /// T) c_f c_acc c_v)`, whose c_b, c_e and c_f see the environment
+    /// extended by their binder; `(assert c1 c2)`; and other primitives with
+    /// lambda arguments as `(map (lam (x : T) c) c_v)`. Every sub-term is
+    /// pruned to its free variables first.
+    Cl {
+        /// The .ks file.
+        file: PathBuf,
+        /// The function: its name, or its full name if it is overloaded
+        /// (`[f (Tuple Float Float)]`) or derived (`[CL [f Float]]`).
+        func: String,
+        /// Type-check the term (seed 003 figure 11) and print its type
+        /// `S => T` after it.
+        #[arg(long)]
+        check: bool,
+    },
     /// Compile a file to C and write the artefacts.
     ///
     /// `--emit c` writes NAME.c (with the runtime included) and NAME.h, the
@@ -187,6 +214,7 @@ fn main() -> ExitCode {
             deriv::jacobian(&file, &func, at.as_deref(), how)
         }
         Command::Deriv { file, func, mode } => deriv::deriv(&file, &func, mode),
+        Command::Cl { file, func, check } => cl::cl(&file, &func, check),
     }
 }
 

@@ -81,6 +81,33 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             }
             continue;
         }
+        if d == Derivation::CL {
+            // `[CL f]`: f's definition through the categorical language and back.
+            let f = existing.iter().copied().find(|d| d.name == inner).or_else(|| by_name.get(&inner));
+            let translated = f.map(|f| {
+                guard(|| ksc_cl::cl_def(f).map_err(|e| AdError { message: format!("CL: {e}"), at: None }))
+            });
+            match translated {
+                Some(Ok(def)) => {
+                    by_name.insert(name.clone(), def.clone());
+                    out.defs.push(def);
+                }
+                Some(Err(e)) => {
+                    out.errors.push((name.clone(), e));
+                    failed.insert(name);
+                }
+                None if !inner.derivs.is_empty() && !failed.contains(&inner) => {
+                    work.push(name);
+                    work.push(inner);
+                }
+                None => {
+                    let message = format!("`{inner}` has no definition to translate");
+                    out.errors.push((name.clone(), AdError { message, at: None }));
+                    failed.insert(name);
+                }
+            }
+            continue;
+        }
         if !matches!(d, Derivation::Fwd | Derivation::Rev) {
             out.errors.push((
                 name.clone(),

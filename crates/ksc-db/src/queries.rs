@@ -454,7 +454,7 @@ pub struct DeriveError {
 pub struct GdefOutput {
     /// The derived function it asks for (`[rev [f T]]`), once resolved.
     pub requested: Option<FunName>,
-    /// A kind of derivative that is checked but not generated (`shape`, `CL`).
+    /// A kind of derivative that is checked but not generated.
     pub unsupported: bool,
     /// The derived functions, optimised: the one asked for and those of its
     /// callees it needs.
@@ -531,6 +531,7 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
                 | Derivation::Shape
                 | Derivation::Jac
                 | Derivation::Jac1
+                | Derivation::CL
         )
     ) {
         out.unsupported = true;
@@ -615,7 +616,8 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
                 it.spans(db).decl,
                 format!("`{}` is checked but not generated", name.short()),
             );
-            d.note("`gdef CL` is not implemented yet: calling this function fails at run time");
+            let kind = name.derivs.first().map_or("?", |d| d.keyword());
+            d.note(format!("`gdef {kind}` is not implemented yet: calling this function fails at run time"));
             out.push(d);
         }
     }
