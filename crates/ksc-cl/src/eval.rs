@@ -24,6 +24,9 @@
 
 use std::rc::Rc;
 
+use ksc_eval::support::{
+    count, dummy, fmt_size, index_at, index_components, int, new_tensor, pair, sizes, tensor, zero_from_shape, zero_like,
+};
 use ksc_eval::{Tensor, Value};
 use ksc_ir::{Callee, FunName, Prim, Type};
 
@@ -44,9 +47,6 @@ pub trait Runtime {
 pub fn eval(c: &Cl, t: Value, rt: &mut dyn Runtime) -> Result<Value, ClError> {
     Eval { rt }.eval(c, t, 0).map_err(|m| ClError::new(ErrorKind::Eval, m))
 }
-
-/// The most elements one tensor may have (the interpreter's limit).
-const MAX_ELEMENTS: usize = 1 << 28;
 
 struct Eval<'r> {
     rt: &'r mut dyn Runtime,
@@ -74,166 +74,12 @@ fn extend(t: &Value, x: Value) -> R<Value> {
     }
 }
 
-fn tensor(v: &Value) -> R<Rc<Tensor>> {
-    match v {
-        Value::Tensor(t) => {
-            let n = t.shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
-            if !t.shape.is_empty() && n == Some(t.data.len()) {
-                Ok(t.clone())
-            } else {
-                Err(format!("malformed tensor: shape {} but {} elements", fmt_size(&t.shape), t.data.len()))
-            }
-        }
-        v => Err(format!("internal error: expected a tensor, found {}", v.kind())),
-    }
-}
-
-fn int(v: &Value) -> R<i64> {
-    match v {
-        Value::Integer(i) => Ok(*i),
-        v => Err(format!("internal error: expected an Integer, found {}", v.kind())),
-    }
-}
-
-fn index_components(v: &Value) -> R<Vec<i64>> {
-    match v {
-        Value::Integer(i) => Ok(vec![*i]),
-        Value::Tuple(vs) if !vs.is_empty() => vs.iter().map(int).collect(),
-        v => Err(format!("internal error: expected an index, found {}", v.kind())),
-    }
-}
-
-fn fmt_index(idx: &[i64]) -> String {
-    match idx {
-        [i] => i.to_string(),
-        _ => format!("({})", idx.iter().map(i64::to_string).collect::<Vec<_>>().join(",")),
-    }
-}
-
-fn fmt_size(shape: &[usize]) -> String {
-    fmt_index(&shape.iter().map(|&n| n as i64).collect::<Vec<_>>())
-}
-
-/// A size argument as a shape; negative sizes are errors.
-fn sizes(v: &Value, prim: &str) -> R<Vec<usize>> {
-    let c = index_components(v)?;
-    c.iter()
-        .map(|&n| usize::try_from(n))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| format!("`{prim}` with a negative size {}", fmt_index(&c)))
-}
-
-fn count(shape: &[usize]) -> R<usize> {
-    let n = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or("integer overflow")?;
-    if n > MAX_ELEMENTS {
-        return Err(format!("a tensor of {n} elements is too large (the limit is {MAX_ELEMENTS})"));
-    }
-    Ok(n)
-}
-
-/// The `k`-th index (row-major) of an index space of this shape.
-fn index_at(mut k: usize, shape: &[usize]) -> Value {
-    if let [_] = shape {
-        return Value::Integer(k as i64);
-    }
-    let mut idx = vec![0i64; shape.len()];
-    for (slot, &n) in idx.iter_mut().zip(shape).rev() {
-        if n > 0 {
-            *slot = (k % n) as i64;
-            k /= n;
-        }
-    }
-    Value::tuple(idx.into_iter().map(Value::Integer).collect())
-}
-
-/// The row-major position of index `i` in a tensor of this shape.
-fn flat_index(shape: &[usize], i: &Value) -> R<usize> {
-    let idx = index_components(i)?;
-    if idx.len() != shape.len() {
-        return Err(format!("an index of rank {} used on a tensor of rank {}", idx.len(), shape.len()));
-    }
-    let mut flat = 0usize;
-    for (&i, &n) in idx.iter().zip(shape) {
-        match usize::try_from(i) {
-            Ok(i) if i < n => flat = flat * n + i,
-            _ => {
-                return Err(format!(
-                    "index out of range: index {} in a tensor of size {}",
-                    fmt_index(&idx),
-                    fmt_size(shape)
-                ))
-            }
-        }
-    }
-    Ok(flat)
-}
-
 /// The components of a pair.
 fn two(v: &Value, what: &str) -> R<(Value, Value)> {
     match v {
         Value::Tuple(vs) if vs.len() == 2 => Ok((vs[0].clone(), vs[1].clone())),
         v => Err(format!("{what} is {}, not a pair", v.kind())),
     }
-}
-
-fn pair(a: Value, b: Value) -> Value {
-    Value::tuple(vec![a, b])
-}
-
-fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
-    Value::Tensor(Rc::new(Tensor { shape, data }))
-}
-
-/// A zero shaped like `v` (the interpreter's `zero_like`).
-fn zero_like(v: &Value) -> Value {
-    match v {
-        Value::Float(_) => Value::Float(0.0),
-        Value::Integer(_) => Value::Integer(0),
-        Value::Bool(_) => Value::Bool(false),
-        Value::String(_) => Value::string(""),
-        Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like).collect()),
-        Value::Tensor(t) => new_tensor(t.shape.clone(), t.data.iter().map(zero_like).collect()),
-        Value::Closure(_) | Value::LinMap(_) => v.clone(),
-    }
-}
-
-/// The zero of type `ty` whose uncompressed shape is `sh` (the
-/// interpreter's `zero_from_shape`, for `buildFromSparse`).
-fn zero_from_shape(sh: &Value, ty: &Type) -> Value {
-    match (ty, sh) {
-        (Type::Float, _) => Value::Float(0.0),
-        (Type::Integer, _) => Value::Integer(0),
-        (Type::Bool, _) => Value::Bool(false),
-        (Type::String, _) => Value::string(""),
-        (Type::Tuple(ts), Value::Tuple(ss)) if ts.len() == ss.len() => {
-            Value::Tuple(ss.iter().zip(ts).map(|(s, t)| zero_from_shape(s, t)).collect())
-        }
-        (Type::Tuple(ts), _) => Value::Tuple(ts.iter().map(|t| zero_from_shape(&Value::unit(), t)).collect()),
-        (Type::Tensor(_, e), Value::Tensor(st)) => {
-            new_tensor(st.shape.clone(), st.data.iter().map(|s| zero_from_shape(s, e)).collect())
-        }
-        (Type::Tensor(rank, _), _) => new_tensor(vec![0; (*rank).max(1)], Vec::new()),
-        (_, Value::Tuple(ss)) if !ss.is_empty() => {
-            Value::Tuple(ss.iter().map(|s| zero_from_shape(s, &Type::Unknown)).collect())
-        }
-        (_, Value::Tensor(st)) => {
-            new_tensor(st.shape.clone(), st.data.iter().map(|s| zero_from_shape(s, &Type::Unknown)).collect())
-        }
-        _ => Value::Float(0.0),
-    }
-}
-
-/// `$dummy T`: the default value of a type.
-fn dummy(ty: &Type) -> R<Value> {
-    Ok(match ty {
-        Type::Integer => Value::Integer(0),
-        Type::Float => Value::Float(0.0),
-        Type::Bool => Value::Bool(false),
-        Type::String => Value::string(""),
-        Type::Tuple(ts) => Value::Tuple(ts.iter().map(dummy).collect::<Result<_, _>>()?),
-        Type::Tensor(rank, _) => new_tensor(vec![0; (*rank).max(1)], Vec::new()),
-        Type::Lam(..) | Type::LM(..) | Type::Unknown => return Err(format!("there is no default value of type `{ty}`")),
-    })
 }
 
 fn elem_type(t: &Type) -> Type {
@@ -340,7 +186,7 @@ impl Eval<'_> {
     /// Adds an `(index, value)` entry of `buildFromSparse` into `result`.
     fn accumulate(&mut self, result: &mut Tensor, elem: &Type, entry: &Value) -> R<()> {
         let (i, v) = two(entry, "an (index, value) entry")?;
-        let k = flat_index(&result.shape, &i)?;
+        let k = result.flat_index(&index_components(&i)?)?;
         let slot = result.data.get_mut(k).ok_or("internal error: malformed tensor")?;
         let old = std::mem::replace(slot, Value::unit());
         *slot = self.add(elem, old, v)?;

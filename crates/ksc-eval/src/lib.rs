@@ -43,6 +43,14 @@ pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeIm
 pub use crate::linmap::{flatten_tangent, tangent_basis, tangent_dim, LinMap, Matrix};
 pub use crate::value::{format_float, Closure, Tensor, Value};
 
+/// The interpreter's helpers on values, with its messages, for other
+/// evaluators of Core IR's semantics (the categorical language's).
+pub mod support {
+    pub use crate::ops::{dummy, zero_from_shape, zero_like};
+    pub use crate::prims::{count, index_at, index_components, int, new_tensor, pair, sizes, tensor};
+    pub use crate::value::{fmt_index, fmt_size};
+}
+
 /// The default bound on nested (non-tail) calls.
 pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 

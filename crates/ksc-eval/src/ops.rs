@@ -162,7 +162,7 @@ pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
 
 /// A zero shaped like `v`: 0.0 for Floats, 0 for Integers, `false`, `""`,
 /// tuples and tensors of zeros of the same structure.
-pub(crate) fn zero_like(v: &Value) -> Value {
+pub fn zero_like(v: &Value) -> Value {
     match v {
         Value::Float(_) => Value::Float(0.0),
         Value::Integer(_) => Value::Integer(0),
@@ -178,7 +178,7 @@ pub(crate) fn zero_like(v: &Value) -> Value {
 }
 
 /// `$dummy T`: the default value of a type (empty tensors of the right rank).
-pub(crate) fn dummy(ty: &Type) -> Result<Value, String> {
+pub fn dummy(ty: &Type) -> Result<Value, String> {
     Ok(match ty {
         Type::Integer => Value::Integer(0),
         Type::Float => Value::Float(0.0),
@@ -259,7 +259,7 @@ fn shape_known(v: &Value, ty: &Type) -> Result<Value, String> {
 /// The zero of type `ty` whose uncompressed shape is `sh` (scalars have shape
 /// `()`, tuples a tuple of shapes, tensors a tensor of shapes), for
 /// `buildFromSparse`.
-pub(crate) fn zero_from_shape(sh: &Value, ty: &Type) -> Value {
+pub fn zero_from_shape(sh: &Value, ty: &Type) -> Value {
     match (ty, sh) {
         (Type::Float, _) => Value::Float(0.0),
         (Type::Integer, _) => Value::Integer(0),

@@ -39,7 +39,7 @@ impl PrimArgs {
     }
 }
 
-fn int(v: &Value) -> Result<i64, String> {
+pub fn int(v: &Value) -> Result<i64, String> {
     match v {
         Value::Integer(i) => Ok(*i),
         _ => Err(format!(
@@ -59,7 +59,7 @@ fn float(v: &Value) -> Result<f64, String> {
     }
 }
 
-fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
+pub fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
     match v {
         Value::Tensor(t) => {
             t.check()?;
@@ -73,7 +73,7 @@ fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
 }
 
 /// The components of an index value: an Integer or a tuple of Integers.
-fn index_components(v: &Value) -> Result<Vec<i64>, String> {
+pub fn index_components(v: &Value) -> Result<Vec<i64>, String> {
     match v {
         Value::Integer(i) => Ok(vec![*i]),
         Value::Tuple(vs) if !vs.is_empty() => vs.iter().map(int).collect(),
@@ -85,7 +85,7 @@ fn index_components(v: &Value) -> Result<Vec<i64>, String> {
 }
 
 /// A size argument as a shape; negative sizes are errors.
-fn sizes(v: &Value, prim: Prim) -> Result<Vec<usize>, String> {
+pub fn sizes(v: &Value, prim: impl std::fmt::Display) -> Result<Vec<usize>, String> {
     let components = index_components(v)?;
     components
         .iter()
@@ -100,12 +100,12 @@ fn sizes(v: &Value, prim: Prim) -> Result<Vec<usize>, String> {
 }
 
 /// The number of elements of a shape.
-fn count(shape: &[usize]) -> Result<usize, String> {
+pub fn count(shape: &[usize]) -> Result<usize, String> {
     num_elements(shape).ok_or_else(|| OVERFLOW.to_string())
 }
 
 /// The `k`-th index (row-major) of an index space of this shape, as a value.
-fn index_at(mut k: usize, shape: &[usize]) -> Value {
+pub fn index_at(mut k: usize, shape: &[usize]) -> Value {
     if let [_] = shape {
         return Value::Integer(k as i64);
     }
@@ -161,11 +161,11 @@ fn index(t: &Tensor, i: &Value) -> Result<Value, String> {
 }
 
 /// The pair `(a, b)`, in one allocation.
-fn pair(a: Value, b: Value) -> Value {
+pub fn pair(a: Value, b: Value) -> Value {
     Value::Tuple(Rc::new([a, b]))
 }
 
-fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
+pub fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
     Value::Tensor(Rc::new(Tensor { shape, data }))
 }
 

@@ -94,7 +94,7 @@ impl Tensor {
     }
 
     /// The row-major position of a multi-index, bounds-checked.
-    pub(crate) fn flat_index(&self, idx: &[i64]) -> Result<usize, String> {
+    pub fn flat_index(&self, idx: &[i64]) -> Result<usize, String> {
         self.check()?;
         if idx.len() != self.shape.len() {
             return Err(format!(
@@ -126,7 +126,7 @@ pub(crate) fn num_elements(shape: &[usize]) -> Option<usize> {
 }
 
 /// An index or size as written in `.ks`: `3` or `(2,3)`.
-pub(crate) fn fmt_index(idx: &[i64]) -> String {
+pub fn fmt_index(idx: &[i64]) -> String {
     match idx {
         [i] => i.to_string(),
         _ => format!(
@@ -136,7 +136,7 @@ pub(crate) fn fmt_index(idx: &[i64]) -> String {
     }
 }
 
-pub(crate) fn fmt_size(shape: &[usize]) -> String {
+pub fn fmt_size(shape: &[usize]) -> String {
     fmt_index(&shape.iter().map(|&n| n as i64).collect::<Vec<_>>())
 }
 
