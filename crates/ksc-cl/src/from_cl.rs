@@ -84,14 +84,7 @@ struct FromCl {
 
 impl FromCl {
     fn fresh(&mut self, base: &str) -> Var {
-        let mut k = 0usize;
-        loop {
-            let name = if k == 0 { base.to_string() } else { format!("{base}_{k}") };
-            if self.names.insert(name.clone()) {
-                return name;
-            }
-            k += 1;
-        }
+        crate::fresh_name(&mut self.names, base)
     }
 
     /// A Core expression of an atom of type `ty`.

@@ -116,3 +116,16 @@ pub fn cl_def(f: &Def) -> Result<Def, ClError> {
 pub fn def_type(f: &Def) -> (Type, Type) {
     (f.arg_ty(), f.ret_ty.clone())
 }
+
+/// `base`, or `base_k` for the first k that makes it new to `names` (where
+/// it is then recorded).
+fn fresh_name(names: &mut rustc_hash::FxHashSet<ksc_ir::Var>, base: &str) -> ksc_ir::Var {
+    let mut k = 0usize;
+    loop {
+        let name = if k == 0 { base.to_string() } else { format!("{base}_{k}") };
+        if names.insert(name.clone()) {
+            return name;
+        }
+        k += 1;
+    }
+}

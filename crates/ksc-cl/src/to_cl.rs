@@ -93,14 +93,7 @@ impl ToCl {
     }
 
     fn fresh(&mut self, base: &str) -> Var {
-        let mut k = 0usize;
-        loop {
-            let name = if k == 0 { base.to_string() } else { format!("{base}_{k}") };
-            if self.names.insert(name.clone()) {
-                return name;
-            }
-            k += 1;
-        }
+        crate::fresh_name(&mut self.names, base)
     }
 
     fn fv(&mut self, e: ExprId, depth: usize) -> Result<Rc<Vec<Var>>, ClError> {
