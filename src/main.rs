@@ -82,7 +82,9 @@ enum Command {
         /// Evaluate the Jacobian at this argument (a .ks expression of the
         /// function's argument type, e.g. `"(tuple 1.0 (Vec_init 2.0 3.0))"`)
         /// and print it as a dense matrix: one row per Float of the result,
-        /// one column per Float of the argument, in order.
+        /// one column per Float of the argument, in order. It is computed by
+        /// `[jac f]` in the interpreter (forward mode per column or reverse
+        /// mode per row, whichever is fewer).
         #[arg(long, value_name = "ARGS")]
         at: Option<String>,
         /// With `--at`, draw the sparsity pattern (`#` nonzero, `.` zero)
@@ -97,8 +99,9 @@ enum Command {
         #[arg(long, conflicts_with_all = ["at", "raw"])]
         trace: bool,
     },
-    /// Print a derived function (`[fwd f]` or `[rev f]`) as `.ks`, with the
-    /// derivatives of the functions it calls.
+    /// Print a derived function (`[fwd f]`, `[rev f]`, `[jac f]`, ...; see
+    /// `--mode`) as `.ks` after optimisation, with the derivatives of the
+    /// functions it calls.
     Deriv {
         /// The .ks file.
         file: PathBuf,
