@@ -246,6 +246,14 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
 /// at least once, so a hoisted computation that fails would have failed in
 /// the loop.
 pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
+    // In A-normal form, the primal computations that the last cleanup put
+    // back into argument positions are lets of the loops' bodies again.
+    {
+        let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+        let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        def.root = ksc_opt::anf(&mut b, def.root, &params);
+    }
     let mut cache = ksc_opt::term::Cache::new();
     let mut stack = vec![def.root];
     let mut loops = Vec::new();
@@ -305,12 +313,13 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
 }
 
 /// The most nodes a function may have to be inlined into a `[jac f]` loop.
-const INLINE_INTO_LOOP: usize = 2000;
+const INLINE_INTO_LOOP: usize = 6000;
 
 /// Marks the calls of program functions (derivatives and primal functions)
 /// in the column (row) loops of a `[jac f]` with `$inline`, so the next
 /// optimisation inlines them and their primal work can be hoisted and
-/// shared (recursive and large ones are left). Returns whether it marked any.
+/// shared (recursive ones and ones of more than [`INLINE_INTO_LOOP`] nodes
+/// are left). Returns whether it marked any.
 pub fn mark_calls_in_loops(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     let mut stack = vec![(def.root, false)];
     let mut calls = Vec::new();

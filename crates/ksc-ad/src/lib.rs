@@ -236,6 +236,7 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
         if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
             // The functions the loops call, inlined (three levels), so that
             // their primal work is hoisted with the rest, and then shared.
+            // (Hoisting puts the body in A-normal form; sharing is CSE.)
             for _ in 0..3 {
                 if !jac::mark_calls_in_loops(def, &globals) {
                     break;
