@@ -355,13 +355,3 @@ fn loop_parts(body: &Body, e: ExprId) -> Option<(ExprId, String, Type, ExprId)> 
     let Expr::Lam(i, ity, lam_body) = &body.exprs[lam] else { return None };
     (i == COLUMN || i == ROW).then(|| (n, i.clone(), ity.clone(), *lam_body))
 }
-
-/// Common subexpressions of a `[jac f]` after hoisting: the primal work of
-/// the inlined derivatives and of f itself, now side by side before the
-/// loops, is done once.
-pub fn share(def: &mut Def, globals: &ksc_opt::Globals) {
-    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
-    let mut b = Builder::new(&mut def.body, &mut fresh);
-    def.root = ksc_opt::cse(&mut b, globals, def.root, &params);
-}

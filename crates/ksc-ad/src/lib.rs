@@ -236,7 +236,6 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
         if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
             // The functions the loops call, inlined (three levels), so that
             // their primal work is hoisted with the rest, and then shared.
-            // (Hoisting puts the body in A-normal form; sharing is CSE.)
             for _ in 0..3 {
                 if !jac::mark_calls_in_loops(def, &globals) {
                     break;
@@ -245,7 +244,10 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
                 warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
             }
             jac::hoist_loop_invariants(def, &globals);
-            jac::share(def, &globals);
+            // CSE merges the hoisted primal work with f's own, and the
+            // cleanup undoes the A-normal form hoisting needed.
+            let report = ksc_opt::optimise_def(def, &user, &globals, &options);
+            warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
         }
     }
     warnings
