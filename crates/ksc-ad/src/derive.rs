@@ -473,15 +473,34 @@ impl Ctx<'_, '_> {
         Ok((y, g))
     }
 
-    /// `build n (λi. b)` and `sumbuild n (λi. b)`.
-    fn grad_build(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, format!("`{p}` must be applied to a size and a lambda to be differentiated"));
+    /// The arguments as written of a call of `p` (`what` says what they
+    /// should be), `arity` of them if given, and the parts of the literal
+    /// lambda at position `lam_at`.
+    fn lambda_args(
+        &self,
+        e: ExprId,
+        p: Prim,
+        arg: ExprId,
+        what: &str,
+        arity: Option<usize>,
+        lam_at: usize,
+    ) -> R<(Vec<ExprId>, (String, Type, ExprId))> {
+        let Expr::Tuple(parts) = &self.src.exprs[arg] else {
+            return err(e, format!("`{p}` must be applied to {what} to be differentiated"));
         };
-        let [n, lam] = parts[..] else { return err(e, "internal error: malformed build") };
-        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
+        if arity.is_some_and(|k| parts.len() != k) || parts.len() <= lam_at {
+            return err(e, format!("`{p}` must be applied to {what} to be differentiated"));
+        }
+        let Expr::Lam(i, ity, body) = &self.src.exprs[parts[lam_at]] else {
             return err(e, format!("`{p}` must be applied to a literal lambda to be differentiated"));
         };
+        Ok((parts.clone(), (i.clone(), ity.clone(), *body)))
+    }
+
+    /// `build n (λi. b)` and `sumbuild n (λi. b)`.
+    fn grad_build(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
+        let (parts, (i, ity, body)) = self.lambda_args(e, p, arg, "a size and a lambda", Some(2), 1)?;
+        let [n, lam] = parts[..] else { unreachable!("two arguments") };
         let nv = self.primal(n)?;
         let nv = self.bind_val("n", nv);
         // The value: the primal loop.
@@ -528,13 +547,9 @@ impl Ctx<'_, '_> {
     /// derivatives of derivatives): with `g_i` the map of `b` at `i`,
     /// `lmVCat (V(s, build n (λi. get$1 ∘ g_i)), g_z + H(1..1) ∘ V(s, build n (λi. get$2 ∘ g_i)))`.
     fn grad_build_sum(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, "`$buildSum` must be applied to a size, a zero and a lambda to be differentiated");
-        };
-        let [n, z, lam] = parts[..] else { return err(e, "internal error: malformed buildSum") };
-        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
-            return err(e, "`$buildSum` must be applied to a literal lambda to be differentiated");
-        };
+        let (parts, (i, ity, body)) =
+            self.lambda_args(e, Prim::BuildSum, arg, "a size, a zero and a lambda", Some(3), 2)?;
+        let [n, z, lam] = parts[..] else { unreachable!("three arguments") };
         let nv = self.primal(n)?;
         let nv = self.bind_val("n", nv);
         let (zv, gz) = self.grad(z)?;
@@ -602,13 +617,8 @@ impl Ctx<'_, '_> {
     /// `map2 (λxy. b) v w` with `xy = (v[i], w[i])`: the map of element i
     /// reads the vectors at i.
     fn grad_map(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, format!("`{p}` must be applied to a lambda and tensors to be differentiated"));
-        };
+        let (parts, (x, _, body)) = self.lambda_args(e, p, arg, "a lambda and tensors", None, 0)?;
         let (lam, vecs) = (parts[0], parts[1..].to_vec());
-        let Expr::Lam(x, _, body) = self.src.exprs[lam].clone() else {
-            return err(e, format!("`{p}` must be applied to a literal lambda to be differentiated"));
-        };
         if vecs.iter().any(|&v| !matches!(self.src.ty(v), Type::Tensor(1, _))) {
             return err(e, format!("the derivative of `{p}` over tensors of rank > 1 is not implemented yet"));
         }
@@ -666,13 +676,8 @@ impl Ctx<'_, '_> {
     /// `diag r c (λi. e)`, rows that are zero but for `e` at column i: row
     /// i's map injects e's map at position i (a transposed selection).
     fn grad_diag(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, "`diag` must be applied to two sizes and a lambda to be differentiated");
-        };
-        let [rows, cols, lam] = parts[..] else { return err(e, "internal error: malformed diag") };
-        let Expr::Lam(i, ity, body) = self.src.exprs[lam].clone() else {
-            return err(e, "`diag` must be applied to a literal lambda to be differentiated");
-        };
+        let (parts, (i, ity, body)) = self.lambda_args(e, Prim::Diag, arg, "two sizes and a lambda", Some(3), 2)?;
+        let [rows, cols, lam] = parts[..] else { unreachable!("three arguments") };
         let (rv, cv) = (self.primal(rows)?, self.primal(cols)?);
         let rv = self.bind_val("n", rv);
         let cv = self.bind_val("m", cv);
@@ -709,13 +714,9 @@ impl Ctx<'_, '_> {
 
     /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2).
     fn grad_fold(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let Expr::Tuple(parts) = self.src.exprs[arg].clone() else {
-            return err(e, "`fold` must be applied to a lambda, an accumulator and a vector to be differentiated");
-        };
-        let [lam, acc, vec] = parts[..] else { return err(e, "internal error: malformed fold") };
-        let Expr::Lam(t, tty, body) = self.src.exprs[lam].clone() else {
-            return err(e, "`fold` must be applied to a literal lambda to be differentiated");
-        };
+        let (parts, (t, tty, body)) =
+            self.lambda_args(e, Prim::Fold, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
+        let [lam, acc, vec] = parts[..] else { unreachable!("three arguments") };
         let (accv, gacc) = self.grad(acc)?;
         let (vv, gv) = self.grad(vec)?;
         let f_primal = self.primal(lam)?;

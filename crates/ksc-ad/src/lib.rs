@@ -41,127 +41,56 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
-        if matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev | Derivation::Shape | Derivation::Jac | Derivation::Jac1) {
+        // The definition of f: written, or derived already; a derived one
+        // not derived yet is derived first, then `name` again.
+        let written = existing.iter().copied().find(|d| d.name == inner);
+        let f: Def = match written.or_else(|| by_name.get(&inner)) {
+            Some(f) => f.clone(),
+            None if inner.derivs.is_empty() || failed.contains(&inner) => {
+                let what = if d == Derivation::CL { "translate" } else { "differentiate" };
+                let message = format!("`{inner}` has no definition to {what}");
+                out.errors.push((name.clone(), AdError { message, at: None }));
+                failed.insert(name);
+                continue;
+            }
+            None => {
+                work.push(name);
+                work.push(inner);
+                continue;
+            }
+        };
+        let made = match d {
             // The split passes: the forward pass keeps the argument as its
             // residual, the reverse pass is `[rev f]` at it. `[shape f]` is
             // the shape of f's result (simplified later where the shape
             // rules allow). `[jac f]` calls `[fwd f]` or `[rev f]` per
             // column or row. All need only f's signature.
-            let fdef = existing.iter().copied().find(|d| d.name == inner).or_else(|| by_name.get(&inner));
-            let sig = fdef.map(|f| (f.arg_ty(), f.ret_ty.clone(), f.params.len()));
-            match sig {
-                Some((s, t, arity)) => {
-                    let def = match d {
-                        Derivation::Jac | Derivation::Jac1 => {
-                            let active = jac::Active::new(d, &s, arity);
-                            work.extend(jac::needs(&active, &s, &t).into_iter().map(|d| inner.derived(d)));
-                            jac::jac_def(d, &inner, &s, &t, &active)
-                        }
-                        Derivation::Shape => apply::split_pass(d, &inner, &s, &t),
-                        _ => {
-                            work.push(inner.derived(Derivation::Rev));
-                            apply::split_pass(d, &inner, &s, &t)
-                        }
-                    };
-                    by_name.insert(name.clone(), def.clone());
-                    out.defs.push(def);
-                }
-                None if !inner.derivs.is_empty() && !failed.contains(&inner) => {
-                    // Derive the inner function first, then come back.
-                    work.push(name);
-                    work.push(inner);
-                }
-                None => {
-                    out.errors.push((
-                        name.clone(),
-                        AdError { message: format!("`{inner}` has no definition to differentiate"), at: None },
-                    ));
-                    failed.insert(name);
-                }
+            Derivation::Jac | Derivation::Jac1 => {
+                let (s, t) = (f.arg_ty(), f.ret_ty.clone());
+                let active = jac::Active::new(d, &s, f.params.len());
+                work.extend(jac::needs(&active, &s, &t).into_iter().map(|d| inner.derived(d)));
+                Ok(jac::jac_def(d, &inner, &s, &t, &active))
             }
-            continue;
-        }
-        if d == Derivation::CL {
+            Derivation::Shape => Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty)),
+            Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev => {
+                work.push(inner.derived(Derivation::Rev));
+                Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty))
+            }
             // `[CL f]`: f's definition through the categorical language and back.
-            let f = existing.iter().copied().find(|d| d.name == inner).or_else(|| by_name.get(&inner));
-            let translated = f.map(|f| {
-                guard(|| ksc_cl::cl_def(f).map_err(|e| AdError { message: format!("CL: {e}"), at: None }))
-            });
-            match translated {
-                Some(Ok(def)) => {
-                    by_name.insert(name.clone(), def.clone());
-                    out.defs.push(def);
-                }
-                Some(Err(e)) => {
-                    out.errors.push((name.clone(), e));
-                    failed.insert(name);
-                }
-                None if !inner.derivs.is_empty() && !failed.contains(&inner) => {
-                    work.push(name);
-                    work.push(inner);
-                }
-                None => {
-                    let message = format!("`{inner}` has no definition to translate");
-                    out.errors.push((name.clone(), AdError { message, at: None }));
-                    failed.insert(name);
-                }
+            Derivation::CL => {
+                guard(|| ksc_cl::cl_def(&f).map_err(|e| AdError { message: format!("CL: {e}"), at: None }))
             }
-            continue;
-        }
-        if !matches!(d, Derivation::Fwd | Derivation::Rev) {
-            out.errors.push((
-                name.clone(),
-                AdError { message: format!("`gdef {}` is not implemented yet", d.keyword()), at: None },
-            ));
-            failed.insert(name);
-            continue;
-        }
-        let f: Def = match existing.iter().find(|d| d.name == inner) {
-            Some(f) => (*f).clone(),
-            None => match by_name.get(&inner) {
-                Some(f) => f.clone(),
-                None if inner.derivs.is_empty() || failed.contains(&inner) => {
-                    out.errors.push((
-                        name.clone(),
-                        AdError { message: format!("`{inner}` has no definition to differentiate"), at: None },
-                    ));
-                    failed.insert(name);
-                    continue;
-                }
-                None => {
-                    // Derive the inner function first, then come back.
-                    work.push(name);
-                    work.push(inner);
-                    continue;
-                }
-            },
+            Derivation::D => Err(AdError { message: "`[D f]` is a linear map, not code".to_string(), at: None }),
+            Derivation::Fwd | Derivation::Rev => derive_from_jacobian(d, &f, &mut jacobians, &mut work, |n: &FunName| {
+                known.contains(n) && existing.iter().any(|d| &d.name == n)
+                    || by_name.contains_key(n)
+                    || derivable(n, &known)
+            }),
         };
-        let has_body = |n: &FunName| {
-            known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
-        };
-        if !jacobians.contains_key(&inner) {
-            match guard(|| derive::jacobian_def(&f, &has_body)) {
-                Ok(j) => {
-                    jacobians.insert(inner.clone(), j);
-                }
-                Err(e) => {
-                    out.errors.push((name.clone(), e));
-                    failed.insert(name);
-                    continue;
-                }
-            }
-        }
-        let (jd, witnesses) = &jacobians[&inner];
-        let mut demands = Vec::new();
-        let result = guard(|| match d {
-            Derivation::Fwd => apply::fwd_def(&f, jd, &mut demands),
-            _ => apply::rev_def(&f, jd, witnesses, &mut demands),
-        });
-        match result {
+        match made {
             Ok(def) => {
                 by_name.insert(name.clone(), def.clone());
                 out.defs.push(def);
-                work.extend(demands);
             }
             Err(e) => {
                 out.errors.push((name.clone(), e));
@@ -174,6 +103,31 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
     js.sort_by_key(|d| d.name.to_string());
     out.jacobians = js;
     out
+}
+
+/// `[fwd f]` or `[rev f]` from `[D f]` (derived once per f, kept in
+/// `jacobians`); the derivatives of callees it needs are added to `work`.
+fn derive_from_jacobian(
+    d: Derivation,
+    f: &Def,
+    jacobians: &mut FxHashMap<FunName, (Def, derive::Witnesses)>,
+    work: &mut Vec<FunName>,
+    has_body: impl Fn(&FunName) -> bool,
+) -> Result<Def, AdError> {
+    if !jacobians.contains_key(&f.name) {
+        let j = guard(|| derive::jacobian_def(f, &has_body))?;
+        jacobians.insert(f.name.clone(), j);
+    }
+    let (jd, witnesses) = &jacobians[&f.name];
+    let mut demands = Vec::new();
+    let result = guard(|| match d {
+        Derivation::Fwd => apply::fwd_def(f, jd, &mut demands),
+        _ => apply::rev_def(f, jd, witnesses, &mut demands),
+    });
+    if result.is_ok() {
+        work.extend(demands);
+    }
+    result
 }
 
 /// Runs a derivation, turning an internal failure (a compiler bug: an
