@@ -199,7 +199,7 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
 
 /// The names a let-chain binds at its top level, with their right sides,
 /// and its final expression.
-fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
+pub(crate) fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
     let mut out = Vec::new();
     while let Expr::Let(p, r, x) = &body.exprs[e] {
         out.push((p.clone(), *r));
@@ -208,7 +208,7 @@ fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
     (out, e)
 }
 
-fn wrap(b: &mut Builder, block: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId {
+pub(crate) fn wrap(b: &mut Builder, block: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId {
     block.into_iter().rev().fold(result, |acc, (p, r)| {
         let ty = b.ty(acc);
         b.body.alloc_typed(Expr::Let(p, r, acc), ty)

@@ -17,23 +17,13 @@
 
 use rustc_hash::FxHashSet;
 
-use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
+use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 use ksc_linmap::builder::Builder;
 
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode); [`hoist_loop_invariants`] recognises the loops by it.
 const COLUMN: &str = "ksc$column";
 const ROW: &str = "ksc$row";
-
-/// The number of Floats in every value of type `t`, if it is fixed.
-pub fn fixed_dim(t: &Type) -> Option<usize> {
-    match t {
-        Type::Float => Some(1),
-        Type::Integer | Type::Bool | Type::String => Some(0),
-        Type::Tuple(ts) => ts.iter().map(fixed_dim).sum(),
-        _ => None,
-    }
-}
 
 /// What the columns of the matrix are: the whole argument, or (for
 /// `[jac1 f]` of a function of several parameters) its first parameter.
@@ -92,24 +82,9 @@ impl Active {
     }
 }
 
-/// A value of type `t` made of literals, for a type of fixed dimension.
-fn literal(b: &mut Builder, t: &Type) -> Option<ExprId> {
-    Some(match t {
-        Type::Float => b.float(0.0),
-        Type::Integer => b.integer(0),
-        Type::Bool => b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::Bool(false)), Type::Bool),
-        Type::String => b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::String(String::new())), Type::String),
-        Type::Tuple(ts) => {
-            let parts = ts.iter().map(|t| literal(b, t)).collect::<Option<Vec<_>>>()?;
-            b.tuple(parts)
-        }
-        _ => return None,
-    })
-}
-
 /// Which derivatives `[jac f]` calls, for `f : S -> T`.
 pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
-    match (fixed_dim(active.ty(s)), fixed_dim(t)) {
+    match (active.ty(s).fixed_float_count(), t.fixed_float_count()) {
         (Some(0), _) | (_, Some(0)) => vec![],
         (Some(n), Some(m)) if n <= m => vec![Derivation::Fwd],
         (Some(_), Some(_)) => vec![Derivation::Rev],
@@ -148,8 +123,8 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
             b.prim(Prim::TangentDim, vec![v])
         }
     };
-    let n = dim(&mut b, fixed_dim(active.ty(s)), &|b| active.part(b, "ksc$x", s));
-    let m = dim(&mut b, fixed_dim(t), &|b| b.var("ksc$y", t.clone()));
+    let n = dim(&mut b, active.ty(s).fixed_float_count(), &|b| active.part(b, "ksc$x", s));
+    let m = dim(&mut b, t.fixed_float_count(), &|b| b.var("ksc$y", t.clone()));
 
     // The m x n matrix whose entry (r, c) is `entry(r, c)`.
     let matrix = |b: &mut Builder, entry: &dyn Fn(&mut Builder, ExprId, ExprId) -> ExprId| {
@@ -176,8 +151,11 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
             active.extend(b, e, "ksc$x", s)
         } else {
             // A result of fixed dimension has a basis without its value
-            // (so f's result need not be computed when the sizes are known).
-            let point = literal(b, t).unwrap_or_else(|| var(b, "ksc$y", t));
+            // (`$dummy`: so f's result need not be computed for its shape).
+            let point = match t.fixed_float_count() {
+                Some(_) => b.body.alloc_typed(Expr::Dummy(t.clone()), t.clone()),
+                None => var(b, "ksc$y", t),
+            };
             b.prim(Prim::TangentBasis, vec![point, k])
         };
         let x = var(b, "ksc$x", s);
@@ -205,7 +183,7 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
             // non-empty, so work hoisted out of them runs only if they would.
             // (A fixed dimension is not 0 here: `needs` is empty then.)
             let mut zero_tests = Vec::new();
-            for (name, fixed) in [("ksc$n", fixed_dim(active.ty(s))), ("ksc$m", fixed_dim(t))] {
+            for (name, fixed) in [("ksc$n", active.ty(s).fixed_float_count()), ("ksc$m", t.fixed_float_count())] {
                 if fixed.is_none() {
                     let (d, z) = (var(&mut b, name, &Type::Integer), b.integer(0));
                     zero_tests.push(b.prim(Prim::Eq, vec![d, z]));
@@ -265,12 +243,7 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
     }
     for (e, (n, index, ity, lam_body)) in loops {
-        let mut chain = Vec::new();
-        let mut rest = lam_body;
-        while let Expr::Let(p, r, x) = &def.body.exprs[rest] {
-            chain.push((p.clone(), *r));
-            rest = *x;
-        }
+        let (chain, rest) = crate::apply::let_chain(&def.body, lam_body);
         let size_vars = cache.free_vars(&def.body, n);
         let mut bound: FxHashSet<String> = FxHashSet::default();
         let mut variant: FxHashSet<String> = FxHashSet::from_iter([index.clone()]);
@@ -292,22 +265,14 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         if hoisted.is_empty() {
             continue;
         }
-        let wrap = |body: &mut Body, block: Vec<(Pat, ExprId)>, inner: ExprId| {
-            block.into_iter().rev().fold(inner, |acc, (p, r)| {
-                let ty = body.ty(acc).clone();
-                body.alloc_typed(Expr::Let(p, r, acc), ty)
-            })
-        };
-        let new_body = wrap(&mut def.body, kept, rest);
-        let lam_ty = Type::lam(ity.clone(), def.body.ty(new_body).clone());
-        let lam = def.body.alloc_typed(Expr::Lam(index, ity, new_body), lam_ty);
-        let args_ty = Type::Tuple(vec![def.body.ty(n).clone(), def.body.ty(lam).clone()]);
-        let args = def.body.alloc_typed(Expr::Tuple(vec![n, lam]), args_ty);
-        let ty = def.body.ty(e).clone();
-        let build = def.body.alloc_typed(Expr::Call(Callee::Prim(Prim::Build), args), ty);
+        let mut fresh = 0;
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        let new_body = crate::apply::wrap(&mut b, kept, rest);
+        let lam = b.lam(&index, ity, new_body);
+        let build = b.prim(Prim::Build, vec![n, lam]);
         // The loop's node becomes the hoisted lets around the new loop.
         let (p0, r0) = hoisted.remove(0);
-        let inner = wrap(&mut def.body, hoisted, build);
+        let inner = crate::apply::wrap(&mut b, hoisted, build);
         def.body.exprs[e] = Expr::Let(p0, r0, inner);
     }
 }

@@ -114,6 +114,17 @@ impl Type {
         })
     }
 
+    /// The number of Floats in every value of this type (the dimension of
+    /// its tangent space), when the type fixes it (no tensors inside).
+    pub fn fixed_float_count(&self) -> Option<usize> {
+        match self {
+            Type::Float => Some(1),
+            Type::Integer | Type::Bool | Type::String => Some(0),
+            Type::Tuple(ts) => ts.iter().map(Type::fixed_float_count).sum(),
+            _ => None,
+        }
+    }
+
     /// Whether the compressed shape of this type carries no information (5.6).
     pub fn shape_is_trivial(&self) -> bool {
         match self {

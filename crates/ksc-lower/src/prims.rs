@@ -879,22 +879,39 @@ impl Lowerer<'_> {
         t: &Type,
         leaf: &mut dyn FnMut(&mut Self, &mut FnBuilder, LVal, &Type) -> R<LVal>,
     ) -> R<LVal> {
+        self.map_leaves_to(fb, st, v, t, &|t: &Type| Some(t.clone()), leaf)
+    }
+
+    /// `map_leaves` where `leaf` changes the types of the leaves: `result`
+    /// gives the type of the result for each type of the argument.
+    fn map_leaves_to(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: LVal,
+        t: &Type,
+        result: &dyn Fn(&Type) -> Option<Type>,
+        leaf: &mut dyn FnMut(&mut Self, &mut FnBuilder, LVal, &Type) -> R<LVal>,
+    ) -> R<LVal> {
         match t {
             Type::Tuple(ts) => {
                 let vs = parts(fb, v, t, ts.len())?;
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(ts) {
-                    out.push(self.map_leaves(fb, st, v, t, leaf)?);
+                    out.push(self.map_leaves_to(fb, st, v, t, result, leaf)?);
                 }
                 Ok(LVal::Tuple(out))
             }
             Type::Tensor(rank, elem) => {
+                let Some(out_elem) = result(elem) else { return internal(format!("a result for elements of type `{elem}`")) };
+                check_type(&out_elem)?;
                 let dims = self.dims_of(fb, &v, *rank)?;
-                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: (**elem).clone() }, t.clone(), None);
+                let out_ty = Type::tensor(*rank, out_elem.clone());
+                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: out_elem.clone() }, out_ty, None);
                 let nest = self.nest_open(fb, &dims);
                 let x = self.elem_of(fb, st, &v, elem, nest.idx(), Some(nest.flat()))?;
-                let y = self.map_leaves(fb, st, x, elem, leaf)?;
-                let y = self.materialize_val(fb, st, y, elem)?;
+                let y = self.map_leaves_to(fb, st, x, elem, result, leaf)?;
+                let y = self.materialize_val(fb, st, y, &out_elem)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: y });
                 self.nest_close(fb, nest);
                 Ok(LVal::Op(out))
@@ -1076,16 +1093,8 @@ impl Lowerer<'_> {
     /// `$tangentDim v`: the number of Floats in `v` (constant for types
     /// without tensors, a product of sizes for tensors of those).
     fn tangent_dim(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type) -> R<Op> {
-        fn fixed(t: &Type) -> Option<i64> {
-            match t {
-                Type::Float => Some(1),
-                Type::Integer | Type::Bool | Type::String => Some(0),
-                Type::Tuple(ts) => ts.iter().map(fixed).sum(),
-                _ => None,
-            }
-        }
-        if let Some(c) = fixed(t) {
-            return Ok(Op::Int(c));
+        if let Some(c) = t.fixed_float_count() {
+            return Ok(Op::Int(c as i64));
         }
         match t {
             Type::Tuple(ts) => {
@@ -1100,8 +1109,8 @@ impl Lowerer<'_> {
             Type::Tensor(rank, e) => {
                 let dims = self.dims_of(fb, &v, *rank)?;
                 let count = self.count_of(fb, &dims);
-                if let Some(c) = fixed(e) {
-                    return Ok(bin(fb, BinOp::IMulNoCheck, count, Op::Int(c)));
+                if let Some(c) = e.fixed_float_count() {
+                    return Ok(bin(fb, BinOp::IMulNoCheck, count, Op::Int(c as i64)));
                 }
                 let n = fb.var(Type::Integer, Some("dim"), true);
                 fb.emit(Stmt::DeclMut(n, Some(Op::Int(0))));
@@ -1152,36 +1161,16 @@ impl Lowerer<'_> {
     /// `$tangentBasis v k`: the tangent shaped like `v`, 1.0 at the Float
     /// whose position (counted in `pos`) is `k`.
     fn tangent_basis(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type, k: &Op, pos: VarId) -> R<LVal> {
-        Ok(match t {
+        self.map_leaves_to(fb, st, v, t, &Type::tangent, &mut |_, fb, _, t| match t {
             Type::Float => {
                 let hit = bin(fb, BinOp::IEq, Op::Var(pos), k.clone());
                 let x = fb.let_(Rhs::Select(hit, Op::Float(1.0), Op::Float(0.0)), Type::Float, None);
                 let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
                 fb.emit(Stmt::Set(pos, next));
-                LVal::Op(x)
+                Ok(LVal::Op(x))
             }
-            Type::Integer | Type::Bool | Type::String => LVal::Tuple(Vec::new()),
-            Type::Tuple(ts) => {
-                let mut out = Vec::new();
-                for (v, t) in parts(fb, v, t, ts.len())?.into_iter().zip(ts) {
-                    out.push(self.tangent_basis(fb, st, v, t, k, pos)?);
-                }
-                LVal::Tuple(out)
-            }
-            Type::Tensor(rank, e) => {
-                let Some(te) = e.tangent() else { return internal(format!("the tangent of `{e}`")) };
-                check_type(&te)?;
-                let dims = self.dims_of(fb, &v, *rank)?;
-                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: te.clone() }, Type::tensor(*rank, te.clone()), None);
-                let nest = self.nest_open(fb, &dims);
-                let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
-                let b = self.tangent_basis(fb, st, x, e, k, pos)?;
-                let b = self.materialize_val(fb, st, b, &te)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: b });
-                self.nest_close(fb, nest);
-                LVal::Op(out)
-            }
-            _ => return internal(format!("a basis tangent of `{t}`")),
+            Type::Integer | Type::Bool | Type::String => Ok(LVal::Tuple(Vec::new())),
+            _ => internal(format!("a basis tangent of `{t}`")),
         })
     }
 
