@@ -359,24 +359,43 @@ fn let_tuple_split(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(out)
 }
 
-/// `let x = (tuple e1 .. en) in b ⇒ let x1 = e1 in .. let xn = en in b[x :=
-/// (tuple x1 .. xn)]` (fresh xi), unless b passes x to a primitive that
-/// reads a literal tuple as several arguments: projections of x then see
-/// the components.
-fn let_tuple_var(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+/// `let x = (tuple e1 .. en) in b` with n >= 2, when b does not pass x to a
+/// primitive that reads a literal tuple as several arguments: x, the
+/// components and b.
+fn let_bound_tuple(ctx: &mut Ctx, e: ExprId) -> Option<(Var, ExprId, Vec<ExprId>, ExprId)> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     let Expr::Tuple(es) = ctx.expr(r).clone() else { return None };
-    if es.len() < 2 || es.iter().all(|&c| ctx.is_atomic(c)) || term::splatted(ctx.cache, ctx.b.body, &x, b) {
+    if es.len() < 2 || term::splatted(ctx.cache, ctx.b.body, &x, b) {
         return None;
     }
-    let names: Vec<Var> = es.iter().map(|_| ctx.fresh_like(&x)).collect();
-    let vars: Vec<ExprId> = names.iter().zip(&es).map(|(n, &c)| {
-        let ty = ctx.ty(c);
-        ctx.alloc(Expr::Var(n.clone()), ty)
-    }).collect();
-    let tuple = ctx.b.tuple(vars);
+    Some((x, r, es, b))
+}
+
+/// `let x = (tuple e1 .. en) in b ⇒ let xi = ei in .. b[x := (tuple a1 ..
+/// an)]`, naming (fresh xi) the components that are not atoms, so that
+/// projections of x see them. (Substituting at once: a `let x = (tuple x1
+/// ..)` left behind would be undone by `let-once`.)
+fn let_tuple_var(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (x, _, es, b) = let_bound_tuple(ctx, e)?;
+    if es.iter().all(|&c| ctx.is_atomic(c)) {
+        return None;
+    }
+    let mut named = Vec::new();
+    let atoms: Vec<ExprId> = es
+        .into_iter()
+        .map(|c| {
+            if ctx.is_atomic(c) {
+                return c;
+            }
+            let n = ctx.fresh_like(&x);
+            let ty = ctx.ty(c);
+            named.push((n.clone(), c));
+            ctx.alloc(Expr::Var(n), ty)
+        })
+        .collect();
+    let tuple = ctx.b.tuple(atoms);
     let mut out = ctx.substitute(b, &[(x, tuple)], false);
-    for (n, c) in names.into_iter().zip(es).rev() {
+    for (n, c) in named.into_iter().rev() {
         out = let_(ctx, Pat::Var(n), c, out);
     }
     Some(out)
@@ -386,9 +405,8 @@ fn let_tuple_var(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 /// (copying atoms costs nothing; tuples are not stored), unless b passes x
 /// to a primitive that reads a literal tuple as several arguments.
 fn let_tuple_atoms(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
-    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
-    let Expr::Tuple(es) = ctx.expr(r).clone() else { return None };
-    if es.len() < 2 || !es.iter().all(|&c| ctx.is_atomic(c)) || term::splatted(ctx.cache, ctx.b.body, &x, b) {
+    let (x, r, es, b) = let_bound_tuple(ctx, e)?;
+    if !es.iter().all(|&c| ctx.is_atomic(c)) {
         return None;
     }
     Some(ctx.substitute(b, &[(x, r)], false))
@@ -1009,7 +1027,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-linear-map", statement: "let m = L in b ⇒ b[m := L] for a linear map L built by combinators over atoms", group: LET, head: Head::Let, rewrite: let_linear_map },
     CoreRule { name: "let-float-let", statement: "let p = (let q = a in b) in c ⇒ let q = a in let p = b in c (q renamed if free in c)", group: LET, head: Head::Let, rewrite: let_float_let },
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
-    CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let x1 = e1 in .. let xn = en in b[x := (tuple x1 .. xn)] (fresh xi) when some ei is not an atom and b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
+    CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
     CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },

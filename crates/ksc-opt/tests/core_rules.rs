@@ -78,7 +78,7 @@ fn call(b: &mut Builder, name: &str, arg: Type, ret: Type, args: Vec<ExprId>) ->
 }
 
 /// `let x = t in (get$1$2 x) + sum (get$2$2 x) + e` for a pair `t` of a
-/// Float and a vector, `e` sometimes rebinding `x`.
+/// Float and a vector, `e` sometimes rebinding or printing `x`.
 fn tuple_uses(g: &mut G, b: &mut Builder, t: ExprId) -> ExprId {
     let ty = b.ty(t);
     let body = with_var(g, "x", ty.clone(), |g| {
@@ -87,7 +87,12 @@ fn tuple_uses(g: &mut G, b: &mut Builder, t: ExprId) -> ExprId {
         let x2 = b.var("x", ty.clone());
         let v = b.prim(Prim::Get { index: 2, arity: 2 }, vec![x2]);
         let q = b.prim(Prim::Sum, vec![v]);
-        let other = if g.rng.chance(30) {
+        let other = if g.rng.chance(20) {
+            // `print x` prints one tuple: x must not become a literal tuple there.
+            let x4 = b.var("x", ty.clone());
+            let p = b.prim(Prim::Print, vec![x4]);
+            call(b, "to_float", Type::Integer, Type::Float, vec![p])
+        } else if g.rng.chance(30) {
             let (e, w) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 1));
             let pair = b.tuple(vec![e, w]);
             let x3 = b.var("x", ty.clone());
@@ -205,8 +210,13 @@ fn template(rule: &str) -> Option<Template> {
             b.let_("a", e0, inner)
         },
         "let-tuple-var" => |g, b| {
-            // let x = (tuple e1 e2) in (get$1$2 x) + sum (get$2$2 x) + e3
-            let (e1, e2) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            // let x = (tuple e1 e2) in (get$1$2 x) + sum (get$2$2 x) + e3,
+            // the components often traced (their order is observable).
+            let (mut e1, mut e2) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            if g.rng.chance(50) {
+                e1 = b.prim(Prim::Trace, vec![e1]);
+                e2 = b.prim(Prim::Trace, vec![e2]);
+            }
             let t = b.tuple(vec![e1, e2]);
             tuple_uses(g, b, t)
         },
