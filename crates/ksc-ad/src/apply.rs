@@ -242,12 +242,19 @@ fn param_name(hint: &str, f: &Def) -> String {
 // Forward mode.
 
 /// `[fwd f]` from `[D f]`.
+/// Where the fresh names of `[fwd f]` and `[rev f]` start: above the
+/// `ksc$` names of f and of its Jacobian `d`, which they keep.
+fn fresh_start(f: &Def, d: &Def) -> u32 {
+    let floor = ksc_opt::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
+    1000u32.max(floor.saturating_add(1))
+}
+
 pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>) -> R<Def> {
     let s_ty = f.arg_ty();
     let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", s_ty), at: None })?;
     let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
     let mut body = Body::new();
-    let mut fresh = 1000u32;
+    let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
     let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands };
@@ -527,7 +534,7 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{s_ty}` has no tangent"), at: None })?;
     let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
     let mut body = Body::new();
-    let mut fresh = 1000u32;
+    let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dr_name) = (param_name("x", f), param_name("dr", f));
     let dr = (dr_name.clone(), dt_ty.clone());

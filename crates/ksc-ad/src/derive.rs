@@ -88,7 +88,8 @@ impl ExprTemplate {
 /// Derives `[D f]`, with the witnesses of its Jacobian variables.
 pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     let mut body = Body::new();
-    let mut fresh = 0u32;
+    // Above the `ksc$` names f has (a derived f has many), so that none is captured.
+    let mut fresh = ksc_opt::term::fresh_floor(&f.body, f.root, f.params.iter().map(|p| &p.name));
     let s_ty = f.arg_ty();
     let mut cx = Ctx {
         src: &f.body,
