@@ -459,6 +459,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 crate::linmap::flatten_tangent(args.get(0), &mut xs);
                 new_tensor(vec![xs.len()], xs.into_iter().map(Value::Float).collect())
             }
+            Prim::Concat => {
+                let mut data = Vec::new();
+                for x in &tensor(args.get(0))?.data {
+                    data.extend(tensor(x)?.data.iter().cloned());
+                }
+                new_tensor(vec![data.len()], data)
+            }
             Prim::Unzip => {
                 let v = tensor(args.get(0))?;
                 let n = match (body.ty(call), v.data.first()) {

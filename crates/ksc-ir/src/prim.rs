@@ -36,6 +36,10 @@ pub enum Prim {
     /// `$tangentFlatten v : Vec Float`: the Floats of `v` in order (depth
     /// first, tuples left to right, tensors row-major; other leaves skipped).
     TangentFlatten,
+    /// `$concat ts : Vec T` for `ts : Vec (Tensor d T)`: the tensors'
+    /// elements (row-major) one tensor after the other (not in the
+    /// original; `[jacsparse f]` assembles its arrays with it).
+    Concat,
     Map,
     Map2,
     Index,
@@ -117,6 +121,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::TangentDim, "$tangentDim"),
     (Prim::TangentBasis, "$tangentBasis"),
     (Prim::TangentFlatten, "$tangentFlatten"),
+    (Prim::Concat, "$concat"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -228,7 +233,7 @@ impl Prim {
             Prim::Check => Some(5),
             Prim::ScanSum => Some(4),
             Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
-            | Prim::TangentDim | Prim::TangentFlatten | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
+            | Prim::TangentDim | Prim::TangentFlatten | Prim::Concat | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
             Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
             | Prim::LmIndex | Prim::LmApply | Prim::LmApplyR => Some(2),
             Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
@@ -402,6 +407,10 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             expect_eq("the position (second argument)", &T::Integer, &a[1])?;
             a[0].tangent().ok_or_else(|| format!("values of type `{}` have no tangent", a[0]))?
         }
+        Prim::Concat => match expect_tensor("the argument of `$concat`", &a[0])? {
+            (1, T::Tensor(_, elem)) => T::vec((**elem).clone()),
+            _ => return Err(format!("`$concat` needs a vector of tensors, found `{}`", a[0])),
+        },
         Prim::Unzip => {
             let (rank, elem) = expect_tensor("the argument of `unzip`", &a[0])?;
             match elem {

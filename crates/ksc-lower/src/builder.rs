@@ -116,6 +116,17 @@ impl FnBuilder {
         self.blocks.pop().expect("an open block")
     }
 
+    /// The number of statements in the innermost open block so far.
+    pub fn position(&self) -> usize {
+        self.blocks.last().map_or(0, Vec::len)
+    }
+
+    /// May the statements of the innermost open block from `start` on
+    /// allocate arena memory (an allocation, a call, a copy)?
+    pub fn allocates_since(&self, start: usize) -> bool {
+        self.blocks.last().is_some_and(|b| allocates(&b[start.min(b.len())..]))
+    }
+
     /// The finished top-level block.
     pub fn finish(mut self) -> (Block, Vec<VarInfo>) {
         let b = self.blocks.pop().unwrap_or_default();
@@ -179,6 +190,18 @@ impl FnBuilder {
         self.emit(Stmt::Let(v, rhs));
         Op::Var(v)
     }
+}
+
+/// May these statements allocate arena memory (an allocation, a call, a
+/// copy)? Calls count too: they are also the statements that may cost much.
+pub(crate) fn allocates(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match s {
+        Stmt::Let(_, rhs) => matches!(rhs, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_)),
+        Stmt::For { pre, body, .. } => allocates(pre) || allocates(body),
+        Stmt::If { then, els, .. } => allocates(then) || allocates(els),
+        Stmt::CopyDown { .. } => true,
+        _ => false,
+    })
 }
 
 /// A variable name usable inside a C identifier: letters, digits and `_`.

@@ -602,10 +602,13 @@ impl<'a> Lowerer<'a> {
                 // iteration, so the temporaries that computed them are freed.
                 let heap = needs_heap(&elem_ty);
                 let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let start = fb.position();
                 let x = self.elem(fb, st, &LVal::Delayed(d.clone()), &elem_ty, &nest.idx, None)?;
                 let x = self.materialize_in(fb, st, x, &elem_ty)?;
                 let x = match mark {
-                    Some(Op::Var(m)) => {
+                    // (An element read from memory older than the iteration
+                    // is kept where it is: there is nothing to free.)
+                    Some(Op::Var(m)) if fb.allocates_since(start) => {
                         let keep = fb.var(elem_ty.clone(), Some("elem"), true);
                         fb.emit(Stmt::DeclMut(keep, Some(x)));
                         fb.emit(Stmt::CopyDown { mark: m, vars: vec![keep] });

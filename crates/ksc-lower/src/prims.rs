@@ -321,6 +321,65 @@ impl Lowerer<'_> {
                 })?;
                 Ok(LVal::Op(out))
             }
+            Prim::Concat => {
+                // Two passes over the tensors: their total size, then the
+                // copies. A `build` of tensors whose sizes come without
+                // allocating or calling (views, `constVec`s, lazy `build`s)
+                // is computed in each pass, not stored; any other is
+                // materialised first, so its elements are computed once.
+                let (v, vt) = args[0].val()?;
+                let (v, vt) = (v.clone(), vt.clone());
+                let (_, inner_ty) = tensor_ty(&vt)?;
+                let (rank, elem_ty) = tensor_ty(&inner_ty)?;
+                let total = fb.var(Type::Integer, Some("total"), true);
+                fb.emit(Stmt::DeclMut(total, Some(Op::Int(0))));
+                let sizes = |this: &mut Self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal| -> R<()> {
+                    let dims = this.dims_of(fb, v, 1)?;
+                    let nest = this.nest_open(fb, &dims);
+                    let x = this.elem_of(fb, st, v, &inner_ty, nest.idx(), Some(nest.flat()))?;
+                    let d = this.dims_of(fb, &x, rank)?;
+                    let count = this.count_of(fb, &d);
+                    let next = bin(fb, BinOp::IAddNoCheck, Op::Var(total), count);
+                    fb.emit(Stmt::Set(total, next));
+                    this.nest_close(fb, nest);
+                    Ok(())
+                };
+                let lazy = matches!(v, LVal::Delayed(_)) && {
+                    fb.push_block();
+                    sizes(self, fb, st, &v)?;
+                    let pass = fb.pop_block();
+                    let cheap = !crate::builder::allocates(&pass);
+                    if cheap {
+                        for s in pass {
+                            fb.emit(s);
+                        }
+                    }
+                    cheap
+                };
+                let v = if lazy {
+                    v
+                } else {
+                    let v = LVal::Op(self.materialize_val(fb, st, v, &vt)?);
+                    sizes(self, fb, st, &v)?;
+                    v
+                };
+                let dims = self.dims_of(fb, &v, 1)?;
+                let out = fb.let_(Rhs::Alloc { dims: vec![Op::Var(total)], elem: elem_ty.clone() }, ty.clone(), None);
+                let pos = fb.var(Type::Integer, Some("pos"), true);
+                fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
+                let nest = self.nest_open(fb, &dims);
+                let x = self.elem_of(fb, st, &v, &inner_ty, nest.idx(), Some(nest.flat()))?;
+                let d = self.dims_of(fb, &x, rank)?;
+                let inner = self.nest_open(fb, &d);
+                let y = self.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
+                let y = self.materialize_val(fb, st, y, &elem_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: Op::Var(pos), val: y });
+                let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
+                fb.emit(Stmt::Set(pos, next));
+                self.nest_close(fb, inner);
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
+            }
             Prim::TangentBasis => {
                 let (v, vt) = args[0].val()?;
                 let (v, vt) = (v.clone(), vt.clone());
