@@ -25,6 +25,12 @@ pub enum Mode {
     /// `[jac1 f] : S -> Tensor 2 Float`, the Jacobian with respect to f's
     /// first parameter (columns: its tangent flattened).
     Jac1,
+    /// `[jacsparse f]`: the Jacobian in compressed sparse row form
+    /// `(tuple (tuple rows cols) row_offsets columns values)`, computed
+    /// block by block from what each output element reads.
+    Jacsparse,
+    /// `[jacsparse1 f]`: the same with respect to f's first parameter.
+    Jacsparse1,
 }
 
 /// The functions of the file's source with this base name.
@@ -117,6 +123,8 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         Mode::Shape => Derivation::Shape,
         Mode::Jac => Derivation::Jac,
         Mode::Jac1 => Derivation::Jac1,
+        Mode::Jacsparse => Derivation::JacSparse,
+        Mode::Jacsparse1 => Derivation::JacSparse1,
     };
     let name: FunName = f.name.derived(d);
     // Derive afresh from the program as written (not from what its gdefs made).
@@ -130,7 +138,8 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
     for w in ksc_ad::optimise(&mut derived.defs, &written, &crate::user_rules(&analysis)) {
         eprintln!("warning: {w}");
     }
-    // The requested function first, then the callees' derivatives it needs.
+    // The requested function first, then the functions it needs.
+    derived.defs.sort_by_key(|d| d.name != name);
     for def in &derived.defs {
         println!("{}\n", ksc_ir::print::print_def(def));
     }

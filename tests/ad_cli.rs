@@ -79,6 +79,24 @@ fn shape_derivative_uses_the_shape_rules_and_user_shape_functions() {
 }
 
 #[test]
+fn deriv_prints_the_sparse_jacobian_and_its_blocks() {
+    let out = ksc(&["deriv", "ksc-examples/gdef_jacsparse.ks", "laplace", "--mode", "jacsparse"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let defs: Vec<&str> = stdout.split("\n\n").collect();
+    assert!(
+        defs[0].starts_with("(def [jacsparse [laplace (Vec Float)]] (Tuple (Tuple Integer Integer) (Vec Integer) (Vec Integer) (Vec Float))"),
+        "{stdout}"
+    );
+    // One block function for the stencil's elements, of the three values it
+    // reads, whose Jacobian is taken per element.
+    assert!(defs[0].contains("[jac1 [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)]]"), "{}", defs[0]);
+    assert!(stdout.contains("(def [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)] Float"), "{stdout}");
+    // The stencil reads i, i + 2, i + 1: its columns are sorted at run time.
+    assert!(defs[0].contains("ksc$sortedBlock"), "{}", defs[0]);
+}
+
+#[test]
 fn deriv_prints_the_whole_jacobian() {
     let out = ksc(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

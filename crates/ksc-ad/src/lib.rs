@@ -7,6 +7,7 @@ pub mod apply;
 pub mod derive;
 pub mod jac;
 pub mod jacobians;
+pub mod sparse;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -71,6 +72,21 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
                 work.extend(jac::needs(&active, &s, &t).into_iter().map(|d| inner.derived(d)));
                 Ok(jac::jac_def(d, &inner, &s, &t, &active))
             }
+            // `[jacsparse f]`: block functions of f's parts, and their `[jac1 ..]`.
+            Derivation::JacSparse | Derivation::JacSparse1 => guard(|| Ok(sparse::jacsparse_def(d, &f))).map(|sp| {
+                for lib in sparse::library() {
+                    if !by_name.contains_key(&lib.name) {
+                        by_name.insert(lib.name.clone(), lib.clone());
+                        out.defs.push(lib);
+                    }
+                }
+                for block in sp.blocks {
+                    work.push(block.name.derived(Derivation::Jac1));
+                    by_name.insert(block.name.clone(), block.clone());
+                    out.defs.push(block);
+                }
+                sp.def
+            }),
             Derivation::Shape => Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty)),
             Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev => {
                 work.push(inner.derived(Derivation::Rev));

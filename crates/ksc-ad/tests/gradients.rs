@@ -106,6 +106,8 @@ fn check_all(optimise: bool) {
     let mut sweeps = [0; 2];
     // How often [jac1 f] had fewer columns than [jac f].
     let mut partial = 0;
+    // How often [jacsparse f] stored fewer entries than the dense matrix.
+    let mut sparser = 0;
     for path in files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut analysis = ksc_types::analyze(&text);
@@ -125,7 +127,19 @@ fn check_all(optimise: bool) {
                 v
             });
         let requests: Vec<FunName> =
-            funs.iter().flat_map(|f| [Derivation::Fwd, Derivation::Rev, Derivation::Jac, Derivation::Jac1].map(|d| f.derived(d))).collect();
+            funs.iter()
+                .flat_map(|f| {
+                    [
+                        Derivation::Fwd,
+                        Derivation::Rev,
+                        Derivation::Jac,
+                        Derivation::Jac1,
+                        Derivation::JacSparse,
+                        Derivation::JacSparse1,
+                    ]
+                    .map(|d| f.derived(d))
+                })
+                .collect();
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
         if optimise {
@@ -210,6 +224,21 @@ fn check_all(optimise: bool) {
                         failures.push(format!("{}: [jac1 {f}] at {x}: {got:?}, the first {first} columns of [jac f]: {expected:?}", path.display()));
                     }
                     partial += usize::from(first < dxs.len());
+                    // The sparse forms: the same matrices.
+                    for (d, cols, dense) in [(Derivation::JacSparse, dxs.len(), entries.clone()), (Derivation::JacSparse1, first, expected)] {
+                        let sparse = interp
+                            .call(&f.derived(d), x.clone(), &mut sink)
+                            .unwrap_or_else(|e| panic!("[{} {f}]: {}", d.keyword(), e.message));
+                        match densify(&sparse, drs.len(), cols) {
+                            Ok((got, nnz)) => {
+                                if got.iter().zip(&dense).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
+                                    failures.push(format!("{}: [{} {f}] at {x}: {sparse}, dense {dense:?}", path.display(), d.keyword()));
+                                }
+                                sparser += usize::from(nnz < dense.len());
+                            }
+                            Err(m) => failures.push(format!("{}: [{} {f}] at {x}: {m}: {sparse}", path.display(), d.keyword())),
+                        }
+                    }
                 }
                 checked += 1;
             }
@@ -219,4 +248,47 @@ fn check_all(optimise: bool) {
     assert!(checked >= 75, "only {checked} checks");
     assert!(sweeps.iter().all(|&k| k >= 10), "[jac f] by columns {} times, by rows {} times", sweeps[0], sweeps[1]);
     assert!(partial >= 10, "[jac1 f] differed from [jac f] only {partial} times");
+    assert!(sparser >= 10, "[jacsparse f] was sparser than [jac f] only {sparser} times");
+}
+
+/// The dense m x n matrix of a `[jacsparse f]` result (duplicate entries
+/// summed), and its number of entries; or what is wrong with its layout
+/// (columns out of range or out of order, inconsistent sizes).
+fn densify(v: &Value, m: usize, n: usize) -> Result<(Vec<f64>, usize), String> {
+    let ints = |v: &Value| -> Vec<i64> {
+        let Value::Tensor(t) = v else { return vec![] };
+        t.data.iter().map(|x| if let Value::Integer(i) = x { *i } else { -1 }).collect()
+    };
+    let Value::Tuple(parts) = v else { return Err("not a tuple".into()) };
+    let [shape, offsets, columns, values] = &parts[..] else { return Err("not 4 parts".into()) };
+    let (offsets, columns, values) = (ints(offsets), ints(columns), flat(values));
+    if flat_ints(shape) != [m as i64, n as i64] {
+        return Err(format!("shape {shape}, not ({m}, {n})"));
+    }
+    if offsets.len() != m + 1 || offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err("bad row offsets".into());
+    }
+    let nnz = offsets[m] as usize;
+    if columns.len() != nnz || values.len() != nnz || columns.iter().any(|&c| c < 0 || c as usize >= n) {
+        return Err("bad columns or values".into());
+    }
+    let mut dense = vec![0.0; m * n];
+    for r in 0..m {
+        let row = offsets[r] as usize..offsets[r + 1] as usize;
+        if columns[row.clone()].windows(2).any(|w| w[0] > w[1]) {
+            return Err(format!("the columns of row {r} are not in ascending order"));
+        }
+        for k in row {
+            dense[r * n + columns[k] as usize] += values[k];
+        }
+    }
+    Ok((dense, nnz))
+}
+
+fn flat_ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Integer(i) => vec![*i],
+        Value::Tuple(xs) => xs.iter().flat_map(flat_ints).collect(),
+        _ => vec![],
+    }
 }

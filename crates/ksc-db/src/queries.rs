@@ -531,6 +531,8 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
                 | Derivation::Shape
                 | Derivation::Jac
                 | Derivation::Jac1
+                | Derivation::JacSparse
+                | Derivation::JacSparse1
                 | Derivation::CL
         )
     ) {

@@ -37,6 +37,17 @@ impl Type {
     pub fn lm(source: Type, target: Type) -> Type {
         Type::LM(Box::new(source), Box::new(target))
     }
+    /// A sparse matrix in compressed sparse row form, as `[jacsparse f]`
+    /// returns it: `(Tuple (Tuple rows cols) row_offsets columns values)`.
+    pub fn sparse_matrix() -> Type {
+        let ints = Type::vec(Type::Integer);
+        Type::Tuple(vec![
+            Type::Tuple(vec![Type::Integer, Type::Integer]),
+            ints.clone(),
+            ints,
+            Type::vec(Type::Float),
+        ])
+    }
 
     /// The type of the argument of a function with these parameter types: the
     /// single type for one parameter, their tuple otherwise.

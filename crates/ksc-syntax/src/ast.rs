@@ -169,10 +169,18 @@ pub enum Derivation {
     /// `[jac1 f] : S -> Tensor 2 Float`, the Jacobian with respect to f's
     /// first parameter only, the others held constant (not in the original).
     Jac1,
+    /// `[jacsparse f] : S -> (Tuple (Tuple Integer Integer) (Vec Integer)
+    /// (Vec Integer) (Vec Float))`, the Jacobian in compressed sparse row
+    /// form (shape, row offsets, column indices, values), computed block by
+    /// block from the inputs each output element reads (not in the original).
+    JacSparse,
+    /// `[jacsparse1 f]`: the sparse Jacobian with respect to f's first
+    /// parameter only, as `[jac1 f]` is to `[jac f]` (not in the original).
+    JacSparse1,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 10] = [
+    pub const ALL: [Derivation; 12] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -183,6 +191,8 @@ impl Derivation {
         Derivation::SufRev,
         Derivation::Jac,
         Derivation::Jac1,
+        Derivation::JacSparse,
+        Derivation::JacSparse1,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -196,6 +206,8 @@ impl Derivation {
             Derivation::SufRev => "sufrev",
             Derivation::Jac => "jac",
             Derivation::Jac1 => "jac1",
+            Derivation::JacSparse => "jacsparse",
+            Derivation::JacSparse1 => "jacsparse1",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {

@@ -92,7 +92,14 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
         return Ok(arg.clone());
     };
     match d {
-        Derivation::D | Derivation::CL | Derivation::SufFwdPass | Derivation::Shape | Derivation::Jac | Derivation::Jac1 => {
+        Derivation::D
+        | Derivation::CL
+        | Derivation::SufFwdPass
+        | Derivation::Shape
+        | Derivation::Jac
+        | Derivation::Jac1
+        | Derivation::JacSparse
+        | Derivation::JacSparse1 => {
             base_type_of(rest, arg)
         }
         Derivation::Fwd | Derivation::Rev | Derivation::SufRev => match arg {
@@ -127,6 +134,11 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
             tangent(t)?;
             (s.clone(), Type::tensor(2, Type::Float))
         }
+        Derivation::JacSparse | Derivation::JacSparse1 => {
+            tangent(s)?;
+            tangent(t)?;
+            (s.clone(), Type::sparse_matrix())
+        }
     })
 }
 
@@ -143,6 +155,8 @@ fn gdef_registers(d: Derivation) -> &'static [Derivation] {
         Derivation::D => &[Derivation::D],
         Derivation::Jac => &[Derivation::Jac],
         Derivation::Jac1 => &[Derivation::Jac1],
+        Derivation::JacSparse => &[Derivation::JacSparse],
+        Derivation::JacSparse1 => &[Derivation::JacSparse1],
     }
 }
 

@@ -1,0 +1,765 @@
+//! `[jacsparse f]`: the Jacobian of `f : S -> T` in compressed sparse row
+//! form, computed block by block (linear-maps-and-ad.md section 6).
+//!
+//! The result, of type [`Type::sparse_matrix`], is
+//! `(tuple (tuple m n) row_offsets columns values)`: m rows (T's tangent,
+//! flattened as `[jac f]` flattens it), n columns (S's tangent, or with
+//! `[jacsparse1 f]` that of f's first parameter), `row_offsets` of m + 1
+//! entries, and for row r the entries `row_offsets[r] ..
+//! row_offsets[r+1]` of `columns` and `values`. The columns of a row are
+//! those of the inputs its output element reads, in ascending order; entries
+//! are structural, so some values may be 0. If two reads of one output
+//! element reach the same input element through different index
+//! expressions (`x[i]` and `x[j]` with i = j), its columns appear twice, next
+//! to each other, and the derivative is the sum of the two entries (as with
+//! scipy's `csr_matrix`).
+//!
+//! The blocks come from f's result: a tuple of components (or one), each a
+//! `build n (lam (i : Integer) e)` or any other expression. An element `e`
+//! depends on the differentiated inputs ("active" variables: f's
+//! parameters, and the variables a top-level `let` destructures them into)
+//! through reads `index a v` of an active vector `v` whose index `a` does not
+//! depend on them ("gathers"), and through every other use of an active
+//! variable, which makes it depend on all of it. ksc makes one function of
+//! the gathered values per component, takes its dense Jacobian with
+//! `[jac1 ..]` (so the block's primal work is shared by its columns or
+//! rows), and places the block's columns at the positions of the gathered
+//! elements. A component that is not a `build` is one block.
+//!
+//! Top-level `let`s of f that compute Floats from active variables (a `sum`
+//! of an input, say) are recomputed in every block that uses them, with the
+//! active variables they read as whole inputs: correct, but dense in those.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type, Var};
+use ksc_linmap::builder::Builder;
+use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
+
+use crate::apply::{let_chain, wrap};
+use crate::jacobians::has_float;
+
+/// ksc's own .ks functions that `[jacsparse f]` calls.
+const LIBRARY: &str = include_str!("sparse.ks");
+
+/// The function that puts a block's columns in ascending order.
+fn sorted_block() -> FunName {
+    let (ivec, matrix) = (Type::vec(Type::Integer), Type::tensor(2, Type::Float));
+    FunName::typed("ksc$sortedBlock", Type::Tuple(vec![matrix, ivec.clone(), ivec]))
+}
+
+/// The definitions of `sparse.ks`, checked.
+pub fn library() -> Vec<Def> {
+    let analysis = ksc_types::analyze(LIBRARY);
+    assert!(!analysis.has_errors(), "sparse.ks: {:?}", analysis.diagnostics);
+    analysis.defs().into_iter().filter(|d| d.name.base.starts_with("ksc$")).cloned().collect()
+}
+
+/// `[jacsparse f]` and the block functions whose `[jac1 ..]` it calls.
+pub struct Sparse {
+    pub def: Def,
+    pub blocks: Vec<Def>,
+}
+
+/// Where an active variable's Floats are among the matrix's columns.
+#[derive(Clone)]
+struct Columns {
+    /// The variable (of the sparse function) holding its first column.
+    offset: Var,
+    /// For a vector of elements whose dimension the type does not fix, the
+    /// variable holding the first column of each element relative to
+    /// `offset` (n + 1 entries).
+    starts: Option<Var>,
+    /// Its place in the order of columns: the parameter's position, then
+    /// the component's in each tuple taken apart.
+    key: Vec<usize>,
+    /// For a part of a tuple taken apart: the tuple and the position of the
+    /// `let` in f's top-level chain that binds the part.
+    parent: Option<(Var, usize)>,
+}
+
+/// What an element reads of the active variables.
+enum Gather {
+    /// `index a v` of an active vector: `a` in f's body, the name the
+    /// element gets in the block function.
+    Elem { a: ExprId, v: Var, name: Var },
+    /// All of the active variable.
+    Whole(Var),
+}
+
+fn ii() -> Type {
+    Type::Tuple(vec![Type::Integer, Type::Integer])
+}
+
+fn int_op(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
+    b.call(FunName::typed(op, ii()), vec![x, y], Type::Integer)
+}
+
+/// The number of Floats in the variable `v` of type `ty`.
+fn dim_of(b: &mut Builder, v: &str, ty: &Type) -> ExprId {
+    match ty.fixed_float_count() {
+        Some(k) => b.integer(k as i64),
+        None => {
+            let x = b.var(v, ty.clone());
+            b.prim(Prim::TangentDim, vec![x])
+        }
+    }
+}
+
+/// The state of f's scope, let by let: the types of the names in scope, the
+/// active variables and their columns, and the names bound by lets that
+/// compute Floats from active variables (recomputed inside blocks), with
+/// the position of their let in f's top-level `chain`.
+struct Scope {
+    types: FxHashMap<Var, Type>,
+    active: FxHashMap<Var, Columns>,
+    inner: FxHashMap<Var, usize>,
+    chain: Vec<(Pat, ExprId)>,
+}
+
+impl Scope {
+    fn bind(&mut self, names: &[Var], tys: &[Type]) {
+        for (n, t) in names.iter().zip(tys) {
+            self.active.remove(n);
+            self.inner.remove(n);
+            self.types.insert(n.clone(), t.clone());
+        }
+    }
+}
+
+pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
+    let src = &f.body;
+    let mut cache = Cache::new();
+    let mut body = Body::new();
+    let mut fresh = 0u32;
+    let mut b = Builder::new(&mut body, &mut fresh);
+    let (chain, result) = let_chain(src, f.root);
+    let mut scope =
+        Scope { types: FxHashMap::default(), active: FxHashMap::default(), inner: FxHashMap::default(), chain: chain.clone() };
+    // The sparse function's lets before its result, in order.
+    let mut outer: Vec<(Pat, ExprId)> = Vec::new();
+
+    // The parameters: all active, or only the first (`[jacsparse1 f]` of a
+    // function of several parameters).
+    let first_only = d == Derivation::JacSparse1 && f.params.len() >= 2;
+    let mut total: Option<ExprId> = None;
+    for (k, p) in f.params.iter().enumerate() {
+        scope.bind(std::slice::from_ref(&p.name), std::slice::from_ref(&p.ty));
+        if (first_only && k > 0) || !has_float(&p.ty) {
+            continue;
+        }
+        let start = total.take().unwrap_or_else(|| b.integer(0));
+        let dim = dim_of(&mut b, &p.name, &p.ty);
+        let key = vec![k];
+        total = Some(add_active(&mut b, &mut outer, &mut scope, &p.name, &p.ty, start, Some(dim), key, None));
+    }
+    let n_columns = total.unwrap_or_else(|| b.integer(0));
+    let n_columns_var = b.fresh_name("ncols");
+    outer.push((Pat::Var(n_columns_var.clone()), n_columns));
+
+    // f's top-level lets, classified.
+    for (at, (p, r)) in chain.into_iter().enumerate() {
+        let copy = copy_tree(b.body, Some(src), r);
+        let rty = src.ty(r).clone();
+        let tys: Vec<Type> = match (&p, &rty) {
+            (Pat::Tuple(vs), Type::Tuple(ts)) if vs.len() == ts.len() => ts.clone(),
+            _ => vec![rty.clone()],
+        };
+        let fv = cache.free_vars(src, r);
+        // A tuple of active variables taken apart: its parts are active,
+        // their columns consecutive.
+        let parts_of: Option<(Var, Option<usize>)> = match (&src.exprs[r], &p) {
+            (Expr::Var(a), Pat::Tuple(_)) if scope.active.contains_key(a) => Some((a.clone(), None)),
+            (Expr::Call(ksc_ir::Callee::Prim(Prim::Get { index, .. }), x), Pat::Var(_)) => match &src.exprs[*x] {
+                Expr::Var(a) if scope.active.contains_key(a) => Some((a.clone(), Some(*index as usize))),
+                _ => None,
+            },
+            _ => None,
+        };
+        let depends = fv.iter().any(|v| scope.active.contains_key(v) || scope.inner.contains_key(v));
+        outer.push((p.clone(), copy));
+        match parts_of {
+            Some((a, which)) => {
+                let Type::Tuple(all) = scope.types[&a].clone() else { unreachable!("a tuple pattern of a tuple") };
+                let cols = scope.active[&a].clone();
+                scope.bind(p.vars(), &tys);
+                let mut start = b.var(&cols.offset, Type::Integer);
+                for (k, t) in all.iter().enumerate() {
+                    let here = match which {
+                        None => Some(p.vars()[k].clone()),
+                        Some(w) => (w == k + 1).then(|| p.vars()[0].clone()),
+                    };
+                    // The dimension of a part not bound here comes from the tuple.
+                    let dim = match (&here, t.fixed_float_count()) {
+                        (_, Some(c)) => b.integer(c as i64),
+                        (Some(v), None) => dim_of(&mut b, v, t),
+                        (None, None) => {
+                            let whole = b.var(&a, Type::Tuple(all.clone()));
+                            let part = b.prim(Prim::Get { index: k as u32 + 1, arity: all.len() as u32 }, vec![whole]);
+                            b.prim(Prim::TangentDim, vec![part])
+                        }
+                    };
+                    match here {
+                        Some(v) if has_float(t) => {
+                            let key = [&cols.key[..], &[k]].concat();
+                            let parent = Some((a.clone(), at));
+                            start = add_active(&mut b, &mut outer, &mut scope, &v, t, start, Some(dim), key, parent);
+                        }
+                        _ => start = int_op(&mut b, "add", start, dim),
+                    }
+                    if which.is_some_and(|w| w == k + 1) {
+                        break;
+                    }
+                }
+            }
+            None => {
+                scope.bind(p.vars(), &tys);
+                if depends && has_float(&rty) {
+                    for v in p.vars() {
+                        scope.inner.insert(v.clone(), at);
+                    }
+                }
+            }
+        }
+    }
+
+    // The components of the result, and a vector of blocks for each.
+    let components: Vec<ExprId> = match &src.exprs[result] {
+        Expr::Tuple(es) => es.clone(),
+        _ => vec![result],
+    };
+    // A block: its Jacobian, and the matrix columns of its columns.
+    let block_ty = Type::Tuple(vec![Type::tensor(2, Type::Float), Type::vec(Type::Integer)]);
+    let mut block_vectors = Vec::new();
+    let mut blocks = Vec::new();
+    for (c, &ec) in components.iter().enumerate() {
+        let cty = src.ty(ec).clone();
+        if cty.fixed_float_count() == Some(0) {
+            continue;
+        }
+        // (Sizes and indices are Integers: their free variables, evaluated
+        // outside the blocks where every top-level let is, carry no derivative.)
+        let lp = loop_of(src, ec);
+        let (index, elem) = match &lp {
+            Some((_, i, e)) => (i.clone(), *e),
+            None => ("ksc$i".to_string(), ec),
+        };
+        let name = FunName::plain(format!("{}${}", block_prefix(&f.name.derived(d)), c + 1));
+        let (block, gathers, in_order) = block_def(src, &mut cache, &scope, name, &index, elem);
+        let call = block_call(&mut b, src, &scope, (&block, &gathers, in_order), &index, &block_ty);
+        let vector = match lp {
+            Some((n, i, _)) => {
+                let n = copy_tree(b.body, Some(src), n);
+                let lam = b.lam(&i, Type::Integer, call);
+                b.prim(Prim::Build, vec![n, lam])
+            }
+            None => {
+                let zero = b.integer(0);
+                let one = b.let_(&index, zero, call);
+                b.prim(Prim::VecInit, vec![one])
+            }
+        };
+        block_vectors.push(vector);
+        blocks.push(block);
+    }
+    let all = match block_vectors.len() {
+        0 => {
+            let zero = b.integer(0);
+            let lam_body = b.body.alloc_typed(Expr::Dummy(block_ty.clone()), block_ty.clone());
+            let lam = b.lam("ksc$i", Type::Integer, lam_body);
+            b.prim(Prim::Build, vec![zero, lam])
+        }
+        1 => block_vectors.pop().expect("one"),
+        _ => {
+            let vs = b.prim(Prim::VecInit, block_vectors);
+            b.prim(Prim::Concat, vec![vs])
+        }
+    };
+    let root = assemble(&mut b, all, &block_ty, &n_columns_var);
+    let root = wrap(&mut b, outer, root);
+    let def = Def {
+        name: f.name.derived(d),
+        params: f.params.clone(),
+        ret_ty: Type::sparse_matrix(),
+        body,
+        root,
+    };
+    Sparse { def, blocks }
+}
+
+/// Makes `v` (of type `ty`) active with its first column at `start`; binds
+/// its offset (and element starts) in `outer`; returns its end column.
+#[allow(clippy::too_many_arguments)]
+fn add_active(
+    b: &mut Builder,
+    outer: &mut Vec<(Pat, ExprId)>,
+    scope: &mut Scope,
+    v: &str,
+    ty: &Type,
+    start: ExprId,
+    dim: Option<ExprId>,
+    key: Vec<usize>,
+    parent: Option<(Var, usize)>,
+) -> ExprId {
+    let offset = b.fresh_name("col");
+    outer.push((Pat::Var(offset.clone()), start));
+    // Element starts of a vector whose elements' dimension is not fixed.
+    let starts = match ty {
+        Type::Tensor(1, elem) if elem.fixed_float_count().is_none() => {
+            let name = b.fresh_name("starts");
+            let pair = Type::Tuple(vec![Type::Integer, (**elem).clone()]);
+            let acc = b.fresh_name("acc_x");
+            let p1 = b.var(&acc, pair.clone());
+            let sofar = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);
+            let p2 = b.var(&acc, pair.clone());
+            let x = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
+            let dx = b.prim(Prim::TangentDim, vec![x]);
+            let next = int_op(b, "add", sofar, dx);
+            let lam = b.lam(&acc, pair, next);
+            let zero = b.integer(0);
+            let vv = b.var(v, ty.clone());
+            let scan = b.prim(Prim::Scan, vec![lam, zero, vv]);
+            outer.push((Pat::Var(name.clone()), scan));
+            Some(name)
+        }
+        _ => None,
+    };
+    scope.active.insert(v.to_string(), Columns { offset: offset.clone(), starts, key, parent });
+    let dim = dim.unwrap_or_else(|| dim_of(b, v, ty));
+    let off = b.var(&offset, Type::Integer);
+    int_op(b, "add", off, dim)
+}
+
+/// `build n (lam (i : Integer) e)`: n, i and e.
+fn loop_of(src: &Body, e: ExprId) -> Option<(ExprId, Var, ExprId)> {
+    let Expr::Call(ksc_ir::Callee::Prim(Prim::Build), arg) = &src.exprs[e] else { return None };
+    let Expr::Tuple(parts) = &src.exprs[*arg] else { return None };
+    let [n, lam] = parts[..] else { return None };
+    match &src.exprs[lam] {
+        Expr::Lam(i, Type::Integer, body) => Some((n, i.clone(), *body)),
+        _ => None,
+    }
+}
+
+/// The names of the block functions of `[jacsparse f]`:
+/// `ksc$jacsparse$f$1`, `ksc$jacsparse$f$2`, .. (their types tell overloads apart).
+fn block_prefix(name: &FunName) -> String {
+    let mut s = String::from("ksc");
+    for d in &name.derivs {
+        s.push('$');
+        s.push_str(d.keyword());
+    }
+    s.push('$');
+    s.push_str(&name.base);
+    s
+}
+
+/// The block function of an element `e` (in the scope of the index
+/// `index`): `(def name R ((gathered : G) (index : Integer) data..) e')`
+/// with the gathers of `e` replaced by the parts of `gathered`; and the
+/// gathers.
+fn block_def(
+    src: &Body,
+    cache: &mut Cache,
+    scope: &Scope,
+    name: FunName,
+    index: &str,
+    e: ExprId,
+) -> (Def, Vec<Gather>, bool) {
+    // Reads of active variables in e, and the inner lets e needs.
+    let mut candidates: Vec<(ExprId, ExprId, Var)> = Vec::new();
+    let mut whole: Vec<Var> = Vec::new();
+    let mut needed_inner: FxHashSet<usize> = FxHashSet::default();
+    let mut stack: Vec<(ExprId, Vec<Var>)> = vec![(e, Vec::new())];
+    let shadowed = |bound: &[Var], v: &str| bound.iter().any(|b| b == v);
+    while let Some((x, bound)) = stack.pop() {
+        let node = &src.exprs[x];
+        if let Some((a, v)) = gather_candidate(src, x) {
+            let ok = scope.active.contains_key(&v)
+                && v != index
+                && !shadowed(&bound, &v)
+                && matches!(scope.types.get(&v), Some(Type::Tensor(1, _)))
+                && cache.free_vars(src, a).iter().all(|w| !shadowed(&bound, w));
+            if ok {
+                candidates.push((x, a, v));
+                continue;
+            }
+        }
+        if let Expr::Var(v) = node {
+            // (The index of the loop may shadow a name of f's scope.)
+            if !shadowed(&bound, v) && v != index {
+                if scope.active.contains_key(v) && !whole.contains(v) {
+                    whole.push(v.clone());
+                } else if let Some(&k) = scope.inner.get(v) {
+                    needed_inner.insert(k);
+                }
+            }
+        }
+        // Children pushed last first, so reads are found in evaluation order.
+        for (i, c) in children(node).into_iter().enumerate().rev() {
+            let mut inner_bound = bound.clone();
+            inner_bound.extend(ksc_opt::term::binds_for_child(node, i).iter().cloned());
+            stack.push((c, inner_bound));
+        }
+    }
+    // The inner lets needed, with the ones they need, in order; the active
+    // variables they read are read whole.
+    let mut k = scope.chain.len();
+    while k > 0 {
+        k -= 1;
+        if !needed_inner.contains(&k) {
+            continue;
+        }
+        let (_, r) = &scope.chain[k];
+        for v in cache.free_vars(src, *r).iter() {
+            if let Some(&j) = scope.inner.get(v).filter(|&&j| j < k) {
+                needed_inner.insert(j);
+            }
+            if scope.active.contains_key(v) && !whole.contains(v) {
+                whole.push(v.clone());
+            }
+        }
+    }
+    // A part of a tuple that is read whole is not gathered: the block takes
+    // it apart again (the lets from the tuple down to the part).
+    let whole_ancestor = |v: &Var| {
+        let mut at = scope.active[v].parent.clone();
+        let mut lets = Vec::new();
+        while let Some((up, k)) = at {
+            lets.push(k);
+            if whole.contains(&up) {
+                return Some(lets);
+            }
+            at = scope.active[&up].parent.clone();
+        }
+        None
+    };
+    let read: Vec<Var> = whole.iter().cloned().chain(candidates.iter().map(|c| c.2.clone())).collect();
+    let covered: FxHashSet<Var> = read
+        .into_iter()
+        .filter(|v| match whole_ancestor(v) {
+            Some(lets) => {
+                needed_inner.extend(lets);
+                true
+            }
+            None => false,
+        })
+        .collect();
+    whole.retain(|v| !covered.contains(v));
+    // Element gathers of variables not read whole, one per distinct read.
+    let mut gathers: Vec<Gather> = Vec::new();
+    let mut replace: FxHashMap<ExprId, Var> = FxHashMap::default();
+    let mut fresh = 0;
+    for (x, a, v) in candidates {
+        if whole.contains(&v) || covered.contains(&v) {
+            continue;
+        }
+        let same = gathers.iter().find_map(|g| match g {
+            Gather::Elem { a: a2, v: v2, name } if *v2 == v && alpha_eq(src, a, src, *a2) => Some(name.clone()),
+            _ => None,
+        });
+        let name = same.unwrap_or_else(|| {
+            fresh += 1;
+            let name = format!("ksc$gather{fresh}");
+            gathers.push(Gather::Elem { a, v: v.clone(), name: name.clone() });
+            name
+        });
+        replace.insert(x, name);
+    }
+    gathers.extend(whole.into_iter().map(Gather::Whole));
+    // In the order of the columns of the variables read (so that only reads
+    // of one variable at indices known at run time may need sorting).
+    let var_of = |g: &Gather| match g {
+        Gather::Elem { v, .. } | Gather::Whole(v) => v.clone(),
+    };
+    gathers.sort_by(|g, h| scope.active[&var_of(g)].key.cmp(&scope.active[&var_of(h)].key));
+    let in_order = gathers.windows(2).all(|w| var_of(&w[0]) != var_of(&w[1]));
+
+    // The block function's body: the gathered values taken apart, the
+    // inner lets, e with the gathers replaced.
+    let mut body = Body::new();
+    let mut fresh_names = 0u32;
+    let mut b = Builder::new(&mut body, &mut fresh_names);
+    let e2 = copy_replacing(b.body, src, e, &replace);
+    let mut lets: Vec<(Pat, ExprId)> = Vec::new();
+    let mut sorted: Vec<usize> = needed_inner.into_iter().collect();
+    sorted.sort();
+    for k in sorted {
+        let (p, r) = &scope.chain[k];
+        lets.push((p.clone(), copy_tree(b.body, Some(src), *r)));
+    }
+    let inner = wrap(&mut b, lets, e2);
+    let (names, tys): (Vec<Var>, Vec<Type>) = gathers
+        .iter()
+        .map(|g| match g {
+            Gather::Elem { a: _, v, name } => {
+                let Type::Tensor(_, elem) = &scope.types[v] else { unreachable!("a gather of a vector") };
+                (name.clone(), (**elem).clone())
+            }
+            Gather::Whole(v) => (v.clone(), scope.types[v].clone()),
+        })
+        .unzip();
+    let gathered_ty = if tys.len() == 1 { tys[0].clone() } else { Type::Tuple(tys.clone()) };
+    let gvar = b.var("ksc$gathered", gathered_ty.clone());
+    let pat = if names.len() == 1 { Pat::Var(names[0].clone()) } else { Pat::Tuple(names.clone()) };
+    let root = wrap(&mut b, vec![(pat, gvar)], inner);
+    let mut params = vec![
+        Param { name: "ksc$gathered".into(), ty: gathered_ty },
+        Param { name: index.to_string(), ty: Type::Integer },
+    ];
+    let mut fv_cache = Cache::new();
+    for v in fv_cache.free_vars(&body, root).iter() {
+        if v != "ksc$gathered" && v != index {
+            params.push(Param { name: v.clone(), ty: scope.types[v].clone() });
+        }
+    }
+    let ret_ty = src.ty(e).clone();
+    let arg_ty = Type::of_params(params.iter().map(|p| p.ty.clone()));
+    let name = FunName { base_ty: Some(arg_ty), ..name };
+    (Def { name, params, ret_ty, body, root }, gathers, in_order)
+}
+
+/// `index a v` with `v` a variable: `a` and `v`.
+fn gather_candidate(src: &Body, x: ExprId) -> Option<(ExprId, Var)> {
+    let Expr::Call(ksc_ir::Callee::Prim(Prim::Index), arg) = &src.exprs[x] else { return None };
+    let Expr::Tuple(parts) = &src.exprs[*arg] else { return None };
+    let [a, v] = parts[..] else { return None };
+    match &src.exprs[v] {
+        Expr::Var(v) => Some((a, v.clone())),
+        _ => None,
+    }
+}
+
+/// Copies the tree at `e` of `src` into `dst`, with the nodes of `replace`
+/// replaced by variables.
+fn copy_replacing(dst: &mut Body, src: &Body, e: ExprId, replace: &FxHashMap<ExprId, Var>) -> ExprId {
+    let mut results: Vec<ExprId> = Vec::new();
+    let mut stack = vec![(e, false)];
+    while let Some((x, expanded)) = stack.pop() {
+        let ty = src.ty(x).clone();
+        if let Some(v) = replace.get(&x) {
+            results.push(dst.alloc_typed(Expr::Var(v.clone()), ty));
+            continue;
+        }
+        let node = &src.exprs[x];
+        let kids = children(node);
+        if !expanded && !kids.is_empty() {
+            stack.push((x, true));
+            stack.extend(kids.iter().rev().map(|&c| (c, false)));
+            continue;
+        }
+        let new_kids = results.split_off(results.len() - kids.len());
+        results.push(dst.alloc_typed(ksc_opt::term::with_children(node, &new_kids), ty));
+    }
+    results.pop().expect("copy of a tree")
+}
+
+/// One element's block, in the sparse function: the gathered values, the
+/// block's Jacobian and the matrix columns of its columns,
+/// `(tuple J columns)`. The gathers'
+/// columns are in ascending order if `in_order`, else they are sorted at run
+/// time.
+fn block_call(
+    b: &mut Builder,
+    src: &Body,
+    scope: &Scope,
+    (block, gathers, in_order): (&Def, &[Gather], bool),
+    index: &str,
+    block_ty: &Type,
+) -> ExprId {
+    let mut lets: Vec<(Pat, ExprId)> = Vec::new();
+    let mut values = Vec::new();
+    let (mut starts, mut widths) = (Vec::new(), Vec::new());
+    for g in gathers {
+        // The gathered value, its type, and its first column: the active
+        // variable's, plus (for an element) the columns of the elements before it.
+        let (value_name, elem_ty, offset, before) = match g {
+            Gather::Elem { a, v, name: _ } => {
+                let Type::Tensor(_, elem) = &scope.types[v] else { unreachable!("a gather of a vector") };
+                let a2 = copy_tree(b.body, Some(src), *a);
+                let vv = b.var(v, scope.types[v].clone());
+                let read = b.prim(Prim::Index, vec![a2, vv]);
+                let local = b.fresh_name("gathered");
+                lets.push((Pat::Var(local.clone()), read));
+                let cols = &scope.active[v];
+                let a3 = copy_tree(b.body, Some(src), *a);
+                let before = match (&cols.starts, elem.fixed_float_count()) {
+                    (Some(starts), _) => {
+                        let s = b.var(starts, Type::vec(Type::Integer));
+                        b.prim(Prim::Index, vec![a3, s])
+                    }
+                    (None, Some(1)) => a3,
+                    (None, k) => {
+                        let k = b.integer(k.expect("a fixed element dimension") as i64);
+                        int_op(b, "mul", a3, k)
+                    }
+                };
+                (local, (**elem).clone(), cols.offset.clone(), before)
+            }
+            Gather::Whole(v) => (v.clone(), scope.types[v].clone(), scope.active[v].offset.clone(), b.integer(0)),
+        };
+        let off = b.var(&offset, Type::Integer);
+        let start = int_op(b, "add", off, before);
+        values.push(b.var(&value_name, elem_ty.clone()));
+        let width = dim_of(b, &value_name, &elem_ty);
+        for (hint, e, list) in [("start", start, &mut starts), ("width", width, &mut widths)] {
+            let name = b.fresh_name(hint);
+            lets.push((Pat::Var(name.clone()), e));
+            list.push(b.var(&name, Type::Integer));
+        }
+    }
+    let gathered = if values.len() == 1 { values.pop().expect("one") } else { b.tuple(values) };
+    let mut args = vec![gathered, b.var(index, Type::Integer)];
+    for p in &block.params[2..] {
+        args.push(b.var(&p.name, p.ty.clone()));
+    }
+    let jac = b.call(block.name.derived(Derivation::Jac1), args, Type::tensor(2, Type::Float));
+    // The columns: the runs in order, or put in ascending order with J's columns.
+    let pair = if in_order || starts.len() < 2 {
+        let columns = runs(b, &starts, &widths);
+        b.tuple(vec![jac, columns])
+    } else {
+        let starts = b.prim(Prim::VecInit, starts);
+        let widths = b.prim(Prim::VecInit, widths);
+        b.call(sorted_block(), vec![jac, starts, widths], block_ty.clone())
+    };
+    debug_assert_eq!(&b.ty(pair), block_ty);
+    wrap(b, lets, pair)
+}
+
+/// The column indices of runs of columns, one after the other: run k is
+/// `widths[k]` columns from `starts[k]` (variables). One loop:
+/// `build (w1 + .. + wn) (lam j (if (lt j w1) (add s1 j) (if (lt j (w1 + w2)) ..)))`.
+fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
+    let j = b.fresh_name("j");
+    let vector = |b: &mut Builder, total: ExprId, body: ExprId| {
+        let lam = b.lam(&j, Type::Integer, body);
+        b.prim(Prim::Build, vec![total, lam])
+    };
+    // The bounds w1, w1 + w2, ..: the last is the total.
+    let mut bounds: Vec<ExprId> = Vec::new();
+    for &w in widths {
+        let w = b.copy(w);
+        let bound = match bounds.last() {
+            Some(&prev) => {
+                let prev = ksc_opt::term::deep_copy(b, prev);
+                int_op(b, "add", prev, w)
+            }
+            None => w,
+        };
+        bounds.push(bound);
+    }
+    let Some(&total) = bounds.last() else {
+        let zero = b.integer(0);
+        let jv = b.var(&j, Type::Integer);
+        return vector(b, zero, jv);
+    };
+    let total = ksc_opt::term::deep_copy(b, total);
+    // From the last run back: column = start_k + j - (bound of run k - 1).
+    let mut body: Option<ExprId> = None;
+    for k in (0..starts.len()).rev() {
+        let jv = b.var(&j, Type::Integer);
+        let from = match k {
+            0 => jv,
+            _ => {
+                let before = ksc_opt::term::deep_copy(b, bounds[k - 1]);
+                int_op(b, "sub", jv, before)
+            }
+        };
+        let s = b.copy(starts[k]);
+        let col = int_op(b, "add", s, from);
+        body = Some(match body {
+            None => col,
+            Some(later) => {
+                let jv = b.var(&j, Type::Integer);
+                let bound = ksc_opt::term::deep_copy(b, bounds[k]);
+                let test = b.call(FunName::typed("lt", ii()), vec![jv, bound], Type::Bool);
+                b.body.alloc_typed(Expr::If(test, col, later), Type::Integer)
+            }
+        });
+    }
+    vector(b, total, body.expect("a run"))
+}
+
+/// The CSR arrays from the vector of blocks `(tuple J columns)`:
+///
+/// ```text
+/// (tuple (tuple (size lens) ncols) ($scan add 0 lens)
+///        ($concat (build nb (lam k (build (size J_k) (lam (r, c) columns_k[c])))))
+///        ($concat (build nb (lam k J_k))))
+/// where lens = $concat (build nb (lam k (constVec rows_k (size columns_k))))
+/// ```
+///
+/// (`$concat` of these `build`s computes them in place: they read `blocks`.)
+fn assemble(b: &mut Builder, all: ExprId, block_ty: &Type, n_columns: &str) -> ExprId {
+    let blocks = b.fresh_name("blocks");
+    let vty = Type::vec(block_ty.clone());
+    let nb = {
+        let v = b.var(&blocks, vty.clone());
+        b.prim(Prim::Size, vec![v])
+    };
+    let nb_name = b.fresh_name("nb");
+    // build nb (lam k (f J_k cols_k)), then $concat.
+    let per_block = |b: &mut Builder, f: &dyn Fn(&mut Builder, ExprId, ExprId) -> ExprId| {
+        let n = b.var(&nb_name, Type::Integer);
+        let k = b.fresh_name("k");
+        let kv = b.var(&k, Type::Integer);
+        let v = b.var(&blocks, vty.clone());
+        let block = b.prim(Prim::Index, vec![kv, v]);
+        let bk = b.fresh_name("block");
+        let j = {
+            let x = b.var(&bk, block_ty.clone());
+            b.prim(Prim::Get { index: 1, arity: 2 }, vec![x])
+        };
+        let cols = {
+            let x = b.var(&bk, block_ty.clone());
+            b.prim(Prim::Get { index: 2, arity: 2 }, vec![x])
+        };
+        let inner = f(b, j, cols);
+        let body = b.let_(&bk, block, inner);
+        let lam = b.lam(&k, Type::Integer, body);
+        let vs = b.prim(Prim::Build, vec![n, lam]);
+        b.prim(Prim::Concat, vec![vs])
+    };
+    let lens = per_block(b, &|b, j, cols| {
+        let size = b.prim(Prim::Size, vec![j]);
+        let rows = b.prim(Prim::Get { index: 1, arity: 2 }, vec![size]);
+        let width = b.prim(Prim::Size, vec![cols]);
+        b.prim(Prim::ConstVec, vec![rows, width])
+    });
+    let columns = per_block(b, &|b, j, cols| {
+        let size = b.prim(Prim::Size, vec![j]);
+        let rc = b.fresh_name("rc");
+        let rcv = b.var(&rc, ii());
+        let c = b.prim(Prim::Get { index: 2, arity: 2 }, vec![rcv]);
+        let column = b.prim(Prim::Index, vec![c, cols]);
+        let lam = b.lam(&rc, ii(), column);
+        b.prim(Prim::Build, vec![size, lam])
+    });
+    let values = per_block(b, &|_, j, _| j);
+    let lens_name = b.fresh_name("lens");
+    let ivec = Type::vec(Type::Integer);
+    let offsets = {
+        let pair = ii();
+        let acc = b.fresh_name("acc_len");
+        let p1 = b.var(&acc, pair.clone());
+        let x = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);
+        let p2 = b.var(&acc, pair.clone());
+        let y = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
+        let sum = int_op(b, "add", x, y);
+        let lam = b.lam(&acc, pair, sum);
+        let zero = b.integer(0);
+        let l = b.var(&lens_name, ivec.clone());
+        b.prim(Prim::Scan, vec![lam, zero, l])
+    };
+    let shape = {
+        let l = b.var(&lens_name, ivec.clone());
+        let m = b.prim(Prim::Size, vec![l]);
+        let n = b.var(n_columns, Type::Integer);
+        b.tuple(vec![m, n])
+    };
+    let result = b.tuple(vec![shape, offsets, columns, values]);
+    let result = b.let_(&lens_name, lens, result);
+    let result = b.let_(&nb_name, nb, result);
+    b.let_(&blocks, all, result)
+}
