@@ -9,8 +9,8 @@
  * ../reference/ba.c): its 31p values, then the 3p + 1 row pointers, then the
  * 31p column indices, all written as numbers. Both tools build the whole CSR
  * matrix (structure and values) in every timed call: ksc's `ba_jacobian`
- * returns each observation's 2 x 15 block and the weight entries, which are
- * copied into the value array. */
+ * is `[jacsparse1 ba_residuals]`, whose CSR arrays (64-bit integers) are
+ * copied into ADBench's. */
 #include "worker.h"
 #include "../reference/ba.c"
 #include "ba.h"
@@ -108,10 +108,17 @@ static void call(int tool, int which, double *out) {
         }
     } else {
 #ifndef KSC_NO_GRAD
-        ref_ba_structure(n, m, p, cam_idx, pt_idx, rows, cols);
-        ks_t2T1T2fT1f J = ba_jacobian(A, kcams, kX, kw, kfeats, kcam_idx, kpt_idx);
-        for (int i = 0; i < p; i++) memcpy(&vals[30 * i], J.f0.data[i].data, sizeof(double) * 30);
-        memcpy(&vals[30 * p], J.f1.data, sizeof(double) * p);
+        /* ksc's [jacsparse1 ba_residuals]: shape, row offsets, columns, values. */
+        ks_t4t2iiT1iT1iT1f J = ba_jacobian(A, kcams, kX, kw, kfeats, kcam_idx, kpt_idx);
+        if (J.f0.f0 != 3L * p || J.f0.f1 != 11L * n + 3L * m + p || J.f1.size != 3L * p + 1 || J.f3.size != 31L * p ||
+            J.f2.size != 31L * p) {
+            fprintf(stderr, "ksc's sparse Jacobian is %ld x %ld with %ld entries, not ADBench's layout\n",
+                    (long)J.f0.f0, (long)J.f0.f1, (long)J.f3.size);
+            exit(1);
+        }
+        memcpy(vals, J.f3.data, sizeof(double) * 31 * p);
+        for (long k = 0; k <= 3L * p; k++) rows[k] = (int)J.f1.data[k];
+        for (long k = 0; k < 31L * p; k++) cols[k] = (int)J.f2.data[k];
         sink = vals[0];
 #endif
     }
