@@ -1,8 +1,13 @@
 //! Differentiating any well-typed program never fails with an internal
 //! error: random mutations of the AD examples that still type-check are
 //! differentiated (every `gdef`), and every error must be a user-facing one
-//! ("not supported", "no derivative", ...), never "internal error".
+//! ("not supported", "no derivative", ...), never "internal error". And
+//! the sparse Jacobian of every mutant's functions equals the dense one.
 
+mod common;
+
+use ksc_eval::Interpreter;
+use ksc_ir::{Decl, Derivation, Type};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 
 fn examples() -> &'static [String] {
@@ -80,4 +85,79 @@ fn differentiating_well_typed_mutants_never_hits_an_internal_error() {
         }
     }
     QuickCheck::new().tests(200).max_tests(2000).quickcheck(prop as fn(Case) -> TestResult);
+}
+
+/// `[jacsparse f]` finds blocks in the shape of f's body; mutants give it
+/// bodies the examples do not have. Wherever `[jac f]` runs at a random
+/// point, `[jacsparse f]` must run too and be the same matrix, with its
+/// layout intact.
+#[test]
+fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
+    fn prop(case: Case) -> TestResult {
+        let texts = examples();
+        let text = mutate(&texts[case.file % texts.len()], &case);
+        let mut analysis = ksc_types::analyze(&text);
+        if analysis.has_errors() {
+            return TestResult::discard();
+        }
+        let mut funs: Vec<ksc_ir::FunName> = analysis
+            .source
+            .decls
+            .iter()
+            .filter_map(|d| match d {
+                Decl::Gdef(g) if g.fun.derivs.is_empty() => Some(g.fun.clone()),
+                _ => None,
+            })
+            .collect();
+        funs.dedup();
+        let requests: Vec<_> =
+            funs.iter().flat_map(|f| [Derivation::Jac, Derivation::JacSparse].map(|d| f.derived(d))).collect();
+        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+        if let Some((n, e)) = derived.errors.iter().find(|(_, e)| e.message.contains("internal error")) {
+            return TestResult::error(format!("{n}: {}\n{text}", e.message));
+        }
+        let failed: Vec<_> = derived.errors.iter().map(|(n, _)| n.clone()).collect();
+        ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &[]);
+        analysis.derived = derived.defs;
+        let defs = analysis.defs();
+        let mut interp = Interpreter::new(defs.iter().copied());
+        let mut sink = std::io::sink();
+        let mut rng = common::Rng(case.file as u64 + 7);
+        for f in funs {
+            let (jac, sparse) = (f.derived(Derivation::Jac), f.derived(Derivation::JacSparse));
+            if failed.contains(&jac) || failed.contains(&sparse) {
+                continue;
+            }
+            let Some(sig) = analysis.table.get(&f) else { continue };
+            if !type_has_values(&sig.arg_ty) {
+                continue;
+            }
+            let x = common::random_value(&sig.arg_ty, &mut rng);
+            let Ok(dense) = interp.call(&jac, x.clone(), &mut sink) else { continue };
+            let ksc_eval::Value::Tensor(d) = &dense else { return TestResult::error(format!("{jac} is {dense}")) };
+            let (m, n) = (d.shape[0], d.shape[1]);
+            let got = match interp.call(&sparse, x.clone(), &mut sink) {
+                Ok(v) => v,
+                Err(e) => return TestResult::error(format!("{sparse} at {x} fails where {jac} runs: {}\n{text}", e.message)),
+            };
+            let want = common::flat(&dense);
+            match common::densify(&got, m, n) {
+                Ok((g, _)) if g.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-9 * (1.0 + b.abs())) => {}
+                Ok(_) => return TestResult::error(format!("{sparse} at {x}: {got}, dense {dense}\n{text}")),
+                Err(m) => return TestResult::error(format!("{sparse} at {x}: {m}: {got}\n{text}")),
+            }
+        }
+        TestResult::passed()
+    }
+    QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop as fn(Case) -> TestResult);
+}
+
+/// Types `common::random_value` makes values of.
+fn type_has_values(t: &Type) -> bool {
+    match t {
+        Type::Float | Type::Integer | Type::Bool => true,
+        Type::Tuple(ts) => ts.iter().all(type_has_values),
+        Type::Tensor(_, e) => type_has_values(e),
+        _ => false,
+    }
 }
