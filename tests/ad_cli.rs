@@ -97,6 +97,18 @@ fn deriv_prints_the_sparse_jacobian_and_its_blocks() {
 }
 
 #[test]
+fn reverse_mode_computes_a_primal_value_of_two_loops_once() {
+    // GMM's primal loop over clusters computes qtimesx, and so would the
+    // loop of its cotangents: the first stores it for the second.
+    let out = ksc(&["deriv", "ksc-examples/adbench/gmm.ks", "gmm_objective", "--mode", "rev"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rev = stdout.split("\n\n").next().unwrap();
+    assert_eq!(rev.matches("([qtimesx ").count(), 1, "{rev}");
+    assert!(rev.contains("(unzip"), "{rev}");
+}
+
+#[test]
 fn deriv_prints_the_whole_jacobian() {
     let out = ksc(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -146,6 +146,20 @@ fn derive_from_jacobian(
     result
 }
 
+/// [`ksc_opt::share_loop_values`] on `def` in A-normal form; whether it
+/// shared any value.
+fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
+    let root = ksc_opt::anf(&mut b, def.root, &params);
+    let shared = ksc_opt::share_loop_values(&mut b, globals, root);
+    if shared > 0 {
+        def.root = root;
+    }
+    shared > 0
+}
+
 /// Runs a derivation, turning an internal failure (a compiler bug: an
 /// ill-typed term built by a rule) into an error instead of a crash.
 fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
@@ -203,6 +217,11 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
     for def in derived.iter_mut() {
         let report = ksc_opt::optimise_def(def, &user, &globals, &options);
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+        if def.name.derivs.first() == Some(&Derivation::Rev) && share_loop_values(def, &globals) {
+            // The primal values its loops compute twice, computed once.
+            let report = ksc_opt::optimise_def(def, &user, &globals, &options);
+            warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+        }
         if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
             // The functions the loops call, inlined (three levels), so that
             // their primal work is hoisted with the rest, and then shared.

@@ -546,10 +546,30 @@ impl Lowerer<'_> {
                     .map(|t| fb.let_(Rhs::Alloc { dims: dims.clone(), elem: t.clone() }, Type::tensor(rank, t.clone()), None))
                     .collect();
                 let nest = self.nest_open(fb, &dims);
+                // As in `build`: components that live on the heap are copied
+                // down after each iteration, so its temporaries are freed.
+                let heap = comps.iter().any(needs_heap);
+                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let start = fb.position();
                 let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
                 let xs = parts(fb, x, &elem, comps.len())?;
-                for ((x, t), out) in xs.into_iter().zip(&comps).zip(&outs) {
-                    let o = self.materialize_val(fb, st, x, t)?;
+                let mut values = Vec::new();
+                for (x, t) in xs.into_iter().zip(&comps) {
+                    values.push(self.materialize_val(fb, st, x, t)?);
+                }
+                if let Some(Op::Var(m)) = mark.filter(|_| fb.allocates_since(start)) {
+                    let mut keep = Vec::new();
+                    for (o, t) in values.iter_mut().zip(&comps) {
+                        if needs_heap(t) {
+                            let k = fb.var(t.clone(), Some("elem"), true);
+                            fb.emit(Stmt::DeclMut(k, Some(o.clone())));
+                            keep.push(k);
+                            *o = Op::Var(k);
+                        }
+                    }
+                    fb.emit(Stmt::CopyDown { mark: m, vars: keep });
+                }
+                for (o, out) in values.into_iter().zip(&outs) {
                     fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: o });
                 }
                 self.nest_close(fb, nest);

@@ -57,7 +57,7 @@ pub fn cse(b: &mut Builder, globals: &Globals, root: ExprId, in_scope: &[Var]) -
 /// expression become de Bruijn indices, so alpha-equal expressions have the
 /// same key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Tok {
+pub(crate) enum Tok {
     Node(u8, u32),
     Float(u64),
     Int(i64),
@@ -70,10 +70,16 @@ enum Tok {
     Ty(Type),
 }
 
-type Key = Vec<Tok>;
+pub(crate) type Key = Vec<Tok>;
 
 /// The canonical form of the tree at `e`.
 fn key(body: &ksc_ir::Body, e: ExprId) -> Key {
+    key_with(body, e, &|v| Tok::Free(v.clone()))
+}
+
+/// The canonical form of the tree at `e`, with its free variables written
+/// as `free` says.
+pub(crate) fn key_with(body: &ksc_ir::Body, e: ExprId, free: &dyn Fn(&Var) -> Tok) -> Key {
     enum Task {
         Visit(ExprId),
         Push(Vec<Var>),
@@ -103,7 +109,7 @@ fn key(body: &ksc_ir::Body, e: ExprId) -> Key {
             }),
             Expr::Var(v) => out.push(match env.iter().rposition(|w| w == v) {
                 Some(i) => Tok::Bound((env.len() - i) as u32),
-                None => Tok::Free(v.clone()),
+                None => free(v),
             }),
             Expr::Dummy(t) => {
                 out.push(Tok::Node(0, 0));

@@ -1,0 +1,232 @@
+//! Values that two loops over the same range both compute, computed once.
+//!
+//! Reverse mode makes this pattern everywhere: the primal `build n (lam i
+//! ..)` of a loop, and later the loop of its cotangents over the same `n`
+//! (`build`, `sumbuild` or `$buildSum`), which recomputes the primal values
+//! the derivative needs (`qtimesx` of GMM's cluster, in both). On a body in
+//! A-normal form, for a `let x = build n (lam i B1)` followed in the same
+//! chain of lets by a loop over `n` whose body `B2` has a let whose right
+//! side has the same value as a let of `B1` (equal up to the index and the
+//! loop's own lets, by value numbering) and costs something (a call or a
+//! loop, without effect), the first loop also returns that value:
+//!
+//! ```text
+//! let ((x s) (unzip (build n (lam i (let (.. (v e) ..) (tuple r v))))))
+//! ..
+//! loop n (lam j (let (.. (w (index j s)) ..) ..))
+//! ```
+//!
+//! Both lets are at the top of their loop bodies, so `B1` computed the
+//! value unconditionally; the free variables it reads outside the loops are
+//! not bound again between them. It costs memory (n values) to save their
+//! recomputation.
+
+use rustc_hash::FxHashMap;
+
+use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
+use ksc_linmap::builder::Builder;
+
+use crate::cse::{key_with, Key, Tok};
+use crate::globals::Globals;
+use crate::term::{children, Cache};
+
+/// A loop over `0 .. size` with an Integer index: its size, its index and
+/// its body.
+fn loop_parts(body: &Body, e: ExprId, first: bool) -> Option<(ExprId, Var, ExprId)> {
+    let Expr::Call(Callee::Prim(p), arg) = &body.exprs[e] else { return None };
+    let ok = if first { *p == Prim::Build } else { matches!(p, Prim::Build | Prim::Sumbuild | Prim::BuildSum) };
+    if !ok {
+        return None;
+    }
+    let Expr::Tuple(parts) = &body.exprs[*arg] else { return None };
+    let (&size, &lam) = (parts.first()?, parts.last()?);
+    match &body.exprs[lam] {
+        Expr::Lam(i, Type::Integer, b) => Some((size, i.clone(), *b)),
+        _ => None,
+    }
+}
+
+/// The lets of the chain at `e` (node, pattern, right side) and its result.
+fn chain(body: &Body, mut e: ExprId) -> (Vec<(ExprId, Pat, ExprId)>, ExprId) {
+    let mut out = Vec::new();
+    while let Expr::Let(p, r, next) = &body.exprs[e] {
+        out.push((e, p.clone(), *r));
+        e = *next;
+    }
+    (out, e)
+}
+
+/// Value numbers of a loop body's lets: keys of their right sides with the
+/// index and the variables of earlier lets written as tokens, numbered in
+/// `ids` (shared between the bodies compared).
+fn numbers(body: &Body, lets: &[(ExprId, Pat, ExprId)], index: &Var, ids: &mut FxHashMap<Key, u32>) -> Vec<u32> {
+    let mut names: FxHashMap<Var, u32> = FxHashMap::default();
+    let mut out = Vec::new();
+    for (_, p, r) in lets {
+        let key = key_with(body, *r, &|v| {
+            if v == index {
+                Tok::Node(200, 0)
+            } else if let Some(&t) = names.get(v) {
+                Tok::Node(201, t)
+            } else {
+                Tok::Free(v.clone())
+            }
+        });
+        let next = ids.len() as u32;
+        let id = *ids.entry(key).or_insert(next);
+        match p {
+            Pat::Var(v) => {
+                names.insert(v.clone(), id * 64);
+            }
+            Pat::Tuple(vs) => {
+                for (c, v) in vs.iter().enumerate() {
+                    names.insert(v.clone(), id * 64 + 1 + c as u32);
+                }
+            }
+        }
+        out.push(id);
+    }
+    out
+}
+
+/// Does computing `r` cost something worth storing: a call of a function,
+/// or a loop?
+fn costly(body: &Body, r: ExprId) -> bool {
+    match &body.exprs[r] {
+        Expr::Call(Callee::Fun(_), _) => true,
+        Expr::Call(Callee::Prim(p), _) => matches!(
+            p,
+            Prim::Build | Prim::Sumbuild | Prim::Fold | Prim::BuildSum | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2
+        ),
+        _ => false,
+    }
+}
+
+/// Shares the values loops of the A-normal-form tree at `root` compute
+/// twice (see the module); returns how many it shared. Nodes are changed
+/// in place (run the optimiser afterwards: it removes what became dead).
+pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
+    // The heads of let chains, outer ones first.
+    let mut heads = Vec::new();
+    let mut stack = vec![(root, false)];
+    while let Some((e, in_chain)) = stack.pop() {
+        let node = b.body.exprs[e].clone();
+        if let Expr::Let(_, r, next) = &node {
+            if !in_chain {
+                heads.push(e);
+            }
+            stack.push((*r, false));
+            stack.push((*next, true));
+            continue;
+        }
+        stack.extend(children(&node).into_iter().map(|c| (c, false)));
+    }
+    let mut shared = 0;
+    for &head in heads.iter().rev() {
+        shared += share_in_chain(b, globals, head);
+    }
+    shared
+}
+
+fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
+    let mut shared = 0;
+    let (outer, _) = chain(b.body, head);
+    let mut cache = Cache::new();
+    for (k1, (node1, p1, r1)) in outer.iter().enumerate() {
+        let Pat::Var(x1) = p1 else { continue };
+        let Some((size1, i1, body1)) = loop_parts(b.body, *r1, true) else { continue };
+        let size_var = match &b.body.exprs[size1] {
+            Expr::Var(v) => Some(v.clone()),
+            Expr::Lit(_) => None,
+            _ => continue,
+        };
+        let (lets1, result1) = chain(b.body, body1);
+        let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
+        let vn1 = numbers(b.body, &lets1, &i1, &mut ids);
+        // B1's lets by value number: the first of each, if it binds a variable.
+        let mut by_vn: FxHashMap<u32, usize> = FxHashMap::default();
+        for (k, &vn) in vn1.iter().enumerate() {
+            by_vn.entry(vn).or_insert(k);
+        }
+        // The free variables B1's lets read from outside.
+        let free1: Vec<Var> = {
+            let mut vs: Vec<Var> = Vec::new();
+            for (_, _, r) in &lets1 {
+                vs.extend(cache.free_vars(b.body, *r).iter().cloned());
+            }
+            vs
+        };
+        // Later loops over the same size, while nothing B1 reads is rebound.
+        let mut stores: Vec<usize> = Vec::new();
+        let mut replace: Vec<(ExprId, usize, Var)> = Vec::new();
+        for (_, p2, r2) in &outer[k1 + 1..] {
+            if let Some((size2, i2, body2)) = loop_parts(b.body, *r2, false) {
+                let same_size = match (&b.body.exprs[size1], &b.body.exprs[size2]) {
+                    (Expr::Var(u), Expr::Var(v)) => u == v,
+                    (Expr::Lit(l), Expr::Lit(m)) => l == m,
+                    _ => false,
+                };
+                if same_size {
+                    let (lets2, _) = chain(b.body, body2);
+                    let vn2 = numbers(b.body, &lets2, &i2, &mut ids);
+                    for ((n2, p, r), vn) in lets2.iter().zip(vn2) {
+                        let Some(&k) = by_vn.get(&vn) else { continue };
+                        if !matches!(p, Pat::Var(_)) || !matches!(lets1[k].1, Pat::Var(_)) {
+                            continue;
+                        }
+                        if !costly(b.body, *r) || cache.has_effect(b.body, globals, *r) {
+                            continue;
+                        }
+                        let at = stores.iter().position(|&s| s == k).unwrap_or_else(|| {
+                            stores.push(k);
+                            stores.len() - 1
+                        });
+                        replace.push((*n2, at, i2.clone()));
+                    }
+                }
+            }
+            // A rebinding of what B1 reads (or of the size) ends the search.
+            if p2.vars().iter().any(|v| free1.contains(v) || Some(v) == size_var.as_ref() || v == x1) {
+                break;
+            }
+        }
+        if stores.is_empty() {
+            continue;
+        }
+        // The first loop returns the stored values too.
+        let names: Vec<Var> = stores.iter().map(|_| b.fresh_name("stored")).collect();
+        let mut parts = vec![result1];
+        let mut tys = Vec::new();
+        for &k in &stores {
+            let Pat::Var(v) = &lets1[k].1 else { unreachable!("variables only") };
+            let ty = b.ty(lets1[k].2);
+            parts.push(b.var(v, ty.clone()));
+            tys.push(ty);
+        }
+        let result = b.tuple(parts);
+        let pairs: Vec<(Pat, ExprId)> = lets1.iter().map(|(_, p, r)| (p.clone(), *r)).collect();
+        let new_body = pairs.into_iter().rev().fold(result, |acc, (p, r)| {
+            let ty = b.ty(acc);
+            b.body.alloc_typed(Expr::Let(p, r, acc), ty)
+        });
+        let lam = b.lam(&i1, Type::Integer, new_body);
+        let build = b.prim(Prim::Build, vec![size1, lam]);
+        let unzip = b.prim(Prim::Unzip, vec![build]);
+        let Expr::Let(_, _, rest1) = b.body.exprs[*node1].clone() else { unreachable!("a let") };
+        let mut pat = vec![x1.clone()];
+        pat.extend(names.iter().cloned());
+        b.body.exprs[*node1] = Expr::Let(Pat::Tuple(pat), unzip, rest1);
+        // The later loops read them.
+        for (n2, at, i2) in replace {
+            let Expr::Let(p, _, rest) = b.body.exprs[n2].clone() else { unreachable!("a let") };
+            let iv = b.var(&i2, Type::Integer);
+            let sv = b.var(&names[at], Type::vec(tys[at].clone()));
+            let read = b.prim(Prim::Index, vec![iv, sv]);
+            b.body.exprs[n2] = Expr::Let(p, read, rest);
+            shared += 1;
+        }
+        // Nodes changed: what the cache knows of them is stale.
+        cache = Cache::new();
+    }
+    shared
+}
