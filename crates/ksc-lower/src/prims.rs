@@ -274,6 +274,14 @@ impl Lowerer<'_> {
                 let d = LVal::Delayed(Rc::new(Delayed::lam(dims.clone(), binder.clone(), *body, ctx.clone())));
                 self.sum(fb, st, &d, dims.len(), &ty, site, ErrorKind::SumbuildEmpty { size: dims.clone() })
             }
+            Prim::TapePush => {
+                let (t, tt) = args[0].val()?;
+                let (r, rt) = args[1].val()?;
+                let (t, tt, r, rt) = (t.clone(), tt.clone(), r.clone(), rt.clone());
+                let tape = self.materialize_val(fb, st, t, &tt)?;
+                let val = self.materialize_val(fb, st, r, &rt)?;
+                Ok(LVal::Op(fb.let_(Rhs::TapePush { tape, val, elem: rt }, ty.clone(), Some("tape"))))
+            }
             Prim::Sum => {
                 let (v, vt) = args[0].val()?;
                 let (rank, _) = tensor_ty(vt)?;
