@@ -97,6 +97,27 @@ fn families() -> Vec<Family> {
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
             input: |n| format!("(tuple 0.5 {n})"),
         },
+        Family {
+            name: "recursive sin",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (sin (f x (sub n 1)))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple 0.5 {n})"),
+        },
+        Family {
+            name: "recursive vector",
+            program: "(def f Float ((v : Vec Float) (i : Integer)) (if (eq i 0) 1.0 (let (a (index (sub i 1) v)) (add (mul a (f v (sub i 1))) (sin a)))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) {n})"),
+        },
+        Family {
+            name: "tree recursion",
+            program: "(def f Float ((v : Vec Float) (lo : Integer) (hi : Integer)) (if (eq (sub hi lo) 1) (index lo v) (let (mid (div (add lo hi) 2)) (mul (f v lo mid) (cos (f v mid hi))))))",
+            f: "f",
+            arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer, Type::Integer]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 0 {n})"),
+        },
     ]
 }
 

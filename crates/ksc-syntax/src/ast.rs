@@ -169,10 +169,21 @@ pub enum Derivation {
     /// `[jac1 f] : S -> Tensor 2 Float`, the Jacobian with respect to f's
     /// first parameter only, the others held constant (not in the original).
     Jac1,
+    /// `[fwdt f] : (S, dS) -> (T, dT)`: the value and its tangent from one
+    /// call (the original's tupled AD had this name). ksc's forward mode
+    /// calls it where it needs both, so that a recursive call does not
+    /// compute its callee's primal twice.
+    FwdT,
+    /// `[suffwdtape f] : (S, Tape) -> (T, Tape)` with `Tape = Vec (Tuple T
+    /// (Vec Integer))`: f's value, with the record of this call (its result
+    /// and the tape positions of the records of its recursive calls)
+    /// appended to the tape after theirs (not in the original). The
+    /// forward pass `[suffwdpass f]` runs it from an empty tape.
+    SufFwdTape,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 10] = [
+    pub const ALL: [Derivation; 12] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -183,6 +194,8 @@ impl Derivation {
         Derivation::SufRev,
         Derivation::Jac,
         Derivation::Jac1,
+        Derivation::FwdT,
+        Derivation::SufFwdTape,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -196,6 +209,8 @@ impl Derivation {
             Derivation::SufRev => "sufrev",
             Derivation::Jac => "jac",
             Derivation::Jac1 => "jac1",
+            Derivation::FwdT => "fwdt",
+            Derivation::SufFwdTape => "suffwdtape",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {
