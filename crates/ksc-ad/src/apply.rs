@@ -321,7 +321,19 @@ fn fwd_like(
     let mut fresh = 1000u32;
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
-    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs };
+    // The variables the program reads (its bindings have fresh names), and
+    // the value [fwdt f] returns.
+    let mut used = rustc_hash::FxHashSet::default();
+    collect_vars(&d.body, d.root, &mut used);
+    if let Some(w) = witnesses {
+        let (_, result) = let_chain(&d.body, d.root);
+        if let Expr::Var(g_res) = &d.body.exprs[result] {
+            if let Some(crate::derive::ExprTemplate::Var(v, _)) = w.get(g_res) {
+                used.insert(v.clone());
+            }
+        }
+    }
+    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used };
     let inner = fw.t(&mut b, d.root)?;
     let inner = match witnesses {
         // The value next to the tangent, where the let-program ends.
@@ -356,6 +368,23 @@ fn fwd_like(
     })
 }
 
+/// The names of the variables read in `e`.
+fn collect_vars(body: &Body, e: ExprId, out: &mut rustc_hash::FxHashSet<String>) {
+    match &body.exprs[e] {
+        Expr::Var(v) => {
+            out.insert(v.clone());
+        }
+        Expr::Lit(_) | Expr::Dummy(_) => {}
+        Expr::Call(_, a) | Expr::Lam(_, _, a) => collect_vars(body, *a, out),
+        Expr::Tuple(es) => es.iter().for_each(|&x| collect_vars(body, x, out)),
+        Expr::Let(_, r, x) | Expr::Assert(r, x) => {
+            collect_vars(body, *r, out);
+            collect_vars(body, *x, out);
+        }
+        Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| collect_vars(body, x, out)),
+    }
+}
+
 /// The let-chain at `e` with its final expression replaced by `f` of it.
 pub(crate) fn map_tail(b: &mut Builder, e: ExprId, f: &mut dyn FnMut(&mut Builder, ExprId) -> ExprId) -> ExprId {
     match b.expr(e).clone() {
@@ -374,6 +403,9 @@ struct Fwd<'s, 'd> {
     s_ty: Type,
     demands: &'d mut Vec<FunName>,
     pairs: &'d dyn Fn(&FunName) -> bool,
+    /// The variables read anywhere in the program: a call whose value is
+    /// not read needs only `[fwd g]`.
+    used: &'d rustc_hash::FxHashSet<String>,
 }
 
 impl Fwd<'_, '_> {
@@ -390,7 +422,11 @@ impl Fwd<'_, '_> {
         let Expr::Let(Pat::Var(gy), m, rest) = self.src.exprs[x].clone() else { return None };
         let (Prim::LmCompose, margs) = prim_call(self.src, m)? else { return None };
         let Expr::Call(Callee::Fun(dg), whole) = self.src.exprs[margs[0]].clone() else { return None };
-        if dg.derivs.first() != Some(&Derivation::D) || dg.inner().map(|(_, i)| i).as_ref() != Some(g) || !(self.pairs)(g) {
+        if dg.derivs.first() != Some(&Derivation::D)
+            || dg.inner().map(|(_, i)| i).as_ref() != Some(g)
+            || !(self.pairs)(g)
+            || !self.used.contains(y)
+        {
             return None;
         }
         let g = g.clone();
@@ -588,7 +624,7 @@ impl Fwd<'_, '_> {
         let dst = b.tuple(vec![dscv, inner_t]);
         let dst_name = b.fresh_name("dst");
         let dst_ty = b.ty(dst);
-        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands, pairs: self.pairs };
+        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands, pairs: self.pairs, used: self.used };
         let new_da = inner.t(b, dbody)?;
         let new_da = push_applications(b, new_da, inner.demands);
         let step = b.tuple(vec![new_a, new_da]);
