@@ -116,11 +116,11 @@ fn sub_one(b: &mut Builder, e: ExprId) -> ExprId {
     b.call(FunName::typed("sub", int_ii()), vec![e, one], Type::Integer)
 }
 
-/// An empty tape of records of results of type `t`.
+/// An empty tape of records of results of type `t` (`$dummy` of a vector
+/// type is the empty vector; a `build` would be a loop).
 fn empty_tape(b: &mut Builder, t: &Type) -> ExprId {
-    let rec = Type::Tuple(vec![t.clone(), Type::vec(Type::Integer)]);
-    let n = b.integer(0);
-    b.build(n, |b, _| b.body.alloc_typed(Expr::Dummy(rec.clone()), rec.clone()))
+    let tape = Type::tape(t);
+    b.body.alloc_typed(Expr::Dummy(tape.clone()), tape)
 }
 
 // ---------------------------------------------------------------------------
