@@ -1340,7 +1340,7 @@ impl Rev<'_, '_> {
         let outer = self.outer_maps(pair);
         let result = match self.src.exprs[pair].clone() {
             Expr::If(c, t, f) => {
-                let c = import(b, self.src, c);
+                let c = self.import_primal(b, c);
                 let (t, f) = (self.sub_block(b, t, r.clone(), &outer, true)?, self.sub_block(b, f, r, &outer, true)?);
                 let ty = b.ty(t);
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
@@ -1374,7 +1374,7 @@ impl Rev<'_, '_> {
                 others.push(g.clone());
             }
         }
-        let n1 = import(b, self.src, n);
+        let n1 = self.import_primal(b, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple
         // of its contributions to `targets` (grouped as `group` says).
