@@ -80,6 +80,20 @@ impl Plan {
                 }
             }
         });
+        // The forward pass hoists the bindings above a recursive call out
+        // of the expression they are in; `[D f]`'s own bindings have fresh
+        // names, but a copied source `let` (in a condition, say) could
+        // shadow a variable read after it.
+        walk(&d.body, d.root, false, &mut |e, _| {
+            if let Expr::Let(p, r, x) = &d.body.exprs[e] {
+                if p.vars().iter().any(|v| !v.starts_with("ksc$")) {
+                    let mut inside = false;
+                    walk(&d.body, *r, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
+                    walk(&d.body, *x, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
+                    ok &= !inside;
+                }
+            }
+        });
         (ok && dcalls == plan.jacobians.len()).then_some(plan)
     }
 
