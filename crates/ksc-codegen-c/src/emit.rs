@@ -561,6 +561,8 @@ impl W<'_> {
                 format!("{}({})", callee.c_name, xs.join(", "))
             }
             Rhs::Load { arr, idx } => format!("{}.data[{}]", self.op(arr), self.op(idx)),
+            // The zero-initialised value of a tensor type (`$dummy`) is empty.
+            Rhs::Dim { arr: Op::Unit, .. } => "INT64_C(0)".to_string(),
             Rhs::Dim { arr, dim } => match self.f.op_ty(arr) {
                 Type::Tensor(1, _) => format!("{}.size", self.op(arr)),
                 _ => format!("{}.size[{dim}]", self.op(arr)),
@@ -616,7 +618,7 @@ impl W<'_> {
                 let name = self.var(*v);
                 let t = self.f.ty(*v).clone();
                 let ce = c_type(elem);
-                let (tape, val) = (self.op(tape), self.op_as(val, elem));
+                let (tape, val) = (self.op_as(tape, &t), self.op_as(val, elem));
                 self.line(&format!("{} {name};", c_type(&t)));
                 self.line(&format!("{name}.data = ({ce} *)ksrt_tape_reserve(A, (void *){tape}.data, {tape}.size, sizeof({ce}));"));
                 self.line(&format!("{name}.data[{tape}.size] = {val};"));
