@@ -180,6 +180,13 @@ fn split_passes(
     };
     match d {
         Derivation::Rev => {
+            // The direct transposition, if it computes no recursive call
+            // (when no call's value is needed, as in a tail call), needs
+            // no tape.
+            let direct = derive_from_jacobian(d, f, jacobians, work, &|_| true, &has_body)?;
+            if !tape::calls_live(&direct.body, direct.root, &f.name).0 {
+                return Ok(direct);
+            }
             work.push(f.name.derived(Derivation::SufFwdPass));
             work.push(f.name.derived(Derivation::SufRevPass));
             guard(|| tape::rev_by_passes(&f.name, &s, &t))

@@ -102,6 +102,54 @@ impl Plan {
     }
 }
 
+/// Does `e` compute a call of `f` whose value is needed? (Bindings whose
+/// variables are not read are skipped, as dead-code elimination would.)
+/// Returns that, and the variables `e` reads.
+pub fn calls_live(body: &Body, e: ExprId, f: &FunName) -> (bool, rustc_hash::FxHashSet<String>) {
+    let mut vars = rustc_hash::FxHashSet::default();
+    let calls = live(body, e, f, &mut vars);
+    (calls, vars)
+}
+
+fn live(body: &Body, e: ExprId, f: &FunName, vars: &mut rustc_hash::FxHashSet<String>) -> bool {
+    match &body.exprs[e] {
+        Expr::Var(v) => {
+            vars.insert(v.clone());
+            false
+        }
+        Expr::Lit(_) | Expr::Dummy(_) => false,
+        Expr::Call(c, a) => {
+            let inner = live(body, *a, f, vars);
+            inner || matches!(c, Callee::Fun(g) if g == f)
+        }
+        Expr::Tuple(es) => es.iter().fold(false, |acc, &x| live(body, x, f, vars) | acc),
+        Expr::Let(p, r, x) => {
+            let mut inner = rustc_hash::FxHashSet::default();
+            let cx = live(body, *x, f, &mut inner);
+            let names = p.vars();
+            let needed = names.iter().any(|n| inner.contains(n));
+            for n in names {
+                inner.remove(n);
+            }
+            vars.extend(inner);
+            if needed {
+                live(body, *r, f, vars) | cx
+            } else {
+                cx
+            }
+        }
+        Expr::If(c, t, x) => live(body, *c, f, vars) | live(body, *t, f, vars) | live(body, *x, f, vars),
+        Expr::Assert(c, x) => live(body, *c, f, vars) | live(body, *x, f, vars),
+        Expr::Lam(v, _, x) => {
+            let mut inner = rustc_hash::FxHashSet::default();
+            let cx = live(body, *x, f, &mut inner);
+            inner.remove(v);
+            vars.extend(inner);
+            cx
+        }
+    }
+}
+
 fn walk(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
     f(e, in_lam);
     match &body.exprs[e] {
