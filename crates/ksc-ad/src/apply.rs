@@ -23,7 +23,7 @@ use ksc_linmap::builder::{prim_call, Builder};
 
 use crate::derive::{AdError, Witnesses, R};
 
-fn has_lm(t: &Type) -> bool {
+pub(crate) fn has_lm(t: &Type) -> bool {
     match t {
         Type::LM(..) => true,
         Type::Tuple(ts) => ts.iter().any(has_lm),
@@ -32,11 +32,11 @@ fn has_lm(t: &Type) -> bool {
     }
 }
 
-fn is_lm(t: &Type) -> bool {
+pub(crate) fn is_lm(t: &Type) -> bool {
     matches!(t, Type::LM(..))
 }
 
-fn internal<T>(what: impl Into<String>) -> R<T> {
+pub(crate) fn internal<T>(what: impl Into<String>) -> R<T> {
     Err(AdError { message: format!("internal error in automatic differentiation: {}", what.into()), at: None })
 }
 
@@ -48,26 +48,77 @@ pub fn import(b: &mut Builder, src: &Body, e: ExprId) -> ExprId {
 }
 
 fn import_with(b: &mut Builder, src: &Body, e: ExprId, retype: &dyn Fn(&Type) -> Type) -> ExprId {
+    import_hooked(b, src, e, retype, None)
+}
+
+/// A hook replacing some sub-expressions of the source when they are
+/// copied (reverse mode reads the results of recursive calls from a tape).
+pub(crate) type Hook<'h> = Option<&'h dyn Fn(&mut Builder, ExprId) -> Option<ExprId>>;
+
+pub(crate) fn import_hooked(b: &mut Builder, src: &Body, e: ExprId, retype: &dyn Fn(&Type) -> Type, hook: Hook) -> ExprId {
+    if let Some(r) = hook.and_then(|h| h(b, e)) {
+        return r;
+    }
     let ty = retype(src.ty(e));
+    let go = |b: &mut Builder, x: ExprId| import_hooked(b, src, x, retype, hook);
     let node = match src.exprs[e].clone() {
-        Expr::Call(c, a) => Expr::Call(c, import_with(b, src, a, retype)),
-        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| import_with(b, src, x, retype)).collect()),
-        Expr::Let(p, r, x) => Expr::Let(p, import_with(b, src, r, retype), import_with(b, src, x, retype)),
-        Expr::If(c, t, f) => Expr::If(
-            import_with(b, src, c, retype),
-            import_with(b, src, t, retype),
-            import_with(b, src, f, retype),
-        ),
-        Expr::Assert(c, x) => Expr::Assert(import_with(b, src, c, retype), import_with(b, src, x, retype)),
-        Expr::Lam(v, t, x) => Expr::Lam(v, t, import_with(b, src, x, retype)),
+        Expr::Call(c, a) => Expr::Call(c, go(b, a)),
+        Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| go(b, x)).collect()),
+        Expr::Let(p, r, x) => Expr::Let(p, go(b, r), go(b, x)),
+        Expr::If(c, t, f) => Expr::If(go(b, c), go(b, t), go(b, f)),
+        Expr::Assert(c, x) => Expr::Assert(go(b, c), go(b, x)),
+        Expr::Lam(v, t, x) => Expr::Lam(v, t, go(b, x)),
         n @ (Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_)) => n,
     };
     b.body.alloc_typed(node, ty)
 }
 
+/// The primal part of a mixed expression of `src`: maps replaced by units.
+pub(crate) fn strip_expr(b: &mut Builder, src: &Body, e: ExprId, hook: Hook) -> ExprId {
+    let ty = src.ty(e).clone();
+    if !has_lm(&ty) {
+        return import_hooked(b, src, e, &strip_type, hook);
+    }
+    if is_lm(&ty) {
+        return b.tuple(Vec::new());
+    }
+    match src.exprs[e].clone() {
+        Expr::Let(p, r, x) => {
+            if is_lm(src.ty(r)) {
+                return strip_expr(b, src, x, hook);
+            }
+            let r = strip_expr(b, src, r, hook);
+            let x = strip_expr(b, src, x, hook);
+            let ty = b.ty(x);
+            b.body.alloc_typed(Expr::Let(p, r, x), ty)
+        }
+        Expr::Tuple(es) => {
+            let es = es.into_iter().map(|x| strip_expr(b, src, x, hook)).collect();
+            b.tuple(es)
+        }
+        Expr::If(c, t, f) => {
+            let c = import_hooked(b, src, c, &|t: &Type| t.clone(), hook);
+            let (t, f) = (strip_expr(b, src, t, hook), strip_expr(b, src, f, hook));
+            let ty = b.ty(t);
+            b.body.alloc_typed(Expr::If(c, t, f), ty)
+        }
+        Expr::Assert(c, x) => {
+            let c = import_hooked(b, src, c, &|t: &Type| t.clone(), hook);
+            let x = strip_expr(b, src, x, hook);
+            let ty = b.ty(x);
+            b.body.alloc_typed(Expr::Assert(c, x), ty)
+        }
+        Expr::Call(Callee::Prim(p @ Prim::Get { .. }), a) => {
+            let a = strip_expr(b, src, a, hook);
+            b.prim(p, vec![a])
+        }
+        _ => b.tuple(Vec::new()),
+    }
+}
+
 /// The type with every linear map replaced by the unit (reverse mode's
 /// primal view of a (value, map) pair).
-fn strip_type(t: &Type) -> Type {
+pub(crate) fn strip_type(t: &Type) -> Type {
     match t {
         Type::LM(..) => Type::unit(),
         Type::Tuple(ts) => Type::Tuple(ts.iter().map(strip_type).collect()),
@@ -216,7 +267,7 @@ pub(crate) fn wrap(b: &mut Builder, block: Vec<(Pat, ExprId)>, result: ExprId) -
 }
 
 /// Binds the function's parameters from the single argument `arg`.
-fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inner: ExprId) -> ExprId {
+pub(crate) fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inner: ExprId) -> ExprId {
     let a = b.var(arg, arg_ty.clone());
     let pat = if params.len() == 1 {
         Pat::Var(params[0].name.clone())
@@ -230,7 +281,7 @@ fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inne
 /// A name for a parameter of a derived function that none of the
 /// differentiated function's parameters uses (derivatives of derivatives
 /// have the inner derivative's parameters in scope).
-fn param_name(hint: &str, f: &Def) -> String {
+pub(crate) fn param_name(hint: &str, f: &Def) -> String {
     let depth = f.name.derivs.len() + 1;
     (depth..)
         .map(|k| format!("ksc${hint}{k}"))
@@ -241,15 +292,35 @@ fn param_name(hint: &str, f: &Def) -> String {
 // ---------------------------------------------------------------------------
 // Forward mode.
 
-/// `[fwd f]` from `[D f]`.
 /// Where the fresh names of `[fwd f]` and `[rev f]` start: above the
 /// `ksc$` names of f and of its Jacobian `d`, which they keep.
-fn fresh_start(f: &Def, d: &Def) -> u32 {
+pub(crate) fn fresh_start(f: &Def, d: &Def) -> u32 {
     let floor = ksc_opt::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
     1000u32.max(floor.saturating_add(1))
 }
 
-pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>) -> R<Def> {
+/// `[fwd f]` from `[D f]`. `pairs` says whether a callee's value and
+/// tangent may come from one call of `[fwdt g]` (not when `[fwd g]` is
+/// written by hand and `[fwdt g]` is not).
+pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
+    fwd_like(Derivation::Fwd, f, d, None, demands, pairs)
+}
+
+/// `[fwdt f] (x, dx) = (f x, [fwd f] (x, dx))` from `[D f]`: the value is
+/// the primal of the Jacobian's result (its witness), so both come from one
+/// run of the let-program.
+pub fn fwdt_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
+    fwd_like(Derivation::FwdT, f, d, Some(witnesses), demands, pairs)
+}
+
+fn fwd_like(
+    which: Derivation,
+    f: &Def,
+    d: &Def,
+    witnesses: Option<&Witnesses>,
+    demands: &mut Vec<FunName>,
+    pairs: &dyn Fn(&FunName) -> bool,
+) -> R<Def> {
     let s_ty = f.arg_ty();
     let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", s_ty), at: None })?;
     let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
@@ -257,20 +328,80 @@ pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>) -> R<Def> {
     let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
-    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands };
+    // The variables the program reads (its bindings have fresh names), and
+    // the value [fwdt f] returns.
+    let mut used = rustc_hash::FxHashSet::default();
+    collect_vars(&d.body, d.root, &mut used);
+    if let Some(w) = witnesses {
+        let (_, result) = let_chain(&d.body, d.root);
+        if let Expr::Var(g_res) = &d.body.exprs[result] {
+            if let Some(crate::derive::ExprTemplate::Var(v, _)) = w.get(g_res) {
+                used.insert(v.clone());
+            }
+        }
+    }
+    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used };
     let inner = fw.t(&mut b, d.root)?;
+    let inner = match witnesses {
+        // The value next to the tangent, where the let-program ends.
+        Some(w) => {
+            let (_, result) = let_chain(&d.body, d.root);
+            let Expr::Var(g_res) = d.body.exprs[result].clone() else {
+                return internal("a Jacobian that does not end in a map variable");
+            };
+            let Some(value) = w.get(&g_res) else { return internal(format!("no value known for `{g_res}`")) };
+            map_tail(&mut b, inner, &mut |b, tangent| {
+                let v = value.build(b);
+                b.tuple(vec![v, tangent])
+            })
+        }
+        None => inner,
+    };
     let inner = push_applications(&mut b, inner, fw.demands);
     let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
-    if b.ty(root) != dt_ty {
-        return internal(format!("[fwd {}] has type {} instead of {}", f.name, b.ty(root), dt_ty));
+    let ret = match which {
+        Derivation::FwdT => Type::Tuple(vec![f.ret_ty.clone(), dt_ty]),
+        _ => dt_ty,
+    };
+    if b.ty(root) != ret {
+        return internal(format!("[{} {}] has type {} instead of {}", which.keyword(), f.name, b.ty(root), ret));
     }
     Ok(Def {
-        name: f.name.derived(Derivation::Fwd),
+        name: f.name.derived(which),
         params: vec![Param { name: x_name, ty: s_ty }, Param { name: dx_name, ty: ds_ty }],
-        ret_ty: dt_ty,
+        ret_ty: ret,
         body,
         root,
     })
+}
+
+/// The names of the variables read in `e`.
+fn collect_vars(body: &Body, e: ExprId, out: &mut rustc_hash::FxHashSet<String>) {
+    match &body.exprs[e] {
+        Expr::Var(v) => {
+            out.insert(v.clone());
+        }
+        Expr::Lit(_) | Expr::Dummy(_) => {}
+        Expr::Call(_, a) | Expr::Lam(_, _, a) => collect_vars(body, *a, out),
+        Expr::Tuple(es) => es.iter().for_each(|&x| collect_vars(body, x, out)),
+        Expr::Let(_, r, x) | Expr::Assert(r, x) => {
+            collect_vars(body, *r, out);
+            collect_vars(body, *x, out);
+        }
+        Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| collect_vars(body, x, out)),
+    }
+}
+
+/// The let-chain at `e` with its final expression replaced by `f` of it.
+pub(crate) fn map_tail(b: &mut Builder, e: ExprId, f: &mut dyn FnMut(&mut Builder, ExprId) -> ExprId) -> ExprId {
+    match b.expr(e).clone() {
+        Expr::Let(p, r, x) => {
+            let x = map_tail(b, x, f);
+            let ty = b.ty(x);
+            b.body.alloc_typed(Expr::Let(p, r, x), ty)
+        }
+        _ => f(b, e),
+    }
 }
 
 struct Fwd<'s, 'd> {
@@ -278,9 +409,56 @@ struct Fwd<'s, 'd> {
     dx: (String, Type),
     s_ty: Type,
     demands: &'d mut Vec<FunName>,
+    pairs: &'d dyn Fn(&FunName) -> bool,
+    /// The variables read anywhere in the program: a call whose value is
+    /// not read needs only `[fwd g]`.
+    used: &'d rustc_hash::FxHashSet<String>,
 }
 
 impl Fwd<'_, '_> {
+    /// `let y = g a in let g_y = lmCompose ([D g] a) g_a in rest`, the
+    /// pattern `[D f]` gives a call of a function with a body, becomes
+    /// `let p = [fwdt g] (a, g_a ⊙ dx); y = get$1$2 p; g_y = get$2$2 p in
+    /// rest`: the callee's value and tangent from one call, so that a
+    /// recursive call does not compute the callee's primal twice (which
+    /// makes forward mode of recursion quadratic). `rest` is transformed
+    /// by `t` or, with `map`, by `apply_s`.
+    fn pair_call(&mut self, b: &mut Builder, p: &Pat, r: ExprId, x: ExprId, map: bool) -> Option<R<ExprId>> {
+        let Pat::Var(y) = p else { return None };
+        let Expr::Call(Callee::Fun(g), _) = &self.src.exprs[r] else { return None };
+        let Expr::Let(Pat::Var(gy), m, rest) = self.src.exprs[x].clone() else { return None };
+        let (Prim::LmCompose, margs) = prim_call(self.src, m)? else { return None };
+        let Expr::Call(Callee::Fun(dg), whole) = self.src.exprs[margs[0]].clone() else { return None };
+        if dg.derivs.first() != Some(&Derivation::D)
+            || dg.inner().map(|(_, i)| i).as_ref() != Some(g)
+            || !(self.pairs)(g)
+            || !self.used.contains(y)
+        {
+            return None;
+        }
+        let g = g.clone();
+        let y = y.clone();
+        Some((|| {
+            let t_ty = self.src.ty(r).clone();
+            let dt_ty = tangent_of_mixed(self.src.ty(m))?;
+            let a = import(b, self.src, whole);
+            let da = self.apply_s(b, margs[1])?;
+            let target = g.derived(Derivation::FwdT);
+            self.demands.push(target.clone());
+            let pair_ty = Type::Tuple(vec![t_ty.clone(), dt_ty.clone()]);
+            let call = b.call(target, vec![a, da], pair_ty.clone());
+            let pn = b.fresh_name("vt");
+            let rest = if map { self.apply_s(b, rest)? } else { self.t(b, rest)? };
+            let pv = b.var(&pn, pair_ty.clone());
+            let dy = b.prim(Prim::Get { index: 2, arity: 2 }, vec![pv]);
+            let rest = b.let_(&gy, dy, rest);
+            let pv = b.var(&pn, pair_ty);
+            let v = b.prim(Prim::Get { index: 1, arity: 2 }, vec![pv]);
+            let rest = b.let_(&y, v, rest);
+            Ok(b.let_(&pn, call, rest))
+        })())
+    }
+
     /// The expression with every map from S replaced by its tangent.
     fn t(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
         let ty = self.src.ty(e).clone();
@@ -292,6 +470,9 @@ impl Fwd<'_, '_> {
         }
         let node = match self.src.exprs[e].clone() {
             Expr::Let(p, r, x) => {
+                if let Some(done) = self.pair_call(b, &p, r, x, false) {
+                    return done;
+                }
                 let r = self.t(b, r)?;
                 let x = self.t(b, x)?;
                 let ty = b.ty(x);
@@ -450,7 +631,7 @@ impl Fwd<'_, '_> {
         let dst = b.tuple(vec![dscv, inner_t]);
         let dst_name = b.fresh_name("dst");
         let dst_ty = b.ty(dst);
-        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands };
+        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands, pairs: self.pairs, used: self.used };
         let new_da = inner.t(b, dbody)?;
         let new_da = push_applications(b, new_da, inner.demands);
         let step = b.tuple(vec![new_a, new_da]);
@@ -470,6 +651,9 @@ impl Fwd<'_, '_> {
         let ty = self.src.ty(e).clone();
         match self.src.exprs[e].clone() {
             Expr::Let(p, r, x) => {
+                if let Some(done) = self.pair_call(b, &p, r, x, true) {
+                    return done;
+                }
                 let r = self.t(b, r)?;
                 let x = self.apply_s(b, x)?;
                 let ty = b.ty(x);
@@ -566,6 +750,22 @@ fn transpose_program(
     params: &[Param],
     seed: (String, Type),
 ) -> R<ExprId> {
+    transpose_program_taped(b, src, root, witnesses, demands, s_ty, params, seed, None)
+}
+
+/// [`transpose_program`], reading recursive calls from a tape if given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose_program_taped(
+    b: &mut Builder,
+    src: &Body,
+    root: ExprId,
+    witnesses: &Witnesses,
+    demands: &mut Vec<FunName>,
+    s_ty: &Type,
+    params: &[Param],
+    seed: (String, Type),
+    tape: Option<std::rc::Rc<crate::tape::RevTape>>,
+) -> R<ExprId> {
     let mut rv = Rev {
         src,
         witnesses,
@@ -579,6 +779,7 @@ fn transpose_program(
         tuples: FxHashMap::default(),
         indexed: FxHashMap::default(),
         loop_depth: 0,
+        tape,
     };
     let (bindings, result) = let_chain(src, root);
     let Expr::Var(g_res) = src.exprs[result].clone() else {
@@ -623,6 +824,9 @@ struct Rev<'s, 'd> {
     indexed: FxHashMap<String, String>,
     /// How many loop bodies the code being transposed is in.
     loop_depth: u32,
+    /// In `[sufrevpass f]` of a recursive f: where the results of f's
+    /// recursive calls are read from, and how its reverse passes are called.
+    tape: Option<std::rc::Rc<crate::tape::RevTape>>,
 }
 
 /// Is an index space of this size (a variable) empty: `n == 0`, or some
@@ -784,44 +988,20 @@ impl Rev<'_, '_> {
 
     /// The primal part of a mixed expression: maps replaced by units.
     fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
-        let ty = self.src.ty(e).clone();
-        if !has_lm(&ty) {
-            return import_with(b, self.src, e, &strip_type);
+        let tape = self.tape.clone();
+        match &tape {
+            Some(t) => strip_expr(b, self.src, e, Some(&|b: &mut Builder, x: ExprId| t.read(b, x))),
+            None => strip_expr(b, self.src, e, None),
         }
-        if is_lm(&ty) {
-            return b.tuple(Vec::new());
-        }
-        match self.src.exprs[e].clone() {
-            Expr::Let(p, r, x) => {
-                if is_lm(self.src.ty(r)) {
-                    return self.strip(b, x);
-                }
-                let r = self.strip(b, r);
-                let x = self.strip(b, x);
-                let ty = b.ty(x);
-                b.body.alloc_typed(Expr::Let(p, r, x), ty)
-            }
-            Expr::Tuple(es) => {
-                let es = es.into_iter().map(|x| self.strip(b, x)).collect();
-                b.tuple(es)
-            }
-            Expr::If(c, t, f) => {
-                let c = import(b, self.src, c);
-                let (t, f) = (self.strip(b, t), self.strip(b, f));
-                let ty = b.ty(t);
-                b.body.alloc_typed(Expr::If(c, t, f), ty)
-            }
-            Expr::Assert(c, x) => {
-                let c = import(b, self.src, c);
-                let x = self.strip(b, x);
-                let ty = b.ty(x);
-                b.body.alloc_typed(Expr::Assert(c, x), ty)
-            }
-            Expr::Call(Callee::Prim(p @ Prim::Get { .. }), a) => {
-                let a = self.strip(b, a);
-                b.prim(p, vec![a])
-            }
-            _ => b.tuple(Vec::new()),
+    }
+
+    /// A primal expression of the source, copied (recursive calls read
+    /// from the tape).
+    fn import_primal(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
+        let tape = self.tape.clone();
+        match &tape {
+            Some(t) => import_hooked(b, self.src, e, &strip_type, Some(&|b: &mut Builder, x: ExprId| t.read(b, x))),
+            None => import_with(b, self.src, e, &strip_type),
         }
     }
 
@@ -840,7 +1020,7 @@ impl Rev<'_, '_> {
                 let e = self.strip(b, *rhs);
                 self.block.push((pat.clone(), e));
             } else {
-                let e = import_with(b, self.src, *rhs, &strip_type);
+                let e = self.import_primal(b, *rhs);
                 self.block.push((pat.clone(), e));
             }
         }
@@ -880,6 +1060,12 @@ impl Rev<'_, '_> {
                     // An element of a vector the loop reads at its index.
                     self.contribs.entry(g).or_default().push(r);
                     return Ok(());
+                }
+                if let Some(t) = self.tape.clone() {
+                    if let Some(call) = t.rev_call(b, self.src, args[0], &r) {
+                        let t = self.emit(b, "r", call);
+                        return self.push_r(b, t, args[1]);
+                    }
                 }
                 if let Some(fold) = ksc_linmap::builder::call_of(self.src, args[0], Prim::LmFold) {
                     let t = self.rfold(b, &fold, r)?;
@@ -1161,7 +1347,7 @@ impl Rev<'_, '_> {
         let outer = self.outer_maps(pair);
         let result = match self.src.exprs[pair].clone() {
             Expr::If(c, t, f) => {
-                let c = import(b, self.src, c);
+                let c = self.import_primal(b, c);
                 let (t, f) = (self.sub_block(b, t, r.clone(), &outer, true)?, self.sub_block(b, f, r, &outer, true)?);
                 let ty = b.ty(t);
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
@@ -1195,7 +1381,7 @@ impl Rev<'_, '_> {
                 others.push(g.clone());
             }
         }
-        let n1 = import(b, self.src, n);
+        let n1 = self.import_primal(b, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple
         // of its contributions to `targets` (grouped as `group` says).
@@ -1297,12 +1483,9 @@ impl Rev<'_, '_> {
     }
 }
 
-/// The split passes of `f : S -> T` (knossos-reference.md 5.4), with the
-/// argument as the residual: `[suffwdpass f] x = (f x, x)`,
-/// `[sufrevpass [f S]] (dr, x) = [rev f] (x, dr)`, `[sufrev f] = [rev f]`.
-/// The reverse pass recomputes f's primal values (as `[rev f]` does). And
-/// `[shape f] x = shape (f x)` (knossos-reference.md 5.6), which the
-/// optimiser's rules simplify where they can.
+/// `[sufrev f] (x, dr) = [rev f] (x, dr)` (the split passes are in
+/// `tape.rs`), and `[shape f] x = shape (f x)` (knossos-reference.md 5.6),
+/// which the optimiser's rules simplify where they can.
 pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
     let mut body = Body::new();
     let mut fresh = 0u32;
@@ -1311,13 +1494,6 @@ pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
     let ds = s.tangent().unwrap_or(Type::Unknown);
     let rev = f.derived(Derivation::Rev);
     let (params, root, ret) = match d {
-        Derivation::SufFwdPass => {
-            let x = b.var("ksc$x", s.clone());
-            let y = b.call(f.clone(), vec![x], t.clone());
-            let x2 = b.var("ksc$x", s.clone());
-            let root = b.tuple(vec![y, x2]);
-            (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, Type::Tuple(vec![t.clone(), s.clone()]))
-        }
         Derivation::Shape => {
             // f inlined, so the shape rules can look at its result.
             let x = b.var("ksc$x", s.clone());
@@ -1326,15 +1502,6 @@ pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
             let root = b.prim(Prim::Shape, vec![y]);
             let ret = b.ty(root);
             (vec![Param { name: "ksc$x".into(), ty: s.clone() }], root, ret)
-        }
-        Derivation::SufRevPass => {
-            let (x, r) = (b.var("ksc$res", s.clone()), b.var("ksc$dr", dt.clone()));
-            let root = b.call(rev, vec![x, r], ds.clone());
-            (
-                vec![Param { name: "ksc$dr".into(), ty: dt }, Param { name: "ksc$res".into(), ty: s.clone() }],
-                root,
-                ds,
-            )
         }
         _ => {
             let (x, r) = (b.var("ksc$x", s.clone()), b.var("ksc$dr", dt.clone()));

@@ -8,6 +8,7 @@ pub mod derive;
 pub mod jac;
 pub mod jacobians;
 pub mod sparse;
+pub mod tape;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -37,6 +38,9 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
     let mut jacobians: FxHashMap<FunName, (Def, derive::Witnesses)> = FxHashMap::default();
     let mut work: Vec<FunName> = requests.to_vec();
     let mut failed: FxHashSet<FunName> = FxHashSet::default();
+    // A callee's value and tangent come from one `[fwdt g]`, unless `[fwd
+    // g]` is written by hand and `[fwdt g]` is not.
+    let pairs = |g: &FunName| !known.contains(&g.derived(Derivation::Fwd)) || known.contains(&g.derived(Derivation::FwdT));
     while let Some(name) = work.pop() {
         if known.contains(&name) || by_name.contains_key(&name) || failed.contains(&name) {
             continue;
@@ -60,12 +64,28 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
                 continue;
             }
         };
+        // A `[rev g]` made of the split passes (g recursive) is
+        // differentiated as the equal function that recomputes primals
+        // (the tape's `$tapePush` has no derivative): `[rev g]` from the
+        // transposed `[D g]`, whose recursive call is `[rev g]` again.
+        let f = match inner.inner() {
+            Some((Derivation::Rev, g)) if written.is_none() && d != Derivation::CL && by_passes(&f) => {
+                let gdef = existing.iter().copied().find(|d| d.name == g).or_else(|| by_name.get(&g)).cloned();
+                let has_body = |n: &FunName| {
+                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
+                };
+                match gdef.map(|gdef| derive_from_jacobian(Derivation::Rev, &gdef, &mut jacobians, &mut work, &pairs, has_body)) {
+                    Some(Ok(plain)) => plain,
+                    _ => f,
+                }
+            }
+            _ => f,
+        };
         let made = match d {
-            // The split passes: the forward pass keeps the argument as its
-            // residual, the reverse pass is `[rev f]` at it. `[shape f]` is
-            // the shape of f's result (simplified later where the shape
-            // rules allow). `[jac f]` calls `[fwd f]` or `[rev f]` per
-            // column or row. All need only f's signature.
+            // `[shape f]` is the shape of f's result (simplified later
+            // where the shape rules allow). `[jac f]` calls `[fwd f]` or
+            // `[rev f]` per column or row. `[sufrev f]` is `[rev f]`. All
+            // need only f's signature.
             Derivation::Jac | Derivation::Jac1 => {
                 let (s, t) = (f.arg_ty(), f.ret_ty.clone());
                 let active = jac::Active::new(d, &s, f.params.len());
@@ -88,20 +108,36 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
                 sp.def
             }),
             Derivation::Shape => Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty)),
-            Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufRev => {
+            Derivation::SufRev => {
                 work.push(inner.derived(Derivation::Rev));
                 Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty))
+            }
+            // The split passes with a tape (`tape.rs`), and `[rev f]` by
+            // them when f is recursive.
+            Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufFwdTape => {
+                let has_body = |n: &FunName| {
+                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
+                };
+                split_passes(d, &f, &mut jacobians, &mut work, has_body)
+            }
+            Derivation::Rev if is_recursive(&f) => {
+                let has_body = |n: &FunName| {
+                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
+                };
+                split_passes(d, &f, &mut jacobians, &mut work, has_body)
             }
             // `[CL f]`: f's definition through the categorical language and back.
             Derivation::CL => {
                 guard(|| ksc_cl::cl_def(&f).map_err(|e| AdError { message: format!("CL: {e}"), at: None }))
             }
             Derivation::D => Err(AdError { message: "`[D f]` is a linear map, not code".to_string(), at: None }),
-            Derivation::Fwd | Derivation::Rev => derive_from_jacobian(d, &f, &mut jacobians, &mut work, |n: &FunName| {
-                known.contains(n) && existing.iter().any(|d| &d.name == n)
-                    || by_name.contains_key(n)
-                    || derivable(n, &known)
-            }),
+            Derivation::Fwd | Derivation::Rev | Derivation::FwdT => {
+                derive_from_jacobian(d, &f, &mut jacobians, &mut work, &pairs, |n: &FunName| {
+                    known.contains(n) && existing.iter().any(|d| &d.name == n)
+                        || by_name.contains_key(n)
+                        || derivable(n, &known)
+                })
+            }
         };
         match made {
             Ok(def) => {
@@ -121,9 +157,21 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
     out
 }
 
-/// `[fwd f]` or `[rev f]` from `[D f]` (derived once per f, kept in
-/// `jacobians`); the derivatives of callees it needs are added to `work`.
-fn derive_from_jacobian(
+/// Is f (a `[rev g]`) made of g's split passes?
+fn by_passes(f: &Def) -> bool {
+    f.body.exprs.iter().any(|(_, e)| {
+        matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Fun(g), _) if g.derivs.first() == Some(&Derivation::SufRevPass))
+    })
+}
+
+/// Does f's body call f?
+fn is_recursive(f: &Def) -> bool {
+    f.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Fun(g), _) if g == &f.name))
+}
+
+/// The split passes of f from `[D f]` and the recursive calls in it; the
+/// checkpointing ones if its recursive calls cannot be taped.
+fn split_passes(
     d: Derivation,
     f: &Def,
     jacobians: &mut FxHashMap<FunName, (Def, derive::Witnesses)>,
@@ -135,9 +183,65 @@ fn derive_from_jacobian(
         jacobians.insert(f.name.clone(), j);
     }
     let (jd, witnesses) = &jacobians[&f.name];
+    let (s, t) = (f.arg_ty(), f.ret_ty.clone());
+    let Some(plan) = tape::Plan::new(&f.name, jd) else {
+        return match d {
+            Derivation::SufFwdPass | Derivation::SufRevPass => {
+                work.push(f.name.derived(Derivation::Rev));
+                Ok(tape::checkpoint_passes(d, &f.name, &s, &t))
+            }
+            Derivation::Rev => derive_from_jacobian(d, f, jacobians, work, &|_| true, has_body),
+            _ => Err(AdError { message: format!("`{}` has a recursive call inside a lambda: no tape", f.name), at: None }),
+        };
+    };
+    match d {
+        Derivation::Rev => {
+            // The direct transposition, if it computes no recursive call
+            // (when no call's value is needed, as in a tail call), needs
+            // no tape.
+            let direct = derive_from_jacobian(d, f, jacobians, work, &|_| true, &has_body)?;
+            if !tape::calls_live(&direct.body, direct.root, &f.name).0 {
+                return Ok(direct);
+            }
+            work.push(f.name.derived(Derivation::SufFwdPass));
+            work.push(f.name.derived(Derivation::SufRevPass));
+            guard(|| tape::rev_by_passes(&f.name, &s, &t))
+        }
+        Derivation::SufFwdPass => {
+            work.push(f.name.derived(Derivation::SufFwdTape));
+            Ok(tape::suffwdpass_def(&f.name, &s, &t))
+        }
+        Derivation::SufFwdTape => guard(|| tape::suffwdtape_def(f, jd, witnesses, &plan)),
+        _ => {
+            let mut demands = Vec::new();
+            let r = guard(|| tape::sufrevpass_def(f, jd, witnesses, &plan, &mut demands));
+            if r.is_ok() {
+                work.extend(demands);
+            }
+            r
+        }
+    }
+}
+
+/// `[fwd f]` or `[rev f]` from `[D f]` (derived once per f, kept in
+/// `jacobians`); the derivatives of callees it needs are added to `work`.
+fn derive_from_jacobian(
+    d: Derivation,
+    f: &Def,
+    jacobians: &mut FxHashMap<FunName, (Def, derive::Witnesses)>,
+    work: &mut Vec<FunName>,
+    pairs: &dyn Fn(&FunName) -> bool,
+    has_body: impl Fn(&FunName) -> bool,
+) -> Result<Def, AdError> {
+    if !jacobians.contains_key(&f.name) {
+        let j = guard(|| derive::jacobian_def(f, &has_body))?;
+        jacobians.insert(f.name.clone(), j);
+    }
+    let (jd, witnesses) = &jacobians[&f.name];
     let mut demands = Vec::new();
     let result = guard(|| match d {
-        Derivation::Fwd => apply::fwd_def(f, jd, &mut demands),
+        Derivation::Fwd => apply::fwd_def(f, jd, &mut demands, pairs),
+        Derivation::FwdT => apply::fwdt_def(f, jd, witnesses, &mut demands, pairs),
         _ => apply::rev_def(f, jd, witnesses, &mut demands),
     });
     if result.is_ok() {
@@ -177,7 +281,7 @@ fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
 /// a body)?
 fn derivable(n: &FunName, known: &FxHashSet<FunName>) -> bool {
     match n.inner() {
-        Some((Derivation::Fwd | Derivation::Rev, inner)) => known.contains(&inner) || derivable(&inner, known),
+        Some((Derivation::Fwd | Derivation::Rev | Derivation::FwdT, inner)) => known.contains(&inner) || derivable(&inner, known),
         _ => false,
     }
 }

@@ -151,7 +151,14 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
         }
         TestResult::passed()
     }
-    QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop as fn(Case) -> TestResult);
+    // The interpreter needs a deep native stack (a mutant may recurse forever
+    // until its depth limit).
+    std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(|| QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop as fn(Case) -> TestResult))
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 /// Types `common::random_value` makes values of.

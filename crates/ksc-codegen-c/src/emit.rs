@@ -90,7 +90,7 @@ pub fn emit(m: &Module, sites: &[SiteLocation], target: Target, checked: bool, h
             Stmt::Let(_, Rhs::DeepCopy(o)) => {
                 e.copies.insert(f.op_ty(o));
             }
-            Stmt::Let(_, Rhs::Alloc { elem, .. }) => {
+            Stmt::Let(_, Rhs::Alloc { elem, .. } | Rhs::TapePush { elem, .. }) => {
                 e.types_for(elem);
             }
             Stmt::Let(_, Rhs::Pack(_, t)) => e.types_for(t),
@@ -561,6 +561,8 @@ impl W<'_> {
                 format!("{}({})", callee.c_name, xs.join(", "))
             }
             Rhs::Load { arr, idx } => format!("{}.data[{}]", self.op(arr), self.op(idx)),
+            // The zero-initialised value of a tensor type (`$dummy`) is empty.
+            Rhs::Dim { arr: Op::Unit, .. } => "INT64_C(0)".to_string(),
             Rhs::Dim { arr, dim } => match self.f.op_ty(arr) {
                 Type::Tensor(1, _) => format!("{}.size", self.op(arr)),
                 _ => format!("{}.size[{dim}]", self.op(arr)),
@@ -577,7 +579,7 @@ impl W<'_> {
             Rhs::Field(a, i) => format!("{}.f{i}", self.op(a)),
             Rhs::DeepCopy(a) => format!("ks_copy_{}(A, {})", mangle_type(t), self.op(a)),
             Rhs::Mark => "ksrt_mark(A)".into(),
-            Rhs::Alloc { .. } => String::new(),
+            Rhs::Alloc { .. } | Rhs::TapePush { .. } => String::new(),
         }
     }
 
@@ -611,6 +613,16 @@ impl W<'_> {
                     }
                     self.line(&format!("  {name}.data = ({ce} *)ksrt_alloc_n(A, n, sizeof({ce})); }}"));
                 }
+            }
+            Stmt::Let(v, Rhs::TapePush { tape, val, elem }) => {
+                let name = self.var(*v);
+                let t = self.f.ty(*v).clone();
+                let ce = c_type(elem);
+                let (tape, val) = (self.op_as(tape, &t), self.op_as(val, elem));
+                self.line(&format!("{} {name};", c_type(&t)));
+                self.line(&format!("{name}.data = ({ce} *)ksrt_tape_reserve(A, (void *){tape}.data, {tape}.size, sizeof({ce}));"));
+                self.line(&format!("{name}.data[{tape}.size] = {val};"));
+                self.line(&format!("{name}.size = {tape}.size + 1;"));
             }
             Stmt::Let(v, Rhs::Mark) => {
                 let name = self.var(*v);

@@ -158,6 +158,39 @@ static inline void *ksrt_alloc_n(ks_arena *A, int64_t n, size_t size) {
     return ksrt_alloc(A, bytes);
 }
 
+/* Tapes (`$tapePush`): a vector whose buffer, in the arena, follows a
+ * header naming it (magic and its own address), with its capacity and the
+ * length of its latest version. Pushing onto the latest version writes in
+ * place (amortised constant time: the buffer doubles); pushing onto any
+ * other vector (an older version, a copy, a vector not made by
+ * `$tapePush`) copies it into a fresh buffer first, so no other version
+ * changes. Returns the buffer, with element `size` free for the caller. */
+typedef struct {
+    uint64_t magic;
+    const void *self;
+    int64_t used, cap;
+} ksrt_tape_hdr;
+#define KSRT_TAPE_MAGIC 0x6b7363746170652eull
+
+static void *ksrt_tape_reserve(ks_arena *A, void *data, int64_t size, size_t elem) {
+    if (data && size > 0) {
+        ksrt_tape_hdr *h = (ksrt_tape_hdr *)data - 1;
+        if (h->magic == KSRT_TAPE_MAGIC && h->self == data && h->used == size && size < h->cap) {
+            h->used = size + 1;
+            return data;
+        }
+    }
+    int64_t cap = size < 8 ? 16 : 2 * size;
+    ksrt_tape_hdr *h = (ksrt_tape_hdr *)ksrt_alloc_n(A, 1, sizeof(ksrt_tape_hdr) + (size_t)cap * elem);
+    void *fresh = h + 1;
+    if (size > 0) memcpy(fresh, data, (size_t)size * elem);
+    h->magic = KSRT_TAPE_MAGIC;
+    h->self = fresh;
+    h->used = size + 1;
+    h->cap = cap;
+    return fresh;
+}
+
 static inline ks_mark ksrt_mark(ks_arena *A) {
     ks_mark m = {A->block, A->top};
     return m;

@@ -533,6 +533,8 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
                 | Derivation::Jac1
                 | Derivation::JacSparse
                 | Derivation::JacSparse1
+                | Derivation::FwdT
+                | Derivation::SufFwdTape
                 | Derivation::CL
         )
     ) {

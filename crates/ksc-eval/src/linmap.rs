@@ -57,6 +57,7 @@ pub(crate) fn to_tangent(v: &Value) -> Result<Value, String> {
             data: t.data.iter().map(to_tangent).collect::<Result<_, _>>()?,
         })),
         Value::Closure(_) | Value::LinMap(_) => return Err(format!("{} has no tangent", v.kind())),
+        Value::Tape(..) => to_tangent(&v.untape())?,
     })
 }
 

@@ -174,6 +174,7 @@ pub fn zero_like(v: &Value) -> Value {
             data: t.data.iter().map(zero_like).collect(),
         })),
         Value::Closure(_) | Value::LinMap(_) => v.clone(),
+        Value::Tape(..) => zero_like(&v.untape()),
     }
 }
 
@@ -209,6 +210,7 @@ fn type_of_value(v: &Value) -> Type {
             t.data.first().map(type_of_value).unwrap_or(Type::Unknown),
         ),
         Value::Closure(_) | Value::LinMap(_) => Type::Unknown,
+        Value::Tape(..) => type_of_value(&v.untape()),
     }
 }
 

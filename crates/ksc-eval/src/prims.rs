@@ -65,6 +65,10 @@ pub fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
             t.check()?;
             Ok(t.clone())
         }
+        Value::Tape(..) => match v.untape() {
+            Value::Tensor(t) => Ok(t),
+            _ => unreachable!(),
+        },
         _ => Err(format!(
             "internal error: expected a tensor, found {}",
             v.kind()
@@ -432,6 +436,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Index => match args.get(1) {
                 Value::Tensor(t) => index(t, args.get(0))?,
+                Value::Tape(buf, len) => {
+                    let i = int(args.get(0))?;
+                    match usize::try_from(i).ok().filter(|&k| k < *len) {
+                        Some(k) => buf.borrow()[k].clone(),
+                        None => return Err(Fail::Here(format!("index out of range: index {i} in a tensor of size {len}"))),
+                    }
+                }
                 v => {
                     return Err(Fail::Here(format!(
                         "internal error: expected a tensor, found {}",
@@ -439,7 +450,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     )))
                 }
             },
-            Prim::Size => tensor(args.get(0))?.size_value(),
+            Prim::Size => match args.get(0) {
+                Value::Tape(_, len) => Value::Integer(*len as i64),
+                v => tensor(v)?.size_value(),
+            },
+            Prim::TapePush => Value::tape_push(args.get(0), args.get(1).clone())?,
             Prim::Sum => {
                 let v = tensor(args.get(0))?;
                 let Some((first, rest)) = v.data.split_first() else {

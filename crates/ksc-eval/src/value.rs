@@ -20,6 +20,13 @@ pub enum Value {
     Closure(Rc<Closure>),
     /// A linear map (see `linmap.rs`).
     LinMap(Rc<crate::linmap::LinMap>),
+    /// A vector made by `$tapePush`: the first `len` elements of a buffer
+    /// shared by the versions of one tape. Appending to the latest version
+    /// (`len` is the buffer's length) pushes in place; any other version
+    /// copies its prefix first, so every version keeps its elements. Every
+    /// operation but `$tapePush`, `index` and `size` sees it as the
+    /// vector of its elements (`Value::untape`).
+    Tape(Rc<std::cell::RefCell<Vec<Value>>>, usize),
 }
 
 /// A tensor of rank `shape.len() >= 1`, elements stored row-major (last index
@@ -168,6 +175,37 @@ impl Value {
         Value::String(Rc::from(s))
     }
 
+    /// A tape as the vector of its elements (a copy); other values as they are.
+    pub fn untape(&self) -> Value {
+        match self {
+            Value::Tape(buf, len) => Value::Tensor(Rc::new(Tensor::vector(buf.borrow()[..*len].to_vec()))),
+            v => v.clone(),
+        }
+    }
+
+    /// `$tapePush t r`: `t` with `r` appended, in place when `t` is the
+    /// latest version of its tape.
+    pub fn tape_push(t: &Value, r: Value) -> Result<Value, String> {
+        match t {
+            Value::Tape(buf, len) if buf.borrow().len() == *len => {
+                buf.borrow_mut().push(r);
+                Ok(Value::Tape(buf.clone(), len + 1))
+            }
+            Value::Tape(buf, len) => {
+                let mut v = buf.borrow()[..*len].to_vec();
+                v.push(r);
+                Ok(Value::Tape(Rc::new(std::cell::RefCell::new(v)), len + 1))
+            }
+            Value::Tensor(t) if t.rank() == 1 => {
+                let mut v = t.data.clone();
+                v.push(r);
+                let n = v.len();
+                Ok(Value::Tape(Rc::new(std::cell::RefCell::new(v)), n))
+            }
+            v => Err(format!("internal error: `$tapePush` of {}", v.kind())),
+        }
+    }
+
     pub fn is_unit(&self) -> bool {
         matches!(self, Value::Tuple(vs) if vs.is_empty())
     }
@@ -181,7 +219,7 @@ impl Value {
             Value::String(_) => "a String",
             Value::Tuple(vs) if vs.is_empty() => "the unit value",
             Value::Tuple(_) => "a tuple",
-            Value::Tensor(_) => "a tensor",
+            Value::Tensor(_) | Value::Tape(..) => "a tensor",
             Value::Closure(_) => "a lambda",
             Value::LinMap(_) => "a linear map",
         }
@@ -201,6 +239,7 @@ impl PartialEq for Value {
             (Value::Tensor(a), Value::Tensor(b)) => a == b,
             (Value::Closure(a), Value::Closure(b)) => Rc::ptr_eq(a, b),
             (Value::LinMap(a), Value::LinMap(b)) => Rc::ptr_eq(a, b),
+            (Value::Tape(..), _) | (_, Value::Tape(..)) => self.untape() == other.untape(),
             _ => false,
         }
     }
@@ -246,6 +285,7 @@ impl fmt::Display for Value {
             Value::Tensor(t) => t.fmt(f),
             Value::Closure(_) => f.write_str("<lambda>"),
             Value::LinMap(_) => f.write_str("<linear map>"),
+            Value::Tape(..) => fmt::Display::fmt(&self.untape(), f),
         }
     }
 }

@@ -26,6 +26,12 @@ pub enum Prim {
     /// loop that both reads a vector at its index and other variables
     /// builds the one cotangent and sums the others with it).
     BuildSum,
+    /// `$tapePush t r`: the vector `t` with `r` appended (not in the
+    /// original; the forward pass of split reverse mode records each call of
+    /// a function on a tape). It runs in place, in constant amortised time,
+    /// when `t` is the latest version of a tape it made (the generated code
+    /// threads one tape through the calls); otherwise it copies.
+    TapePush,
     /// `$tangentDim x : Integer`: the number of Floats in `x`, the dimension
     /// of its tangent space (not in the original; `[jac f]` sizes its matrix).
     TangentDim,
@@ -118,6 +124,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Scan, "$scan"),
     (Prim::BuildSum, "$buildSum"),
     (Prim::ScanSum, "$scanSum"),
+    (Prim::TapePush, "$tapePush"),
     (Prim::TangentDim, "$tangentDim"),
     (Prim::TangentBasis, "$tangentBasis"),
     (Prim::TangentFlatten, "$tangentFlatten"),
@@ -227,7 +234,7 @@ impl Prim {
     pub fn arity(self) -> Option<usize> {
         match self {
             Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
-            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis => Some(2),
+            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis | Prim::TapePush => Some(2),
             Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
@@ -397,6 +404,14 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             elem.clone()
         }
         Prim::Size => T::index_type(expect_tensor("the argument of `size`", &a[0])?.0),
+        Prim::TapePush => {
+            let (rank, elem) = expect_tensor("the first argument of `$tapePush`", &a[0])?;
+            if rank != 1 {
+                return Err(format!("`$tapePush` appends to a vector, but its first argument has type `{}`", a[0]));
+            }
+            expect_eq("the record (second argument)", elem, &a[1])?;
+            a[0].clone()
+        }
         Prim::Sum => expect_tensor("the argument of `sum`", &a[0])?.1.clone(),
         Prim::Shape => a[0].shape().ok_or_else(|| format!("values of type `{}` have no shape", a[0]))?,
         Prim::TangentDim | Prim::TangentFlatten => {

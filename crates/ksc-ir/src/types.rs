@@ -25,6 +25,17 @@ impl Type {
     pub fn unit() -> Type {
         Type::Tuple(Vec::new())
     }
+    /// The tape of split reverse mode for `f : S -> T`: one record per call
+    /// of f, its result and the positions of its recursive calls' records.
+    pub fn tape(t: &Type) -> Type {
+        Type::vec(Type::Tuple(vec![t.clone(), Type::vec(Type::Integer)]))
+    }
+    /// The residuals `[suffwdpass f] : S -> (T, residuals)` keeps for
+    /// `[sufrevpass [f S]]`: the argument, the tape, and the position of
+    /// this call's record in it.
+    pub fn residuals(s: &Type, t: &Type) -> Type {
+        Type::Tuple(vec![s.clone(), Type::tape(t), Type::Integer])
+    }
     pub fn vec(elem: Type) -> Type {
         Type::Tensor(1, Box::new(elem))
     }

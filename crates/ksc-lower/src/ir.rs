@@ -206,6 +206,10 @@ pub enum Rhs {
     DeepCopy(Op),
     /// The arena's current top, for a later `Reset`.
     Mark,
+    /// `$tapePush`: the vector `tape` (of `elem`s) with `val` appended, in
+    /// place when `tape` is the latest version of a tape (see the runtime's
+    /// `ksrt_tape_reserve`), else in a fresh buffer.
+    TapePush { tape: Op, val: Op, elem: Type },
 }
 
 impl Rhs {
@@ -217,7 +221,7 @@ impl Rhs {
     /// Is this a pure computation of its operands (same operands, same
     /// value; no effect, no allocation)? Calls are judged separately.
     pub fn is_pure(&self) -> bool {
-        !matches!(self, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_) | Rhs::Mark)
+        !matches!(self, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_) | Rhs::Mark | Rhs::TapePush { .. })
     }
 
     /// The operands, in order.
@@ -230,6 +234,7 @@ impl Rhs {
             Rhs::Select(c, a, b) => vec![c, a, b],
             Rhs::Call { args, .. } | Rhs::Pack(args, _) => args.iter().collect(),
             Rhs::Alloc { dims, .. } => dims.iter().collect(),
+            Rhs::TapePush { tape, val, .. } => vec![tape, val],
             Rhs::Mark => vec![],
         }
     }
@@ -243,6 +248,7 @@ impl Rhs {
             Rhs::Select(c, a, b) => vec![c, a, b],
             Rhs::Call { args, .. } | Rhs::Pack(args, _) => args.iter_mut().collect(),
             Rhs::Alloc { dims, .. } => dims.iter_mut().collect(),
+            Rhs::TapePush { tape, val, .. } => vec![tape, val],
             Rhs::Mark => vec![],
         }
     }
@@ -480,6 +486,7 @@ impl Printer<'_> {
             Rhs::Field(a, i) => format!("field {a}.{i}"),
             Rhs::DeepCopy(a) => format!("deepcopy {a}"),
             Rhs::Mark => "mark".to_string(),
+            Rhs::TapePush { tape, val, .. } => format!("tape_push {tape}, {val}"),
         }
     }
 

@@ -169,6 +169,11 @@ pub struct Lowerer<'a> {
     /// How many more Core expressions may be copied into both branches of
     /// an `if` by the accumulation's join points ([`crate::accum`]).
     pub(crate) join_budget: usize,
+    /// How fresh each definition's result is (`prims::fresh_expr`): a call
+    /// whose result is fresh is added into in place, not copied first (a
+    /// reverse pass adding to the cotangent vector its recursive call
+    /// returns would otherwise copy it per call).
+    fresh_results: Vec<crate::prims::Fresh>,
 }
 
 /// The largest body (in Core expressions) that is inlined.
@@ -255,8 +260,29 @@ impl<'a> Lowerer<'a> {
                 false
             })
             .collect();
+        // The greatest fixpoint: every result is assumed fresh, then each
+        // definition's is recomputed from its body until nothing changes.
+        let mut fresh_results = vec![crate::prims::Fresh::Top; n];
+        loop {
+            let mut changed = false;
+            for i in 0..n {
+                let lookup = |g: &FunName| match by_name.get(g) {
+                    Some(&j) => fresh_results[j].clone(),
+                    None => crate::prims::Fresh::No,
+                };
+                let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, &lookup);
+                if f != fresh_results[i] {
+                    fresh_results[i] = f;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
         let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
         Lowerer {
+            fresh_results,
             defs,
             by_name,
             opts,
@@ -270,6 +296,15 @@ impl<'a> Lowerer<'a> {
             c_names,
             join_budget: crate::accum::JOIN_BUDGET,
         }
+    }
+
+    /// Is the value of `e` storage nothing else refers to?
+    pub(crate) fn fresh(&self, body: &ksc_ir::Body, e: ExprId) -> bool {
+        let lookup = |g: &FunName| match self.by_name.get(g) {
+            Some(&j) => self.fresh_results[j].clone(),
+            None => crate::prims::Fresh::No,
+        };
+        crate::prims::fresh_expr(body, e, &lookup).all()
     }
 
     fn func_for(&mut self, d: usize) -> FuncId {

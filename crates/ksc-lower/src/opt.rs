@@ -200,7 +200,7 @@ enum Motion {
 fn motion(s: &Stmt, cx: &Cx) -> Motion {
     match s {
         Stmt::Let(_, r) => match r {
-            Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::Mark => Motion::Stay,
+            Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::Mark | Rhs::TapePush { .. } => Motion::Stay,
             Rhs::Call { func, .. } => {
                 if cx.effectful[func.0 as usize] {
                     Motion::Stay
@@ -447,7 +447,7 @@ fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, vars: &[VarInfo], effe
 fn allocates(b: &Block, heap_ret: &[bool]) -> bool {
     let mut a = false;
     walk(b, &mut |s| match s {
-        Stmt::Let(_, Rhs::Alloc { .. } | Rhs::DeepCopy(_)) => a = true,
+        Stmt::Let(_, Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. }) => a = true,
         Stmt::Let(_, Rhs::Call { func, .. }) if heap_ret[func.0 as usize] => a = true,
         Stmt::Print { .. } => {}
         _ => {}
@@ -463,6 +463,8 @@ fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
             e = true
         }
         Stmt::CopyDown { .. } => e = true,
+        // A record written into a tape that may outlive the block.
+        Stmt::Let(_, Rhs::TapePush { .. }) => e = true,
         _ => {}
     });
     e

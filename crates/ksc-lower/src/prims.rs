@@ -82,6 +82,73 @@ fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
     ) && flat_tensors(body.ty(e))
 }
 
+/// Which parts of a value are storage nothing else refers to: `Yes` for a
+/// fresh value (scalars are), `Tuple` component by component; `Top` while a
+/// recursive definition's result is being worked out (optimistically).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Fresh {
+    Top,
+    No,
+    Yes,
+    Tuple(Vec<Fresh>),
+}
+
+impl Fresh {
+    fn meet(self, other: Fresh) -> Fresh {
+        match (self, other) {
+            (Fresh::Top, x) | (x, Fresh::Top) => x,
+            (Fresh::Yes, Fresh::Yes) => Fresh::Yes,
+            (Fresh::Tuple(a), Fresh::Tuple(b)) if a.len() == b.len() => {
+                Fresh::Tuple(a.into_iter().zip(b).map(|(x, y)| x.meet(y)).collect())
+            }
+            (Fresh::Tuple(a), Fresh::Yes) | (Fresh::Yes, Fresh::Tuple(a)) => Fresh::Tuple(a),
+            _ => Fresh::No,
+        }
+    }
+
+    fn component(&self, i: usize, n: usize) -> Fresh {
+        match self {
+            Fresh::Tuple(fs) if fs.len() == n => fs[i].clone(),
+            Fresh::Top | Fresh::Yes => self.clone(),
+            _ => Fresh::No,
+        }
+    }
+
+    /// Is every tensor in the value fresh?
+    pub(crate) fn all(&self) -> bool {
+        match self {
+            Fresh::Yes => true,
+            Fresh::Tuple(fs) => fs.iter().all(Fresh::all),
+            _ => false,
+        }
+    }
+}
+
+/// How fresh the value of `e` is, given how fresh the results of the
+/// program's functions are (`results`): new vectors of scalars
+/// ([`fresh_value`]), scalars, tuples of those, branches that both are, and
+/// calls of functions whose results are. A variable is not (it may be read
+/// again).
+pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, results: &dyn Fn(&ksc_ir::FunName) -> Fresh) -> Fresh {
+    let ty = body.ty(e);
+    if !crate::ir::needs_heap(ty) {
+        return Fresh::Yes;
+    }
+    if fresh_value(body, e) {
+        return Fresh::Yes;
+    }
+    match &body.exprs[e] {
+        Expr::Call(Callee::Fun(g), _) => results(g),
+        Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => {
+            fresh_expr(body, *a, results).component(*index as usize - 1, *arity as usize)
+        }
+        Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh_expr(body, x, results)).collect()),
+        Expr::If(_, t, f) => fresh_expr(body, *t, results).meet(fresh_expr(body, *f, results)),
+        Expr::Let(_, _, x) | Expr::Assert(_, x) => fresh_expr(body, *x, results),
+        _ => Fresh::No,
+    }
+}
+
 fn is_number(t: &Type) -> bool {
     matches!(t, Type::Float | Type::Integer)
 }
@@ -238,7 +305,8 @@ impl Lowerer<'_> {
                     if matches!(first, LVal::Never) {
                         return Ok(LVal::Never);
                     }
-                    let acc = self.new_acc_owned(fb, st, first, &ty, fresh_value(self.body(ctx), a))?;
+                    let fresh = fresh_value(self.body(ctx), a) || self.fresh(self.body(ctx), a);
+                    let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
                     self.accumulate_expr(fb, st, ctx, &acc, b, site)?;
                     return self.acc_value(fb, &acc);
                 }
@@ -273,6 +341,14 @@ impl Lowerer<'_> {
                 };
                 let d = LVal::Delayed(Rc::new(Delayed::lam(dims.clone(), binder.clone(), *body, ctx.clone())));
                 self.sum(fb, st, &d, dims.len(), &ty, site, ErrorKind::SumbuildEmpty { size: dims.clone() })
+            }
+            Prim::TapePush => {
+                let (t, tt) = args[0].val()?;
+                let (r, rt) = args[1].val()?;
+                let (t, tt, r, rt) = (t.clone(), tt.clone(), r.clone(), rt.clone());
+                let tape = self.materialize_val(fb, st, t, &tt)?;
+                let val = self.materialize_val(fb, st, r, &rt)?;
+                Ok(LVal::Op(fb.let_(Rhs::TapePush { tape, val, elem: rt }, ty.clone(), Some("tape"))))
             }
             Prim::Sum => {
                 let (v, vt) = args[0].val()?;

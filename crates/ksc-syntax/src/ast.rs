@@ -177,10 +177,21 @@ pub enum Derivation {
     /// `[jacsparse1 f]`: the sparse Jacobian with respect to f's first
     /// parameter only, as `[jac1 f]` is to `[jac f]` (not in the original).
     JacSparse1,
+    /// `[fwdt f] : (S, dS) -> (T, dT)`: the value and its tangent from one
+    /// call (the original's tupled AD had this name). ksc's forward mode
+    /// calls it where it needs both, so that a recursive call does not
+    /// compute its callee's primal twice.
+    FwdT,
+    /// `[suffwdtape f] : (S, Tape) -> (T, Tape)` with `Tape = Vec (Tuple T
+    /// (Vec Integer))`: f's value, with the record of this call (its result
+    /// and the tape positions of the records of its recursive calls)
+    /// appended to the tape after theirs (not in the original). The
+    /// forward pass `[suffwdpass f]` runs it from an empty tape.
+    SufFwdTape,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 12] = [
+    pub const ALL: [Derivation; 14] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -193,6 +204,8 @@ impl Derivation {
         Derivation::Jac1,
         Derivation::JacSparse,
         Derivation::JacSparse1,
+        Derivation::FwdT,
+        Derivation::SufFwdTape,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -208,6 +221,8 @@ impl Derivation {
             Derivation::Jac1 => "jac1",
             Derivation::JacSparse => "jacsparse",
             Derivation::JacSparse1 => "jacsparse1",
+            Derivation::FwdT => "fwdt",
+            Derivation::SufFwdTape => "suffwdtape",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {

@@ -102,7 +102,7 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
         | Derivation::JacSparse1 => {
             base_type_of(rest, arg)
         }
-        Derivation::Fwd | Derivation::Rev | Derivation::SufRev => match arg {
+        Derivation::Fwd | Derivation::Rev | Derivation::SufRev | Derivation::FwdT | Derivation::SufFwdTape => match arg {
             Type::Tuple(ts) if ts.len() == 2 => base_type_of(rest, &ts[0]),
             Type::Unknown => Ok(Type::Unknown),
             _ => Err(format!(
@@ -126,9 +126,14 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
         Derivation::Rev | Derivation::SufRev => (Type::Tuple(vec![s.clone(), tangent(t)?]), tangent(s)?),
         Derivation::CL => (s.clone(), t.clone()),
         Derivation::Shape => (s.clone(), t.shape().ok_or_else(|| format!("values of type `{t}` have no shape"))?),
-        // The residuals ksc keeps between the split passes are the argument.
-        Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), s.clone()])),
-        Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, s.clone()]), tangent(s)?),
+        Derivation::FwdT => (Type::Tuple(vec![s.clone(), tangent(s)?]), Type::Tuple(vec![t.clone(), tangent(t)?])),
+        // The residuals ksc keeps between the split passes: the argument
+        // and a tape of the results of f's recursive calls (`Type::residuals`).
+        Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), Type::residuals(s, t)])),
+        Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, Type::residuals(s, t)]), tangent(s)?),
+        Derivation::SufFwdTape => {
+            (Type::Tuple(vec![s.clone(), Type::tape(t)]), Type::Tuple(vec![t.clone(), Type::tape(t)]))
+        }
         Derivation::Jac | Derivation::Jac1 => {
             tangent(s)?;
             tangent(t)?;
@@ -157,6 +162,8 @@ fn gdef_registers(d: Derivation) -> &'static [Derivation] {
         Derivation::Jac1 => &[Derivation::Jac1],
         Derivation::JacSparse => &[Derivation::JacSparse],
         Derivation::JacSparse1 => &[Derivation::JacSparse1],
+        Derivation::FwdT => &[Derivation::FwdT],
+        Derivation::SufFwdTape => &[Derivation::SufFwdTape],
     }
 }
 

@@ -684,3 +684,24 @@ fn let_forms() {
     // A tuple pattern may repeat a name; the last binding wins.
     assert_eq!(eval("(let ((x x) (tuple 1 2)) x)"), "2");
 }
+
+#[test]
+fn tape_push_appends_in_place_only_to_the_latest_version() {
+    use std::rc::Rc;
+    let empty = Value::Tensor(Rc::new(crate::Tensor::vector(Vec::new())));
+    let t1 = Value::tape_push(&empty, Value::Float(1.0)).unwrap();
+    let t2 = Value::tape_push(&t1, Value::Float(2.0)).unwrap();
+    let t3 = Value::tape_push(&t2, Value::Float(3.0)).unwrap();
+    // The latest version each time: one buffer, grown in place.
+    let (Value::Tape(b1, 1), Value::Tape(b3, 3)) = (&t1, &t3) else { panic!("{t1:?} {t3:?}") };
+    assert!(Rc::ptr_eq(b1, b3));
+    // An older version is copied: the others keep their elements.
+    let u = Value::tape_push(&t1, Value::Float(9.0)).unwrap();
+    let Value::Tape(bu, 2) = &u else { panic!("{u:?}") };
+    assert!(!Rc::ptr_eq(b1, bu));
+    assert_eq!((t1.to_string(), t2.to_string(), t3.to_string(), u.to_string()), ("[1]".into(), "[1, 2]".into(), "[1, 2, 3]".into(), "[1, 9]".into()));
+    assert_eq!(eval("(size ($tapePush ($tapePush (build 2 (lam (i : Integer) i)) 5) 6))"), "4");
+    assert_eq!(eval("(index 3 ($tapePush ($tapePush (build 2 (lam (i : Integer) i)) 5) 6))"), "6");
+    assert_eq!(eval("(sum ($tapePush (build 2 (lam (i : Integer) (to_float i))) 5.0))"), "6");
+    assert_fails("(index 3 ($tapePush (build 2 (lam (i : Integer) i)) 5))", "index out of range", "index");
+}
