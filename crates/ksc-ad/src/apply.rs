@@ -363,16 +363,18 @@ fn fwd_like(
         Derivation::FwdT => Type::Tuple(vec![f.ret_ty.clone(), dt_ty]),
         _ => dt_ty,
     };
-    if b.ty(root) != ret {
-        return internal(format!("[{} {}] has type {} instead of {}", which.keyword(), f.name, b.ty(root), ret));
+    let params = vec![Param { name: x_name, ty: s_ty }, Param { name: dx_name, ty: ds_ty }];
+    checked_def(f.name.derived(which), params, ret, body, root)
+}
+
+/// A derived definition, if its body has the type it must have (else an
+/// internal error: a bug of the derivation).
+pub(crate) fn checked_def(name: FunName, params: Vec<Param>, ret_ty: Type, body: Body, root: ExprId) -> R<Def> {
+    let got = body.ty(root);
+    if *got != ret_ty {
+        return internal(format!("{name} has type {got} instead of {ret_ty}"));
     }
-    Ok(Def {
-        name: f.name.derived(which),
-        params: vec![Param { name: x_name, ty: s_ty }, Param { name: dx_name, ty: ds_ty }],
-        ret_ty: ret,
-        body,
-        root,
-    })
+    Ok(Def { name, params, ret_ty, body, root })
 }
 
 /// The names of the variables read in `e`.
@@ -722,40 +724,18 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dr_name) = (param_name("x", f), param_name("dr", f));
     let dr = (dr_name.clone(), dt_ty.clone());
-    let inner = transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, dr)?;
+    let inner = transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, dr, None)?;
     let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
-    if b.ty(root) != ds_ty {
-        return internal(format!("[rev {}] has type {} instead of {}", f.name, b.ty(root), ds_ty));
-    }
-    Ok(Def {
-        name: f.name.derived(Derivation::Rev),
-        params: vec![Param { name: x_name, ty: s_ty }, Param { name: dr_name, ty: dt_ty }],
-        ret_ty: ds_ty,
-        body,
-        root,
-    })
+    let params = vec![Param { name: x_name, ty: s_ty }, Param { name: dr_name, ty: dt_ty }];
+    checked_def(f.name.derived(Derivation::Rev), params, ds_ty, body, root)
 }
 
 /// Transposes the let-program of a Jacobian (`root` in `src`, a map from
 /// the tuple of `params`, or from the one parameter), seeded with the
 /// cotangent `seed` of its result: the cotangent of the parameters.
+/// Recursive calls are read from `tape` if given.
 #[allow(clippy::too_many_arguments)]
-fn transpose_program(
-    b: &mut Builder,
-    src: &Body,
-    root: ExprId,
-    witnesses: &Witnesses,
-    demands: &mut Vec<FunName>,
-    s_ty: &Type,
-    params: &[Param],
-    seed: (String, Type),
-) -> R<ExprId> {
-    transpose_program_taped(b, src, root, witnesses, demands, s_ty, params, seed, None)
-}
-
-/// [`transpose_program`], reading recursive calls from a tape if given.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn transpose_program_taped(
+pub(crate) fn transpose_program(
     b: &mut Builder,
     src: &Body,
     root: ExprId,
@@ -1274,7 +1254,7 @@ impl Rev<'_, '_> {
             let vv = import(b, this.src, v);
             let x = b.prim(Prim::Index, vec![i2, vv]);
             let t_val = b.tuple(vec![a, x]);
-            let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed)?;
+            let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, None)?;
             Ok(b.let_(&t2, t_val, inner))
         };
         // One backward `$scanSum`. Its accumulator after k steps is (the

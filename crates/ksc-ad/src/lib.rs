@@ -178,11 +178,7 @@ fn split_passes(
     work: &mut Vec<FunName>,
     has_body: impl Fn(&FunName) -> bool,
 ) -> Result<Def, AdError> {
-    if !jacobians.contains_key(&f.name) {
-        let j = guard(|| derive::jacobian_def(f, &has_body))?;
-        jacobians.insert(f.name.clone(), j);
-    }
-    let (jd, witnesses) = &jacobians[&f.name];
+    let (jd, witnesses) = jacobian_of(f, jacobians, &has_body)?;
     let (s, t) = (f.arg_ty(), f.ret_ty.clone());
     let Some(plan) = tape::Plan::new(&f.name, jd) else {
         return match d {
@@ -233,11 +229,7 @@ fn derive_from_jacobian(
     pairs: &dyn Fn(&FunName) -> bool,
     has_body: impl Fn(&FunName) -> bool,
 ) -> Result<Def, AdError> {
-    if !jacobians.contains_key(&f.name) {
-        let j = guard(|| derive::jacobian_def(f, &has_body))?;
-        jacobians.insert(f.name.clone(), j);
-    }
-    let (jd, witnesses) = &jacobians[&f.name];
+    let (jd, witnesses) = jacobian_of(f, jacobians, &has_body)?;
     let mut demands = Vec::new();
     let result = guard(|| match d {
         Derivation::Fwd => apply::fwd_def(f, jd, &mut demands, pairs),
@@ -262,6 +254,19 @@ fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
         def.root = root;
     }
     shared > 0
+}
+
+/// `[D f]` and its witnesses, derived once per f and kept in `jacobians`.
+fn jacobian_of<'j>(
+    f: &Def,
+    jacobians: &'j mut FxHashMap<FunName, (Def, derive::Witnesses)>,
+    has_body: impl Fn(&FunName) -> bool,
+) -> Result<&'j (Def, derive::Witnesses), AdError> {
+    if !jacobians.contains_key(&f.name) {
+        let j = guard(|| derive::jacobian_def(f, &has_body))?;
+        jacobians.insert(f.name.clone(), j);
+    }
+    Ok(&jacobians[&f.name])
 }
 
 /// Runs a derivation, turning an internal failure (a compiler bug: an

@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 use ksc_linmap::builder::{prim_call, Builder};
 
-use crate::apply::{bind_params, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
+use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
 use crate::derive::{Witnesses, R};
 
 /// The recursive calls of f in `[D f]`.
@@ -243,16 +243,8 @@ pub fn suffwdtape_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan) -> R
     let inner = wrap(&mut b, block, result);
     let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
     let ret = Type::Tuple(vec![t_ty, tape_ty.clone()]);
-    if b.ty(root) != ret {
-        return internal(format!("[suffwdtape {}] has type {} instead of {}", f.name, b.ty(root), ret));
-    }
-    Ok(Def {
-        name: f.name.derived(Derivation::SufFwdTape),
-        params: vec![Param { name: x_name, ty: s_ty }, Param { name: tape_name, ty: tape_ty }],
-        ret_ty: ret,
-        body,
-        root,
-    })
+    let params = vec![Param { name: x_name, ty: s_ty }, Param { name: tape_name, ty: tape_ty }];
+    checked_def(f.name.derived(Derivation::SufFwdTape), params, ret, body, root)
 }
 
 struct TapeFwd<'s> {
@@ -473,7 +465,7 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
     });
     let seed = (dr_name.clone(), dt_ty.clone());
     let inner =
-        crate::apply::transpose_program_taped(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
+        crate::apply::transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
     demands.push(f.name.derived(Derivation::SufRevPass));
     // kids = get$2$2 (index pos tape)
     let (pv, tv) = (b.var(&pos_name, Type::Integer), b.var(&tape_name, tape_ty.clone()));
@@ -484,16 +476,8 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
     let rv = b.var(&res_name, res_ty.clone());
     let ty = b.ty(inner);
     let root = b.body.alloc_typed(Expr::Let(Pat::Tuple(vec![x_name, tape_name, pos_name]), rv, inner), ty);
-    if b.ty(root) != ds_ty {
-        return internal(format!("[sufrevpass {}] has type {} instead of {}", f.name, b.ty(root), ds_ty));
-    }
-    Ok(Def {
-        name: f.name.derived(Derivation::SufRevPass),
-        params: vec![Param { name: dr_name, ty: dt_ty }, Param { name: res_name, ty: res_ty }],
-        ret_ty: ds_ty,
-        body,
-        root,
-    })
+    let params = vec![Param { name: dr_name, ty: dt_ty }, Param { name: res_name, ty: res_ty }];
+    checked_def(f.name.derived(Derivation::SufRevPass), params, ds_ty, body, root)
 }
 
 use crate::derive::AdError;
