@@ -255,7 +255,10 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
             let clash = names.iter().any(|v| bound.contains(v) || size_vars.contains(v) || *v == index);
             bound.extend(names.iter().cloned());
             let depends = cache.free_vars(&def.body, r).iter().any(|v| variant.contains(v));
-            if clash || depends || cache.has_effect(&def.body, globals, r) {
+            // Known zeros stay: the rules simplify what they meet in the loop
+            // (a zero accumulator added to), which a hoisted variable hides.
+            let zero = ksc_opt::term::is_zero(&def.body, r);
+            if clash || depends || zero || cache.has_effect(&def.body, globals, r) {
                 variant.extend(names.iter().cloned());
                 kept.push((p, r));
             } else {

@@ -425,14 +425,64 @@ fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.substitute(b, &[(x, r)], false))
 }
 
+/// `let x = Z in b ⇒ b[x := Z]` for a known zero `Z` whose sizes are atoms,
+/// when `b` uses `x` only as an operand of `ts_add` (which the zero rules
+/// then drop) or as the vector of `index` and `size`: uses where a zero
+/// costs nothing, so copying it does not redo work.
+fn let_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    if !is_zero(ctx.b.body, r) || !zero_of_atoms(ctx.b.body, r) || !ctx.pure(r) || !only_uses(ctx, &x, b, true) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], false))
+}
+
+/// Are the sizes of the `constVec`s of a known zero atoms?
+fn zero_of_atoms(body: &ksc_ir::Body, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match &body.exprs[x] {
+            Expr::Tuple(es) => stack.extend(es),
+            Expr::Call(Callee::Prim(Prim::ConstVec), arg) => match &body.exprs[*arg] {
+                Expr::Tuple(es) if es.len() == 2 && term::is_atomic(body, es[0]) => stack.push(es[1]),
+                _ => return false,
+            },
+            _ => {}
+        }
+    }
+    true
+}
+
+/// `ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add
+/// an bn)` when no component has an effect.
+fn ts_add_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, y] = prim_args(ctx, e, Prim::TsAdd)?[..] else { return None };
+    let (Expr::Tuple(xs), Expr::Tuple(ys)) = (ctx.b.expr(x).clone(), ctx.b.expr(y).clone()) else { return None };
+    if xs.len() != ys.len() || xs.is_empty() || !xs.iter().chain(&ys).all(|&c| ctx.pure(c)) {
+        return None;
+    }
+    let sums = xs.into_iter().zip(ys).map(|(a, b)| ctx.b.prim(Prim::TsAdd, vec![a, b])).collect();
+    Some(ctx.b.tuple(sums))
+}
+
 /// Is every free occurrence of `x` in `e` the vector argument of `index` or
 /// `size`?
 fn only_indexed(ctx: &Ctx, x: &str, e: ExprId) -> bool {
+    only_uses(ctx, x, e, false)
+}
+
+/// Is every free occurrence of `x` in `e` the vector argument of `index` or
+/// `size` (or, with `added`, an operand of `ts_add`)?
+fn only_uses(ctx: &Ctx, x: &str, e: ExprId, added: bool) -> bool {
     let body: &ksc_ir::Body = &*ctx.b.body;
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
         match &body.exprs[e] {
             Expr::Var(v) if v == x => return false,
+            Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd) {
+                Some(args) => stack.extend(args.into_iter().filter(|&a| !matches!(&body.exprs[a], Expr::Var(w) if w == x))),
+                None => stack.push(*arg),
+            },
             Expr::Call(Callee::Prim(p @ (Prim::Index | Prim::Size)), arg) => {
                 let args = ksc_linmap::builder::call_of(body, e, *p).unwrap_or_default();
                 let vector = if *p == Prim::Index { args.get(1) } else { args.first() };
@@ -1029,6 +1079,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
+    CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
     CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },
     CoreRule { name: "if-float-arg", statement: "f (.., if c a b, ..) ⇒ if c (f (.., a, ..)) (f (.., b, ..)) when the other arguments are atoms", group: FLOAT, head: Head::AnyCall, rewrite: if_float_arg },
@@ -1045,6 +1096,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "sum-deltavec", statement: "sum (deltaVec n i e) ⇒ e when i is known to be in 0..n and e is made of numbers", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_deltavec },
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
     CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
+    CoreRule { name: "ts-add-tuple", statement: "ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add an bn) when no component has an effect", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_tuple },
     CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },
     CoreRule { name: "ts-add-zero-left", statement: "ts_add 0 y ⇒ y when y has the result's type", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_left },
     CoreRule { name: "ts-scale-one", statement: "ts_scale 1.0 x ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_one },

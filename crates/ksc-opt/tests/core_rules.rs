@@ -381,6 +381,33 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam("ksc$idx", Type::Integer, x);
             b.prim(Prim::Build, vec![n, lam])
         },
+        "let-zero" => |g, b| {
+            // let x = 0 in ts_add e (ts_add x e'), the zero of a Float or a
+            // vector of atom size; e and e' may use x otherwise.
+            let t = float_or_vec(g);
+            let z = if t == Type::Float {
+                b.float(0.0)
+            } else {
+                let n = g.atom(b, &Type::Integer);
+                let zero = b.float(0.0);
+                b.prim(Prim::ConstVec, vec![n, zero])
+            };
+            let body = with_var(g, "x", t.clone(), |g| {
+                let e1 = g.expr(b, &t, 2);
+                let x = b.var("x", t.clone());
+                let e2 = g.expr(b, &t, 1);
+                let inner = b.prim(Prim::TsAdd, vec![x, e2]);
+                b.prim(Prim::TsAdd, vec![e1, inner])
+            });
+            b.let_("x", z, body)
+        },
+        "ts-add-tuple" => |g, b| {
+            let (a1, a2) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            let (b1, b2) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 2));
+            let x = b.tuple(vec![a1, a2]);
+            let y = b.tuple(vec![b1, b2]);
+            b.prim(Prim::TsAdd, vec![x, y])
+        },
         "ts-add-zero-right" => |g, b| {
             let t = float_or_vec(g);
             let x = g.expr(b, &t, 2);
