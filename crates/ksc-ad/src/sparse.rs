@@ -131,9 +131,17 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
     let src = &f.body;
     let mut cache = Cache::new();
     let mut body = Body::new();
-    let mut fresh = 0u32;
+    // Fresh names above f's own `ksc$` names (a derived f has many).
+    let mut fresh = ksc_opt::term::fresh_floor(src, f.root, f.params.iter().map(|p| &p.name));
     let mut b = Builder::new(&mut body, &mut fresh);
-    let (chain, result) = let_chain(src, f.root);
+    // f's top-level lets; if one rebinds a name, the blocks could not pass
+    // values by name, so the whole body is one block.
+    let (chain, result) = {
+        let (chain, result) = let_chain(src, f.root);
+        let mut names: FxHashSet<&Var> = f.params.iter().map(|p| &p.name).collect();
+        let rebinds = chain.iter().flat_map(|(p, _)| p.vars()).any(|v| !names.insert(v));
+        if rebinds { (Vec::new(), f.root) } else { (chain, result) }
+    };
     let mut scope =
         Scope { types: FxHashMap::default(), active: FxHashMap::default(), inner: FxHashMap::default(), chain: chain.clone() };
     // The sparse function's lets before its result, in order.
@@ -242,10 +250,10 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
         let lp = loop_of(src, ec);
         let (index, elem) = match &lp {
             Some((_, i, e)) => (i.clone(), *e),
-            None => ("ksc$i".to_string(), ec),
+            None => (b.fresh_name("i"), ec),
         };
         let name = FunName::plain(format!("{}${}", block_prefix(&f.name.derived(d)), c + 1));
-        let (block, gathers, in_order) = block_def(src, &mut cache, &scope, name, &index, elem);
+        let (block, gathers, in_order) = block_def(src, &mut cache, &scope, (name, &mut b), &index, elem);
         let call = block_call(&mut b, src, &scope, (&block, &gathers, in_order), &index, &block_ty);
         let vector = match lp {
             Some((n, i, _)) => {
@@ -362,7 +370,7 @@ fn block_def(
     src: &Body,
     cache: &mut Cache,
     scope: &Scope,
-    name: FunName,
+    (name, namer): (FunName, &mut Builder),
     index: &str,
     e: ExprId,
 ) -> (Def, Vec<Gather>, bool) {
@@ -449,7 +457,6 @@ fn block_def(
     // Element gathers of variables not read whole, one per distinct read.
     let mut gathers: Vec<Gather> = Vec::new();
     let mut replace: FxHashMap<ExprId, Var> = FxHashMap::default();
-    let mut fresh = 0;
     for (x, a, v) in candidates {
         if whole.contains(&v) || covered.contains(&v) {
             continue;
@@ -459,8 +466,7 @@ fn block_def(
             _ => None,
         });
         let name = same.unwrap_or_else(|| {
-            fresh += 1;
-            let name = format!("ksc$gather{fresh}");
+            let name = namer.fresh_name("gather");
             gathers.push(Gather::Elem { a, v: v.clone(), name: name.clone() });
             name
         });
@@ -500,16 +506,17 @@ fn block_def(
         })
         .unzip();
     let gathered_ty = if tys.len() == 1 { tys[0].clone() } else { Type::Tuple(tys.clone()) };
-    let gvar = b.var("ksc$gathered", gathered_ty.clone());
+    let gathered = namer.fresh_name("gathered");
+    let gvar = b.var(&gathered, gathered_ty.clone());
     let pat = if names.len() == 1 { Pat::Var(names[0].clone()) } else { Pat::Tuple(names.clone()) };
     let root = wrap(&mut b, vec![(pat, gvar)], inner);
     let mut params = vec![
-        Param { name: "ksc$gathered".into(), ty: gathered_ty },
+        Param { name: gathered.clone(), ty: gathered_ty },
         Param { name: index.to_string(), ty: Type::Integer },
     ];
     let mut fv_cache = Cache::new();
     for v in fv_cache.free_vars(&body, root).iter() {
-        if v != "ksc$gathered" && v != index {
+        if *v != gathered && v != index {
             params.push(Param { name: v.clone(), ty: scope.types[v].clone() });
         }
     }
