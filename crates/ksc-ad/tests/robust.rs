@@ -122,7 +122,7 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         let mut sink = std::io::sink();
-        let mut rng = common::Rng(case.file as u64 + 7);
+        let mut rng = common::Rng((case.file as u64).wrapping_add(7));
         for f in funs {
             let (jac, sparse) = (f.derived(Derivation::Jac), f.derived(Derivation::JacSparse));
             if failed.contains(&jac) || failed.contains(&sparse) {
