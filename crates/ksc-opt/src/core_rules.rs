@@ -425,6 +425,74 @@ fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.substitute(b, &[(x, r)], false))
 }
 
+/// The most nodes the element of a `build` may have for `let-build` to
+/// compute it where it is read instead of storing it.
+const SMALL_ELEMENT: usize = 16;
+
+/// `let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)]` when `b`
+/// reads `x` once, as the vector of `index` or `size` (which `index-build`
+/// and `size-build` then take apart), `n` is an atom and `e` is small, pure
+/// and calls no function with a body and no loop: the element is computed
+/// where it is read instead of stored (reverse mode makes such vectors of
+/// partial cotangents).
+fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let [n, f] = prim_args(ctx, r, Prim::Build)?[..] else { return None };
+    let (_, _, elem) = lam_parts(ctx, f)?;
+    if !ctx.is_atomic(n) || !ctx.pure(r) || !small_element(ctx, elem) || !only_indexed(ctx, &x, b) {
+        return None;
+    }
+    if free_count(ctx, &x, b) != 1 {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], true))
+}
+
+/// How many times `x` occurs free in `e`, written (under lambdas too).
+fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
+    let body: &ksc_ir::Body = &*ctx.b.body;
+    let mut stack = vec![e];
+    let mut count = 0;
+    while let Some(e) = stack.pop() {
+        match &body.exprs[e] {
+            Expr::Var(v) if v == x => count += 1,
+            Expr::Let(p, r, b) => {
+                stack.push(*r);
+                if !p.vars().iter().any(|v| v == x) {
+                    stack.push(*b);
+                }
+            }
+            Expr::Lam(v, _, b) => {
+                if v != x {
+                    stack.push(*b);
+                }
+            }
+            other => stack.extend(term::children(other)),
+        }
+    }
+    count
+}
+
+/// Is the tree at `e` at most [`SMALL_ELEMENT`] nodes, without loops and
+/// calls of functions that have a body?
+fn small_element(ctx: &Ctx, e: ExprId) -> bool {
+    let body: &ksc_ir::Body = &*ctx.b.body;
+    let mut stack = vec![e];
+    let mut nodes = 0;
+    while let Some(x) = stack.pop() {
+        nodes += 1;
+        if nodes > SMALL_ELEMENT {
+            return false;
+        }
+        match &body.exprs[x] {
+            Expr::Lam(..) => return false,
+            Expr::Call(Callee::Fun(g), _) if ctx.globals.def(g).is_some() => return false,
+            other => stack.extend(term::children(other)),
+        }
+    }
+    true
+}
+
 /// `let x = Z in b ⇒ b[x := Z]` for a known zero `Z` whose sizes are atoms,
 /// when `b` uses `x` only as an operand of `ts_add` (which the zero rules
 /// then drop) or as the vector of `index` and `size`: uses where a zero
@@ -1079,6 +1147,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
+    CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x once, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
     CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
     CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },

@@ -381,6 +381,36 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam("ksc$idx", Type::Integer, x);
             b.prim(Prim::Build, vec![n, lam])
         },
+        "let-build" => |g, b| {
+            // let x = build n (lam i e) in e' with one read of x (index or
+            // size), sometimes inside a loop; e small, e' may rebind x.
+            let n = g.atom(b, &Type::Integer);
+            let e = with_var(g, "ksc$idx", Type::Integer, |g| g.expr(b, &Type::Float, 1));
+            let lam = b.lam("ksc$idx", Type::Integer, e);
+            let v = b.prim(Prim::Build, vec![n, lam]);
+            let body = with_var(g, "x", vf(), |g| {
+                let i = g.expr(b, &Type::Integer, 1);
+                let x = b.var("x", vf());
+                let read = if g.rng.chance(25) {
+                    let s = b.prim(Prim::Size, vec![x]);
+                    call(b, "to_float", Type::Integer, Type::Float, vec![s])
+                } else {
+                    b.prim(Prim::Index, vec![i, x])
+                };
+                if g.rng.chance(50) {
+                    // Read in a loop over the first k elements.
+                    let k = g.atom(b, &Type::Integer);
+                    let lam = b.lam("ksc$q", Type::Integer, read);
+                    let s = b.prim(Prim::Sumbuild, vec![k, lam]);
+                    let e2 = g.expr(b, &Type::Float, 1);
+                    b.prim(Prim::TsAdd, vec![s, e2])
+                } else {
+                    let e2 = g.expr(b, &Type::Float, 2);
+                    b.prim(Prim::TsAdd, vec![read, e2])
+                }
+            });
+            b.let_("x", v, body)
+        },
         "let-zero" => |g, b| {
             // let x = 0 in ts_add e (ts_add x e'), the zero of a Float or a
             // vector of atom size; e and e' may use x otherwise.
