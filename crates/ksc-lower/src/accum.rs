@@ -171,6 +171,25 @@ fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, Expr
     (!occurs(body, at, i) && is_zero(body, *miss)).then(|| (n, i.clone(), at, *hit))
 }
 
+/// The arguments of a prefix `build n (lam i (if (lt i k) hit zero))` of a
+/// vector (`k` not mentioning `i`): `(n, i, k, hit)`. Reverse mode makes
+/// these when a loop reads the first k elements of a vector.
+fn prefix_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId)> {
+    let Expr::Tuple(es) = &body.exprs[a] else { return None };
+    let [n, lam] = es[..] else { return None };
+    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
+    let Expr::If(c, hit, miss) = &body.exprs[*b] else { return None };
+    let Expr::Call(Callee::Fun(f), args) = &body.exprs[*c] else { return None };
+    let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    if f.base != "lt" || !f.derivs.is_empty() || f.base_ty.as_ref() != Some(&ii) {
+        return None;
+    }
+    let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
+    let [x, k] = xy[..] else { return None };
+    let is_i = matches!(&body.exprs[x], Expr::Var(v) if v == i);
+    (is_i && !occurs(body, k, i) && is_zero(body, *miss)).then(|| (n, i.clone(), k, *hit))
+}
+
 /// Component `k` (from 1) of a tuple type.
 fn component_ty(t: &Type, k: u32) -> R<Type> {
     match tuple_tys(t)?.get((k as usize).wrapping_sub(1)) {
@@ -406,6 +425,9 @@ impl Lowerer<'_> {
                 if let (Acc::Tensor(arr, t), Some((n, i, at, hit))) = (acc, one_hot_build(body, a)) {
                     return self.accumulate_one_hot(fb, st, ctx, arr, t, (n, i, at, hit), site);
                 }
+                if let (Acc::Tensor(arr, t), Some((n, i, k, hit))) = (acc, prefix_build(body, a)) {
+                    return self.accumulate_prefix(fb, st, ctx, arr, t, (n, i, k, hit), site);
+                }
             }
             Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_) | Acc::Set(..)) => {
                 if let Expr::Tuple(es) = &body.exprs[a] {
@@ -626,6 +648,37 @@ impl Lowerer<'_> {
         let inner = ctx.with_binding(&i, LVal::Op(at.clone()));
         // As in the interpreter, `hit` is evaluated only at `at`.
         self.accumulate_at(fb, st, &inner, arr, t, &dims, &[at], Term::Expr(hit), site)
+    }
+
+    /// `arr += build n (lam i (if (lt i k) hit 0))`: `arr[i] += hit` for `i`
+    /// below both k and n; zeros elsewhere add nothing (but the sign of a
+    /// zero), so the loop stops at k. `k` is evaluated once, before it.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_prefix(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        arr: &Op,
+        t: &Type,
+        (n, i, k, hit): (ExprId, String, ExprId, ExprId),
+        site: SiteId,
+    ) -> R<()> {
+        let n = self.lower_expr(fb, st, ctx, n)?;
+        let dims = index_ops(&n)?;
+        self.sizes_check(fb, &dims, "build", site);
+        let (rank, elem) = tensor_ty(t)?;
+        let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
+        self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);
+        let k = lval_op(&self.lower_expr(fb, st, ctx, k)?)?;
+        let below = bin(fb, BinOp::ILt, k.clone(), dims[0].clone());
+        let m = fb.let_(Rhs::Select(below, k, dims[0].clone()), Type::Integer, Some("prefix"));
+        let nest = self.nest_open(fb, &[m]);
+        let inner = ctx.with_binding(&i, index_lval(nest.idx()));
+        let slot = self.slot_acc(fb, arr.clone(), nest.flat(), &elem);
+        self.accumulate_proj(fb, st, &inner, &slot, hit, &[], site)?;
+        self.nest_close(fb, nest);
+        Ok(())
     }
 
     /// `arr += deltaVec n i v`: `arr[i] += v` (an index out of range adds
