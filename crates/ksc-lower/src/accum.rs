@@ -172,8 +172,9 @@ fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, Expr
 }
 
 /// The arguments of a prefix `build n (lam i (if (lt i k) hit zero))` of a
-/// vector (`k` not mentioning `i`): `(n, i, k, hit)`. Reverse mode makes
-/// these when a loop reads the first k elements of a vector.
+/// vector (`k` a variable other than `i`, or a literal: it is read once
+/// before the loop, and reading it cannot fail): `(n, i, k, hit)`. Reverse
+/// mode makes these when a loop reads the first k elements of a vector.
 fn prefix_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId)> {
     let Expr::Tuple(es) = &body.exprs[a] else { return None };
     let [n, lam] = es[..] else { return None };
@@ -187,7 +188,12 @@ fn prefix_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprI
     let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
     let [x, k] = xy[..] else { return None };
     let is_i = matches!(&body.exprs[x], Expr::Var(v) if v == i);
-    (is_i && !occurs(body, k, i) && is_zero(body, *miss)).then(|| (n, i.clone(), k, *hit))
+    let atom = match &body.exprs[k] {
+        Expr::Var(v) => v != i,
+        Expr::Lit(_) => true,
+        _ => false,
+    };
+    (is_i && atom && is_zero(body, *miss)).then(|| (n, i.clone(), k, *hit))
 }
 
 /// Component `k` (from 1) of a tuple type.
