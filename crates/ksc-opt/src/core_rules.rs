@@ -450,12 +450,29 @@ fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 
 /// How many times `x` occurs free in `e`, written (under lambdas too).
 fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
-    let body: &ksc_ir::Body = &*ctx.b.body;
-    let mut stack = vec![e];
     let mut count = 0;
+    walk_free(&*ctx.b.body, x, e, &mut |_, node| match node {
+        Expr::Var(v) if v == x => {
+            count += 1;
+            Some(Vec::new())
+        }
+        _ => None,
+    });
+    count
+}
+
+/// Walks the nodes of `e` in the scope of the free `x` (a binder of `x`
+/// hides its body): `visit` returns the children to go on with, or None
+/// for all of them.
+fn walk_free(body: &ksc_ir::Body, x: &str, e: ExprId, visit: &mut dyn FnMut(ExprId, &Expr) -> Option<Vec<ExprId>>) {
+    let mut stack = vec![e];
     while let Some(e) = stack.pop() {
-        match &body.exprs[e] {
-            Expr::Var(v) if v == x => count += 1,
+        let node = &body.exprs[e];
+        if let Some(next) = visit(e, node) {
+            stack.extend(next);
+            continue;
+        }
+        match node {
             Expr::Let(p, r, b) => {
                 stack.push(*r);
                 if !p.vars().iter().any(|v| v == x) {
@@ -470,7 +487,6 @@ fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
             other => stack.extend(term::children(other)),
         }
     }
-    count
 }
 
 /// Is the tree at `e` at most [`SMALL_ELEMENT`] nodes, without loops and
@@ -543,39 +559,28 @@ fn only_indexed(ctx: &Ctx, x: &str, e: ExprId) -> bool {
 /// `size` (or, with `added`, an operand of `ts_add`)?
 fn only_uses(ctx: &Ctx, x: &str, e: ExprId, added: bool) -> bool {
     let body: &ksc_ir::Body = &*ctx.b.body;
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match &body.exprs[e] {
-            Expr::Var(v) if v == x => return false,
-            Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd) {
-                Some(args) => stack.extend(args.into_iter().filter(|&a| !matches!(&body.exprs[a], Expr::Var(w) if w == x))),
-                None => stack.push(*arg),
-            },
-            Expr::Call(Callee::Prim(p @ (Prim::Index | Prim::Size)), arg) => {
-                let args = ksc_linmap::builder::call_of(body, e, *p).unwrap_or_default();
-                let vector = if *p == Prim::Index { args.get(1) } else { args.first() };
-                match vector {
-                    Some(&v) if matches!(&body.exprs[v], Expr::Var(w) if w == x) => {
-                        stack.extend(args.iter().copied().filter(|&a| a != v));
-                    }
-                    _ => stack.push(*arg),
-                }
-            }
-            Expr::Let(p, r, b) => {
-                stack.push(*r);
-                if !p.vars().iter().any(|v| v == x) {
-                    stack.push(*b);
-                }
-            }
-            Expr::Lam(v, _, b) => {
-                if v != x {
-                    stack.push(*b);
-                }
-            }
-            other => stack.extend(term::children(other)),
+    let is_x = |a: ExprId| matches!(&body.exprs[a], Expr::Var(w) if w == x);
+    let mut ok = true;
+    walk_free(body, x, e, &mut |e, node| match node {
+        Expr::Var(v) if v == x => {
+            ok = false;
+            Some(Vec::new())
         }
-    }
-    true
+        Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd) {
+            Some(args) => Some(args.into_iter().filter(|&a| !is_x(a)).collect()),
+            None => Some(vec![*arg]),
+        },
+        Expr::Call(Callee::Prim(p @ (Prim::Index | Prim::Size)), arg) => {
+            let args = ksc_linmap::builder::call_of(body, e, *p).unwrap_or_default();
+            let vector = if *p == Prim::Index { args.get(1) } else { args.first() };
+            match vector {
+                Some(&v) if is_x(v) => Some(args.iter().copied().filter(|&a| a != v).collect()),
+                _ => Some(vec![*arg]),
+            }
+        }
+        _ => None,
+    });
+    ok
 }
 
 // ---------------------------------------------------------------------------
