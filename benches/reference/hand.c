@@ -49,21 +49,13 @@ static void ref_bone_pose_index(int b, int idx[3]) {
     else if (seg >= 2) idx[0] = 6 + seg + 4 * f;
 }
 
-static void ref_mat4_mul(const double *a, const double *b, double *c) {
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
+/* c = a b for n x n row-major matrices. */
+static void ref_matn_mul(int n, const double *a, const double *b, double *c) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
             double s = 0.0;
-            for (int k = 0; k < 4; k++) s += a[4 * i + k] * b[4 * k + j];
-            c[4 * i + j] = s;
-        }
-}
-
-static void ref_mat3_mul(const double *a, const double *b, double *c) {
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) {
-            double s = 0.0;
-            for (int k = 0; k < 3; k++) s += a[3 * i + k] * b[3 * k + j];
-            c[3 * i + j] = s;
+            for (int k = 0; k < n; k++) s += a[n * i + k] * b[n * k + j];
+            c[n * i + j] = s;
         }
 }
 
@@ -73,16 +65,16 @@ static void ref_euler(double tx, double tz, double ty, double *R, double *dR) {
     double cx = cos(tx), sx = sin(tx), cy = cos(ty), sy = sin(ty), cz = cos(tz), sz = sin(tz);
     double Rx[9] = {1, 0, 0, 0, cx, -sx, 0, sx, cx}, Ry[9] = {cy, 0, sy, 0, 1, 0, -sy, 0, cy},
            Rz[9] = {cz, -sz, 0, sz, cz, 0, 0, 0, 1}, zy[9];
-    ref_mat3_mul(Rz, Ry, zy);
-    ref_mat3_mul(zy, Rx, R);
+    ref_matn_mul(3, Rz, Ry, zy);
+    ref_matn_mul(3, zy, Rx, R);
     if (!dR) return;
     double dRx[9] = {0, 0, 0, 0, -sx, -cx, 0, cx, -sx}, dRy[9] = {-sy, 0, cy, 0, 0, 0, -cy, 0, -sy},
            dRz[9] = {-sz, -cz, 0, cz, -sz, 0, 0, 0, 0}, t[9];
-    ref_mat3_mul(zy, dRx, dR);
-    ref_mat3_mul(dRz, Ry, t);
-    ref_mat3_mul(t, Rx, dR + 9);
-    ref_mat3_mul(Rz, dRy, t);
-    ref_mat3_mul(t, Rx, dR + 18);
+    ref_matn_mul(3, zy, dRx, dR);
+    ref_matn_mul(3, dRz, Ry, t);
+    ref_matn_mul(3, t, Rx, dR + 9);
+    ref_matn_mul(3, Rz, dRy, t);
+    ref_matn_mul(3, t, Rx, dR + 18);
 }
 
 /* Numbers with 3 tangent components (for the angle-axis rotation). */
@@ -162,8 +154,8 @@ static void ref_transforms(const ref_hand_model *m, const double *theta, double 
         ref_posed(base, R, rel, 0);
         long p = (long)m->parents[b];
         if (p < 0) memcpy(absl[b], rel, sizeof rel);
-        else ref_mat4_mul(absl[p], rel, absl[b]);
-        ref_mat4_mul(absl[b], &m->inverse_base_absolutes[16 * b], &T[16 * b]);
+        else ref_matn_mul(4, absl[p], rel, absl[b]);
+        ref_matn_mul(4, absl[b], &m->inverse_base_absolutes[16 * b], &T[16 * b]);
         if (!dT) continue;
         /* d absolute_b = d absolute_p relative_b + absolute_p d relative_b */
         char *db = &dep[REF_NTHETA * b];
@@ -171,7 +163,7 @@ static void ref_transforms(const ref_hand_model *m, const double *theta, double 
         if (p >= 0)
             for (int k = 0; k < REF_NTHETA; k++)
                 if (dep[REF_NTHETA * p + k]) {
-                    ref_mat4_mul(dabs[p][k], rel, dabs[b][k]);
+                    ref_matn_mul(4, dabs[p][k], rel, dabs[b][k]);
                     db[k] = 1;
                 }
         for (int a = 0; a < 3; a++) {
@@ -179,7 +171,7 @@ static void ref_transforms(const ref_hand_model *m, const double *theta, double 
             if (k < 0) continue;
             double drel[16], t[16];
             ref_posed(base, dR + 9 * a, drel, 1);
-            if (p >= 0) ref_mat4_mul(absl[p], drel, t);
+            if (p >= 0) ref_matn_mul(4, absl[p], drel, t);
             else memcpy(t, drel, sizeof t);
             if (db[k])
                 for (int e = 0; e < 16; e++) dabs[b][k][e] += t[e];
@@ -188,7 +180,7 @@ static void ref_transforms(const ref_hand_model *m, const double *theta, double 
             db[k] = 1;
         }
         for (int k = 0; k < REF_NTHETA; k++)
-            if (db[k]) ref_mat4_mul(dabs[b][k], &m->inverse_base_absolutes[16 * b], &dT[(REF_NTHETA * b + k) * 16]);
+            if (db[k]) ref_matn_mul(4, dabs[b][k], &m->inverse_base_absolutes[16 * b], &dT[(REF_NTHETA * b + k) * 16]);
     }
 }
 

@@ -97,7 +97,7 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
                 for lib in sparse::library() {
                     if !by_name.contains_key(&lib.name) {
                         by_name.insert(lib.name.clone(), lib.clone());
-                        out.defs.push(lib);
+                        out.defs.push(lib.clone());
                     }
                 }
                 for block in sp.blocks {

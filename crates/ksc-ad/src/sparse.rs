@@ -48,11 +48,14 @@ fn sorted_block() -> FunName {
     FunName::typed("ksc$sortedBlock", Type::Tuple(vec![matrix, ivec.clone(), ivec]))
 }
 
-/// The definitions of `sparse.ks`, checked.
-pub fn library() -> Vec<Def> {
-    let analysis = ksc_types::analyze(LIBRARY);
-    assert!(!analysis.has_errors(), "sparse.ks: {:?}", analysis.diagnostics);
-    analysis.defs().into_iter().filter(|d| d.name.base.starts_with("ksc$")).cloned().collect()
+/// The definitions of `sparse.ks`, checked (once per process).
+pub fn library() -> &'static [Def] {
+    static LIBRARY_DEFS: std::sync::OnceLock<Vec<Def>> = std::sync::OnceLock::new();
+    LIBRARY_DEFS.get_or_init(|| {
+        let analysis = ksc_types::analyze(LIBRARY);
+        assert!(!analysis.has_errors(), "sparse.ks: {:?}", analysis.diagnostics);
+        analysis.defs().into_iter().filter(|d| d.name.base.starts_with("ksc$")).cloned().collect()
+    })
 }
 
 /// `[jacsparse f]` and the block functions whose `[jac1 ..]` it calls.
