@@ -297,7 +297,7 @@ pub fn mark_calls_in_loops(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
             Expr::Call(Callee::Fun(g), _)
                 if inside
-                    && globals.def(g).is_some_and(|d| d.body.exprs.len() <= INLINE_INTO_LOOP)
+                    && globals.small_def(g, INLINE_INTO_LOOP, ksc_opt::Measure::Arena).is_some()
                     && !globals.is_recursive(g) =>
             {
                 calls.push(e)

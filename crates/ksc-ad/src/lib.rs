@@ -25,6 +25,35 @@ pub struct Derived {
     /// checking, not for code generation).
     pub jacobians: Vec<Def>,
     pub errors: Vec<(FunName, AdError)>,
+    /// [`derive_one`]: the derived functions the derived ones call, which
+    /// were not derived here, in the order they were asked for.
+    pub demands: Vec<FunName>,
+}
+
+/// What derivation reads of the program.
+pub trait Program {
+    /// The written definition of `name` (prelude included), if it has one
+    /// with a body.
+    fn written(&self, name: &FunName) -> Option<&Def>;
+    /// Does `name` have a written definition? Asked about callees and hand
+    /// derivatives, whose bodies the derivation does not read.
+    fn is_written(&self, name: &FunName) -> bool {
+        self.written(name).is_some()
+    }
+    /// A derived function derived elsewhere (by another [`derive_one`]),
+    /// when a derivative of it is asked for. None: not derived.
+    fn derived(&self, _name: &FunName) -> Option<&Def> {
+        None
+    }
+}
+
+/// A program given as the list of its definitions.
+struct Listed<'a, 'd>(&'a [&'d Def]);
+
+impl Program for Listed<'_, '_> {
+    fn written(&self, name: &FunName) -> Option<&Def> {
+        self.0.iter().copied().find(|d| d.name == *name)
+    }
 }
 
 /// Derives every requested function (`[fwd f]` or `[rev f]` with `f` fully
@@ -32,26 +61,46 @@ pub struct Derived {
 /// `existing` are the definitions of the program (prelude included); a
 /// derivative defined there by hand is used, not derived.
 pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
+    derive(&Listed(existing), requests, false)
+}
+
+/// Derives `request` alone, for a driver that derives each function once
+/// (the incremental database): the derived functions it calls are left in
+/// [`Derived::demands`], and a derived function it derives is taken from
+/// [`Program::derived`]. Functions it generates (the blocks of
+/// `[jacsparse f]`) are derived here with their derivatives.
+pub fn derive_one(program: &dyn Program, request: &FunName) -> Derived {
+    derive(program, std::slice::from_ref(request), true)
+}
+
+fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
     let mut by_name: FxHashMap<FunName, Def> = FxHashMap::default();
-    let known: FxHashSet<FunName> = existing.iter().map(|d| d.name.clone()).collect();
     let mut out = Derived::default();
     let mut jacobians: FxHashMap<FunName, (Def, derive::Witnesses)> = FxHashMap::default();
     let mut work: Vec<FunName> = requests.to_vec();
     let mut failed: FxHashSet<FunName> = FxHashSet::default();
     // A callee's value and tangent come from one `[fwdt g]`, unless `[fwd
     // g]` is written by hand and `[fwdt g]` is not.
-    let pairs = |g: &FunName| !known.contains(&g.derived(Derivation::Fwd)) || known.contains(&g.derived(Derivation::FwdT));
+    let pairs =
+        |g: &FunName| !program.is_written(&g.derived(Derivation::Fwd)) || program.is_written(&g.derived(Derivation::FwdT));
     while let Some(name) = work.pop() {
-        if known.contains(&name) || by_name.contains_key(&name) || failed.contains(&name) {
+        if program.is_written(&name) || by_name.contains_key(&name) || failed.contains(&name) {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
+        if one && !requests.contains(&name) && !by_name.contains_key(&FunName { derivs: Vec::new(), ..name.clone() }) {
+            if !out.demands.contains(&name) {
+                out.demands.push(name);
+            }
+            continue;
+        }
         // The definition of f: written, or derived already; a derived one
         // not derived yet is derived first, then `name` again.
-        let written = existing.iter().copied().find(|d| d.name == inner);
-        let f: Def = match written.or_else(|| by_name.get(&inner)) {
+        let written = program.written(&inner);
+        let elsewhere = if one && !by_name.contains_key(&inner) { program.derived(&inner) } else { None };
+        let f: Def = match written.or_else(|| by_name.get(&inner)).or(elsewhere) {
             Some(f) => f.clone(),
-            None if inner.derivs.is_empty() || failed.contains(&inner) => {
+            None if inner.derivs.is_empty() || failed.contains(&inner) || one => {
                 let what = if d == Derivation::CL { "translate" } else { "differentiate" };
                 let message = format!("`{inner}` has no definition to {what}");
                 out.errors.push((name.clone(), AdError { message, at: None }));
@@ -64,16 +113,14 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
                 continue;
             }
         };
+        let has_body = |n: &FunName| program.is_written(n) || by_name.contains_key(n) || derivable(n, program);
         // A `[rev g]` made of the split passes (g recursive) is
         // differentiated as the equal function that recomputes primals
         // (the tape's `$tapePush` has no derivative): `[rev g]` from the
         // transposed `[D g]`, whose recursive call is `[rev g]` again.
         let f = match inner.inner() {
             Some((Derivation::Rev, g)) if written.is_none() && d != Derivation::CL && by_passes(&f) => {
-                let gdef = existing.iter().copied().find(|d| d.name == g).or_else(|| by_name.get(&g)).cloned();
-                let has_body = |n: &FunName| {
-                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
-                };
+                let gdef = program.written(&g).or_else(|| by_name.get(&g)).or_else(|| program.derived(&g)).cloned();
                 match gdef.map(|gdef| derive_from_jacobian(Derivation::Rev, &gdef, &mut jacobians, &mut work, &pairs, has_body)) {
                     Some(Ok(plain)) => plain,
                     _ => f,
@@ -115,15 +162,9 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             // The split passes with a tape (`tape.rs`), and `[rev f]` by
             // them when f is recursive.
             Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufFwdTape => {
-                let has_body = |n: &FunName| {
-                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
-                };
                 split_passes(d, &f, &mut jacobians, &mut work, has_body)
             }
             Derivation::Rev if is_recursive(&f) => {
-                let has_body = |n: &FunName| {
-                    known.contains(n) && existing.iter().any(|d| &d.name == n) || by_name.contains_key(n) || derivable(n, &known)
-                };
                 split_passes(d, &f, &mut jacobians, &mut work, has_body)
             }
             // `[CL f]`: f's definition through the categorical language and back.
@@ -132,11 +173,7 @@ pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
             }
             Derivation::D => Err(AdError { message: "`[D f]` is a linear map, not code".to_string(), at: None }),
             Derivation::Fwd | Derivation::Rev | Derivation::FwdT => {
-                derive_from_jacobian(d, &f, &mut jacobians, &mut work, &pairs, |n: &FunName| {
-                    known.contains(n) && existing.iter().any(|d| &d.name == n)
-                        || by_name.contains_key(n)
-                        || derivable(n, &known)
-                })
+                derive_from_jacobian(d, &f, &mut jacobians, &mut work, &pairs, has_body)
             }
         };
         match made {
@@ -284,17 +321,19 @@ fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
 
 /// Can `[fwd h]` / `[rev h]` / `[D h]` style names be derived (the base has
 /// a body)?
-fn derivable(n: &FunName, known: &FxHashSet<FunName>) -> bool {
+fn derivable(n: &FunName, program: &dyn Program) -> bool {
     match n.inner() {
-        Some((Derivation::Fwd | Derivation::Rev | Derivation::FwdT, inner)) => known.contains(&inner) || derivable(&inner, known),
+        Some((Derivation::Fwd | Derivation::Rev | Derivation::FwdT, inner)) => {
+            program.is_written(&inner) || derivable(&inner, program)
+        }
         _ => false,
     }
 }
 
 /// Derives `[D f]` alone (for printing Jacobians).
 pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
-    let known: FxHashSet<FunName> = existing.iter().map(|d| d.name.clone()).collect();
-    let has_body = |n: &FunName| known.contains(n) || derivable(n, &known);
+    let program = Listed(existing);
+    let has_body = |n: &FunName| program.is_written(n) || derivable(n, &program);
     guard(|| derive::jacobian_def(f, &has_body)).map(|(d, _)| d)
 }
 
@@ -319,34 +358,48 @@ pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule])
     let snapshot: Vec<Def> = derived.to_vec();
     let all = ksc_opt::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
     let globals = ksc_opt::Globals::new(&all);
-    let (user, rejected) = ksc_opt::RuleSet::user(rules.iter().copied());
-    let options = ksc_opt::Options::default();
-    let mut warnings: Vec<String> =
-        rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect();
+    let (user, mut warnings) = user_rule_set(rules);
     for def in derived.iter_mut() {
-        let report = ksc_opt::optimise_def(def, &user, &globals, &options);
+        warnings.extend(optimise_one(def, &globals, &user));
+    }
+    warnings
+}
+
+/// The program's `rule`s as the optimiser's first rule set, and warnings
+/// for those it cannot use.
+pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (ksc_opt::RuleSet, Vec<String>) {
+    let (user, rejected) = ksc_opt::RuleSet::user(rules.iter().copied());
+    (user, rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect())
+}
+
+/// Simplifies one derived function (see [`optimise`]); `globals` knows the
+/// program's definitions and the other derived functions. Returns the
+/// optimiser's warnings.
+pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::RuleSet) -> Vec<String> {
+    let options = ksc_opt::Options::default();
+    let mut warnings = Vec::new();
+    let mut run = |def: &mut Def| {
+        let report = ksc_opt::optimise_def(def, user, globals, &options);
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
-        if def.name.derivs.first() == Some(&Derivation::Rev) && share_loop_values(def, &globals) {
-            // The primal values its loops compute twice, computed once.
-            let report = ksc_opt::optimise_def(def, &user, &globals, &options);
-            warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
-        }
-        if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
-            // The functions the loops call, inlined (three levels), so that
-            // their primal work is hoisted with the rest, and then shared.
-            for _ in 0..3 {
-                if !jac::mark_calls_in_loops(def, &globals) {
-                    break;
-                }
-                let report = ksc_opt::optimise_def(def, &user, &globals, &options);
-                warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+    };
+    run(def);
+    if def.name.derivs.first() == Some(&Derivation::Rev) && share_loop_values(def, globals) {
+        // The primal values its loops compute twice, computed once.
+        run(def);
+    }
+    if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
+        // The functions the loops call, inlined (three levels), so that
+        // their primal work is hoisted with the rest, and then shared.
+        for _ in 0..3 {
+            if !jac::mark_calls_in_loops(def, globals) {
+                break;
             }
-            jac::hoist_loop_invariants(def, &globals);
-            // CSE merges the hoisted primal work with f's own, and the
-            // cleanup undoes the A-normal form hoisting needed.
-            let report = ksc_opt::optimise_def(def, &user, &globals, &options);
-            warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+            run(def);
         }
+        jac::hoist_loop_invariants(def, globals);
+        // CSE merges the hoisted primal work with f's own, and the
+        // cleanup undoes the A-normal form hoisting needed.
+        run(def);
     }
     warnings
 }

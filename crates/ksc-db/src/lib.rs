@@ -20,9 +20,17 @@
 //! item_diagnostics(item)  its diagnostics, located (reads positions only if
 //!                         there is something to report)
 //! defs_in_force(file)     which definition each function name means
-//! callees(file, f)        the functions f's body calls
-//! gdef_derived(item)      a gdef's derived functions (ksc_ad: derived and
-//!                         optimised), reading only the definitions they use
+//! def_of(file, f)         the checked definition in force for f
+//! is_defined(file, f)     whether f has one (what callers' derivations read)
+//! derived_one(file, f)    one derived function, derived (ksc_ad::derive_one):
+//!                         reads the body it differentiates, and only names
+//!                         of its callees; lists the derivatives it calls
+//! gdef_closure(item)      the derived functions a gdef needs, transitively
+//! optimised(item, f)      one of them optimised (ksc_ad::optimise_one); the
+//!                         optimiser reads callees through the next two
+//! small_def_of(item, f, ..)  f's body if small enough to inline, else None
+//! facts_of(item, f)       whether f may print, whether it recurses
+//! gdef_derived(item)      a gdef's derived functions, optimised
 //! file_diagnostics(file)  every diagnostic of the file, in order
 //! analysis(file)          everything a run needs, as a ksc_types::Analysis
 //! ```

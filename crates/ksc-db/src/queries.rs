@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Body, Callee, Decl, Def, Derivation, Expr, ExprId, FunName, Rule};
+use ksc_ir::{Body, Decl, Def, Derivation, Expr, ExprId, FunName, Rule};
 use ksc_syntax::Span;
 use ksc_types::check::Checker;
 use ksc_types::lower::{self, DeclSpans};
@@ -421,23 +421,13 @@ pub fn def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> 
     Some(TypedDef(def))
 }
 
-/// The global functions a definition's body calls, sorted.
-#[salsa::tracked(returns(ref))]
-pub fn callees(db: &dyn Db, file: SourceFile, name: FunName) -> Vec<FunName> {
-    db.log_execution(format!("callees({name})"));
-    let Some(TypedDef(d)) = def_of(db, file, name) else { return Vec::new() };
-    let mut out: Vec<FunName> = d
-        .body
-        .exprs
-        .values()
-        .filter_map(|e| match e {
-            Expr::Call(Callee::Fun(f), _) => Some(f.clone()),
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+/// Does `name` have a definition with a body (written, or in the
+/// prelude)? What derivation and optimisation ask about callees: the
+/// answer does not change when a callee's body does.
+#[salsa::tracked(returns(copy))]
+pub fn is_defined(db: &dyn Db, file: SourceFile, name: FunName) -> bool {
+    db.log_execution(format!("is_defined({name})"));
+    def_of(db, file, name).is_some()
 }
 
 /// A derivation error of a `gdef`: the function that could not be derived,
@@ -475,51 +465,79 @@ impl PartialEq for GdefOutput {
     }
 }
 
-/// The functions a derivative of `base` may need: those `base` calls,
-/// transitively, and the derivatives of them written by hand. Reads only
-/// their definitions (and which names have definitions).
-fn needed_definitions(db: &dyn Db, file: SourceFile, base: FunName) -> Vec<FunName> {
-    let in_force = defs_in_force(db, file);
-    let mut seen: FxHashSet<FunName> = FxHashSet::default();
-    let mut work = vec![base];
-    loop {
-        while let Some(n) = work.pop() {
-            if !in_force.map.contains_key(&n) || !seen.insert(n.clone()) {
-                continue;
-            }
-            work.extend(callees(db, file, n).iter().cloned());
-        }
-        let bases: FxHashSet<FunName> =
-            seen.iter().map(|n| FunName { derivs: Vec::new(), ..n.clone() }).collect();
-        work = in_force
-            .map
-            .keys()
-            .filter(|n| !n.derivs.is_empty() && !seen.contains(*n))
-            .filter(|n| bases.contains(&FunName { derivs: Vec::new(), ..(*n).clone() }))
-            .cloned()
-            .collect();
-        if work.is_empty() {
-            break;
-        }
-    }
-    let mut names: Vec<FunName> = seen.into_iter().collect();
-    names.sort();
-    names
+/// One derived function, derived once per file (`ksc_ad::derive_one`):
+/// its definition (with the functions it generates, such as the blocks of
+/// `[jacsparse f]`), the derived functions it calls, and its errors.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DerivedOne {
+    /// The function itself first (if it could be derived).
+    pub defs: Vec<TypedDef>,
+    pub demands: Vec<FunName>,
+    pub errors: Vec<DeriveError>,
 }
 
-/// The derived functions a `gdef` asks for, through `ksc_ad` (derived, then
-/// optimised). Reads the definitions of the derived function's base and of
-/// what it calls, so editing an unrelated definition does not re-derive it.
+/// What derivation reads of the program, through the database: the
+/// definition of the function it differentiates, and only whether its
+/// callees have definitions.
+struct DbProgram<'db> {
+    db: &'db dyn Db,
+    file: SourceFile,
+}
+
+impl ksc_ad::Program for DbProgram<'_> {
+    fn written(&self, name: &FunName) -> Option<&Def> {
+        def_of(self.db, self.file, name.clone()).as_ref().map(|d| &d.0)
+    }
+    fn is_written(&self, name: &FunName) -> bool {
+        is_defined(self.db, self.file, name.clone())
+    }
+    fn derived(&self, name: &FunName) -> Option<&Def> {
+        derived_one(self.db, self.file, name.clone()).defs.first().map(|d| &d.0).filter(|d| d.name == *name)
+    }
+}
+
+/// Derives one function (not optimised). Reads the definition of the
+/// function it differentiates; editing a callee's body does not re-derive
+/// it.
 #[salsa::tracked(returns(ref))]
-pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
-    db.log_execution(format!("gdef_derived({})", item.key(db)));
+pub fn derived_one(db: &dyn Db, file: SourceFile, name: FunName) -> DerivedOne {
+    db.log_execution(format!("derived_one({name})"));
+    let derived = ksc_ad::derive_one(&DbProgram { db, file }, &name);
+    DerivedOne {
+        defs: derived.defs.into_iter().map(TypedDef).collect(),
+        demands: derived.demands,
+        errors: derived
+            .errors
+            .into_iter()
+            .map(|(name, e)| DeriveError { name, message: e.message, at: e.at })
+            .collect(),
+    }
+}
+
+/// The derived functions a `gdef` needs: the one it asks for, then those it
+/// calls, transitively, each with the function whose derivation produced
+/// it; and their errors.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GdefClosure {
+    /// The derived function it asks for (`[rev [f T]]`), once resolved.
+    pub requested: Option<FunName>,
+    /// A kind of derivative that is checked but not generated.
+    pub unsupported: bool,
+    /// (derived function, the request of [`derived_one`] that made it).
+    pub defs: Vec<(FunName, FunName)>,
+    pub errors: Vec<DeriveError>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn gdef_closure<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefClosure {
+    db.log_execution(format!("gdef_closure({})", item.key(db)));
     let c = checked(db, item);
-    let Decl::Gdef(g) = &c.decl else { return GdefOutput::default() };
+    let Decl::Gdef(g) = &c.decl else { return GdefClosure::default() };
     if !c.clean {
-        return GdefOutput::default();
+        return GdefClosure::default();
     }
     let name = g.fun.derived(g.derivation);
-    let mut out = GdefOutput { requested: Some(name.clone()), ..GdefOutput::default() };
+    let mut out = GdefClosure { requested: Some(name.clone()), ..GdefClosure::default() };
     if !matches!(
         name.derivs.first(),
         Some(
@@ -542,19 +560,143 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
         return out;
     }
     let file = item.file(db);
-    let base = FunName { derivs: Vec::new(), ..g.fun.clone() };
-    let needed = needed_definitions(db, file, base);
-    let defs: Vec<&Def> = needed.into_iter().filter_map(|n| def_of(db, file, n).as_ref().map(|d| &d.0)).collect();
-    let rules = user_rules(db, file);
+    // The order of `ksc_ad::derive_requested`: a derived function whose
+    // base is derived too comes after it; callees' derivatives after
+    // their caller, the last asked for first.
+    let mut done: FxHashSet<FunName> = FxHashSet::default();
+    let mut work = vec![name];
+    while let Some(name) = work.pop() {
+        if done.contains(&name) || is_defined(db, file, name.clone()) {
+            continue;
+        }
+        if let Some((_, inner)) = name.inner() {
+            if !inner.derivs.is_empty() && !done.contains(&inner) && !is_defined(db, file, inner.clone()) {
+                work.push(name);
+                work.push(inner);
+                continue;
+            }
+        }
+        done.insert(name.clone());
+        let one = derived_one(db, file, name.clone());
+        for d in &one.defs {
+            if done.insert(d.0.name.clone()) || d.0.name == name {
+                out.defs.push((d.0.name.clone(), name.clone()));
+            }
+        }
+        out.errors.extend(one.errors.iter().cloned());
+        work.extend(one.demands.iter().rev().cloned());
+    }
+    out
+}
+
+/// A derived function after optimisation, and the optimiser's warnings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Optimised {
+    pub def: TypedDef,
+    pub warnings: Vec<String>,
+}
+
+/// What the optimiser of a `gdef`'s derived function reads of the program:
+/// definitions (for inlining), through the database; the other derived
+/// functions of the `gdef`; and, through their own queries, the facts and
+/// small bodies that do not change with every edit of a callee.
+struct DbDefs<'db> {
+    db: &'db dyn Db,
+    item: Item<'db>,
+    file: SourceFile,
+    closure: &'db GdefClosure,
+    /// Answer [`ksc_opt::Defs::facts`] through [`facts_of`].
+    facts: bool,
+}
+
+impl<'db> DbDefs<'db> {
+    fn new(db: &'db dyn Db, item: Item<'db>, facts: bool) -> DbDefs<'db> {
+        DbDefs { db, item, file: item.file(db), closure: gdef_closure(db, item), facts }
+    }
+
+    fn derived(&self, name: &FunName) -> Option<&'db Def> {
+        let (_, producer) = self.closure.defs.iter().find(|(n, _)| n == name)?;
+        derived_one(self.db, self.file, producer.clone()).defs.iter().map(|d| &d.0).find(|d| d.name == *name)
+    }
+}
+
+impl ksc_opt::Defs for DbDefs<'_> {
+    fn def(&self, name: &FunName) -> Option<&Def> {
+        def_of(self.db, self.file, name.clone()).as_ref().map(|d| &d.0).or_else(|| self.derived(name))
+    }
+    fn has_def(&self, name: &FunName) -> bool {
+        is_defined(self.db, self.file, name.clone()) || self.closure.defs.iter().any(|(n, _)| n == name)
+    }
+    fn small_def(&self, name: &FunName, limit: usize, measure: ksc_opt::Measure) -> Option<&Def> {
+        let arena = measure == ksc_opt::Measure::Arena;
+        small_def_of(self.db, self.item, name.clone(), limit, arena).as_ref().map(|d| &d.0)
+    }
+    fn facts(&self, name: &FunName) -> Option<ksc_opt::Facts> {
+        let (effect, recursive) = if self.facts { facts_of(self.db, self.item, name.clone()) } else { return None };
+        Some(ksc_opt::Facts { effect, recursive })
+    }
+}
+
+/// Whether calling `name` may print, and whether it is recursive, in the
+/// program a `gdef`'s derived functions see. Reads the bodies of what
+/// `name` calls, transitively; its callers read only the two answers.
+#[salsa::tracked(returns(copy))]
+pub fn facts_of<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName) -> (bool, bool) {
+    db.log_execution(format!("facts_of({name})"));
+    let defs = DbDefs::new(db, item, false);
+    let f = ksc_opt::Globals::new(&defs).facts(&name);
+    (f.effect, f.recursive)
+}
+
+/// A definition (written, or derived for the `gdef`) if its body has at
+/// most `limit` nodes (counted over the arena if `arena`, else from the
+/// root): what the optimiser reads of a callee it may inline, so that a
+/// caller is not optimised again when a callee too big to inline changes.
+#[salsa::tracked(returns(ref))]
+pub fn small_def_of<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName, limit: usize, arena: bool) -> Option<TypedDef> {
+    db.log_execution(format!("small_def_of({name})"));
+    let measure = if arena { ksc_opt::Measure::Arena } else { ksc_opt::Measure::Tree };
+    let defs = DbDefs::new(db, item, false);
+    ksc_opt::Defs::def(&defs, &name).filter(|d| measure.at_most(d, limit)).map(|d| TypedDef(d.clone()))
+}
+
+/// One derived function of a `gdef`, optimised.
+#[salsa::tracked(returns(ref))]
+pub fn optimised<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName) -> Optimised {
+    db.log_execution(format!("optimised({name})"));
+    let defs = DbDefs::new(db, item, true);
+    let mut def = defs.derived(&name).expect("optimised: a derived function of the gdef").clone();
+    let rules = user_rules(db, item.file(db));
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    let mut derived = ksc_ad::derive_requested(&defs, std::slice::from_ref(&name));
-    out.warnings = ksc_ad::optimise(&mut derived.defs, &defs, &rules);
-    out.defs = derived.defs;
-    out.errors = derived
-        .errors
-        .into_iter()
-        .map(|(name, e)| DeriveError { name, message: e.message, at: e.at })
-        .collect();
+    let (user, _) = ksc_ad::user_rule_set(&rules);
+    let globals = ksc_opt::Globals::new(&defs);
+    let warnings = ksc_ad::optimise_one(&mut def, &globals, &user);
+    Optimised { def: TypedDef(def), warnings }
+}
+
+/// The derived functions a `gdef` asks for, each derived and optimised by
+/// its own queries.
+#[salsa::tracked(returns(ref))]
+pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
+    db.log_execution(format!("gdef_derived({})", item.key(db)));
+    let closure = gdef_closure(db, item);
+    let mut out = GdefOutput {
+        requested: closure.requested.clone(),
+        unsupported: closure.unsupported,
+        errors: closure.errors.clone(),
+        ..GdefOutput::default()
+    };
+    if closure.defs.is_empty() {
+        return out;
+    }
+    let rules = user_rules(db, item.file(db));
+    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
+    out.warnings = ksc_ad::user_rule_set(&rules).1;
+    for (name, _) in &closure.defs {
+        let o = optimised(db, item, name.clone());
+        out.defs.push(o.def.0.clone());
+        out.warnings.extend(o.warnings.iter().cloned());
+    }
     out
 }
 

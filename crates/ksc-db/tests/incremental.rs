@@ -7,7 +7,9 @@ use ksc_db::{analysis, derived_functions, file_diagnostics, Database, SourceFile
 
 const PROGRAM: &str = r#"; A small program with two derivatives.
 (def sq Float (x : Float) (mul x x))
-(def cube Float (x : Float) (mul x (sq x)))
+; Too big to inline (more than 12 nodes).
+(def wave Float (x : Float) (add (mul 3.0 (mul x (sub x 1.0))) (add (sin (mul 2.0 x)) (cos (mul x 0.5)))))
+(def cube Float (x : Float) (add (mul x (sq x)) (wave x)))
 (def shift Float (x : Float) (add x 1.0))
 (def shifted Float (x : Float) (shift x))
 (gdef rev [cube Float])
@@ -84,8 +86,21 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             // run-time error positions) is rebuilt, nothing is re-checked.
             "located_scopes",
             "def_of([sq Float])",
-            "callees([sq Float])",
-            // [rev cube] needs [rev sq]: re-derived. [fwd shifted] is not.
+            "is_defined([sq Float])",
+            // [rev sq] is derived again. [rev cube] is not: its derivation
+            // reads only that `sq` has a definition.
+            "derived_one([rev [sq Float]])",
+            "gdef_closure(gdef rev [cube Float])",
+            // `sq` is small: the optimiser of [rev cube] inlines it, so
+            // [rev cube] is optimised again, and [rev sq] of course.
+            "small_def_of([sq Float])",
+            "optimised([rev [cube Float]])",
+            "optimised([rev [sq Float]])",
+            "small_def_of([rev [sq Float]])",
+            // Whether they print or recurse: read again, the same.
+            "facts_of([sq Float])",
+            "facts_of([rev [sq Float]])",
+            // [fwd shifted] is not derived again.
             "gdef_derived(gdef rev [cube Float])",
             "file_diagnostics",
             "derived_functions",
@@ -94,9 +109,38 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
     );
     assert_same_as_scratch(&db, file);
 
-    // The other derivative depends on `shift` alone. It is re-derived,
-    // but the derivative of `x + c` does not depend on `c`: the result is
-    // the same, so nothing after it runs again.
+    // `wave` is too big to inline, and so is [rev wave], which [rev cube]
+    // calls. Editing `wave` derives and optimises [rev wave] again, and
+    // nothing of [rev cube].
+    edit(&mut db, file, "(cos (mul x 0.5))", "(cos (mul x 0.25))");
+    assert_eq!(
+        compile(&db, file),
+        strings(&[
+            "parse_file",
+            "signature(def wave)",
+            "checked(def wave)",
+            "item_diagnostics(def wave)",
+            "located_scopes",
+            "def_of([wave Float])",
+            "is_defined([wave Float])",
+            "derived_one([rev [wave Float]])",
+            "gdef_closure(gdef rev [cube Float])",
+            "optimised([rev [wave Float]])",
+            "small_def_of([rev [wave Float]])",
+            "facts_of([wave Float])",
+            "facts_of([rev [wave Float]])",
+            "gdef_derived(gdef rev [cube Float])",
+            "file_diagnostics",
+            "derived_functions",
+            "analysis",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+
+    // The other derivative depends on `shift` alone. [fwd shift] is
+    // derived and optimised again, but the derivative of `x + c` does not
+    // depend on `c`: the optimised result is the same, so nothing after it
+    // runs again, and [fwd shifted] is not touched.
     edit(&mut db, file, "(add x 1.0)", "(add x 2.0)");
     assert_eq!(
         compile(&db, file),
@@ -106,14 +150,20 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "checked(def shift)",
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
-            "callees([shift Float])",
-            "gdef_derived(gdef fwd [shifted Float])",
+            "is_defined([shift Float])",
+            "derived_one([fwd [shift Float]])",
+            "gdef_closure(gdef fwd [shifted Float])",
+            "optimised([fwd [shift Float]])",
+            "small_def_of([fwd [shift Float]])",
+            "facts_of([shift Float])",
+            "facts_of([fwd [shift Float]])",
             "analysis",
         ])
     );
     assert_same_as_scratch(&db, file);
 
-    // A change that changes [fwd shifted].
+    // A change that changes [fwd shift]; [fwd shifted] calls it (it is too
+    // big to inline) and is not optimised again.
     edit(&mut db, file, "(add x 2.0)", "(mul x 2.0)");
     assert_eq!(
         compile(&db, file),
@@ -123,7 +173,15 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "checked(def shift)",
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
-            "callees([shift Float])",
+            "is_defined([shift Float])",
+            "derived_one([fwd [shift Float]])",
+            "gdef_closure(gdef fwd [shifted Float])",
+            "optimised([fwd [shift Float]])",
+            "small_def_of([fwd [shift Float]])",
+            "facts_of([shift Float])",
+            "facts_of([fwd [shift Float]])",
+            // `shift` now calls `mul`, which is new to [fwd shift].
+            "facts_of([mul (Tuple Float Float)])",
             "gdef_derived(gdef fwd [shifted Float])",
             "file_diagnostics",
             "derived_functions",
@@ -147,6 +205,7 @@ fn moving_text_reruns_parsing_and_nothing_that_reads_only_core_ir() {
     // A comment, blank lines and spaces inside bodies: every declaration moves.
     edit(&mut db, file, "; A small program", "; A longer comment\n\n; about a small program");
     edit(&mut db, file, "(mul x (sq x))", "(mul   x\n   (sq x))");
+    edit(&mut db, file, "(sin (mul 2.0 x))", "(sin\n  (mul 2.0 x))");
     let _ = file_diagnostics(&db, file);
     let _ = derived_functions(&db, file);
     assert_eq!(executed(&db), strings(&["parse_file"]));
@@ -173,6 +232,7 @@ fn changing_a_signature_rechecks_the_declarations_that_see_it() {
             "located_scopes",
             // Every scope is recomputed; those before `shift` compare equal.
             "scope(def sq)",
+            "scope(def wave)",
             "scope(def cube)",
             "scope(def shift)",
             "scope(def shifted)",
@@ -181,7 +241,7 @@ fn changing_a_signature_rechecks_the_declarations_that_see_it() {
             "scope(def main)",
             // The declarations whose scope holds the new signature are
             // re-checked (a scope is the whole table, so `gdef rev cube`
-            // and `main` are too); `sq` and `cube` are not.
+            // and `main` are too); `sq`, `wave` and `cube` are not.
             "checked(def shift)",
             "checked(def shifted)",
             "checked(gdef rev [cube Float])",

@@ -43,3 +43,53 @@ fn every_file_checks_as_with_the_whole_file_checker() {
         }
     }
 }
+
+/// Deriving and optimising each derived function by its own queries gives
+/// what deriving a `gdef`'s functions together gives (`ksc_ad`'s
+/// `derive_requested` and `optimise`), for every example.
+#[test]
+fn every_derived_function_is_the_one_derived_all_at_once() {
+    use ksc_ir::Decl;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    ks_files(&root.join("ksc-examples"), &mut files);
+    let show = |d: &ksc_ir::Def| ksc_ir::Program { decls: vec![Decl::Def(d.clone())] }.to_string();
+    let mut compared = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let whole = ksc_types::analyze(&text);
+        if whole.has_errors() {
+            continue;
+        }
+        let db = ksc_db::analyze(&text);
+        let name = path.display();
+        let defs = whole.defs();
+        let rules: Vec<&ksc_ir::Rule> =
+            whole.source.decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
+        let mut expected: Vec<(String, String)> = Vec::new();
+        for decl in &whole.source.decls {
+            let Decl::Gdef(g) = decl else { continue };
+            let request = g.fun.derived(g.derivation);
+            let mut derived = ksc_ad::derive_requested(&defs, std::slice::from_ref(&request));
+            if !derived.errors.is_empty() {
+                continue;
+            }
+            ksc_ad::optimise(&mut derived.defs, &defs, &rules);
+            for d in derived.defs {
+                let key = d.name.to_string();
+                if !expected.iter().any(|(k, _)| *k == key) {
+                    expected.push((key, show(&d)));
+                }
+            }
+        }
+        let mut got: Vec<(String, String)> = db.derived.iter().map(|d| (d.name.to_string(), show(d))).collect();
+        expected.sort();
+        got.sort();
+        for (e, g) in expected.iter().zip(&got) {
+            assert_eq!(e, g, "{name}");
+        }
+        assert_eq!(expected.len(), got.len(), "{name}");
+        compared += got.len();
+    }
+    assert!(compared > 100, "compared {compared} derived functions");
+}

@@ -502,7 +502,7 @@ fn small_element(ctx: &Ctx, e: ExprId) -> bool {
         }
         match &body.exprs[x] {
             Expr::Lam(..) => return false,
-            Expr::Call(Callee::Fun(g), _) if ctx.globals.def(g).is_some() => return false,
+            Expr::Call(Callee::Fun(g), _) if ctx.globals.has_def(g) => return false,
             other => stack.extend(term::children(other)),
         }
     }
@@ -987,26 +987,11 @@ fn inline_marked(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 /// `f a ⇒ let params = a in body of f` when f is not recursive and its body is small.
 fn inline_small(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let Expr::Call(Callee::Fun(f), _) = ctx.expr(e).clone() else { return None };
-    let def = ctx.globals.def(&f)?;
-    if !size_at_most(def, ctx.options.inline_size) || ctx.globals.is_recursive(&f) {
+    ctx.globals.small_def(&f, ctx.options.inline_size, crate::Measure::Tree)?;
+    if ctx.globals.is_recursive(&f) {
         return None;
     }
     inline_call(ctx, e)
-}
-
-/// Does a definition's body have at most `limit` nodes? (Stops counting
-/// past the limit.)
-fn size_at_most(def: &ksc_ir::Def, limit: usize) -> bool {
-    let mut n = 0;
-    let mut stack = vec![def.root];
-    while let Some(x) = stack.pop() {
-        n += 1;
-        if n > limit {
-            return false;
-        }
-        stack.extend(term::children(&def.body.exprs[x]));
-    }
-    true
 }
 
 // ---------------------------------------------------------------------------

@@ -17,9 +17,60 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::term::children;
 
 /// A lookup of global function definitions by their full name.
+///
+/// Besides [`Defs::def`], the engine asks questions whose answers do not
+/// depend on every detail of a body; a driver that records what each
+/// optimisation read (the incremental database) answers them itself, so
+/// that editing a callee's body re-optimises only callers whose answers
+/// changed. The defaults compute them from [`Defs::def`].
 pub trait Defs {
     /// The definition of `name`, if it has one (built-ins and `edef`s have none).
     fn def(&self, name: &FunName) -> Option<&Def>;
+    /// Does `name` have a definition?
+    fn has_def(&self, name: &FunName) -> bool {
+        self.def(name).is_some()
+    }
+    /// The definition of `name` if its body has at most `limit` nodes, as
+    /// `measure` counts them.
+    fn small_def(&self, name: &FunName, limit: usize, measure: Measure) -> Option<&Def> {
+        self.def(name).filter(|d| measure.at_most(d, limit))
+    }
+    /// Effect and recursion of `name`, if the lookup knows them (else
+    /// they are computed from the definitions).
+    fn facts(&self, _name: &FunName) -> Option<Facts> {
+        None
+    }
+}
+
+/// How the size of a body is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Measure {
+    /// The nodes reachable from the root.
+    Tree,
+    /// The nodes of the body's arena, reachable or not.
+    Arena,
+}
+
+impl Measure {
+    /// Does `def`'s body have at most `limit` nodes? (Stops counting past
+    /// the limit.)
+    pub fn at_most(self, def: &Def, limit: usize) -> bool {
+        match self {
+            Measure::Arena => def.body.exprs.len() <= limit,
+            Measure::Tree => {
+                let mut n = 0;
+                let mut stack = vec![def.root];
+                while let Some(x) = stack.pop() {
+                    n += 1;
+                    if n > limit {
+                        return false;
+                    }
+                    stack.extend(children(&def.body.exprs[x]));
+                }
+                true
+            }
+        }
+    }
 }
 
 impl Defs for [Def] {
@@ -81,10 +132,12 @@ impl<'d, F: Fn(&FunName) -> Option<&'d Def>> Defs for Lookup<'d, F> {
 }
 
 /// Facts about one function.
-#[derive(Clone, Copy, Debug)]
-struct Info {
-    effect: bool,
-    recursive: bool,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Facts {
+    /// May calling it print (directly or through its callees)?
+    pub effect: bool,
+    /// Can it call itself?
+    pub recursive: bool,
 }
 
 /// The calls a definition's body makes and whether it prints by itself.
@@ -98,7 +151,7 @@ struct Scan {
 pub struct Globals<'g> {
     defs: Option<&'g dyn Defs>,
     scans: RefCell<FxHashMap<FunName, Scan>>,
-    info: RefCell<FxHashMap<FunName, Info>>,
+    info: RefCell<FxHashMap<FunName, Facts>>,
 }
 
 impl Globals<'static> {
@@ -127,10 +180,26 @@ impl<'g> Globals<'g> {
         self.defs?.def(name)
     }
 
+    /// Does `name` have a known definition?
+    pub fn has_def(&self, name: &FunName) -> bool {
+        self.defs.is_some_and(|d| d.has_def(name))
+    }
+
     /// Is `name` known to be a built-in without a `.ks` definition (so its
     /// meaning is the native prelude's)?
     pub fn is_builtin(&self, name: &FunName) -> bool {
-        self.defs.is_some_and(|d| d.def(name).is_none())
+        self.defs.is_some_and(|d| !d.has_def(name))
+    }
+
+    /// The definition of `name` if its body has at most `limit` nodes.
+    pub fn small_def(&self, name: &FunName, limit: usize, measure: Measure) -> Option<&'g Def> {
+        self.defs?.small_def(name, limit, measure)
+    }
+
+    /// Effect and recursion of `name` (see [`Globals::may_have_effect`] and
+    /// [`Globals::is_recursive`]), computed from the definitions.
+    pub fn facts(&self, name: &FunName) -> Facts {
+        self.info(name)
     }
 
     /// May calling `name` print (`print`, `$trace`), directly or through
@@ -174,9 +243,13 @@ impl<'g> Globals<'g> {
     }
 
     /// Effect and recursion of `name`, from the functions reachable from it.
-    fn info(&self, name: &FunName) -> Info {
+    fn info(&self, name: &FunName) -> Facts {
         if let Some(i) = self.info.borrow().get(name) {
             return *i;
+        }
+        if let Some(i) = self.defs.and_then(|d| d.facts(name)) {
+            self.info.borrow_mut().insert(name.clone(), i);
+            return i;
         }
         let mut effect = false;
         let mut recursive = false;
@@ -198,7 +271,7 @@ impl<'g> Globals<'g> {
                 stack.extend(s.callees);
             }
         }
-        let i = Info { effect, recursive };
+        let i = Facts { effect, recursive };
         self.info.borrow_mut().insert(name.clone(), i);
         i
     }

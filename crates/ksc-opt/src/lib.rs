@@ -49,7 +49,7 @@ pub use anf::anf;
 pub use core_rules::{core_rule, CoreRule, Head, CORE_RULES};
 pub use cse::cse;
 pub use engine::{apply, Fired, Options, Rewriter, Warning, WarningKind};
-pub use globals::{DefMap, Defs, Globals, Lookup};
+pub use globals::{DefMap, Defs, Facts, Globals, Lookup, Measure};
 pub use rule::{Ctx, Rule, RuleKind, RuleSet};
 pub use schedule::{optimise_def, Report};
 pub use share::share_loop_values;
