@@ -236,16 +236,33 @@ fn read(path: &Path) -> Result<String, ExitCode> {
 /// Read and check a file, printing its diagnostics. Returns the analysis only
 /// if it has no errors.
 fn analyze(path: &Path) -> Result<(Analysis, Sources), ExitCode> {
+    let Compiled { db, analysis, sources, .. } = compile(path)?;
+    drop(db);
+    Ok((std::sync::Arc::unwrap_or_clone(analysis), sources))
+}
+
+/// A file read and checked in an incremental database (ksc-db), whose
+/// later stages (loop IR, C) are queries of the same database.
+pub(crate) struct Compiled {
+    pub db: ksc_db::Database,
+    pub file: ksc_db::SourceFile,
+    pub analysis: std::sync::Arc<Analysis>,
+    pub sources: Sources,
+}
+
+/// Read and check a file, printing its diagnostics; fails if it has errors.
+pub(crate) fn compile(path: &Path) -> Result<Compiled, ExitCode> {
     let text = read(path)?;
-    // Checked and derived through the incremental database (ksc-db).
-    let analysis = ksc_db::analyze(&text);
-    let sources = Sources::new(&path.display().to_string(), &text);
+    let db = ksc_db::Database::new();
+    let file = db.add_file(text);
+    let analysis = ksc_db::analysis(&db, file);
+    let sources = Sources::new(&path.display().to_string(), file.text(&db));
     sources.emit(&analysis.diagnostics);
     if let Some(summary) = error_summary(&analysis.diagnostics) {
         eprintln!("error: could not compile `{}` due to {summary}", path.display());
         return Err(ExitCode::from(FAILURE));
     }
-    Ok((analysis, sources))
+    Ok(Compiled { db, file, analysis, sources })
 }
 
 /// The program with its derived functions as `.ks`: the file's
@@ -344,14 +361,19 @@ fn fmt(path: &Path) -> ExitCode {
 /// `analyze`, for `ksc run`: the program must define `main`.
 fn analyze_main(path: &Path) -> Result<(Analysis, Sources, ksc_ir::FunName), ExitCode> {
     let (analysis, sources) = analyze(path)?;
+    let main_name = main_of(&analysis, &sources)?;
+    Ok((analysis, sources, main_name))
+}
+
+/// The name of the program's `main`, or a diagnostic that it has none.
+fn main_of(analysis: &Analysis, sources: &Sources) -> Result<ksc_ir::FunName, ExitCode> {
     let Some(main) = analysis.main() else {
         let mut d = Diagnostic::error(FileRef::Source, ksc_syntax::Span::default(), "this program has no `main`");
         d.note("`ksc run` calls `(def main Integer () ...)`; define it to run the program");
         sources.emit(&[d]);
         return Err(ExitCode::from(FAILURE));
     };
-    let main_name = main.name.clone();
-    Ok((analysis, sources, main_name))
+    Ok(main.name.clone())
 }
 
 /// The interpreter recurses on the program's calls; give it a deep stack.

@@ -5,14 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use ksc_codegen_c::{compile_c, run_executable, Artefact, CcConfig, Outcome, SiteLocation, Target};
+use ksc_codegen_c::{compile_c, run_executable, Artefact, CcConfig, Outcome, Target};
 use ksc_eval::RuntimeError;
 use ksc_ir::{FunName, Type};
 use ksc_lower::ir::{Module, SiteId};
-use ksc_types::{Analysis, FileRef, PRELUDE_SOURCE};
 
-use crate::render::PRELUDE_NAME;
-use crate::{analyze, analyze_main, runtime_diagnostic, FAILURE, USAGE};
+use crate::{compile, main_of, runtime_diagnostic, Compiled, FAILURE, USAGE};
 
 /// Options of native compilation shared by `run` and `build`.
 #[derive(Args, Clone, Debug, Default)]
@@ -53,39 +51,23 @@ fn config(opts: &NativeOptions) -> CcConfig {
     cfg
 }
 
-/// Line and column (1-based, in characters) of a byte offset.
-fn line_col(text: &str, offset: usize) -> (u32, u32) {
-    let offset = offset.min(text.len());
-    let before = &text[..offset];
-    let line = before.matches('\n').count() as u32 + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = text[start..offset].chars().count() as u32 + 1;
-    (line, col)
-}
-
-/// The source location of every site of the module.
-fn site_locations(m: &Module, analysis: &Analysis, path: &str, text: &str) -> Vec<SiteLocation> {
-    m.sites
-        .iter()
-        .map(|s| match analysis.locate(&s.fun, s.expr) {
-            Some((FileRef::Source, span)) => {
-                let (line, col) = line_col(text, span.start as usize);
-                SiteLocation { file: path.to_string(), line, col }
-            }
-            Some((FileRef::Prelude, span)) => {
-                let (line, col) = line_col(PRELUDE_SOURCE, span.start as usize);
-                SiteLocation { file: PRELUDE_NAME.to_string(), line, col }
-            }
-            None => SiteLocation { file: path.to_string(), line: 0, col: 0 },
-        })
-        .collect()
-}
-
-/// Lowers the checked program to optimised loop IR.
-fn lower(analysis: &Analysis, roots: &[FunName], opts: &NativeOptions) -> Result<Module, String> {
+/// What a library exports: every definition of the user's file and every
+/// derived function whose type has no lambda or linear map.
+pub(crate) fn export_roots(analysis: &ksc_types::Analysis) -> Vec<FunName> {
     let defs = analysis.defs();
-    let lower_opts = ksc_lower::Options { checked: !opts.unchecked, ..ksc_lower::Options::default() };
-    ksc_lower::compile(&defs, roots, lower_opts, true).map_err(|e| e.to_string())
+    analysis
+        .source
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            ksc_ir::Decl::Def(d) => Some(d),
+            _ => None,
+        })
+        .filter(|d| defs.iter().any(|x| x.name == d.name))
+        .chain(analysis.derived.iter())
+        .filter(|d| plain(&d.ret_ty) && d.params.iter().all(|p| plain(&p.ty)))
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 fn internal_error(what: &str) -> ExitCode {
@@ -95,18 +77,21 @@ fn internal_error(what: &str) -> ExitCode {
 
 /// `ksc run FILE`: compile natively and run `main`.
 pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
-    let (analysis, sources, main_name) = match analyze_main(path) {
-        Ok(x) => x,
+    let Compiled { db, file, analysis, sources } = match compile(path) {
+        Ok(c) => c,
         Err(code) => return code,
     };
-    let text = sources.source_text();
-    let display = path.display().to_string();
-    let module = match lower(&analysis, std::slice::from_ref(&main_name), opts) {
+    let main_name = match main_of(&analysis, &sources) {
         Ok(m) => m,
-        Err(e) => return internal_error(&e),
+        Err(code) => return code,
     };
-    let locations = site_locations(&module, &analysis, &display, &text);
-    let prog = ksc_codegen_c::emit(&module, &locations, Target::Executable, !opts.unchecked, "");
+    let (roots, checked) = (vec![main_name], !opts.unchecked);
+    let display = path.display().to_string();
+    let prog = match ksc_db::c_unit(&db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
+        Ok(p) => p,
+        Err(e) => return internal_error(e),
+    };
+    let Ok(module) = ksc_db::native_module(&db, file, roots, checked) else { unreachable!("c_unit succeeded") };
     let exe = match compile_c(&prog.c, None, Artefact::Executable, &config(opts)) {
         Ok(p) => p,
         Err(e) => {
@@ -157,11 +142,10 @@ fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64]) -> Runt
 
 /// `ksc build FILE`: write the C, header and compiled artefacts.
 pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptions) -> ExitCode {
-    let (analysis, sources) = match analyze(path) {
-        Ok(x) => x,
+    let Compiled { db, file, analysis, .. } = match compile(path) {
+        Ok(c) => c,
         Err(code) => return code,
     };
-    let text = sources.source_text();
     let display = path.display().to_string();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
     let stem: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
@@ -170,21 +154,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptio
         eprintln!("error: cannot create `{}`: {e}", out_dir.display());
         return ExitCode::from(USAGE);
     }
-    // Every definition of the user's file whose type has no lambda or
-    // linear map is compiled and exported.
-    let roots: Vec<FunName> = analysis
-        .source
-        .decls
-        .iter()
-        .filter_map(|d| match d {
-            ksc_ir::Decl::Def(d) => Some(d),
-            _ => None,
-        })
-        .filter(|d| analysis.defs().iter().any(|x| x.name == d.name))
-        .chain(analysis.derived.iter())
-        .filter(|d| plain(&d.ret_ty) && d.params.iter().all(|p| plain(&p.ty)))
-        .map(|d| d.name.clone())
-        .collect();
+    let roots = export_roots(&analysis);
     if emit == Emit::Ks {
         let p = out_dir.join(format!("{stem}.ks"));
         return match std::fs::write(&p, crate::emit_ks(&analysis)) {
@@ -210,9 +180,10 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptio
     } else {
         roots
     };
-    let module = match lower(&analysis, &roots, opts) {
+    let checked = !opts.unchecked;
+    let module = match ksc_db::native_module(&db, file, roots.clone(), checked) {
         Ok(m) => m,
-        Err(e) => return internal_error(&e),
+        Err(e) => return internal_error(e),
     };
     let write = |name: String, contents: &[u8]| -> Result<PathBuf, ExitCode> {
         let p = out_dir.join(name);
@@ -226,10 +197,11 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, opts: &NativeOptio
         if emit == Emit::Loops {
             return Ok(vec![write(format!("{stem}.loops"), module.pretty().as_bytes())?]);
         }
-        let locations = site_locations(&module, &analysis, &display, &text);
         let header_name = format!("{stem}.h");
         let target = if emit == Emit::Exe { Target::Executable } else { Target::Library };
-        let prog = ksc_codegen_c::emit(&module, &locations, target, !opts.unchecked, &header_name);
+        let prog = ksc_db::c_unit(&db, file, display.clone(), roots.clone(), checked, target, header_name.clone())
+            .as_ref()
+            .map_err(|e| internal_error(e))?;
         let mut written = Vec::new();
         if target == Target::Library {
             written.push(write(header_name.clone(), prog.header.as_bytes())?);
@@ -279,17 +251,5 @@ fn plain(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().all(plain),
         Type::Tensor(_, e) => plain(e),
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::line_col;
-
-    #[test]
-    fn line_and_column() {
-        assert_eq!(line_col("ab\ncd", 0), (1, 1));
-        assert_eq!(line_col("ab\ncd", 4), (2, 2));
-        assert_eq!(line_col("é\nx", 3), (2, 1));
     }
 }

@@ -16,7 +16,7 @@ pub struct Sources {
 }
 
 /// The name under which the built-in prelude appears in messages.
-pub const PRELUDE_NAME: &str = "<built-in prelude>";
+pub use ksc_types::PRELUDE_NAME;
 
 impl Sources {
     pub fn new(path: &str, text: &str) -> Sources {

@@ -1,7 +1,8 @@
 //! `ksc watch FILE [--run]`: recompiles the file through the incremental
-//! database (ksc-db) every time it changes, printing what was recompiled
-//! (which queries, for which declarations) and how long it took, and with
-//! `--run` running `main` with the interpreter after each successful build.
+//! database (ksc-db) every time it changes, up to its C (of `main`, or of
+//! what `ksc build` exports), printing what was recompiled (which queries,
+//! for which declarations) and how long it took, and with `--run` running
+//! `main` with the interpreter after each successful build.
 //!
 //! Changes are found by polling the file's modification time and length
 //! (no dependency on a file-notification library); a change that leaves
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
+use ksc_codegen_c::Target;
 use ksc_db::{Database, SourceFile};
 use ksc_eval::{Interpreter, Value};
 use ksc_types::Analysis;
@@ -83,6 +85,14 @@ pub fn watch(args: &WatchArgs) -> ExitCode {
 fn build(db: &Database, file: SourceFile, path: &Path, run: bool) {
     let start = Instant::now();
     let analysis = ksc_db::analysis(db, file);
+    // Without errors, the C too: of `main`, or of what a library exports.
+    let c = (!analysis.has_errors()).then(|| {
+        let (roots, target) = match analysis.main() {
+            Some(m) => (vec![m.name.clone()], Target::Executable),
+            None => (crate::native::export_roots(&analysis), Target::Library),
+        };
+        ksc_db::c_unit(db, file, path.display().to_string(), roots, true, target, String::new())
+    });
     let elapsed = start.elapsed();
     let executed = db.take_executed();
     let mut out = std::io::stdout().lock();
@@ -103,6 +113,9 @@ fn build(db: &Database, file: SourceFile, path: &Path, run: bool) {
     if let Some(summary) = error_summary(&analysis.diagnostics) {
         eprintln!("error: could not compile `{}` due to {summary}", path.display());
         return;
+    }
+    if let Some(Err(e)) = c {
+        eprintln!("error: {e}\n  = note: this is a bug in ksc's native backend");
     }
     if run {
         run_main(&analysis, &sources);

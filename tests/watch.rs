@@ -34,6 +34,9 @@ fn watch_recompiles_the_edited_definition_and_reruns_main() {
     assert!(second[0].starts_with("[watch] ") && second[0].contains(" compiled in "), "{second:#?}");
     assert!(second.iter().any(|l| l == "[watch]   checked: def f"), "{second:#?}");
     assert!(second.iter().any(|l| l == "[watch]   gdef_derived: gdef rev [f Float]"), "{second:#?}");
+    // `main` inlines `f`: it is lowered again, and the C made again.
+    assert!(second.iter().any(|l| l == "[watch]   loop_unit: [main (Tuple)]"), "{second:#?}");
+    assert!(second.iter().any(|l| l == "[watch]   c_unit"), "{second:#?}");
     assert!(!second.iter().any(|l| l.contains("def g")), "g is not recompiled: {second:#?}");
     assert!(second.iter().any(|l| l == "3"), "{second:#?}");
     assert!(second.last().unwrap().starts_with("[watch] ran `main`"), "{second:#?}");

@@ -1,13 +1,17 @@
 //! Incremental compilation of the GMM program (ksc-examples/ad/gmm.ks: the
-//! objective and `gdef rev` of it) through the salsa database:
+//! objective and `gdef rev` of it) through the salsa database, to two
+//! stages: the analysis (check, derive, optimise), and the C of everything
+//! a library of the file exports (its definitions and the derived
+//! functions: loop IR per definition, linked, emitted).
 //!
-//! - `cold`: a new database, the whole analysis (check, derive, optimise);
-//! - then one edit and the analysis again, for each of [`EDITS`]: of
+//! - `cold`: a new database, compiled to the stage;
+//! - then one edit and the stage again, for each of [`EDITS`]: of
 //!   `qtimesx` and of `sqnorm`, whose derivatives `[rev gmm_objective]`
 //!   calls (only `[rev qtimesx]`, or `[rev sqnorm]`, is derived and
-//!   optimised again); of `gmm_objective` itself (its derivative is
-//!   derived and optimised again, the callees' are not); of `gmm_data`,
-//!   which no derivative uses.
+//!   optimised again; lowering inlines both into their callers, which are
+//!   lowered again); of `gmm_objective` itself (its derivative is derived
+//!   and optimised again, the callees' are not); of `gmm_data`, which no
+//!   derivative uses.
 //!
 //! Each edit alternates between two texts, so every iteration is a real
 //! change. After criterion's report, the medians' ratios are printed.
@@ -16,7 +20,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use ksc_db::{analysis, Database};
+use ksc_db::{analysis, c_unit, Database, SourceFile};
+use ksc_ir::{Decl, FunName};
 
 const GMM: &str = include_str!("../../../ksc-examples/ad/gmm.ks");
 
@@ -26,28 +31,47 @@ fn edited(from: &str, to: &str) -> String {
     GMM.replace(from, to)
 }
 
-fn cold() {
-    let db = Database::new();
-    let file = db.add_file(GMM.to_string());
-    let a = analysis(&db, file);
+/// How far a compilation goes.
+#[derive(Clone, Copy)]
+enum Stage {
+    Analysis,
+    C,
+}
+
+fn compile(db: &Database, file: SourceFile, stage: Stage) {
+    let a = analysis(db, file);
     assert!(!a.has_errors() && !a.derived.is_empty());
+    if let Stage::C = stage {
+        let mut roots: Vec<FunName> =
+            a.source.decls.iter().filter_map(|d| if let Decl::Def(d) = d { Some(d.name.clone()) } else { None }).collect();
+        roots.extend(a.derived.iter().map(|d| d.name.clone()));
+        let c = c_unit(db, file, "gmm.ks".into(), roots, true, ksc_codegen_c::Target::Library, "gmm.h".into());
+        assert!(c.is_ok());
+        black_box(c);
+    }
     black_box(a);
+}
+
+fn cold(stage: Stage) -> impl FnMut() {
+    move || {
+        let db = Database::new();
+        let file = db.add_file(GMM.to_string());
+        compile(&db, file, stage);
+    }
 }
 
 /// A database that has compiled the program, and a closure that applies the
 /// edit (or undoes it) and compiles again.
-fn incremental(from: &'static str, to: &'static str) -> impl FnMut() {
+fn incremental(from: &'static str, to: &'static str, stage: Stage) -> impl FnMut() {
     let mut db = Database::new();
     let file = db.add_file(GMM.to_string());
-    let _ = analysis(&db, file);
+    compile(&db, file, stage);
     let texts = [edited(from, to), GMM.to_string()];
     let mut i = 0;
     move || {
         db.set_text(file, texts[i % 2].clone());
         i += 1;
-        let a = analysis(&db, file);
-        assert!(!a.has_errors());
-        black_box(a);
+        compile(&db, file, stage);
     }
 }
 
@@ -69,12 +93,14 @@ const EDITS: [(&str, &str, &str); 4] = [
 ];
 
 fn benches(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gmm");
-    g.bench_function("cold", |b| b.iter(cold));
-    for (label, from, to) in EDITS {
-        g.bench_function(label, |b| b.iter(incremental(from, to)));
+    for (stage, name) in [(Stage::Analysis, "gmm analysis"), (Stage::C, "gmm to C")] {
+        let mut g = c.benchmark_group(name);
+        g.bench_function("cold", |b| b.iter(cold(stage)));
+        for (label, from, to) in EDITS {
+            g.bench_function(label, |b| b.iter(incremental(from, to, stage)));
+        }
+        g.finish();
     }
-    g.finish();
 }
 
 /// The median time of `f` over enough runs to fill about a second.
@@ -91,16 +117,18 @@ fn median(mut f: impl FnMut()) -> Duration {
 }
 
 fn ratios() {
-    let cold_t = median(cold);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!("median cold compile: {:8.3} ms", ms(cold_t));
-    for (label, from, to) in EDITS {
-        let t = median(incremental(from, to));
-        println!(
-            "median after an {label:<44} {:8.3} ms  (cold / incremental = {:.1}x)",
-            ms(t),
-            cold_t.as_secs_f64() / t.as_secs_f64()
-        );
+    for (stage, name) in [(Stage::Analysis, "the analysis"), (Stage::C, "C")] {
+        let cold_t = median(cold(stage));
+        println!("to {name}: median cold compile {:8.3} ms", ms(cold_t));
+        for (label, from, to) in EDITS {
+            let t = median(incremental(from, to, stage));
+            println!(
+                "  median after an {label:<44} {:8.3} ms  (cold / incremental = {:.1}x)",
+                ms(t),
+                cold_t.as_secs_f64() / t.as_secs_f64()
+            );
+        }
     }
 }
 

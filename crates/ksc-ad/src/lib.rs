@@ -97,8 +97,8 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         // The definition of f: written, or derived already; a derived one
         // not derived yet is derived first, then `name` again.
         let written = program.written(&inner);
-        let elsewhere = if one && !by_name.contains_key(&inner) { program.derived(&inner) } else { None };
-        let f: Def = match written.or_else(|| by_name.get(&inner)).or(elsewhere) {
+        let elsewhere = || if one && !inner.derivs.is_empty() { program.derived(&inner) } else { None };
+        let f: Def = match written.or_else(|| by_name.get(&inner)).or_else(elsewhere) {
             Some(f) => f.clone(),
             None if inner.derivs.is_empty() || failed.contains(&inner) || one => {
                 let what = if d == Derivation::CL { "translate" } else { "differentiate" };

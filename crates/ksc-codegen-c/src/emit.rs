@@ -29,7 +29,7 @@ pub struct SiteLocation {
 }
 
 /// What to generate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A program whose `main` runs the module's `main` (functions static).
     Executable,
@@ -38,6 +38,7 @@ pub enum Target {
 }
 
 /// The generated C: the program text and, for a library, its header.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CProgram {
     pub c: String,
     pub header: String,
@@ -545,7 +546,7 @@ impl W<'_> {
                     IOp::Mul => "mul",
                     IOp::Div => "div",
                 };
-                if site.0 == u32::MAX && *op != IOp::Div {
+                if *site == SiteId::UNCHECKED && *op != IOp::Div {
                     format!("ksrt_wrap_{name}({a}, {b})")
                 } else {
                     format!("ksrt_i{name}(A, {}, {a}, {b})", site.0)

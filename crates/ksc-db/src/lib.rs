@@ -33,6 +33,13 @@
 //! gdef_derived(item)      a gdef's derived functions, optimised
 //! file_diagnostics(file)  every diagnostic of the file, in order
 //! analysis(file)          everything a run needs, as a ksc_types::Analysis
+//! lowering_facts(file)    what lowering needs of every definition: signatures,
+//!                         effects, inlined or not, fresh results, C names
+//! loop_unit(file, f, ..)  f lowered to loop IR and optimised by itself
+//!                         (ksc_lower::compile_unit), reading its body and
+//!                         those it inlines
+//! native_module(file, roots, ..)  the units linked (ksc_lower::link)
+//! c_unit(file, ..)        the file's C (ksc_codegen_c::emit)
 //! ```
 //!
 //! Positions are kept out of everything but the span map ([`Item::spans`]),
@@ -46,9 +53,11 @@
 //! for `ksc watch` and for the tests.
 
 mod database;
+mod native;
 mod queries;
 
 pub use database::{Database, Db, Executed};
+pub use native::*;
 pub use queries::*;
 
 /// Compiles one text from scratch through a fresh database: what the

@@ -298,3 +298,69 @@ fn diagnostics_move_with_their_text() {
     assert!(!ran.iter().any(|q| q.starts_with("checked")), "{ran:#?}");
     assert_same_as_scratch(&db, file);
 }
+
+/// Everything of the file, as a library exports it: its definitions and
+/// the derived functions.
+fn library_roots(db: &Database, file: SourceFile) -> Vec<ksc_ir::FunName> {
+    let a = analysis(db, file);
+    let mut roots: Vec<ksc_ir::FunName> = a
+        .source
+        .decls
+        .iter()
+        .filter_map(|d| if let ksc_ir::Decl::Def(d) = d { Some(d.name.clone()) } else { None })
+        .collect();
+    roots.extend(a.derived.iter().map(|d| d.name.clone()));
+    roots
+}
+
+/// Compiles through C and returns the native stage's queries that ran.
+fn compile_native(db: &Database, file: SourceFile) -> Vec<String> {
+    let roots = library_roots(db, file);
+    let c = ksc_db::c_unit(db, file, "p.ks".to_string(), roots, true, ksc_codegen_c::Target::Library, "p.h".to_string());
+    assert!(c.is_ok(), "{c:?}");
+    executed(db)
+        .into_iter()
+        .filter(|q| ["lowering_facts", "lowering_body", "loop_unit", "native_module", "c_unit"].iter().any(|s| q.starts_with(s)))
+        .collect()
+}
+
+#[test]
+fn editing_a_body_lowers_again_what_inlines_it() {
+    let (mut db, file) = setup();
+    let cold = compile_native(&db, file);
+    assert!(cold.contains(&"loop_unit([shifted Float])".to_string()), "{cold:#?}");
+
+    // Lowering inlines small definitions: `wave` is inlined into `cube`,
+    // and `cube` into `main`; [rev wave] (changed too) into [rev cube].
+    edit(&mut db, file, "(cos (mul x 0.5))", "(cos (mul x 0.25))");
+    let _ = analysis(&db, file);
+    assert_eq!(
+        compile_native(&db, file),
+        strings(&[
+            "lowering_facts",
+            "lowering_body([wave Float])",
+            // Derived functions' bodies are picked from the file's list of
+            // them, which changed: each is picked again, and only [rev wave]
+            // is different.
+            "lowering_body([rev [wave Float]])",
+            "lowering_body([rev [cube Float]])",
+            "lowering_body([rev [sq Float]])",
+            "lowering_body([fwd [shift Float]])",
+            "lowering_body([fwd [shifted Float]])",
+            "loop_unit([wave Float])",
+            "loop_unit([cube Float])",
+            "loop_unit([main (Tuple)])",
+            "loop_unit([rev [wave Float]])",
+            "loop_unit([rev [cube Float]])",
+            "native_module",
+            "c_unit",
+        ])
+    );
+    assert_same_as_scratch(&db, file);
+
+    // A comment: the C is made again (its site table has line numbers),
+    // nothing is lowered again.
+    edit(&mut db, file, "; A small program", "; A small\n; program");
+    let _ = analysis(&db, file);
+    assert_eq!(compile_native(&db, file), strings(&["lowering_facts", "c_unit"]));
+}

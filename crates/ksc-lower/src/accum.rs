@@ -58,7 +58,7 @@ enum Term {
     Expr(ExprId),
 }
 
-/// The Core expressions that join points may copy in one lowering.
+/// The Core expressions that join points may copy in one definition's lowering.
 pub(crate) const JOIN_BUDGET: usize = 20_000;
 /// The largest rest-of-expression copied into both branches of an `if`.
 const JOIN_SIZE: usize = 400;

@@ -25,6 +25,11 @@ pub struct VarId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SiteId(pub u32);
 
+impl SiteId {
+    /// The site of unchecked (wrapping) Integer arithmetic, which cannot fail.
+    pub const UNCHECKED: SiteId = SiteId(u32::MAX);
+}
+
 /// A function of the module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FuncId(pub u32);
@@ -32,7 +37,7 @@ pub struct FuncId(pub u32);
 /// A source location: an expression of a definition's body, and the site of
 /// the call it was inlined into (for the "called from" frames of a run-time
 /// error), if it was inlined in a non-tail position.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Site {
     pub fun: FunName,
     pub expr: ExprId,
@@ -377,7 +382,7 @@ impl Func {
 }
 
 /// A whole program in loop IR.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Module {
     pub funcs: Vec<Func>,
     pub sites: Vec<Site>,

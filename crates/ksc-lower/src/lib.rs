@@ -13,7 +13,10 @@
 //! - [`opt`]: loop-invariant code motion, CSE, DCE, arena scopes.
 //! - [`names`]: C names of definitions (the original's mangling).
 //!
-//! [`compile`] runs the whole pipeline.
+//! [`compile`] runs the whole pipeline. [`compile_unit`] lowers and
+//! optimises one definition by itself, and [`link`] puts such units
+//! together into the module [`compile`] gives (the incremental database
+//! lowers each definition in its own query).
 
 mod accum;
 mod builder;
@@ -24,9 +27,11 @@ pub mod opt;
 mod prims;
 
 pub use ir::Module;
-pub use lower::{LowerError, Options};
+pub use lower::{program_facts, LowerError, Options, ProgramFacts, Unit};
 
+use ir::{FuncId, Site, SiteId, Stmt};
 use ksc_ir::{Def, FunName};
+use rustc_hash::FxHashMap;
 
 /// Lowers the definitions `roots` (and what they call) and optimises the
 /// result. With `optimize` false, the loop IR is as lowered (fusion,
@@ -37,4 +42,95 @@ pub fn compile(defs: &[&Def], roots: &[FunName], opts: Options, optimize: bool) 
         opt::optimize(&mut m);
     }
     Ok(m)
+}
+
+/// Lowers the definition `root` by itself, and optimises it if `optimize`
+/// (see [`lower::lower_unit`] for `defs` and `facts`).
+pub fn compile_unit(
+    defs: &[&Def],
+    facts: &ProgramFacts,
+    root: &FunName,
+    opts: Options,
+    optimize: bool,
+) -> Result<Unit, LowerError> {
+    let mut u = lower::lower_unit(defs, facts, root, opts)?;
+    if optimize {
+        let callee = |n: &FunName| defs.iter().find(|d| d.name == *n);
+        let effectful: Vec<bool> = u.calls.iter().map(|n| facts.effectful(n)).collect();
+        let heap_ret: Vec<bool> = u.calls.iter().map(|n| callee(n).is_some_and(|d| ir::needs_heap(&d.ret_ty))).collect();
+        opt::optimize_func(&mut u.func, &effectful, &heap_ret);
+    }
+    Ok(u)
+}
+
+/// The module of the definitions `roots` and those they call, from their
+/// units (`unit(name)`): functions numbered and sites numbered as
+/// [`compile`] numbers them, so the result is the same.
+pub fn link<'u>(
+    roots: &[FunName],
+    mut unit: impl FnMut(&FunName) -> Result<&'u Unit, LowerError>,
+) -> Result<Module, LowerError> {
+    let mut func_of: FxHashMap<FunName, FuncId> = FxHashMap::default();
+    let mut funcs: Vec<Option<ir::Func>> = Vec::new();
+    let mut queue: Vec<(FunName, FuncId)> = Vec::new();
+    let mut func_for = |n: &FunName, funcs: &mut Vec<Option<ir::Func>>, queue: &mut Vec<(FunName, FuncId)>| {
+        *func_of.entry(n.clone()).or_insert_with(|| {
+            let f = FuncId(funcs.len() as u32);
+            funcs.push(None);
+            queue.push((n.clone(), f));
+            f
+        })
+    };
+    let mut main = None;
+    for r in roots {
+        let f = func_for(r, &mut funcs, &mut queue);
+        if r.base == "main" && r.derivs.is_empty() {
+            main = Some(f);
+        }
+    }
+    let mut sites: Vec<Site> = Vec::new();
+    let mut site_ids: FxHashMap<Site, SiteId> = FxHashMap::default();
+    while let Some((name, id)) = queue.pop() {
+        let u = unit(&name)?;
+        // Its callees in the order its lowering met them, which is the
+        // order the whole-program lowering numbers them in.
+        let calls: Vec<FuncId> = u.calls.iter().map(|n| func_for(n, &mut funcs, &mut queue)).collect();
+        // Its sites, each the same as an earlier one's (a callee inlined in
+        // tail position, outside any call) numbered like it.
+        let mut local: Vec<SiteId> = Vec::with_capacity(u.sites.len());
+        for s in &u.sites {
+            let s = Site { inlined_at: s.inlined_at.map(|i| local[i.0 as usize]), ..s.clone() };
+            let next = SiteId(sites.len() as u32);
+            let id = *site_ids.entry(s.clone()).or_insert_with(|| {
+                sites.push(s);
+                next
+            });
+            local.push(id);
+        }
+        let mut f = u.func.clone();
+        let func = |f: FuncId| calls[f.0 as usize];
+        let site = |s: SiteId| if s == SiteId::UNCHECKED { s } else { local[s.0 as usize] };
+        opt::walk_mut(&mut f.body, &mut |s| renumber(s, &func, &site));
+        funcs[id.0 as usize] = Some(f);
+    }
+    let funcs = funcs.into_iter().map(|f| f.expect("every queued function is linked")).collect();
+    Ok(Module { funcs, sites, main })
+}
+
+/// Renumbers the functions and sites one statement refers to.
+fn renumber(s: &mut Stmt, func: &impl Fn(FuncId) -> FuncId, site: &impl Fn(SiteId) -> SiteId) {
+    match s {
+        Stmt::Let(_, rhs) => match rhs {
+            ir::Rhs::Un(_, _, Some(x)) | ir::Rhs::IChecked(_, _, _, x) => *x = site(*x),
+            ir::Rhs::Call { func: f, frame, .. } => {
+                *f = func(*f);
+                if let Some(x) = frame {
+                    *x = site(*x);
+                }
+            }
+            _ => {}
+        },
+        Stmt::Accum { site: x, .. } | Stmt::Check { site: x, .. } | Stmt::Fail { site: x, .. } => *x = site(*x),
+        _ => {}
+    }
 }

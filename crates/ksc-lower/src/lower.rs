@@ -150,30 +150,41 @@ pub(crate) enum DelayedElem {
     Const(LVal),
 }
 
-/// The definitions to lower, and what is known about them.
-pub struct Lowerer<'a> {
-    defs: Vec<&'a Def>,
-    by_name: FxHashMap<&'a FunName, usize>,
-    opts: Options,
+/// What lowering a definition needs to know about every definition of the
+/// program, computed once from all of them ([`program_facts`]): whether it
+/// prints, whether it may be inlined, how fresh its result is, its C name.
+/// Indexed like the definitions it was computed from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgramFacts {
+    pub names: Vec<FunName>,
     /// Does the definition (transitively) print?
     effectful: Vec<bool>,
-    /// Can the definition call itself (transitively)?
-    recursive: Vec<bool>,
-    sites: Vec<Site>,
-    site_ids: FxHashMap<(usize, ExprId, Option<SiteId>), SiteId>,
-    func_of: FxHashMap<usize, FuncId>,
-    funcs: Vec<Option<Func>>,
-    queue: Vec<(usize, FuncId)>,
-    /// The C name of each definition.
-    c_names: Vec<String>,
-    /// How many more Core expressions may be copied into both branches of
-    /// an `if` by the accumulation's join points ([`crate::accum`]).
-    pub(crate) join_budget: usize,
+    /// Is it inlined at its call sites (small, not recursive)?
+    inlinable: Vec<bool>,
     /// How fresh each definition's result is (`prims::fresh_expr`): a call
     /// whose result is fresh is added into in place, not copied first (a
     /// reverse pass adding to the cotangent vector its recursive call
     /// returns would otherwise copy it per call).
     fresh_results: Vec<crate::prims::Fresh>,
+    /// The C name of each definition.
+    c_names: Vec<String>,
+}
+
+/// The definitions to lower, and what is known about them.
+pub struct Lowerer<'a> {
+    defs: Vec<&'a Def>,
+    by_name: FxHashMap<&'a FunName, usize>,
+    opts: Options,
+    facts: &'a ProgramFacts,
+    sites: Vec<Site>,
+    site_ids: FxHashMap<(usize, ExprId, Option<SiteId>), SiteId>,
+    func_of: FxHashMap<usize, FuncId>,
+    funcs: Vec<Option<Func>>,
+    queue: Vec<(usize, FuncId)>,
+    /// How many more Core expressions may be copied into both branches of
+    /// an `if` by the accumulation's join points ([`crate::accum`]), in the
+    /// definition being lowered.
+    pub(crate) join_budget: usize,
 }
 
 /// The largest body (in Core expressions) that is inlined.
@@ -186,7 +197,8 @@ const INLINE_DEPTH: u32 = 8;
 /// force; calls to names without a definition go to the built-in prelude's
 /// native implementations, or fail at run time as the interpreter does.
 pub fn lower_program(defs: &[&Def], roots: &[FunName], opts: Options) -> R<Module> {
-    let mut l = Lowerer::new(defs, opts);
+    let facts = program_facts(defs);
+    let mut l = Lowerer::new(defs, &facts, opts);
     let mut main = None;
     for r in roots {
         let Some(&i) = l.by_name.get(r) else {
@@ -205,95 +217,143 @@ pub fn lower_program(defs: &[&Def], roots: &[FunName], opts: Options) -> R<Modul
     Ok(Module { funcs, sites: l.sites, main })
 }
 
+/// One definition lowered by itself ([`lower_unit`]): its function, whose
+/// calls name `calls[k]` by `FuncId(k)` (`FuncId(0)` is itself), and whose
+/// sites are `sites` (numbered from 0). [`crate::link`] puts units together
+/// into the module [`lower_program`] would give.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unit {
+    pub func: Func,
+    pub calls: Vec<FunName>,
+    pub sites: Vec<Site>,
+}
+
+/// Lowers the definition `root` alone. `defs` are indexed like `facts`
+/// (computed from the whole program); only the bodies of `root` and of the
+/// definitions lowering inlines into it (those `facts` says are inlinable,
+/// transitively) are read, so the others may be given as signatures with
+/// any body.
+pub fn lower_unit(defs: &[&Def], facts: &ProgramFacts, root: &FunName, opts: Options) -> R<Unit> {
+    if defs.len() != facts.names.len() || defs.iter().zip(&facts.names).any(|(d, n)| d.name != *n) {
+        return internal("lower_unit: the definitions are not those the facts were computed from");
+    }
+    let mut l = Lowerer::new(defs, facts, opts);
+    let Some(&d) = l.by_name.get(root) else {
+        return internal(format!("there is no definition of `{root}` to compile"));
+    };
+    l.func_for(d);
+    l.queue.clear();
+    let func = l.lower_def(d)?;
+    let mut calls: Vec<(FuncId, FunName)> = l.func_of.iter().map(|(&d, &f)| (f, defs[d].name.clone())).collect();
+    calls.sort_by_key(|(f, _)| *f);
+    Ok(Unit { func, calls: calls.into_iter().map(|(_, n)| n).collect(), sites: l.sites })
+}
+
+/// The facts lowering needs about every definition (see [`ProgramFacts`]).
+pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
+    let mut by_name = FxHashMap::default();
+    for (i, d) in defs.iter().enumerate() {
+        by_name.entry(&d.name).or_insert(i);
+    }
+    let callees: Vec<Vec<usize>> = defs
+        .iter()
+        .map(|d| {
+            let mut out = Vec::new();
+            for (_, e) in d.body.exprs.iter() {
+                if let Expr::Call(Callee::Fun(n), _) = e {
+                    if let Some(&j) = by_name.get(n) {
+                        out.push(j);
+                    }
+                }
+            }
+            out
+        })
+        .collect();
+    let n = defs.len();
+    // Effects: a definition prints if its body does or a callee does.
+    let mut effectful: Vec<bool> = defs
+        .iter()
+        .map(|d| d.body.exprs.iter().any(|(_, e)| matches!(e, Expr::Call(Callee::Prim(p), _) if p.has_effect())))
+        .collect();
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            if !effectful[i] && callees[i].iter().any(|&j| effectful[j]) {
+                effectful[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let recursive = |i: usize| {
+        let mut seen = vec![false; n];
+        let mut stack = callees[i].clone();
+        while let Some(j) = stack.pop() {
+            if j == i {
+                return true;
+            }
+            if !seen[j] {
+                seen[j] = true;
+                stack.extend(&callees[j]);
+            }
+        }
+        false
+    };
+    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive(i)).collect();
+    // The greatest fixpoint: every result is assumed fresh, then each
+    // definition's is recomputed from its body until nothing changes.
+    let mut fresh_results = vec![crate::prims::Fresh::Top; n];
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            let lookup = |g: &FunName| match by_name.get(g) {
+                Some(&j) => fresh_results[j].clone(),
+                None => crate::prims::Fresh::No,
+            };
+            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, &lookup);
+            if f != fresh_results[i] {
+                fresh_results[i] = f;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
+    ProgramFacts { names: defs.iter().map(|d| d.name.clone()).collect(), effectful, inlinable, fresh_results, c_names }
+}
+
+impl ProgramFacts {
+    /// Does the definition named `name` (transitively) print?
+    pub fn effectful(&self, name: &FunName) -> bool {
+        self.names.iter().position(|n| n == name).is_some_and(|i| self.effectful[i])
+    }
+    /// Is the definition named `name` inlined where it is called?
+    pub fn inlinable(&self, name: &FunName) -> bool {
+        self.names.iter().position(|n| n == name).is_some_and(|i| self.inlinable[i])
+    }
+}
+
 impl<'a> Lowerer<'a> {
-    fn new(defs: &[&'a Def], opts: Options) -> Lowerer<'a> {
+    fn new(defs: &[&'a Def], facts: &'a ProgramFacts, opts: Options) -> Lowerer<'a> {
         let defs: Vec<&'a Def> = defs.to_vec();
         let mut by_name = FxHashMap::default();
         for (i, d) in defs.iter().enumerate() {
             by_name.entry(&d.name).or_insert(i);
         }
-        let callees: Vec<Vec<usize>> = defs
-            .iter()
-            .map(|d| {
-                let mut out = Vec::new();
-                for (_, e) in d.body.exprs.iter() {
-                    if let Expr::Call(Callee::Fun(n), _) = e {
-                        if let Some(&j) = by_name.get(n) {
-                            out.push(j);
-                        }
-                    }
-                }
-                out
-            })
-            .collect();
-        let n = defs.len();
-        // Effects: a definition prints if its body does or a callee does.
-        let mut effectful: Vec<bool> = defs
-            .iter()
-            .map(|d| d.body.exprs.iter().any(|(_, e)| matches!(e, Expr::Call(Callee::Prim(p), _) if p.has_effect())))
-            .collect();
-        loop {
-            let mut changed = false;
-            for i in 0..n {
-                if !effectful[i] && callees[i].iter().any(|&j| effectful[j]) {
-                    effectful[i] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let recursive = (0..n)
-            .map(|i| {
-                let mut seen = vec![false; n];
-                let mut stack = callees[i].clone();
-                while let Some(j) = stack.pop() {
-                    if j == i {
-                        return true;
-                    }
-                    if !seen[j] {
-                        seen[j] = true;
-                        stack.extend(&callees[j]);
-                    }
-                }
-                false
-            })
-            .collect();
-        // The greatest fixpoint: every result is assumed fresh, then each
-        // definition's is recomputed from its body until nothing changes.
-        let mut fresh_results = vec![crate::prims::Fresh::Top; n];
-        loop {
-            let mut changed = false;
-            for i in 0..n {
-                let lookup = |g: &FunName| match by_name.get(g) {
-                    Some(&j) => fresh_results[j].clone(),
-                    None => crate::prims::Fresh::No,
-                };
-                let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, &lookup);
-                if f != fresh_results[i] {
-                    fresh_results[i] = f;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
         Lowerer {
-            fresh_results,
             defs,
             by_name,
             opts,
-            effectful,
-            recursive,
+            facts,
             sites: Vec::new(),
             site_ids: FxHashMap::default(),
             func_of: FxHashMap::default(),
             funcs: Vec::new(),
             queue: Vec::new(),
-            c_names,
             join_budget: crate::accum::JOIN_BUDGET,
         }
     }
@@ -301,7 +361,7 @@ impl<'a> Lowerer<'a> {
     /// Is the value of `e` storage nothing else refers to?
     pub(crate) fn fresh(&self, body: &ksc_ir::Body, e: ExprId) -> bool {
         let lookup = |g: &FunName| match self.by_name.get(g) {
-            Some(&j) => self.fresh_results[j].clone(),
+            Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
         };
         crate::prims::fresh_expr(body, e, &lookup).all()
@@ -341,6 +401,7 @@ impl<'a> Lowerer<'a> {
 
     fn lower_def(&mut self, d: usize) -> R<Func> {
         let def = self.defs[d];
+        self.join_budget = crate::accum::JOIN_BUDGET;
         let mut fb = FnBuilder::new();
         let mut env = Env::default();
         let mut params = Vec::new();
@@ -362,7 +423,7 @@ impl<'a> Lowerer<'a> {
         let (body, vars) = fb.finish();
         Ok(Func {
             name: def.name.clone(),
-            c_name: self.c_names[d].clone(),
+            c_name: self.facts.c_names[d].clone(),
             params,
             ret: def.ret_ty.clone(),
             vars,
@@ -946,10 +1007,7 @@ impl<'a> Lowerer<'a> {
             st.loops = true;
             return Ok(LVal::Never);
         }
-        let inline = self.opts.inline
-            && !self.recursive[d]
-            && ctx.depth < INLINE_DEPTH
-            && callee.body.exprs.len() <= INLINE_SIZE;
+        let inline = self.opts.inline && self.facts.inlinable[d] && ctx.depth < INLINE_DEPTH;
         if inline {
             let chain = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
             let mut env = Env::default();
@@ -1181,7 +1239,7 @@ impl<'a> Lowerer<'a> {
         }
         if !self.opts.checked && op != IOp::Div {
             // Wrapping arithmetic, without checks.
-            let s = SiteId(u32::MAX);
+            let s = SiteId::UNCHECKED;
             return fb.let_(Rhs::IChecked(op, a, b, s), Type::Integer, None);
         }
         fb.let_(Rhs::IChecked(op, a, b, site), Type::Integer, None)
@@ -1305,7 +1363,7 @@ fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, lam: bool, in_size: bool, 
 
 impl<'a> Lowerer<'a> {
     pub(crate) fn effectful_def(&self, d: usize) -> bool {
-        self.effectful[d]
+        self.facts.effectful[d]
     }
     pub(crate) fn def_index(&self, n: &FunName) -> Option<usize> {
         self.by_name.get(n).copied()

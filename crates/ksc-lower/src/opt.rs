@@ -15,14 +15,20 @@ pub fn optimize(m: &mut Module) {
     let effectful = effectful_funcs(m);
     let heap_ret: Vec<bool> = m.funcs.iter().map(|f| needs_heap(&f.ret)).collect();
     for f in &mut m.funcs {
-        let written = written_arrays(&f.body);
-        let cx = Cx { effectful: &effectful, written: &written, vars: &f.vars };
-        let body = std::mem::take(&mut f.body);
-        f.body = licm_block(body, &cx);
-        cse(f);
-        dce(f, &effectful);
-        place_arena_scopes(f, &heap_ret);
+        optimize_func(f, &effectful, &heap_ret);
     }
+}
+
+/// Runs every optimisation on one function. `effectful[k]`: may the
+/// function `FuncId(k)` print? `heap_ret[k]`: does its result hold tensors?
+pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
+    let written = written_arrays(&f.body);
+    let cx = Cx { effectful, written: &written, vars: &f.vars };
+    let body = std::mem::take(&mut f.body);
+    f.body = licm_block(body, &cx);
+    cse(f);
+    dce(f, effectful);
+    place_arena_scopes(f, heap_ret);
 }
 
 /// Which functions print, directly or through calls.
@@ -78,7 +84,7 @@ pub fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
     }
 }
 
-fn walk_mut(b: &mut Block, f: &mut impl FnMut(&mut Stmt)) {
+pub(crate) fn walk_mut(b: &mut Block, f: &mut impl FnMut(&mut Stmt)) {
     for s in b {
         f(s);
         match s {
@@ -212,7 +218,7 @@ fn motion(s: &Stmt, cx: &Cx) -> Motion {
                 Op::Var(a) if cx.written.contains(a) => Motion::Stay,
                 _ => Motion::Guarded,
             },
-            Rhs::IChecked(_, _, _, site) if site.0 != u32::MAX => Motion::Guarded,
+            Rhs::IChecked(_, _, _, site) if *site != SiteId::UNCHECKED => Motion::Guarded,
             Rhs::Un(UnOp::INeg, _, Some(_)) => Motion::Guarded,
             _ => Motion::Free,
         },

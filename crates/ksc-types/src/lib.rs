@@ -20,6 +20,8 @@ pub use lower::DeclSpans;
 
 /// The text of the built-in prelude (knossos-reference.md 3.2).
 pub const PRELUDE_SOURCE: &str = include_str!("prelude.ks");
+/// The name diagnostics and run-time errors give the built-in prelude.
+pub const PRELUDE_NAME: &str = "<built-in prelude>";
 
 /// One file's declarations in Core IR with their spans.
 #[derive(Clone, Debug)]

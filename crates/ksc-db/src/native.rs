@@ -1,0 +1,165 @@
+//! The native backend's queries: each definition lowered to loop IR and
+//! optimised by itself (`loop_unit`), the units linked into the module a
+//! set of roots needs (`native_module`), and the C of the file
+//! (`c_unit`).
+//!
+//! A unit reads the facts lowering needs about every definition
+//! ([`lowering_facts`]: signatures, effects, whether each is inlined, how
+//! fresh its result is, C names; recomputed after every edit, compared
+//! equal unless they changed), its own body, and the bodies of the
+//! definitions it inlines. Editing a body lowers again that definition
+//! and those that inline it, nothing else.
+
+use rustc_hash::FxHashMap;
+
+use ksc_codegen_c::{CProgram, SiteLocation, Target};
+use ksc_ir::{Body, Callee, Def, Expr, FunName};
+use ksc_lower::ir::Module;
+use ksc_lower::{ProgramFacts, Unit};
+use ksc_types::{Analysis, FileRef, PRELUDE_NAME, PRELUDE_SOURCE};
+
+use crate::queries::{analysis, def_of, derived_functions, SourceFile, TypedDef};
+use crate::Db;
+
+/// What lowering reads of every definition of the program (those in force
+/// and the derived ones, in the order of `Analysis::defs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoweringFacts {
+    pub facts: ProgramFacts,
+    /// The definitions' signatures, as definitions whose body is a
+    /// placeholder.
+    pub signatures: Vec<TypedDef>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
+    db.log_execution("lowering_facts".to_string());
+    let a = analysis(db, file);
+    let defs = a.defs();
+    let signatures = defs
+        .iter()
+        .map(|d| {
+            let mut body = Body::new();
+            let root = body.alloc_typed(Expr::Dummy(d.ret_ty.clone()), d.ret_ty.clone());
+            TypedDef(Def { name: d.name.clone(), params: d.params.clone(), ret_ty: d.ret_ty.clone(), body, root })
+        })
+        .collect();
+    LoweringFacts { facts: ksc_lower::program_facts(&defs), signatures }
+}
+
+/// The definition named `name` that lowering reads: the one in force, or a
+/// derived function.
+#[salsa::tracked(returns(ref))]
+pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
+    db.log_execution(format!("lowering_body({name})"));
+    if let Some(d) = def_of(db, file, name.clone()) {
+        return Some(d.clone());
+    }
+    derived_functions(db, file).iter().find(|d| d.0.name == name).cloned()
+}
+
+/// One definition lowered to loop IR and optimised (see
+/// `ksc_lower::compile_unit`); `checked` keeps bounds and overflow checks.
+#[salsa::tracked(returns(ref))]
+pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Result<Unit, String> {
+    db.log_execution(format!("loop_unit({name})"));
+    let lf = lowering_facts(db, file);
+    // The bodies it reads: its own, and those it may inline, transitively.
+    let mut bodies: FxHashMap<FunName, &Def> = FxHashMap::default();
+    let mut work = vec![name.clone()];
+    while let Some(n) = work.pop() {
+        if bodies.contains_key(&n) {
+            continue;
+        }
+        let Some(d) = lowering_body(db, file, n.clone()) else { continue };
+        for (_, e) in d.0.body.exprs.iter() {
+            if let Expr::Call(Callee::Fun(g), _) = e {
+                if lf.facts.inlinable(g) {
+                    work.push(g.clone());
+                }
+            }
+        }
+        bodies.insert(n, &d.0);
+    }
+    let defs: Vec<&Def> = lf.signatures.iter().map(|s| bodies.get(&s.0.name).copied().unwrap_or(&s.0)).collect();
+    let opts = ksc_lower::Options { checked, ..ksc_lower::Options::default() };
+    ksc_lower::compile_unit(&defs, &lf.facts, &name, opts, true).map_err(|e| e.to_string())
+}
+
+/// The optimised loop IR of `roots` and what they call, linked from units.
+#[salsa::tracked(returns(ref))]
+pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
+    db.log_execution("native_module".to_string());
+    let mut failed = None;
+    let m = ksc_lower::link(&roots, |n| match loop_unit(db, file, n.clone(), checked) {
+        Ok(u) => Ok(u),
+        Err(e) => {
+            failed = Some(e.clone());
+            Err(ksc_lower::LowerError { message: e.clone() })
+        }
+    });
+    match (m, failed) {
+        (Ok(m), _) => Ok(m),
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(e.to_string()),
+    }
+}
+
+/// The C of the file's module for `roots` (see `native_module`): `path`
+/// names the file in run-time errors, `header` is the header the C
+/// includes (for a library).
+#[salsa::tracked(returns(ref))]
+pub fn c_unit(
+    db: &dyn Db,
+    file: SourceFile,
+    path: String,
+    roots: Vec<FunName>,
+    checked: bool,
+    target: Target,
+    header: String,
+) -> Result<CProgram, String> {
+    db.log_execution("c_unit".to_string());
+    let m = native_module(db, file, roots, checked).as_ref().map_err(Clone::clone)?;
+    let locations = site_locations(m, &analysis(db, file), &path, file.text(db));
+    Ok(ksc_codegen_c::emit(m, &locations, target, checked, &header))
+}
+
+/// Line and column (1-based, in characters) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() as u32 + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = text[start..offset].chars().count() as u32 + 1;
+    (line, col)
+}
+
+/// The source location of every site of the module.
+pub fn site_locations(m: &Module, analysis: &Analysis, path: &str, text: &str) -> Vec<SiteLocation> {
+    m.sites
+        .iter()
+        .map(|s| match analysis.locate(&s.fun, s.expr) {
+            Some((FileRef::Source, span)) => {
+                let (line, col) = line_col(text, span.start as usize);
+                SiteLocation { file: path.to_string(), line, col }
+            }
+            Some((FileRef::Prelude, span)) => {
+                let (line, col) = line_col(PRELUDE_SOURCE, span.start as usize);
+                SiteLocation { file: PRELUDE_NAME.to_string(), line, col }
+            }
+            None => SiteLocation { file: path.to_string(), line: 0, col: 0 },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_col;
+
+    #[test]
+    fn line_and_column() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+        assert_eq!(line_col("é\nx", 3), (2, 1));
+    }
+}

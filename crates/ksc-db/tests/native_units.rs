@@ -1,0 +1,73 @@
+//! Lowering each definition in its own query and linking the units gives
+//! the module the whole-program lowering gives, for every example: the
+//! same functions (same loop IR, same numbering) and the same sites.
+
+use std::path::Path;
+
+use ksc_db::{native_module, Database};
+use ksc_ir::{Decl, FunName};
+
+fn ks_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            ks_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "ks") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn linked_units_are_the_whole_program_lowering() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    ks_files(&root.join("ksc-examples"), &mut files);
+    let mut compared = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let db = Database::new();
+        let file = db.add_file(text);
+        let a = ksc_db::analysis(&db, file);
+        if a.has_errors() {
+            continue;
+        }
+        // `main`, and (as `ksc build` exports them) every definition of the
+        // file and every derived function.
+        let mut root_sets: Vec<Vec<FunName>> = Vec::new();
+        if let Some(m) = a.main() {
+            root_sets.push(vec![m.name.clone()]);
+        }
+        let defs = a.defs();
+        let all: Vec<FunName> = a
+            .source
+            .decls
+            .iter()
+            .filter_map(|d| if let Decl::Def(d) = d { Some(d.name.clone()) } else { None })
+            .filter(|n| defs.iter().any(|d| d.name == *n))
+            .chain(a.derived.iter().map(|d| d.name.clone()))
+            .collect();
+        root_sets.push(all);
+        for roots in root_sets {
+            for checked in [true, false] {
+                let opts = ksc_lower::Options { checked, ..ksc_lower::Options::default() };
+                let whole = ksc_lower::compile(&defs, &roots, opts, true);
+                let linked = native_module(&db, file, roots.clone(), checked);
+                match (whole, linked) {
+                    (Ok(w), Ok(l)) => {
+                        assert_eq!(w.sites, l.sites, "{}: sites", path.display());
+                        assert_eq!(w.funcs.len(), l.funcs.len(), "{}", path.display());
+                        for (x, y) in w.funcs.iter().zip(&l.funcs) {
+                            assert_eq!(x, y, "{}: {}", path.display(), x.name);
+                        }
+                        assert_eq!(w, *l, "{}", path.display());
+                        compared += w.funcs.len();
+                    }
+                    (Err(e), Err(f)) => assert_eq!(e.to_string(), *f, "{}", path.display()),
+                    (w, l) => panic!("{}: {:?} vs {:?}", path.display(), w.map(|_| ()), l.as_ref().map(|_| ())),
+                }
+            }
+        }
+    }
+    assert!(compared > 500, "compared {compared} functions");
+}
