@@ -57,9 +57,33 @@ pub fn c_type(t: &Type) -> String {
     }
 }
 
-struct Emitter<'a> {
-    m: &'a Module,
-    checked: bool,
+/// What a function's C reads of a function it calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalleeSig {
+    pub c_name: String,
+    pub params: Vec<Type>,
+}
+
+impl CalleeSig {
+    pub fn of(f: &Func) -> CalleeSig {
+        CalleeSig { c_name: f.c_name.clone(), params: f.params.iter().map(|p| f.ty(*p).clone()).collect() }
+    }
+}
+
+/// The functions `f` calls, with what its C reads of them.
+pub fn callees(m: &Module, f: &Func) -> Vec<(FuncId, CalleeSig)> {
+    let mut out: Vec<(FuncId, CalleeSig)> = Vec::new();
+    walk(&f.body, &mut |s| {
+        if let Stmt::Let(_, Rhs::Call { func, .. }) = s {
+            if !out.iter().any(|(g, _)| g == func) {
+                out.push((*func, CalleeSig::of(m.func(*func))));
+            }
+        }
+    });
+    out
+}
+
+struct Emitter {
     types: Vec<Type>,
     seen: FxHashSet<Type>,
     prints: FxHashSet<Type>,
@@ -70,45 +94,50 @@ struct Emitter<'a> {
 /// site of `m.sites`; `header_name` is the name the C file includes its
 /// header by (libraries only).
 pub fn emit(m: &Module, sites: &[SiteLocation], target: Target, checked: bool, header_name: &str) -> CProgram {
+    emit_with(m, sites, target, header_name, &mut |id| {
+        let f = m.func(id);
+        function(f, &callees(m, f), target, checked)
+    })
+}
+
+/// The C of one function, and the types and helpers it needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionC {
+    pub text: String,
+    /// The types it uses (tuples and tensors), each after its components.
+    pub types: Vec<Type>,
+    /// The types it prints and copies (helpers are generated for them).
+    pub prints: Vec<Type>,
+    pub copies: Vec<Type>,
+}
+
+/// [`emit`], with each function's C from `function_c` (which gives what
+/// [`function`] gives: the incremental database keeps them per function).
+pub fn emit_with(
+    m: &Module,
+    sites: &[SiteLocation],
+    target: Target,
+    header_name: &str,
+    function_c: &mut dyn FnMut(FuncId) -> FunctionC,
+) -> CProgram {
     let mut e = Emitter {
-        m,
-        checked,
         types: Vec::new(),
         seen: FxHashSet::default(),
         prints: FxHashSet::default(),
         copies: FxHashSet::default(),
     };
     e.add_type(&Type::unit());
-    for f in &m.funcs {
-        for v in &f.vars {
-            e.add_type(&v.ty);
-        }
-        e.add_type(&f.ret);
-        walk(&f.body, &mut |s| match s {
-            Stmt::Print { ty, .. } => {
-                e.prints.insert(ty.clone());
-            }
-            Stmt::Let(_, Rhs::DeepCopy(o)) => {
-                e.copies.insert(f.op_ty(o));
-            }
-            Stmt::Let(_, Rhs::Alloc { elem, .. } | Rhs::TapePush { elem, .. }) => {
-                e.types_for(elem);
-            }
-            Stmt::Let(_, Rhs::Pack(_, t)) => e.types_for(t),
-            Stmt::CopyDown { vars, .. } => {
-                for v in vars {
-                    e.copies.insert(f.ty(*v).clone());
-                }
-            }
-            _ => {}
-        });
-        if f.loops && f.entry_mark.is_some() {
-            for p in &f.params {
-                if needs_heap(f.ty(*p)) {
-                    e.copies.insert(f.ty(*p).clone());
-                }
+    let mut bodies = String::new();
+    for i in 0..m.funcs.len() {
+        let fc = function_c(FuncId(i as u32));
+        for t in fc.types {
+            if e.seen.insert(t.clone()) {
+                e.types.push(t);
             }
         }
+        e.prints.extend(fc.prints);
+        e.copies.extend(fc.copies);
+        bodies.push_str(&fc.text);
     }
     // Printing and copying helpers need their components' helpers.
     let mut prints: Vec<Type> = e.prints.iter().cloned().collect();
@@ -132,12 +161,10 @@ pub fn emit(m: &Module, sites: &[SiteLocation], target: Target, checked: bool, h
         types.push_str(&type_def(&t));
     }
     let mut protos = String::new();
-    let mut bodies = String::new();
     let linkage = if target == Target::Executable { "static " } else { "" };
     for f in &m.funcs {
         let proto = prototype(f, false);
         writeln!(protos, "{linkage}{proto};").ok();
-        bodies.push_str(&e.function(f, linkage));
     }
     let mut helpers = String::new();
     let mut ps: Vec<&Type> = e.prints.iter().collect();
@@ -398,7 +425,7 @@ fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
     ksc_lower::opt::walk(b, f)
 }
 
-impl Emitter<'_> {
+impl Emitter {
     fn add_type(&mut self, t: &Type) {
         self.types_for(t)
     }
@@ -416,32 +443,79 @@ impl Emitter<'_> {
         }
     }
 
-    fn function(&self, f: &Func, linkage: &str) -> String {
-        let mut out = String::new();
-        writeln!(out, "/* {} */", f.name).ok();
-        writeln!(out, "{linkage}{} {{", prototype(f, false)).ok();
-        let mut w = W { f, m: self.m, checked: self.checked, out: String::new(), depth: 1 };
-        if let Some(m) = f.entry_mark {
-            w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
-        }
-        if f.loops {
-            w.line("for (;;) {");
-            w.depth += 1;
-        }
-        w.block(&f.body);
-        if f.loops {
-            w.depth -= 1;
-            w.line("}");
-        }
-        out.push_str(&w.out);
-        out.push_str("}\n\n");
-        out
+}
+
+/// The C of one function, and what it needs; `callees` are the functions
+/// it calls.
+pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> FunctionC {
+    let mut e = Emitter {
+        types: Vec::new(),
+        seen: FxHashSet::default(),
+        prints: FxHashSet::default(),
+        copies: FxHashSet::default(),
+    };
+    for v in &f.vars {
+        e.add_type(&v.ty);
     }
+    e.add_type(&f.ret);
+    walk(&f.body, &mut |s| match s {
+        Stmt::Print { ty, .. } => {
+            e.prints.insert(ty.clone());
+        }
+        Stmt::Let(_, Rhs::DeepCopy(o)) => {
+            e.copies.insert(f.op_ty(o));
+        }
+        Stmt::Let(_, Rhs::Alloc { elem, .. } | Rhs::TapePush { elem, .. }) => {
+            e.types_for(elem);
+        }
+        Stmt::Let(_, Rhs::Pack(_, t)) => e.types_for(t),
+        Stmt::CopyDown { vars, .. } => {
+            for v in vars {
+                e.copies.insert(f.ty(*v).clone());
+            }
+        }
+        _ => {}
+    });
+    if f.loops && f.entry_mark.is_some() {
+        for p in &f.params {
+            if needs_heap(f.ty(*p)) {
+                e.copies.insert(f.ty(*p).clone());
+            }
+        }
+    }
+    let mut prints: Vec<Type> = e.prints.into_iter().collect();
+    prints.sort();
+    let mut copies: Vec<Type> = e.copies.into_iter().collect();
+    copies.sort();
+    FunctionC { text: function_text(f, callees, target, checked), types: e.types, prints, copies }
+}
+
+fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
+    let linkage = if target == Target::Executable { "static " } else { "" };
+    let mut out = String::new();
+    writeln!(out, "/* {} */", f.name).ok();
+    writeln!(out, "{linkage}{} {{", prototype(f, false)).ok();
+    let mut w = W { f, callees, checked, out: String::new(), depth: 1 };
+    if let Some(m) = f.entry_mark {
+        w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
+    }
+    if f.loops {
+        w.line("for (;;) {");
+        w.depth += 1;
+    }
+    w.block(&f.body);
+    if f.loops {
+        w.depth -= 1;
+        w.line("}");
+    }
+    out.push_str(&w.out);
+    out.push_str("}\n\n");
+    out
 }
 
 struct W<'a> {
     f: &'a Func,
-    m: &'a Module,
+    callees: &'a [(FuncId, CalleeSig)],
     checked: bool,
     out: String,
     depth: usize,
@@ -554,10 +628,11 @@ impl W<'_> {
             }
             Rhs::Select(c, a, b) => format!("{} ? {} : {}", self.op(c), self.op_as(a, t), self.op_as(b, t)),
             Rhs::Call { func, args, .. } => {
-                let callee = self.m.func(*func);
+                let (_, callee) =
+                    self.callees.iter().find(|(g, _)| g == func).expect("the callees of a function are given");
                 let mut xs = vec!["A".to_string()];
                 for (a, p) in args.iter().zip(&callee.params) {
-                    xs.push(self.op_as(a, callee.ty(*p)));
+                    xs.push(self.op_as(a, p));
                 }
                 format!("{}({})", callee.c_name, xs.join(", "))
             }

@@ -39,7 +39,8 @@
 //!                         (ksc_lower::compile_unit), reading its body and
 //!                         those it inlines
 //! native_module(file, roots, ..)  the units linked (ksc_lower::link)
-//! c_unit(file, ..)        the file's C (ksc_codegen_c::emit)
+//! c_function(file, roots, .., i)  the C of the module's function i
+//! c_unit(file, ..)        the file's C (ksc_codegen_c::emit_with)
 //! ```
 //!
 //! Positions are kept out of everything but the span map ([`Item::spans`]),

@@ -1,7 +1,8 @@
 //! The native backend's queries: each definition lowered to loop IR and
 //! optimised by itself (`loop_unit`), the units linked into the module a
-//! set of roots needs (`native_module`), and the C of the file
-//! (`c_unit`).
+//! set of roots needs (`native_module`), the C of each of its functions
+//! (`c_function`), and the C of the file (`c_unit`: types, helpers, the
+//! site table, and the functions' C).
 //!
 //! A unit reads the facts lowering needs about every definition
 //! ([`lowering_facts`]: signatures, effects, whether each is inlined, how
@@ -12,9 +13,9 @@
 
 use rustc_hash::FxHashMap;
 
-use ksc_codegen_c::{CProgram, SiteLocation, Target};
+use ksc_codegen_c::{CProgram, CalleeSig, FunctionC, SiteLocation, Target};
 use ksc_ir::{Body, Callee, Def, Expr, FunName};
-use ksc_lower::ir::Module;
+use ksc_lower::ir::{Func, FuncId, Module};
 use ksc_lower::{ProgramFacts, Unit};
 use ksc_types::{Analysis, FileRef, PRELUDE_NAME, PRELUDE_SOURCE};
 
@@ -119,32 +120,86 @@ pub fn c_unit(
     header: String,
 ) -> Result<CProgram, String> {
     db.log_execution("c_unit".to_string());
-    let m = native_module(db, file, roots, checked).as_ref().map_err(Clone::clone)?;
+    let m = native_module(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
     let locations = site_locations(m, &analysis(db, file), &path, file.text(db));
-    Ok(ksc_codegen_c::emit(m, &locations, target, checked, &header))
+    Ok(ksc_codegen_c::emit_with(m, &locations, target, &header, &mut |id| {
+        c_function(db, file, roots.clone(), checked, target, id.0 as usize).clone()
+    }))
+}
+
+/// Function `index` of the module for `roots`, and what its C reads of the
+/// functions it calls: what [`c_function`] reads, so that it is not run
+/// again when another function of the module changes.
+#[salsa::tracked(returns(ref))]
+pub fn linked_function(
+    db: &dyn Db,
+    file: SourceFile,
+    roots: Vec<FunName>,
+    checked: bool,
+    index: usize,
+) -> Option<(Func, Vec<(FuncId, CalleeSig)>)> {
+    let m = native_module(db, file, roots, checked).as_ref().ok();
+    let f = m.and_then(|m| m.funcs.get(index));
+    db.log_execution(format!("linked_function({})", f.map_or("?".to_string(), |f| f.name.to_string())));
+    Some((f?.clone(), ksc_codegen_c::callees(m?, f?)))
+}
+
+/// The C of function `index` of the module for `roots`, and the types and
+/// helpers it needs.
+#[salsa::tracked(returns(ref))]
+pub fn c_function(
+    db: &dyn Db,
+    file: SourceFile,
+    roots: Vec<FunName>,
+    checked: bool,
+    target: Target,
+    index: usize,
+) -> FunctionC {
+    let linked = linked_function(db, file, roots, checked, index);
+    db.log_execution(format!("c_function({})", linked.as_ref().map_or("?".to_string(), |(f, _)| f.name.to_string())));
+    match linked {
+        Some((f, callees)) => ksc_codegen_c::function(f, callees, target, checked),
+        None => FunctionC { text: String::new(), types: Vec::new(), prints: Vec::new(), copies: Vec::new() },
+    }
 }
 
 /// Line and column (1-based, in characters) of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
-    let offset = offset.min(text.len());
-    let before = &text[..offset];
-    let line = before.matches('\n').count() as u32 + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = text[start..offset].chars().count() as u32 + 1;
-    (line, col)
+    Lines::new(text).line_col(offset)
+}
+
+/// Where the lines of a text start, for finding many offsets' lines.
+struct Lines<'t> {
+    text: &'t str,
+    starts: Vec<usize>,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Lines<'t> {
+        let starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        Lines { text, starts }
+    }
+
+    fn line_col(&self, offset: usize) -> (u32, u32) {
+        let offset = offset.min(self.text.len());
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self.starts[line - 1];
+        (line as u32, self.text[start..offset].chars().count() as u32 + 1)
+    }
 }
 
 /// The source location of every site of the module.
 pub fn site_locations(m: &Module, analysis: &Analysis, path: &str, text: &str) -> Vec<SiteLocation> {
+    let (source, prelude) = (Lines::new(text), Lines::new(PRELUDE_SOURCE));
     m.sites
         .iter()
         .map(|s| match analysis.locate(&s.fun, s.expr) {
             Some((FileRef::Source, span)) => {
-                let (line, col) = line_col(text, span.start as usize);
+                let (line, col) = source.line_col(span.start as usize);
                 SiteLocation { file: path.to_string(), line, col }
             }
             Some((FileRef::Prelude, span)) => {
-                let (line, col) = line_col(PRELUDE_SOURCE, span.start as usize);
+                let (line, col) = prelude.line_col(span.start as usize);
                 SiteLocation { file: PRELUDE_NAME.to_string(), line, col }
             }
             None => SiteLocation { file: path.to_string(), line: 0, col: 0 },
@@ -161,5 +216,7 @@ mod tests {
         assert_eq!(line_col("ab\ncd", 0), (1, 1));
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
         assert_eq!(line_col("é\nx", 3), (2, 1));
+        assert_eq!(line_col("ab\n", 3), (2, 1));
+        assert_eq!(line_col("ab", 9), (1, 3));
     }
 }

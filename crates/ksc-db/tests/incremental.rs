@@ -320,7 +320,7 @@ fn compile_native(db: &Database, file: SourceFile) -> Vec<String> {
     assert!(c.is_ok(), "{c:?}");
     executed(db)
         .into_iter()
-        .filter(|q| ["lowering_facts", "lowering_body", "loop_unit", "native_module", "c_unit"].iter().any(|s| q.starts_with(s)))
+        .filter(|q| ["lowering_facts", "lowering_body", "loop_unit", "native_module", "linked_function", "c_function", "c_unit"].iter().any(|s| q.starts_with(s)))
         .collect()
 }
 
@@ -353,13 +353,32 @@ fn editing_a_body_lowers_again_what_inlines_it() {
             "loop_unit([rev [wave Float]])",
             "loop_unit([rev [cube Float]])",
             "native_module",
+            // Every function of the module is taken out of it again, and
+            // the C of those that changed is made again.
+            "linked_function([wave Float])",
+            "linked_function([cube Float])",
+            "linked_function([main (Tuple)])",
+            "linked_function([rev [wave Float]])",
+            "linked_function([rev [cube Float]])",
+            "linked_function([rev [sq Float]])",
+            "linked_function([sq Float])",
+            "linked_function([shift Float])",
+            "linked_function([shifted Float])",
+            "linked_function([fwd [shift Float]])",
+            "linked_function([fwd [shifted Float]])",
+            "c_function([wave Float])",
+            "c_function([cube Float])",
+            "c_function([main (Tuple)])",
+            "c_function([rev [wave Float]])",
+            "c_function([rev [cube Float]])",
             "c_unit",
         ])
     );
     assert_same_as_scratch(&db, file);
 
-    // A comment: the C is made again (its site table has line numbers),
-    // nothing is lowered again.
+    // A comment: the C of the file is put together again (its site table
+    // has line numbers), nothing is lowered again, no function's C is made
+    // again.
     edit(&mut db, file, "; A small program", "; A small\n; program");
     let _ = analysis(&db, file);
     assert_eq!(compile_native(&db, file), strings(&["lowering_facts", "c_unit"]));

@@ -1,6 +1,7 @@
 //! Lowering each definition in its own query and linking the units gives
 //! the module the whole-program lowering gives, for every example: the
-//! same functions (same loop IR, same numbering) and the same sites.
+//! same functions (same loop IR, same numbering) and the same sites; and
+//! the C made function by function is the C of that module.
 
 use std::path::Path;
 
@@ -27,7 +28,7 @@ fn linked_units_are_the_whole_program_lowering() {
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let db = Database::new();
-        let file = db.add_file(text);
+        let file = db.add_file(text.clone());
         let a = ksc_db::analysis(&db, file);
         if a.has_errors() {
             continue;
@@ -61,6 +62,12 @@ fn linked_units_are_the_whole_program_lowering() {
                             assert_eq!(x, y, "{}: {}", path.display(), x.name);
                         }
                         assert_eq!(w, *l, "{}", path.display());
+                        // And the C made function by function is the C.
+                        let locations = ksc_db::site_locations(&w, &a, "p.ks", &text);
+                        let target = ksc_codegen_c::Target::Library;
+                        let c = ksc_codegen_c::emit(&w, &locations, target, checked, "p.h");
+                        let by_function = ksc_db::c_unit(&db, file, "p.ks".into(), roots.clone(), checked, target, "p.h".into());
+                        assert_eq!(Ok(&c), by_function.as_ref(), "{}", path.display());
                         compared += w.funcs.len();
                     }
                     (Err(e), Err(f)) => assert_eq!(e.to_string(), *f, "{}", path.display()),
