@@ -67,7 +67,7 @@ struct Ctx<'s, 'b> {
 pub type Witnesses = rustc_hash::FxHashMap<String, ExprTemplate>;
 
 /// A variable or literal to instantiate in another body.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ExprTemplate {
     Var(String, Type),
     Lit(Lit),

@@ -45,6 +45,19 @@ pub trait Program {
     fn derived(&self, _name: &FunName) -> Option<&Def> {
         None
     }
+    /// `[D f]` and its witnesses for a written f, derived elsewhere
+    /// ([`jacobian_in`]), so that the derivatives of f share it. None:
+    /// derived here.
+    fn jacobian(&self, _f: &FunName) -> Option<&(Def, derive::Witnesses)> {
+        None
+    }
+}
+
+/// `[D f]` of a function of the program, with its witnesses (what the
+/// derivations from it instantiate).
+pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
+    let has_body = |n: &FunName| program.is_written(n) || derivable(n, program);
+    guard(|| derive::jacobian_def(f, &has_body))
 }
 
 /// A program given as the list of its definitions.
@@ -114,6 +127,12 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             }
         };
         let has_body = |n: &FunName| program.is_written(n) || by_name.contains_key(n) || derivable(n, program);
+        // [D f] of a written f from the program, if it keeps it.
+        if one && written.is_some() && !jacobians.contains_key(&f.name) {
+            if let Some(j) = program.jacobian(&f.name) {
+                jacobians.insert(f.name.clone(), j.clone());
+            }
+        }
         // A `[rev g]` made of the split passes (g recursive) is
         // differentiated as the equal function that recomputes primals
         // (the tape's `$tapePush` has no derivative): `[rev g]` from the

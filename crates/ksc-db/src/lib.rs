@@ -22,6 +22,8 @@
 //! defs_in_force(file)     which definition each function name means
 //! def_of(file, f)         the checked definition in force for f
 //! is_defined(file, f)     whether f has one (what callers' derivations read)
+//! jacobian_of(file, f)    [D f] of a written f (unsimplified), shared by the
+//!                         derivations from it
 //! derived_one(file, f)    one derived function, derived (ksc_ad::derive_one):
 //!                         reads the body it differentiates, and only names
 //!                         of its callees; lists the derivatives it calls

@@ -494,6 +494,33 @@ impl ksc_ad::Program for DbProgram<'_> {
     fn derived(&self, name: &FunName) -> Option<&Def> {
         derived_one(self.db, self.file, name.clone()).defs.first().map(|d| &d.0).filter(|d| d.name == *name)
     }
+    fn jacobian(&self, f: &FunName) -> Option<&(Def, ksc_ad::derive::Witnesses)> {
+        jacobian_of(self.db, self.file, f.clone()).as_ref().ok().map(|j| &j.0)
+    }
+}
+
+/// `[D f]` of a written function, unsimplified, with its witnesses:
+/// derived once, shared by the derivations from it (`[fwd f]`, `[rev f]`,
+/// `[fwdt f]`, the split passes).
+#[derive(Clone, Debug)]
+pub struct Jacobian(pub (Def, ksc_ad::derive::Witnesses));
+
+impl PartialEq for Jacobian {
+    fn eq(&self, o: &Jacobian) -> bool {
+        same_def(&self.0 .0, &o.0 .0) && self.0 .1 == o.0 .1
+    }
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn jacobian_of(db: &dyn Db, file: SourceFile, f: FunName) -> Result<Jacobian, DeriveError> {
+    db.log_execution(format!("jacobian_of({f})"));
+    let program = DbProgram { db, file };
+    let Some(def) = ksc_ad::Program::written(&program, &f) else {
+        return Err(DeriveError { name: f.clone(), message: format!("`{f}` has no definition"), at: None });
+    };
+    ksc_ad::jacobian_in(&program, def)
+        .map(Jacobian)
+        .map_err(|e| DeriveError { name: f.derived(Derivation::D), message: e.message, at: e.at })
 }
 
 /// Derives one function (not optimised). Reads the definition of the

@@ -87,8 +87,9 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "located_scopes",
             "def_of([sq Float])",
             "is_defined([sq Float])",
-            // [rev sq] is derived again. [rev cube] is not: its derivation
-            // reads only that `sq` has a definition.
+            // [D sq] and [rev sq] are derived again. [rev cube] is not: its
+            // derivation reads only that `sq` has a definition.
+            "jacobian_of([sq Float])",
             "derived_one([rev [sq Float]])",
             "gdef_closure(gdef rev [cube Float])",
             // `sq` is small: the optimiser of [rev cube] inlines it, so
@@ -123,6 +124,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "located_scopes",
             "def_of([wave Float])",
             "is_defined([wave Float])",
+            "jacobian_of([wave Float])",
             "derived_one([rev [wave Float]])",
             "gdef_closure(gdef rev [cube Float])",
             "optimised([rev [wave Float]])",
@@ -151,6 +153,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
             "is_defined([shift Float])",
+            "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
             "gdef_closure(gdef fwd [shifted Float])",
             "optimised([fwd [shift Float]])",
@@ -174,6 +177,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
             "is_defined([shift Float])",
+            "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
             "gdef_closure(gdef fwd [shifted Float])",
             "optimised([fwd [shift Float]])",
@@ -382,4 +386,17 @@ fn editing_a_body_lowers_again_what_inlines_it() {
     edit(&mut db, file, "; A small program", "; A small\n; program");
     let _ = analysis(&db, file);
     assert_eq!(compile_native(&db, file), strings(&["lowering_facts", "c_unit"]));
+}
+
+#[test]
+fn the_derivatives_of_a_function_share_its_jacobian() {
+    let db = Database::new();
+    let text = "(def f Float (x : Float) (mul x (sin x)))\n(gdef fwd [f Float])\n(gdef rev [f Float])\n";
+    let file = db.add_file(text.to_string());
+    let ran = compile(&db, file);
+    let count = |q: &str| ran.iter().filter(|r| *r == q).count();
+    assert_eq!(count("jacobian_of([f Float])"), 1, "{ran:#?}");
+    assert_eq!(count("derived_one([fwd [f Float]])"), 1, "{ran:#?}");
+    assert_eq!(count("derived_one([rev [f Float]])"), 1, "{ran:#?}");
+    assert_same_as_scratch(&db, file);
 }
