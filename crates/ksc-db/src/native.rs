@@ -91,19 +91,11 @@ pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) ->
 #[salsa::tracked(returns(ref))]
 pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
     db.log_execution("native_module".to_string());
-    let mut failed = None;
-    let m = ksc_lower::link(&roots, |n| match loop_unit(db, file, n.clone(), checked) {
-        Ok(u) => Ok(u),
-        Err(e) => {
-            failed = Some(e.clone());
-            Err(ksc_lower::LowerError { message: e.clone() })
-        }
-    });
-    match (m, failed) {
-        (Ok(m), _) => Ok(m),
-        (Err(_), Some(e)) => Err(e),
-        (Err(e), None) => Err(e.to_string()),
-    }
+    // A unit's error is the lowering's message already.
+    let unit = |n: &FunName| {
+        loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
+    };
+    ksc_lower::link(&roots, unit).map_err(|e| e.message)
 }
 
 /// The C of the file's module for `roots` (see `native_module`): `path`

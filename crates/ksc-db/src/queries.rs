@@ -659,7 +659,10 @@ impl ksc_opt::Defs for DbDefs<'_> {
         small_def_of(self.db, self.item, name.clone(), limit, arena).as_ref().map(|d| &d.0)
     }
     fn facts(&self, name: &FunName) -> Option<ksc_opt::Facts> {
-        let (effect, recursive) = if self.facts { facts_of(self.db, self.item, name.clone()) } else { return None };
+        if !self.facts {
+            return None;
+        }
+        let (effect, recursive) = facts_of(self.db, self.item, name.clone());
         Some(ksc_opt::Facts { effect, recursive })
     }
 }
