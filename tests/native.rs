@@ -195,6 +195,13 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 check(log < for_ && guarded < for_, "the invariant `log` and `index j w` were not hoisted")
             }
             "accumulate" => check(loops.contains("] += "), "the one-hot vectors were not accumulated in place"),
+            "share_guarded" => {
+                // The rotation's primal, computed in the primal and again in
+                // the reverse pass of every row: once.
+                let f = loops.split("fn jac$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let once = ["sqrt ", "sin ", "cos "].iter().all(|m| f.matches(m).count() == 1);
+                check(once, "a branch's values were computed again under the same condition")
+            }
             "accumulate_one_hot" => {
                 // Filling the first term's rows and its zero rows, the sum, and
                 // adding one row: no loop over all rows per term.

@@ -1,5 +1,6 @@
-//! Optimisations on the loop IR: loop-invariant code motion, common
-//! subexpressions, dead code, and the arena's stack discipline.
+//! Optimisations on the loop IR: values shared between `if`s on the same
+//! condition, loop-invariant code motion, common subexpressions, dead code,
+//! and the arena's stack discipline.
 //!
 //! Fusion and scalar replacement of tuples happen earlier, during lowering
 //! (`lower.rs`), where the structure of `build` and `tuple` is still visible;
@@ -22,6 +23,7 @@ pub fn optimize(m: &mut Module) {
 /// Runs every optimisation on one function. `effectful[k]`: may the
 /// function `FuncId(k)` print? `heap_ret[k]`: does its result hold tensors?
 pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
+    share_guarded(f);
     let written = written_arrays(&f.body);
     let cx = Cx { effectful, written: &written, vars: &f.vars };
     let body = std::mem::take(&mut f.body);
@@ -290,6 +292,155 @@ fn licm_block(block: Block, cx: &Cx) -> Block {
             }
             Stmt::If { cond, then, els } => {
                 out.push(Stmt::If { cond, then: licm_block(then, cx), els: licm_block(els, cx) });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// Values shared between branches of `if`s on the same condition. A
+/// reverse pass recomputes the primal values of a branch (`if c` in the
+/// primal, `if c` again where its cotangents are computed, often in a loop
+/// over rows): a pure computation of a branch of a later `if c` equal to
+/// one of the same branch of an earlier `if c` that dominates it reads the
+/// earlier one's value, which that branch stores in a mutable variable
+/// declared before it. (CSE cannot share them: the earlier value is local
+/// to its branch.) Only scalars, computations that cannot fail, and
+/// operands that are not mutable.
+fn share_guarded(f: &mut Func) {
+    let mut plan = GuardPlan::default();
+    let mut visible: Vec<(VarId, bool, Rhs, VarId)> = Vec::new();
+    plan_guarded(&f.body, &f.vars, &mut visible, &mut plan);
+    if plan.replace.is_empty() {
+        return;
+    }
+    // A mutable variable for each value read later.
+    let mut exports: FxHashMap<VarId, VarId> = FxHashMap::default();
+    let mut sources: Vec<VarId> = plan.replace.values().copied().collect();
+    sources.sort();
+    sources.dedup();
+    for v in sources {
+        let ty = f.vars[v.0 as usize].ty.clone();
+        let name = f.vars[v.0 as usize].name.clone();
+        exports.insert(v, VarId(f.vars.len() as u32));
+        f.vars.push(VarInfo { ty, name, mutable: true });
+    }
+    let body = std::mem::take(&mut f.body);
+    f.body = rewrite_guarded(body, &f.vars, &plan, &exports);
+}
+
+#[derive(Default)]
+struct GuardPlan {
+    /// A later computation -> the earlier value it reads.
+    replace: FxHashMap<VarId, VarId>,
+}
+
+/// The zero of a scalar type (the initial value of an export).
+fn scalar_zero(t: &ksc_ir::Type) -> Option<Op> {
+    match t {
+        ksc_ir::Type::Float => Some(Op::Float(0.0)),
+        ksc_ir::Type::Integer => Some(Op::Int(0)),
+        ksc_ir::Type::Bool => Some(Op::Bool(false)),
+        _ => None,
+    }
+}
+
+/// Finds the shared values: `visible` holds (condition, branch, the
+/// computation with operands renamed to the values they share, its value)
+/// for the branches of `if`s that dominate the current statement.
+fn plan_guarded(block: &Block, vars: &[VarInfo], visible: &mut Vec<(VarId, bool, Rhs, VarId)>, plan: &mut GuardPlan) {
+    let depth = visible.len();
+    for s in block {
+        match s {
+            Stmt::For { pre, body, .. } => {
+                plan_guarded(pre, vars, visible, plan);
+                plan_guarded(body, vars, visible, plan);
+            }
+            Stmt::If { cond: Op::Var(c), then, els } if !vars[c.0 as usize].mutable => {
+                let mut added = Vec::new();
+                for (branch, b) in [(true, then), (false, els)] {
+                    for t in b {
+                        let Stmt::Let(x, rhs) = t else { continue };
+                        if scalar_zero(&vars[x.0 as usize].ty).is_none()
+                            || !rhs.is_pure()
+                            || rhs.can_fail()
+                            || matches!(rhs, Rhs::Load { .. } | Rhs::Copy(_))
+                            || rhs.operands().iter().any(|o| matches!(o, Op::Var(w) if vars[w.0 as usize].mutable))
+                        {
+                            continue;
+                        }
+                        // Operands renamed to the earlier values they read.
+                        let mut key = rhs.clone();
+                        for o in key.operands_mut() {
+                            if let Op::Var(w) = o {
+                                if let Some(&e) = plan.replace.get(w) {
+                                    *o = Op::Var(e);
+                                }
+                            }
+                        }
+                        let earlier = visible
+                            .iter()
+                            .find(|(c2, b2, k, _)| c2 == c && *b2 == branch && *k == key)
+                            .map(|(_, _, _, v)| *v);
+                        match earlier {
+                            Some(v) => {
+                                plan.replace.insert(*x, v);
+                            }
+                            None => added.push((*c, branch, key, *x)),
+                        }
+                    }
+                    // `if`s nested in the branch see what dominates it.
+                    plan_guarded(b, vars, visible, plan);
+                }
+                visible.extend(added);
+            }
+            Stmt::If { then, els, .. } => {
+                plan_guarded(then, vars, visible, plan);
+                plan_guarded(els, vars, visible, plan);
+            }
+            _ => {}
+        }
+    }
+    visible.truncate(depth);
+}
+
+/// Applies the plan: exports declared before their `if` and set after
+/// their definition; later computations read them.
+fn rewrite_guarded(block: Block, vars: &[VarInfo], plan: &GuardPlan, exports: &FxHashMap<VarId, VarId>) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for s in block {
+        match s {
+            Stmt::Let(x, _) if plan.replace.contains_key(&x) => {
+                out.push(Stmt::Let(x, Rhs::Copy(Op::Var(exports[&plan.replace[&x]]))));
+            }
+            Stmt::Let(x, rhs) => {
+                out.push(Stmt::Let(x, rhs));
+                if let Some(&m) = exports.get(&x) {
+                    out.push(Stmt::Set(m, Op::Var(x)));
+                }
+            }
+            Stmt::For { idx, n, pre, body, reset } => out.push(Stmt::For {
+                idx,
+                n,
+                pre: rewrite_guarded(pre, vars, plan, exports),
+                body: rewrite_guarded(body, vars, plan, exports),
+                reset,
+            }),
+            Stmt::If { cond, then, els } => {
+                for b in [&then, &els] {
+                    for t in b {
+                        if let Stmt::Let(x, _) = t {
+                            if let Some(&m) = exports.get(x) {
+                                let zero = scalar_zero(&vars[x.0 as usize].ty);
+                                out.push(Stmt::DeclMut(m, zero));
+                            }
+                        }
+                    }
+                }
+                let then = rewrite_guarded(then, vars, plan, exports);
+                let els = rewrite_guarded(els, vars, plan, exports);
+                out.push(Stmt::If { cond, then, els });
             }
             s => out.push(s),
         }
