@@ -60,12 +60,23 @@ pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witne
     guard(|| derive::jacobian_def(f, &has_body))
 }
 
-/// A program given as the list of its definitions.
-struct Listed<'a, 'd>(&'a [&'d Def]);
+/// A program given as the list of its definitions (the first of a name
+/// counts).
+struct Listed<'d>(FxHashMap<&'d FunName, &'d Def>);
 
-impl Program for Listed<'_, '_> {
+impl<'d> Listed<'d> {
+    fn new(defs: &[&'d Def]) -> Listed<'d> {
+        let mut map = FxHashMap::default();
+        for d in defs {
+            map.entry(&d.name).or_insert(*d);
+        }
+        Listed(map)
+    }
+}
+
+impl Program for Listed<'_> {
     fn written(&self, name: &FunName) -> Option<&Def> {
-        self.0.iter().copied().find(|d| d.name == *name)
+        self.0.get(name).copied()
     }
 }
 
@@ -74,7 +85,7 @@ impl Program for Listed<'_, '_> {
 /// `existing` are the definitions of the program (prelude included); a
 /// derivative defined there by hand is used, not derived.
 pub fn derive_requested(existing: &[&Def], requests: &[FunName]) -> Derived {
-    derive(&Listed(existing), requests, false)
+    derive(&Listed::new(existing), requests, false)
 }
 
 /// Derives `request` alone, for a driver that derives each function once
@@ -351,7 +362,7 @@ fn derivable(n: &FunName, program: &dyn Program) -> bool {
 
 /// Derives `[D f]` alone (for printing Jacobians).
 pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
-    let program = Listed(existing);
+    let program = Listed::new(existing);
     let has_body = |n: &FunName| program.is_written(n) || derivable(n, &program);
     guard(|| derive::jacobian_def(f, &has_body)).map(|(d, _)| d)
 }
