@@ -36,6 +36,22 @@ pub(crate) fn is_lm(t: &Type) -> bool {
     matches!(t, Type::LM(..))
 }
 
+/// `(Tuple Integer Integer)`: the argument of Integer arithmetic and
+/// comparisons.
+pub(crate) fn int_pair() -> Type {
+    Type::Tuple(vec![Type::Integer, Type::Integer])
+}
+
+/// `op x y` on Integers (`add`, `sub`, `mul`): an Integer.
+pub(crate) fn int_op(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
+    b.call(FunName::typed(op, int_pair()), vec![x, y], Type::Integer)
+}
+
+/// `op x y` comparing Integers (`lt`, `lte`, `eq`): a Bool.
+pub(crate) fn int_test(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
+    b.call(FunName::typed(op, int_pair()), vec![x, y], Type::Bool)
+}
+
 pub(crate) fn internal<T>(what: impl Into<String>) -> R<T> {
     Err(AdError { message: format!("internal error in automatic differentiation: {}", what.into()), at: None })
 }
@@ -250,21 +266,7 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
 
 /// The names a let-chain binds at its top level, with their right sides,
 /// and its final expression.
-pub(crate) fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
-    let mut out = Vec::new();
-    while let Expr::Let(p, r, x) = &body.exprs[e] {
-        out.push((p.clone(), *r));
-        e = *x;
-    }
-    (out, e)
-}
-
-pub(crate) fn wrap(b: &mut Builder, block: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId {
-    block.into_iter().rev().fold(result, |acc, (p, r)| {
-        let ty = b.ty(acc);
-        b.body.alloc_typed(Expr::Let(p, r, acc), ty)
-    })
-}
+pub(crate) use ksc_opt::term::{let_chain, wrap};
 
 /// Binds the function's parameters from the single argument `arg`.
 pub(crate) fn bind_params(b: &mut Builder, params: &[Param], arg: &str, arg_ty: &Type, inner: ExprId) -> ExprId {
@@ -328,33 +330,33 @@ fn fwd_like(
     let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
+    // [fwdt f]'s value: the witness of the map the let-program ends in.
+    let value = match witnesses {
+        Some(w) => {
+            let (_, result) = let_chain(&d.body, d.root);
+            let Expr::Var(g_res) = &d.body.exprs[result] else {
+                return internal("a Jacobian that does not end in a map variable");
+            };
+            let Some(value) = w.get(g_res) else { return internal(format!("no value known for `{g_res}`")) };
+            Some(value)
+        }
+        None => None,
+    };
     // The variables the program reads (its bindings have fresh names), and
-    // the value [fwdt f] returns.
+    // the value.
     let mut used = rustc_hash::FxHashSet::default();
     collect_vars(&d.body, d.root, &mut used);
-    if let Some(w) = witnesses {
-        let (_, result) = let_chain(&d.body, d.root);
-        if let Expr::Var(g_res) = &d.body.exprs[result] {
-            if let Some(crate::derive::ExprTemplate::Var(v, _)) = w.get(g_res) {
-                used.insert(v.clone());
-            }
-        }
+    if let Some(crate::derive::ExprTemplate::Var(v, _)) = value {
+        used.insert(v.clone());
     }
     let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used };
     let inner = fw.t(&mut b, d.root)?;
-    let inner = match witnesses {
+    let inner = match value {
         // The value next to the tangent, where the let-program ends.
-        Some(w) => {
-            let (_, result) = let_chain(&d.body, d.root);
-            let Expr::Var(g_res) = d.body.exprs[result].clone() else {
-                return internal("a Jacobian that does not end in a map variable");
-            };
-            let Some(value) = w.get(&g_res) else { return internal(format!("no value known for `{g_res}`")) };
-            map_tail(&mut b, inner, &mut |b, tangent| {
-                let v = value.build(b);
-                b.tuple(vec![v, tangent])
-            })
-        }
+        Some(value) => map_tail(&mut b, inner, &mut |b, tangent| {
+            let v = value.build(b);
+            b.tuple(vec![v, tangent])
+        }),
         None => inner,
     };
     let inner = push_applications(&mut b, inner, fw.demands);
@@ -379,18 +381,11 @@ pub(crate) fn checked_def(name: FunName, params: Vec<Param>, ret_ty: Type, body:
 
 /// The names of the variables read in `e`.
 fn collect_vars(body: &Body, e: ExprId, out: &mut rustc_hash::FxHashSet<String>) {
-    match &body.exprs[e] {
-        Expr::Var(v) => {
-            out.insert(v.clone());
-        }
-        Expr::Lit(_) | Expr::Dummy(_) => {}
-        Expr::Call(_, a) | Expr::Lam(_, _, a) => collect_vars(body, *a, out),
-        Expr::Tuple(es) => es.iter().for_each(|&x| collect_vars(body, x, out)),
-        Expr::Let(_, r, x) | Expr::Assert(r, x) => {
-            collect_vars(body, *r, out);
-            collect_vars(body, *x, out);
-        }
-        Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| collect_vars(body, x, out)),
+    if let Expr::Var(v) = &body.exprs[e] {
+        out.insert(v.clone());
+    }
+    for c in ksc_opt::term::children(&body.exprs[e]) {
+        collect_vars(body, c, out);
     }
 }
 
@@ -969,20 +964,16 @@ impl Rev<'_, '_> {
     /// The primal part of a mixed expression: maps replaced by units.
     fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
         let tape = self.tape.clone();
-        match &tape {
-            Some(t) => strip_expr(b, self.src, e, Some(&|b: &mut Builder, x: ExprId| t.read(b, x))),
-            None => strip_expr(b, self.src, e, None),
-        }
+        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| t.read(b, x));
+        strip_expr(b, self.src, e, Some(&read))
     }
 
     /// A primal expression of the source, copied (recursive calls read
     /// from the tape).
     fn import_primal(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
         let tape = self.tape.clone();
-        match &tape {
-            Some(t) => import_hooked(b, self.src, e, &strip_type, Some(&|b: &mut Builder, x: ExprId| t.read(b, x))),
-            None => import_with(b, self.src, e, &strip_type),
-        }
+        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| t.read(b, x));
+        import_hooked(b, self.src, e, &strip_type, Some(&read))
     }
 
     /// Emits the primal bindings of a block forwards, then transposes its
@@ -1231,8 +1222,6 @@ impl Rev<'_, '_> {
         let Type::Tuple(ab) = tty.clone() else { return internal("lmFold over a non-pair") };
         let a_ty = ab[0].clone();
         let da_ty = a_ty.tangent().unwrap_or(Type::Unknown);
-        let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
-        let int_op = |b: &mut Builder, name: &str, x: ExprId, y: ExprId| b.call(FunName::typed(name, ii.clone()), vec![x, y], Type::Integer);
         // n and the stored accumulators.
         let v1 = import(b, self.src, v);
         let n = b.prim(Prim::Size, vec![v1]);
@@ -1444,8 +1433,7 @@ impl Rev<'_, '_> {
             let q = b.fresh_name("q");
             let qv = b.var(&q, Type::Integer);
             let nvar = b.var(&nv.0, nv.1.clone());
-            let inside =
-                b.call(FunName::typed("lt", Type::Tuple(vec![Type::Integer, Type::Integer])), vec![qv, nvar], Type::Bool);
+            let inside = int_test(b, "lt", qv, nvar);
             let (q1, tv) = (b.var(&q, Type::Integer), b.var(&t.0, t.1.clone()));
             let row = b.prim(Prim::Index, vec![q1, tv]);
             let hit = if k == 1 { row } else { b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row]) };

@@ -20,6 +20,8 @@ use rustc_hash::FxHashSet;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 use ksc_linmap::builder::Builder;
 
+use crate::apply::int_test;
+
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode); [`hoist_loop_invariants`] recognises the loops by it.
 const COLUMN: &str = "ksc$column";
@@ -111,10 +113,6 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
     let mut fresh = 0u32;
     let mut b = Builder::new(&mut body, &mut fresh);
     let (ds, dt) = (s.tangent().unwrap_or(Type::Unknown), t.tangent().unwrap_or(Type::Unknown));
-    let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
-    let int_test = |b: &mut Builder, name: &str, x: ExprId, y: ExprId| {
-        b.call(FunName::typed(name, ii.clone()), vec![x, y], Type::Bool)
-    };
     let var = |b: &mut Builder, name: &str, ty: &Type| b.var(name, ty.clone());
     let dim = |b: &mut Builder, fixed: Option<usize>, of: &dyn Fn(&mut Builder) -> ExprId| match fixed {
         Some(k) => b.integer(k as i64),

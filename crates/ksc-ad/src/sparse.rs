@@ -36,7 +36,7 @@ use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Typ
 use ksc_linmap::builder::Builder;
 use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
 
-use crate::apply::{let_chain, wrap};
+use crate::apply::{int_op, int_pair, int_test, let_chain, wrap};
 use crate::jacobians::has_float;
 
 /// ksc's own .ks functions that `[jacsparse f]` calls.
@@ -88,14 +88,6 @@ enum Gather {
     Elem { a: ExprId, v: Var, name: Var },
     /// All of the active variable.
     Whole(Var),
-}
-
-fn ii() -> Type {
-    Type::Tuple(vec![Type::Integer, Type::Integer])
-}
-
-fn int_op(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
-    b.call(FunName::typed(op, ii()), vec![x, y], Type::Integer)
 }
 
 /// The number of Floats in the variable `v` of type `ty`.
@@ -683,7 +675,7 @@ fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
             Some(later) => {
                 let jv = b.var(&j, Type::Integer);
                 let bound = ksc_opt::term::deep_copy(b, bounds[k]);
-                let test = b.call(FunName::typed("lt", ii()), vec![jv, bound], Type::Bool);
+                let test = int_test(b, "lt", jv, bound);
                 b.body.alloc_typed(Expr::If(test, col, later), Type::Integer)
             }
         });
@@ -740,17 +732,17 @@ fn assemble(b: &mut Builder, all: ExprId, block_ty: &Type, n_columns: &str) -> E
     let columns = per_block(b, &|b, j, cols| {
         let size = b.prim(Prim::Size, vec![j]);
         let rc = b.fresh_name("rc");
-        let rcv = b.var(&rc, ii());
+        let rcv = b.var(&rc, int_pair());
         let c = b.prim(Prim::Get { index: 2, arity: 2 }, vec![rcv]);
         let column = b.prim(Prim::Index, vec![c, cols]);
-        let lam = b.lam(&rc, ii(), column);
+        let lam = b.lam(&rc, int_pair(), column);
         b.prim(Prim::Build, vec![size, lam])
     });
     let values = per_block(b, &|_, j, _| j);
     let lens_name = b.fresh_name("lens");
     let ivec = Type::vec(Type::Integer);
     let offsets = {
-        let pair = ii();
+        let pair = int_pair();
         let acc = b.fresh_name("acc_len");
         let p1 = b.var(&acc, pair.clone());
         let x = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);

@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 use ksc_linmap::builder::{prim_call, Builder};
 
-use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
+use crate::apply::{bind_params, checked_def, int_op, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
 use crate::derive::{Witnesses, R};
 
 /// The recursive calls of f in `[D f]`.
@@ -63,9 +63,10 @@ impl Plan {
         });
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
+        let jacobian_of_f = |g: &FunName| g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f);
         walk(&d.body, d.root, false, &mut |e, _| {
             if let Expr::Call(Callee::Fun(g), _) = &d.body.exprs[e] {
-                if g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f) {
+                if jacobian_of_f(g) {
                     dcalls += 1;
                 }
             }
@@ -73,10 +74,8 @@ impl Plan {
             let Some(&k) = plan.sites.get(r) else { return };
             let Expr::Let(Pat::Var(_), m, _) = &d.body.exprs[*x] else { return };
             if let Some((Prim::LmCompose, args)) = prim_call(&d.body, *m) {
-                if let Expr::Call(Callee::Fun(g), _) = &d.body.exprs[args[0]] {
-                    if g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f) {
-                        plan.jacobians.insert(args[0], k);
-                    }
+                if matches!(&d.body.exprs[args[0]], Expr::Call(Callee::Fun(g), _) if jacobian_of_f(g)) {
+                    plan.jacobians.insert(args[0], k);
                 }
             }
         });
@@ -152,30 +151,16 @@ fn live(body: &Body, e: ExprId, f: &FunName, vars: &mut rustc_hash::FxHashSet<St
 
 fn walk(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
     f(e, in_lam);
-    match &body.exprs[e] {
-        Expr::Call(_, a) => walk(body, *a, in_lam, f),
-        Expr::Tuple(es) => es.iter().for_each(|&x| walk(body, x, in_lam, f)),
-        Expr::Let(_, r, x) | Expr::Assert(r, x) => {
-            walk(body, *r, in_lam, f);
-            walk(body, *x, in_lam, f);
-        }
-        Expr::If(c, t, x) => {
-            walk(body, *c, in_lam, f);
-            walk(body, *t, in_lam, f);
-            walk(body, *x, in_lam, f);
-        }
-        Expr::Lam(_, _, x) => walk(body, *x, true, f),
-        Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => {}
+    let node = &body.exprs[e];
+    let in_lam = in_lam || matches!(node, Expr::Lam(..));
+    for c in ksc_opt::term::children(node) {
+        walk(body, c, in_lam, f);
     }
-}
-
-fn int_ii() -> Type {
-    Type::Tuple(vec![Type::Integer, Type::Integer])
 }
 
 fn sub_one(b: &mut Builder, e: ExprId) -> ExprId {
     let one = b.integer(1);
-    b.call(FunName::typed("sub", int_ii()), vec![e, one], Type::Integer)
+    int_op(b, "sub", e, one)
 }
 
 /// An empty tape of records of results of type `t` (`$dummy` of a vector

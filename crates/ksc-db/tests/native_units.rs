@@ -3,29 +3,16 @@
 //! same functions (same loop IR, same numbering) and the same sites; and
 //! the C made function by function is the C of that module.
 
-use std::path::Path;
+mod common;
 
 use ksc_db::{native_module, Database};
 use ksc_ir::{Decl, FunName};
 
-fn ks_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            ks_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "ks") {
-            out.push(p);
-        }
-    }
-}
 
 #[test]
 fn linked_units_are_the_whole_program_lowering() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    ks_files(&root.join("ksc-examples"), &mut files);
     let mut compared = 0;
-    for path in files {
+    for path in common::ks_files(&["ksc-examples"]) {
         let text = std::fs::read_to_string(&path).unwrap();
         let db = Database::new();
         let file = db.add_file(text.clone());

@@ -1,25 +1,12 @@
 //! Checking declaration by declaration through the database gives what the
 //! whole-file checker gives, for every example and every bad input.
 
-use std::path::Path;
+mod common;
 
-fn ks_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            ks_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "ks") {
-            out.push(p);
-        }
-    }
-}
 
 #[test]
 fn every_file_checks_as_with_the_whole_file_checker() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    ks_files(&root.join("ksc-examples"), &mut files);
-    ks_files(&root.join("tests/bad"), &mut files);
+    let files = common::ks_files(&["ksc-examples", "tests/bad"]);
     assert!(files.len() > 50, "found {} files", files.len());
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
@@ -50,12 +37,9 @@ fn every_file_checks_as_with_the_whole_file_checker() {
 #[test]
 fn every_derived_function_is_the_one_derived_all_at_once() {
     use ksc_ir::Decl;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    ks_files(&root.join("ksc-examples"), &mut files);
     let show = |d: &ksc_ir::Def| ksc_ir::Program { decls: vec![Decl::Def(d.clone())] }.to_string();
     let mut compared = 0;
-    for path in files {
+    for path in common::ks_files(&["ksc-examples"]) {
         let text = std::fs::read_to_string(&path).unwrap();
         let whole = ksc_types::analyze(&text);
         if whole.has_errors() {

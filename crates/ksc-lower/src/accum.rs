@@ -634,6 +634,14 @@ impl Lowerer<'_> {
         self.accumulate_proj(fb, st, &inner, acc, n, proj, site)
     }
 
+    /// The sizes of `build n ..`, checked as `build` checks them.
+    fn build_dims(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, n: ExprId, site: SiteId) -> R<Vec<Op>> {
+        let n = self.lower_expr(fb, st, ctx, n)?;
+        let dims = index_ops(&n)?;
+        self.sizes_check(fb, &dims, "build", site);
+        Ok(dims)
+    }
+
     /// `arr += build n (lam i (if (eq i at) hit zero))`: `arr[at] += hit`
     /// with `i = at` (an index out of range adds nothing).
     #[allow(clippy::too_many_arguments)]
@@ -647,9 +655,7 @@ impl Lowerer<'_> {
         (n, i, at, hit): (ExprId, String, ExprId, ExprId),
         site: SiteId,
     ) -> R<()> {
-        let n = self.lower_expr(fb, st, ctx, n)?;
-        let dims = index_ops(&n)?;
-        self.sizes_check(fb, &dims, "build", site);
+        let dims = self.build_dims(fb, st, ctx, n, site)?;
         let at = lval_op(&self.lower_expr(fb, st, ctx, at)?)?;
         let inner = ctx.with_binding(&i, LVal::Op(at.clone()));
         // As in the interpreter, `hit` is evaluated only at `at`.
@@ -670,9 +676,7 @@ impl Lowerer<'_> {
         (n, i, k, hit): (ExprId, String, ExprId, ExprId),
         site: SiteId,
     ) -> R<()> {
-        let n = self.lower_expr(fb, st, ctx, n)?;
-        let dims = index_ops(&n)?;
-        self.sizes_check(fb, &dims, "build", site);
+        let dims = self.build_dims(fb, st, ctx, n, site)?;
         let (rank, elem) = tensor_ty(t)?;
         let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
         self.same_dims_check(fb, &da, &dims, "`ts_add` of tensors of different sizes", site);

@@ -116,6 +116,44 @@ impl FnBuilder {
         self.blocks.pop().expect("an open block")
     }
 
+    /// The arena's mark at the start of a loop's iteration whose values
+    /// live on the heap (`heap`), to copy them down to; else none.
+    pub fn mark_if(&mut self, heap: bool) -> Option<VarId> {
+        if !heap {
+            return None;
+        }
+        match self.let_(Rhs::Mark, Type::Integer, Some("mark")) {
+            Op::Var(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The values an iteration computed since statement `start`, with the
+    /// iteration's mark: if it allocated, those on the heap are copied down
+    /// to the mark, which frees its temporaries. (A value read from memory
+    /// older than the iteration, when it allocated nothing, is kept where it
+    /// is: there is nothing to free.) Returns the values to store.
+    pub fn copy_down_since(&mut self, mark: Option<VarId>, start: usize, values: Vec<(Op, Type)>) -> Vec<Op> {
+        let Some(m) = mark.filter(|_| self.allocates_since(start)) else {
+            return values.into_iter().map(|(o, _)| o).collect();
+        };
+        let mut keep = Vec::new();
+        let out = values
+            .into_iter()
+            .map(|(o, t)| {
+                if !crate::ir::needs_heap(&t) {
+                    return o;
+                }
+                let k = self.var(t, Some("elem"), true);
+                self.emit(Stmt::DeclMut(k, Some(o)));
+                keep.push(k);
+                Op::Var(k)
+            })
+            .collect();
+        self.emit(Stmt::CopyDown { mark: m, vars: keep });
+        out
+    }
+
     /// The number of statements in the innermost open block so far.
     pub fn position(&self) -> usize {
         self.blocks.last().map_or(0, Vec::len)

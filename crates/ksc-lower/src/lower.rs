@@ -696,22 +696,11 @@ impl<'a> Lowerer<'a> {
                 let nest = self.open_nest(fb, &d.dims);
                 // Elements that live on the heap are copied down after each
                 // iteration, so the temporaries that computed them are freed.
-                let heap = needs_heap(&elem_ty);
-                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let mark = fb.mark_if(needs_heap(&elem_ty));
                 let start = fb.position();
                 let x = self.elem(fb, st, &LVal::Delayed(d.clone()), &elem_ty, &nest.idx, None)?;
                 let x = self.materialize_in(fb, st, x, &elem_ty)?;
-                let x = match mark {
-                    // (An element read from memory older than the iteration
-                    // is kept where it is: there is nothing to free.)
-                    Some(Op::Var(m)) if fb.allocates_since(start) => {
-                        let keep = fb.var(elem_ty.clone(), Some("elem"), true);
-                        fb.emit(Stmt::DeclMut(keep, Some(x)));
-                        fb.emit(Stmt::CopyDown { mark: m, vars: vec![keep] });
-                        Op::Var(keep)
-                    }
-                    _ => x,
-                };
+                let x = fb.copy_down_since(mark, start, vec![(x, elem_ty.clone())]).remove(0);
                 fb.emit(Stmt::Store { arr: arr.clone(), idx: nest.flat.clone(), val: x });
                 self.close_nest(fb, nest);
                 Ok(arr)

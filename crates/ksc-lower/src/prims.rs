@@ -483,13 +483,13 @@ impl Lowerer<'_> {
                 let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: elem_ty.clone() }, out_ty, None);
                 let sum = self.new_acc(fb, st, z, &zt)?;
                 let nest = self.nest_open(fb, &dims);
-                let mark = if needs_heap(&elem_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let mark = fb.mark_if(needs_heap(&elem_ty));
                 let elem = fb.var(elem_ty.clone(), Some("elem"), true);
                 fb.emit(Stmt::DeclMut(elem, None));
                 let inner = ctx.with_binding(&binder, index_lval(nest.idx()));
                 let both = Acc::Tuple(vec![Acc::Set(elem, elem_ty), sum]);
                 self.accumulate_expr(fb, st, &inner, &both, body, site)?;
-                if let Some(Op::Var(m)) = mark {
+                if let Some(m) = mark {
                     fb.emit(Stmt::CopyDown { mark: m, vars: vec![elem] });
                 }
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: Op::Var(elem) });
@@ -506,8 +506,7 @@ impl Lowerer<'_> {
                 let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
                 let vars = fold_vars(fb, &leaves);
                 let dims = self.dims_of(fb, &v, 1)?;
-                let heap = needs_heap(&acc_ty);
-                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let mark = fb.mark_if(needs_heap(&acc_ty));
                 let nest = self.nest_open(fb, &dims);
                 let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
@@ -516,7 +515,7 @@ impl Lowerer<'_> {
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
                 }
-                if let Some(Op::Var(m)) = mark {
+                if let Some(m) = mark {
                     let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
                     fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }
@@ -556,7 +555,7 @@ impl Lowerer<'_> {
                 let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
-                let mark = if needs_heap(&acc_ty) { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let mark = fb.mark_if(needs_heap(&acc_ty));
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
                 let new = fb.var(acc_ty.clone(), Some("acc"), true);
                 fb.emit(Stmt::DeclMut(new, None));
@@ -573,7 +572,7 @@ impl Lowerer<'_> {
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
                 }
-                if let Some(Op::Var(m)) = mark {
+                if let Some(m) = mark {
                     let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
                     fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }
@@ -624,28 +623,15 @@ impl Lowerer<'_> {
                 let nest = self.nest_open(fb, &dims);
                 // As in `build`: components that live on the heap are copied
                 // down after each iteration, so its temporaries are freed.
-                let heap = comps.iter().any(needs_heap);
-                let mark = if heap { Some(fb.let_(Rhs::Mark, Type::Integer, Some("mark"))) } else { None };
+                let mark = fb.mark_if(comps.iter().any(needs_heap));
                 let start = fb.position();
                 let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
                 let xs = parts(fb, x, &elem, comps.len())?;
                 let mut values = Vec::new();
                 for (x, t) in xs.into_iter().zip(&comps) {
-                    values.push(self.materialize_val(fb, st, x, t)?);
+                    values.push((self.materialize_val(fb, st, x, t)?, t.clone()));
                 }
-                if let Some(Op::Var(m)) = mark.filter(|_| fb.allocates_since(start)) {
-                    let mut keep = Vec::new();
-                    for (o, t) in values.iter_mut().zip(&comps) {
-                        if needs_heap(t) {
-                            let k = fb.var(t.clone(), Some("elem"), true);
-                            fb.emit(Stmt::DeclMut(k, Some(o.clone())));
-                            keep.push(k);
-                            *o = Op::Var(k);
-                        }
-                    }
-                    fb.emit(Stmt::CopyDown { mark: m, vars: keep });
-                }
-                for (o, out) in values.into_iter().zip(&outs) {
+                for (o, out) in fb.copy_down_since(mark, start, values).into_iter().zip(&outs) {
                     fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: o });
                 }
                 self.nest_close(fb, nest);

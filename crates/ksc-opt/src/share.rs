@@ -28,7 +28,7 @@ use ksc_linmap::builder::Builder;
 
 use crate::cse::{key_with, Key, Tok};
 use crate::globals::Globals;
-use crate::term::{children, Cache};
+use crate::term::{children, wrap, Cache};
 
 /// A loop over `0 .. size` with an Integer index: its size, its index and
 /// its body.
@@ -204,11 +204,7 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             tys.push(ty);
         }
         let result = b.tuple(parts);
-        let pairs: Vec<(Pat, ExprId)> = lets1.iter().map(|(_, p, r)| (p.clone(), *r)).collect();
-        let new_body = pairs.into_iter().rev().fold(result, |acc, (p, r)| {
-            let ty = b.ty(acc);
-            b.body.alloc_typed(Expr::Let(p, r, acc), ty)
-        });
+        let new_body = wrap(b, lets1.iter().map(|(_, p, r)| (p.clone(), *r)).collect(), result);
         let lam = b.lam(&i1, Type::Integer, new_body);
         let build = b.prim(Prim::Build, vec![size1, lam]);
         let unzip = b.prim(Prim::Unzip, vec![build]);

@@ -80,6 +80,24 @@ pub fn rebuild_call(b: &mut Builder, call: ExprId, comps: Vec<ExprId>, tupled: b
     b.body.alloc_typed(Expr::Call(callee, arg), ty)
 }
 
+/// The lets of the chain at `e` (pattern, right side) and its result.
+pub fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
+    let mut out = Vec::new();
+    while let Expr::Let(p, r, x) = &body.exprs[e] {
+        out.push((p.clone(), *r));
+        e = *x;
+    }
+    (out, e)
+}
+
+/// `let p1 = r1 in .. let pn = rn in result`.
+pub fn wrap(b: &mut Builder, lets: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId {
+    lets.into_iter().rev().fold(result, |acc, (p, r)| {
+        let ty = b.ty(acc);
+        b.body.alloc_typed(Expr::Let(p, r, acc), ty)
+    })
+}
+
 /// Per-node facts of one body, computed once per node on demand.
 #[derive(Default)]
 pub struct Cache {
