@@ -83,6 +83,7 @@ pub fn callees(m: &Module, f: &Func) -> Vec<(FuncId, CalleeSig)> {
     out
 }
 
+#[derive(Default)]
 struct Emitter {
     types: Vec<Type>,
     seen: FxHashSet<Type>,
@@ -120,12 +121,7 @@ pub fn emit_with(
     header_name: &str,
     function_c: &mut dyn FnMut(FuncId) -> FunctionC,
 ) -> CProgram {
-    let mut e = Emitter {
-        types: Vec::new(),
-        seen: FxHashSet::default(),
-        prints: FxHashSet::default(),
-        copies: FxHashSet::default(),
-    };
+    let mut e = Emitter::default();
     e.add_type(&Type::unit());
     let mut bodies = String::new();
     for i in 0..m.funcs.len() {
@@ -448,12 +444,7 @@ impl Emitter {
 /// The C of one function, and what it needs; `callees` are the functions
 /// it calls.
 pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> FunctionC {
-    let mut e = Emitter {
-        types: Vec::new(),
-        seen: FxHashSet::default(),
-        prints: FxHashSet::default(),
-        copies: FxHashSet::default(),
-    };
+    let mut e = Emitter::default();
     for v in &f.vars {
         e.add_type(&v.ty);
     }
