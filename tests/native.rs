@@ -202,6 +202,21 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let once = ["sqrt ", "sin ", "cos "].iter().all(|m| f.matches(m).count() == 1);
                 check(once, "a branch's values were computed again under the same condition")
             }
+            "lazy_build" => {
+                // The test of the reads' count is made once, outside the loop
+                // over the columns; it chooses between the stored tangents and
+                // the tangents computed where they are read.
+                let f = loops.split("fn jac1$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let lines: Vec<&str> = f.lines().collect();
+                let indent = |l: &str| l.len() - l.trim_start().len();
+                let test = lines.iter().position(|l| l.contains(":ksc_lazy"));
+                let ok = test.is_some_and(|t| {
+                    let var = lines[t].trim_start().split(':').next().unwrap_or_default();
+                    let hoisted = lines[t + 1..].iter().any(|l| indent(l) == indent(lines[t]) && l.trim_start().starts_with("for "));
+                    hoisted && f.matches(&format!("if {var} {{")).count() == 2
+                });
+                check(ok, "the read tangents were not computed where they are read")
+            }
             "accumulate_one_hot" => {
                 // Filling the first term's rows and its zero rows, the sum, and
                 // adding one row: no loop over all rows per term.

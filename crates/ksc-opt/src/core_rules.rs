@@ -448,6 +448,187 @@ fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.substitute(b, &[(x, r)], true))
 }
 
+/// The most reads of the vector for which `let-build-lazy` copies the
+/// element to where it is read.
+const LAZY_READS: usize = 4;
+
+/// `let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c
+/// (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i
+/// e)) x']` when `e` is expensive (not small, with a loop or a call of a
+/// function with a body), pure, and `b` reads `x` only by `index` (at most
+/// [`LAZY_READS`] times) and `size`, each read under at most two `build` or
+/// `sumbuild` loops whose sizes are atoms bound outside `b`. `cost` is how
+/// many elements the reads ask for (the sum over reads of the product of
+/// their loops' sizes): when it is less than `n`, the elements are computed
+/// where they are read (`index-build` takes the copies apart), else the
+/// vector is built as before. Forward mode over the columns of a Jacobian
+/// makes such vectors: the tangents of every vertex of a model, of which
+/// the residuals read a few.
+fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let [n, f] = prim_args(ctx, r, Prim::Build)?[..] else { return None };
+    let (_, _, elem) = lam_parts(ctx, f)?;
+    if !ctx.is_atomic(n) || small_element(ctx, elem) || !expensive(ctx, elem) || !ctx.pure(r) {
+        return None;
+    }
+    let mut reads = Vec::new();
+    if !lazy_reads(ctx, &x, b, &mut Vec::new(), &mut Vec::new(), &mut reads) || reads.is_empty() || reads.len() > LAZY_READS {
+        return None;
+    }
+    // A read in a loop of n iterations asks for at least n elements.
+    if reads.iter().flatten().any(|&m| ctx.alpha_eq(m, n)) {
+        return None;
+    }
+    let int = Type::Integer;
+    let int2 = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    let mut cost = None;
+    for loops in reads {
+        let mut term = None;
+        for m in loops {
+            let m = ctx.b.copy(m);
+            term = Some(match term {
+                None => m,
+                Some(t) => ctx.b.call(FunName::typed("mul", int2.clone()), vec![t, m], int.clone()),
+            });
+        }
+        let term = term.unwrap_or_else(|| ctx.b.integer(1));
+        cost = Some(match cost {
+            None => term,
+            Some(c) => ctx.b.call(FunName::typed("add", int2.clone()), vec![c, term], int.clone()),
+        });
+    }
+    let n_copy = ctx.b.copy(n);
+    let test = ctx.b.call(FunName::typed("lt", int2), vec![cost?, n_copy], Type::Bool);
+    let c = ctx.fresh_like("ksc$lazy");
+    let stored = ctx.fresh_like(&x);
+    let vec_ty = ctx.ty(r);
+    let elem_ty = ctx.ty(elem);
+    let cv = ctx.alloc(Expr::Var(c.clone()), Type::Bool);
+    let zero = ctx.b.integer(0);
+    let dummy = ctx.alloc(Expr::Dummy(elem_ty.clone()), elem_ty);
+    let empty = ctx.b.prim(Prim::ConstVec, vec![zero, dummy]);
+    let rhs = ctx.alloc(Expr::If(cv, empty, r), vec_ty.clone());
+    let cv2 = ctx.alloc(Expr::Var(c.clone()), Type::Bool);
+    let sv = ctx.alloc(Expr::Var(stored.clone()), vec_ty.clone());
+    let fresh = ctx.b.copy(r);
+    let read = ctx.alloc(Expr::If(cv2, fresh, sv), vec_ty);
+    let body = ctx.substitute(b, &[(x, read)], false);
+    let body = read_through_if(ctx, body, &c);
+    let inner = let_(ctx, Pat::Var(stored), rhs, body);
+    Some(let_(ctx, Pat::Var(c), test, inner))
+}
+
+/// Rewrites `index j (if c v w) ⇒ if c (index j v) (index j w)` and `size
+/// (if c v w) ⇒ if c (size v) (size w)` for the variable `c` in the tree at
+/// `e`, so that `index-build` and `size-build` see the build (`j` need not
+/// be an atom: only one branch evaluates it).
+fn read_through_if(ctx: &mut Ctx, e: ExprId, c: &str) -> ExprId {
+    let node = ctx.expr(e).clone();
+    let kids = term::children(&node);
+    let new: Vec<ExprId> = kids.iter().map(|&k| read_through_if(ctx, k, c)).collect();
+    let e = if new == kids { e } else {
+        let ty = ctx.ty(e);
+        let n = term::with_children(&node, &new);
+        ctx.alloc(n, ty)
+    };
+    for p in [Prim::Index, Prim::Size] {
+        let Some(args) = prim_args(ctx, e, p) else { continue };
+        let Some(&v) = args.last() else { continue };
+        let Expr::If(cond, t, f) = ctx.expr(v).clone() else { continue };
+        if !matches!(ctx.expr(cond), Expr::Var(y) if y == c) {
+            continue;
+        }
+        let ty = ctx.ty(e);
+        let branch = |ctx: &mut Ctx, w: ExprId, copy: bool| {
+            let mut a: Vec<ExprId> = args.iter().map(|&x| if copy { ctx.b.copy(x) } else { x }).collect();
+            *a.last_mut().unwrap() = w;
+            ctx.prim(p, a)
+        };
+        let (Some(t), Some(f)) = (branch(ctx, t, false), branch(ctx, f, true)) else { continue };
+        return ctx.alloc(Expr::If(cond, t, f), ty);
+    }
+    e
+}
+
+/// Does `e` contain a loop or a call of a function with a body?
+fn expensive(ctx: &Ctx, e: ExprId) -> bool {
+    let body: &ksc_ir::Body = &*ctx.b.body;
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match &body.exprs[x] {
+            Expr::Lam(..) => return true,
+            Expr::Call(Callee::Fun(g), _) if ctx.globals.has_def(g) => return true,
+            other => stack.extend(term::children(other)),
+        }
+    }
+    false
+}
+
+/// Collects, for every read `index j x` of the free `x` in `e`, the sizes of
+/// the `build`/`sumbuild` loops around it (inside `e`); `loops` are those
+/// around `e` and `bound` the variables bound between the top and `e`.
+/// False when `x` is used otherwise, or read under another lambda, under
+/// more than two loops, or under a loop whose size is not an atom bound
+/// outside the top.
+fn lazy_reads(ctx: &mut Ctx, x: &str, e: ExprId, loops: &mut Vec<ExprId>, bound: &mut Vec<Var>, reads: &mut Vec<Vec<ExprId>>) -> bool {
+    let is_x = |ctx: &Ctx, v: ExprId| matches!(ctx.expr(v), Expr::Var(y) if y == x);
+    if let Some([i, v]) = prim_args(ctx, e, Prim::Index).as_deref() {
+        if is_x(ctx, *v) {
+            reads.push(loops.clone());
+            return lazy_reads(ctx, x, *i, loops, bound, reads);
+        }
+    }
+    if let Some([v]) = prim_args(ctx, e, Prim::Size).as_deref() {
+        if is_x(ctx, *v) {
+            return true;
+        }
+    }
+    let loop_parts = prim_args(ctx, e, Prim::Build).or_else(|| prim_args(ctx, e, Prim::Sumbuild));
+    if let Some(&[m, f]) = loop_parts.as_deref() {
+        if let Some((j, _, lb)) = lam_parts(ctx, f) {
+            if !lazy_reads(ctx, x, m, loops, bound, reads) {
+                return false;
+            }
+            if j == x || !ctx.is_free(x, lb) {
+                return true;
+            }
+            let outside = match ctx.expr(m) {
+                Expr::Var(v) => !bound.contains(v),
+                Expr::Lit(_) => true,
+                _ => false,
+            };
+            if !outside || loops.len() == 2 {
+                return false;
+            }
+            loops.push(m);
+            bound.push(j);
+            let ok = lazy_reads(ctx, x, lb, loops, bound, reads);
+            bound.pop();
+            loops.pop();
+            return ok;
+        }
+    }
+    match ctx.expr(e).clone() {
+        Expr::Var(v) => v != x,
+        Expr::Let(p, r, b) => {
+            if !lazy_reads(ctx, x, r, loops, bound, reads) {
+                return false;
+            }
+            let vars = p.vars();
+            if vars.iter().any(|v| v == x) {
+                return true;
+            }
+            let depth = bound.len();
+            bound.extend(vars.iter().cloned());
+            let ok = lazy_reads(ctx, x, b, loops, bound, reads);
+            bound.truncate(depth);
+            ok
+        }
+        Expr::Lam(v, _, b) => v == x || !ctx.is_free(x, b),
+        other => term::children(&other).into_iter().all(|c| lazy_reads(ctx, x, c, loops, bound, reads)),
+    }
+}
+
 /// How many times `x` occurs free in `e`, written (under lambdas too).
 fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
     let mut count = 0;
@@ -1138,6 +1319,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
     CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x once, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
+    CoreRule { name: "let-build-lazy", statement: "let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i e)) x'] when e is expensive and pure and b reads x by index at most 4 times (cost elements: the sum of the sizes of the loops around each read) and by size", group: VEC, head: Head::Let, rewrite: let_build_lazy },
     CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
     CoreRule { name: "let-float-arg", statement: "f (.., let p = e in b, ..) ⇒ let p = e in f (.., b, ..) when earlier arguments have no effect", group: FLOAT, head: Head::AnyCall, rewrite: let_float_arg },

@@ -411,6 +411,55 @@ fn template(rule: &str) -> Option<Template> {
             });
             b.let_("x", v, body)
         },
+        "let-build-lazy" => |g, b| {
+            // let x = build n (lam i (sumbuild k (lam j e))) in e' with one to
+            // three reads of x (index, some size), some inside one or two
+            // loops of atom sizes; e' may rebind x.
+            // Mostly in range: a size of 1 to 4 and reads by the loop index.
+            let n = if g.rng.chance(70) { b.integer(1 + g.rng.below(4) as i64) } else { g.atom(b, &Type::Integer) };
+            let e = with_var(g, "ksc$idx", Type::Integer, |g| {
+                let k = g.atom(b, &Type::Integer);
+                let inner = with_var(g, "ksc$j", Type::Integer, |g| g.expr(b, &Type::Float, 1));
+                let lam = b.lam("ksc$j", Type::Integer, inner);
+                let s = b.prim(Prim::Sumbuild, vec![k, lam]);
+                let e2 = g.expr(b, &Type::Float, 1);
+                b.prim(Prim::TsAdd, vec![s, e2])
+            });
+            let lam = b.lam("ksc$idx", Type::Integer, e);
+            let v = b.prim(Prim::Build, vec![n, lam]);
+            let body = with_var(g, "x", vf(), |g| {
+                let reads = 1 + g.rng.below(3);
+                let mut acc = g.expr(b, &Type::Float, 1);
+                for _ in 0..reads {
+                    let loops = g.rng.below(3);
+                    let names = ["ksc$q", "ksc$r"];
+                    for name in &names[..loops as usize] {
+                        g.env.push((name.to_string(), Type::Integer));
+                    }
+                    let x = b.var("x", vf());
+                    let mut read = if g.rng.chance(20) {
+                        let s = b.prim(Prim::Size, vec![x]);
+                        call(b, "to_float", Type::Integer, Type::Float, vec![s])
+                    } else {
+                        let i = if loops > 0 && g.rng.chance(70) {
+                            b.var(names[loops as usize - 1], Type::Integer)
+                        } else {
+                            g.expr(b, &Type::Integer, 1)
+                        };
+                        b.prim(Prim::Index, vec![i, x])
+                    };
+                    for name in names[..loops as usize].iter().rev() {
+                        g.env.pop();
+                        let k = if g.rng.chance(60) { b.integer(g.rng.below(3) as i64) } else { g.atom(b, &Type::Integer) };
+                        let lam = b.lam(name, Type::Integer, read);
+                        read = b.prim(Prim::Sumbuild, vec![k, lam]);
+                    }
+                    acc = b.prim(Prim::TsAdd, vec![read, acc]);
+                }
+                acc
+            });
+            b.let_("x", v, body)
+        },
         "let-zero" => |g, b| {
             // let x = 0 in ts_add e (ts_add x e'), the zero of a Float or a
             // vector of atom size; e and e' may use x otherwise.
