@@ -454,8 +454,8 @@ const LAZY_READS: usize = 4;
 
 /// `let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c
 /// (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i
-/// e)) x']` when `e` is expensive (not small, with a loop or a call of a
-/// function with a body), pure, and `b` reads `x` only by `index` (at most
+/// e)) x']` when `e` is expensive (with a loop or a call of a function with
+/// a body), pure, and `b` reads `x` only by `index` (at most
 /// [`LAZY_READS`] times) and `size`, each read under at most two `build` or
 /// `sumbuild` loops whose sizes are atoms bound outside `b`. `cost` is how
 /// many elements the reads ask for (the sum over reads of the product of
@@ -468,7 +468,8 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     let [n, f] = prim_args(ctx, r, Prim::Build)?[..] else { return None };
     let (_, _, elem) = lam_parts(ctx, f)?;
-    if !ctx.is_atomic(n) || small_element(ctx, elem) || !expensive(ctx, elem) || !ctx.pure(r) {
+    // Elements of a type with a tangent: values, not linear maps.
+    if !ctx.is_atomic(n) || !expensive(ctx, elem) || ctx.ty(elem).tangent().is_none() || !ctx.pure(r) {
         return None;
     }
     let mut reads = Vec::new();
