@@ -70,32 +70,29 @@ pub enum Show {
 }
 
 pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCode {
-    let Ok((analysis, sources)) = crate::analyze(path) else { return ExitCode::from(1) };
-    if let Some(args) = at {
-        return match find(&analysis, func) {
-            Ok(f) => dense_at(sources.source_text(), f, args, how == Show::Sparsity),
-            Err(m) => {
-                eprintln!("error: {m}");
-                ExitCode::from(2)
-            }
-        };
-    }
-    let f = match find(&analysis, func) {
+    let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
+    let f = match find(&c.analysis, func) {
         Ok(f) => f,
         Err(m) => {
             eprintln!("error: {m}");
             return ExitCode::from(2);
         }
     };
-    let written: Vec<&ksc_ir::Def> =
-        analysis.defs().into_iter().filter(|d| !analysis.derived.iter().any(|x| x.name == d.name)).collect();
-    match ksc_ad::jacobian(f, &written) {
-        Ok(mut d) => {
-            if how != Show::Raw {
-                for line in ksc_ad::simplify_jacobian(&mut d, &written, how == Show::Trace) {
-                    eprintln!("{line}");
-                }
+    if let Some(args) = at {
+        return dense_at(c.sources.source_text(), f, args, how == Show::Sparsity);
+    }
+    // `[D f]` as derived, or simplified (with the rules that fired).
+    let result = match how {
+        Show::Raw => ksc_db::jacobian_of(&c.db, c.file, f.name.clone()).as_ref().map(|j| j.0 .0.clone()),
+        _ => ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), how == Show::Trace).as_ref().map(|(d, fired)| {
+            for line in fired {
+                eprintln!("{line}");
             }
+            d.0.clone()
+        }),
+    };
+    match result {
+        Ok(d) => {
             println!("{}", ksc_ir::print::print_def(&d));
             ExitCode::SUCCESS
         }
@@ -106,9 +103,26 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCod
     }
 }
 
+/// The derived function `name` and those it needs, derived and optimised
+/// through the queries of `db` (`ksc_db::derive_request`), the requested
+/// one first; or the first derivation error.
+fn derived(db: &ksc_db::Database, file: ksc_db::SourceFile, name: &FunName) -> Result<Vec<ksc_ir::Def>, ExitCode> {
+    let out = ksc_db::derive_request(db, ksc_db::Request::new(db, file, name.clone()));
+    if let Some(e) = out.errors.first() {
+        eprintln!("error: cannot derive `{}`: {}", e.name.short(), e.message);
+        return Err(ExitCode::from(1));
+    }
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut defs = out.defs;
+    defs.sort_by_key(|d| d.name != *name);
+    Ok(defs)
+}
+
 pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
-    let Ok((analysis, _)) = crate::analyze(path) else { return ExitCode::from(1) };
-    let f = match find(&analysis, func) {
+    let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
+    let f = match find(&c.analysis, func) {
         Ok(f) => f,
         Err(m) => {
             eprintln!("error: {m}");
@@ -126,21 +140,9 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
         Mode::Jacsparse => Derivation::JacSparse,
         Mode::Jacsparse1 => Derivation::JacSparse1,
     };
-    let name: FunName = f.name.derived(d);
-    // Derive afresh from the program as written (not from what its gdefs made).
-    let written: Vec<&ksc_ir::Def> =
-        analysis.defs().into_iter().filter(|d| !analysis.derived.iter().any(|x| x.name == d.name)).collect();
-    let mut derived = ksc_ad::derive_requested(&written, std::slice::from_ref(&name));
-    if let Some((n, e)) = derived.errors.first() {
-        eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
-        return ExitCode::from(1);
-    }
-    for w in ksc_ad::optimise(&mut derived.defs, &written, &crate::user_rules(&analysis)) {
-        eprintln!("warning: {w}");
-    }
-    // The requested function first, then the functions it needs.
-    derived.defs.sort_by_key(|d| d.name != name);
-    for def in &derived.defs {
+    // Derived from the program as written (not from what its gdefs made).
+    let Ok(defs) = derived(&c.db, c.file, &f.name.derived(d)) else { return ExitCode::from(1) };
+    for def in &defs {
         println!("{}\n", ksc_ir::print::print_def(def));
     }
     ExitCode::SUCCESS
@@ -154,7 +156,9 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
     // The point, as a definition appended to the program.
     let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
     let extended = format!("{text}\n(def ksc$at {} () {args})\n", f.arg_ty());
-    let mut analysis = ksc_types::analyze(&extended);
+    let db = ksc_db::Database::new();
+    let file = db.add_file(extended.clone());
+    let mut analysis = std::sync::Arc::unwrap_or_clone(ksc_db::analysis(&db, file));
     if analysis.has_errors() {
         let sources = crate::render::Sources::new("<--at>", &extended);
         sources.emit(&analysis.diagnostics);
@@ -162,16 +166,8 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
         return ExitCode::from(1);
     }
     let jac = f.name.derived(Derivation::Jac);
-    let written = analysis.defs();
-    let mut derived = ksc_ad::derive_requested(&written, std::slice::from_ref(&jac));
-    if let Some((n, e)) = derived.errors.first() {
-        eprintln!("error: cannot derive `{}`: {}", n.short(), e.message);
-        return ExitCode::from(1);
-    }
-    for w in ksc_ad::optimise(&mut derived.defs, &written, &crate::user_rules(&analysis)) {
-        eprintln!("warning: {w}");
-    }
-    analysis.derived = derived.defs;
+    let Ok(defs) = derived(&db, file, &jac) else { return ExitCode::from(1) };
+    analysis.derived = defs;
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
     let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);

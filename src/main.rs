@@ -320,19 +320,6 @@ pub(crate) fn emit_ks(analysis: &Analysis) -> String {
     Program { decls: out }.to_string()
 }
 
-/// The program's `(rule ...)` declarations.
-pub(crate) fn user_rules(analysis: &Analysis) -> Vec<&ksc_ir::Rule> {
-    analysis
-        .source
-        .decls
-        .iter()
-        .filter_map(|d| match d {
-            ksc_ir::Decl::Rule(r) => Some(r),
-            _ => None,
-        })
-        .collect()
-}
-
 fn check(path: &Path) -> ExitCode {
     match analyze(path) {
         Ok(_) => ExitCode::SUCCESS,

@@ -137,5 +137,7 @@ criterion_group!(group, benches);
 fn main() {
     group();
     Criterion::default().configure_from_args().final_summary();
-    ratios();
+    if std::env::var_os("KSC_NO_RATIOS").is_none() {
+        ratios();
+    }
 }

@@ -360,22 +360,13 @@ fn derivable(n: &FunName, program: &dyn Program) -> bool {
     }
 }
 
-/// Derives `[D f]` alone (for printing Jacobians).
-pub fn jacobian(f: &Def, existing: &[&Def]) -> Result<Def, AdError> {
-    let program = Listed::new(existing);
-    let has_body = |n: &FunName| program.is_written(n) || derivable(n, &program);
-    guard(|| derive::jacobian_def(f, &has_body)).map(|(d, _)| d)
-}
-
 /// Simplifies a Jacobian `[D f]` with the optimiser (map laws, Core rules,
 /// ANF, CSE). With `trace`, returns the rules that fired, in order, as
 /// lines `rule: before  =>  after`.
-pub fn simplify_jacobian(d: &mut Def, existing: &[&Def], trace: bool) -> Vec<String> {
-    let all = ksc_opt::DefMap::new(existing.iter().copied());
-    let globals = ksc_opt::Globals::new(&all);
+pub fn simplify_jacobian(d: &mut Def, globals: &ksc_opt::Globals, trace: bool) -> Vec<String> {
     let none = ksc_opt::RuleSet::new("none");
     let options = ksc_opt::Options { trace, ..ksc_opt::Options::default() };
-    let report = ksc_opt::optimise_def(d, &none, &globals, &options);
+    let report = ksc_opt::optimise_def(d, &none, globals, &options);
     report.trace.iter().map(|f| f.to_string()).collect()
 }
 

@@ -27,12 +27,17 @@
 //! derived_one(file, f)    one derived function, derived (ksc_ad::derive_one):
 //!                         reads the body it differentiates, and only names
 //!                         of its callees; lists the derivatives it calls
-//! gdef_closure(item)      the derived functions a gdef needs, transitively
-//! optimised(item, f)      one of them optimised (ksc_ad::optimise_one); the
+//! Request(file, f)       interned: a derived function asked for, by a gdef
+//!                         or by `ksc deriv`/`ksc jacobian`
+//! closure(request)        the derived functions it needs, transitively
+//! optimised(request, f)   one of them optimised (ksc_ad::optimise_one); the
 //!                         optimiser reads callees through the next two
-//! small_def_of(item, f, ..)  f's body if small enough to inline, else None
-//! facts_of(item, f)       whether f may print, whether it recurses
-//! gdef_derived(item)      a gdef's derived functions, optimised
+//! small_def_of(request, f, ..)  f's body if small enough to inline, else None
+//! facts_of(request, f)    whether f may print, whether it recurses
+//! gdef_derived(item)      a gdef's derived functions, optimised (through
+//!                         derive_request, which `ksc deriv` calls too)
+//! simplified_jacobian(file, f, trace)  [D f] simplified, and the rules that
+//!                         fired: what `ksc jacobian` prints
 //! file_diagnostics(file)  every diagnostic of the file, in order
 //! analysis(file)          everything a run needs, as a ksc_types::Analysis
 //! lowering_facts(file)    what lowering needs of every definition: signatures,

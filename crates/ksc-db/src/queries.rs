@@ -515,7 +515,12 @@ impl PartialEq for Jacobian {
 pub fn jacobian_of(db: &dyn Db, file: SourceFile, f: FunName) -> Result<Jacobian, DeriveError> {
     db.log_execution(format!("jacobian_of({f})"));
     let program = DbProgram { db, file };
-    let Some(def) = ksc_ad::Program::written(&program, &f) else {
+    // A written function, or one the file's `gdef`s derived (`ksc jacobian`
+    // of `[rev [f T]]`; derivation itself asks only for written ones, so
+    // this is no cycle).
+    let def = ksc_ad::Program::written(&program, &f)
+        .or_else(|| derived_functions(db, file).iter().map(|d| &d.0).find(|d| d.name == f));
+    let Some(def) = def else {
         return Err(DeriveError { name: f.clone(), message: format!("`{f}` has no definition"), at: None });
     };
     ksc_ad::jacobian_in(&program, def)
@@ -541,36 +546,42 @@ pub fn derived_one(db: &dyn Db, file: SourceFile, name: FunName) -> DerivedOne {
     }
 }
 
-/// The derived functions a `gdef` needs: the one it asks for, then those it
-/// calls, transitively, each with the function whose derivation produced
-/// it; and their errors.
+/// A derived function asked for: by a `gdef`, or by `ksc deriv` and
+/// `ksc jacobian`. The derivatives of its callees it needs are derived and
+/// optimised for it ([`closure`], [`optimised`]).
+#[salsa::interned(debug)]
+pub struct Request<'db> {
+    #[returns(copy)]
+    pub file: SourceFile,
+    #[returns(ref)]
+    pub name: FunName,
+}
+
+/// The derived functions a request needs: the one it asks for, then those
+/// it calls, transitively, each with the function whose derivation
+/// produced it; and their errors.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct GdefClosure {
-    /// The derived function it asks for (`[rev [f T]]`), once resolved.
-    pub requested: Option<FunName>,
-    /// A kind of derivative that is checked but not generated.
-    pub unsupported: bool,
+pub struct Closure {
     /// (derived function, the request of [`derived_one`] that made it).
     pub defs: Vec<(FunName, FunName)>,
     pub errors: Vec<DeriveError>,
 }
 
+/// Whether a derived function is generated as code: every kind is but
+/// `[D f]`, a linear map.
+fn generated(name: &FunName) -> bool {
+    !matches!(name.derivs.first(), None | Some(Derivation::D))
+}
+
 #[salsa::tracked(returns(ref))]
-pub fn gdef_closure<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefClosure {
-    db.log_execution(format!("gdef_closure({})", item.key(db)));
-    let c = checked(db, item);
-    let Decl::Gdef(g) = &c.decl else { return GdefClosure::default() };
-    if !c.clean {
-        return GdefClosure::default();
-    }
-    let name = g.fun.derived(g.derivation);
-    let mut out = GdefClosure { requested: Some(name.clone()), ..GdefClosure::default() };
-    // Every kind is generated but `[D f]`, a linear map (not code).
-    if matches!(name.derivs.first(), None | Some(Derivation::D)) {
-        out.unsupported = true;
+pub fn closure<'db>(db: &'db dyn Db, request: Request<'db>) -> Closure {
+    let name = request.name(db).clone();
+    db.log_execution(format!("closure({name})"));
+    let mut out = Closure::default();
+    if !generated(&name) {
         return out;
     }
-    let file = item.file(db);
+    let file = request.file(db);
     // The order of `ksc_ad::derive_requested`: a derived function whose
     // base is derived too comes after it; callees' derivatives after
     // their caller, the last asked for first.
@@ -607,22 +618,22 @@ pub struct Optimised {
     pub warnings: Vec<String>,
 }
 
-/// What the optimiser of a `gdef`'s derived function reads of the program:
-/// definitions (for inlining), through the database; the other derived
-/// functions of the `gdef`; and, through their own queries, the facts and
-/// small bodies that do not change with every edit of a callee.
+/// What the optimiser of a request's derived function reads of the
+/// program: definitions (for inlining), through the database; the other
+/// derived functions of the request; and, through their own queries, the
+/// facts and small bodies that do not change with every edit of a callee.
 struct DbDefs<'db> {
     db: &'db dyn Db,
-    item: Item<'db>,
+    request: Request<'db>,
     file: SourceFile,
-    closure: &'db GdefClosure,
+    closure: &'db Closure,
     /// Answer [`ksc_opt::Defs::facts`] through [`facts_of`].
     facts: bool,
 }
 
 impl<'db> DbDefs<'db> {
-    fn new(db: &'db dyn Db, item: Item<'db>, facts: bool) -> DbDefs<'db> {
-        DbDefs { db, item, file: item.file(db), closure: gdef_closure(db, item), facts }
+    fn new(db: &'db dyn Db, request: Request<'db>, facts: bool) -> DbDefs<'db> {
+        DbDefs { db, request, file: request.file(db), closure: closure(db, request), facts }
     }
 
     fn derived(&self, name: &FunName) -> Option<&'db Def> {
@@ -640,13 +651,13 @@ impl ksc_opt::Defs for DbDefs<'_> {
     }
     fn small_def(&self, name: &FunName, limit: usize, measure: ksc_opt::Measure) -> Option<&Def> {
         let arena = measure == ksc_opt::Measure::Arena;
-        small_def_of(self.db, self.item, name.clone(), limit, arena).as_ref().map(|d| &d.0)
+        small_def_of(self.db, self.request, name.clone(), limit, arena).as_ref().map(|d| &d.0)
     }
     fn facts(&self, name: &FunName) -> Option<ksc_opt::Facts> {
         if !self.facts {
             return None;
         }
-        let (effect, recursive) = facts_of(self.db, self.item, name.clone());
+        let (effect, recursive) = facts_of(self.db, self.request, name.clone());
         Some(ksc_opt::Facts { effect, recursive })
     }
 }
@@ -655,32 +666,38 @@ impl ksc_opt::Defs for DbDefs<'_> {
 /// program a `gdef`'s derived functions see. Reads the bodies of what
 /// `name` calls, transitively; its callers read only the two answers.
 #[salsa::tracked(returns(copy))]
-pub fn facts_of<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName) -> (bool, bool) {
+pub fn facts_of<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> (bool, bool) {
     db.log_execution(format!("facts_of({name})"));
-    let defs = DbDefs::new(db, item, false);
+    let defs = DbDefs::new(db, request, false);
     let f = ksc_opt::Globals::new(&defs).facts(&name);
     (f.effect, f.recursive)
 }
 
-/// A definition (written, or derived for the `gdef`) if its body has at
+/// A definition (written, or derived for the request) if its body has at
 /// most `limit` nodes (counted over the arena if `arena`, else from the
 /// root): what the optimiser reads of a callee it may inline, so that a
 /// caller is not optimised again when a callee too big to inline changes.
 #[salsa::tracked(returns(ref))]
-pub fn small_def_of<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName, limit: usize, arena: bool) -> Option<TypedDef> {
+pub fn small_def_of<'db>(
+    db: &'db dyn Db,
+    request: Request<'db>,
+    name: FunName,
+    limit: usize,
+    arena: bool,
+) -> Option<TypedDef> {
     db.log_execution(format!("small_def_of({name})"));
     let measure = if arena { ksc_opt::Measure::Arena } else { ksc_opt::Measure::Tree };
-    let defs = DbDefs::new(db, item, false);
+    let defs = DbDefs::new(db, request, false);
     ksc_opt::Defs::def(&defs, &name).filter(|d| measure.at_most(d, limit)).map(|d| TypedDef(d.clone()))
 }
 
-/// One derived function of a `gdef`, optimised.
+/// One derived function of a request, optimised.
 #[salsa::tracked(returns(ref))]
-pub fn optimised<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName) -> Optimised {
+pub fn optimised<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> Optimised {
     db.log_execution(format!("optimised({name})"));
-    let defs = DbDefs::new(db, item, true);
-    let mut def = defs.derived(&name).expect("optimised: a derived function of the gdef").clone();
-    let rules = user_rules(db, item.file(db));
+    let defs = DbDefs::new(db, request, true);
+    let mut def = defs.derived(&name).expect("optimised: a derived function of the request").clone();
+    let rules = user_rules(db, request.file(db));
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
     let (user, _) = ksc_ad::user_rule_set(&rules);
     let globals = ksc_opt::Globals::new(&defs);
@@ -688,30 +705,53 @@ pub fn optimised<'db>(db: &'db dyn Db, item: Item<'db>, name: FunName) -> Optimi
     Optimised { def: TypedDef(def), warnings }
 }
 
-/// The derived functions a `gdef` asks for, each derived and optimised by
-/// its own queries.
-#[salsa::tracked(returns(ref))]
-pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
-    db.log_execution(format!("gdef_derived({})", item.key(db)));
-    let closure = gdef_closure(db, item);
+/// The derived functions a request needs (the one asked for among them),
+/// each derived and optimised by its own queries. Not a query itself: the
+/// queries it reads are.
+pub fn derive_request(db: &dyn Db, request: Request<'_>) -> GdefOutput {
+    let closure = closure(db, request);
     let mut out = GdefOutput {
-        requested: closure.requested.clone(),
-        unsupported: closure.unsupported,
+        requested: Some(request.name(db).clone()),
+        unsupported: !generated(request.name(db)),
         errors: closure.errors.clone(),
         ..GdefOutput::default()
     };
     if closure.defs.is_empty() {
         return out;
     }
-    let rules = user_rules(db, item.file(db));
+    let rules = user_rules(db, request.file(db));
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
     out.warnings = ksc_ad::user_rule_set(&rules).1;
     for (name, _) in &closure.defs {
-        let o = optimised(db, item, name.clone());
+        let o = optimised(db, request, name.clone());
         out.defs.push(o.def.0.clone());
         out.warnings.extend(o.warnings.iter().cloned());
     }
     out
+}
+
+/// The derived functions a `gdef` asks for (nothing if it has errors).
+#[salsa::tracked(returns(ref))]
+pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
+    db.log_execution(format!("gdef_derived({})", item.key(db)));
+    let c = checked(db, item);
+    let Decl::Gdef(g) = &c.decl else { return GdefOutput::default() };
+    if !c.clean {
+        return GdefOutput::default();
+    }
+    derive_request(db, Request::new(db, item.file(db), g.fun.derived(g.derivation)))
+}
+
+/// `[D f]` of a written function simplified by the laws of linear maps
+/// (`ksc_ad::simplify_jacobian`), and, if `trace`, the rules that fired,
+/// in order: what `ksc jacobian` prints.
+#[salsa::tracked(returns(ref))]
+pub fn simplified_jacobian(db: &dyn Db, file: SourceFile, f: FunName, trace: bool) -> Result<(TypedDef, Vec<String>), DeriveError> {
+    db.log_execution(format!("simplified_jacobian({f})"));
+    let mut d = jacobian_of(db, file, f.clone()).as_ref().map_err(Clone::clone)?.0 .0.clone();
+    let defs = DbDefs::new(db, Request::new(db, file, f.derived(Derivation::D)), true);
+    let fired = ksc_ad::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
+    Ok((TypedDef(d), fired))
 }
 
 /// A checked rule (compared with its types).

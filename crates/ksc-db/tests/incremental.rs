@@ -91,7 +91,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             // derivation reads only that `sq` has a definition.
             "jacobian_of([sq Float])",
             "derived_one([rev [sq Float]])",
-            "gdef_closure(gdef rev [cube Float])",
+            "closure([rev [cube Float]])",
             // `sq` is small: the optimiser of [rev cube] inlines it, so
             // [rev cube] is optimised again, and [rev sq] of course.
             "small_def_of([sq Float])",
@@ -126,7 +126,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "is_defined([wave Float])",
             "jacobian_of([wave Float])",
             "derived_one([rev [wave Float]])",
-            "gdef_closure(gdef rev [cube Float])",
+            "closure([rev [cube Float]])",
             "optimised([rev [wave Float]])",
             "small_def_of([rev [wave Float]])",
             "facts_of([wave Float])",
@@ -155,7 +155,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "is_defined([shift Float])",
             "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
-            "gdef_closure(gdef fwd [shifted Float])",
+            "closure([fwd [shifted Float]])",
             "optimised([fwd [shift Float]])",
             "small_def_of([fwd [shift Float]])",
             "facts_of([shift Float])",
@@ -179,7 +179,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "is_defined([shift Float])",
             "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
-            "gdef_closure(gdef fwd [shifted Float])",
+            "closure([fwd [shifted Float]])",
             "optimised([fwd [shift Float]])",
             "small_def_of([fwd [shift Float]])",
             "facts_of([shift Float])",
@@ -399,4 +399,54 @@ fn the_derivatives_of_a_function_share_its_jacobian() {
     assert_eq!(count("derived_one([fwd [f Float]])"), 1, "{ran:#?}");
     assert_eq!(count("derived_one([rev [f Float]])"), 1, "{ran:#?}");
     assert_same_as_scratch(&db, file);
+}
+
+/// What `ksc jacobian` and `ksc deriv` ask for, without a `gdef`: the
+/// simplified `[D f]`, and a derived function with those it needs.
+#[test]
+fn jacobians_and_requests_without_a_gdef_are_queries() {
+    use ksc_db::{derive_request, simplified_jacobian, Request};
+    let (mut db, file) = setup();
+    let cube = ksc_ir::FunName::typed("cube", ksc_ir::Type::Float);
+    let jacobian = |db: &Database| ksc_ir::print::print_def(&simplified_jacobian(db, file, cube.clone(), false).as_ref().unwrap().0 .0);
+    let before = jacobian(&db);
+    // The simplifier inlines the small `sq` (its value, `x * x`).
+    assert!(before.contains("([mul (Tuple Float Float)] x x)") && !before.contains("([sq Float] x)"), "{before}");
+    // [D cube] itself was derived for `gdef rev [cube Float]`: only its
+    // simplification runs, asking the optimiser's questions about callees.
+    let mut asked = vec!["simplified_jacobian([cube Float])", "closure([D [cube Float]])"];
+    for g in ["[sq Float]", "[wave Float]", "[D [sq Float]]", "[D [wave Float]]", "[mul (Tuple Float Float)]"] {
+        asked.extend([format!("small_def_of({g})").leak() as &str, format!("facts_of({g})").leak()]);
+    }
+    for g in ["[D [sq Float]]", "[D [wave Float]]"] {
+        asked.extend([format!("def_of({g})").leak() as &str, format!("is_defined({g})").leak()]);
+    }
+    asked.push("facts_of([add (Tuple Float Float)])");
+    assert_eq!(executed(&db), strings(&asked));
+    // Asked again: nothing runs.
+    assert_eq!(jacobian(&db), before);
+    assert_eq!(executed(&db), strings(&[]));
+    // An edit of an unrelated function: nothing of it runs again.
+    edit(&mut db, file, "(add x 1.0)", "(add x 2.0)");
+    assert_eq!(jacobian(&db), before);
+    assert!(!executed(&db).iter().any(|q| q.starts_with("simplified_jacobian")));
+    // An edit of the inlined `sq`: simplified again, to something else.
+    edit(&mut db, file, "(mul x x)", "(mul x (mul x x))");
+    let after = jacobian(&db);
+    assert_ne!(after, before);
+    assert!(executed(&db).contains(&"simplified_jacobian([cube Float])".to_string()));
+
+    // [fwd cube] has no gdef: derived and optimised for the request, with
+    // [fwd sq] and [fwd wave], and the same as the whole-program derivation.
+    let fwd = cube.derived(ksc_ir::Derivation::Fwd);
+    let out = derive_request(&db, Request::new(&db, file, fwd.clone()));
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let names: Vec<String> = out.defs.iter().map(|d| d.name.to_string()).collect();
+    let a = analysis(&db, file);
+    let written = a.defs();
+    let mut whole = ksc_ad::derive_requested(&written, std::slice::from_ref(&fwd));
+    ksc_ad::optimise(&mut whole.defs, &written, &[]);
+    let print = |defs: &[ksc_ir::Def]| defs.iter().map(|d| ksc_ir::print::print_def(d)).collect::<Vec<_>>();
+    assert_eq!(print(&out.defs), print(&whole.defs), "{names:?}");
+    assert!(names.contains(&"[fwd [cube Float]]".to_string()), "{names:?}");
 }
