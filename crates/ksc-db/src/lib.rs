@@ -45,7 +45,13 @@
 //! loop_unit(file, f, ..)  f lowered to loop IR and optimised by itself
 //!                         (ksc_lower::compile_unit), reading its body and
 //!                         those it inlines
-//! native_module(file, roots, ..)  the units linked (ksc_lower::link)
+//! module_layout(file, roots, ..)  how the units are numbered in the module
+//!                         (ksc_lower::layout); layout_row(.., i) is one
+//!                         function's row of it
+//! linked_function(.., i)  function i's unit renumbered (ksc_lower::link_one),
+//!                         with its callees' signatures (callee_sig)
+//! native_module(file, roots, ..)  the whole linked module (--emit loops,
+//!                         run-time error locations)
 //! c_function(file, roots, .., i)  the C of the module's function i
 //! c_unit(file, ..)        the file's C (ksc_codegen_c::emit_with)
 //! ```

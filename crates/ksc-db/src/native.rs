@@ -13,10 +13,10 @@
 
 use rustc_hash::FxHashMap;
 
-use ksc_codegen_c::{CProgram, CalleeSig, FunctionC, SiteLocation, Target};
+use ksc_codegen_c::{CProgram, CalleeSig, FunctionC, ModuleView, SiteLocation, Target};
 use ksc_ir::{Body, Callee, Def, Expr, FunName};
-use ksc_lower::ir::{Func, FuncId, Module};
-use ksc_lower::{ProgramFacts, Unit};
+use ksc_lower::ir::{Func, FuncId, Module, Site, SiteId};
+use ksc_lower::{Layout, ProgramFacts, Unit};
 use ksc_types::{Analysis, FileRef, PRELUDE_NAME, PRELUDE_SOURCE};
 
 use crate::queries::{analysis, def_of, derived_functions, SourceFile, TypedDef};
@@ -87,15 +87,56 @@ pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) ->
     ksc_lower::compile_unit(&defs, &lf.facts, &name, opts, true).map_err(|e| e.to_string())
 }
 
-/// The optimised loop IR of `roots` and what they call, linked from units.
+/// How the module of `roots` and what they call is numbered
+/// (`ksc_lower::layout`): its functions, their calls and sites renumbered,
+/// the site table. Runs after any unit changes; holds no function bodies.
 #[salsa::tracked(returns(ref))]
-pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
-    db.log_execution("native_module".to_string());
+pub fn module_layout(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Layout, String> {
+    db.log_execution("module_layout".to_string());
     // A unit's error is the lowering's message already.
     let unit = |n: &FunName| {
         loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
     };
-    ksc_lower::link(&roots, unit).map_err(|e| e.message)
+    ksc_lower::layout(&roots, unit).map_err(|e| e.message)
+}
+
+/// Function `index` of the module's layout: its name, and the module's
+/// numbers for its calls and sites. Compares equal across most edits, so
+/// the functions whose units and numbers did not change are not linked
+/// again.
+#[salsa::tracked(returns(ref))]
+pub fn layout_row(
+    db: &dyn Db,
+    file: SourceFile,
+    roots: Vec<FunName>,
+    checked: bool,
+    index: usize,
+) -> Option<(FunName, Vec<FuncId>, Vec<SiteId>)> {
+    let l = module_layout(db, file, roots, checked).as_ref().ok()?;
+    let name = l.names.get(index)?;
+    db.log_execution(format!("layout_row({name})"));
+    Some((name.clone(), l.calls[index].clone(), l.site_ids[index].clone()))
+}
+
+/// What the C of a call reads of the function called `name`.
+#[salsa::tracked(returns(ref))]
+pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Option<CalleeSig> {
+    db.log_execution(format!("callee_sig({name})"));
+    loop_unit(db, file, name, checked).as_ref().ok().map(|u| CalleeSig::of(&u.func))
+}
+
+/// The optimised loop IR of `roots` and what they call, linked from units
+/// (what `ksc build --emit loops` prints, and what run-time errors are
+/// located in).
+#[salsa::tracked(returns(ref))]
+pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
+    db.log_execution("native_module".to_string());
+    let l = module_layout(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
+    let funcs = (0..l.names.len())
+        .map(|i| linked_function(db, file, roots.clone(), checked, i).as_ref().map(|(f, _)| f.clone()))
+        .collect::<Option<Vec<Func>>>()
+        .ok_or_else(|| "a function of the module could not be linked (a ksc bug)".to_string())?;
+    Ok(Module { funcs, sites: l.sites.clone(), main: l.main })
 }
 
 /// The C of the file's module for `roots` (see `native_module`): `path`
@@ -112,10 +153,15 @@ pub fn c_unit(
     header: String,
 ) -> Result<CProgram, String> {
     db.log_execution("c_unit".to_string());
-    let m = native_module(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
-    let locations = site_locations(m, &analysis(db, file), &path, file.text(db));
-    Ok(ksc_codegen_c::emit_with(m, &locations, target, &header, &mut |id| {
-        c_function(db, file, roots.clone(), checked, target, id.0 as usize).clone()
+    let l = module_layout(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
+    let funcs = (0..l.names.len())
+        .map(|i| linked_function(db, file, roots.clone(), checked, i).as_ref().map(|(f, _)| f))
+        .collect::<Option<Vec<&Func>>>()
+        .ok_or_else(|| "a function of the module could not be linked (a ksc bug)".to_string())?;
+    let locations = site_locations(&l.sites, &analysis(db, file), &path, file.text(db));
+    let view = ModuleView { funcs: &funcs, sites: &l.sites, main: l.main };
+    Ok(ksc_codegen_c::emit_with(&view, &locations, target, &header, &mut |id| {
+        std::borrow::Cow::Borrowed(c_function(db, file, roots.clone(), checked, target, id.0 as usize))
     }))
 }
 
@@ -130,10 +176,21 @@ pub fn linked_function(
     checked: bool,
     index: usize,
 ) -> Option<(Func, Vec<(FuncId, CalleeSig)>)> {
-    let m = native_module(db, file, roots, checked).as_ref().ok();
-    let f = m.and_then(|m| m.funcs.get(index));
-    db.log_execution(format!("linked_function({})", f.map_or("?".to_string(), |f| f.name.to_string())));
-    Some((f?.clone(), ksc_codegen_c::callees(m?, f?)))
+    let (name, calls, site_ids) = layout_row(db, file, roots.clone(), checked, index).as_ref()?;
+    db.log_execution(format!("linked_function({name})"));
+    let unit = loop_unit(db, file, name.clone(), checked).as_ref().ok()?;
+    let f = ksc_lower::link_one(unit, calls, site_ids);
+    let mut missing = false;
+    let callees = ksc_codegen_c::callees_with(&f, &mut |g| {
+        let sig = layout_row(db, file, roots.clone(), checked, g.0 as usize)
+            .as_ref()
+            .and_then(|(callee, _, _)| callee_sig(db, file, callee.clone(), checked).clone());
+        sig.unwrap_or_else(|| {
+            missing = true;
+            CalleeSig { c_name: String::new(), params: Vec::new() }
+        })
+    });
+    (!missing).then_some((f, callees))
 }
 
 /// The C of function `index` of the module for `roots`, and the types and
@@ -180,10 +237,10 @@ impl<'t> Lines<'t> {
     }
 }
 
-/// The source location of every site of the module.
-pub fn site_locations(m: &Module, analysis: &Analysis, path: &str, text: &str) -> Vec<SiteLocation> {
+/// The source location of every site of a module.
+pub fn site_locations(sites: &[Site], analysis: &Analysis, path: &str, text: &str) -> Vec<SiteLocation> {
     let (source, prelude) = (Lines::new(text), Lines::new(PRELUDE_SOURCE));
-    m.sites
+    sites
         .iter()
         .map(|s| match analysis.locate(&s.fun, s.expr) {
             Some((FileRef::Source, span)) => {

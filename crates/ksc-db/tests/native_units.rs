@@ -50,7 +50,7 @@ fn linked_units_are_the_whole_program_lowering() {
                         }
                         assert_eq!(w, *l, "{}", path.display());
                         // And the C made function by function is the C.
-                        let locations = ksc_db::site_locations(&w, &a, "p.ks", &text);
+                        let locations = ksc_db::site_locations(&w.sites, &a, "p.ks", &text);
                         let target = ksc_codegen_c::Target::Library;
                         let c = ksc_codegen_c::emit(&w, &locations, target, checked, "p.h");
                         let by_function = ksc_db::c_unit(&db, file, "p.ks".into(), roots.clone(), checked, target, "p.h".into());

@@ -15,8 +15,9 @@
 //!
 //! [`compile`] runs the whole pipeline. [`compile_unit`] lowers and
 //! optimises one definition by itself, and [`link`] puts such units
-//! together into the module [`compile`] gives (the incremental database
-//! lowers each definition in its own query).
+//! together into the module [`compile`] gives ([`layout`] numbers them,
+//! [`link_one`] renumbers one: the incremental database lowers and links
+//! each definition in its own query).
 
 mod accum;
 mod builder;
@@ -63,6 +64,88 @@ pub fn compile_unit(
     Ok(u)
 }
 
+/// How the units of a module are numbered: the module's functions (by
+/// name, in order), and for each the module's numbers of the functions it
+/// calls (`calls[i][k]` for its `FuncId(k)`) and of its sites; the module's
+/// site table; `main`. What [`link`] needs besides the units' bodies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub names: Vec<FunName>,
+    pub calls: Vec<Vec<FuncId>>,
+    pub site_ids: Vec<Vec<SiteId>>,
+    pub sites: Vec<Site>,
+    pub main: Option<FuncId>,
+}
+
+/// The layout of the module of the definitions `roots` and those they
+/// call, from their units (`unit(name)`): functions and sites numbered as
+/// [`compile`] numbers them.
+pub fn layout<'u>(
+    roots: &[FunName],
+    mut unit: impl FnMut(&FunName) -> Result<&'u Unit, LowerError>,
+) -> Result<Layout, LowerError> {
+    let mut func_of: FxHashMap<FunName, FuncId> = FxHashMap::default();
+    let mut names: Vec<FunName> = Vec::new();
+    let mut queue: Vec<(FunName, FuncId)> = Vec::new();
+    let mut func_for = |n: &FunName, names: &mut Vec<FunName>, queue: &mut Vec<(FunName, FuncId)>| {
+        *func_of.entry(n.clone()).or_insert_with(|| {
+            let f = FuncId(names.len() as u32);
+            names.push(n.clone());
+            queue.push((n.clone(), f));
+            f
+        })
+    };
+    let mut main = None;
+    for r in roots {
+        let f = func_for(r, &mut names, &mut queue);
+        if r.base == "main" && r.derivs.is_empty() {
+            main = Some(f);
+        }
+    }
+    let mut calls: Vec<Vec<FuncId>> = Vec::new();
+    let mut site_ids: Vec<Vec<SiteId>> = Vec::new();
+    let mut sites: Vec<Site> = Vec::new();
+    let mut site_of: FxHashMap<Site, SiteId> = FxHashMap::default();
+    while let Some((name, id)) = queue.pop() {
+        let u = unit(&name)?;
+        // Its callees in the order its lowering met them, which is the
+        // order the whole-program lowering numbers them in.
+        let its_calls: Vec<FuncId> = u.calls.iter().map(|n| func_for(n, &mut names, &mut queue)).collect();
+        // Its sites, each the same as an earlier one's (a callee inlined in
+        // tail position, outside any call) numbered like it.
+        let mut local: Vec<SiteId> = Vec::with_capacity(u.sites.len());
+        for s in &u.sites {
+            let s = Site { inlined_at: s.inlined_at.map(|i| local[i.0 as usize]), ..s.clone() };
+            let next = SiteId(sites.len() as u32);
+            let id = *site_of.entry(s.clone()).or_insert_with(|| {
+                sites.push(s);
+                next
+            });
+            local.push(id);
+        }
+        let i = id.0 as usize;
+        if calls.len() <= i {
+            calls.resize(i + 1, Vec::new());
+            site_ids.resize(i + 1, Vec::new());
+        }
+        calls[i] = its_calls;
+        site_ids[i] = local;
+    }
+    calls.resize(names.len(), Vec::new());
+    site_ids.resize(names.len(), Vec::new());
+    Ok(Layout { names, calls, site_ids, sites, main })
+}
+
+/// A unit's function as function `calls[0]` of a module: its calls and
+/// sites renumbered (`calls` and `site_ids` are its row of a [`Layout`]).
+pub fn link_one(u: &Unit, calls: &[FuncId], site_ids: &[SiteId]) -> ir::Func {
+    let mut f = u.func.clone();
+    let func = |f: FuncId| calls[f.0 as usize];
+    let site = |s: SiteId| if s == SiteId::UNCHECKED { s } else { site_ids[s.0 as usize] };
+    opt::walk_mut(&mut f.body, &mut |s| renumber(s, &func, &site));
+    f
+}
+
 /// The module of the definitions `roots` and those they call, from their
 /// units (`unit(name)`): functions numbered and sites numbered as
 /// [`compile`] numbers them, so the result is the same.
@@ -70,51 +153,12 @@ pub fn link<'u>(
     roots: &[FunName],
     mut unit: impl FnMut(&FunName) -> Result<&'u Unit, LowerError>,
 ) -> Result<Module, LowerError> {
-    let mut func_of: FxHashMap<FunName, FuncId> = FxHashMap::default();
-    let mut funcs: Vec<Option<ir::Func>> = Vec::new();
-    let mut queue: Vec<(FunName, FuncId)> = Vec::new();
-    let mut func_for = |n: &FunName, funcs: &mut Vec<Option<ir::Func>>, queue: &mut Vec<(FunName, FuncId)>| {
-        *func_of.entry(n.clone()).or_insert_with(|| {
-            let f = FuncId(funcs.len() as u32);
-            funcs.push(None);
-            queue.push((n.clone(), f));
-            f
-        })
-    };
-    let mut main = None;
-    for r in roots {
-        let f = func_for(r, &mut funcs, &mut queue);
-        if r.base == "main" && r.derivs.is_empty() {
-            main = Some(f);
-        }
+    let l = layout(roots, &mut unit)?;
+    let mut funcs = Vec::with_capacity(l.names.len());
+    for (i, n) in l.names.iter().enumerate() {
+        funcs.push(link_one(unit(n)?, &l.calls[i], &l.site_ids[i]));
     }
-    let mut sites: Vec<Site> = Vec::new();
-    let mut site_ids: FxHashMap<Site, SiteId> = FxHashMap::default();
-    while let Some((name, id)) = queue.pop() {
-        let u = unit(&name)?;
-        // Its callees in the order its lowering met them, which is the
-        // order the whole-program lowering numbers them in.
-        let calls: Vec<FuncId> = u.calls.iter().map(|n| func_for(n, &mut funcs, &mut queue)).collect();
-        // Its sites, each the same as an earlier one's (a callee inlined in
-        // tail position, outside any call) numbered like it.
-        let mut local: Vec<SiteId> = Vec::with_capacity(u.sites.len());
-        for s in &u.sites {
-            let s = Site { inlined_at: s.inlined_at.map(|i| local[i.0 as usize]), ..s.clone() };
-            let next = SiteId(sites.len() as u32);
-            let id = *site_ids.entry(s.clone()).or_insert_with(|| {
-                sites.push(s);
-                next
-            });
-            local.push(id);
-        }
-        let mut f = u.func.clone();
-        let func = |f: FuncId| calls[f.0 as usize];
-        let site = |s: SiteId| if s == SiteId::UNCHECKED { s } else { local[s.0 as usize] };
-        opt::walk_mut(&mut f.body, &mut |s| renumber(s, &func, &site));
-        funcs[id.0 as usize] = Some(f);
-    }
-    let funcs = funcs.into_iter().map(|f| f.expect("every queued function is linked")).collect();
-    Ok(Module { funcs, sites, main })
+    Ok(Module { funcs, sites: l.sites, main: l.main })
 }
 
 /// Renumbers the functions and sites one statement refers to.
