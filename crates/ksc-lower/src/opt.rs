@@ -30,6 +30,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     f.body = licm_block(body, &cx);
     cse(f);
     dce(f, effectful);
+    elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
 }
 
@@ -69,7 +70,7 @@ fn calls(b: &Block) -> Vec<FuncId> {
 }
 
 /// Calls `f` on every statement, nested ones included.
-pub fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
+pub fn walk(b: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in b {
         f(s);
         match s {
@@ -625,6 +626,73 @@ fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
         _ => {}
     });
     e
+}
+
+/// A loop iteration that takes a mark and copies the values it keeps down
+/// to it, but allocates nothing other than those values (fresh tensors of
+/// numbers, allocated once per iteration, outside any nested loop, and
+/// tuples of them), has no temporaries to free: the copy-down (two copies
+/// of every kept tensor) and the mark are removed. A `build` of vectors
+/// each built afresh is the common case.
+fn elide_copy_downs(f: &mut Func) {
+    walk_mut(&mut f.body, &mut |s| {
+        if let Stmt::For { body, .. } = s {
+            elide_copy_down(body);
+        }
+    });
+}
+
+fn elide_copy_down(body: &mut Block) {
+    let Some(cd) = body.iter().position(|s| matches!(s, Stmt::CopyDown { .. })) else { return };
+    let Stmt::CopyDown { mark, vars } = &body[cd] else { return };
+    let (mark, vars) = (*mark, vars.clone());
+    let Some(start) = body[..cd].iter().position(|s| matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark)) else {
+        return;
+    };
+    let range = &body[start + 1..cd];
+    // What the kept variables hold: their values, and the components of
+    // the tuples and copies among them.
+    let mut parts: FxHashMap<VarId, Vec<VarId>> = FxHashMap::default();
+    let mut work: Vec<VarId> = Vec::new();
+    let var = |o: &Op| if let Op::Var(w) = o { Some(*w) } else { None };
+    walk(range, &mut |s| match s {
+        Stmt::Let(v, Rhs::Pack(ops, _)) => {
+            parts.insert(*v, ops.iter().filter_map(var).collect());
+        }
+        Stmt::Let(v, Rhs::Copy(o)) => {
+            parts.insert(*v, var(o).into_iter().collect());
+        }
+        Stmt::DeclMut(k, Some(Op::Var(v))) | Stmt::Set(k, Op::Var(v)) if vars.contains(k) => work.push(*v),
+        _ => {}
+    });
+    let mut kept: FxHashSet<VarId> = FxHashSet::default();
+    while let Some(v) = work.pop() {
+        if kept.insert(v) {
+            work.extend(parts.get(&v).into_iter().flatten());
+        }
+    }
+    fn only_kept(b: &[Stmt], kept: &FxHashSet<VarId>, in_loop: bool) -> bool {
+        b.iter().all(|s| match s {
+            Stmt::Let(v, Rhs::Alloc { elem, .. }) => !in_loop && kept.contains(v) && !needs_heap(elem),
+            Stmt::Let(_, Rhs::DeepCopy(_) | Rhs::TapePush { .. } | Rhs::Call { .. }) => false,
+            Stmt::For { pre, body, .. } => only_kept(pre, kept, true) && only_kept(body, kept, true),
+            Stmt::If { then, els, .. } => only_kept(then, kept, in_loop) && only_kept(els, kept, in_loop),
+            Stmt::CopyDown { .. } | Stmt::Reset(_) => false,
+            _ => true,
+        })
+    }
+    if !only_kept(range, &kept, false) {
+        return;
+    }
+    let mut uses = 0;
+    walk(body, &mut |s| match s {
+        Stmt::CopyDown { mark: m, .. } | Stmt::Reset(m) if *m == mark => uses += 1,
+        _ => {}
+    });
+    body.remove(cd);
+    if uses == 1 {
+        body.remove(start);
+    }
 }
 
 /// The arena's stack discipline: a loop whose iterations allocate only
