@@ -430,11 +430,11 @@ fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 const SMALL_ELEMENT: usize = 16;
 
 /// `let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)]` when `b`
-/// reads `x` once, as the vector of `index` or `size` (which `index-build`
-/// and `size-build` then take apart), `n` is an atom and `e` is small, pure
-/// and calls no function with a body and no loop: the element is computed
-/// where it is read instead of stored (reverse mode makes such vectors of
-/// partial cotangents).
+/// reads `x` at most [`LET_BUILD_READS`] times, as the vector of `index` or
+/// `size` (which `index-build` and `size-build` then take apart), `n` is an
+/// atom and `e` is small, pure and calls no function with a body and no
+/// loop: the element is computed where it is read instead of stored
+/// (reverse mode makes such vectors of partial cotangents).
 fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     let [n, f] = prim_args(ctx, r, Prim::Build)?[..] else { return None };
@@ -442,11 +442,17 @@ fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if !ctx.is_atomic(n) || !ctx.pure(r) || !small_element(ctx, elem) || !only_indexed(ctx, &x, b) {
         return None;
     }
-    if free_count(ctx, &x, b) != 1 {
+    if !(1..=LET_BUILD_READS).contains(&free_count(ctx, &x, b)) {
         return None;
     }
     Some(ctx.substitute(b, &[(x, r)], true))
 }
+
+/// The most reads of a vector whose small element `let-build` copies to
+/// where it is read: a few recomputations of a small element cost less
+/// than storing the vector and loading it back (the reverse pass of `sub`
+/// of vectors reads its pairs of cotangents twice).
+const LET_BUILD_READS: usize = 3;
 
 /// The most reads of the vector for which `let-build-lazy` copies the
 /// element to where it is read.
@@ -1319,7 +1325,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
-    CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x once, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
+    CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x at most 3 times, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
     CoreRule { name: "let-build-lazy", statement: "let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i e)) x'] when e is expensive and pure and b reads x by index at most 4 times (cost elements: the sum of the sizes of the loops around each read) and by size", group: VEC, head: Head::Let, rewrite: let_build_lazy },
     CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },
