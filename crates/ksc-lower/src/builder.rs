@@ -27,6 +27,9 @@ pub(crate) struct FnBuilder {
     /// Results of whole-vector reductions (`max`/`imax`: the best value
     /// and its index) of a vector, per open block, for the other to reuse.
     reductions: Vec<FxHashMap<VarId, (Op, Op)>>,
+    /// Tensors filled with zeros (a `constVec` of zeros computed), not
+    /// written since: adding one into an accumulator adds nothing.
+    zeros: FxHashSet<VarId>,
 }
 
 impl FnBuilder {
@@ -96,6 +99,7 @@ impl FnBuilder {
         match &s {
             Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => {
                 self.written.insert(*a);
+                self.zeros.remove(a);
             }
             _ => {}
         }
@@ -178,6 +182,16 @@ impl FnBuilder {
             return None;
         }
         self.reductions.iter().rev().find_map(|t| t.get(&v).cloned())
+    }
+
+    /// Tensor `v` has just been filled with zeros.
+    pub fn remember_zeros(&mut self, v: VarId) {
+        self.zeros.insert(v);
+    }
+
+    /// Is `v` a tensor of zeros (filled, and not written since)?
+    pub fn is_zeros(&self, v: VarId) -> bool {
+        self.zeros.contains(&v) && !self.vars[v.0 as usize].mutable
     }
 
     pub fn remember_reduction(&mut self, v: VarId, best: Op, at: Op) {

@@ -703,6 +703,9 @@ impl<'a> Lowerer<'a> {
                 let x = fb.copy_down_since(mark, start, vec![(x, elem_ty.clone())]).remove(0);
                 fb.emit(Stmt::Store { arr: arr.clone(), idx: nest.flat.clone(), val: x });
                 self.close_nest(fb, nest);
+                if let (Op::Var(a), true) = (&arr, is_zeros(&LVal::Delayed(d.clone()), fb)) {
+                    fb.remember_zeros(*a);
+                }
                 Ok(arr)
             }
             LVal::Never => Ok(default_op(ty)),
@@ -1248,6 +1251,20 @@ fn name_value(fb: &mut FnBuilder, v: LVal, name: &str) -> LVal {
         }
     }
     v
+}
+
+/// Is `v` known to be zero: a number 0, a tensor of zeros (delayed, or
+/// filled and not written since), or a tuple of zeros? Adding it into an
+/// accumulator adds nothing (but the sign of a zero).
+pub(crate) fn is_zeros(v: &LVal, fb: &FnBuilder) -> bool {
+    match v {
+        LVal::Op(Op::Float(x)) => *x == 0.0,
+        LVal::Op(Op::Int(0)) => true,
+        LVal::Op(Op::Var(a)) => fb.is_zeros(*a),
+        LVal::Tuple(vs) => vs.iter().all(|v| is_zeros(v, fb)),
+        LVal::Delayed(d) => matches!(&d.elem, DelayedElem::Const(c) if is_zeros(c, fb)),
+        _ => false,
+    }
 }
 
 fn contains_delayed(v: &LVal) -> bool {

@@ -938,6 +938,9 @@ impl Lowerer<'_> {
                 let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
                 let db = self.dims_of(fb, &v, rank)?;
                 self.same_dims_check(fb, &da, &db, "`ts_add` of tensors of different sizes", site);
+                if crate::lower::is_zeros(&v, fb) {
+                    return Ok(());
+                }
                 let nest = self.nest_open(fb, &da);
                 let x = self.elem_of(fb, st, &v, &elem, nest.idx(), Some(nest.flat()))?;
                 let slot = self.slot_acc(fb, arr.clone(), nest.flat(), &elem);
