@@ -930,7 +930,9 @@ impl<'a> Lowerer<'a> {
         }
         let body = &self.defs[ctx.def].body;
         let u = uses(body, scope, x);
-        if u.only_size || (u.count <= 1 && !u.under_lambda) {
+        // Zeros stay delayed where they are only added (nothing to add),
+        // indexed or measured, or are an accumulator's start (made once).
+        if u.only_size || (u.count <= 1 && !u.under_lambda) || (!u.passed && is_zeros(&v, fb)) {
             Ok(v)
         } else {
             self.force(fb, st, v, ty)
@@ -1321,47 +1323,65 @@ pub(crate) struct Uses {
     count: usize,
     under_lambda: bool,
     only_size: bool,
+    /// Some occurrence is inside an argument of a call that takes the value
+    /// as it is (not `ts_add`, `index`, `size`, a projection, or the
+    /// accumulator of `$buildSum` or `sumbuild`).
+    passed: bool,
 }
 
 /// The free occurrences of `x` in `e`.
 pub(crate) fn uses(body: &ksc_ir::Body, e: ExprId, x: &str) -> Uses {
     let mut u = Uses { only_size: true, ..Uses::default() };
-    walk_uses(body, e, x, false, false, &mut u);
+    walk_uses(body, e, x, Where::default(), &mut u);
     if u.count == 0 {
         u.only_size = false;
     }
     u
 }
 
-fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, lam: bool, in_size: bool, u: &mut Uses) {
+/// Where an occurrence is (see [`Uses`]).
+#[derive(Clone, Copy, Default)]
+struct Where {
+    lam: bool,
+    in_size: bool,
+    passed: bool,
+}
+
+fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
+    let inner = Where { in_size: false, ..at };
     match &body.exprs[e] {
         Expr::Var(v) if v == x => {
             u.count += 1;
-            u.under_lambda |= lam;
-            u.only_size &= in_size;
+            u.under_lambda |= at.lam;
+            u.only_size &= at.in_size;
+            u.passed |= at.passed;
         }
         Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
-        Expr::Call(Callee::Prim(Prim::Size), a) => walk_uses(body, *a, x, lam, true, u),
-        Expr::Call(_, a) => walk_uses(body, *a, x, lam, false, u),
-        Expr::Tuple(es) => es.iter().for_each(|&c| walk_uses(body, c, x, lam, false, u)),
+        Expr::Call(Callee::Prim(Prim::Size), a) => walk_uses(body, *a, x, Where { in_size: true, ..at }, u),
+        Expr::Call(
+            Callee::Prim(Prim::TsAdd | Prim::Index | Prim::Get { .. } | Prim::BuildSum | Prim::Sumbuild),
+            a,
+        ) => walk_uses(body, *a, x, inner, u),
+        Expr::Call(_, a) => walk_uses(body, *a, x, Where { passed: true, ..inner }, u),
+        Expr::Tuple(es) => es.iter().for_each(|&c| walk_uses(body, c, x, inner, u)),
         Expr::Let(p, r, b) => {
-            walk_uses(body, *r, x, lam, false, u);
+            walk_uses(body, *r, x, inner, u);
             if !p.vars().iter().any(|v| v == x) {
-                walk_uses(body, *b, x, lam, false, u);
+                walk_uses(body, *b, x, inner, u);
             }
         }
         Expr::If(c, t, f) => {
             for c in [*c, *t, *f] {
-                walk_uses(body, c, x, lam, false, u);
+                walk_uses(body, c, x, inner, u);
             }
         }
         Expr::Assert(c, b) => {
-            walk_uses(body, *c, x, lam, false, u);
-            walk_uses(body, *b, x, lam, false, u);
+            walk_uses(body, *c, x, inner, u);
+            walk_uses(body, *b, x, inner, u);
         }
         Expr::Lam(v, _, b) => {
             if v != x {
-                walk_uses(body, *b, x, true, false, u);
+                walk_uses(body, *b, x, Where { lam: true, ..inner }, u);
             }
         }
     }
