@@ -228,6 +228,17 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = loops.split("fn rev$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
             }
+            "fuse_consumers" => {
+                // The per-component cotangents are added into their
+                // accumulators in the loop that makes them: no vector of
+                // them is kept (no copy-down), and that loop frees its
+                // memory every iteration.
+                let f = loops.split("fn rev$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                check(
+                    !f.contains("copydown") && f.contains("reset-each-iteration") && f.matches("] += ").count() == 2,
+                    "the loops adding the cotangents were not fused into the loop making them",
+                )
+            }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
                 let f = loops.split("fn ks$main").next().unwrap_or_default();

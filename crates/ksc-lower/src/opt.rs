@@ -30,6 +30,8 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     f.body = licm_block(body, &cx);
     cse(f);
     dce(f, effectful);
+    fold_alloc_dims(f);
+    fuse_consumers(f);
     elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
 }
@@ -87,7 +89,7 @@ pub fn walk(b: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     }
 }
 
-pub(crate) fn walk_mut(b: &mut Block, f: &mut impl FnMut(&mut Stmt)) {
+pub(crate) fn walk_mut(b: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     for s in b {
         f(s);
         match s {
@@ -169,7 +171,7 @@ fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
 }
 
 /// The variables a block defines (nested blocks included).
-fn defined_in(b: &Block) -> FxHashSet<VarId> {
+fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();
     walk(b, &mut |s| match s {
         Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
@@ -615,8 +617,11 @@ fn allocates(b: &Block, heap_ret: &[bool]) -> bool {
 
 /// Can memory allocated while running this block be reachable after it?
 fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
+    let local = defined_in(b);
     let mut e = false;
     walk(b, &mut |s| match s {
+        // A mutable variable declared inside the block dies with it.
+        Stmt::Set(k, _) if local.contains(k) => {}
         Stmt::Store { val: Op::Var(v), .. } | Stmt::Set(_, Op::Var(v)) if needs_heap(&vars[v.0 as usize].ty) => {
             e = true
         }
@@ -626,6 +631,282 @@ fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
         _ => {}
     });
     e
+}
+
+/// Every variable a statement reads (its operands, nested blocks included,
+/// and the marks and variables of copy-downs and resets).
+fn mentions(s: &Stmt, v: VarId) -> bool {
+    let mut found = false;
+    walk(std::slice::from_ref(s), &mut |s| {
+        found |= stmt_operands(s).iter().any(|o| **o == Op::Var(v))
+            || matches!(s, Stmt::CopyDown { mark, vars } if *mark == v || vars.contains(&v))
+            || matches!(s, Stmt::Reset(m) if *m == v)
+            || matches!(s, Stmt::Set(k, _) if *k == v);
+    });
+    found
+}
+
+/// The right-hand sides of a function's SSA definitions.
+fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
+    let mut out = FxHashMap::default();
+    walk(b, &mut |s| {
+        if let Stmt::Let(v, r) = s {
+            out.insert(*v, r.clone());
+        }
+    });
+    out
+}
+
+/// `dim t.k` of a tensor `t = alloc [n0, n1, ..]` is `nk` (when `nk` is a
+/// number or an immutable variable).
+fn fold_alloc_dims(f: &mut Func) {
+    let mut dims: FxHashMap<VarId, Vec<Op>> = FxHashMap::default();
+    walk(&f.body, &mut |s| {
+        if let Stmt::Let(v, Rhs::Alloc { dims: d, .. }) = s {
+            dims.insert(*v, d.clone());
+        }
+    });
+    let vars = &f.vars;
+    walk_mut(&mut f.body, &mut |s| {
+        if let Stmt::Let(_, r @ Rhs::Dim { .. }) = s {
+            let Rhs::Dim { arr: Op::Var(a), dim } = r else { return };
+            if let Some(o) = dims.get(a).and_then(|d| d.get(*dim)) {
+                if !matches!(o, Op::Var(v) if vars[v.0 as usize].mutable) {
+                    *r = Rhs::Copy(o.clone());
+                }
+            }
+        }
+    });
+}
+
+/// Producer-consumer fusion. A loop `for c < n { ..; store t[c] = x }` that
+/// fills a vector `t`, followed in the same block by loops `for j < m {
+/// .. load t[j] .. }` that read it only at their index (reverse mode's
+/// per-component cotangents, added into their accumulators afterwards),
+/// becomes one loop: each consumer's body runs in the producer's iteration
+/// on `x` (under `if c < m`). When no read of `t` is left, `t` is neither
+/// stored nor allocated, and the element's copy-down goes (it is used up in
+/// its iteration). Only when `m <= n` is known (`m` is `n`, `min(n, _)`, or
+/// checked equal to `n` in between), consumers have no calls, prints or
+/// allocations, read nothing computed or assigned after the producer
+/// starts, and write accumulators (by store or `+=`, into vectors or their
+/// rows) that nothing else in between touches: each element of an
+/// accumulator then gets the same additions in the same order.
+fn fuse_consumers(f: &mut Func) {
+    let defs = definitions(&f.body);
+    let mut body = std::mem::take(&mut f.body);
+    fuse_in(&mut body, &defs, &mut f.vars);
+    f.body = body;
+}
+
+fn fuse_in(b: &mut Block, defs: &FxHashMap<VarId, Rhs>, vars: &mut Vec<VarInfo>) {
+    for s in b.iter_mut() {
+        match s {
+            Stmt::For { pre, body, .. } => {
+                fuse_in(pre, defs, vars);
+                fuse_in(body, defs, vars);
+            }
+            Stmt::If { then, els, .. } => {
+                fuse_in(then, defs, vars);
+                fuse_in(els, defs, vars);
+            }
+            _ => {}
+        }
+    }
+    let mut p = 0;
+    while p < b.len() {
+        fuse_at(b, p, defs, vars);
+        p += 1;
+    }
+}
+
+/// The bound `c < m` a consumer of `m` iterations needs inside a producer
+/// of `n` (`None`: none, `m` is `n`), if `m <= n` is known; `between` are
+/// the statements from the producer to the consumer.
+fn consumer_guard(m: &Op, n: &Op, defs: &FxHashMap<VarId, Rhs>, between: &[Stmt]) -> Option<Option<Op>> {
+    if m == n {
+        return Some(None);
+    }
+    let Op::Var(mv) = m else { return None };
+    // min(a, b) = if a < b then a else b, with n one of them.
+    if let Some(Rhs::Select(Op::Var(c), a, b2)) = defs.get(mv) {
+        if matches!(defs.get(c), Some(Rhs::Bin(BinOp::ILt, x, y)) if x == a && y == b2) && (a == n || b2 == n) {
+            return Some(Some(m.clone()));
+        }
+    }
+    // Checked equal to n before the consumer.
+    let equal = |o: &Op| {
+        matches!(o, Op::Var(k) if matches!(defs.get(k), Some(Rhs::Bin(BinOp::IEq, x, y)) if (x == m && y == n) || (x == n && y == m)))
+    };
+    between.iter().any(|s| matches!(s, Stmt::Check { cond, .. } if equal(cond))).then(|| Some(m.clone()))
+}
+
+/// The vectors a consumer writes (by store or `+=`), through the rows it
+/// loaded: the variables defined outside it that they come from.
+fn written_bases(cb: &Block, defs: &FxHashMap<VarId, Rhs>) -> Option<Vec<VarId>> {
+    let inside = defined_in(cb);
+    let mut out = Vec::new();
+    let mut ok = true;
+    walk(cb, &mut |s| {
+        if let Stmt::Store { arr, .. } | Stmt::Accum { arr, .. } = s {
+            let mut a = arr.clone();
+            while let Op::Var(v) = a {
+                if !inside.contains(&v) {
+                    out.push(v);
+                    return;
+                }
+                match defs.get(&v) {
+                    Some(Rhs::Load { arr, .. }) => a = arr.clone(),
+                    _ => break,
+                }
+            }
+            ok = false;
+        }
+    });
+    ok.then_some(out)
+}
+
+fn fuse_at(b: &mut Block, p: usize, defs: &FxHashMap<VarId, Rhs>, vars: &mut Vec<VarInfo>) {
+    let Stmt::For { idx: c, n, body: pb, .. } = &b[p] else { return };
+    let (c, n) = (*c, n.clone());
+    let Some(Stmt::Store { arr: Op::Var(t), idx: Op::Var(ci), val }) = pb.last() else { return };
+    let (t, val) = (*t, val.clone());
+    if matches!(n, Op::Var(v) if vars[v.0 as usize].mutable) {
+        return;
+    }
+    if *ci != c || pb.iter().filter(|s| mentions(s, t)).count() != 1 {
+        return;
+    }
+    // `t` is made before the producer, `alloc [n]`, and read after it only by
+    // consumers (its size, read by `dim`, is `n` after `fold_alloc_dims`).
+    if b[..p].iter().any(|s| mentions(s, t) && !matches!(s, Stmt::Let(v, Rhs::Alloc { dims, .. }) if *v == t && *dims == [n.clone()]))
+        || !b[..p].iter().any(|s| matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == t))
+    {
+        return;
+    }
+    let mut fused: Vec<(usize, Option<Op>, Block)> = Vec::new();
+    let mut written: Vec<VarId> = Vec::new();
+    for q in p + 1..b.len() {
+        if !mentions(&b[q], t) {
+            continue;
+        }
+        let Stmt::For { idx: j, n: m, pre, body: cb, .. } = &b[q] else { return };
+        if !pre.is_empty() {
+            return;
+        }
+        // Reads `t` only at its index, at its top level.
+        let reads_ok = cb.iter().all(|s| match s {
+            Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx }) if *a == t => *idx == Op::Var(*j),
+            s => !mentions(s, t),
+        });
+        let Some(guard) = consumer_guard(m, &n, defs, &b[p + 1..q]) else { return };
+        let Some(bases) = written_bases(cb, defs) else { return };
+        let mut simple = true;
+        walk(cb, &mut |s| {
+            simple &= !matches!(
+                s,
+                Stmt::Let(_, Rhs::Call { .. } | Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. } | Rhs::Mark)
+                    | Stmt::Print { .. }
+                    | Stmt::Return(_)
+                    | Stmt::TailCall(_)
+                    | Stmt::CopyDown { .. }
+                    | Stmt::Reset(_)
+            );
+        });
+        // What it reads from outside: nothing the producer or the
+        // statements in between define or assign, nothing mutable.
+        let inside = defined_in(cb);
+        let between = defined_in(&b[p..q]);
+        let outside = |v: &VarId| !vars[v.0 as usize].mutable && !between.contains(v);
+        // Copies made in between of values from before are read as those.
+        let mut copies: FxHashMap<VarId, Op> = FxHashMap::default();
+        walk(&b[p + 1..q], &mut |s| {
+            if let Stmt::Let(v, Rhs::Copy(o)) = s {
+                copies.insert(*v, o.clone());
+            }
+        });
+        let alias = |v: &VarId| copies.get(v).filter(|o| !matches!(o, Op::Var(w) if !outside(w))).cloned();
+        let mut independent = true;
+        walk(cb, &mut |s| {
+            for o in stmt_operands(s) {
+                if let Op::Var(v) = o {
+                    if !inside.contains(v) && *v != *j && *v != t {
+                        independent &= outside(v) || alias(v).is_some();
+                    }
+                }
+            }
+        });
+        // Its accumulators: touched by nothing from the producer to it, and
+        // by no other consumer.
+        let untouched = bases
+            .iter()
+            .all(|&a| !written.contains(&a) && !b[p..q].iter().any(|s| mentions(s, a)) && !vars[a.0 as usize].mutable);
+        // The guard's bound is known before the producer starts.
+        let bound_known = match &guard {
+            Some(Op::Var(v)) => outside(v),
+            _ => true,
+        };
+        if !reads_ok || !simple || !independent || !untouched || !bound_known {
+            return;
+        }
+        written.extend(bases);
+        let mut cb = cb.clone();
+        let j = *j;
+        walk_mut(&mut cb, &mut |s| {
+            if let Stmt::Let(_, r @ Rhs::Load { .. }) = s {
+                if matches!(r, Rhs::Load { arr: Op::Var(a), .. } if *a == t) {
+                    *r = Rhs::Copy(val.clone());
+                }
+            }
+            for o in stmt_operands_mut(s) {
+                if *o == Op::Var(j) {
+                    *o = Op::Var(c);
+                } else if let Some(a) = match o {
+                    Op::Var(v) => alias(v),
+                    _ => None,
+                } {
+                    *o = a;
+                }
+            }
+        });
+        fused.push((q, guard, cb));
+    }
+    if fused.is_empty() {
+        return;
+    }
+    // Consumers written into accumulators nothing else reads in between;
+    // move them into the producer, in order.
+    let mut extra: Block = Vec::new();
+    for (_, guard, cb) in &fused {
+        match guard {
+            None => extra.extend(cb.iter().cloned()),
+            Some(m) => {
+                let g = VarId(vars.len() as u32);
+                vars.push(VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
+                extra.push(Stmt::Let(g, Rhs::Bin(BinOp::ILt, Op::Var(c), m.clone())));
+                extra.push(Stmt::If { cond: Op::Var(g), then: cb.clone(), els: Vec::new() });
+            }
+        }
+    }
+    for (q, _, _) in fused.iter().rev() {
+        b.remove(*q);
+    }
+    let left = b[p + 1..].iter().any(|s| mentions(s, t));
+    let Stmt::For { body: pb, .. } = &mut b[p] else { return };
+    if left {
+        pb.extend(extra);
+        return;
+    }
+    // `t` is not read any more: the element is used up in its iteration.
+    pb.pop();
+    if let Some(cd) = pb.iter().position(|s| matches!(s, Stmt::CopyDown { vars, .. } if vars.iter().all(|k| val == Op::Var(*k)))) {
+        let Stmt::CopyDown { mark, .. } = pb.remove(cd) else { unreachable!() };
+        if !pb.iter().any(|s| mentions(s, mark)) || pb.iter().filter(|s| mentions(s, mark)).count() == 1 {
+            pb.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark));
+        }
+    }
+    pb.extend(extra);
+    b.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == t));
 }
 
 /// A loop iteration that takes a mark and copies the values it keeps down
