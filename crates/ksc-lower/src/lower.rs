@@ -1324,8 +1324,9 @@ pub(crate) struct Uses {
     under_lambda: bool,
     only_size: bool,
     /// Some occurrence is inside an argument of a call that takes the value
-    /// as it is (not `ts_add`, `index`, `size`, a projection, or the
-    /// accumulator of `$buildSum` or `sumbuild`).
+    /// as it is (not `ts_add`, `index`, `size`, a projection, a `sumbuild`'s
+    /// term, or a `$buildSum`'s start or term; a `let` bound inside a
+    /// `$buildSum`'s body counts as its term).
     passed: bool,
 }
 
@@ -1337,6 +1338,30 @@ pub(crate) fn uses(body: &ksc_ir::Body, e: ExprId, x: &str) -> Uses {
         u.only_size = false;
     }
     u
+}
+
+/// The body of a `$buildSum`'s lambda, `(tuple element term)` under lets
+/// and ifs: occurrences in the element are passed (it is stored), those in
+/// the term are added.
+fn walk_buildsum_body(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
+    match &body.exprs[e] {
+        Expr::Let(p, r, b) => {
+            walk_uses(body, *r, x, at, u);
+            if !p.vars().iter().any(|v| v == x) {
+                walk_buildsum_body(body, *b, x, at, u);
+            }
+        }
+        Expr::If(c, t, f) => {
+            walk_uses(body, *c, x, at, u);
+            walk_buildsum_body(body, *t, x, at, u);
+            walk_buildsum_body(body, *f, x, at, u);
+        }
+        Expr::Tuple(es) if es.len() == 2 => {
+            walk_uses(body, es[0], x, Where { passed: true, ..at }, u);
+            walk_uses(body, es[1], x, at, u);
+        }
+        _ => walk_uses(body, e, x, Where { passed: true, ..at }, u),
+    }
 }
 
 /// Where an occurrence is (see [`Uses`]).
@@ -1358,10 +1383,24 @@ fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
         }
         Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
         Expr::Call(Callee::Prim(Prim::Size), a) => walk_uses(body, *a, x, Where { in_size: true, ..at }, u),
-        Expr::Call(
-            Callee::Prim(Prim::TsAdd | Prim::Index | Prim::Get { .. } | Prim::BuildSum | Prim::Sumbuild),
-            a,
-        ) => walk_uses(body, *a, x, inner, u),
+        // `$buildSum n init (lam i body)`: `n` is passed, `init` starts the
+        // accumulator, and `body`'s element is stored (passed) while its
+        // term is added.
+        Expr::Call(Callee::Prim(Prim::BuildSum), a) => match &body.exprs[*a] {
+            Expr::Tuple(es) if es.len() == 3 => {
+                walk_uses(body, es[0], x, Where { passed: true, ..inner }, u);
+                walk_uses(body, es[1], x, inner, u);
+                match &body.exprs[es[2]] {
+                    Expr::Lam(v, _, b) if v != x => walk_buildsum_body(body, *b, x, Where { lam: true, ..inner }, u),
+                    Expr::Lam(..) => {}
+                    _ => walk_uses(body, es[2], x, Where { passed: true, ..inner }, u),
+                }
+            }
+            _ => walk_uses(body, *a, x, Where { passed: true, ..inner }, u),
+        },
+        Expr::Call(Callee::Prim(Prim::TsAdd | Prim::Index | Prim::Get { .. } | Prim::Sumbuild), a) => {
+            walk_uses(body, *a, x, inner, u)
+        }
         Expr::Call(_, a) => walk_uses(body, *a, x, Where { passed: true, ..inner }, u),
         Expr::Tuple(es) => es.iter().for_each(|&c| walk_uses(body, c, x, inner, u)),
         Expr::Let(p, r, b) => {

@@ -31,7 +31,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     cse(f);
     dce(f, effectful);
     fold_alloc_dims(f);
-    fuse_consumers(f);
+    fuse_consumers(f, effectful);
     elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
 }
@@ -633,8 +633,9 @@ fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
     e
 }
 
-/// Every variable a statement reads (its operands, nested blocks included,
-/// and the marks and variables of copy-downs and resets).
+/// Does a statement (nested ones included) mention `v`: as an operand, as
+/// the variable a `Set` assigns, or as the mark or a variable of a
+/// copy-down or reset?
 fn mentions(s: &Stmt, v: VarId) -> bool {
     let mut found = false;
     walk(std::slice::from_ref(s), &mut |s| {
@@ -687,35 +688,43 @@ fn fold_alloc_dims(f: &mut Func) {
 /// on `x` (under `if c < m`). When no read of `t` is left, `t` is neither
 /// stored nor allocated, and the element's copy-down goes (it is used up in
 /// its iteration). Only when `m <= n` is known (`m` is `n`, `min(n, _)`, or
-/// checked equal to `n` in between), consumers have no calls, prints or
-/// allocations, read nothing computed or assigned after the producer
-/// starts, and write accumulators (by store or `+=`, into vectors or their
-/// rows) that nothing else in between touches: each element of an
-/// accumulator then gets the same additions in the same order.
-fn fuse_consumers(f: &mut Func) {
-    let defs = definitions(&f.body);
+/// checked equal to `n` in between), the producer prints nothing,
+/// consumers have no calls, prints or allocations, read nothing computed
+/// or assigned after the producer starts, and write accumulators (by store
+/// or `+=`, into vectors or their rows) that nothing else in between
+/// touches: each element of an accumulator then gets the same additions in
+/// the same order.
+fn fuse_consumers(f: &mut Func, effectful: &[bool]) {
+    let cx = Fusion { defs: definitions(&f.body), effectful };
     let mut body = std::mem::take(&mut f.body);
-    fuse_in(&mut body, &defs, &mut f.vars);
+    fuse_in(&mut body, &cx, &mut f.vars);
     f.body = body;
 }
 
-fn fuse_in(b: &mut Block, defs: &FxHashMap<VarId, Rhs>, vars: &mut Vec<VarInfo>) {
+/// What fusion reads of the function and the module.
+struct Fusion<'a> {
+    defs: FxHashMap<VarId, Rhs>,
+    /// May function k print (directly or through calls)?
+    effectful: &'a [bool],
+}
+
+fn fuse_in(b: &mut Block, cx: &Fusion, vars: &mut Vec<VarInfo>) {
     for s in b.iter_mut() {
         match s {
             Stmt::For { pre, body, .. } => {
-                fuse_in(pre, defs, vars);
-                fuse_in(body, defs, vars);
+                fuse_in(pre, cx, vars);
+                fuse_in(body, cx, vars);
             }
             Stmt::If { then, els, .. } => {
-                fuse_in(then, defs, vars);
-                fuse_in(els, defs, vars);
+                fuse_in(then, cx, vars);
+                fuse_in(els, cx, vars);
             }
             _ => {}
         }
     }
     let mut p = 0;
     while p < b.len() {
-        fuse_at(b, p, defs, vars);
+        fuse_at(b, p, cx, vars);
         p += 1;
     }
 }
@@ -766,9 +775,20 @@ fn written_bases(cb: &Block, defs: &FxHashMap<VarId, Rhs>) -> Option<Vec<VarId>>
     ok.then_some(out)
 }
 
-fn fuse_at(b: &mut Block, p: usize, defs: &FxHashMap<VarId, Rhs>, vars: &mut Vec<VarInfo>) {
+fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
+    let defs = &cx.defs;
     let Stmt::For { idx: c, n, body: pb, .. } = &b[p] else { return };
     let (c, n) = (*c, n.clone());
+    // A consumer's failing check must not come before output the producer
+    // would have printed.
+    let mut prints = false;
+    walk(pb, &mut |s| {
+        prints |= matches!(s, Stmt::Print { .. })
+            || matches!(s, Stmt::Let(_, Rhs::Call { func, .. }) if cx.effectful.get(func.0 as usize).copied().unwrap_or(true));
+    });
+    if prints {
+        return;
+    }
     let Some(Stmt::Store { arr: Op::Var(t), idx: Op::Var(ci), val }) = pb.last() else { return };
     let (t, val) = (*t, val.clone());
     if matches!(n, Op::Var(v) if vars[v.0 as usize].mutable) {
@@ -901,7 +921,7 @@ fn fuse_at(b: &mut Block, p: usize, defs: &FxHashMap<VarId, Rhs>, vars: &mut Vec
     pb.pop();
     if let Some(cd) = pb.iter().position(|s| matches!(s, Stmt::CopyDown { vars, .. } if vars.iter().all(|k| val == Op::Var(*k)))) {
         let Stmt::CopyDown { mark, .. } = pb.remove(cd) else { unreachable!() };
-        if !pb.iter().any(|s| mentions(s, mark)) || pb.iter().filter(|s| mentions(s, mark)).count() == 1 {
+        if !pb.iter().any(|s| mentions(s, mark)) {
             pb.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark));
         }
     }
