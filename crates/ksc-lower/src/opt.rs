@@ -733,7 +733,18 @@ fn fuse_in(b: &mut Block, cx: &Fusion, vars: &mut Vec<VarInfo>) {
 /// of `n` (`None`: none, `m` is `n`), if `m <= n` is known; `between` are
 /// the statements from the producer to the consumer.
 fn consumer_guard(m: &Op, n: &Op, defs: &FxHashMap<VarId, Rhs>, between: &[Stmt]) -> Option<Option<Op>> {
-    if m == n {
+    // Through copies (`fold_alloc_dims` leaves `dim`s as copies of sizes).
+    let root = |o: &Op| {
+        let mut o = o.clone();
+        while let Op::Var(v) = o {
+            match defs.get(&v) {
+                Some(Rhs::Copy(c)) => o = c.clone(),
+                _ => break,
+            }
+        }
+        o
+    };
+    if m == n || root(m) == root(n) {
         return Some(None);
     }
     let Op::Var(mv) = m else { return None };
