@@ -232,6 +232,13 @@ impl FnBuilder {
                 }
             }
         }
+        // A tensor element of a tensor of zeros is a view that may be
+        // written through: the tensor is no longer known to be zeros.
+        if let Rhs::Load { arr: Op::Var(a), .. } = &rhs {
+            if crate::ir::needs_heap(&ty) {
+                self.zeros.remove(a);
+            }
+        }
         let v = self.var(ty, name, false);
         if nonneg {
             self.nonneg.insert(v);

@@ -938,7 +938,9 @@ impl Lowerer<'_> {
                 let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
                 let db = self.dims_of(fb, &v, rank)?;
                 self.same_dims_check(fb, &da, &db, "`ts_add` of tensors of different sizes", site);
-                if crate::lower::is_zeros(&v, fb) {
+                // Zeros add nothing (tensors of numbers only: a tensor of
+                // tensors still checks its rows' sizes).
+                if is_number(&elem) && crate::lower::is_zeros(&v, fb) {
                     return Ok(());
                 }
                 let nest = self.nest_open(fb, &da);
