@@ -42,16 +42,6 @@ pub(crate) fn int_pair() -> Type {
     Type::Tuple(vec![Type::Integer, Type::Integer])
 }
 
-/// `op x y` on Integers (`add`, `sub`, `mul`): an Integer.
-pub(crate) fn int_op(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
-    b.call(FunName::typed(op, int_pair()), vec![x, y], Type::Integer)
-}
-
-/// `op x y` comparing Integers (`lt`, `lte`, `eq`): a Bool.
-pub(crate) fn int_test(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
-    b.call(FunName::typed(op, int_pair()), vec![x, y], Type::Bool)
-}
-
 pub(crate) fn internal<T>(what: impl Into<String>) -> R<T> {
     Err(AdError { message: format!("internal error in automatic differentiation: {}", what.into()), at: None })
 }
@@ -1263,8 +1253,8 @@ impl Rev<'_, '_> {
         let pv = b.var(&p, p_ty.clone());
         let k = get(b, pv, 2, 2);
         let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
-        let last = int_op(b, "sub", nv, one);
-        let i = int_op(b, "sub", last, k);
+        let last = b.int_op("sub", nv, one);
+        let i = b.int_op("sub", last, k);
         let i_name = b.fresh_name("i");
         let i_var = b.var(&i_name, Type::Integer);
         let d = step(self, b, i_var, (rk.clone(), da_ty.clone()))?;
@@ -1302,7 +1292,7 @@ impl Rev<'_, '_> {
         let nv4 = b.var(&n.0, n.1.clone());
         let dvec = b.build(nv4, |b, i| {
             let nv = b.var(&n.0, n.1.clone());
-            let at = int_op(b, "sub", nv, i);
+            let at = b.int_op("sub", nv, i);
             let rsv = b.var(&rs.0, rs.1.clone());
             let c = b.prim(Prim::Index, vec![at, rsv]);
             get(b, c, 2, 2)
@@ -1433,7 +1423,7 @@ impl Rev<'_, '_> {
             let q = b.fresh_name("q");
             let qv = b.var(&q, Type::Integer);
             let nvar = b.var(&nv.0, nv.1.clone());
-            let inside = int_test(b, "lt", qv, nvar);
+            let inside = b.int_test("lt", qv, nvar);
             let (q1, tv) = (b.var(&q, Type::Integer), b.var(&t.0, t.1.clone()));
             let row = b.prim(Prim::Index, vec![q1, tv]);
             let hit = if k == 1 { row } else { b.prim(Prim::Get { index: j as u32 + 1, arity: k }, vec![row]) };

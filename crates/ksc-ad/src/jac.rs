@@ -20,7 +20,6 @@ use rustc_hash::FxHashSet;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 use ksc_linmap::builder::Builder;
 
-use crate::apply::int_test;
 
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode); [`hoist_loop_invariants`] recognises the loops by it.
@@ -193,7 +192,7 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
                 .reduce(|p, q| b.call(FunName::typed("or", bools.clone()), vec![p, q], Type::Bool))
                 .expect("a dimension that is not fixed");
             let (n1, m1) = (var(&mut b, "ksc$n", &Type::Integer), var(&mut b, "ksc$m", &Type::Integer));
-            let columns = int_test(&mut b, "lte", n1, m1);
+            let columns = b.int_test("lte", n1, m1);
             let fwd = sweep(&mut b, Derivation::Fwd);
             let rev = sweep(&mut b, Derivation::Rev);
             let choose = b.body.alloc_typed(Expr::If(columns, fwd, rev), Type::tensor(2, Type::Float));

@@ -36,7 +36,7 @@ use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Typ
 use ksc_linmap::builder::Builder;
 use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
 
-use crate::apply::{int_op, int_pair, int_test, let_chain, wrap};
+use crate::apply::{int_pair, let_chain, wrap};
 use crate::jacobians::has_float;
 
 /// ksc's own .ks functions that `[jacsparse f]` calls.
@@ -208,7 +208,7 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
                             let parent = Some((a.clone(), at));
                             start = add_active(&mut b, &mut outer, &mut scope, &v, t, start, Some(dim), key, parent);
                         }
-                        _ => start = int_op(&mut b, "add", start, dim),
+                        _ => start = b.int_op("add", start, dim),
                     }
                     if which.is_some_and(|w| w == k + 1) {
                         break;
@@ -317,7 +317,7 @@ fn add_active(
             let p2 = b.var(&acc, pair.clone());
             let x = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
             let dx = b.prim(Prim::TangentDim, vec![x]);
-            let next = int_op(b, "add", sofar, dx);
+            let next = b.int_op("add", sofar, dx);
             let lam = b.lam(&acc, pair, next);
             let zero = b.integer(0);
             let vv = b.var(v, ty.clone());
@@ -330,7 +330,7 @@ fn add_active(
     scope.active.insert(v.to_string(), Columns { offset: offset.clone(), starts, key, parent });
     let dim = dim.unwrap_or_else(|| dim_of(b, v, ty));
     let off = b.var(&offset, Type::Integer);
-    int_op(b, "add", off, dim)
+    b.int_op("add", off, dim)
 }
 
 /// `build n (lam (i : Integer) e)`: n, i and e.
@@ -593,7 +593,7 @@ fn block_call(
                     (None, Some(1)) => a3,
                     (None, k) => {
                         let k = b.integer(k.expect("a fixed element dimension") as i64);
-                        int_op(b, "mul", a3, k)
+                        b.int_op("mul", a3, k)
                     }
                 };
                 (local, (**elem).clone(), cols.offset.clone(), before)
@@ -601,7 +601,7 @@ fn block_call(
             Gather::Whole(v) => (v.clone(), scope.types[v].clone(), scope.active[v].offset.clone(), b.integer(0)),
         };
         let off = b.var(&offset, Type::Integer);
-        let start = int_op(b, "add", off, before);
+        let start = b.int_op("add", off, before);
         values.push(b.var(&value_name, elem_ty.clone()));
         let width = dim_of(b, &value_name, &elem_ty);
         for (hint, e, list) in [("start", start, &mut starts), ("width", width, &mut widths)] {
@@ -645,7 +645,7 @@ fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
         let bound = match bounds.last() {
             Some(&prev) => {
                 let prev = ksc_opt::term::deep_copy(b, prev);
-                int_op(b, "add", prev, w)
+                b.int_op("add", prev, w)
             }
             None => w,
         };
@@ -665,17 +665,17 @@ fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
             0 => jv,
             _ => {
                 let before = ksc_opt::term::deep_copy(b, bounds[k - 1]);
-                int_op(b, "sub", jv, before)
+                b.int_op("sub", jv, before)
             }
         };
         let s = b.copy(starts[k]);
-        let col = int_op(b, "add", s, from);
+        let col = b.int_op("add", s, from);
         body = Some(match body {
             None => col,
             Some(later) => {
                 let jv = b.var(&j, Type::Integer);
                 let bound = ksc_opt::term::deep_copy(b, bounds[k]);
-                let test = int_test(b, "lt", jv, bound);
+                let test = b.int_test("lt", jv, bound);
                 b.body.alloc_typed(Expr::If(test, col, later), Type::Integer)
             }
         });
@@ -748,7 +748,7 @@ fn assemble(b: &mut Builder, all: ExprId, block_ty: &Type, n_columns: &str) -> E
         let x = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);
         let p2 = b.var(&acc, pair.clone());
         let y = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
-        let sum = int_op(b, "add", x, y);
+        let sum = b.int_op("add", x, y);
         let lam = b.lam(&acc, pair, sum);
         let zero = b.integer(0);
         let l = b.var(&lens_name, ivec.clone());

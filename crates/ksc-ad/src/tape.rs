@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 use ksc_linmap::builder::{prim_call, Builder};
 
-use crate::apply::{bind_params, checked_def, int_op, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
+use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
 use crate::derive::{Witnesses, R};
 
 /// The recursive calls of f in `[D f]`.
@@ -160,7 +160,7 @@ fn walk(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
 
 fn sub_one(b: &mut Builder, e: ExprId) -> ExprId {
     let one = b.integer(1);
-    int_op(b, "sub", e, one)
+    b.int_op("sub", e, one)
 }
 
 /// An empty tape of records of results of type `t` (`$dummy` of a vector

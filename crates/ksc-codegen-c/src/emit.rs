@@ -72,21 +72,25 @@ impl CalleeSig {
 
 /// The functions `f` calls, with what its C reads of them.
 pub fn callees(m: &Module, f: &Func) -> Vec<(FuncId, CalleeSig)> {
-    callees_with(f, &mut |g| CalleeSig::of(m.func(g)))
+    callees_with(f, &mut |g| Some(CalleeSig::of(m.func(g)))).unwrap_or_default()
 }
 
 /// [`callees`], with the signature of function `g` of the module from
-/// `sig(g)`.
-pub fn callees_with(f: &Func, sig: &mut dyn FnMut(FuncId) -> CalleeSig) -> Vec<(FuncId, CalleeSig)> {
+/// `sig(g)`; `None` if one of them has none.
+pub fn callees_with(f: &Func, sig: &mut dyn FnMut(FuncId) -> Option<CalleeSig>) -> Option<Vec<(FuncId, CalleeSig)>> {
     let mut out: Vec<(FuncId, CalleeSig)> = Vec::new();
+    let mut missing = false;
     walk(&f.body, &mut |s| {
         if let Stmt::Let(_, Rhs::Call { func, .. }) = s {
             if !out.iter().any(|(g, _)| g == func) {
-                out.push((*func, sig(*func)));
+                match sig(*func) {
+                    Some(c) => out.push((*func, c)),
+                    None => missing = true,
+                }
             }
         }
     });
-    out
+    (!missing).then_some(out)
 }
 
 #[derive(Default)]

@@ -131,12 +131,23 @@ pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -
 #[salsa::tracked(returns(ref))]
 pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
     db.log_execution("native_module".to_string());
-    let l = module_layout(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
+    let (l, funcs) = linked_functions(db, file, &roots, checked)?;
+    Ok(Module { funcs: funcs.into_iter().cloned().collect(), sites: l.sites.clone(), main: l.main })
+}
+
+/// The layout of the module for `roots` and its functions, linked.
+fn linked_functions<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    roots: &[FunName],
+    checked: bool,
+) -> Result<(&'db Layout, Vec<&'db Func>), String> {
+    let l = module_layout(db, file, roots.to_vec(), checked).as_ref().map_err(Clone::clone)?;
     let funcs = (0..l.names.len())
-        .map(|i| linked_function(db, file, roots.clone(), checked, i).as_ref().map(|(f, _)| f.clone()))
-        .collect::<Option<Vec<Func>>>()
+        .map(|i| linked_function(db, file, roots.to_vec(), checked, i).as_ref().map(|(f, _)| f))
+        .collect::<Option<Vec<&Func>>>()
         .ok_or_else(|| "a function of the module could not be linked (a ksc bug)".to_string())?;
-    Ok(Module { funcs, sites: l.sites.clone(), main: l.main })
+    Ok((l, funcs))
 }
 
 /// The C of the file's module for `roots` (see `native_module`): `path`
@@ -153,11 +164,7 @@ pub fn c_unit(
     header: String,
 ) -> Result<CProgram, String> {
     db.log_execution("c_unit".to_string());
-    let l = module_layout(db, file, roots.clone(), checked).as_ref().map_err(Clone::clone)?;
-    let funcs = (0..l.names.len())
-        .map(|i| linked_function(db, file, roots.clone(), checked, i).as_ref().map(|(f, _)| f))
-        .collect::<Option<Vec<&Func>>>()
-        .ok_or_else(|| "a function of the module could not be linked (a ksc bug)".to_string())?;
+    let (l, funcs) = linked_functions(db, file, &roots, checked)?;
     let locations = site_locations(&l.sites, &analysis(db, file), &path, file.text(db));
     let view = ModuleView { funcs: &funcs, sites: &l.sites, main: l.main };
     Ok(ksc_codegen_c::emit_with(&view, &locations, target, &header, &mut |id| {
@@ -180,17 +187,11 @@ pub fn linked_function(
     db.log_execution(format!("linked_function({name})"));
     let unit = loop_unit(db, file, name.clone(), checked).as_ref().ok()?;
     let f = ksc_lower::link_one(unit, calls, site_ids);
-    let mut missing = false;
     let callees = ksc_codegen_c::callees_with(&f, &mut |g| {
-        let sig = layout_row(db, file, roots.clone(), checked, g.0 as usize)
-            .as_ref()
-            .and_then(|(callee, _, _)| callee_sig(db, file, callee.clone(), checked).clone());
-        sig.unwrap_or_else(|| {
-            missing = true;
-            CalleeSig { c_name: String::new(), params: Vec::new() }
-        })
-    });
-    (!missing).then_some((f, callees))
+        let (callee, _, _) = layout_row(db, file, roots.clone(), checked, g.0 as usize).as_ref()?;
+        callee_sig(db, file, callee.clone(), checked).clone()
+    })?;
+    Some((f, callees))
 }
 
 /// The C of function `index` of the module for `roots`, and the types and

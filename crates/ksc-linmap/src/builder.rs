@@ -72,6 +72,18 @@ impl<'b> Builder<'b> {
         self.body.alloc_typed(Expr::Call(Callee::Fun(name), arg), ret)
     }
 
+    /// `op x y` on Integers (`add`, `sub`, `mul`): an Integer.
+    pub fn int_op(&mut self, op: &str, x: ExprId, y: ExprId) -> ExprId {
+        let pair = Type::Tuple(vec![Type::Integer, Type::Integer]);
+        self.call(FunName::typed(op, pair), vec![x, y], Type::Integer)
+    }
+
+    /// `op x y` comparing Integers (`lt`, `lte`, `eq`): a Bool.
+    pub fn int_test(&mut self, op: &str, x: ExprId, y: ExprId) -> ExprId {
+        let pair = Type::Tuple(vec![Type::Integer, Type::Integer]);
+        self.call(FunName::typed(op, pair), vec![x, y], Type::Bool)
+    }
+
     /// `mul` of two Floats (the prelude's).
     pub fn mul_float(&mut self, a: ExprId, b: ExprId) -> ExprId {
         self.call(FunName::typed("mul", Type::Tuple(vec![Type::Float, Type::Float])), vec![a, b], Type::Float)

@@ -729,22 +729,31 @@ fn fuse_in(b: &mut Block, cx: &Fusion, vars: &mut Vec<VarInfo>) {
     }
 }
 
+/// `o`, or the value it is a copy of (through copies).
+fn copy_root(defs: &FxHashMap<VarId, Rhs>, o: &Op) -> Op {
+    let mut o = o.clone();
+    while let Op::Var(v) = o {
+        match defs.get(&v) {
+            Some(Rhs::Copy(c)) => o = c.clone(),
+            _ => break,
+        }
+    }
+    o
+}
+
+/// Removes `let mark = mark` from `body` when nothing else mentions it.
+fn drop_unused_mark(body: &mut Block, mark: VarId) {
+    if !body.iter().any(|s| mentions(s, mark)) {
+        body.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark));
+    }
+}
+
 /// The bound `c < m` a consumer of `m` iterations needs inside a producer
 /// of `n` (`None`: none, `m` is `n`), if `m <= n` is known; `between` are
 /// the statements from the producer to the consumer.
 fn consumer_guard(m: &Op, n: &Op, defs: &FxHashMap<VarId, Rhs>, between: &[Stmt]) -> Option<Option<Op>> {
     // Through copies (`fold_alloc_dims` leaves `dim`s as copies of sizes).
-    let root = |o: &Op| {
-        let mut o = o.clone();
-        while let Op::Var(v) = o {
-            match defs.get(&v) {
-                Some(Rhs::Copy(c)) => o = c.clone(),
-                _ => break,
-            }
-        }
-        o
-    };
-    if m == n || root(m) == root(n) {
+    if copy_root(defs, m) == copy_root(defs, n) {
         return Some(None);
     }
     let Op::Var(mv) = m else { return None };
@@ -850,13 +859,11 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
         let between = defined_in(&b[p..q]);
         let outside = |v: &VarId| !vars[v.0 as usize].mutable && !between.contains(v);
         // Copies made in between of values from before are read as those.
-        let mut copies: FxHashMap<VarId, Op> = FxHashMap::default();
-        walk(&b[p + 1..q], &mut |s| {
-            if let Stmt::Let(v, Rhs::Copy(o)) = s {
-                copies.insert(*v, o.clone());
-            }
-        });
-        let alias = |v: &VarId| copies.get(v).filter(|o| !matches!(o, Op::Var(w) if !outside(w))).cloned();
+        let alias = |v: &VarId| {
+            let r = copy_root(defs, &Op::Var(*v));
+            let usable = between.contains(v) && r != Op::Var(*v) && !matches!(&r, Op::Var(w) if !outside(w));
+            usable.then_some(r)
+        };
         let mut independent = true;
         walk(cb, &mut |s| {
             for o in stmt_operands(s) {
@@ -932,9 +939,7 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
     pb.pop();
     if let Some(cd) = pb.iter().position(|s| matches!(s, Stmt::CopyDown { vars, .. } if vars.iter().all(|k| val == Op::Var(*k)))) {
         let Stmt::CopyDown { mark, .. } = pb.remove(cd) else { unreachable!() };
-        if !pb.iter().any(|s| mentions(s, mark)) {
-            pb.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark));
-        }
+        drop_unused_mark(pb, mark);
     }
     pb.extend(extra);
     b.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == t));
@@ -996,15 +1001,8 @@ fn elide_copy_down(body: &mut Block) {
     if !only_kept(range, &kept, false) {
         return;
     }
-    let mut uses = 0;
-    walk(body, &mut |s| match s {
-        Stmt::CopyDown { mark: m, .. } | Stmt::Reset(m) if *m == mark => uses += 1,
-        _ => {}
-    });
     body.remove(cd);
-    if uses == 1 {
-        body.remove(start);
-    }
+    drop_unused_mark(body, mark);
 }
 
 /// The arena's stack discipline: a loop whose iterations allocate only

@@ -486,8 +486,6 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if reads.iter().flatten().any(|&m| ctx.alpha_eq(m, n)) {
         return None;
     }
-    let int = Type::Integer;
-    let int2 = Type::Tuple(vec![Type::Integer, Type::Integer]);
     let mut cost = None;
     for loops in reads {
         let mut term = None;
@@ -495,17 +493,17 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
             let m = ctx.b.copy(m);
             term = Some(match term {
                 None => m,
-                Some(t) => ctx.b.call(FunName::typed("mul", int2.clone()), vec![t, m], int.clone()),
+                Some(t) => ctx.b.int_op("mul", t, m),
             });
         }
         let term = term.unwrap_or_else(|| ctx.b.integer(1));
         cost = Some(match cost {
             None => term,
-            Some(c) => ctx.b.call(FunName::typed("add", int2.clone()), vec![c, term], int.clone()),
+            Some(c) => ctx.b.int_op("add", c, term),
         });
     }
     let n_copy = ctx.b.copy(n);
-    let test = ctx.b.call(FunName::typed("lt", int2), vec![cost?, n_copy], Type::Bool);
+    let test = ctx.b.int_test("lt", cost?, n_copy);
     let c = ctx.fresh_like("ksc$lazy");
     let stored = ctx.fresh_like(&x);
     let vec_ty = ctx.ty(r);
@@ -688,13 +686,9 @@ fn small_element(ctx: &Ctx, e: ExprId) -> bool {
         if nodes > SMALL_ELEMENT {
             return false;
         }
-        match &body.exprs[x] {
-            Expr::Lam(..) => return false,
-            Expr::Call(Callee::Fun(g), _) if ctx.globals.has_def(g) => return false,
-            other => stack.extend(term::children(other)),
-        }
+        stack.extend(term::children(&body.exprs[x]));
     }
-    true
+    !expensive(ctx, e)
 }
 
 /// `let x = Z in b ⇒ b[x := Z]` for a known zero `Z` whose sizes are atoms,
