@@ -522,8 +522,8 @@ impl Fwd<'_, '_> {
         Ok(match p {
             Prim::LmCompose => {
                 let x = self.apply_s(b, args[1])?;
-                match ksc_linmap::builder::call_of(self.src, args[0], Prim::LmFold) {
-                    Some(fold) => self.ffold(b, &fold, x)?,
+                match fold_call(self.src, args[0]) {
+                    Some((fold, scan)) => self.ffold(b, &fold, x, scan)?,
                     None => self.apply_j(b, args[0], Some(x))?,
                 }
             }
@@ -554,8 +554,10 @@ impl Fwd<'_, '_> {
     }
 
     /// `lmFold (sc, f, df, acc, v) ⊙ (dsc, (dacc, dv))`: a fold carrying the
-    /// accumulator and its tangent (seed 003 figure 14, FFold).
-    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId) -> R<ExprId> {
+    /// accumulator and its tangent (seed 003 figure 14, FFold). For an
+    /// `lmScan` (`scan`), the same step under `$scan`, keeping every
+    /// accumulator's tangent.
+    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
         let (Expr::Lam(fp, fpt, fbody), Expr::Lam(t2, tty, dbody)) = (self.src.exprs[f].clone(), self.src.exprs[df].clone())
         else {
@@ -627,8 +629,20 @@ impl Fwd<'_, '_> {
         let lam = b.lam(&p, p_ty.clone(), step);
         let a0 = import(b, self.src, acc);
         let init = b.tuple(vec![a0, dacc]);
-        let folded = b.prim(Prim::Fold, vec![lam, init, pairs]);
-        let result = b.prim(Prim::Get { index: 2, arity: 2 }, vec![folded]);
+        let result = if scan {
+            let scanned = b.prim(Prim::Scan, vec![lam, init, pairs]);
+            b.share(scanned, "scan", |b, all| {
+                let all2 = b.copy(all);
+                let n = b.prim(Prim::Size, vec![all]);
+                b.build(n, |b, k| {
+                    let at = b.prim(Prim::Index, vec![k, all2]);
+                    b.prim(Prim::Get { index: 2, arity: 2 }, vec![at])
+                })
+            })
+        } else {
+            let folded = b.prim(Prim::Fold, vec![lam, init, pairs]);
+            b.prim(Prim::Get { index: 2, arity: 2 }, vec![folded])
+        };
         let result = b.let_(&dv_name, dv, result);
         let result = b.let_(&dsc_name, dsc, result);
         Ok(b.let_(&xs, x, result))
@@ -1028,8 +1042,8 @@ impl Rev<'_, '_> {
                         return self.push_r(b, t, args[1]);
                     }
                 }
-                if let Some(fold) = ksc_linmap::builder::call_of(self.src, args[0], Prim::LmFold) {
-                    let t = self.rfold(b, &fold, r)?;
+                if let Some((fold, scan)) = fold_call(self.src, args[0]) {
+                    let t = self.rfold(b, &fold, r, scan)?;
                     let t = self.emit(b, "r", t);
                     return self.push_r(b, t, args[1]);
                 }
@@ -1204,7 +1218,11 @@ impl Rev<'_, '_> {
     /// accumulator's cotangent runs backwards with another `$scan`, and each
     /// step's contributions to the scope and to its element are gathered
     /// from those.
-    fn rfold(&mut self, b: &mut Builder, fold: &[ExprId], r: (String, Type)) -> R<ExprId> {
+    ///
+    /// For an `lmScan` (`scan`), `r` has a part for every accumulator: the
+    /// backward scan starts from the last part and adds part i to the
+    /// accumulator's cotangent once step i has been transposed.
+    fn rfold(&mut self, b: &mut Builder, fold: &[ExprId], r: (String, Type), scan: bool) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
         let Expr::Lam(t2, tty, dbody) = self.src.exprs[df].clone() else { return internal("lmFold without a lambda") };
         let sc_ty = self.src.ty(sc).clone();
@@ -1263,7 +1281,17 @@ impl Rev<'_, '_> {
         let dv = b.var(&d_name, d_ty.clone());
         let dsc_i = get(b, dv, 1, 2);
         let dv = b.var(&d_name, d_ty.clone());
-        let dt = get(b, dv, 2, 2);
+        let mut dt = get(b, dv, 2, 2);
+        if scan {
+            // (da_i + r[i], dx_i)
+            let dt2 = b.copy(dt);
+            let da = get(b, dt, 1, 2);
+            let (iv, rv) = (b.var(&i_name, Type::Integer), b.var(&r.0, r.1.clone()));
+            let ri = b.prim(Prim::Index, vec![iv, rv]);
+            let da = b.prim(Prim::TsAdd, vec![da, ri]);
+            let dx = get(b, dt2, 2, 2);
+            dt = b.tuple(vec![da, dx]);
+        }
         let next = b.tuple(vec![dt, dsc_i]);
         let body = b.let_(&d_name, d, next);
         let body = b.let_(&i_name, i, body);
@@ -1271,7 +1299,11 @@ impl Rev<'_, '_> {
         let lam = b.lam(&p, p_ty, body);
         let nv2 = b.var(&n.0, n.1.clone());
         let ks = b.build(nv2, |_, k| k);
-        let r0 = b.var(&r.0, r.1.clone());
+        let mut r0 = b.var(&r.0, r.1.clone());
+        if scan {
+            let nv = b.var(&n.0, n.1.clone());
+            r0 = b.prim(Prim::Index, vec![nv, r0]);
+        }
         let scv = b.var(&sc_name, sc_ty.clone());
         let z = b.zero_tangent(scv);
         // The element cotangent before the first step is never read.
@@ -1468,4 +1500,10 @@ pub fn split_pass(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def {
         }
     };
     Def { name: f.derived(d), params, ret_ty: ret, body, root }
+}
+
+/// The arguments of an `lmFold` (false) or `lmScan` (true) call.
+fn fold_call(src: &Body, m: ExprId) -> Option<(Vec<ExprId>, bool)> {
+    use ksc_linmap::builder::call_of;
+    call_of(src, m, Prim::LmFold).map(|f| (f, false)).or_else(|| call_of(src, m, Prim::LmScan).map(|f| (f, true)))
 }

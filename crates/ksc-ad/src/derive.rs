@@ -399,11 +399,12 @@ impl Ctx<'_, '_> {
                 let pair = self.b.body.alloc_typed(Expr::Assert(cv, inner), pty);
                 self.split_pair(pair)
             }
-            Expr::Lam(..) => err(e, "a lambda can only be differentiated as the argument of `build`, `sumbuild` or `fold`"),
+            Expr::Lam(..) => err(e, "a lambda can only be differentiated as the argument of `build`, `sumbuild`, `fold`, `map`, `map2`, `diag`, `$buildSum`, `$scan` or `$scanSum`"),
             Expr::Call(Callee::Prim(Prim::Inline), arg) => self.grad(arg),
             Expr::Call(Callee::Prim(p @ (Prim::Build | Prim::Sumbuild)), arg) => self.grad_build(e, p, arg),
             Expr::Call(Callee::Prim(Prim::BuildSum), arg) => self.grad_build_sum(e, arg),
-            Expr::Call(Callee::Prim(Prim::Fold), arg) => self.grad_fold(e, arg),
+            Expr::Call(Callee::Prim(p @ (Prim::Fold | Prim::Scan)), arg) => self.grad_fold(e, p, arg),
+            Expr::Call(Callee::Prim(Prim::ScanSum), arg) => self.grad_scan_sum(e, arg),
             Expr::Call(Callee::Prim(p @ (Prim::Map | Prim::Map2)), arg) => self.grad_map(e, p, arg),
             Expr::Call(Callee::Prim(Prim::Diag), arg) => self.grad_diag(e, arg),
             Expr::Call(callee, arg) => self.grad_call(e, callee, arg),
@@ -713,17 +714,39 @@ impl Ctx<'_, '_> {
         Ok((y, g))
     }
 
-    /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2).
-    fn grad_fold(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let (parts, (t, tty, body)) =
-            self.lambda_args(e, Prim::Fold, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
+    /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2), and
+    /// `$scan (λt. b) acc v` (all the accumulators) through `lmScan`.
+    fn grad_fold(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
+        let (parts, lam_parts) =
+            self.lambda_args(e, p, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
         let [lam, acc, vec] = parts[..] else { unreachable!("three arguments") };
         let (accv, gacc) = self.grad(acc)?;
         let (vv, gv) = self.grad(vec)?;
         let f_primal = self.primal(lam)?;
         let (a1, v1) = (self.atom(&accv), self.atom(&vv));
-        let value = self.b.prim(Prim::Fold, vec![f_primal, a1, v1]);
+        let value = self.b.prim(p, vec![f_primal, a1, v1]);
         let y = self.bind_val("y", value);
+        let lm = if p == Prim::Scan { Prim::LmScan } else { Prim::LmFold };
+        let m = self.fold_map(lm, lam, lam_parts, (&accv, gacc), (&vv, gv), false)?;
+        let g = self.bind_lm(m, &y);
+        Ok((y, g))
+    }
+
+    /// The map of a fold or scan of the lambda `lam` (with parameter `t` and
+    /// body `body`) from `acc` over `v`, given their values and maps:
+    /// `lmFold (s', f, df, acc, v) ∘ (g_s', (g_acc, g_v))`, or `lmScan`.
+    /// With `first`, the lambda returns a pair whose first component is the
+    /// next accumulator (`$scanSum`'s lambda), and `f` and `df` take it.
+    fn fold_map(
+        &mut self,
+        lm: Prim,
+        lam: ExprId,
+        (t, tty, body): (String, Type, ExprId),
+        (accv, gacc): (&Atom, (String, Type)),
+        (vv, gv): (&Atom, (String, Type)),
+        first: bool,
+    ) -> R<ExprId> {
+        let first_of = |b: &mut Builder, e: ExprId| b.prim(Prim::Get { index: 1, arity: 2 }, vec![e]);
         // df = λt. ∇_{(s', t)} b, where s' is the tuple of the lambda's free
         // variables (its scope, as in the categorical language): inside,
         // each free variable's map is a projection of the pair (s', t), so
@@ -758,17 +781,33 @@ impl Ctx<'_, '_> {
                 let tv = Atom::Var(t2.clone(), tty.clone());
                 let (gn, gt) = cx.bind_lm(second, &tv);
                 cx.env.push(Entry { src: t.clone(), val: tv, grad: gn, grad_ty: gt });
-                let (_, g) = cx.grad(body)?;
-                Ok(cx.b.var(&g.0, g.1))
+                let (bv, g) = cx.grad(body)?;
+                if !first {
+                    return Ok(cx.b.var(&g.0, g.1));
+                }
+                let w = cx.atom(&bv);
+                let next = first_of(&mut cx.b, w);
+                let next = cx.bind_val("a", next);
+                let w = cx.atom(&bv);
+                let pick = cx.b.prim(Prim::LmGet { index: 1, arity: 2 }, vec![w]);
+                let gv = cx.b.var(&g.0, g.1);
+                let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
+                let m = cx.bind_lm(m, &next);
+                Ok(cx.b.var(&m.0, m.1))
             });
             self.env = saved_env;
             self.s_witness = saved_s;
             r?
         };
         let df = self.b.lam(&t2, tty, df_body);
-        let f_primal2 = self.primal(lam)?;
-        let (sc, a2, v2) = (self.atom(&scope), self.atom(&accv), self.atom(&vv));
-        let lmfold = self.b.prim(Prim::LmFold, vec![sc, f_primal2, df, a2, v2]);
+        let mut f_primal2 = self.primal(lam)?;
+        if first {
+            let Expr::Lam(x, xt, fb) = self.b.body.exprs[f_primal2].clone() else { unreachable!("a lambda") };
+            let next = first_of(&mut self.b, fb);
+            f_primal2 = self.b.lam(&x, xt, next);
+        }
+        let (sc, a2, v2) = (self.atom(&scope), self.atom(accv), self.atom(vv));
+        let lmfold = self.b.prim(lm, vec![sc, f_primal2, df, a2, v2]);
         // lmFold : LM (s', (A, Vec B)) A, composed with (g_s', (g_acc, g_v)).
         let g_scope = if fvs.is_empty() {
             let (s, w) = (self.s(), self.atom(&scope));
@@ -780,7 +819,99 @@ impl Ctx<'_, '_> {
         let (ga, gvv) = (self.b.var(&gacc.0, gacc.1), self.b.var(&gv.0, gv.1));
         let inner = self.b.prim(Prim::LmVCat, vec![ga, gvv]);
         let outer = self.b.prim(Prim::LmVCat, vec![g_scope, inner]);
-        let m = self.b.prim(Prim::LmCompose, vec![lmfold, outer]);
+        Ok(self.b.prim(Prim::LmCompose, vec![lmfold, outer]))
+    }
+
+    /// `$scanSum (λt. b) acc z v` (made by reverse mode of `fold`, so this is
+    /// for derivatives of derivatives): its accumulators are the scan of
+    /// the first component of `b`, whose map is an `lmScan`; its sum is
+    /// `z` plus the second components of `b` at each accumulator and
+    /// element, whose map is `g_z + H(1..1) ∘ V(s, build n (λi. get$2 ∘ g_i))`.
+    fn grad_scan_sum(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
+        let (parts, lam_parts) = self.lambda_args(
+            e,
+            Prim::ScanSum,
+            arg,
+            "a lambda, an accumulator, a zero and a vector",
+            Some(4),
+            0,
+        )?;
+        let [lam, acc, z, vec] = parts[..] else { unreachable!("four arguments") };
+        let (t, _, body) = lam_parts.clone();
+        let (accv, gacc) = self.grad(acc)?;
+        let (zv, gz) = self.grad(z)?;
+        let (vv, gv) = self.grad(vec)?;
+        let f_primal = self.primal(lam)?;
+        let (a1, z1, v1) = (self.atom(&accv), self.atom(&zv), self.atom(&vv));
+        let value = self.b.prim(Prim::ScanSum, vec![f_primal, a1, z1, v1]);
+        let y = self.bind_val("y", value);
+        let part = |this: &mut Self, k: u32| {
+            let w = this.atom(&y);
+            let c = this.b.prim(Prim::Get { index: k, arity: 2 }, vec![w]);
+            this.bind_val("y", c)
+        };
+        let accs = part(self, 1);
+        let m = self.fold_map(Prim::LmScan, lam, lam_parts, (&accv, gacc), (&vv, gv.clone()), true)?;
+        let g_accs = self.bind_lm(m, &accs);
+        // The map of each step's term, with t = (accs[i], v[i]).
+        let v0 = self.atom(&vv);
+        let n = self.b.prim(Prim::Size, vec![v0]);
+        let n = self.bind_val("n", n);
+        let i2 = self.b.fresh_name("i");
+        let maps_body = self.in_block(|cx| {
+            let iv = Atom::Var(i2.clone(), Type::Integer);
+            let elem = |cx: &mut Self, vec: &Atom, g: &(String, Type)| {
+                let (i1, v1) = (cx.atom(&iv), cx.atom(vec));
+                let x = cx.b.prim(Prim::Index, vec![i1, v1]);
+                let x = cx.bind_val("x", x);
+                let (i1, v1) = (cx.atom(&iv), cx.atom(vec));
+                let sel = cx.b.prim(Prim::LmIndex, vec![i1, v1]);
+                let gv = cx.b.var(&g.0, g.1.clone());
+                let m = cx.b.prim(Prim::LmCompose, vec![sel, gv]);
+                let m = cx.bind_lm(m, &x);
+                (x, m)
+            };
+            let (xa, ma) = elem(cx, &accs, &g_accs);
+            let (xv, mv) = elem(cx, &vv, &gv);
+            let (xa, xv) = (cx.atom(&xa), cx.atom(&xv));
+            let tval = cx.b.tuple(vec![xa, xv]);
+            let tval = cx.bind_val("t", tval);
+            let (ma, mv) = (cx.b.var(&ma.0, ma.1), cx.b.var(&mv.0, mv.1));
+            let mt = cx.b.prim(Prim::LmVCat, vec![ma, mv]);
+            let (gn, gt) = cx.bind_lm(mt, &tval);
+            cx.env.push(Entry { src: t.clone(), val: tval, grad: gn, grad_ty: gt });
+            let (bv, g) = cx.grad(body)?;
+            let w = cx.atom(&bv);
+            let term = cx.b.prim(Prim::Get { index: 2, arity: 2 }, vec![w]);
+            let term = cx.bind_val("y", term);
+            let w = cx.atom(&bv);
+            let pick = cx.b.prim(Prim::LmGet { index: 2, arity: 2 }, vec![w]);
+            let gv = cx.b.var(&g.0, g.1);
+            let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
+            let m = cx.bind_lm(m, &term);
+            Ok(cx.b.var(&m.0, m.1))
+        })?;
+        let maps_lam = self.b.lam(&i2, Type::Integer, maps_body);
+        let n1 = self.atom(&n);
+        let maps = self.b.prim(Prim::Build, vec![n1, maps_lam]);
+        let s = self.s();
+        let terms = self.b.prim(Prim::LmVCatV, vec![s, maps]);
+        let terms = {
+            let ty = self.b.ty(terms);
+            (self.bind("g", terms), ty)
+        };
+        let total = part(self, 2);
+        let (n2, w) = (self.atom(&n), self.atom(&total));
+        let o = self.b.prim(Prim::LmOne, vec![w]);
+        let ones = self.b.prim(Prim::ConstVec, vec![n2, o]);
+        let w = self.atom(&total);
+        let h = self.b.prim(Prim::LmHCatV, vec![w, ones]);
+        let tv = self.b.var(&terms.0, terms.1);
+        let summed = self.b.prim(Prim::LmCompose, vec![h, tv]);
+        let gzv = self.b.var(&gz.0, gz.1);
+        let sum_map = self.b.prim(Prim::LmAdd, vec![gzv, summed]);
+        let ga = self.b.var(&g_accs.0, g_accs.1);
+        let m = self.b.prim(Prim::LmVCat, vec![ga, sum_map]);
         let g = self.bind_lm(m, &y);
         Ok((y, g))
     }

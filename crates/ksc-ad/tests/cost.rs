@@ -80,6 +80,39 @@ fn families() -> Vec<Family> {
             holds: true,
         },
         Family {
+            name: "mat-mat",
+            program: "(def f (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float))) (build (size a) (lam (i : Integer) (build (size (index 0 b)) (lam (j : Integer) (sumbuild (size b) (lam (k : Integer) (mul (index k (index i a)) (index j (index k b))))))))))",
+            arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), Type::vec(vf.clone())]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 6 (lam (j : Integer) (to_float (add i j)))))) (build 6 (lam (i : Integer) (build 6 (lam (j : Integer) (div 1.0 (to_float (add 1 (add i j)))))))))"),
+            holds: true,
+        },
+        Family {
+            name: "GMM objective",
+            program: concat!(
+                include_str!("../../../ksc-examples/ad/gmm.ks"),
+                "(def f Float ((x : Vec (Vec Float)) (alphas : Vec Float) (means : Vec (Vec Float)) (icf : Vec (Vec Float)) (g : Float) (m : Integer)) (gmm_objective x alphas means icf g m))"
+            ),
+            arg_ty: Type::Tuple(vec![
+                Type::vec(vf.clone()),
+                vf.clone(),
+                Type::vec(vf.clone()),
+                Type::vec(vf.clone()),
+                Type::Float,
+                Type::Integer,
+            ]),
+            // n points of dimension 3, 4 components.
+            input: |n| {
+                format!(
+                    "(tuple (build {n} (lam (i : Integer) (build 3 (lam (j : Integer) (sin (to_float (add i j)))))))
+                            (build 4 (lam (c : Integer) (mul 0.1 (to_float c))))
+                            (build 4 (lam (c : Integer) (build 3 (lam (j : Integer) (cos (to_float (mul c j)))))))
+                            (build 4 (lam (c : Integer) (build 6 (lam (j : Integer) (mul 0.05 (to_float (add c j)))))))
+                            1.5 3)"
+                )
+            },
+            holds: false,
+        },
+        Family {
             name: "fold product",
             program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))",
             arg_ty: vf.clone(),
@@ -95,9 +128,10 @@ fn families() -> Vec<Family> {
         },
         Family {
             name: "recursive chain",
-            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul 0.5 x) (sin x)) (sub n 1))))",
+            // x_{i+1} = x_i * x_i + sin(x_i), from a point where it stays bounded.
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul x x) (sin x)) (sub n 1))))",
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
-            input: |n| format!("(tuple 0.5 {n})"),
+            input: |n| format!("(tuple -0.5 {n})"),
             holds: true,
         },
         Family {
@@ -156,10 +190,10 @@ fn derivatives_cost_a_small_constant_times_the_function() {
 }
 
 /// Every family, those the bound does not hold for yet included (fold costs
-/// about 6x forward and 10x reverse). Run it with
+/// about 6x forward and 9x reverse, the GMM objective 3.35x forward). Run it with
 /// `cargo test -p ksc-ad --test cost -- --ignored --nocapture` to see the table.
 #[test]
-#[ignore = "the cheap-gradient bound is not met yet for fold"]
+#[ignore = "the cheap-gradient bound is not met yet for fold and for the GMM objective's forward mode"]
 fn every_family_costs_a_small_constant_times_the_function() {
     check(families().into_iter());
 }

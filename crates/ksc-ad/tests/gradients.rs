@@ -6,7 +6,11 @@
 //! `J dx` against the finite differences, `dr^T J` against `[rev f]`. Both
 //! ways `[jac f]` computes the matrix (columns by forward mode, rows by
 //! reverse) must be exercised. `[jac1 f]` must be the columns of `[jac f]`
-//! that belong to f's first parameter. A point for `f` can be given as
+//! that belong to f's first parameter. Without the optimiser, the
+//! unsimplified `[D f]` of a written function is also evaluated as a
+//! linear-map value by the interpreter and applied both ways, against
+//! `[fwd f]` and `[rev f]`. A
+//! point for `f` can be given as
 //! `(def f$at S () ...)` (for sizes that must agree); otherwise vectors have
 //! 3 elements and Integers are 2.
 
@@ -16,7 +20,20 @@ use std::path::PathBuf;
 
 use common::{densify, flat, random_value, Rng};
 use ksc_eval::{Interpreter, Tensor, Value};
-use ksc_ir::{Decl, Derivation, FunName, Type};
+use ksc_ir::{Decl, Def, Derivation, FunName, Type};
+
+/// The program's definitions, for deriving `[D f]`.
+struct Defs<'d>(&'d [&'d Def]);
+
+impl ksc_ad::Program for Defs<'_> {
+    fn written(&self, name: &FunName) -> Option<&Def> {
+        self.0.iter().copied().find(|d| &d.name == name)
+    }
+}
+
+fn close_all(a: &[f64], b: &[f64], tol: f64) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol * (1.0 + x.abs() + y.abs()))
+}
 
 /// A tangent shaped like `x` with random Floats.
 fn random_tangent(x: &Value, rng: &mut Rng) -> Value {
@@ -81,6 +98,8 @@ fn check_all(optimise: bool) {
     let mut partial = 0;
     // How often [jacsparse f] stored fewer entries than the dense matrix.
     let mut sparser = 0;
+    // How often [D f] was evaluated as a linear map.
+    let mut lm_checked = 0;
     for path in files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut analysis = ksc_types::analyze(&text);
@@ -124,9 +143,20 @@ fn check_all(optimise: bool) {
         let mut interp = Interpreter::new(defs.iter().copied());
         let mut sink = std::io::sink();
         let mut rng = Rng(12345);
+        // [D g] of every function that has one (callees' are called), and
+        // an interpreter that evaluates them as linear-map values.
+        let jacobians: Vec<Def> = if optimise {
+            Vec::new()
+        } else {
+            defs.iter().filter_map(|d| ksc_ad::jacobian_in(&Defs(&defs), d).ok().map(|j| j.0)).collect()
+        };
+        let mut lm_interp = Interpreter::new(defs.iter().copied().chain(&jacobians));
         for f in funs {
             let sig = analysis.table.get(&f).unwrap().clone();
             let at = FunName::typed(format!("{}$at", f.base), Type::unit());
+            // (Only for written functions: the interpreter's linear maps share
+            // no work between uses, which makes [D f] of a derivative slow.)
+            let jacobian = (!optimise && f.derivs.is_empty()).then(|| f.derived(Derivation::D));
             for trial in 0..3 {
                 let given = if f.derivs.is_empty() { interp.call(&at, Value::unit(), &mut sink).ok() } else { None };
                 // A given point is used for every trial (with new directions).
@@ -160,6 +190,24 @@ fn check_all(optimise: bool) {
                         "{}: [rev {f}] at {x}: <dr, J dx> = {lhs} but <J^T dr, dx> = {rhs}",
                         path.display()
                     ));
+                }
+                // [D g] of a callee that is not differentiated through its
+                // Jacobian (a tape's forward pass) is only declared.
+                let lm = jacobian.as_ref().and_then(|j| match lm_interp.call(j, x.clone(), &mut sink) {
+                    Ok(m) => Some(m),
+                    Err(e) if e.message.contains("it is only declared") => None,
+                    Err(e) => panic!("[D {f}]: {}", e.message),
+                });
+                if let Some(m) = lm {
+                    lm_checked += 1;
+                    let jdx = lm_interp.apply_linear_map(&m, dx.clone()).unwrap_or_else(|e| panic!("[D {f}] ⊙ dx: {}", e.message));
+                    if !close_all(&flat(&jdx), &flat(&fwd), 1e-9) {
+                        failures.push(format!("{}: [D {f}] ⊙ dx at {x}: {jdx}, [fwd {f}] {fwd}", path.display()));
+                    }
+                    let rj = lm_interp.apply_linear_map_r(dr.clone(), &m).unwrap_or_else(|e| panic!("dr ⊙ [D {f}]: {}", e.message));
+                    if !close_all(&flat(&rj), &flat(&rev), 1e-9) {
+                        failures.push(format!("{}: dr ⊙ᴿ [D {f}] at {x}: {rj}, [rev {f}] {rev}", path.display()));
+                    }
                 }
                 // The whole Jacobian, applied both ways.
                 let jac = interp
@@ -221,5 +269,6 @@ fn check_all(optimise: bool) {
     assert!(checked >= 75, "only {checked} checks");
     assert!(sweeps.iter().all(|&k| k >= 10), "[jac f] by columns {} times, by rows {} times", sweeps[0], sweeps[1]);
     assert!(partial >= 10, "[jac1 f] differed from [jac f] only {partial} times");
+    assert!(optimise || lm_checked >= 75, "[D f] was evaluated as a linear map only {lm_checked} times");
     assert!(sparser >= 10, "[jacsparse f] was sparser than [jac f] only {sparser} times");
 }

@@ -398,11 +398,10 @@ impl Eval<'_> {
                     _ => return Err("internal error: `ts_dot` returned something other than a Float".to_string()),
                 }
             }
-            Prim::LmFold => {
-                return Err(
-                    "`lmFold` is not supported by the CL evaluator: its value is a linear map holding its lambdas as closures of the interpreter"
-                        .to_string(),
-                )
+            Prim::LmFold | Prim::LmScan => {
+                return Err(format!(
+                    "`{p}` is not supported by the CL evaluator: its value is a linear map holding its lambdas as closures of the interpreter"
+                ))
             }
             p => return Err(format!("internal error: `{p}` has no lambda arguments")),
         })

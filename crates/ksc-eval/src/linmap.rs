@@ -40,8 +40,9 @@ pub enum LinMap {
     Index { index: Value, vector: Value },
     /// `lmGet$i$n t`: selects component `index` (0-based) of tuples shaped like `tuple`.
     Get { index: usize, tuple: Value },
-    /// `lmFold (s, f, df, acc, v)`.
-    Fold { scope: Value, f: Rc<Closure>, df: Rc<Closure>, acc: Value, vector: Rc<Tensor> },
+    /// `lmFold (s, f, df, acc, v)`, or `lmScan` (the same arguments) when
+    /// `scan`: the map to all n + 1 accumulators rather than the last.
+    Fold { scope: Value, f: Rc<Closure>, df: Rc<Closure>, acc: Value, vector: Rc<Tensor>, scan: bool },
 }
 
 /// The tangent of a primal value: Floats kept, Integers, Bools and Strings
@@ -251,7 +252,11 @@ impl LinMap {
                 Value::Tuple(xs) if *index < xs.len() => zero_tangent(&xs[*index])?,
                 v => return Err(format!("`lmGet` of {}", v.kind())),
             },
-            LinMap::Fold { acc, .. } => zero_tangent(acc)?,
+            LinMap::Fold { acc, scan: false, .. } => zero_tangent(acc)?,
+            LinMap::Fold { acc, vector, scan: true, .. } => {
+                let z = zero_tangent(acc)?;
+                Value::Tensor(Rc::new(Tensor { shape: vec![vector.data.len() + 1], data: vec![z; vector.data.len() + 1] }))
+            }
         })
     }
 
@@ -309,22 +314,31 @@ impl LinMap {
                 };
                 components(&dx, n, "the tangent of an lmGet")?[*index].clone()
             }
-            LinMap::Fold { f, df, acc, vector, .. } => {
-                // FFold: carry (acc, dacc) forwards.
+            LinMap::Fold { f, df, acc, vector, scan, .. } => {
+                // FFold: carry (acc, dacc) forwards (keeping every dacc for a scan).
                 let ds_dx = components(&dx, 2, "the tangent of an lmFold")?;
                 let ds = ds_dx[0].clone();
                 let dacc_dv = components(&ds_dx[1], 2, "the tangent of an lmFold")?;
                 let mut dacc = dacc_dv[0].clone();
                 let dv = tensor_like(&dacc_dv[1], &vector.shape, "the vector tangent of an lmFold")?;
                 let mut a = acc.clone();
+                let mut all = Vec::new();
                 for (x, dxi) in vector.data.iter().zip(&dv.data) {
                     let t = Value::Tuple(vec![a.clone(), x.clone()].into());
                     let m = as_map(&ev.call_closure(df, t.clone())?)?;
+                    if *scan {
+                        all.push(dacc.clone());
+                    }
                     let dt = Value::Tuple(vec![dacc, dxi.clone()].into());
                     dacc = m.apply(ev, Value::Tuple(vec![ds.clone(), dt].into()))?;
                     a = ev.call_closure(f, t)?;
                 }
-                dacc
+                if *scan {
+                    all.push(dacc);
+                    Value::Tensor(Rc::new(Tensor { shape: vec![all.len()], data: all }))
+                } else {
+                    dacc
+                }
             }
         })
     }
@@ -391,24 +405,36 @@ impl LinMap {
                 *slot = ops::ts_add(slot.clone(), &dr)?;
                 Value::Tuple(parts.into())
             }
-            LinMap::Fold { scope, f, df, acc, vector } => {
+            LinMap::Fold { scope, f, df, acc, vector, scan } => {
                 // RFold: a forward sweep storing the accumulators, then a
-                // backward sweep accumulating the scope's cotangent.
+                // backward sweep accumulating the scope's cotangent. A
+                // scan's cotangent has a part for every accumulator, added
+                // to the accumulator's cotangent as the sweep reaches it.
                 let mut accs = Vec::with_capacity(vector.data.len());
                 let mut a = acc.clone();
                 for x in &vector.data {
                     accs.push(a.clone());
                     a = ev.call_closure(f, Value::Tuple(vec![a, x.clone()].into()))?;
                 }
-                let mut r = dr;
+                let n = vector.data.len();
+                let rs = if *scan {
+                    Some(tensor_like(&dr, &[n + 1], "the cotangent of an lmScan")?)
+                } else {
+                    None
+                };
+                let part = |k: usize| rs.as_ref().map(|rs| rs.data[k].clone());
+                let mut r = part(n).unwrap_or(dr);
                 let mut dscope = zero_tangent(scope)?;
-                let mut dv = Vec::with_capacity(vector.data.len());
-                for (a, x) in accs.into_iter().zip(&vector.data).rev() {
+                let mut dv = Vec::with_capacity(n);
+                for (k, (a, x)) in accs.into_iter().zip(&vector.data).enumerate().rev() {
                     let m = as_map(&ev.call_closure(df, Value::Tuple(vec![a, x.clone()].into()))?)?;
                     let d = components(&m.apply_r(ev, r)?, 2, "the cotangent of a fold step")?;
                     dscope = ops::ts_add(dscope, &d[0])?;
                     let dt = components(&d[1], 2, "the cotangent of a fold step")?;
-                    r = dt[0].clone();
+                    r = match part(k) {
+                        Some(rk) => ops::ts_add(dt[0].clone(), &rk)?,
+                        None => dt[0].clone(),
+                    };
                     dv.push(dt[1].clone());
                 }
                 dv.reverse();

@@ -108,6 +108,10 @@ pub enum Prim {
     /// derivative of `fold f acc v` in a scope with parameter `s`, where
     /// `df : Lam (Tuple A B) (LM (Tuple S (Tuple A B)) A)` is the derivative of `f`.
     LmFold,
+    /// `lmScan (s, f, df, acc, v) : LM (Tuple S (Tuple A (Vec B))) (Vec A)`:
+    /// the derivative of `$scan f acc v` (all n + 1 accumulators), with the
+    /// arguments of `lmFold`.
+    LmScan,
     /// `lmApply (m, dx) : dT` for `m : LM S T`, `dx : dS`.
     LmApply,
     /// `lmApplyR (dr, m) : dS` for `m : LM S T`, `dr : dT`.
@@ -166,6 +170,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::LmTranspose, "lmTranspose"),
     (Prim::LmIndex, "lmIndex"),
     (Prim::LmFold, "lmFold"),
+    (Prim::LmScan, "lmScan"),
     (Prim::LmApply, "lmApply"),
     (Prim::LmApplyR, "lmApplyR"),
 ];
@@ -208,6 +213,7 @@ impl Prim {
                 | Prim::LmIndex
                 | Prim::LmGet { .. }
                 | Prim::LmFold
+                | Prim::LmScan
                 | Prim::LmApply
                 | Prim::LmApplyR
         )
@@ -244,7 +250,7 @@ impl Prim {
             Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
             | Prim::LmIndex | Prim::LmApply | Prim::LmApplyR => Some(2),
             Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
-            Prim::LmFold => Some(5),
+            Prim::LmFold | Prim::LmScan => Some(5),
             Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat => None,
         }
     }
@@ -600,13 +606,13 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 t => return Err(format!("`{p}` needs a tuple of {arity} components, but its argument has type `{t}`")),
             }
         }
-        Prim::LmFold => {
+        Prim::LmFold | Prim::LmScan => {
             // (s : S, f : Lam (A,B) A, df : Lam (A,B) (LM (S,(A,B)) A), acc : A, v : Vec B)
-            let (x, body) = expect_lam("the second argument of `lmFold`", &a[1])?;
-            let (dx, dbody) = expect_lam("the third argument of `lmFold`", &a[2])?;
-            let (rank, elem) = expect_tensor("the fifth argument of `lmFold`", &a[4])?;
+            let (x, body) = expect_lam(&format!("the second argument of `{p}`"), &a[1])?;
+            let (dx, dbody) = expect_lam(&format!("the third argument of `{p}`"), &a[2])?;
+            let (rank, elem) = expect_tensor(&format!("the fifth argument of `{p}`"), &a[4])?;
             if rank != 1 {
-                return Err(format!("`lmFold` runs over a vector, but its fifth argument has type `{}`", a[4]));
+                return Err(format!("`{p}` runs over a vector, but its fifth argument has type `{}`", a[4]));
             }
             let ab = T::Tuple(vec![a[3].clone(), elem.clone()]);
             expect_eq("the fold function's parameter", &ab, x)?;
@@ -614,7 +620,9 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             expect_eq("the derivative's parameter", &ab, dx)?;
             let want = T::lm(T::Tuple(vec![a[0].clone(), ab.clone()]), a[3].clone());
             expect_eq("the derivative's result", &want, dbody)?;
-            T::lm(T::Tuple(vec![a[0].clone(), T::Tuple(vec![a[3].clone(), a[4].clone()])]), a[3].clone())
+            let source = T::Tuple(vec![a[0].clone(), T::Tuple(vec![a[3].clone(), a[4].clone()])]);
+            let target = if p == Prim::LmScan { T::vec(a[3].clone()) } else { a[3].clone() };
+            T::lm(source, target)
         }
         Prim::LmApply => {
             let (s, t) = expect_lm("the first argument of `lmApply`", &a[0])?;
