@@ -232,6 +232,49 @@ impl Ctx<'_, '_> {
         g
     }
 
+    /// Element i of the vector `vec` (whose map is `g`), bound, with its map
+    /// `lmIndex (i, vec) ∘ g`.
+    fn element(&mut self, i: &Atom, vec: &Atom, g: &(String, Type)) -> (Atom, (String, Type)) {
+        let (i1, v1) = (self.atom(i), self.atom(vec));
+        let x = self.b.prim(Prim::Index, vec![i1, v1]);
+        let x = self.bind_val("x", x);
+        let (i1, v1) = (self.atom(i), self.atom(vec));
+        let sel = self.b.prim(Prim::LmIndex, vec![i1, v1]);
+        let gv = self.b.var(&g.0, g.1.clone());
+        let m = self.b.prim(Prim::LmCompose, vec![sel, gv]);
+        let m = self.bind_lm(m, &x);
+        (x, m)
+    }
+
+    /// Component k of the pair `v` (whose map is `g`), bound, with its map
+    /// `lmGet$k$2 v ∘ g`.
+    fn component(&mut self, v: &Atom, g: (String, Type), k: u32) -> (Atom, (String, Type)) {
+        let w = self.atom(v);
+        let part = self.b.prim(Prim::Get { index: k, arity: 2 }, vec![w]);
+        let part = self.bind_val("y", part);
+        let w = self.atom(v);
+        let pick = self.b.prim(Prim::LmGet { index: k, arity: 2 }, vec![w]);
+        let gv = self.b.var(&g.0, g.1);
+        let m = self.b.prim(Prim::LmCompose, vec![pick, gv]);
+        let m = self.bind_lm(m, &part);
+        (part, m)
+    }
+
+    /// The map of `z` plus a sum of n terms: `g_z + H(1, .., 1) ∘ terms`,
+    /// where `terms` is the `lmVCatV` of the terms' maps and `total` the
+    /// sum's value (the witness of its target).
+    fn sum_map(&mut self, n: &Atom, total: &Atom, terms: (String, Type), gz: (String, Type)) -> ExprId {
+        let (n1, w) = (self.atom(n), self.atom(total));
+        let o = self.b.prim(Prim::LmOne, vec![w]);
+        let ones = self.b.prim(Prim::ConstVec, vec![n1, o]);
+        let w = self.atom(total);
+        let h = self.b.prim(Prim::LmHCatV, vec![w, ones]);
+        let tv = self.b.var(&terms.0, terms.1);
+        let summed = self.b.prim(Prim::LmCompose, vec![h, tv]);
+        let gzv = self.b.var(&gz.0, gz.1);
+        self.b.prim(Prim::LmAdd, vec![gzv, summed])
+    }
+
     fn lookup(&self, x: &str) -> Option<Entry> {
         self.env.iter().rev().find(|e| e.src == x).cloned()
     }
@@ -567,15 +610,7 @@ impl Ctx<'_, '_> {
                 let gi = cx.zero_from(&iv);
                 cx.env.push(Entry { src: i.clone(), val: iv, grad: gi.0, grad_ty: gi.1 });
                 let (bv, g) = cx.grad(body)?;
-                let w = cx.atom(&bv);
-                let pick = cx.b.prim(Prim::LmGet { index: k, arity: 2 }, vec![w]);
-                let gv = cx.b.var(&g.0, g.1);
-                let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
-                // The component's value, the witness of its map's target.
-                let w = cx.atom(&bv);
-                let part = cx.b.prim(Prim::Get { index: k, arity: 2 }, vec![w]);
-                let part = cx.bind_val("y", part);
-                let m = cx.bind_lm(m, &part);
+                let (_, m) = cx.component(&bv, g, k);
                 Ok(cx.b.var(&m.0, m.1))
             })?;
             let maps_lam = this.b.lam(&i2, ity.clone(), maps_body);
@@ -594,21 +629,11 @@ impl Ctx<'_, '_> {
             let ty = self.b.ty(terms);
             (self.bind("g", terms), ty)
         };
-        // The sum's map: g_z + H(1, .., 1) ∘ V(terms), with the sum's value as witness.
-        let total = |this: &mut Self| {
-            let va = this.atom(&v);
-            this.b.prim(Prim::Get { index: 2, arity: 2 }, vec![va])
-        };
-        let n3 = self.atom(&nv);
-        let w = total(self);
-        let o = self.b.prim(Prim::LmOne, vec![w]);
-        let ones = self.b.prim(Prim::ConstVec, vec![n3, o]);
-        let w2 = total(self);
-        let h = self.b.prim(Prim::LmHCatV, vec![w2, ones]);
-        let tv = self.b.var(&terms.0, terms.1);
-        let summed = self.b.prim(Prim::LmCompose, vec![h, tv]);
-        let gzv = self.b.var(&gz.0, gz.1);
-        let sum_map = self.b.prim(Prim::LmAdd, vec![gzv, summed]);
+        // The sum's map, with the sum's value as witness.
+        let va = self.atom(&v);
+        let total = self.b.prim(Prim::Get { index: 2, arity: 2 }, vec![va]);
+        let total = self.bind_val("y", total);
+        let sum_map = self.sum_map(&nv, &total, terms, gz);
         let ev = self.b.var(&elems.0, elems.1);
         let m = self.b.prim(Prim::LmVCat, vec![ev, sum_map]);
         let g = self.bind_lm(m, &v);
@@ -639,15 +664,8 @@ impl Ctx<'_, '_> {
             // Element i of each vector, whose map selects element i of the vector's map.
             let mut elems = Vec::new();
             for (vv, gv) in &grads {
-                let (i1, v2) = (cx.atom(&iv), cx.atom(vv));
-                let xval = cx.b.prim(Prim::Index, vec![i1, v2]);
-                let xv = cx.bind_val("x", xval);
-                let (i2, v3) = (cx.atom(&iv), cx.atom(vv));
-                let sel = cx.b.prim(Prim::LmIndex, vec![i2, v3]);
-                let gvv = cx.b.var(&gv.0, gv.1.clone());
-                let m = cx.b.prim(Prim::LmCompose, vec![sel, gvv]);
-                let gx = cx.bind_lm(m, &xv);
-                elems.push((xv, gx));
+                let elem = cx.element(&iv, vv, gv);
+                elems.push(elem);
             }
             let (xv, gx) = if elems.len() == 1 {
                 elems.pop().ok_or_else(|| AdError { message: "internal error: no vector".into(), at: Some(e) })?
@@ -746,7 +764,6 @@ impl Ctx<'_, '_> {
         (vv, gv): (&Atom, (String, Type)),
         first: bool,
     ) -> R<ExprId> {
-        let first_of = |b: &mut Builder, e: ExprId| b.prim(Prim::Get { index: 1, arity: 2 }, vec![e]);
         // df = λt. ∇_{(s', t)} b, where s' is the tuple of the lambda's free
         // variables (its scope, as in the categorical language): inside,
         // each free variable's map is a projection of the pair (s', t), so
@@ -782,17 +799,7 @@ impl Ctx<'_, '_> {
                 let (gn, gt) = cx.bind_lm(second, &tv);
                 cx.env.push(Entry { src: t.clone(), val: tv, grad: gn, grad_ty: gt });
                 let (bv, g) = cx.grad(body)?;
-                if !first {
-                    return Ok(cx.b.var(&g.0, g.1));
-                }
-                let w = cx.atom(&bv);
-                let next = first_of(&mut cx.b, w);
-                let next = cx.bind_val("a", next);
-                let w = cx.atom(&bv);
-                let pick = cx.b.prim(Prim::LmGet { index: 1, arity: 2 }, vec![w]);
-                let gv = cx.b.var(&g.0, g.1);
-                let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
-                let m = cx.bind_lm(m, &next);
+                let (_, m) = if first { cx.component(&bv, g, 1) } else { (bv, g) };
                 Ok(cx.b.var(&m.0, m.1))
             });
             self.env = saved_env;
@@ -803,7 +810,7 @@ impl Ctx<'_, '_> {
         let mut f_primal2 = self.primal(lam)?;
         if first {
             let Expr::Lam(x, xt, fb) = self.b.body.exprs[f_primal2].clone() else { unreachable!("a lambda") };
-            let next = first_of(&mut self.b, fb);
+            let next = self.b.prim(Prim::Get { index: 1, arity: 2 }, vec![fb]);
             f_primal2 = self.b.lam(&x, xt, next);
         }
         let (sc, a2, v2) = (self.atom(&scope), self.atom(accv), self.atom(vv));
@@ -860,19 +867,8 @@ impl Ctx<'_, '_> {
         let i2 = self.b.fresh_name("i");
         let maps_body = self.in_block(|cx| {
             let iv = Atom::Var(i2.clone(), Type::Integer);
-            let elem = |cx: &mut Self, vec: &Atom, g: &(String, Type)| {
-                let (i1, v1) = (cx.atom(&iv), cx.atom(vec));
-                let x = cx.b.prim(Prim::Index, vec![i1, v1]);
-                let x = cx.bind_val("x", x);
-                let (i1, v1) = (cx.atom(&iv), cx.atom(vec));
-                let sel = cx.b.prim(Prim::LmIndex, vec![i1, v1]);
-                let gv = cx.b.var(&g.0, g.1.clone());
-                let m = cx.b.prim(Prim::LmCompose, vec![sel, gv]);
-                let m = cx.bind_lm(m, &x);
-                (x, m)
-            };
-            let (xa, ma) = elem(cx, &accs, &g_accs);
-            let (xv, mv) = elem(cx, &vv, &gv);
+            let (xa, ma) = cx.element(&iv, &accs, &g_accs);
+            let (xv, mv) = cx.element(&iv, &vv, &gv);
             let (xa, xv) = (cx.atom(&xa), cx.atom(&xv));
             let tval = cx.b.tuple(vec![xa, xv]);
             let tval = cx.bind_val("t", tval);
@@ -881,14 +877,7 @@ impl Ctx<'_, '_> {
             let (gn, gt) = cx.bind_lm(mt, &tval);
             cx.env.push(Entry { src: t.clone(), val: tval, grad: gn, grad_ty: gt });
             let (bv, g) = cx.grad(body)?;
-            let w = cx.atom(&bv);
-            let term = cx.b.prim(Prim::Get { index: 2, arity: 2 }, vec![w]);
-            let term = cx.bind_val("y", term);
-            let w = cx.atom(&bv);
-            let pick = cx.b.prim(Prim::LmGet { index: 2, arity: 2 }, vec![w]);
-            let gv = cx.b.var(&g.0, g.1);
-            let m = cx.b.prim(Prim::LmCompose, vec![pick, gv]);
-            let m = cx.bind_lm(m, &term);
+            let (_, m) = cx.component(&bv, g, 2);
             Ok(cx.b.var(&m.0, m.1))
         })?;
         let maps_lam = self.b.lam(&i2, Type::Integer, maps_body);
@@ -901,15 +890,7 @@ impl Ctx<'_, '_> {
             (self.bind("g", terms), ty)
         };
         let total = part(self, 2);
-        let (n2, w) = (self.atom(&n), self.atom(&total));
-        let o = self.b.prim(Prim::LmOne, vec![w]);
-        let ones = self.b.prim(Prim::ConstVec, vec![n2, o]);
-        let w = self.atom(&total);
-        let h = self.b.prim(Prim::LmHCatV, vec![w, ones]);
-        let tv = self.b.var(&terms.0, terms.1);
-        let summed = self.b.prim(Prim::LmCompose, vec![h, tv]);
-        let gzv = self.b.var(&gz.0, gz.1);
-        let sum_map = self.b.prim(Prim::LmAdd, vec![gzv, summed]);
+        let sum_map = self.sum_map(&n, &total, terms, gz);
         let ga = self.b.var(&g_accs.0, g_accs.1);
         let m = self.b.prim(Prim::LmVCat, vec![ga, sum_map]);
         let g = self.bind_lm(m, &y);
