@@ -316,7 +316,7 @@ fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
     let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
     let root = ksc_opt::anf(&mut b, def.root, &params);
-    let shared = ksc_opt::share_loop_values(&mut b, globals, root);
+    let shared = ksc_opt::share_loop_values(&mut b, globals, root) + ksc_opt::folds_from_scans(&mut b, globals, root);
     if shared > 0 {
         def.root = root;
     }

@@ -60,6 +60,16 @@ fn chain(body: &Body, mut e: ExprId) -> (Vec<(ExprId, Pat, ExprId)>, ExprId) {
 /// index and the variables of earlier lets written as tokens, numbered in
 /// `ids` (shared between the bodies compared).
 fn numbers(body: &Body, lets: &[(ExprId, Pat, ExprId)], index: &Var, ids: &mut FxHashMap<Key, u32>) -> Vec<u32> {
+    numbering(body, lets, index, ids).0
+}
+
+/// [`numbers`], and the token of each variable the lets bind.
+fn numbering(
+    body: &Body,
+    lets: &[(ExprId, Pat, ExprId)],
+    index: &Var,
+    ids: &mut FxHashMap<Key, u32>,
+) -> (Vec<u32>, FxHashMap<Var, u32>) {
     let mut names: FxHashMap<Var, u32> = FxHashMap::default();
     let mut out = Vec::new();
     for (_, p, r) in lets {
@@ -86,7 +96,7 @@ fn numbers(body: &Body, lets: &[(ExprId, Pat, ExprId)], index: &Var, ids: &mut F
         }
         out.push(id);
     }
-    out
+    (out, names)
 }
 
 /// Does computing `r` cost something worth storing: a call of a function,
@@ -106,12 +116,20 @@ fn costly(body: &Body, r: ExprId) -> bool {
 /// twice (see the module); returns how many it shared. Nodes are changed
 /// in place (run the optimiser afterwards: it removes what became dead).
 pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
-    // The heads of let chains, outer ones first.
+    let mut shared = 0;
+    for head in chain_heads(b.body, root).into_iter().rev() {
+        shared += share_in_chain(b, globals, head);
+    }
+    shared
+}
+
+/// The heads of let chains, outer ones first.
+fn chain_heads(body: &Body, root: ExprId) -> Vec<ExprId> {
     let mut heads = Vec::new();
     let mut stack = vec![(root, false)];
     while let Some((e, in_chain)) = stack.pop() {
-        let node = b.body.exprs[e].clone();
-        if let Expr::Let(_, r, next) = &node {
+        let node = &body.exprs[e];
+        if let Expr::Let(_, r, next) = node {
             if !in_chain {
                 heads.push(e);
             }
@@ -119,13 +137,84 @@ pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> us
             stack.push((*next, true));
             continue;
         }
-        stack.extend(children(&node).into_iter().map(|c| (c, false)));
+        stack.extend(children(node).into_iter().map(|c| (c, false)));
     }
-    let mut shared = 0;
-    for &head in heads.iter().rev() {
-        shared += share_in_chain(b, globals, head);
+    heads
+}
+
+/// Folds whose accumulators a `$scan` of the same chain of lets also
+/// computes, read from it: reverse mode of `fold` stores the accumulators
+/// with `$scan f a v`, and the primal still computes `fold f a v` (for its
+/// value, or only for the shape of a zero cotangent). In A-normal form, for
+/// `let x = fold f a v` and `let s = $scan f' a' v'` in one chain that binds
+/// no name twice, whose arguments have the same value (alpha-equal, with
+/// the chain's variables compared by value number), neither with an effect,
+/// `x` becomes the last accumulator, `index (sub (size s) 1) s`. A scan
+/// after the fold moves up to just before it, taking the fold's arguments
+/// (which are in scope there). Returns how many folds were replaced.
+pub fn folds_from_scans(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
+    let mut replaced = 0;
+    for head in chain_heads(b.body, root).into_iter().rev() {
+        while fold_from_scan(b, globals, head) {
+            replaced += 1;
+        }
     }
-    shared
+    replaced
+}
+
+/// One fold of the chain at `head` read from a scan; whether there was one.
+fn fold_from_scan(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
+    let (lets, _) = chain(b.body, head);
+    let mut bound: Vec<&Var> = lets.iter().flat_map(|(_, p, _)| p.vars()).collect();
+    let n = bound.len();
+    bound.sort();
+    bound.dedup();
+    if bound.len() != n {
+        return false;
+    }
+    let mut ids = FxHashMap::default();
+    let (_, names) = numbering(b.body, &lets, &Var::new(), &mut ids);
+    let key = |body: &Body, e: ExprId| {
+        key_with(body, e, &|v| names.get(v).map_or_else(|| Tok::Free(v.clone()), |&t| Tok::Node(201, t)))
+    };
+    let args_of = |body: &Body, r: ExprId, p: Prim| match &body.exprs[r] {
+        Expr::Call(Callee::Prim(q), a) if *q == p => Some(*a),
+        _ => None,
+    };
+    let mut cache = Cache::new();
+    for (kf, (node_f, pat_f, rhs_f)) in lets.iter().enumerate() {
+        let (Pat::Var(_), Some(args_f)) = (pat_f, args_of(b.body, *rhs_f, Prim::Fold)) else { continue };
+        if cache.has_effect(b.body, globals, *rhs_f) {
+            continue;
+        }
+        let key_f = key(b.body, args_f);
+        let found = lets.iter().enumerate().find(|(_, (_, pat_s, rhs_s))| {
+            matches!(pat_s, Pat::Var(_)) && args_of(b.body, *rhs_s, Prim::Scan).is_some_and(|a| key(b.body, a) == key_f)
+        });
+        let Some((ks, (node_s, pat_s, rhs_s))) = found else { continue };
+        let Pat::Var(s) = pat_s.clone() else { unreachable!("a variable") };
+        let Expr::Let(_, _, rest_f) = b.body.exprs[*node_f].clone() else { unreachable!("a let") };
+        let scan_ty = b.ty(*rhs_s);
+        let (sv, sv2) = (b.var(&s, scan_ty.clone()), b.var(&s, scan_ty.clone()));
+        let size = b.prim(Prim::Size, vec![sv]);
+        let one = b.integer(1);
+        let at = b.int_op("sub", size, one);
+        let read = b.prim(Prim::Index, vec![at, sv2]);
+        if ks < kf {
+            b.body.exprs[*node_f] = Expr::Let(pat_f.clone(), read, rest_f);
+        } else {
+            // The scan's let becomes its continuation, and the scan of the
+            // fold's arguments is bound just before the fold's let.
+            let Expr::Let(_, _, rest_s) = b.body.exprs[*node_s].clone() else { unreachable!("a let") };
+            b.body.exprs[*node_s] = b.body.exprs[rest_s].clone();
+            let ty = b.ty(*node_f);
+            let fold_let = b.body.alloc_typed(Expr::Let(pat_f.clone(), read, rest_f), ty);
+            let scan = b.body.alloc_typed(Expr::Call(Callee::Prim(Prim::Scan), args_f), scan_ty);
+            b.body.exprs[*node_f] = Expr::Let(Pat::Var(s), scan, fold_let);
+        }
+        return true;
+    }
+    false
 }
 
 fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
