@@ -972,16 +972,27 @@ fn build_const(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 // ---------------------------------------------------------------------------
 // Tangent arithmetic.
 
+/// Is `z` a known zero without effect: written out, or a variable that a
+/// `let` in scope binds to one? (Reverse mode binds the zero cotangents of
+/// a loop's outer variables once and adds them in every iteration.)
+fn known_zero(ctx: &mut Ctx, z: ExprId) -> bool {
+    let bound = match ctx.b.expr(z) {
+        Expr::Var(v) => ctx.scope.lookup(v).and_then(|(_, binding)| binding.value),
+        _ => Some(z),
+    };
+    bound.is_some_and(|r| is_zero(ctx.b.body, r) && ctx.pure(r))
+}
+
 /// `ts_add x 0 ⇒ x` for a known zero without effect.
 fn ts_add_zero_right(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [x, z] = prim_args(ctx, e, Prim::TsAdd)?[..] else { return None };
-    (is_zero(ctx.b.body, z) && ctx.pure(z)).then_some(x)
+    known_zero(ctx, z).then_some(x)
 }
 
 /// `ts_add 0 y ⇒ y` for a known zero without effect, when `y` has the result's type.
 fn ts_add_zero_left(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [z, y] = prim_args(ctx, e, Prim::TsAdd)?[..] else { return None };
-    (is_zero(ctx.b.body, z) && ctx.pure(z) && ctx.ty(y) == ctx.ty(e)).then_some(y)
+    (known_zero(ctx, z) && ctx.ty(y) == ctx.ty(e)).then_some(y)
 }
 
 /// `ts_scale 1.0 x ⇒ x`.
@@ -1339,8 +1350,8 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
     CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
     CoreRule { name: "ts-add-tuple", statement: "ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add an bn) when no component has an effect", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_tuple },
-    CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },
-    CoreRule { name: "ts-add-zero-left", statement: "ts_add 0 y ⇒ y when y has the result's type", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_left },
+    CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },
+    CoreRule { name: "ts-add-zero-left", statement: "ts_add 0 y ⇒ y when y has the result's type (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_left },
     CoreRule { name: "ts-scale-one", statement: "ts_scale 1.0 x ⇒ x", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_one },
     CoreRule { name: "ts-scale-zero", statement: "ts_scale 0.0 y ⇒ the zero shaped like y, when y has no effect and is made of Floats", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_zero },
     CoreRule { name: "ts-scale-of-zero", statement: "ts_scale k 0 ⇒ 0 when k has no effect", group: TANGENT, head: Head::Prim(Prim::TsScale), rewrite: ts_scale_of_zero },

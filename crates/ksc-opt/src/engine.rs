@@ -34,7 +34,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use ksc_ir::{Callee, Expr, ExprId, Prim, Var};
+use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
 use ksc_linmap::builder::Builder;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -188,6 +188,8 @@ struct Slot {
     /// The single argument of a primitive that splats a literal tuple
     /// argument (`print`, `Vec_init`, `lmVCat`, `lmHCat`).
     splat_arg: bool,
+    /// For the body of a `let` of one variable: its right side.
+    value: Option<ExprId>,
 }
 
 /// What the traversal knows about the node it is at from its parent.
@@ -201,7 +203,7 @@ struct Here {
 }
 
 fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
-    let plain = |id| Slot { id, binds: Vec::new(), lam_range: None, splat_arg: false };
+    let plain = |id| Slot { id, binds: Vec::new(), lam_range: None, splat_arg: false, value: None };
     match b.expr(e) {
         Expr::Call(c, arg) => match b.expr(*arg) {
             Expr::Tuple(es) => {
@@ -213,6 +215,7 @@ fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
                         binds: Vec::new(),
                         lam_range: (ranged && i == 1 && matches!(b.expr(id), Expr::Lam(..))).then_some(es[0]),
                         splat_arg: false,
+                        value: None,
                     })
                     .collect()
             }
@@ -221,7 +224,10 @@ fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
                 ..plain(*arg)
             }],
         },
-        Expr::Let(p, r, s) => vec![plain(*r), Slot { binds: p.vars().to_vec(), ..plain(*s) }],
+        Expr::Let(p, r, s) => {
+            let value = matches!(p, Pat::Var(_)).then_some(*r);
+            vec![plain(*r), Slot { binds: p.vars().to_vec(), value, ..plain(*s) }]
+        }
         Expr::Lam(v, _, s) => vec![Slot { binds: vec![v.clone()], ..plain(*s) }],
         node => term::children(node).into_iter().map(plain).collect(),
     }
@@ -370,7 +376,7 @@ impl Run<'_, '_, '_> {
     /// the scope mark to go back to.
     fn enter(&mut self, slot: &Slot) -> usize {
         let range = if slot.binds.is_empty() { None } else { self.here.range };
-        let mark = self.scope.push(&slot.binds, range);
+        let mark = self.scope.push(&slot.binds, range, slot.value);
         self.here = Here { range: slot.lam_range, splat_arg: slot.splat_arg };
         mark
     }

@@ -24,6 +24,8 @@ pub struct Binding {
     pub name: Var,
     /// Set for the index of a `build`/`sumbuild` lambda.
     pub range: Option<Range>,
+    /// The right side of the `let` that binds this variable alone.
+    pub value: Option<ExprId>,
 }
 
 /// The binders in scope, outermost first.
@@ -52,11 +54,12 @@ impl Scope {
         self.binds.iter().enumerate().rev().find(|(_, b)| b.name == name)
     }
 
-    /// Binds `vars` (the range is given to a lambda's single parameter).
-    pub(crate) fn push(&mut self, vars: &[Var], range: Option<ExprId>) -> usize {
+    /// Binds `vars` (the range is given to a lambda's single parameter, the
+    /// value to a let's single variable).
+    pub(crate) fn push(&mut self, vars: &[Var], range: Option<ExprId>, value: Option<ExprId>) -> usize {
         let mark = self.binds.len();
         let range = range.map(|size| Range { size, visible: mark });
-        self.binds.extend(vars.iter().map(|v| Binding { name: v.clone(), range }));
+        self.binds.extend(vars.iter().map(|v| Binding { name: v.clone(), range, value }));
         mark
     }
 

@@ -408,6 +408,14 @@ pub fn is_zero(body: &Body, e: ExprId) -> bool {
                 Expr::Tuple(es) if es.len() == 2 => stack.push(es[1]),
                 _ => return false,
             },
+            // A build of zeros (whose sizes may vary with the index).
+            Expr::Call(Callee::Prim(Prim::Build), arg) => match &body.exprs[*arg] {
+                Expr::Tuple(es) if es.len() == 2 => match &body.exprs[es[1]] {
+                    Expr::Lam(_, _, z) => stack.push(*z),
+                    _ => return false,
+                },
+                _ => return false,
+            },
             _ => return false,
         }
     }
