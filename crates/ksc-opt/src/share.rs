@@ -7,8 +7,9 @@
 //! A-normal form, for a `let x = build n (lam i B1)` followed in the same
 //! chain of lets by a loop over `n` whose body `B2` has a let whose right
 //! side has the same value as a let of `B1` (equal up to the index and the
-//! loop's own lets, by value numbering) and costs something (a call or a
-//! loop, without effect), the first loop also returns that value:
+//! loop's own lets, by value numbering) and costs something (a call other
+//! than arithmetic of scalars, or a loop, without effect), the first loop
+//! also returns that value:
 //!
 //! ```text
 //! let ((x s) (unzip (build n (lam i (let (.. (v e) ..) (tuple r v))))))
@@ -99,17 +100,29 @@ fn numbering(
     (out, names)
 }
 
-/// Does computing `r` cost something worth storing: a call of a function,
-/// or a loop?
+/// Does computing `r` cost something worth storing: a call of a function
+/// other than elementary arithmetic, or a loop?
 fn costly(body: &Body, r: ExprId) -> bool {
     match &body.exprs[r] {
-        Expr::Call(Callee::Fun(_), _) => true,
+        Expr::Call(Callee::Fun(f), _) => !elementary(f),
         Expr::Call(Callee::Prim(p), _) => matches!(
             p,
             Prim::Build | Prim::Sumbuild | Prim::Fold | Prim::BuildSum | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2
         ),
         _ => false,
     }
+}
+
+/// Arithmetic and comparisons of scalars: cheaper to redo than to store in
+/// a vector and load back (`exp`, `tanh` and the like are not).
+fn elementary(f: &ksc_ir::FunName) -> bool {
+    const NAMES: [&str; 15] = ["add", "sub", "mul", "div", "neg", "abs", "max", "min", "to_float", "eq", "ne", "lt", "gt", "lte", "gte"];
+    let scalar = |t: &Type| matches!(t, Type::Float | Type::Integer | Type::Bool);
+    let scalars = |t: &Type| match t {
+        Type::Tuple(ts) => ts.iter().all(scalar),
+        t => scalar(t),
+    };
+    f.derivs.is_empty() && NAMES.contains(&f.base.as_str()) && f.base_ty.as_ref().is_some_and(scalars)
 }
 
 /// Shares the values loops of the A-normal-form tree at `root` compute
