@@ -119,7 +119,7 @@ fn size(body: &Body, e: ExprId, cap: usize) -> usize {
     n
 }
 
-fn children(body: &Body, e: ExprId) -> Vec<ExprId> {
+pub(crate) fn children(body: &Body, e: ExprId) -> Vec<ExprId> {
     match &body.exprs[e] {
         Expr::Call(_, a) | Expr::Lam(_, _, a) => vec![*a],
         Expr::Tuple(es) => es.clone(),

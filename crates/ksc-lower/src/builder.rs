@@ -30,6 +30,9 @@ pub(crate) struct FnBuilder {
     /// Tensors filled with zeros (a `constVec` of zeros computed), not
     /// written since: adding one into an accumulator adds nothing.
     zeros: FxHashSet<VarId>,
+    /// Fresh tensors bound to a `.ks` variable (or one component of it)
+    /// whose only use is still to come: that use may add into them in place.
+    owned: FxHashMap<VarId, (String, Option<usize>)>,
 }
 
 impl FnBuilder {
@@ -182,6 +185,22 @@ impl FnBuilder {
             return None;
         }
         self.reductions.iter().rev().find_map(|t| t.get(&v).cloned())
+    }
+
+    /// Tensor `v`, bound to the variable `name` (its component `comp`), is
+    /// fresh storage and that variable's only use is still to come.
+    pub fn own(&mut self, v: VarId, name: &str, comp: Option<usize>) {
+        self.owned.insert(v, (name.to_string(), comp));
+    }
+
+    /// Is `v` the tensor [`FnBuilder::own`] recorded for `name` (component
+    /// `comp`)? It is handed over once: the answer is yes at most once.
+    pub fn take_owned(&mut self, v: VarId, name: &str, comp: Option<usize>) -> bool {
+        let mine = self.owned.get(&v).is_some_and(|(n, c)| n == name && *c == comp);
+        if mine {
+            self.owned.remove(&v);
+        }
+        mine
     }
 
     /// Tensor `v` has just been filled with zeros.

@@ -366,11 +366,16 @@ impl<'a> Lowerer<'a> {
 
     /// Is the value of `e` storage nothing else refers to?
     pub(crate) fn fresh(&self, body: &ksc_ir::Body, e: ExprId) -> bool {
+        self.fresh_parts(body, e).all()
+    }
+
+    /// Which parts of the value of `e` are storage nothing else refers to.
+    fn fresh_parts(&self, body: &ksc_ir::Body, e: ExprId) -> crate::prims::Fresh {
         let lookup = |g: &FunName| match self.by_name.get(g) {
             Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
         };
-        crate::prims::fresh_expr(body, e, &lookup).all()
+        crate::prims::fresh_expr(body, e, &lookup)
     }
 
     fn func_for(&mut self, d: usize) -> FuncId {
@@ -791,6 +796,7 @@ impl<'a> Lowerer<'a> {
                     return Ok(LVal::Never);
                 }
                 let ctx = self.bind_pat(fb, st, ctx, pat, v, &rty, *next)?;
+                self.own_sole_uses(fb, &ctx, pat, *rhs, *next);
                 self.lower(fb, st, &ctx, *next, tail)
             }
             Expr::If(c, t, f) => {
@@ -916,6 +922,64 @@ impl<'a> Lowerer<'a> {
             }
         }
         Ok(Ctx { env, ..ctx.clone() })
+    }
+
+    /// Records the fresh tensors a `let` just bound (a variable, or a
+    /// component of a tuple variable or pattern) whose only use in `scope` is
+    /// outside any lambda: `ts_add` may add into them in place there instead
+    /// of copying them first (reverse mode adds a one-hot row into the
+    /// cotangent vector a loop just built).
+    fn own_sole_uses(&self, fb: &mut FnBuilder, ctx: &Ctx, pat: &Pat, rhs: ExprId, scope: ExprId) {
+        let body = &self.defs[ctx.def].body;
+        let fresh = self.fresh_parts(body, rhs);
+        let own = |fb: &mut FnBuilder, x: &str, comp: Option<usize>, val: Option<&Bound>| {
+            if let Some(Bound::Val(LVal::Op(Op::Var(id)))) = val {
+                if matches!(fb.vars[id.0 as usize].ty, Type::Tensor(..)) && sole_use(body, scope, x, comp) {
+                    fb.own(*id, x, comp);
+                }
+            }
+        };
+        let part = |f: &crate::prims::Fresh, k: usize| match f {
+            crate::prims::Fresh::Yes => true,
+            crate::prims::Fresh::Tuple(ps) => ps.get(k) == Some(&crate::prims::Fresh::Yes),
+            _ => false,
+        };
+        match pat {
+            Pat::Var(x) => match (ctx.env.get(x), &fresh) {
+                (Some(Bound::Val(LVal::Tuple(vs))), f) => {
+                    for (k, v) in vs.iter().enumerate() {
+                        if part(f, k) {
+                            own(fb, x, Some(k), Some(&Bound::Val(v.clone())));
+                        }
+                    }
+                }
+                (val, crate::prims::Fresh::Yes) => own(fb, x, None, val),
+                _ => {}
+            },
+            Pat::Tuple(xs) => {
+                for (k, x) in xs.iter().enumerate() {
+                    if part(&fresh, k) {
+                        own(fb, x, None, ctx.env.get(x));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Is a fresh tensor an operand `a` of `ts_add` owns (see
+    /// [`Lowerer::own_sole_uses`]): `a` is the variable (or a projection of
+    /// it) whose sole use this is, and `first` its value?
+    pub(crate) fn owned_operand(&self, fb: &mut FnBuilder, body: &ksc_ir::Body, a: ExprId, first: &LVal) -> bool {
+        let LVal::Op(Op::Var(id)) = first else { return false };
+        let (x, comp) = match &body.exprs[a] {
+            Expr::Var(x) => (x, None),
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), t) => match &body.exprs[*t] {
+                Expr::Var(x) => (x, Some(*index as usize - 1)),
+                _ => return false,
+            },
+            _ => return false,
+        };
+        fb.take_owned(*id, x, comp)
     }
 
     /// A value bound to `x` in `scope`: a delayed tensor stays delayed only
@@ -1334,6 +1398,45 @@ pub(crate) struct Uses {
     /// term, or a `$buildSum`'s start or term; a `let` bound inside a
     /// `$buildSum`'s body counts as its term).
     passed: bool,
+}
+
+/// Is there exactly one free occurrence of `x` in `e` that reads all of it
+/// or (with `comp`) its component `comp` by `get$k$n`, outside any lambda?
+fn sole_use(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usize>) -> bool {
+    let mut count = 0;
+    let mut stack = vec![(e, false)];
+    while let Some((e, lam)) = stack.pop() {
+        let hit = match &body.exprs[e] {
+            Expr::Var(v) => v == x,
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), t) if matches!(&body.exprs[*t], Expr::Var(v) if v == x) => {
+                comp.is_none_or(|k| k == *index as usize - 1)
+            }
+            Expr::Let(p, r, b) => {
+                stack.push((*r, lam));
+                if !p.vars().iter().any(|v| v == x) {
+                    stack.push((*b, lam));
+                }
+                false
+            }
+            Expr::Lam(v, _, b) => {
+                if v != x {
+                    stack.push((*b, true));
+                }
+                false
+            }
+            _ => {
+                stack.extend(crate::accum::children(body, e).into_iter().map(|c| (c, lam)));
+                false
+            }
+        };
+        if hit {
+            count += 1;
+            if lam || count > 1 {
+                return false;
+            }
+        }
+    }
+    count == 1
 }
 
 /// The free occurrences of `x` in `e`.

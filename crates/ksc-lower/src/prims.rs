@@ -139,6 +139,8 @@ pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, results: &dyn Fn(&ksc_i
     }
     match &body.exprs[e] {
         Expr::Call(Callee::Fun(g), _) => results(g),
+        // The elements are a fresh `build`; the sum may be the start itself.
+        Expr::Call(Callee::Prim(Prim::BuildSum), _) => Fresh::Tuple(vec![Fresh::Yes, Fresh::No]),
         Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => {
             fresh_expr(body, *a, results).component(*index as usize - 1, *arity as usize)
         }
@@ -305,7 +307,8 @@ impl Lowerer<'_> {
                     if matches!(first, LVal::Never) {
                         return Ok(LVal::Never);
                     }
-                    let fresh = fresh_value(self.body(ctx), a) || self.fresh(self.body(ctx), a);
+                    let body = self.body(ctx);
+                    let fresh = fresh_value(body, a) || self.fresh(body, a) || self.owned_operand(fb, body, a, &first);
                     let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
                     self.accumulate_expr(fb, st, ctx, &acc, b, site)?;
                     return self.acc_value(fb, &acc);

@@ -969,6 +969,58 @@ fn build_const(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     ctx.prim(Prim::ConstVec, vec![n, body])
 }
 
+/// The size a `let` in scope gave the vector variable `v`: `build n ..`,
+/// `constVec n ..`, or the first component of a variable bound to
+/// `$buildSum n ..`; with the scope position of the binding whose right
+/// side holds `n` (its variables mean there what they meant before it).
+fn let_bound_size(ctx: &Ctx, v: &str) -> Option<(ExprId, usize)> {
+    let (pos, binding) = ctx.scope.lookup(v)?;
+    let value = binding.value?;
+    if let Some(args) = prim_args(ctx, value, Prim::Build).or_else(|| prim_args(ctx, value, Prim::ConstVec)) {
+        return Some((args[0], pos));
+    }
+    let [pair] = prim_args(ctx, value, Prim::Get { index: 1, arity: 2 })?[..] else { return None };
+    let Expr::Var(c) = ctx.expr(pair) else { return None };
+    let (cpos, cb) = ctx.scope.lookup(c)?;
+    if cpos >= pos {
+        return None;
+    }
+    Some((prim_args(ctx, cb.value?, Prim::BuildSum)?[0], cpos))
+}
+
+/// `build n (lam q (index q v)) ⇒ v` for a vector variable `v` whose size
+/// is known to be `n`: `n` is `size v`, or a variable bound to `size v`, or
+/// the variable `v`'s `let` gave as its size (reverse mode makes such
+/// copies of a loop's cotangent vector).
+fn build_index_same(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, f] = prim_args(ctx, e, Prim::Build)?[..] else { return None };
+    let (q, _, body) = lam_parts(ctx, f)?;
+    let [i, v] = prim_args(ctx, body, Prim::Index)?[..] else { return None };
+    let (Expr::Var(iq), Expr::Var(vn)) = (ctx.expr(i).clone(), ctx.expr(v).clone()) else { return None };
+    if iq != q || vn == q || ctx.ty(v) != ctx.ty(e) {
+        return None;
+    }
+    let is_v = |ctx: &Ctx, x: ExprId| matches!(ctx.expr(x), Expr::Var(w) if *w == vn);
+    let sized = |ctx: &Ctx, x: ExprId| prim_args(ctx, x, Prim::Size).is_some_and(|a| is_v(ctx, a[0]));
+    let same = match ctx.expr(n).clone() {
+        _ if sized(ctx, n) => true,
+        Expr::Var(nn) => {
+            let bound_before = |ctx: &Ctx, x: &str, at: usize| ctx.scope.lookup(x).is_none_or(|(p, _)| p < at);
+            // v was made with size n, n meaning the same there as here.
+            let made = let_bound_size(ctx, &vn).is_some_and(|(size, at)| {
+                matches!(ctx.expr(size), Expr::Var(m) if *m == nn) && bound_before(ctx, &nn, at)
+            });
+            // n was bound to `size v`, v meaning the same there as here.
+            let measured = ctx.scope.lookup(&nn).and_then(|(p, b)| Some((p, b.value?))).is_some_and(|(p, value)| {
+                sized(ctx, value) && bound_before(ctx, &vn, p)
+            });
+            made || measured
+        }
+        _ => false,
+    };
+    same.then_some(v)
+}
+
 // ---------------------------------------------------------------------------
 // Tangent arithmetic.
 
@@ -1158,6 +1210,9 @@ fn inline_call(ctx: &mut Ctx, call: ExprId) -> Option<ExprId> {
         return None;
     }
     let body = term::copy_tree(ctx.b.body, Some(&def.body), def.root);
+    // Fresh names from now on must not be among the callee's `ksc$` names
+    // (a binder renamed to avoid capture would collide with one of them).
+    term::bump_fresh(ctx.b, body);
     let pat = match &def.params[..] {
         [] => {
             if ctx.pure(arg) {
@@ -1348,6 +1403,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "sumbuild-tuple", statement: "sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. when the body has no effect", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_tuple },
     CoreRule { name: "sum-deltavec", statement: "sum (deltaVec n i e) ⇒ e when i is known to be in 0..n and e is made of numbers", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_deltavec },
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
+    CoreRule { name: "build-index-same", statement: "build n (lam q (index q v)) ⇒ v for a variable v whose size is known to be n (n is size v, a variable bound to size v, or the size v's let built it with)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_index_same },
     CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
     CoreRule { name: "ts-add-tuple", statement: "ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add an bn) when no component has an effect", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_tuple },
     CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },

@@ -17,6 +17,18 @@
 //! loop n (lam j (let (.. (w (index j s)) ..) ..))
 //! ```
 //!
+//! The first loop may also be a `sumbuild` of Floats, whose terms count as
+//! values too (log-sum-exp's `exp`, summed and then read again by the
+//! cotangents):
+//!
+//! ```text
+//! let ((s x) (if (eq n 0) (tuple $dummy (sumbuild n ..))
+//!                ($buildSum n -0.0 (lam i (let (.. (v e) ..) (tuple v r))))))
+//! ```
+//!
+//! (-0.0 + t is t, so the sum is exactly the sumbuild's; an empty range
+//! still runs the sumbuild, which fails as before.)
+//!
 //! Both lets are at the top of their loop bodies, so `B1` computed the
 //! value unconditionally; the free variables it reads outside the loops are
 //! not bound again between them. It costs memory (n values) to save their
@@ -29,13 +41,17 @@ use ksc_linmap::builder::Builder;
 
 use crate::cse::{key_with, Key, Tok};
 use crate::globals::Globals;
-use crate::term::{children, wrap, Cache};
+use crate::term::{self, children, wrap, Cache};
 
 /// A loop over `0 .. size` with an Integer index: its size, its index and
 /// its body.
 fn loop_parts(body: &Body, e: ExprId, first: bool) -> Option<(ExprId, Var, ExprId)> {
     let Expr::Call(Callee::Prim(p), arg) = &body.exprs[e] else { return None };
-    let ok = if first { *p == Prim::Build } else { matches!(p, Prim::Build | Prim::Sumbuild | Prim::BuildSum) };
+    let ok = if first {
+        *p == Prim::Build || (*p == Prim::Sumbuild && *body.ty(e) == Type::Float)
+    } else {
+        matches!(p, Prim::Build | Prim::Sumbuild | Prim::BuildSum)
+    };
     if !ok {
         return None;
     }
@@ -242,7 +258,15 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             Expr::Lit(_) => None,
             _ => continue,
         };
-        let (lets1, result1) = chain(b.body, body1);
+        let summed = matches!(&b.body.exprs[*r1], Expr::Call(Callee::Prim(Prim::Sumbuild), _));
+        let (mut lets1, mut result1) = chain(b.body, body1);
+        if !term::is_atomic(b.body, result1) {
+            // The result is a value too (a sum's term): as if let-bound.
+            let v = b.fresh_name("r");
+            let ty = b.ty(result1);
+            lets1.push((result1, Pat::Var(v.clone()), result1));
+            result1 = b.var(&v, ty);
+        }
         let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
         let vn1 = numbers(b.body, &lets1, &i1, &mut ids);
         // B1's lets by value number: the first of each, if it binds a variable.
@@ -297,29 +321,63 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         }
         // The first loop returns the stored values too.
         let names: Vec<Var> = stores.iter().map(|_| b.fresh_name("stored")).collect();
-        let mut parts = vec![result1];
+        let mut stored = Vec::new();
         let mut tys = Vec::new();
         for &k in &stores {
             let Pat::Var(v) = &lets1[k].1 else { unreachable!("variables only") };
             let ty = b.ty(lets1[k].2);
-            parts.push(b.var(v, ty.clone()));
+            stored.push(b.var(v, ty.clone()));
             tys.push(ty);
         }
-        let result = b.tuple(parts);
-        let new_body = wrap(b, lets1.iter().map(|(_, p, r)| (p.clone(), *r)).collect(), result);
-        let lam = b.lam(&i1, Type::Integer, new_body);
-        let build = b.prim(Prim::Build, vec![size1, lam]);
-        let unzip = b.prim(Prim::Unzip, vec![build]);
         let Expr::Let(_, _, rest1) = b.body.exprs[*node1].clone() else { unreachable!("a let") };
-        let mut pat = vec![x1.clone()];
-        pat.extend(names.iter().cloned());
-        b.body.exprs[*node1] = Expr::Let(Pat::Tuple(pat), unzip, rest1);
+        let lets = lets1.iter().map(|(_, p, r)| (p.clone(), *r)).collect();
+        if summed {
+            // `$buildSum n -0.0 (lam i (tuple stored term))`: the stored
+            // values and the sum (from -0.0, as sumbuild adds). An empty
+            // range still runs the sumbuild, for its error.
+            let stored_part = if stored.len() == 1 { stored[0] } else { b.tuple(stored) };
+            let pair = b.tuple(vec![stored_part, result1]);
+            let new_body = wrap(b, lets, pair);
+            let lam = b.lam(&i1, Type::Integer, new_body);
+            let zero = b.float(-0.0);
+            let both = b.prim(Prim::BuildSum, vec![size1, zero, lam]);
+            let Type::Tuple(parts) = b.ty(both) else { unreachable!("a pair") };
+            let vec_ty = parts[0].clone();
+            let n = b.copy(size1);
+            let zero = b.integer(0);
+            let empty = b.prim(Prim::Eq, vec![n, zero]);
+            let original = term::copy_tree(b.body, None, *r1);
+            let none = b.body.alloc_typed(Expr::Dummy(vec_ty.clone()), vec_ty.clone());
+            let failing = b.tuple(vec![none, original]);
+            let ty = b.ty(both);
+            let rhs = b.body.alloc_typed(Expr::If(empty, failing, both), ty);
+            // Several values: one vector of tuples, read by component.
+            b.body.exprs[*node1] = Expr::Let(Pat::Tuple(vec![names[0].clone(), x1.clone()]), rhs, rest1);
+        } else {
+            let mut parts = vec![result1];
+            parts.extend(stored);
+            let result = b.tuple(parts);
+            let new_body = wrap(b, lets, result);
+            let lam = b.lam(&i1, Type::Integer, new_body);
+            let build = b.prim(Prim::Build, vec![size1, lam]);
+            let unzip = b.prim(Prim::Unzip, vec![build]);
+            let mut pat = vec![x1.clone()];
+            pat.extend(names.iter().cloned());
+            b.body.exprs[*node1] = Expr::Let(Pat::Tuple(pat), unzip, rest1);
+        }
         // The later loops read them.
+        let k = tys.len() as u32;
         for (n2, at, i2) in replace {
             let Expr::Let(p, _, rest) = b.body.exprs[n2].clone() else { unreachable!("a let") };
             let iv = b.var(&i2, Type::Integer);
-            let sv = b.var(&names[at], Type::vec(tys[at].clone()));
-            let read = b.prim(Prim::Index, vec![iv, sv]);
+            let read = if summed && k > 1 {
+                let sv = b.var(&names[0], Type::vec(Type::Tuple(tys.clone())));
+                let row = b.prim(Prim::Index, vec![iv, sv]);
+                b.prim(Prim::Get { index: at as u32 + 1, arity: k }, vec![row])
+            } else {
+                let sv = b.var(&names[at], Type::vec(tys[at].clone()));
+                b.prim(Prim::Index, vec![iv, sv])
+            };
             b.body.exprs[n2] = Expr::Let(p, read, rest);
             shared += 1;
         }

@@ -122,3 +122,19 @@ fn index_of_build_binds_the_index_outside_the_element() {
     );
     assert_eq!(body_text(&d), "(let (j j) (to_float (mul j 2)))");
 }
+
+#[test]
+fn inlining_keeps_fresh_names_clear_of_the_callee_s_names() {
+    // g's body binds `ksc$` names; inlined into f, whose parameter has one
+    // of them, substituting the parameter renames g's binder of that name,
+    // and the new name must not be another of g's (it would then capture).
+    let text = "
+        (def g Float (ksc$dr1 : Float)
+          (let (ksc$r1 ksc$dr1)
+            (let (ksc$r2 (mul ksc$r1 2.0))
+              (let (ksc$r3 (add ksc$r2 1.0))
+                (let (ksc$r4 (mul ksc$r1 ksc$r3))
+                  (add ksc$r4 ksc$r2))))))
+        (def f Float (ksc$r2 : Float) (add 0.5 ($inline (g ksc$r2))))";
+    rewrite(text, "f", &ksc_opt::schedule::core_cleanup(), Value::Float(3.0));
+}

@@ -73,6 +73,24 @@ fn zero_of(g: &mut G, b: &mut Builder, t: &Type) -> ExprId {
     b.prim(Prim::ConstVec, vec![n, z])
 }
 
+/// `f z`, or half the time `let ksc$z = z in f ksc$z` (a zero the rules
+/// know by its let), or a variable that a let between rebinds to a value
+/// that is not zero.
+fn let_bound_zero(g: &mut G, b: &mut Builder, z: ExprId, f: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {
+    if g.rng.chance(50) {
+        return f(b, z);
+    }
+    let ty = b.ty(z);
+    let zv = b.var("ksc$z", ty.clone());
+    let inner = f(b, zv);
+    if g.rng.chance(25) {
+        let other = g.expr(b, &ty, 1);
+        let rebound = b.let_("ksc$z", other, inner);
+        return b.let_("ksc$z", z, rebound);
+    }
+    b.let_("ksc$z", z, inner)
+}
+
 fn call(b: &mut Builder, name: &str, arg: Type, ret: Type, args: Vec<ExprId>) -> ExprId {
     b.call(FunName::typed(name, arg), args, ret)
 }
@@ -374,6 +392,65 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam(&i, Type::Integer, body);
             b.prim(Prim::Sumbuild, vec![n, lam])
         },
+        "build-index-same" => |g, b| {
+            // A copy of a vector variable at its own indices, its size
+            // known three ways: the size its let built it with, a variable
+            // bound to its size, or `size v` in place; and (so the side
+            // conditions are exercised) sometimes a size that differs, or
+            // a variable rebound in between.
+            let n0 = g.size(b, 1);
+            let e = with_var(g, "ksc$idx", Type::Integer, |g| g.expr(b, &Type::Float, 1));
+            let lam = b.lam("ksc$idx", Type::Integer, e);
+            let n_var = b.var("ksc$n", Type::Integer);
+            let made = b.prim(Prim::Build, vec![n_var, lam]);
+            let mut copy_of = |g: &mut G, b: &mut Builder, size: ExprId| {
+                g.build_with(b, size, |g, b| {
+                    let (i, _) = g.env.last().cloned().unwrap();
+                    let iv = b.var(&i, Type::Integer);
+                    let vv = b.var("ksc$v", vf());
+                    b.prim(Prim::Index, vec![iv, vv])
+                })
+            };
+            g.env.push(("ksc$n".into(), Type::Integer));
+            g.env.push(("ksc$v".into(), vf()));
+            let body = match g.rng.below(5) {
+                0 => {
+                    let n = b.var("ksc$n", Type::Integer);
+                    copy_of(g, b, n)
+                }
+                1 => {
+                    let vv = b.var("ksc$v", vf());
+                    let size = b.prim(Prim::Size, vec![vv]);
+                    let inner = {
+                        let m = b.var("ksc$m", Type::Integer);
+                        copy_of(g, b, m)
+                    };
+                    b.let_("ksc$m", size, inner)
+                }
+                2 => {
+                    let vv = b.var("ksc$v", vf());
+                    let size = b.prim(Prim::Size, vec![vv]);
+                    copy_of(g, b, size)
+                }
+                3 => {
+                    let other = g.size(b, 1);
+                    copy_of(g, b, other)
+                }
+                _ => {
+                    // n rebound between v's let and the copy.
+                    let other = g.size(b, 1);
+                    let inner = {
+                        let n = b.var("ksc$n", Type::Integer);
+                        copy_of(g, b, n)
+                    };
+                    b.let_("ksc$n", other, inner)
+                }
+            };
+            g.env.pop();
+            g.env.pop();
+            let with_v = b.let_("ksc$v", made, body);
+            b.let_("ksc$n", n0, with_v)
+        },
         "build-const" => |g, b| {
             let n = g.size(b, 1);
             // The body does not mention the index.
@@ -491,13 +568,13 @@ fn template(rule: &str) -> Option<Template> {
             let t = float_or_vec(g);
             let x = g.expr(b, &t, 2);
             let z = zero_of(g, b, &t);
-            b.prim(Prim::TsAdd, vec![x, z])
+            let_bound_zero(g, b, z, |b, z| b.prim(Prim::TsAdd, vec![x, z]))
         },
         "ts-add-zero-left" => |g, b| {
             let t = float_or_vec(g);
             let x = g.expr(b, &t, 2);
             let z = zero_of(g, b, &t);
-            b.prim(Prim::TsAdd, vec![z, x])
+            let_bound_zero(g, b, z, |b, z| b.prim(Prim::TsAdd, vec![z, x]))
         },
         "ts-scale-one" => |g, b| {
             let t = float_or_vec(g);
