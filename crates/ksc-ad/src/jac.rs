@@ -20,7 +20,6 @@ use rustc_hash::FxHashSet;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 use ksc_linmap::builder::Builder;
 
-
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode); [`hoist_loop_invariants`] recognises the loops by it.
 const COLUMN: &str = "ksc$column";

@@ -9,10 +9,9 @@
 //! that belong to f's first parameter. Without the optimiser, the
 //! unsimplified `[D f]` of a written function is also evaluated as a
 //! linear-map value by the interpreter and applied both ways, against
-//! `[fwd f]` and `[rev f]`. A
-//! point for `f` can be given as
-//! `(def f$at S () ...)` (for sizes that must agree); otherwise vectors have
-//! 3 elements and Integers are 2.
+//! `[fwd f]` and `[rev f]`. A point for `f` can be given as `(def f$at S ()
+//! ...)` (for sizes that must agree); otherwise vectors have 3 elements and
+//! Integers are 2.
 
 mod common;
 

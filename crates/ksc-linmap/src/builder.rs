@@ -78,8 +78,11 @@ impl<'b> Builder<'b> {
         self.call(FunName::typed(op, pair), vec![x, y], Type::Integer)
     }
 
-    /// `op x y` comparing Integers (`lt`, `lte`, `eq`): a Bool.
+    /// `op x y` comparing Integers (`lt`, `lte`, `gt`, `gte`): a Bool.
+    /// Equality is not a prelude function but the primitive `eq`
+    /// (`Prim::Eq`).
     pub fn int_test(&mut self, op: &str, x: ExprId, y: ExprId) -> ExprId {
+        debug_assert!(!matches!(op, "eq" | "ne"), "Integer `{op}` is a primitive, not a prelude function");
         let pair = Type::Tuple(vec![Type::Integer, Type::Integer]);
         self.call(FunName::typed(op, pair), vec![x, y], Type::Bool)
     }

@@ -320,7 +320,13 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             continue;
         }
         // The first loop returns the stored values too.
-        let names: Vec<Var> = stores.iter().map(|_| b.fresh_name("stored")).collect();
+        // A summed loop keeps its values in one vector (of tuples, for
+        // several); a built one in a vector each.
+        let names: Vec<Var> = if summed {
+            vec![b.fresh_name("stored")]
+        } else {
+            stores.iter().map(|_| b.fresh_name("stored")).collect()
+        };
         let mut stored = Vec::new();
         let mut tys = Vec::new();
         for &k in &stores {
@@ -351,7 +357,6 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             let failing = b.tuple(vec![none, original]);
             let ty = b.ty(both);
             let rhs = b.body.alloc_typed(Expr::If(empty, failing, both), ty);
-            // Several values: one vector of tuples, read by component.
             b.body.exprs[*node1] = Expr::Let(Pat::Tuple(vec![names[0].clone(), x1.clone()]), rhs, rest1);
         } else {
             let mut parts = vec![result1];

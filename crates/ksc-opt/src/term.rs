@@ -395,8 +395,8 @@ pub fn bump_fresh(b: &mut Builder, root: ExprId) {
     }
 }
 
-/// Is `e` a known zero: `0.0`, `0`, `()`, a tuple of zeros, or
-/// `constVec n z` of a zero (the original's `isKZero`)?
+/// Is `e` a known zero: `0.0`, `0`, `()`, a tuple of zeros, `constVec n z`
+/// of a zero (the original's `isKZero`), or `build n (lam i z)` of one?
 pub fn is_zero(body: &Body, e: ExprId) -> bool {
     let mut stack = vec![e];
     while let Some(x) = stack.pop() {

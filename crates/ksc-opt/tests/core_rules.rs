@@ -403,7 +403,7 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam("ksc$idx", Type::Integer, e);
             let n_var = b.var("ksc$n", Type::Integer);
             let made = b.prim(Prim::Build, vec![n_var, lam]);
-            let mut copy_of = |g: &mut G, b: &mut Builder, size: ExprId| {
+            let copy_of = |g: &mut G, b: &mut Builder, size: ExprId| {
                 g.build_with(b, size, |g, b| {
                     let (i, _) = g.env.last().cloned().unwrap();
                     let iv = b.var(&i, Type::Integer);
