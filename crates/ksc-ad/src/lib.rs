@@ -404,7 +404,9 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
     };
     run(def);
-    if def.name.derivs.first() == Some(&Derivation::Rev) && share_loop_values(def, globals) {
+    if matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
+        && share_loop_values(def, globals)
+    {
         // The primal values its loops compute twice, computed once.
         run(def);
     }

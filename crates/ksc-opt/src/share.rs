@@ -33,10 +33,17 @@
 //! value unconditionally; the free variables it reads outside the loops are
 //! not bound again between them. It costs memory (n values) to save their
 //! recomputation.
+//!
+//! Forward mode makes the same pattern the other way round: the primal
+//! loop calls `g a`, and the later loop of the tangents calls `[fwdt g] (a,
+//! da)`, whose first component is `g a` (value numbering knows it). Such a
+//! later loop, which has the value cheaply (a projection) where the earlier
+//! one computes it at a cost, moves up before the earlier one when nothing
+//! it reads is bound in between, and is then the first loop above.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
+use ksc_ir::{Body, Callee, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
 use ksc_linmap::builder::Builder;
 
 use crate::cse::{key_with, Key, Tok};
@@ -81,6 +88,12 @@ fn numbers(body: &Body, lets: &[(ExprId, Pat, ExprId)], index: &Var, ids: &mut F
 }
 
 /// [`numbers`], and the token of each variable the lets bind.
+///
+/// Forward mode computes a callee's value and tangent with one call, `p =
+/// [fwdt g] (a, da)`, and reads the value as `get$1$2 p`: that value is
+/// numbered as `g a` is (with `a` the tuple a variable is bound to, as in a
+/// call's literal argument tuple), so a loop that calls `g a` itself can
+/// read it from the one that calls `[fwdt g]`.
 fn numbering(
     body: &Body,
     lets: &[(ExprId, Pat, ExprId)],
@@ -88,9 +101,12 @@ fn numbering(
     ids: &mut FxHashMap<Key, u32>,
 ) -> (Vec<u32>, FxHashMap<Var, u32>) {
     let mut names: FxHashMap<Var, u32> = FxHashMap::default();
+    // Variables bound to a `[fwdt g] (a, da)` (g and a), and to a tuple.
+    let mut pairs: FxHashMap<&Var, (FunName, ExprId)> = FxHashMap::default();
+    let mut tuples: FxHashMap<&Var, ExprId> = FxHashMap::default();
     let mut out = Vec::new();
     for (_, p, r) in lets {
-        let key = key_with(body, *r, &|v| {
+        let token = |v: &Var| {
             if v == index {
                 Tok::Node(200, 0)
             } else if let Some(&t) = names.get(v) {
@@ -98,12 +114,37 @@ fn numbering(
             } else {
                 Tok::Free(v.clone())
             }
-        });
+        };
+        let key = match value_of_pair(body, *r, &pairs) {
+            Some((g, a)) => {
+                let a = match &body.exprs[a] {
+                    Expr::Var(v) => tuples.get(v).copied().unwrap_or(a),
+                    _ => a,
+                };
+                let mut key = vec![Tok::Node(1, 0), Tok::Fun(g.clone())];
+                key.extend(key_with(body, a, &token));
+                key
+            }
+            None => key_with(body, *r, &token),
+        };
         let next = ids.len() as u32;
         let id = *ids.entry(key).or_insert(next);
         match p {
             Pat::Var(v) => {
                 names.insert(v.clone(), id * 64);
+                match &body.exprs[*r] {
+                    Expr::Tuple(_) => {
+                        tuples.insert(v, *r);
+                    }
+                    Expr::Call(Callee::Fun(h), arg) => {
+                        if let (Some((Derivation::FwdT, g)), Expr::Tuple(xs)) = (h.inner(), &body.exprs[*arg]) {
+                            if let [a, _] = xs[..] {
+                                pairs.insert(v, (g, a));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
             }
             Pat::Tuple(vs) => {
                 for (c, v) in vs.iter().enumerate() {
@@ -114,6 +155,13 @@ fn numbering(
         out.push(id);
     }
     (out, names)
+}
+
+/// `(g, a)` if `r` is `get$1$2 p` with `p` bound to `[fwdt g] (a, da)`.
+fn value_of_pair<'p>(body: &Body, r: ExprId, pairs: &'p FxHashMap<&Var, (FunName, ExprId)>) -> Option<(&'p FunName, ExprId)> {
+    let Expr::Call(Callee::Prim(Prim::Get { index: 1, arity: 2 }), arg) = &body.exprs[r] else { return None };
+    let Expr::Var(p) = &body.exprs[*arg] else { return None };
+    pairs.get(p).map(|(g, a)| (g, *a))
 }
 
 /// Does computing `r` cost something worth storing: a call of a function
@@ -145,11 +193,126 @@ fn elementary(f: &ksc_ir::FunName) -> bool {
 /// twice (see the module); returns how many it shared. Nodes are changed
 /// in place (run the optimiser afterwards: it removes what became dead).
 pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
+    name_pair_values(b, root);
     let mut shared = 0;
     for head in chain_heads(b.body, root).into_iter().rev() {
+        while hoist_provider(b, globals, head) {}
         shared += share_in_chain(b, globals, head);
     }
     shared
+}
+
+/// Are two loop sizes the same variable or literal?
+fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
+    match (&body.exprs[a], &body.exprs[b]) {
+        (Expr::Var(u), Expr::Var(v)) => u == v,
+        (Expr::Lit(l), Expr::Lit(m)) => l == m,
+        _ => false,
+    }
+}
+
+/// The lets of a consumer loop's body (its index `ci`, its lets and
+/// result) that have the value of a let of a provider loop's body (its lets
+/// and index `pi`), both binding a variable, and cost something, without
+/// effect, and whose value the consumer still needs once the later ones
+/// are read from the provider: (the consumer's let node, the position of
+/// the provider's let).
+fn common_values(
+    body: &Body,
+    globals: &Globals,
+    cache: &mut Cache,
+    (provider, pi): (&[(ExprId, Pat, ExprId)], &Var),
+    (consumer, ci, result): (&[(ExprId, Pat, ExprId)], &Var, ExprId),
+) -> Vec<(ExprId, usize)> {
+    let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
+    let mut by_vn: FxHashMap<u32, usize> = FxHashMap::default();
+    for (k, vn) in numbers(body, provider, pi, &mut ids).into_iter().enumerate() {
+        by_vn.entry(vn).or_insert(k);
+    }
+    let vn2 = numbers(body, consumer, ci, &mut ids);
+    let mut needed: FxHashSet<Var> = cache.free_vars(body, result).iter().cloned().collect();
+    let mut out = Vec::new();
+    for ((node, p, r), vn) in consumer.iter().zip(vn2).rev() {
+        let effect = cache.has_effect(body, globals, *r);
+        if !effect && !p.vars().iter().any(|v| needed.contains(v)) {
+            continue;
+        }
+        if let Some(&k) = by_vn.get(&vn) {
+            if matches!(p, Pat::Var(_)) && matches!(provider[k].1, Pat::Var(_)) && costly(body, *r) && !effect {
+                out.push((*node, k));
+                continue;
+            }
+        }
+        needed.extend(cache.free_vars(body, *r).iter().cloned());
+    }
+    out.reverse();
+    out
+}
+
+/// Names the value of every `p = [fwdt g] (a, da)` of a chain of lets,
+/// `let v = get$1$2 p` after it, so that [`share_in_chain`] can store it
+/// (the optimiser removes the lets that stay unread).
+fn name_pair_values(b: &mut Builder, root: ExprId) {
+    for head in chain_heads(b.body, root) {
+        let (lets, _) = chain(b.body, head);
+        for (node, p, r) in lets {
+            let (Pat::Var(pv), Expr::Call(Callee::Fun(h), _)) = (&p, &b.body.exprs[r]) else { continue };
+            if !matches!(h.inner(), Some((Derivation::FwdT, _))) {
+                continue;
+            }
+            let Expr::Let(_, _, next) = b.body.exprs[node].clone() else { unreachable!("a let") };
+            let pair_ty = b.ty(r);
+            let v = b.fresh_name("value");
+            let pair = b.var(pv, pair_ty);
+            let get = b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair]);
+            let ty = b.ty(next);
+            let named = b.body.alloc_typed(Expr::Let(Pat::Var(v), get, next), ty);
+            b.body.exprs[node] = Expr::Let(p, r, named);
+        }
+    }
+}
+
+/// Moves a loop of the chain at `head` up to just before an earlier loop
+/// over the same size that computes at a cost a value the moved loop has
+/// cheaply (not costly to it: a projection), when it has no effect and
+/// nothing it reads is bound in between. That is forward mode's tangent
+/// loop, whose `[fwdt g] (a, da)` calls give `g a`, which the primal loop
+/// before it computes again; moved, it is the first loop that
+/// [`share_in_chain`] stores values of. Whether a loop moved.
+fn hoist_provider(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
+    let (lets, _) = chain(b.body, head);
+    let mut cache = Cache::new();
+    for (k2, (node2, p2, r2)) in lets.iter().enumerate() {
+        let Some((size2, i2, body2)) = loop_parts(b.body, *r2, true) else { continue };
+        if !matches!(p2, Pat::Var(_)) || cache.has_effect(b.body, globals, *r2) {
+            continue;
+        }
+        let free2 = cache.free_vars(b.body, *r2);
+        let (lets2, _) = chain(b.body, body2);
+        for (node1, p1, r1) in lets[..k2].iter().rev() {
+            if p1.vars().iter().any(|v| free2.contains(v)) {
+                break;
+            }
+            let Some((size1, i1, body1)) = loop_parts(b.body, *r1, false) else { continue };
+            if !same_size(b.body, size1, size2) {
+                continue;
+            }
+            let (lets1, result1) = chain(b.body, body1);
+            let found = common_values(b.body, globals, &mut cache, (&lets2, &i2), (&lets1, &i1, result1));
+            if !found.iter().any(|&(_, k)| !costly(b.body, lets2[k].2)) {
+                continue;
+            }
+            // The loop's let becomes its continuation; the loop is bound
+            // just before the earlier one.
+            let Expr::Let(_, _, rest2) = b.body.exprs[*node2].clone() else { unreachable!("a let") };
+            b.body.exprs[*node2] = b.body.exprs[rest2].clone();
+            let ty = b.ty(*node1);
+            let moved = b.body.alloc_typed(b.body.exprs[*node1].clone(), ty.clone());
+            b.body.exprs[*node1] = Expr::Let(p2.clone(), *r2, moved);
+            return true;
+        }
+    }
+    false
 }
 
 /// The heads of let chains, outer ones first.
@@ -267,13 +430,6 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             lets1.push((result1, Pat::Var(v.clone()), result1));
             result1 = b.var(&v, ty);
         }
-        let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
-        let vn1 = numbers(b.body, &lets1, &i1, &mut ids);
-        // B1's lets by value number: the first of each, if it binds a variable.
-        let mut by_vn: FxHashMap<u32, usize> = FxHashMap::default();
-        for (k, &vn) in vn1.iter().enumerate() {
-            by_vn.entry(vn).or_insert(k);
-        }
         // The free variables B1's lets read from outside.
         let free1: Vec<Var> = {
             let mut vs: Vec<Var> = Vec::new();
@@ -287,27 +443,14 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         let mut replace: Vec<(ExprId, usize, Var)> = Vec::new();
         for (_, p2, r2) in &outer[k1 + 1..] {
             if let Some((size2, i2, body2)) = loop_parts(b.body, *r2, false) {
-                let same_size = match (&b.body.exprs[size1], &b.body.exprs[size2]) {
-                    (Expr::Var(u), Expr::Var(v)) => u == v,
-                    (Expr::Lit(l), Expr::Lit(m)) => l == m,
-                    _ => false,
-                };
-                if same_size {
-                    let (lets2, _) = chain(b.body, body2);
-                    let vn2 = numbers(b.body, &lets2, &i2, &mut ids);
-                    for ((n2, p, r), vn) in lets2.iter().zip(vn2) {
-                        let Some(&k) = by_vn.get(&vn) else { continue };
-                        if !matches!(p, Pat::Var(_)) || !matches!(lets1[k].1, Pat::Var(_)) {
-                            continue;
-                        }
-                        if !costly(b.body, *r) || cache.has_effect(b.body, globals, *r) {
-                            continue;
-                        }
+                if same_size(b.body, size1, size2) {
+                    let (lets2, result2) = chain(b.body, body2);
+                    for (n2, k) in common_values(b.body, globals, &mut cache, (&lets1, &i1), (&lets2, &i2, result2)) {
                         let at = stores.iter().position(|&s| s == k).unwrap_or_else(|| {
                             stores.push(k);
                             stores.len() - 1
                         });
-                        replace.push((*n2, at, i2.clone()));
+                        replace.push((n2, at, i2.clone()));
                     }
                 }
             }
