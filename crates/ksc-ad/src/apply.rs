@@ -1237,6 +1237,9 @@ impl Rev<'_, '_> {
         let (f1, a1, v2) = (import(b, self.src, f), import(b, self.src, acc), import(b, self.src, v));
         let accs = b.prim(Prim::Scan, vec![f1, a1, v2]);
         let accs = self.emit(b, "accs", accs);
+        let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
+        let last = b.int_op("sub", nv, one);
+        let last = self.emit(b, "last", last);
         let sc_name = match &self.src.exprs[sc] {
             Expr::Var(x) => x.clone(),
             _ => return internal("lmFold whose scope is not a variable"),
@@ -1270,9 +1273,8 @@ impl Rev<'_, '_> {
         let rk_val = get(b, c, 1, 2);
         let pv = b.var(&p, p_ty.clone());
         let k = get(b, pv, 2, 2);
-        let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
-        let last = b.int_op("sub", nv, one);
-        let i = b.int_op("sub", last, k);
+        let lastv = b.var(&last.0, last.1.clone());
+        let i = b.int_op("sub", lastv, k);
         let i_name = b.fresh_name("i");
         let i_var = b.var(&i_name, Type::Integer);
         let d = step(self, b, i_var, (rk.clone(), da_ty.clone()))?;

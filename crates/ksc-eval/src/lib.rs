@@ -91,9 +91,13 @@ pub struct Interpreter<'a> {
 impl<'a> Interpreter<'a> {
     /// The number of calls (of functions, prelude functions and primitives
     /// other than the tuple projections `get$i$n`, which compiled code does
-    /// not execute) evaluated since the interpreter was made: a
-    /// deterministic measure of the work a program does, used to check the
-    /// cost of derivatives.
+    /// not execute) evaluated since the interpreter was made, plus the
+    /// loads of loops: `fold`, `$scan`, `$scanSum`, `map` and `map2` read
+    /// each element of the vectors they are given, one operation each as
+    /// `index` is, except a vector written in place as a `build` (the
+    /// backend fuses it into the loop, which computes the element instead).
+    /// A deterministic measure of the work a program does, used to check
+    /// the cost of derivatives.
     pub fn operations(&self) -> u64 {
         self.ops
     }

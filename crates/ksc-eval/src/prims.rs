@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use ksc_ir::{Expr, ExprId, Prim, Type};
+use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 
 use crate::eval::{Compiled, Lambda, Machine, R};
 use crate::linmap::{CallClosure, LinMap, LmFail};
@@ -173,6 +173,30 @@ pub fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
     Value::Tensor(Rc::new(Tensor { shape, data }))
 }
 
+/// The operation count's loads of a loop primitive: reading an element of
+/// a vector the loop is given counts one, as `index` does, unless the vector
+/// is written in place as a `build`, which the backend fuses into the loop
+/// (the element is computed there, not loaded).
+fn loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
+    let read: &[usize] = match p {
+        Prim::Fold | Prim::Scan => &[2],
+        Prim::ScanSum => &[3],
+        Prim::Map => &[1],
+        Prim::Map2 => &[1, 2],
+        _ => return 0,
+    };
+    let body = &cx.def.body;
+    let written = body.call_args(arg);
+    read.iter()
+        .filter(|&&k| !matches!(written.get(k).map(|&e| &body.exprs[e]), Some(Expr::Call(Callee::Prim(Prim::Build), _))))
+        .map(|&k| match args.get(k) {
+            Value::Tensor(t) => t.data.len() as u64,
+            Value::Tape(_, len) => *len as u64,
+            _ => 0,
+        })
+        .sum()
+}
+
 impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     /// Evaluates a call of a primitive.
     #[inline(never)]
@@ -207,6 +231,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             _ => {}
         }
         let mut args = self.prim_args(cx, base, call, arg, arity(p))?;
+        self.ops += loads(cx, p, arg, &args);
         let r = self.prim(cx, base, call, p, arg, &mut args);
         // Errors from inside a lambda already have their location.
         r.map_err(|e| match e {
