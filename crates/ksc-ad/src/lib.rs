@@ -4,6 +4,7 @@
 //! for, and the derivatives of callees on demand.
 
 pub mod apply;
+pub mod chain;
 pub mod derive;
 pub mod jac;
 pub mod jacobians;
@@ -404,6 +405,16 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
     };
     run(def);
+    if def.name.derivs.first() == Some(&Derivation::Rev) {
+        // A callee's primal and reverse pass inlined together, level by
+        // level, so its primal values are computed once (`chain.rs`).
+        for _ in 0..chain::MAX_LEVELS {
+            if !chain::mark_paired_calls(def, globals) {
+                break;
+            }
+            run(def);
+        }
+    }
     if matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
         && share_loop_values(def, globals)
     {

@@ -60,6 +60,19 @@ struct Family {
     input: fn(usize) -> String,
 }
 
+/// A chain of eight functions, each a loop over the result of the one below.
+const CALL_CHAIN: &str = "
+(def g1 (Vec Float) (v : Vec Float) (build (size v) (lam (i : Integer) (let (x (index i v)) (add (sin x) (mul x (cos x)))))))
+(def g2 (Vec Float) (v : Vec Float) (let (w (g1 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g3 (Vec Float) (v : Vec Float) (let (w (g2 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g4 (Vec Float) (v : Vec Float) (let (w (g3 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g5 (Vec Float) (v : Vec Float) (let (w (g4 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g6 (Vec Float) (v : Vec Float) (let (w (g5 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g7 (Vec Float) (v : Vec Float) (let (w (g6 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def g8 (Vec Float) (v : Vec Float) (let (w (g7 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+(def f Float (v : Vec Float) (let (w (g8 v)) (sumbuild (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
+";
+
 fn families() -> Vec<Family> {
     let vf = Type::vec(Type::Float);
     vec![
@@ -111,6 +124,15 @@ fn families() -> Vec<Family> {
             program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))",
             arg_ty: vf.clone(),
             input: |n| format!("(build {n} (lam (i : Integer) 1.001))"),
+        },
+        Family {
+            name: "call chain",
+            // g1 <- g2 <- ... <- g8 <- f, each a loop over the vector the
+            // one below returns: reverse mode must not recompute the levels
+            // below each level.
+            program: CALL_CHAIN,
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
         },
         Family {
             name: "recursive product",

@@ -1139,11 +1139,13 @@ fn fold_integer(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 }
 
 /// `lt`/`gt`/`lte`/`gte` of two Float or Integer literals, and `eq`/`ne` of Integer, Bool or String literals ⇒ the Bool.
+/// Also a comparison of an Integer variable with itself (`lt n n ⇒ false`, `lte n n ⇒ true`, ...).
 fn fold_compare(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (c, comps, _) = call_parts(ctx, e)?;
     let [a, b] = comps[..] else { return None };
     let (la, lb) = match (ctx.expr(a), ctx.expr(b)) {
         (Expr::Lit(x), Expr::Lit(y)) => (x.clone(), y.clone()),
+        (Expr::Var(x), Expr::Var(y)) if x == y && ctx.ty(a) == Type::Integer => (Lit::Integer(0), Lit::Integer(0)),
         _ => return None,
     };
     let value = match &c {
@@ -1418,7 +1420,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "assert-true", statement: "assert true e ⇒ e", group: IF, head: Head::Assert, rewrite: assert_true },
     CoreRule { name: "fold-float", statement: "add/sub/mul/div/neg of Float literals (built-ins), ts_add/ts_scale of Float literals ⇒ the literal, when finite", group: FOLD, head: Head::AnyCall, rewrite: fold_float },
     CoreRule { name: "fold-integer", statement: "add/sub/mul/div/neg of Integer literals (built-ins) ⇒ the literal, unless it overflows or divides by zero", group: FOLD, head: Head::Fun, rewrite: fold_integer },
-    CoreRule { name: "fold-compare", statement: "lt/gt/lte/gte of number literals, eq/ne of Integer, Bool or String literals ⇒ the Bool", group: FOLD, head: Head::AnyCall, rewrite: fold_compare },
+    CoreRule { name: "fold-compare", statement: "lt/gt/lte/gte of number literals, eq/ne of Integer, Bool or String literals, any of an Integer variable with itself ⇒ the Bool", group: FOLD, head: Head::AnyCall, rewrite: fold_compare },
     CoreRule { name: "lt-index-size", statement: "lt i n ⇒ true when i is the index of a build or sumbuild of size n", group: FOLD, head: Head::Fun, rewrite: lt_index_size },
     CoreRule { name: "shape-trivial", statement: "shape e ⇒ () when e's type has a trivial shape and e has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_trivial },
     CoreRule { name: "shape-tuple", statement: "shape (tuple e1 .. en) ⇒ tuple (shape e1) .. (shape en)", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_tuple },

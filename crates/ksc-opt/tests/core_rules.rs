@@ -634,16 +634,38 @@ fn template(rule: &str) -> Option<Template> {
             call(b, "sub", common::terms::ii(), Type::Integer, vec![folded, x])
         },
         "fold-compare" => |g, b| {
-            let c = if g.rng.chance(50) {
-                let (p, q) = (g.lit_float(b), g.lit_float(b));
-                let op = *g.rng.pick(&["lt", "gt", "lte", "gte"]);
-                call(b, op, ff(), Type::Bool, vec![p, q])
-            } else {
-                let (p, q) = (g.lit_int(b), g.lit_int(b));
-                b.prim(Prim::Eq, vec![p, q])
+            // Literals, or an Integer variable compared with itself.
+            let mut bound = None;
+            let c = match g.rng.below(3) {
+                0 => {
+                    let (p, q) = (g.lit_float(b), g.lit_float(b));
+                    let op = *g.rng.pick(&["lt", "gt", "lte", "gte"]);
+                    call(b, op, ff(), Type::Bool, vec![p, q])
+                }
+                1 => {
+                    let (p, q) = (g.lit_int(b), g.lit_int(b));
+                    b.prim(Prim::Eq, vec![p, q])
+                }
+                _ => {
+                    let k = g.name();
+                    bound = Some((k.clone(), g.expr(b, &Type::Integer, 1)));
+                    let (p, q) = (b.var(&k, Type::Integer), b.var(&k, Type::Integer));
+                    match g.rng.below(6) {
+                        0 => b.prim(Prim::Eq, vec![p, q]),
+                        1 => b.prim(Prim::Ne, vec![p, q]),
+                        _ => {
+                            let op = *g.rng.pick(&["lt", "gt", "lte", "gte"]);
+                            call(b, op, common::terms::ii(), Type::Bool, vec![p, q])
+                        }
+                    }
+                }
             };
             let (t, f) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
-            b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+            let e = b.body.alloc_typed(Expr::If(c, t, f), Type::Float);
+            match bound {
+                Some((k, rhs)) => b.let_(&k, rhs, e),
+                None => e,
+            }
         },
         "lt-index-size" => |g, b| {
             // build n (lam i (if (lt i n) t f)): always t.

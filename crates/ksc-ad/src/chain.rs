@@ -1,0 +1,80 @@
+//! Reverse mode of a chain of calls without recomputing the callees.
+//!
+//! `[rev f]` computes a callee's value, `y = g a`, in its primal part and
+//! calls `[rev g] (a, r)` in its reverse part; `[rev g]` computes g's
+//! primal again (its own callees' values, for their reverse passes). In a
+//! chain of calls g1 <- g2 <- ... <- gD each level is recomputed by every
+//! level above it: reverse mode costs D times the primal, not a constant.
+//!
+//! Outside lambdas, a `[rev g] (a, r)` whose `g a` (the same argument,
+//! written the same) `[rev f]` also computes, with g not recursive (a
+//! recursive g has its tape), has both calls marked `$inline`: the next
+//! optimisation inlines them, and CSE computes g's primal values once, for
+//! both. The inlined `[rev g]` has the same pattern with g's callees, so
+//! the optimiser runs again, level by level, until nothing is marked or the
+//! body reaches [`BUDGET`] nodes (beyond it, levels are recomputed as
+//! before).
+
+use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, FunName, Prim};
+
+/// The most nodes `[rev f]`'s body may have for more calls to be inlined
+/// into it.
+pub const BUDGET: usize = 20_000;
+
+/// The most levels inlined (optimiser runs).
+pub const MAX_LEVELS: usize = 16;
+
+/// The most nodes a callee may have to be inlined.
+const CALLEE: usize = 6_000;
+
+/// Marks the paired calls of `[rev f]` (see the module) with `$inline`;
+/// whether it marked any.
+pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
+    if !ksc_opt::Measure::Arena.at_most(def, BUDGET) {
+        return false;
+    }
+    // The calls outside lambdas: primal ones, and reverse passes.
+    let mut primal: Vec<(ExprId, FunName, ExprId)> = Vec::new();
+    let mut reverse: Vec<(ExprId, FunName, ExprId)> = Vec::new();
+    let mut stack = vec![def.root];
+    while let Some(e) = stack.pop() {
+        match &def.body.exprs[e] {
+            Expr::Lam(..) | Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
+            Expr::Call(Callee::Fun(h), arg) => match h.inner() {
+                None => primal.push((e, h.clone(), *arg)),
+                Some((Derivation::Rev, g)) => {
+                    if let Expr::Tuple(xs) = &def.body.exprs[*arg] {
+                        if let [a, _] = xs[..] {
+                            reverse.push((e, g, a));
+                        }
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
+    }
+    let inlinable = |g: &FunName| {
+        !globals.is_recursive(g)
+            && globals.small_def(g, CALLEE, ksc_opt::Measure::Arena).is_some()
+            && globals.small_def(&g.derived(Derivation::Rev), CALLEE, ksc_opt::Measure::Arena).is_some()
+    };
+    let mut marked = Vec::new();
+    for (r, g, a) in &reverse {
+        let pair = primal.iter().find(|(_, h, arg)| h == g && def.body.same_tree(*arg, &def.body, *a));
+        if let Some(&(p, _, _)) = pair {
+            if inlinable(g) {
+                marked.extend([*r, p]);
+            }
+        }
+    }
+    marked.sort();
+    marked.dedup();
+    for &e in &marked {
+        let ty = def.body.ty(e).clone();
+        let call = def.body.alloc_typed(def.body.exprs[e].clone(), ty);
+        def.body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
+    }
+    !marked.is_empty()
+}
