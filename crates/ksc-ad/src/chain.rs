@@ -6,14 +6,19 @@
 //! chain of calls g1 <- g2 <- ... <- gD each level is recomputed by every
 //! level above it: reverse mode costs D times the primal, not a constant.
 //!
-//! Outside lambdas, a `[rev g] (a, r)` whose `g a` (the same argument,
-//! written the same) `[rev f]` also computes, with g not recursive (a
-//! recursive g has its tape), has both calls marked `$inline`: the next
-//! optimisation inlines them, and CSE computes g's primal values once, for
-//! both. The inlined `[rev g]` has the same pattern with g's callees, so
-//! the optimiser runs again, level by level, until nothing is marked or the
-//! body reaches [`BUDGET`] nodes (beyond it, levels are recomputed as
-//! before).
+//! A `[rev g] (a, r)` whose `g a` (the same argument, written the same)
+//! `[rev f]` also computes in the same lambda body (or both outside
+//! lambdas), with g not recursive (a recursive g has its tape), has both
+//! calls marked `$inline`: the next optimisation inlines them, and CSE
+//! computes g's primal values once, for both. The inlined `[rev g]` has the
+//! same pattern with g's callees, so the optimiser runs again, level by
+//! level, until nothing is marked or the body reaches [`BUDGET`] nodes
+//! (beyond it, levels are recomputed as before). This runs after the loops'
+//! values are shared (`share_loop_values`), which reads a loop's primal
+//! call from the loop before it, so no `g a` is left to pair there; and the
+//! sharing runs again afterwards, on what inlining exposed (LSTM: the
+//! inlined `[rev lstm_predict]` of the step re-runs the layer fold, read
+//! from the `$scan` of its reverse pass instead).
 
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, FunName, Prim};
 
@@ -33,19 +38,22 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     if !ksc_opt::Measure::Arena.at_most(def, BUDGET) {
         return false;
     }
-    // The calls outside lambdas: primal ones, and reverse passes.
-    let mut primal: Vec<(ExprId, FunName, ExprId)> = Vec::new();
-    let mut reverse: Vec<(ExprId, FunName, ExprId)> = Vec::new();
-    let mut stack = vec![def.root];
-    while let Some(e) = stack.pop() {
+    // The calls, primal ones and reverse passes, with the lambda they are
+    // in (None outside lambdas).
+    type Calls = Vec<(ExprId, FunName, ExprId, Option<ExprId>)>;
+    let (mut primal, mut reverse): (Calls, Calls) = (Vec::new(), Vec::new());
+    let mut stack = vec![(def.root, None)];
+    while let Some((e, lam)) = stack.pop() {
+        let mut inner = lam;
         match &def.body.exprs[e] {
-            Expr::Lam(..) | Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
+            Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
+            Expr::Lam(..) => inner = Some(e),
             Expr::Call(Callee::Fun(h), arg) => match h.inner() {
-                None => primal.push((e, h.clone(), *arg)),
+                None => primal.push((e, h.clone(), *arg, lam)),
                 Some((Derivation::Rev, g)) => {
                     if let Expr::Tuple(xs) = &def.body.exprs[*arg] {
                         if let [a, _] = xs[..] {
-                            reverse.push((e, g, a));
+                            reverse.push((e, g, a, lam));
                         }
                     }
                 }
@@ -53,7 +61,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             },
             _ => {}
         }
-        stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
+        stack.extend(ksc_opt::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
     }
     let inlinable = |g: &FunName| {
         !globals.is_recursive(g)
@@ -61,9 +69,9 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             && globals.small_def(&g.derived(Derivation::Rev), CALLEE, ksc_opt::Measure::Arena).is_some()
     };
     let mut marked = Vec::new();
-    for (r, g, a) in &reverse {
-        let pair = primal.iter().find(|(_, h, arg)| h == g && def.body.same_tree(*arg, &def.body, *a));
-        if let Some(&(p, _, _)) = pair {
+    for (r, g, a, lam) in &reverse {
+        let pair = primal.iter().find(|(_, h, arg, l)| h == g && l == lam && def.body.same_tree(*arg, &def.body, *a));
+        if let Some(&(p, ..)) = pair {
             if inlinable(g) {
                 marked.extend([*r, p]);
             }

@@ -405,21 +405,30 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
     };
     run(def);
+    // The primal values its loops compute twice, computed once.
+    let share = |def: &mut Def, run: &mut dyn FnMut(&mut Def)| {
+        if matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
+            && share_loop_values(def, globals)
+        {
+            run(def);
+        }
+    };
+    share(def, &mut run);
     if def.name.derivs.first() == Some(&Derivation::Rev) {
         // A callee's primal and reverse pass inlined together, level by
-        // level, so its primal values are computed once (`chain.rs`).
+        // level, so its primal values are computed once (`chain.rs`),
+        // and then shared between loops again.
+        let mut inlined = false;
         for _ in 0..chain::MAX_LEVELS {
             if !chain::mark_paired_calls(def, globals) {
                 break;
             }
             run(def);
+            inlined = true;
         }
-    }
-    if matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
-        && share_loop_values(def, globals)
-    {
-        // The primal values its loops compute twice, computed once.
-        run(def);
+        if inlined {
+            share(def, &mut run);
+        }
     }
     if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
         // The functions the loops call, inlined (three levels), so that

@@ -375,7 +375,7 @@ fn fold_from_scan(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
     };
     let mut cache = Cache::new();
     for (kf, (node_f, pat_f, rhs_f)) in lets.iter().enumerate() {
-        let (Pat::Var(_), Some(args_f)) = (pat_f, args_of(b.body, *rhs_f, Prim::Fold)) else { continue };
+        let Some(args_f) = args_of(b.body, *rhs_f, Prim::Fold) else { continue };
         if cache.has_effect(b.body, globals, *rhs_f) {
             continue;
         }
