@@ -13,7 +13,10 @@
 //! computes g's primal values once, for both. The inlined `[rev g]` has the
 //! same pattern with g's callees, so the optimiser runs again, level by
 //! level, until nothing is marked or the body reaches [`BUDGET`] nodes
-//! (beyond it, levels are recomputed as before). This runs after the loops'
+//! (beyond it, levels are recomputed as before). A small `[rev g]`
+//! ([`SMALL_REV`]) is inlined without a pair: the small `g` was inlined
+//! into the primal, so no call is left to pair it with, and the loop
+//! before may compute its primal value. This runs after the loops'
 //! values are shared (`share_loop_values`), which reads a loop's primal
 //! call from the loop before it, so no `g a` is left to pair there; and the
 //! sharing runs again afterwards, on what inlining exposed (LSTM: the
@@ -28,6 +31,12 @@ pub const BUDGET: usize = 20_000;
 
 /// The most levels inlined (optimiser runs).
 pub const MAX_LEVELS: usize = 16;
+
+/// The most nodes a reverse pass without a paired primal call may have to
+/// be inlined: a small one (`[rev sigmoid]`) computes again a value of the
+/// primal that the loop before has (the `exp` of an inlined `sigmoid`),
+/// which, inlined, the loops' sharing can read from there.
+pub const SMALL_REV: usize = 100;
 
 /// The most nodes a callee may have to be inlined.
 const CALLEE: usize = 6_000;
@@ -75,6 +84,10 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             if inlinable(g) {
                 marked.extend([*r, p]);
             }
+        } else if !globals.is_recursive(g)
+            && globals.small_def(&g.derived(Derivation::Rev), SMALL_REV, ksc_opt::Measure::Tree).is_some()
+        {
+            marked.push(*r);
         }
     }
     marked.sort();

@@ -97,6 +97,9 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "small_def_of([sq Float])",
             "optimised([rev [cube Float]])",
             "optimised([rev [sq Float]])",
+            // Whether [rev sq] is small enough to inline into [rev cube]
+            // (two limits: with its primal call, and alone; chain.rs).
+            "small_def_of([rev [sq Float]])",
             "small_def_of([rev [sq Float]])",
             // Whether they print or recurse: read again, the same.
             "facts_of([sq Float])",
@@ -128,6 +131,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "derived_one([rev [wave Float]])",
             "closure([rev [cube Float]])",
             "optimised([rev [wave Float]])",
+            "small_def_of([rev [wave Float]])",
             "small_def_of([rev [wave Float]])",
             "facts_of([wave Float])",
             "facts_of([rev [wave Float]])",
