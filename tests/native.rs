@@ -188,6 +188,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
         failures.extend(match stem {
             "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
             "index_build" => check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused"),
+            "zero_tangent" => {
+                // One vector (the result) and one loop: the zero tangent
+                // is not made.
+                let f = loops.split("fn vscale_jvp").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a vector of zeros was stored")
+            }
             "hoist" => {
                 let log = loops.find(" log ").unwrap_or(usize::MAX);
                 let guarded = loops.find("(hoisted)").unwrap_or(usize::MAX);

@@ -191,11 +191,13 @@ fn check(families: impl Iterator<Item = Family>) {
 }
 
 /// The bound holds for every family: loops (gathers, mat-vec, mat-mat, the
-/// GMM objective, a fold) and recursion (linear, non-linear, over a vector,
-/// tree-shaped). Forward mode takes a call's value and tangent from one
-/// `[fwdt f]`, and a loop's primal values from the loop of their tangents;
-/// reverse mode reads recursive calls' results from a tape and a fold's
-/// accumulators from a `$scan`. Run with `--nocapture` to see the table.
+/// GMM objective, a fold), a chain of eight calls, and recursion (linear,
+/// non-linear, over a vector, tree-shaped). Forward mode takes a call's
+/// value and tangent from one `[fwdt f]`, and a loop's primal values from
+/// the loop of their tangents; reverse mode inlines a callee's primal and
+/// reverse pass together (so a chain's levels are not recomputed), reads
+/// recursive calls' results from a tape and a fold's accumulators from a
+/// `$scan`. Run with `--nocapture` to see the table.
 ///
 /// The count includes loads (see `Interpreter::operations`): without them
 /// no forward mode could meet the bound on the fold of products, whose

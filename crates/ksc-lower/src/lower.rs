@@ -1004,8 +1004,28 @@ impl<'a> Lowerer<'a> {
         // indexed or measured, or are an accumulator's start (made once).
         if u.only_size || (u.count <= 1 && !u.under_lambda) || (!u.passed && is_zeros(&v, fb)) {
             Ok(v)
+        } else if !u.passed {
+            self.force_except_zeros(fb, st, v, ty)
         } else {
             self.force(fb, st, v, ty)
+        }
+    }
+
+    /// `v` forced, except its components that are delayed zeros (a tuple
+    /// of a tangent and a zero vector, bound to a parameter that is only
+    /// taken apart): they stay unmade.
+    fn force_except_zeros(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
+        match v {
+            LVal::Tuple(vs) => {
+                let tys = tuple_tys(ty)?.to_vec();
+                let mut out = Vec::new();
+                for (v, t) in vs.into_iter().zip(&tys) {
+                    out.push(self.force_except_zeros(fb, st, v, t)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            v if is_zeros(&v, fb) => Ok(v),
+            v => self.force(fb, st, v, ty),
         }
     }
 
@@ -1507,7 +1527,9 @@ fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
             }
             _ => walk_uses(body, *a, x, Where { passed: true, ..inner }, u),
         },
-        Expr::Call(Callee::Prim(Prim::TsAdd | Prim::Index | Prim::Get { .. } | Prim::Sumbuild), a) => {
+        // An element read is not the vector passed, wherever the element goes.
+        Expr::Call(Callee::Prim(Prim::Index), a) => walk_uses(body, *a, x, Where { passed: false, ..inner }, u),
+        Expr::Call(Callee::Prim(Prim::TsAdd | Prim::Get { .. } | Prim::Sumbuild), a) => {
             walk_uses(body, *a, x, inner, u)
         }
         Expr::Call(_, a) => walk_uses(body, *a, x, Where { passed: true, ..inner }, u),

@@ -328,6 +328,12 @@ impl Lowerer<'_> {
                 let Arg::Lam { binder, body } = &args[1] else {
                     return internal("`build` of a lambda that is not written in place");
                 };
+                if let Expr::Lit(_) = &self.body(ctx).exprs[*body] {
+                    // A vector of one literal (a zero tangent): a
+                    // `constVec`, whose reads are the literal, never stored.
+                    let v = self.lower_expr(fb, st, ctx, *body)?;
+                    return Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, v))));
+                }
                 let d = LVal::Delayed(Rc::new(Delayed::lam(dims, binder.clone(), *body, ctx.clone())));
                 if self.has_effect(ctx, *body) {
                     // Effects happen where the interpreter has them: now.

@@ -274,11 +274,11 @@ fn name_pair_values(b: &mut Builder, root: ExprId) {
 
 /// Moves a loop of the chain at `head` up to just before an earlier loop
 /// over the same size that computes at a cost a value the moved loop has
-/// cheaply (not costly to it: a projection), when it has no effect and
-/// nothing it reads is bound in between. That is forward mode's tangent
-/// loop, whose `[fwdt g] (a, da)` calls give `g a`, which the primal loop
-/// before it computes again; moved, it is the first loop that
-/// [`share_in_chain`] stores values of. Whether a loop moved.
+/// cheaply (not costly to it: a projection), when it has no effect and, in
+/// between, nothing it reads is bound and nothing has an effect. That is
+/// forward mode's tangent loop, whose `[fwdt g] (a, da)` calls give `g a`,
+/// which the primal loop before it computes again; moved, it is the first
+/// loop that [`share_in_chain`] stores values of. Whether a loop moved.
 fn hoist_provider(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
     let (lets, _) = chain(b.body, head);
     let mut cache = Cache::new();
@@ -290,7 +290,9 @@ fn hoist_provider(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
         let free2 = cache.free_vars(b.body, *r2);
         let (lets2, _) = chain(b.body, body2);
         for (node1, p1, r1) in lets[..k2].iter().rev() {
-            if p1.vars().iter().any(|v| free2.contains(v)) {
+            // Not above what it reads, nor above an effect (a `print`
+            // before a loop that fails must still print).
+            if p1.vars().iter().any(|v| free2.contains(v)) || cache.has_effect(b.body, globals, *r1) {
                 break;
             }
             let Some((size1, i1, body1)) = loop_parts(b.body, *r1, false) else { continue };
