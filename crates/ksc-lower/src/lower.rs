@@ -725,13 +725,21 @@ impl<'a> Lowerer<'a> {
 
     /// Computes every delayed tensor inside a value (tuples stay split).
     fn force(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
+        self.force_parts(fb, st, v, ty, false)
+    }
+
+    /// [`Self::force`], except (with `keep_zeros`) the parts that are
+    /// delayed zeros: a tuple of a tangent and a zero vector, bound to a
+    /// parameter that is only taken apart, keeps the zeros unmade.
+    fn force_parts(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type, keep_zeros: bool) -> R<LVal> {
         match v {
+            v if keep_zeros && is_zeros(&v, fb) => Ok(v),
             LVal::Delayed(_) => Ok(LVal::Op(self.materialize_in(fb, st, v, ty)?)),
             LVal::Tuple(vs) => {
                 let ts = tuple_tys(ty)?.to_vec();
                 let mut out = Vec::new();
                 for (v, t) in vs.into_iter().zip(&ts) {
-                    out.push(self.force(fb, st, v, t)?);
+                    out.push(self.force_parts(fb, st, v, t, keep_zeros)?);
                 }
                 Ok(LVal::Tuple(out))
             }
@@ -1000,32 +1008,13 @@ impl<'a> Lowerer<'a> {
         }
         let body = &self.defs[ctx.def].body;
         let u = uses(body, scope, x);
-        // Zeros stay delayed where they are only added (nothing to add),
-        // indexed or measured, or are an accumulator's start (made once).
-        if u.only_size || (u.count <= 1 && !u.under_lambda) || (!u.passed && is_zeros(&v, fb)) {
+        // Zeros (the value, or parts of a tuple) stay delayed where they
+        // are only added (nothing to add), indexed or measured, or are an
+        // accumulator's start (made once).
+        if u.only_size || (u.count <= 1 && !u.under_lambda) {
             Ok(v)
-        } else if !u.passed {
-            self.force_except_zeros(fb, st, v, ty)
         } else {
-            self.force(fb, st, v, ty)
-        }
-    }
-
-    /// `v` forced, except its components that are delayed zeros (a tuple
-    /// of a tangent and a zero vector, bound to a parameter that is only
-    /// taken apart): they stay unmade.
-    fn force_except_zeros(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
-        match v {
-            LVal::Tuple(vs) => {
-                let tys = tuple_tys(ty)?.to_vec();
-                let mut out = Vec::new();
-                for (v, t) in vs.into_iter().zip(&tys) {
-                    out.push(self.force_except_zeros(fb, st, v, t)?);
-                }
-                Ok(LVal::Tuple(out))
-            }
-            v if is_zeros(&v, fb) => Ok(v),
-            v => self.force(fb, st, v, ty),
+            self.force_parts(fb, st, v, ty, !u.passed)
         }
     }
 
