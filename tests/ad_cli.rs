@@ -127,6 +127,10 @@ fn reverse_mode_of_a_fold_reads_its_value_from_the_stored_accumulators() {
         assert!(!d.contains("(fold"), "{d}");
     }
     assert!(!defs[0].contains("[rev [lstm_predict"), "{}", defs[0]);
+    // `[rev lstm_model]`'s first loop stores its gates' values once, for
+    // both later loops: sharing again after inlining `[rev sigmoid]` reads
+    // the vectors the first sharing made instead of storing them twice.
+    assert_eq!(defs[2].matches("(unzip").count(), 1, "{}", defs[2]);
     // The step's only additions: two one-hot rows of the sequence's
     // cotangent, and the two parts of the prediction's.
     let step = defs[0].split("($scanSum").nth(1).unwrap();

@@ -34,6 +34,10 @@
 //! not bound again between them. It costs memory (n values) to save their
 //! recomputation.
 //!
+//! When the first loop already returns values (an earlier sharing stored
+//! them, and a later `unzip` takes them apart), a later loop reads those
+//! vectors instead of storing the values again.
+//!
 //! Forward mode makes the same pattern the other way round: the primal
 //! loop calls `g a`, and the later loop of the tangents calls `[fwdt g] (a,
 //! da)`, whose first component is `g a` (value numbering knows it). Such a
@@ -425,6 +429,28 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         };
         let summed = matches!(&b.body.exprs[*r1], Expr::Call(Callee::Prim(Prim::Sumbuild), _));
         let (mut lets1, mut result1) = chain(b.body, body1);
+        // Values the loop already returns (an earlier sharing stored them):
+        // its result is a tuple of variables, taken apart by an `unzip` of
+        // x1 later in the chain. By variable: that let's position and the
+        // name of the component.
+        let mut returned: FxHashMap<Var, (usize, Var)> = FxHashMap::default();
+        if let Expr::Tuple(es) = &b.body.exprs[result1] {
+            let unzip = outer.iter().enumerate().skip(k1 + 1).find_map(|(ku, (_, p, r))| match (p, &b.body.exprs[*r]) {
+                (Pat::Tuple(ns), Expr::Call(Callee::Prim(Prim::Unzip), a))
+                    if matches!(&b.body.exprs[*a], Expr::Var(v) if v == x1) && ns.len() == es.len() =>
+                {
+                    Some((ku, ns.clone()))
+                }
+                _ => None,
+            });
+            if let Some((ku, ns)) = unzip {
+                for (e, n) in es.iter().zip(ns) {
+                    if let Expr::Var(v) = &b.body.exprs[*e] {
+                        returned.entry(v.clone()).or_insert((ku, n));
+                    }
+                }
+            }
+        }
         if !term::is_atomic(b.body, result1) {
             // The result is a value too (a sum's term): as if let-bound.
             let v = b.fresh_name("r");
@@ -443,11 +469,18 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         // Later loops over the same size, while nothing B1 reads is rebound.
         let mut stores: Vec<usize> = Vec::new();
         let mut replace: Vec<(ExprId, usize, Var)> = Vec::new();
-        for (_, p2, r2) in &outer[k1 + 1..] {
+        // Reads of a vector the loop already returns: (let, vector, index).
+        let mut reads: Vec<(ExprId, Var, Var)> = Vec::new();
+        for (k2, (_, p2, r2)) in outer.iter().enumerate().skip(k1 + 1) {
             if let Some((size2, i2, body2)) = loop_parts(b.body, *r2, false) {
                 if same_size(b.body, size1, size2) {
                     let (lets2, result2) = chain(b.body, body2);
                     for (n2, k) in common_values(b.body, globals, &mut cache, (&lets1, &i1), (&lets2, &i2, result2)) {
+                        let Pat::Var(v) = &lets1[k].1 else { unreachable!("variables only") };
+                        if let Some((_, name)) = returned.get(v).filter(|(ku, _)| *ku < k2) {
+                            reads.push((n2, name.clone(), i2.clone()));
+                            continue;
+                        }
                         let at = stores.iter().position(|&s| s == k).unwrap_or_else(|| {
                             stores.push(k);
                             stores.len() - 1
@@ -461,7 +494,17 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
                 break;
             }
         }
+        for (n2, name, i2) in reads {
+            let Expr::Let(p, r, rest) = b.body.exprs[n2].clone() else { unreachable!("a let") };
+            let ty = b.ty(r);
+            let iv = b.var(&i2, Type::Integer);
+            let sv = b.var(&name, Type::vec(ty));
+            let read = b.prim(Prim::Index, vec![iv, sv]);
+            b.body.exprs[n2] = Expr::Let(p, read, rest);
+            shared += 1;
+        }
         if stores.is_empty() {
+            cache = Cache::new();
             continue;
         }
         // The first loop returns the stored values too.
