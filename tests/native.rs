@@ -169,6 +169,11 @@ fn memory_of_a_long_loop_stays_flat() {
     assert!(rss_large <= rss_small + 8 * 1024, "resident memory grew from {rss_small} KiB to {rss_large} KiB");
 }
 
+/// The body of function `name` in a loop-IR listing (empty if absent).
+fn function_of<'l>(loops: &'l str, name: &str) -> &'l str {
+    loops.split(&format!("fn {name}")).nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default()
+}
+
 #[test]
 fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
     let files = ks_files("tests/snapshots");
@@ -191,7 +196,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             "zero_tangent" => {
                 // One vector (the result) and one loop: the zero tangent
                 // is not made.
-                let f = loops.split("fn vscale_jvp").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let f = function_of(&loops, "vscale_jvp");
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a vector of zeros was stored")
             }
             "hoist" => {
@@ -204,7 +209,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             "share_guarded" => {
                 // The rotation's primal, computed in the primal and again in
                 // the reverse pass of every row: once.
-                let f = loops.split("fn jac$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let f = function_of(&loops, "jac$f");
                 let once = ["sqrt ", "sin ", "cos "].iter().all(|m| f.matches(m).count() == 1);
                 check(once, "a branch's values were computed again under the same condition")
             }
@@ -212,7 +217,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // The test of the reads' count is made once, outside the loop
                 // over the columns; it chooses between the stored tangents and
                 // the tangents computed where they are read.
-                let f = loops.split("fn jac1$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let f = function_of(&loops, "jac1$f");
                 let lines: Vec<&str> = f.lines().collect();
                 let indent = |l: &str| l.len() - l.trim_start().len();
                 let test = lines.iter().position(|l| l.contains(":ksc_lazy"));
@@ -231,7 +236,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "accumulate_reads" => {
                 // One allocation and one loop (its zero fill) in [rev f].
-                let f = loops.split("fn rev$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let f = function_of(&loops, "rev$f");
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
             }
             "fuse_consumers" => {
@@ -239,7 +244,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // accumulators in the loop that makes them: no vector of
                 // them is kept (no copy-down), and that loop frees its
                 // memory every iteration.
-                let f = loops.split("fn rev$f").nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default();
+                let f = function_of(&loops, "rev$f");
                 check(
                     !f.contains("copydown") && f.contains("reset-each-iteration") && f.matches("] += ").count() == 2,
                     "the loops adding the cotangents were not fused into the loop making them",

@@ -24,6 +24,7 @@
 //! from the `$scan` of its reverse pass instead).
 
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, FunName, Prim};
+use ksc_opt::Measure;
 
 /// The most nodes `[rev f]`'s body may have for more calls to be inlined
 /// into it.
@@ -44,7 +45,7 @@ const CALLEE: usize = 6_000;
 /// Marks the paired calls of `[rev f]` (see the module) with `$inline`;
 /// whether it marked any.
 pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
-    if !ksc_opt::Measure::Arena.at_most(def, BUDGET) {
+    if !Measure::Arena.at_most(def, BUDGET) {
         return false;
     }
     // The calls, primal ones and reverse passes, with the lambda they are
@@ -72,22 +73,20 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
         }
         stack.extend(ksc_opt::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
     }
-    let inlinable = |g: &FunName| {
-        !globals.is_recursive(g)
-            && globals.small_def(g, CALLEE, ksc_opt::Measure::Arena).is_some()
-            && globals.small_def(&g.derived(Derivation::Rev), CALLEE, ksc_opt::Measure::Arena).is_some()
-    };
+    let small = |g: &FunName, limit, measure| globals.small_def(g, limit, measure).is_some();
     let mut marked = Vec::new();
     for (r, g, a, lam) in &reverse {
+        if globals.is_recursive(g) {
+            continue;
+        }
+        let rev = g.derived(Derivation::Rev);
         let pair = primal.iter().find(|(_, h, arg, l)| h == g && l == lam && def.body.same_tree(*arg, &def.body, *a));
-        if let Some(&(p, ..)) = pair {
-            if inlinable(g) {
-                marked.extend([*r, p]);
+        match pair {
+            Some(&(p, ..)) if small(g, CALLEE, Measure::Arena) && small(&rev, CALLEE, Measure::Arena) => {
+                marked.extend([*r, p])
             }
-        } else if !globals.is_recursive(g)
-            && globals.small_def(&g.derived(Derivation::Rev), SMALL_REV, ksc_opt::Measure::Tree).is_some()
-        {
-            marked.push(*r);
+            None if small(&rev, SMALL_REV, Measure::Tree) => marked.push(*r),
+            _ => {}
         }
     }
     marked.sort();

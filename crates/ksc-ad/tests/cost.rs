@@ -55,42 +55,44 @@ fn zero_like_tangent(v: &Value) -> Value {
 
 struct Family {
     name: &'static str,
-    program: &'static str,
+    program: String,
     arg_ty: Type,
     input: fn(usize) -> String,
 }
 
-/// A chain of eight functions, each a loop over the result of the one below.
-const CALL_CHAIN: &str = "
-(def g1 (Vec Float) (v : Vec Float) (build (size v) (lam (i : Integer) (let (x (index i v)) (add (sin x) (mul x (cos x)))))))
-(def g2 (Vec Float) (v : Vec Float) (let (w (g1 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g3 (Vec Float) (v : Vec Float) (let (w (g2 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g4 (Vec Float) (v : Vec Float) (let (w (g3 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g5 (Vec Float) (v : Vec Float) (let (w (g4 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g6 (Vec Float) (v : Vec Float) (let (w (g5 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g7 (Vec Float) (v : Vec Float) (let (w (g6 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def g8 (Vec Float) (v : Vec Float) (let (w (g7 v)) (build (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-(def f Float (v : Vec Float) (let (w (g8 v)) (sumbuild (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))
-";
+/// A chain of `levels` functions, each a loop over the result of the one
+/// below (`g1` over the argument), and `f`, the sum over the last.
+fn call_chain(levels: usize) -> String {
+    let step = |name: &str, ty: &str, loop_: &str, below: &str| {
+        format!(
+            "(def {name} {ty} (v : Vec Float) (let (w {below}) ({loop_} (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))\n"
+        )
+    };
+    let mut text = step("g1", "(Vec Float)", "build", "v");
+    for k in 2..=levels {
+        text += &step(&format!("g{k}"), "(Vec Float)", "build", &format!("(g{} v)", k - 1));
+    }
+    text + &step("f", "Float", "sumbuild", &format!("(g{levels} v)"))
+}
 
 fn families() -> Vec<Family> {
     let vf = Type::vec(Type::Float);
     vec![
         Family {
             name: "gather",
-            program: "(def f Float (v : Vec Float) (sumbuild (size v) (lam (i : Integer) (mul (index i v) (index (sub (sub (size v) 1) i) v)))))",
+            program: "(def f Float (v : Vec Float) (sumbuild (size v) (lam (i : Integer) (mul (index i v) (index (sub (sub (size v) 1) i) v)))))".into(),
             arg_ty: vf.clone(),
             input: |n| format!("(build {n} (lam (i : Integer) (to_float i)))"),
         },
         Family {
             name: "mat-vec",
-            program: "(def f (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float)) (build (size m) (lam (i : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j (index i m)) (index j v)))))))",
+            program: "(def f (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float)) (build (size m) (lam (i : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j (index i m)) (index j v)))))))".into(),
             arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), vf.clone()]),
             input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 8 (lam (j : Integer) 1.5)))) (build 8 (lam (j : Integer) 0.5)))"),
         },
         Family {
             name: "mat-mat",
-            program: "(def f (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float))) (build (size a) (lam (i : Integer) (build (size (index 0 b)) (lam (j : Integer) (sumbuild (size b) (lam (k : Integer) (mul (index k (index i a)) (index j (index k b))))))))))",
+            program: "(def f (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float))) (build (size a) (lam (i : Integer) (build (size (index 0 b)) (lam (j : Integer) (sumbuild (size b) (lam (k : Integer) (mul (index k (index i a)) (index j (index k b))))))))))".into(),
             arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), Type::vec(vf.clone())]),
             input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 6 (lam (j : Integer) (to_float (add i j)))))) (build 6 (lam (i : Integer) (build 6 (lam (j : Integer) (div 1.0 (to_float (add 1 (add i j)))))))))"),
         },
@@ -99,7 +101,7 @@ fn families() -> Vec<Family> {
             program: concat!(
                 include_str!("../../../ksc-examples/ad/gmm.ks"),
                 "(def f Float ((x : Vec (Vec Float)) (alphas : Vec Float) (means : Vec (Vec Float)) (icf : Vec (Vec Float)) (g : Float) (m : Integer)) (gmm_objective x alphas means icf g m))"
-            ),
+            ).into(),
             arg_ty: Type::Tuple(vec![
                 Type::vec(vf.clone()),
                 vf.clone(),
@@ -121,7 +123,7 @@ fn families() -> Vec<Family> {
         },
         Family {
             name: "fold product",
-            program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))",
+            program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))".into(),
             arg_ty: vf.clone(),
             input: |n| format!("(build {n} (lam (i : Integer) 1.001))"),
         },
@@ -130,38 +132,38 @@ fn families() -> Vec<Family> {
             // g1 <- g2 <- ... <- g8 <- f, each a loop over the vector the
             // one below returns: reverse mode must not recompute the levels
             // below each level.
-            program: CALL_CHAIN,
+            program: call_chain(8),
             arg_ty: vf.clone(),
             input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
         },
         Family {
             name: "recursive product",
-            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))".into(),
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
             input: |n| format!("(tuple 1.001 {n})"),
         },
         Family {
             name: "recursive chain",
             // x_{i+1} = x_i * x_i + sin(x_i), from a point where it stays bounded.
-            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul x x) (sin x)) (sub n 1))))",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul x x) (sin x)) (sub n 1))))".into(),
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
             input: |n| format!("(tuple -0.5 {n})"),
         },
         Family {
             name: "recursive sin",
-            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (sin (f x (sub n 1)))))",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (sin (f x (sub n 1)))))".into(),
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
             input: |n| format!("(tuple 0.5 {n})"),
         },
         Family {
             name: "recursive vector",
-            program: "(def f Float ((v : Vec Float) (i : Integer)) (if (eq i 0) 1.0 (let (a (index (sub i 1) v)) (add (mul a (f v (sub i 1))) (sin a)))))",
+            program: "(def f Float ((v : Vec Float) (i : Integer)) (if (eq i 0) 1.0 (let (a (index (sub i 1) v)) (add (mul a (f v (sub i 1))) (sin a)))))".into(),
             arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer]),
             input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) {n})"),
         },
         Family {
             name: "tree recursion",
-            program: "(def f Float ((v : Vec Float) (lo : Integer) (hi : Integer)) (if (eq (sub hi lo) 1) (index lo v) (let (mid (div (add lo hi) 2)) (mul (f v lo mid) (cos (f v mid hi))))))",
+            program: "(def f Float ((v : Vec Float) (lo : Integer) (hi : Integer)) (if (eq (sub hi lo) 1) (index lo v) (let (mid (div (add lo hi) 2)) (mul (f v lo mid) (cos (f v mid hi))))))".into(),
             arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer, Type::Integer]),
             input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 0 {n})"),
         },
@@ -175,7 +177,7 @@ fn check(families: impl Iterator<Item = Family>) {
     let mut failures = Vec::new();
     for fam in families {
         for n in [50usize, 200] {
-            let (p, f, r) = costs(fam.program, fam.arg_ty.clone(), &(fam.input)(n));
+            let (p, f, r) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(n));
             println!(
                 "{:<18} n={n:<5} f={p:<8} fwd={f:<8} rev={r:<8} fwd/f={:.2} rev/f={:.2}",
                 fam.name,
@@ -218,7 +220,7 @@ fn derivatives_cost_a_small_constant_times_the_function() {
 fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
     check(std::iter::once(Family {
         name: "recursion in a loop",
-        program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sumbuild 2 (lam (k : Integer) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k 1))))) (sub n 1)))))))",
+        program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sumbuild 2 (lam (k : Integer) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k 1))))) (sub n 1)))))))".into(),
         arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
         input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 8)"),
     }));

@@ -43,7 +43,8 @@
 //! da)`, whose first component is `g a` (value numbering knows it). Such a
 //! later loop, which has the value cheaply (a projection) where the earlier
 //! one computes it at a cost, moves up before the earlier one when nothing
-//! it reads is bound in between, and is then the first loop above.
+//! it reads is bound, and nothing has an effect, in between; it is then
+//! the first loop above.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -415,6 +416,20 @@ fn fold_from_scan(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
     false
 }
 
+/// The let at `node` reads its value from element `i` of the stored
+/// vector `vector` (of type `vec_ty`), or from component `get` (index,
+/// arity) of that element.
+fn read_stored(b: &mut Builder, node: ExprId, i: &Var, (vector, vec_ty): (&Var, Type), get: Option<(u32, u32)>) {
+    let Expr::Let(p, _, rest) = b.body.exprs[node].clone() else { unreachable!("a let") };
+    let iv = b.var(i, Type::Integer);
+    let sv = b.var(vector, vec_ty);
+    let mut read = b.prim(Prim::Index, vec![iv, sv]);
+    if let Some((index, arity)) = get {
+        read = b.prim(Prim::Get { index, arity }, vec![read]);
+    }
+    b.body.exprs[node] = Expr::Let(p, read, rest);
+}
+
 fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
     let mut shared = 0;
     let (outer, _) = chain(b.body, head);
@@ -495,12 +510,9 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
             }
         }
         for (n2, name, i2) in reads {
-            let Expr::Let(p, r, rest) = b.body.exprs[n2].clone() else { unreachable!("a let") };
-            let ty = b.ty(r);
-            let iv = b.var(&i2, Type::Integer);
-            let sv = b.var(&name, Type::vec(ty));
-            let read = b.prim(Prim::Index, vec![iv, sv]);
-            b.body.exprs[n2] = Expr::Let(p, read, rest);
+            let Expr::Let(_, r, _) = &b.body.exprs[n2] else { unreachable!("a let") };
+            let ty = b.ty(*r);
+            read_stored(b, n2, &i2, (&name, Type::vec(ty)), None);
             shared += 1;
         }
         if stores.is_empty() {
@@ -561,17 +573,12 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         // The later loops read them.
         let k = tys.len() as u32;
         for (n2, at, i2) in replace {
-            let Expr::Let(p, _, rest) = b.body.exprs[n2].clone() else { unreachable!("a let") };
-            let iv = b.var(&i2, Type::Integer);
-            let read = if summed && k > 1 {
-                let sv = b.var(&names[0], Type::vec(Type::Tuple(tys.clone())));
-                let row = b.prim(Prim::Index, vec![iv, sv]);
-                b.prim(Prim::Get { index: at as u32 + 1, arity: k }, vec![row])
+            if summed && k > 1 {
+                let vec_ty = Type::vec(Type::Tuple(tys.clone()));
+                read_stored(b, n2, &i2, (&names[0], vec_ty), Some((at as u32 + 1, k)));
             } else {
-                let sv = b.var(&names[at], Type::vec(tys[at].clone()));
-                b.prim(Prim::Index, vec![iv, sv])
-            };
-            b.body.exprs[n2] = Expr::Let(p, read, rest);
+                read_stored(b, n2, &i2, (&names[at], Type::vec(tys[at].clone())), None);
+            }
             shared += 1;
         }
         // Nodes changed: what the cache knows of them is stale.
