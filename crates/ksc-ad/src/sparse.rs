@@ -48,6 +48,12 @@ fn sorted_block() -> FunName {
     FunName::typed("ksc$sortedBlock", Type::Tuple(vec![matrix, ivec.clone(), ivec]))
 }
 
+/// The function that gives a block's matrix columns in ascending order.
+fn sorted_columns() -> FunName {
+    let ivec = Type::vec(Type::Integer);
+    FunName::typed("ksc$sortedColumns", Type::Tuple(vec![ivec.clone(), ivec]))
+}
+
 /// The definitions of `sparse.ks`, checked (once per process).
 pub fn library() -> &'static [Def] {
     static LIBRARY_DEFS: std::sync::OnceLock<Vec<Def>> = std::sync::OnceLock::new();
@@ -226,14 +232,13 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
         }
     }
 
-    // The components of the result, and a vector of blocks for each.
+    // The components of the result: each a number of elements, the index
+    // of the element, and its block.
     let components: Vec<ExprId> = match &src.exprs[result] {
         Expr::Tuple(es) => es.clone(),
         _ => vec![result],
     };
-    // A block: its Jacobian, and the matrix columns of its columns.
-    let block_ty = Type::Tuple(vec![Type::tensor(2, Type::Float), Type::vec(Type::Integer)]);
-    let mut block_vectors = Vec::new();
+    let mut parts = Vec::new();
     let mut blocks = Vec::new();
     for (c, &ec) in components.iter().enumerate() {
         let cty = src.ty(ec).clone();
@@ -249,36 +254,17 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
         };
         let name = FunName::plain(format!("{}${}", block_prefix(&f.name.derived(d)), c + 1));
         let (block, gathers, in_order) = block_def(src, &mut cache, &scope, (name, &mut b), &index, elem);
-        let call = block_call(&mut b, src, &scope, (&block, &gathers, in_order), &index, &block_ty);
-        let vector = match lp {
-            Some((n, i, _)) => {
-                let n = copy_tree(b.body, Some(src), n);
-                let lam = b.lam(&i, Type::Integer, call);
-                b.prim(Prim::Build, vec![n, lam])
-            }
-            None => {
-                let zero = b.integer(0);
-                let one = b.let_(&index, zero, call);
-                b.prim(Prim::VecInit, vec![one])
-            }
+        let element = element_block(&mut b, src, &scope, (&block, &gathers, in_order), &index);
+        let count = match lp {
+            Some((n, _, _)) => copy_tree(b.body, Some(src), n),
+            None => b.integer(1),
         };
-        block_vectors.push(vector);
+        let count_name = b.fresh_name("n");
+        outer.push((Pat::Var(count_name.clone()), count));
+        parts.push(Component { count: count_name, index, element });
         blocks.push(block);
     }
-    let all = match block_vectors.len() {
-        0 => {
-            let zero = b.integer(0);
-            let lam_body = b.body.alloc_typed(Expr::Dummy(block_ty.clone()), block_ty.clone());
-            let lam = b.lam("ksc$i", Type::Integer, lam_body);
-            b.prim(Prim::Build, vec![zero, lam])
-        }
-        1 => block_vectors.pop().expect("one"),
-        _ => {
-            let vs = b.prim(Prim::VecInit, block_vectors);
-            b.prim(Prim::Concat, vec![vs])
-        }
-    };
-    let root = assemble(&mut b, all, &block_ty, &n_columns_var);
+    let root = assemble(&mut b, &mut outer, &parts, &n_columns_var);
     let root = wrap(&mut b, outer, root);
     let def = Def {
         name: f.name.derived(d),
@@ -556,19 +542,117 @@ fn copy_replacing(dst: &mut Body, src: &Body, e: ExprId, replace: &FxHashMap<Exp
     results.pop().expect("copy of a tree")
 }
 
-/// One element's block, in the sparse function: the gathered values, the
-/// block's Jacobian and the matrix columns of its columns,
-/// `(tuple J columns)`. The gathers'
-/// columns are in ascending order if `in_order`, else they are sorted at run
-/// time.
-fn block_call(
-    b: &mut Builder,
-    src: &Body,
-    scope: &Scope,
-    (block, gathers, in_order): (&Def, &[Gather], bool),
-    index: &str,
-    block_ty: &Type,
-) -> ExprId {
+/// The elements of one component of f's result, numbered by `index`
+/// (`count` of them: variables of the sparse function).
+struct Component {
+    count: Var,
+    index: Var,
+    element: ElementBlock,
+}
+
+/// What the sparse function computes of one element's block, in the scope
+/// of its index: `lets` gather the values the block reads and their first
+/// columns and widths (the runs of the block's columns, `starts` and
+/// `widths`, variables); `args` are the block function's arguments.
+/// Each use takes fresh copies, so the lets may be repeated: the sparse
+/// function computes them once for the sizes of its arrays, once for the
+/// columns, and once with the block's Jacobian.
+struct ElementBlock {
+    lets: Vec<(Pat, ExprId)>,
+    args: Vec<ExprId>,
+    starts: Vec<ExprId>,
+    widths: Vec<ExprId>,
+    block: FunName,
+    ret_ty: Type,
+    in_order: bool,
+}
+
+impl ElementBlock {
+    /// `body` in the scope of the lets.
+    fn within(&self, b: &mut Builder, body: ExprId) -> ExprId {
+        let lets = self.lets.iter().map(|(p, r)| (p.clone(), ksc_opt::term::deep_copy(b, *r))).collect();
+        wrap(b, lets, body)
+    }
+
+    fn copies(b: &mut Builder, es: &[ExprId]) -> Vec<ExprId> {
+        es.iter().map(|&e| ksc_opt::term::deep_copy(b, e)).collect()
+    }
+
+    /// The number of its rows when the block function's result type fixes
+    /// it; else `$tangentDim` of the block function's result (which calls it).
+    fn rows(&self, b: &mut Builder) -> ExprId {
+        match self.ret_ty.fixed_float_count() {
+            Some(k) => b.integer(k as i64),
+            None => {
+                let args = Self::copies(b, &self.args);
+                let y = b.call(self.block.clone(), args, self.ret_ty.clone());
+                b.prim(Prim::TangentDim, vec![y])
+            }
+        }
+    }
+
+    /// The number of its columns: the sum of the widths.
+    fn width(&self, b: &mut Builder) -> ExprId {
+        let ws = Self::copies(b, &self.widths);
+        ws.into_iter().reduce(|x, y| b.int_op("add", x, y)).unwrap_or_else(|| b.integer(0))
+    }
+
+    /// Its matrix columns, one row of them per row of the block:
+    /// `build (tuple rows width) (lam rc column)`; the column of the
+    /// block's column `c` from the runs in order, or from
+    /// `ksc$sortedColumns` (computed once for the block).
+    fn columns(&self, b: &mut Builder, rows: ExprId) -> ExprId {
+        let width = self.width(b);
+        let size = b.tuple(vec![rows, width]);
+        let rc = b.fresh_name("rc");
+        let c = {
+            let x = b.var(&rc, int_pair());
+            b.prim(Prim::Get { index: 2, arity: 2 }, vec![x])
+        };
+        if self.in_order || self.starts.len() < 2 {
+            let c_name = b.fresh_name("c");
+            let (starts, widths) = (Self::copies(b, &self.starts), Self::copies(b, &self.widths));
+            let column = run_column(b, &starts, &widths, &c_name);
+            let column = b.let_(&c_name, c, column);
+            let lam = b.lam(&rc, int_pair(), column);
+            b.prim(Prim::Build, vec![size, lam])
+        } else {
+            let ivec = Type::vec(Type::Integer);
+            let starts = Self::copies(b, &self.starts);
+            let starts = b.prim(Prim::VecInit, starts);
+            let widths = Self::copies(b, &self.widths);
+            let widths = b.prim(Prim::VecInit, widths);
+            let sorted = b.call(sorted_columns(), vec![starts, widths], ivec.clone());
+            let cols = b.fresh_name("cols");
+            let v = b.var(&cols, ivec);
+            let column = b.prim(Prim::Index, vec![c, v]);
+            let lam = b.lam(&rc, int_pair(), column);
+            let all = b.prim(Prim::Build, vec![size, lam]);
+            b.let_(&cols, sorted, all)
+        }
+    }
+
+    /// Its values: `[jac1 block]` of the arguments, its columns put in
+    /// ascending order by `ksc$sortedBlock` unless the runs are in order.
+    fn values(&self, b: &mut Builder) -> ExprId {
+        let args = Self::copies(b, &self.args);
+        let jac = b.call(self.block.derived(Derivation::Jac1), args, Type::tensor(2, Type::Float));
+        if self.in_order || self.starts.len() < 2 {
+            return jac;
+        }
+        let starts = Self::copies(b, &self.starts);
+        let starts = b.prim(Prim::VecInit, starts);
+        let widths = Self::copies(b, &self.widths);
+        let widths = b.prim(Prim::VecInit, widths);
+        b.call(sorted_block(), vec![jac, starts, widths], Type::tensor(2, Type::Float))
+    }
+}
+
+/// One element's block, in the sparse function: the lets that gather its
+/// values and their columns, and the block function's arguments. The
+/// gathers' columns are in ascending order if `in_order`, else they are
+/// sorted at run time.
+fn element_block(b: &mut Builder, src: &Body, scope: &Scope, (block, gathers, in_order): (&Def, &[Gather], bool), index: &str) -> ElementBlock {
     let mut lets: Vec<(Pat, ExprId)> = Vec::new();
     let mut values = Vec::new();
     let (mut starts, mut widths) = (Vec::new(), Vec::new());
@@ -615,30 +699,15 @@ fn block_call(
     for p in &block.params[2..] {
         args.push(b.var(&p.name, p.ty.clone()));
     }
-    let jac = b.call(block.name.derived(Derivation::Jac1), args, Type::tensor(2, Type::Float));
-    // The columns: the runs in order, or put in ascending order with J's columns.
-    let pair = if in_order || starts.len() < 2 {
-        let columns = runs(b, &starts, &widths);
-        b.tuple(vec![jac, columns])
-    } else {
-        let starts = b.prim(Prim::VecInit, starts);
-        let widths = b.prim(Prim::VecInit, widths);
-        b.call(sorted_block(), vec![jac, starts, widths], block_ty.clone())
-    };
-    debug_assert_eq!(&b.ty(pair), block_ty);
-    wrap(b, lets, pair)
+    ElementBlock { lets, args, starts, widths, block: block.name.clone(), ret_ty: block.ret_ty.clone(), in_order }
 }
 
-/// The column indices of runs of columns, one after the other: run k is
-/// `widths[k]` columns from `starts[k]` (variables). One loop:
-/// `build (w1 + .. + wn) (lam j (if (lt j w1) (add s1 j) (if (lt j (w1 + w2)) ..)))`.
-fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
-    let j = b.fresh_name("j");
-    let vector = |b: &mut Builder, total: ExprId, body: ExprId| {
-        let lam = b.lam(&j, Type::Integer, body);
-        b.prim(Prim::Build, vec![total, lam])
-    };
-    // The bounds w1, w1 + w2, ..: the last is the total.
+/// The column of the block's column `c` (a variable) when its columns are
+/// runs, one after the other: run k is `widths[k]` columns from
+/// `starts[k]` (variables):
+/// `(if (lt c w1) (add s1 c) (if (lt c (w1 + w2)) (add s2 (sub c w1)) ..))`.
+fn run_column(b: &mut Builder, starts: &[ExprId], widths: &[ExprId], c: &str) -> ExprId {
+    // The bounds w1, w1 + w2, .. (the last is not needed).
     let mut bounds: Vec<ExprId> = Vec::new();
     for &w in widths {
         let w = b.copy(w);
@@ -651,21 +720,15 @@ fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
         };
         bounds.push(bound);
     }
-    let Some(&total) = bounds.last() else {
-        let zero = b.integer(0);
-        let jv = b.var(&j, Type::Integer);
-        return vector(b, zero, jv);
-    };
-    let total = ksc_opt::term::deep_copy(b, total);
-    // From the last run back: column = start_k + j - (bound of run k - 1).
+    // From the last run back: column = start_k + c - (bound of run k - 1).
     let mut body: Option<ExprId> = None;
     for k in (0..starts.len()).rev() {
-        let jv = b.var(&j, Type::Integer);
+        let cv = b.var(c, Type::Integer);
         let from = match k {
-            0 => jv,
+            0 => cv,
             _ => {
                 let before = ksc_opt::term::deep_copy(b, bounds[k - 1]);
-                b.int_op("sub", jv, before)
+                b.int_op("sub", cv, before)
             }
         };
         let s = b.copy(starts[k]);
@@ -673,95 +736,197 @@ fn runs(b: &mut Builder, starts: &[ExprId], widths: &[ExprId]) -> ExprId {
         body = Some(match body {
             None => col,
             Some(later) => {
-                let jv = b.var(&j, Type::Integer);
+                let cv = b.var(c, Type::Integer);
                 let bound = ksc_opt::term::deep_copy(b, bounds[k]);
-                let test = b.int_test("lt", jv, bound);
+                let test = b.int_test("lt", cv, bound);
                 b.body.alloc_typed(Expr::If(test, col, later), Type::Integer)
             }
         });
     }
-    vector(b, total, body.expect("a run"))
+    // (No runs: a block of no columns, whose column is never asked for.)
+    body.unwrap_or_else(|| b.var(c, Type::Integer))
 }
 
-/// The CSR arrays from the vector of blocks `(tuple J columns)`:
+/// The CSR arrays from the components' blocks, numbered k = 0 .. nb - 1
+/// over all components in order (`select` finds the component and
+/// element of k):
 ///
 /// ```text
-/// (tuple (tuple (size lens) ncols) ($scan add 0 lens)
-///        ($concat (build nb (lam k (build (size J_k) (lam (r, c) columns_k[c])))))
-///        ($concat (build nb (lam k J_k))))
-/// where lens = $concat (build nb (lam k (constVec rows_k (size columns_k))))
+/// (let ((nb (n1 + .. + nm))
+///       (lens ($concat (build nb (lam k (constVec rows_k width_k)))))
+///       (columns ($concat (build nb (lam k
+///                  (build (tuple rows_k width_k) (lam rc column_k[c]))))))
+///       (values ($concatN (size columns) (build nb (lam k J_k)))))
+///   (tuple (tuple (size lens) ncols) ($scan add 0 lens) columns values))
 /// ```
 ///
-/// (`$concat` of these `build`s computes them in place: they read `blocks`.)
-fn assemble(b: &mut Builder, all: ExprId, block_ty: &Type, n_columns: &str) -> ExprId {
-    let blocks = b.fresh_name("blocks");
-    let vty = Type::vec(block_ty.clone());
-    let nb = {
-        let v = b.var(&blocks, vty.clone());
-        b.prim(Prim::Size, vec![v])
-    };
-    let nb_name = b.fresh_name("nb");
-    // build nb (lam k (f J_k cols_k)), then $concat.
-    let per_block = |b: &mut Builder, f: &dyn Fn(&mut Builder, ExprId, ExprId) -> ExprId| {
-        let n = b.var(&nb_name, Type::Integer);
-        let k = b.fresh_name("k");
-        let kv = b.var(&k, Type::Integer);
-        let v = b.var(&blocks, vty.clone());
-        let block = b.prim(Prim::Index, vec![kv, v]);
-        let bk = b.fresh_name("block");
-        let j = {
-            let x = b.var(&bk, block_ty.clone());
-            b.prim(Prim::Get { index: 1, arity: 2 }, vec![x])
-        };
-        let cols = {
-            let x = b.var(&bk, block_ty.clone());
-            b.prim(Prim::Get { index: 2, arity: 2 }, vec![x])
-        };
-        let inner = f(b, j, cols);
-        let body = b.let_(&bk, block, inner);
-        let lam = b.lam(&k, Type::Integer, body);
-        let vs = b.prim(Prim::Build, vec![n, lam]);
-        b.prim(Prim::Concat, vec![vs])
-    };
-    let lens = per_block(b, &|b, j, cols| {
-        let size = b.prim(Prim::Size, vec![j]);
-        let rows = b.prim(Prim::Get { index: 1, arity: 2 }, vec![size]);
-        let width = b.prim(Prim::Size, vec![cols]);
-        b.prim(Prim::ConstVec, vec![rows, width])
-    });
-    let columns = per_block(b, &|b, j, cols| {
-        let size = b.prim(Prim::Size, vec![j]);
-        let rc = b.fresh_name("rc");
-        let rcv = b.var(&rc, int_pair());
-        let c = b.prim(Prim::Get { index: 2, arity: 2 }, vec![rcv]);
-        let column = b.prim(Prim::Index, vec![c, cols]);
-        let lam = b.lam(&rc, int_pair(), column);
-        b.prim(Prim::Build, vec![size, lam])
-    });
-    let values = per_block(b, &|_, j, _| j);
-    let lens_name = b.fresh_name("lens");
+/// The first two read only the gathers' positions and sizes, so `$concat`
+/// computes their `build`s in each of its passes without storing them;
+/// `$concatN` computes each block's Jacobian J_k, copies it into place
+/// and frees its temporaries. When a block function's result type does not
+/// fix its number of rows, the rows are computed once, into a vector, by
+/// calling it.
+fn assemble(b: &mut Builder, outer: &mut Vec<(Pat, ExprId)>, parts: &[Component], n_columns: &str) -> ExprId {
     let ivec = Type::vec(Type::Integer);
+    // The ends of the components' ranges of k: the last is nb.
+    let mut ends: Vec<Var> = Vec::new();
+    for part in parts {
+        let count = b.var(&part.count, Type::Integer);
+        let end = match ends.last() {
+            Some(prev) => {
+                let prev = b.var(prev, Type::Integer);
+                b.int_op("add", prev, count)
+            }
+            None => count,
+        };
+        let name = b.fresh_name("end");
+        outer.push((Pat::Var(name.clone()), end));
+        ends.push(name);
+    }
+    let nb = |b: &mut Builder| match ends.last() {
+        Some(end) => b.var(end, Type::Integer),
+        None => b.integer(0),
+    };
+    // build nb (lam k e_k), e_k of type `ty` from the element's block.
+    let per_block = |b: &mut Builder, ty: Type, f: &mut dyn FnMut(&mut Builder, &Component, &str) -> ExprId| {
+        let k = b.fresh_name("k");
+        let body = select(b, &k, parts, &ends, ty, f);
+        let lam = b.lam(&k, Type::Integer, body);
+        let n = nb(b);
+        b.prim(Prim::Build, vec![n, lam])
+    };
+    let rows_vector = parts.iter().any(|p| p.element.ret_ty.fixed_float_count().is_none()).then(|| {
+        let v = per_block(b, Type::Integer, &mut |b, part, _| {
+            let rows = part.element.rows(b);
+            part.element.within(b, rows)
+        });
+        let name = b.fresh_name("rows");
+        outer.push((Pat::Var(name.clone()), v));
+        name
+    });
+    let rows = |b: &mut Builder, part: &Component, k: &str| match &rows_vector {
+        Some(v) => {
+            let kv = b.var(k, Type::Integer);
+            let v = b.var(v, ivec.clone());
+            b.prim(Prim::Index, vec![kv, v])
+        }
+        None => part.element.rows(b),
+    };
+    // The number of rows: the components' counts times their blocks'
+    // rows, or the sum of the vector of rows.
+    let n_rows = match &rows_vector {
+        None => {
+            let terms: Vec<ExprId> = parts
+                .iter()
+                .map(|part| {
+                    let count = b.var(&part.count, Type::Integer);
+                    let r = part.element.rows(b);
+                    b.int_op("mul", count, r)
+                })
+                .collect();
+            terms.into_iter().reduce(|x, y| b.int_op("add", x, y)).unwrap_or_else(|| b.integer(0))
+        }
+        Some(v) => {
+            let v = b.var(v, ivec.clone());
+            let zero = b.integer(0);
+            let sum = add_ints(b);
+            b.prim(Prim::Fold, vec![sum, zero, v])
+        }
+    };
+    let lens = per_block(b, ivec.clone(), &mut |b, part, k| {
+        let r = rows(b, part, k);
+        let w = part.element.width(b);
+        let e = b.prim(Prim::ConstVec, vec![r, w]);
+        part.element.within(b, e)
+    });
+    let lens = b.prim(Prim::ConcatN, vec![n_rows, lens]);
+    let lens_name = b.fresh_name("lens");
+    outer.push((Pat::Var(lens_name.clone()), lens));
     let offsets = {
-        let pair = int_pair();
-        let acc = b.fresh_name("acc_len");
-        let p1 = b.var(&acc, pair.clone());
-        let x = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);
-        let p2 = b.var(&acc, pair.clone());
-        let y = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
-        let sum = b.int_op("add", x, y);
-        let lam = b.lam(&acc, pair, sum);
         let zero = b.integer(0);
         let l = b.var(&lens_name, ivec.clone());
-        b.prim(Prim::Scan, vec![lam, zero, l])
+        let sum = add_ints(b);
+        b.prim(Prim::Scan, vec![sum, zero, l])
     };
+    let offsets_name = b.fresh_name("offsets");
+    outer.push((Pat::Var(offsets_name.clone()), offsets));
+    let nnz = {
+        let l = b.var(&lens_name, ivec.clone());
+        let m = b.prim(Prim::Size, vec![l]);
+        let o = b.var(&offsets_name, ivec.clone());
+        b.prim(Prim::Index, vec![m, o])
+    };
+    let nnz_name = b.fresh_name("nnz");
+    outer.push((Pat::Var(nnz_name.clone()), nnz));
+    let columns = per_block(b, Type::tensor(2, Type::Integer), &mut |b, part, k| {
+        let r = rows(b, part, k);
+        let e = part.element.columns(b, r);
+        part.element.within(b, e)
+    });
+    let nnz = b.var(&nnz_name, Type::Integer);
+    let columns = b.prim(Prim::ConcatN, vec![nnz, columns]);
+    let values = per_block(b, Type::tensor(2, Type::Float), &mut |b, part, _| {
+        let e = part.element.values(b);
+        part.element.within(b, e)
+    });
+    let nnz = b.var(&nnz_name, Type::Integer);
+    let values = b.prim(Prim::ConcatN, vec![nnz, values]);
     let shape = {
         let l = b.var(&lens_name, ivec.clone());
         let m = b.prim(Prim::Size, vec![l]);
         let n = b.var(n_columns, Type::Integer);
         b.tuple(vec![m, n])
     };
-    let result = b.tuple(vec![shape, offsets, columns, values]);
-    let result = b.let_(&lens_name, lens, result);
-    let result = b.let_(&nb_name, nb, result);
-    b.let_(&blocks, all, result)
+    let offsets = b.var(&offsets_name, ivec);
+    b.tuple(vec![shape, offsets, columns, values])
+}
+
+/// `(lam (acc_x : Tuple Integer Integer) (add (get$1$2 acc_x) (get$2$2 acc_x)))`.
+fn add_ints(b: &mut Builder) -> ExprId {
+    let pair = int_pair();
+    let acc = b.fresh_name("acc_x");
+    let p1 = b.var(&acc, pair.clone());
+    let x = b.prim(Prim::Get { index: 1, arity: 2 }, vec![p1]);
+    let p2 = b.var(&acc, pair.clone());
+    let y = b.prim(Prim::Get { index: 2, arity: 2 }, vec![p2]);
+    let sum = b.int_op("add", x, y);
+    b.lam(&acc, pair, sum)
+}
+
+/// The element e_k of the block numbered `k` (a variable): the component
+/// whose range holds k (`ends` are the ranges' ends), its index bound to
+/// k less the components' elements before it:
+/// `(if (lt k end1) (let (i1 k) e1) (if (lt k end2) (let (i2 (sub k end1)) e2) ..))`.
+/// With no components, a `$dummy` of type `ty` (there are no elements).
+fn select(
+    b: &mut Builder,
+    k: &str,
+    parts: &[Component],
+    ends: &[Var],
+    ty: Type,
+    f: &mut dyn FnMut(&mut Builder, &Component, &str) -> ExprId,
+) -> ExprId {
+    let mut body: Option<ExprId> = None;
+    for (c, part) in parts.iter().enumerate().rev() {
+        let e = f(b, part, k);
+        let kv = b.var(k, Type::Integer);
+        let index = match c {
+            0 => kv,
+            _ => {
+                let before = b.var(&ends[c - 1], Type::Integer);
+                b.int_op("sub", kv, before)
+            }
+        };
+        let e = b.let_(&part.index, index, e);
+        body = Some(match body {
+            None => e,
+            Some(later) => {
+                let kv = b.var(k, Type::Integer);
+                let end = b.var(&ends[c], Type::Integer);
+                let test = b.int_test("lt", kv, end);
+                b.body.alloc_typed(Expr::If(test, e, later), ty.clone())
+            }
+        });
+    }
+    body.unwrap_or_else(|| b.body.alloc_typed(Expr::Dummy(ty.clone()), ty))
 }

@@ -506,6 +506,29 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 new_tensor(vec![data.len()], data)
             }
+            Prim::ConcatN => {
+                // The checks and messages of the native code, which copies
+                // tensor after tensor into n places.
+                let n = sizes(args.get(0), p)?[0];
+                let mut data = Vec::with_capacity(n);
+                for x in &tensor(args.get(1))?.data {
+                    let x = tensor(x)?;
+                    if data.len() + x.data.len() > n {
+                        return Err(Fail::Here(format!(
+                            "`$concatN` of tensors of more elements than its size (elements so far, size): {} and {n}",
+                            data.len() + x.data.len()
+                        )));
+                    }
+                    data.extend(x.data.iter().cloned());
+                }
+                if data.len() != n {
+                    return Err(Fail::Here(format!(
+                        "`$concatN` of tensors of fewer elements than its size (elements, size): {} and {n}",
+                        data.len()
+                    )));
+                }
+                new_tensor(vec![n], data)
+            }
             Prim::Unzip => {
                 let v = tensor(args.get(0))?;
                 let n = match (body.ty(call), v.data.first()) {

@@ -46,6 +46,11 @@ pub enum Prim {
     /// elements (row-major) one tensor after the other (not in the
     /// original; `[jacsparse f]` assembles its arrays with it).
     Concat,
+    /// `$concatN n ts`: `$concat ts`, which must hold `n` elements in all
+    /// (an error if not). Natively each tensor of `ts` is computed and
+    /// copied into the result in turn, its temporaries freed, so `ts` is
+    /// never stored (`[jacsparse f]` writes the blocks' values with it).
+    ConcatN,
     Map,
     Map2,
     Index,
@@ -133,6 +138,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::TangentBasis, "$tangentBasis"),
     (Prim::TangentFlatten, "$tangentFlatten"),
     (Prim::Concat, "$concat"),
+    (Prim::ConcatN, "$concatN"),
     (Prim::Map, "map"),
     (Prim::Map2, "map2"),
     (Prim::Index, "index"),
@@ -240,7 +246,7 @@ impl Prim {
     pub fn arity(self) -> Option<usize> {
         match self {
             Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
-            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis | Prim::TapePush => Some(2),
+            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis | Prim::TapePush | Prim::ConcatN => Some(2),
             Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
@@ -432,6 +438,13 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             (1, T::Tensor(_, elem)) => T::vec((**elem).clone()),
             _ => return Err(format!("`$concat` needs a vector of tensors, found `{}`", a[0])),
         },
+        Prim::ConcatN => {
+            expect_eq("the size (first argument) of `$concatN`", &T::Integer, &a[0])?;
+            match expect_tensor("the second argument of `$concatN`", &a[1])? {
+                (1, T::Tensor(_, elem)) => T::vec((**elem).clone()),
+                _ => return Err(format!("`$concatN` needs a vector of tensors, found `{}`", a[1])),
+            }
+        }
         Prim::Unzip => {
             let (rank, elem) = expect_tensor("the argument of `unzip`", &a[0])?;
             match elem {

@@ -406,18 +406,28 @@ impl Lowerer<'_> {
                 })?;
                 Ok(LVal::Op(out))
             }
-            Prim::Concat => {
+            Prim::Concat | Prim::ConcatN => {
                 // Two passes over the tensors: their total size, then the
                 // copies. A `build` of tensors whose sizes come without
                 // allocating or calling (views, `constVec`s, lazy `build`s)
                 // is computed in each pass, not stored; any other is
                 // materialised first, so its elements are computed once.
-                let (v, vt) = args[0].val()?;
+                // `$concatN n ts` knows the total: one pass, each tensor
+                // computed, copied and dropped (the loop resets the arena),
+                // with checks that the sizes add up to n.
+                let given = match p {
+                    Prim::ConcatN => Some(lval_op(args[0].val()?.0)?),
+                    _ => None,
+                };
+                if let Some(n) = &given {
+                    self.sizes_check(fb, std::slice::from_ref(n), "$concatN", site);
+                }
+                let (v, vt) = args[usize::from(given.is_some())].val()?;
                 let (v, vt) = (v.clone(), vt.clone());
                 let (_, inner_ty) = tensor_ty(&vt)?;
                 let (rank, elem_ty) = tensor_ty(&inner_ty)?;
                 let total = fb.var(Type::Integer, Some("total"), true);
-                fb.emit(Stmt::DeclMut(total, Some(Op::Int(0))));
+                fb.emit(Stmt::DeclMut(total, Some(given.clone().unwrap_or(Op::Int(0)))));
                 let sizes = |this: &mut Self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal| -> R<()> {
                     let dims = this.dims_of(fb, v, 1)?;
                     let nest = this.nest_open(fb, &dims);
@@ -429,7 +439,7 @@ impl Lowerer<'_> {
                     this.nest_close(fb, nest);
                     Ok(())
                 };
-                let lazy = matches!(v, LVal::Delayed(_)) && {
+                let lazy = given.is_some() || matches!(v, LVal::Delayed(_)) && {
                     fb.push_block();
                     sizes(self, fb, st, &v)?;
                     let pass = fb.pop_block();
@@ -455,6 +465,13 @@ impl Lowerer<'_> {
                 let nest = self.nest_open(fb, &dims);
                 let x = self.elem_of(fb, st, &v, &inner_ty, nest.idx(), Some(nest.flat()))?;
                 let d = self.dims_of(fb, &x, rank)?;
+                if let Some(n) = &given {
+                    let count = self.count_of(fb, &d);
+                    let end = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), count);
+                    let cond = bin(fb, BinOp::ILe, end.clone(), n.clone());
+                    let what = "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
+                    fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] } });
+                }
                 let inner = self.nest_open(fb, &d);
                 let y = self.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
                 let y = self.materialize_val(fb, st, y, &elem_ty)?;
@@ -463,6 +480,11 @@ impl Lowerer<'_> {
                 fb.emit(Stmt::Set(pos, next));
                 self.nest_close(fb, inner);
                 self.nest_close(fb, nest);
+                if let Some(n) = given {
+                    let cond = bin(fb, BinOp::IEq, Op::Var(pos), n.clone());
+                    let what = "`$concatN` of tensors of fewer elements than its size (elements, size):".to_string();
+                    fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![Op::Var(pos)], b: vec![n] } });
+                }
                 Ok(LVal::Op(out))
             }
             Prim::TangentBasis => {
