@@ -101,8 +101,7 @@ pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
 ///                  let cols = build n (lam c ($tangentFlatten ($inline ([fwd f] x ($tangentBasis x c)))))
 ///                  in build (m, n) (lam (r, c) cols[c][r])
 ///                else                  -- rows by reverse mode
-///                  let rows = build m (lam r ($tangentFlatten ($inline ([rev f] x ($tangentBasis y r)))))
-///                  in build (m, n) (lam (r, c) rows[r][c])
+///                  $concatN (m, n) (build m (lam r ($tangentFlatten ($inline ([rev f] x ($tangentBasis y r))))))
 /// ```
 ///
 /// with the tests decided here when the types fix the dimensions.
@@ -161,12 +160,18 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
         let flat = b.prim(Prim::TangentFlatten, vec![derivative]);
         let lam = b.lam(index, Type::Integer, flat);
         let vectors = b.prim(Prim::Build, vec![size, lam]);
+        if d != Derivation::Fwd {
+            // The rows, one after the other: each is computed, copied into
+            // the matrix and freed.
+            let (m, n) = (var(b, "ksc$m", &Type::Integer), var(b, "ksc$n", &Type::Integer));
+            let shape = b.tuple(vec![m, n]);
+            return b.prim(Prim::ConcatN, vec![shape, vectors]);
+        }
         let vty = b.ty(vectors);
         let read = matrix(b, &|b, r, c| {
-            let (outer, inner) = if d == Derivation::Fwd { (c, r) } else { (r, c) };
             let vs = b.var("ksc$vectors", vty.clone());
-            let v = b.prim(Prim::Index, vec![outer, vs]);
-            b.prim(Prim::Index, vec![inner, v])
+            let v = b.prim(Prim::Index, vec![c, vs]);
+            b.prim(Prim::Index, vec![r, v])
         });
         b.let_("ksc$vectors", vectors, read)
     };

@@ -509,7 +509,8 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::ConcatN => {
                 // The checks and messages of the native code, which copies
                 // tensor after tensor into n places.
-                let n = sizes(args.get(0), p)?[0];
+                let shape = sizes(args.get(0), p)?;
+                let n = count(&shape)?;
                 let mut data = Vec::with_capacity(n);
                 for x in &tensor(args.get(1))?.data {
                     let x = tensor(x)?;
@@ -527,7 +528,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         data.len()
                     )));
                 }
-                new_tensor(vec![n], data)
+                new_tensor(shape, data)
             }
             Prim::Unzip => {
                 let v = tensor(args.get(0))?;

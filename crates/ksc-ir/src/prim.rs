@@ -47,9 +47,11 @@ pub enum Prim {
     /// original; `[jacsparse f]` assembles its arrays with it).
     Concat,
     /// `$concatN n ts`: `$concat ts`, which must hold `n` elements in all
-    /// (an error if not). Natively each tensor of `ts` is computed and
-    /// copied into the result in turn, its temporaries freed, so `ts` is
-    /// never stored (`[jacsparse f]` writes the blocks' values with it).
+    /// (an error if not). With a tuple of sizes `(tuple m n ..)`, the same
+    /// elements in row-major order in a tensor of that shape. Natively each
+    /// tensor of `ts` is computed and copied into the result in turn, its
+    /// temporaries freed, so `ts` is never stored (`[jacsparse f]` writes
+    /// the blocks' values with it, `[jac f]` the rows of reverse mode).
     ConcatN,
     Map,
     Map2,
@@ -439,9 +441,9 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             _ => return Err(format!("`$concat` needs a vector of tensors, found `{}`", a[0])),
         },
         Prim::ConcatN => {
-            expect_eq("the size (first argument) of `$concatN`", &T::Integer, &a[0])?;
+            let rank = expect_index("the size (first argument) of `$concatN`", &a[0])?;
             match expect_tensor("the second argument of `$concatN`", &a[1])? {
-                (1, T::Tensor(_, elem)) => T::vec((**elem).clone()),
+                (1, T::Tensor(_, elem)) => T::tensor(rank, (**elem).clone()),
                 _ => return Err(format!("`$concatN` needs a vector of tensors, found `{}`", a[1])),
             }
         }

@@ -415,13 +415,18 @@ impl Lowerer<'_> {
                 // `$concatN n ts` knows the total: one pass, each tensor
                 // computed, copied and dropped (the loop resets the arena),
                 // with checks that the sizes add up to n.
+                // (The result's sizes; `given` is their product.)
+                let mut out_dims = None;
                 let given = match p {
-                    Prim::ConcatN => Some(lval_op(args[0].val()?.0)?),
+                    Prim::ConcatN => {
+                        let dims = index_ops(args[0].val()?.0)?;
+                        self.sizes_check(fb, &dims, "$concatN", site);
+                        let n = self.count_of(fb, &dims);
+                        out_dims = Some(dims);
+                        Some(n)
+                    }
                     _ => None,
                 };
-                if let Some(n) = &given {
-                    self.sizes_check(fb, std::slice::from_ref(n), "$concatN", site);
-                }
                 let (v, vt) = args[usize::from(given.is_some())].val()?;
                 let (v, vt) = (v.clone(), vt.clone());
                 let (_, inner_ty) = tensor_ty(&vt)?;
@@ -459,7 +464,8 @@ impl Lowerer<'_> {
                     v
                 };
                 let dims = self.dims_of(fb, &v, 1)?;
-                let out = fb.let_(Rhs::Alloc { dims: vec![Op::Var(total)], elem: elem_ty.clone() }, ty.clone(), None);
+                let dims_out = out_dims.unwrap_or_else(|| vec![Op::Var(total)]);
+                let out = fb.let_(Rhs::Alloc { dims: dims_out, elem: elem_ty.clone() }, ty.clone(), None);
                 let pos = fb.var(Type::Integer, Some("pos"), true);
                 fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
                 let nest = self.nest_open(fb, &dims);
