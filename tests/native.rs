@@ -228,6 +228,10 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 });
                 check(ok, "the read tangents were not computed where they are read")
             }
+            "fwd_sumbuild" => {
+                let f = function_of(&loops, "fwd$f");
+                check(f.matches("alloc").count() == 0 && f.matches("for ").count() == 1, "the terms' tangents were stored")
+            }
             "accumulate_one_hot" => {
                 // Filling the first term's rows and its zero rows, the sum, and
                 // adding one row: no loop over all rows per term.

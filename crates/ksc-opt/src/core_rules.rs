@@ -448,6 +448,84 @@ fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.substitute(b, &[(x, r)], true))
 }
 
+/// `let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)]` when `b`
+/// reads `x` once, as `index j x` in the body of a `build n (lam j ..)` or
+/// `sumbuild n (lam j ..)` over the same `n`, a loop under no other lambda
+/// of `b`: it asks for every element once, so `index-build` then fuses the
+/// two loops and the vector is never stored. (The tangent of a `sumbuild`
+/// is such a loop over the vector of its terms' tangents, behind a test of
+/// its size.) Where the loop is not reached the vector is not computed:
+/// it is pure.
+fn let_build_loop(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let [n, _] = prim_args(ctx, r, Prim::Build)?[..] else { return None };
+    if !ctx.is_atomic(n) || !ctx.pure(r) || free_count(ctx, &x, b) != 1 {
+        return None;
+    }
+    if !read_by_loop(ctx, &x, n, b, &mut Vec::new(), None) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], true))
+}
+
+/// Is the one free occurrence of `x` in `e` a read `index j x` whose `j`
+/// is the index of a `build` or `sumbuild` over `n` (a variable not
+/// rebound in `bound`, or a literal), under no other lambda? `inside` is
+/// the index of the loop already entered, while it is not rebound.
+fn read_by_loop(ctx: &mut Ctx, x: &str, n: ExprId, e: ExprId, bound: &mut Vec<Var>, inside: Option<&Var>) -> bool {
+    let is_x = |ctx: &Ctx, v: ExprId| matches!(ctx.expr(v), Expr::Var(y) if y == x);
+    if !ctx.is_free(x, e) {
+        return true;
+    }
+    if let Some([i, v]) = prim_args(ctx, e, Prim::Index).as_deref() {
+        if is_x(ctx, *v) {
+            return matches!((ctx.expr(*i), inside), (Expr::Var(j), Some(k)) if j == k);
+        }
+    }
+    let loop_parts = prim_args(ctx, e, Prim::Build).or_else(|| prim_args(ctx, e, Prim::Sumbuild));
+    if let Some(&[m, f]) = loop_parts.as_deref() {
+        if let Some((j, _, lb)) = lam_parts(ctx, f) {
+            if ctx.is_free(x, m) {
+                return read_by_loop(ctx, x, n, m, bound, inside);
+            }
+            let same_size = match (ctx.expr(m), ctx.expr(n)) {
+                (Expr::Var(a), Expr::Var(c)) => a == c && !bound.contains(a),
+                (Expr::Lit(a), Expr::Lit(c)) => a == c,
+                _ => false,
+            };
+            if j == x || inside.is_some() || !same_size {
+                return false;
+            }
+            bound.push(j.clone());
+            let ok = read_by_loop(ctx, x, n, lb, bound, Some(&j));
+            bound.pop();
+            return ok;
+        }
+    }
+    match ctx.expr(e).clone() {
+        Expr::Let(p, r, b) => {
+            if ctx.is_free(x, r) {
+                return read_by_loop(ctx, x, n, r, bound, inside);
+            }
+            let vars = p.vars();
+            let inside = inside.filter(|j| !vars.contains(j));
+            let depth = bound.len();
+            bound.extend(vars.iter().cloned());
+            let ok = read_by_loop(ctx, x, n, b, bound, inside);
+            bound.truncate(depth);
+            ok
+        }
+        Expr::Var(_) | Expr::Lam(..) => false,
+        other => {
+            let kids = term::children(&other);
+            match kids.into_iter().find(|&c| ctx.is_free(x, c)) {
+                Some(c) => read_by_loop(ctx, x, n, c, bound, inside),
+                None => true,
+            }
+        }
+    }
+}
+
 /// The most reads of a vector whose small element `let-build` copies to
 /// where it is read: a few recomputations of a small element cost less
 /// than storing the vector and loading it back (the reverse pass of `sub`
@@ -1388,6 +1466,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
     CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x at most 3 times, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
+    CoreRule { name: "let-build-loop", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x once, as index j x in a build or sumbuild over n with index j that is under no other lambda, and e is pure", group: VEC, head: Head::Let, rewrite: let_build_loop },
     CoreRule { name: "let-build-lazy", statement: "let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i e)) x'] when e is expensive and pure and b reads x by index at most 4 times (cost elements: the sum of the sizes of the loops around each read) and by size", group: VEC, head: Head::Let, rewrite: let_build_lazy },
     CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },
     CoreRule { name: "let-constvec", statement: "let x = constVec n a in b ⇒ b[x := constVec n a] for an atom a and n without effect, when b uses x only as the vector of index and size", group: VEC, head: Head::Let, rewrite: let_constvec },

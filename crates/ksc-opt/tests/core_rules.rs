@@ -488,6 +488,47 @@ fn template(rule: &str) -> Option<Template> {
             });
             b.let_("x", v, body)
         },
+        "let-build-loop" => |g, b| {
+            // let x = build n (lam i e) in e' where e' reads x in a sumbuild
+            // or build, mostly over the same n and by its index (else over
+            // another size or at another index), sometimes behind an `if`,
+            // sometimes under a let that rebinds the index; e' may rebind x.
+            let n = if g.rng.chance(60) { b.integer(1 + g.rng.below(4) as i64) } else { g.atom(b, &Type::Integer) };
+            let e = with_var(g, "ksc$idx", Type::Integer, |g| g.expr(b, &Type::Float, 2));
+            let lam = b.lam("ksc$idx", Type::Integer, e);
+            let v = b.prim(Prim::Build, vec![n, lam]);
+            let body = with_var(g, "x", vf(), |g| {
+                let m = if g.rng.chance(80) { b.copy(n) } else { g.atom(b, &Type::Integer) };
+                let read = with_var(g, "ksc$q", Type::Integer, |g| {
+                    let i = if g.rng.chance(80) { b.var("ksc$q", Type::Integer) } else { g.expr(b, &Type::Integer, 1) };
+                    let x = b.var("x", vf());
+                    let mut read = b.prim(Prim::Index, vec![i, x]);
+                    let e3 = g.expr(b, &Type::Float, 1);
+                    read = b.prim(Prim::TsAdd, vec![read, e3]);
+                    if g.rng.chance(20) {
+                        // The index rebound: a read at another place.
+                        let j = g.expr(b, &Type::Integer, 1);
+                        read = b.let_("ksc$q", j, read);
+                    }
+                    read
+                });
+                let lam = b.lam("ksc$q", Type::Integer, read);
+                let mut sum = if g.rng.chance(70) {
+                    b.prim(Prim::Sumbuild, vec![m, lam])
+                } else {
+                    let built = b.prim(Prim::Build, vec![m, lam]);
+                    b.prim(Prim::Sum, vec![built])
+                };
+                if g.rng.chance(50) {
+                    let c = g.expr(b, &Type::Bool, 1);
+                    let other = g.expr(b, &Type::Float, 1);
+                    sum = b.body.alloc_typed(Expr::If(c, other, sum), Type::Float);
+                }
+                let e2 = g.expr(b, &Type::Float, 1);
+                b.prim(Prim::TsAdd, vec![sum, e2])
+            });
+            b.let_("x", v, body)
+        },
         "let-build-lazy" => |g, b| {
             // let x = build n (lam i (sumbuild k (lam j e))) in e' with one to
             // three reads of x (index, some size), some inside one or two
