@@ -242,12 +242,14 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             hcat(b, vec![s1, s2])
         }
         "div" if binary => {
-            // d(x/z) = dx / z - x dz / z^2 = dx / z - y dz / z
+            // d(x/z) = dx / z - x dz / z^2 = dx (1/z) - dz y (1/z): one
+            // division besides the primal's (CSE shares 1/z).
             let (one_, z) = (b.float(1.0), b.copy(args[1]));
             let inv = float2(b, "div", one_, z);
+            let inv2 = b.copy(inv);
             let s1 = scale(b, args[0], inv);
-            let (yy, z2) = (b.copy(y), b.copy(args[1]));
-            let q = float2(b, "div", yy, z2);
+            let yy = b.copy(y);
+            let q = float2(b, "mul", yy, inv2);
             let nq = float_fn(b, "neg", q);
             let s2 = scale(b, args[1], nq);
             hcat(b, vec![s1, s2])

@@ -29,6 +29,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     let body = std::mem::take(&mut f.body);
     f.body = licm_block(body, &cx);
     cse(f);
+    fold_alloc_dims(f);
     dce(f, effectful);
     fold_alloc_dims(f);
     fuse_consumers(f, effectful);
@@ -521,37 +522,108 @@ fn cse_block(
     out
 }
 
-/// Dead code: unused computations without effects, unused mutable
-/// variables, empty loops and branches.
+/// Dead code, by liveness: a statement is needed if it has an effect
+/// (returns, prints, checks, calls an effectful function, writes a tensor it
+/// did not allocate, manages the arena) or defines a variable a needed
+/// statement reads; a loop or branch is needed if a statement in it is, and
+/// then its size or condition is read. The rest goes: unused computations,
+/// mutable variables assigned only from themselves (an accumulator whose
+/// total nobody reads), tensors allocated and written but never read (a
+/// reverse pass whose caller keeps one of its cotangents builds the others
+/// so), and variables only copied down.
 fn dce(f: &mut Func, effectful: &[bool]) {
+    // Fresh tensors: allocated or copied here, so written through no other
+    // name (an alias would be made by a statement reading the tensor).
+    let mut fresh: FxHashSet<VarId> = FxHashSet::default();
+    walk(&f.body, &mut |s| {
+        if let Stmt::Let(v, Rhs::Alloc { .. } | Rhs::DeepCopy(_)) = s {
+            fresh.insert(*v);
+        }
+    });
     loop {
-        let mut uses: FxHashMap<VarId, usize> = FxHashMap::default();
-        walk(&f.body, &mut |s| {
-            for o in stmt_operands(s) {
-                if let Op::Var(v) = o {
-                    *uses.entry(*v).or_default() += 1;
-                }
+        let mut live: FxHashSet<VarId> = FxHashSet::default();
+        loop {
+            let before = live.len();
+            mark_needed(&f.body, &mut live, &fresh, &f.vars, effectful);
+            if live.len() == before {
+                break;
             }
-            if let Stmt::CopyDown { mark, vars } = s {
-                *uses.entry(*mark).or_default() += 1;
-                for v in vars {
-                    *uses.entry(*v).or_default() += 1;
-                }
-            }
-            if let Stmt::Reset(m) = s {
-                *uses.entry(*m).or_default() += 1;
-            }
-        });
-        // A mutable variable only assigned (never read) is dead too: its
-        // `Set`s read the variable only through itself.
-        let used = |v: &VarId| uses.get(v).copied().unwrap_or(0) > 0;
+        }
+        let used = |v: &VarId| live.contains(v);
         let before = count_stmts(&f.body);
         let body = std::mem::take(&mut f.body);
-        f.body = dce_block(body, &used, &f.vars, effectful);
+        f.body = dce_block(body, &used, &fresh, &f.vars, effectful);
         if count_stmts(&f.body) == before {
             return;
         }
     }
+}
+
+/// The variables a statement (not a loop or branch) defines or writes.
+fn stmt_defines(s: &Stmt) -> Option<VarId> {
+    match s {
+        Stmt::Let(v, _) | Stmt::DeclMut(v, _) | Stmt::Set(v, _) => Some(*v),
+        Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => Some(*a),
+        _ => None,
+    }
+}
+
+/// Is the statement (not a loop or branch) needed whatever is live?
+fn is_root(s: &Stmt, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bool]) -> bool {
+    match s {
+        Stmt::Let(_, Rhs::Call { func, .. }) => effectful[func.0 as usize],
+        Stmt::Let(..) | Stmt::DeclMut(..) => false,
+        Stmt::Set(v, _) => !vars[v.0 as usize].mutable,
+        Stmt::Store { arr, .. } | Stmt::Accum { arr, .. } => !matches!(arr, Op::Var(a) if fresh.contains(a)),
+        _ => true,
+    }
+}
+
+/// Marks live the variables that the needed statements of `b` read;
+/// returns whether `b` has a needed statement.
+fn mark_needed(b: &Block, live: &mut FxHashSet<VarId>, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bool]) -> bool {
+    let mut any = false;
+    for s in b {
+        let needed = match s {
+            Stmt::For { n, pre, body, .. } => {
+                let inner = mark_needed(pre, live, fresh, vars, effectful) | mark_needed(body, live, fresh, vars, effectful);
+                if inner {
+                    if let Op::Var(v) = n {
+                        live.insert(*v);
+                    }
+                }
+                inner
+            }
+            Stmt::If { cond, then, els } => {
+                let inner = mark_needed(then, live, fresh, vars, effectful) | mark_needed(els, live, fresh, vars, effectful);
+                if inner {
+                    if let Op::Var(v) = cond {
+                        live.insert(*v);
+                    }
+                }
+                inner
+            }
+            _ => {
+                let needed = is_root(s, fresh, vars, effectful) || stmt_defines(s).is_some_and(|v| live.contains(&v));
+                if needed {
+                    for o in stmt_operands(s) {
+                        if let Op::Var(v) = o {
+                            live.insert(*v);
+                        }
+                    }
+                    match s {
+                        Stmt::CopyDown { mark, .. } | Stmt::Reset(mark) => {
+                            live.insert(*mark);
+                        }
+                        _ => {}
+                    }
+                }
+                needed
+            }
+        };
+        any |= needed;
+    }
+    any
 }
 
 fn count_stmts(b: &Block) -> usize {
@@ -560,7 +632,7 @@ fn count_stmts(b: &Block) -> usize {
     n
 }
 
-fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, vars: &[VarInfo], effectful: &[bool]) -> Block {
+fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bool]) -> Block {
     let mut out = Vec::with_capacity(block.len());
     for s in block {
         match s {
@@ -584,18 +656,24 @@ fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, vars: &[VarInfo], effe
                 }
             }
             Stmt::For { idx, n, pre, body, reset } => {
-                let pre = dce_block(pre, used, vars, effectful);
-                let body = dce_block(body, used, vars, effectful);
+                let pre = dce_block(pre, used, fresh, vars, effectful);
+                let body = dce_block(body, used, fresh, vars, effectful);
                 if !(pre.is_empty() && body.is_empty()) {
                     out.push(Stmt::For { idx, n, pre, body, reset });
                 }
             }
             Stmt::If { cond, then, els } => {
-                let then = dce_block(then, used, vars, effectful);
-                let els = dce_block(els, used, vars, effectful);
+                let then = dce_block(then, used, fresh, vars, effectful);
+                let els = dce_block(els, used, fresh, vars, effectful);
                 if !(then.is_empty() && els.is_empty()) {
                     out.push(Stmt::If { cond, then, els });
                 }
+            }
+            // A fresh tensor that is never read.
+            Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } if fresh.contains(&a) && !used(&a) => {}
+            Stmt::CopyDown { mark, mut vars } => {
+                vars.retain(|v| used(v));
+                out.push(Stmt::CopyDown { mark, vars });
             }
             s => out.push(s),
         }
@@ -659,22 +737,36 @@ fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
 }
 
 /// `dim t.k` of a tensor `t = alloc [n0, n1, ..]` is `nk` (when `nk` is a
-/// number or an immutable variable).
+/// number or an immutable variable); of a copy `t = deepcopy u` it is
+/// `dim u.k` (for an immutable `u`). So a size check does not keep a
+/// tensor alive that nothing else reads (an accumulator copied from a
+/// fresh tensor, whose sizes `ts_add` checks).
 fn fold_alloc_dims(f: &mut Func) {
     let mut dims: FxHashMap<VarId, Vec<Op>> = FxHashMap::default();
-    walk(&f.body, &mut |s| {
-        if let Stmt::Let(v, Rhs::Alloc { dims: d, .. }) = s {
+    let mut copies: FxHashMap<VarId, VarId> = FxHashMap::default();
+    let vars = &f.vars;
+    let immutable = |v: &VarId| !vars[v.0 as usize].mutable;
+    walk(&f.body, &mut |s| match s {
+        Stmt::Let(v, Rhs::Alloc { dims: d, .. }) => {
             dims.insert(*v, d.clone());
         }
+        Stmt::Let(v, Rhs::DeepCopy(Op::Var(u))) if immutable(u) => {
+            copies.insert(*v, *u);
+        }
+        _ => {}
     });
-    let vars = &f.vars;
     walk_mut(&mut f.body, &mut |s| {
         if let Stmt::Let(_, r @ Rhs::Dim { .. }) = s {
             let Rhs::Dim { arr: Op::Var(a), dim } = r else { return };
-            if let Some(o) = dims.get(a).and_then(|d| d.get(*dim)) {
-                if !matches!(o, Op::Var(v) if vars[v.0 as usize].mutable) {
-                    *r = Rhs::Copy(o.clone());
-                }
+            let dim = *dim;
+            let mut src = *a;
+            while let Some(u) = copies.get(&src) {
+                src = *u;
+            }
+            match dims.get(&src).and_then(|d| d.get(dim)) {
+                Some(o) if !matches!(o, Op::Var(v) if !immutable(v)) => *r = Rhs::Copy(o.clone()),
+                _ if src != *a => *r = Rhs::Dim { arr: Op::Var(src), dim },
+                _ => {}
             }
         }
     });
