@@ -578,6 +578,19 @@ impl ElementBlock {
         es.iter().map(|&e| ksc_opt::term::deep_copy(b, e)).collect()
     }
 
+    /// Are the runs of columns known to be in ascending order?
+    fn runs_in_order(&self) -> bool {
+        self.in_order || self.starts.len() < 2
+    }
+
+    /// `(Vec_init starts..)` and `(Vec_init widths..)`, for `sparse.ks`.
+    fn run_vectors(&self, b: &mut Builder) -> [ExprId; 2] {
+        [&self.starts, &self.widths].map(|es| {
+            let es = Self::copies(b, es);
+            b.prim(Prim::VecInit, es)
+        })
+    }
+
     /// The number of its rows when the block function's result type fixes
     /// it; else `$tangentDim` of the block function's result (which calls it).
     fn rows(&self, b: &mut Builder) -> ExprId {
@@ -609,7 +622,7 @@ impl ElementBlock {
             let x = b.var(&rc, int_pair());
             b.prim(Prim::Get { index: 2, arity: 2 }, vec![x])
         };
-        if self.in_order || self.starts.len() < 2 {
+        if self.runs_in_order() {
             let c_name = b.fresh_name("c");
             let (starts, widths) = (Self::copies(b, &self.starts), Self::copies(b, &self.widths));
             let column = run_column(b, &starts, &widths, &c_name);
@@ -618,10 +631,7 @@ impl ElementBlock {
             b.prim(Prim::Build, vec![size, lam])
         } else {
             let ivec = Type::vec(Type::Integer);
-            let starts = Self::copies(b, &self.starts);
-            let starts = b.prim(Prim::VecInit, starts);
-            let widths = Self::copies(b, &self.widths);
-            let widths = b.prim(Prim::VecInit, widths);
+            let [starts, widths] = self.run_vectors(b);
             let sorted = b.call(sorted_columns(), vec![starts, widths], ivec.clone());
             let cols = b.fresh_name("cols");
             let v = b.var(&cols, ivec);
@@ -637,13 +647,10 @@ impl ElementBlock {
     fn values(&self, b: &mut Builder) -> ExprId {
         let args = Self::copies(b, &self.args);
         let jac = b.call(self.block.derived(Derivation::Jac1), args, Type::tensor(2, Type::Float));
-        if self.in_order || self.starts.len() < 2 {
+        if self.runs_in_order() {
             return jac;
         }
-        let starts = Self::copies(b, &self.starts);
-        let starts = b.prim(Prim::VecInit, starts);
-        let widths = Self::copies(b, &self.widths);
-        let widths = b.prim(Prim::VecInit, widths);
+        let [starts, widths] = self.run_vectors(b);
         b.call(sorted_block(), vec![jac, starts, widths], Type::tensor(2, Type::Float))
     }
 }
