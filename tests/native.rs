@@ -228,6 +228,14 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 });
                 check(ok, "the read tangents were not computed where they are read")
             }
+            "version_guard" => {
+                // An addition into the cotangent not under its range test:
+                // the versioned loop.
+                let f = function_of(&loops, "rev$window");
+                let lines: Vec<&str> = f.lines().map(str::trim).collect();
+                let straight = (1..lines.len()).any(|k| lines[k].contains("] += ") && !lines[k - 1].starts_with("if "));
+                check(straight, "the loop tests the range of its index in every iteration")
+            }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");
                 check(f.matches("alloc").count() == 0 && f.matches("for ").count() == 1, "the terms' tangents were stored")

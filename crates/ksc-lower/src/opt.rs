@@ -33,6 +33,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     dce(f, effectful);
     fold_alloc_dims(f);
     fuse_consumers(f, effectful);
+    version_range_guards(f);
     elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
 }
@@ -770,6 +771,180 @@ fn fold_alloc_dims(f: &mut Func) {
             }
         }
     });
+}
+
+/// The most statements of a loop body that `version_range_guards` copies.
+const VERSIONED_BODY: usize = 40;
+
+/// Loop versioning for range guards. Reverse mode adds into a vector at an
+/// index that it cannot prove in range (`deltaVec`'s "out of range adds
+/// nothing"), so a loop `for i < n { x = a + i; if (x >= 0 && x < m) { .. } }`
+/// (a and m invariant) tests every iteration, and the C compiler does not
+/// vectorise it. Such a loop becomes `if (a >= 0 && m >= 0 && n <= m - a)
+/// { the loop without the test } else { the loop }`: the test is made once,
+/// and in range the loop is straight. The copy's variables are renamed.
+/// Innermost loops, bodies of at most [`VERSIONED_BODY`] statements.
+fn version_range_guards(f: &mut Func) {
+    let body = std::mem::take(&mut f.body);
+    f.body = version_block(body, &mut f.vars);
+}
+
+fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for s in block {
+        match s {
+            Stmt::For { idx, n, pre, body, reset } => {
+                let body = version_block(body, vars);
+                let pre = version_block(pre, vars);
+                let inner_loop = body.iter().any(|s| matches!(s, Stmt::For { .. }));
+                let guard = if inner_loop || count_stmts(&body) > VERSIONED_BODY { None } else { range_guard(&body, &pre, idx) };
+                match guard {
+                    Some((straight, a, m)) => {
+                        // ok = a >= 0 && m >= 0 && n <= m - a (no overflow when both are >= 0).
+                        let mut test = Vec::new();
+                        let mut let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block| {
+                            vars.push(VarInfo { ty: ty.clone(), name: None, mutable: false });
+                            let v = VarId(vars.len() as u32 - 1);
+                            test.push(Stmt::Let(v, rhs));
+                            Op::Var(v)
+                        };
+                        let a_ok = let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test);
+                        let m_ok = let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test);
+                        let room = let_(Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED), ksc_ir::Type::Integer, &mut test);
+                        let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test);
+                        let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test);
+                        let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test);
+                        let fast = renamed(
+                            Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset },
+                            vars,
+                        );
+                        out.extend(test);
+                        out.push(Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] });
+                    }
+                    None => out.push(Stmt::For { idx, n, pre, body, reset }),
+                }
+            }
+            Stmt::If { cond, then, els } => {
+                let then = version_block(then, vars);
+                let els = version_block(els, vars);
+                out.push(Stmt::If { cond, then, els });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// In a loop body over `idx`: a statement `if (x >= 0 && x < m) { .. }`
+/// with no else (at the top of the body or in its branches), where `x = a +
+/// idx` (or `idx`) is defined next to it and `a`, `m` are defined neither in
+/// the body nor in the loop's preheader `pre` (the test goes before the
+/// loop): the body with that statement replaced by its branch, `a` and `m`.
+fn range_guard(body: &Block, pre: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
+    // (And the mutable variables they assign: not invariant either.)
+    let mut inside = defined_in(body);
+    inside.extend(defined_in(pre));
+    walk(body, &mut |s| {
+        if let Stmt::Set(v, _) = s {
+            inside.insert(*v);
+        }
+    });
+    strip_guard(body, idx, &inside)
+}
+
+fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(Block, Op, Op)> {
+    let defs: FxHashMap<VarId, &Rhs> = block
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, r) => Some((*v, r)),
+            _ => None,
+        })
+        .collect();
+    let invariant = |o: &Op| match o {
+        Op::Var(v) => !inside.contains(v) && *v != idx,
+        _ => true,
+    };
+    let def = |o: &Op| match o {
+        Op::Var(v) => defs.get(v).copied(),
+        _ => None,
+    };
+    let guard = |s: &Stmt| -> Option<(Op, Op)> {
+        let Stmt::If { cond, els, .. } = s else { return None };
+        if !els.is_empty() {
+            return None;
+        }
+        let Rhs::Bin(BinOp::And, p, q) = def(cond)? else { return None };
+        let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else { return None };
+        if x != x2 || !invariant(m) {
+            return None;
+        }
+        let a = match x {
+            Op::Var(v) if *v == idx => Op::Int(0),
+            _ => match def(x)? {
+                Rhs::IChecked(IOp::Add, a, Op::Var(i), _) | Rhs::IChecked(IOp::Add, Op::Var(i), a, _)
+                | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
+                    if *i == idx && invariant(a) =>
+                {
+                    a.clone()
+                }
+                _ => return None,
+            },
+        };
+        Some((a, m.clone()))
+    };
+    for (at, s) in block.iter().enumerate() {
+        if let Some((a, m)) = guard(s) {
+            let Stmt::If { then, .. } = s else { unreachable!("the guard is an if") };
+            let mut out = block[..at].to_vec();
+            out.extend(then.iter().cloned());
+            out.extend(block[at + 1..].iter().cloned());
+            return Some((out, a, m));
+        }
+    }
+    // In a branch.
+    for (at, s) in block.iter().enumerate() {
+        let Stmt::If { cond, then, els } = s else { continue };
+        let (then, els, a, m) = match (strip_guard(then, idx, inside), strip_guard(els, idx, inside)) {
+            (Some((t, a, m)), _) => (t, els.clone(), a, m),
+            (None, Some((e, a, m))) => (then.clone(), e, a, m),
+            (None, None) => continue,
+        };
+        let mut out = block.clone();
+        out[at] = Stmt::If { cond: cond.clone(), then, els };
+        return Some((out, a, m));
+    }
+    None
+}
+
+/// The statement with every variable it defines renamed to a fresh one.
+fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
+    let mut map: FxHashMap<VarId, VarId> = FxHashMap::default();
+    for v in defined_in(std::slice::from_ref(&s)) {
+        vars.push(vars[v.0 as usize].clone());
+        map.insert(v, VarId(vars.len() as u32 - 1));
+    }
+    let re = |v: &mut VarId| {
+        if let Some(w) = map.get(v) {
+            *v = *w;
+        }
+    };
+    walk_mut(std::slice::from_mut(&mut s), &mut |s| {
+        for o in stmt_operands_mut(s) {
+            if let Op::Var(v) = o {
+                re(v);
+            }
+        }
+        match s {
+            Stmt::Let(v, _) | Stmt::DeclMut(v, _) | Stmt::Set(v, _) | Stmt::Reset(v) => re(v),
+            Stmt::For { idx, .. } => re(idx),
+            Stmt::CopyDown { mark, vars } => {
+                re(mark);
+                vars.iter_mut().for_each(re);
+            }
+            _ => {}
+        }
+    });
+    s
 }
 
 /// Producer-consumer fusion. A loop `for c < n { ..; store t[c] = x }` that
