@@ -205,13 +205,17 @@ static void call(int tool, int which, double *out) {
         if (out) memcpy(out, e.data, sizeof(double) * nout[OBJ]);
     } else {
 #ifndef KSC_NO_GRAD
-        ks_T1T1f J = complicated
+        /* ksc's Jacobian is a row-major 3N x ncols matrix. */
+        ks_T2f J = complicated
             ? hand_complicated_jacobian(A, ktheta, kus, kparents, kbase_rel, kinv_base_abs, kpositions, kweights,
                                         ktriangles, kcorr, kpoints)
             : hand_jacobian(A, ktheta, kparents, kbase_rel, kinv_base_abs, kpositions, kweights, kcorr, kpoints);
-        sink = J.data[0].data[0];
-        if (out)
-            for (long r = 0; r < 3L * n; r++) memcpy(&out[r * ncols], J.data[r].data, sizeof(double) * ncols);
+        if (J.size[0] != 3L * n || J.size[1] != ncols) {
+            fprintf(stderr, "ksc's Jacobian is %ld x %ld, not %ld x %d\n", (long)J.size[0], (long)J.size[1], 3L * n, ncols);
+            exit(1);
+        }
+        sink = J.data[0];
+        if (out) memcpy(out, J.data, sizeof(double) * 3 * n * ncols);
 #else
         (void)ncols;
 #endif
