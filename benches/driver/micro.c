@@ -4,8 +4,8 @@
  * "obj" is the primal function, "grad" its derivative (gradient, JVP or VJP). */
 #include "worker.h"
 #include "../reference/micro.c"
-/* nnmf is built from nnmf.ks (its native gradient hits a ksc bug, so it
- * lives in its own file): compile with -DNNMF. */
+/* nnmf is built from its own example program, nnmf.ks: compile with
+ * -DNNMF. */
 #ifdef NNMF
 #include "nnmf.h"
 #else
