@@ -96,6 +96,9 @@ pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
 ///
 /// ```text
 /// [jac f] x = let y = f x; n = $tangentDim x; m = $tangentDim y
+///             (for a tensor of Floats, y is not computed: m is the
+///             product of `shape (f x)`, and the basis point the zeros of
+///             that shape)
 ///             in if (n == 0 || m == 0) then (an m x n matrix)
 ///                else if n <= m then   -- columns by forward mode
 ///                  let cols = build n (lam c ($tangentFlatten ($inline ([fwd f] x ($tangentBasis x c)))))
@@ -119,7 +122,28 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
         }
     };
     let n = dim(&mut b, active.ty(s).fixed_float_count(), &|b| active.part(b, "ksc$x", s));
-    let m = dim(&mut b, t.fixed_float_count(), &|b| b.var("ksc$y", t.clone()));
+    // A result that is a tensor of Floats has as many as its shape says:
+    // `shape (f x)`, which the shape rules compute without f's values where
+    // they can, sizes the matrix, and the zeros of that shape are the point
+    // of reverse mode's basis; f itself is not run. Any other result is
+    // computed (`ksc$y`) for its dimension.
+    let float_tensor = match t {
+        Type::Tensor(rank, e) if **e == Type::Float && t.fixed_float_count().is_none() => Some(*rank),
+        _ => None,
+    };
+    let shape_ty = t.shape().unwrap_or(Type::Unknown);
+    let m = match float_tensor {
+        Some(rank) => {
+            let dims: Vec<ExprId> = (0..rank)
+                .map(|k| {
+                    let sh = b.var("ksc$shape", shape_ty.clone());
+                    if rank == 1 { sh } else { b.prim(Prim::Get { index: k as u32 + 1, arity: rank as u32 }, vec![sh]) }
+                })
+                .collect();
+            dims.into_iter().reduce(|p, q| b.int_op("mul", p, q)).expect("a rank of at least 1")
+        }
+        None => dim(&mut b, t.fixed_float_count(), &|b| b.var("ksc$y", t.clone())),
+    };
 
     // The m x n matrix whose entry (r, c) is `entry(r, c)`.
     let matrix = |b: &mut Builder, entry: &dyn Fn(&mut Builder, ExprId, ExprId) -> ExprId| {
@@ -147,9 +171,14 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
         } else {
             // A result of fixed dimension has a basis without its value
             // (`$dummy`: so f's result need not be computed for its shape).
-            let point = match t.fixed_float_count() {
-                Some(_) => b.body.alloc_typed(Expr::Dummy(t.clone()), t.clone()),
-                None => var(b, "ksc$y", t),
+            let point = match (t.fixed_float_count(), float_tensor) {
+                (Some(_), _) => b.body.alloc_typed(Expr::Dummy(t.clone()), t.clone()),
+                (None, Some(_)) => {
+                    let sh = var(b, "ksc$shape", &shape_ty);
+                    let zero = b.float(0.0);
+                    b.prim(Prim::ConstVec, vec![sh, zero])
+                }
+                (None, None) => var(b, "ksc$y", t),
             };
             b.prim(Prim::TangentBasis, vec![point, k])
         };
@@ -208,7 +237,13 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
     let with_dims = b.let_("ksc$n", n, with_dims);
     let x = var(&mut b, "ksc$x", s);
     let y = b.call(f.clone(), vec![x], t.clone());
-    let root = b.let_("ksc$y", y, with_dims);
+    let root = match float_tensor {
+        Some(_) => {
+            let sh = b.prim(Prim::Shape, vec![y]);
+            b.let_("ksc$shape", sh, with_dims)
+        }
+        None => b.let_("ksc$y", y, with_dims),
+    };
     Def {
         name: f.derived(name),
         params: vec![Param { name: "ksc$x".into(), ty: s.clone() }],

@@ -1421,6 +1421,25 @@ fn shape_call(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.alloc(Expr::Call(Callee::Fun(name), a), ty))
 }
 
+/// The most nodes a function may have for `shape-inline`.
+const SHAPE_INLINE: usize = 2000;
+
+/// `shape (f a) ⇒ shape ($inline (f a))` when f has a body of at most
+/// [`SHAPE_INLINE`] nodes, is not recursive, prints nothing and has no
+/// `[shape f]` (then `shape-call` applies): the shape rules then compute
+/// the shape of f's result without its values where they can (`[jac f]`
+/// sizes its matrix so, without running f).
+fn shape_inline(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let x = shape_arg(ctx, e)?;
+    let Expr::Call(Callee::Fun(f), _) = ctx.expr(x).clone() else { return None };
+    if ctx.globals.def(&f.derived(ksc_ir::Derivation::Shape)).is_some() || ctx.globals.is_recursive(&f) || !ctx.pure(x) {
+        return None;
+    }
+    ctx.globals.small_def(&f, SHAPE_INLINE, crate::Measure::Tree)?;
+    let inlined = ctx.prim(Prim::Inline, vec![x])?;
+    ctx.prim(Prim::Shape, vec![inlined])
+}
+
 /// Does `def` contain `shape (f ..)` (possibly through `$inline`)?
 fn shape_of_call_of(def: &ksc_ir::Def, f: &FunName) -> bool {
     let calls_f = |e: ExprId| {
@@ -1507,6 +1526,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "shape-sumbuild", statement: "shape (sumbuild n (lam i e)) ⇒ let i = 0 in shape e when e has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_sumbuild },
     CoreRule { name: "shape-tangent", statement: "shape (ts_add a b) ⇒ shape a, shape (ts_scale k v) ⇒ shape v, shape (ts_neg v) ⇒ shape v, when the dropped operand has no effect", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_tangent },
     CoreRule { name: "shape-call", statement: "shape (f a) ⇒ [shape f] a when the program defines [shape f] other than as the shape of f", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_call },
+    CoreRule { name: "shape-inline", statement: "shape (f a) ⇒ shape ($inline (f a)) when f has a body of at most 2000 nodes, is not recursive, has no effect and no [shape f]", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_inline },
     CoreRule { name: "inline-marked", statement: "$inline (f a) ⇒ let params = a in (body of f)", group: INLINE, head: Head::Prim(Prim::Inline), rewrite: inline_marked },
     CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small", group: INLINE, head: Head::Fun, rewrite: inline_small },
 ];

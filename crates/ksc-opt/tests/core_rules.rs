@@ -24,6 +24,10 @@ const HELPERS: &str = "
 (def fact Integer (k : Integer) (if (lt k 1) 1 (mul k (fact (sub k 1)))))
 (def dbl (Vec Float) (v : Vec Float) (build (size v) (lam (i : Integer) (mul 2.0 (index i v)))))
 (def [shape dbl] Integer (v : Vec Float) (size v))
+(def firsts (Vec Float) ((v : Vec Float) (k : Integer))
+  (build (if (lt k (size v)) k (size v)) (lam (i : Integer) (mul (index i v) (to_float k)))))
+(def nested (Vec (Vec Float)) (v : Vec Float)
+  (build (size v) (lam (i : Integer) (firsts v i))))
 ";
 
 type Template = fn(&mut G, &mut Builder) -> ExprId;
@@ -780,6 +784,22 @@ fn template(rule: &str) -> Option<Template> {
             let v = g.expr(b, &vf(), 3);
             let c = call(b, "dbl", vf(), vf(), vec![v]);
             b.prim(Prim::Shape, vec![c])
+        },
+        "shape-inline" => |g, b| {
+            // The shape of a call of a function without a shape function:
+            // a vector's size, or a vector of vectors' sizes.
+            let v = g.expr(b, &vf(), 3);
+            if g.rng.chance(50) {
+                let k = g.expr(b, &Type::Integer, 2);
+                let c = call(b, "firsts", Type::Tuple(vec![vf(), Type::Integer]), vf(), vec![v, k]);
+                let s = b.prim(Prim::Shape, vec![c]);
+                call(b, "to_float", Type::Integer, Type::Float, vec![s])
+            } else {
+                let c = call(b, "nested", vf(), Type::vec(vf()), vec![v]);
+                let s = b.prim(Prim::Shape, vec![c]);
+                let n = b.prim(Prim::Size, vec![s]);
+                call(b, "to_float", Type::Integer, Type::Float, vec![n])
+            }
         },
         "inline-marked" => |g, b| {
             let x = g.expr(b, &Type::Float, 2);
