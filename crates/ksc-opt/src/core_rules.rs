@@ -462,68 +462,15 @@ fn let_build_loop(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if !ctx.is_atomic(n) || !ctx.pure(r) || free_count(ctx, &x, b) != 1 {
         return None;
     }
-    if !read_by_loop(ctx, &x, n, b, &mut Vec::new(), None) {
+    let mut reads = Vec::new();
+    if !lazy_reads(ctx, &x, b, &mut Vec::new(), &mut Vec::new(), &mut reads) {
+        return None;
+    }
+    let [Read { loops, by_loop_index: true }] = &reads[..] else { return None };
+    if !matches!(loops[..], [m] if ctx.alpha_eq(m, n)) {
         return None;
     }
     Some(ctx.substitute(b, &[(x, r)], true))
-}
-
-/// Is the one free occurrence of `x` in `e` a read `index j x` whose `j`
-/// is the index of a `build` or `sumbuild` over `n` (a variable not
-/// rebound in `bound`, or a literal), under no other lambda? `inside` is
-/// the index of the loop already entered, while it is not rebound.
-fn read_by_loop(ctx: &mut Ctx, x: &str, n: ExprId, e: ExprId, bound: &mut Vec<Var>, inside: Option<&Var>) -> bool {
-    let is_x = |ctx: &Ctx, v: ExprId| matches!(ctx.expr(v), Expr::Var(y) if y == x);
-    if !ctx.is_free(x, e) {
-        return true;
-    }
-    if let Some([i, v]) = prim_args(ctx, e, Prim::Index).as_deref() {
-        if is_x(ctx, *v) {
-            return matches!((ctx.expr(*i), inside), (Expr::Var(j), Some(k)) if j == k);
-        }
-    }
-    let loop_parts = prim_args(ctx, e, Prim::Build).or_else(|| prim_args(ctx, e, Prim::Sumbuild));
-    if let Some(&[m, f]) = loop_parts.as_deref() {
-        if let Some((j, _, lb)) = lam_parts(ctx, f) {
-            if ctx.is_free(x, m) {
-                return read_by_loop(ctx, x, n, m, bound, inside);
-            }
-            let same_size = match (ctx.expr(m), ctx.expr(n)) {
-                (Expr::Var(a), Expr::Var(c)) => a == c && !bound.contains(a),
-                (Expr::Lit(a), Expr::Lit(c)) => a == c,
-                _ => false,
-            };
-            if j == x || inside.is_some() || !same_size {
-                return false;
-            }
-            bound.push(j.clone());
-            let ok = read_by_loop(ctx, x, n, lb, bound, Some(&j));
-            bound.pop();
-            return ok;
-        }
-    }
-    match ctx.expr(e).clone() {
-        Expr::Let(p, r, b) => {
-            if ctx.is_free(x, r) {
-                return read_by_loop(ctx, x, n, r, bound, inside);
-            }
-            let vars = p.vars();
-            let inside = inside.filter(|j| !vars.contains(j));
-            let depth = bound.len();
-            bound.extend(vars.iter().cloned());
-            let ok = read_by_loop(ctx, x, n, b, bound, inside);
-            bound.truncate(depth);
-            ok
-        }
-        Expr::Var(_) | Expr::Lam(..) => false,
-        other => {
-            let kids = term::children(&other);
-            match kids.into_iter().find(|&c| ctx.is_free(x, c)) {
-                Some(c) => read_by_loop(ctx, x, n, c, bound, inside),
-                None => true,
-            }
-        }
-    }
 }
 
 /// The most reads of a vector whose small element `let-build` copies to
@@ -561,11 +508,11 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         return None;
     }
     // A read in a loop of n iterations asks for at least n elements.
-    if reads.iter().flatten().any(|&m| ctx.alpha_eq(m, n)) {
+    if reads.iter().flat_map(|r| &r.loops).any(|&m| ctx.alpha_eq(m, n)) {
         return None;
     }
     let mut cost = None;
-    for loops in reads {
+    for Read { loops, .. } in reads {
         let mut term = None;
         for m in loops {
             let m = ctx.b.copy(m);
@@ -647,17 +594,38 @@ fn expensive(ctx: &Ctx, e: ExprId) -> bool {
     false
 }
 
+/// A read `index j x` found by [`lazy_reads`]: the sizes of the `build` /
+/// `sumbuild` loops around it (outermost first), and whether `j` is the
+/// innermost loop's index.
+struct Read {
+    loops: Vec<ExprId>,
+    by_loop_index: bool,
+}
+
 /// Collects, for every read `index j x` of the free `x` in `e`, the sizes of
 /// the `build`/`sumbuild` loops around it (inside `e`); `loops` are those
-/// around `e` and `bound` the variables bound between the top and `e`.
+/// around `e` (each with the position of its index in `bound`) and `bound`
+/// the variables bound between the top and `e`.
 /// False when `x` is used otherwise, or read under another lambda, under
 /// more than two loops, or under a loop whose size is not an atom bound
 /// outside the top.
-fn lazy_reads(ctx: &mut Ctx, x: &str, e: ExprId, loops: &mut Vec<ExprId>, bound: &mut Vec<Var>, reads: &mut Vec<Vec<ExprId>>) -> bool {
+fn lazy_reads(
+    ctx: &mut Ctx,
+    x: &str,
+    e: ExprId,
+    loops: &mut Vec<(ExprId, usize)>,
+    bound: &mut Vec<Var>,
+    reads: &mut Vec<Read>,
+) -> bool {
     let is_x = |ctx: &Ctx, v: ExprId| matches!(ctx.expr(v), Expr::Var(y) if y == x);
     if let Some([i, v]) = prim_args(ctx, e, Prim::Index).as_deref() {
         if is_x(ctx, *v) {
-            reads.push(loops.clone());
+            // By the innermost loop's index: the name bound at that loop's
+            // position of `bound`, not bound again by a let since.
+            let by_loop_index = loops.last().is_some_and(|&(_, at)| {
+                matches!(ctx.expr(*i), Expr::Var(j) if bound.iter().rposition(|v| v == j) == Some(at))
+            });
+            reads.push(Read { loops: loops.iter().map(|&(m, _)| m).collect(), by_loop_index });
             return lazy_reads(ctx, x, *i, loops, bound, reads);
         }
     }
@@ -683,7 +651,7 @@ fn lazy_reads(ctx: &mut Ctx, x: &str, e: ExprId, loops: &mut Vec<ExprId>, bound:
             if !outside || loops.len() == 2 {
                 return false;
             }
-            loops.push(m);
+            loops.push((m, bound.len()));
             bound.push(j);
             let ok = lazy_reads(ctx, x, lb, loops, bound, reads);
             bound.pop();
