@@ -128,7 +128,7 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
     // of reverse mode's basis; f itself is not run. Any other result is
     // computed (`ksc$y`) for its dimension.
     let float_tensor = match t {
-        Type::Tensor(rank, e) if **e == Type::Float && t.fixed_float_count().is_none() => Some(*rank),
+        Type::Tensor(rank, e) if **e == Type::Float => Some(*rank),
         _ => None,
     };
     let shape_ty = t.shape().unwrap_or(Type::Unknown);

@@ -803,7 +803,7 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
                         // ok = a >= 0 && m >= 0 && n <= m - a (no overflow when both are >= 0).
                         let mut test = Vec::new();
                         let mut let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block| {
-                            vars.push(VarInfo { ty: ty.clone(), name: None, mutable: false });
+                            vars.push(VarInfo { ty, name: None, mutable: false });
                             let v = VarId(vars.len() as u32 - 1);
                             test.push(Stmt::Let(v, rhs));
                             Op::Var(v)

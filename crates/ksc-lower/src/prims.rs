@@ -414,25 +414,26 @@ impl Lowerer<'_> {
                 // materialised first, so its elements are computed once.
                 // `$concatN n ts` knows the total: one pass, each tensor
                 // computed, copied and dropped (the loop resets the arena),
-                // with checks that the sizes add up to n.
-                // (The result's sizes; `given` is their product.)
-                let mut out_dims = None;
-                let given = match p {
+                // with checks that the sizes add up to n (the product of
+                // the result's sizes `out_dims`).
+                let (out_dims, given) = match p {
                     Prim::ConcatN => {
                         let dims = index_ops(args[0].val()?.0)?;
                         self.sizes_check(fb, &dims, "$concatN", site);
                         let n = self.count_of(fb, &dims);
-                        out_dims = Some(dims);
-                        Some(n)
+                        (Some(dims), Some(n))
                     }
-                    _ => None,
+                    _ => (None, None),
                 };
                 let (v, vt) = args[usize::from(given.is_some())].val()?;
                 let (v, vt) = (v.clone(), vt.clone());
                 let (_, inner_ty) = tensor_ty(&vt)?;
                 let (rank, elem_ty) = tensor_ty(&inner_ty)?;
+                // The total counted by the sizes pass of `$concat`.
                 let total = fb.var(Type::Integer, Some("total"), true);
-                fb.emit(Stmt::DeclMut(total, Some(given.clone().unwrap_or(Op::Int(0)))));
+                if given.is_none() {
+                    fb.emit(Stmt::DeclMut(total, Some(Op::Int(0))));
+                }
                 let sizes = |this: &mut Self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal| -> R<()> {
                     let dims = this.dims_of(fb, v, 1)?;
                     let nest = this.nest_open(fb, &dims);
