@@ -236,6 +236,15 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let straight = (1..lines.len()).any(|k| lines[k].contains("] += ") && !lines[k - 1].starts_with("if "));
                 check(straight, "the loop tests the range of its index in every iteration")
             }
+            "jac_inner_invariant" => {
+                // In the branch by columns, the loop over the columns (up
+                // to the copy-down of a column) holds four loops: its own,
+                // the basis tangent's, the rows' and each row's tangent sum;
+                // the primal sums are before it.
+                let f = function_of(&loops, "jac1$f");
+                let columns = f.split("ksc_vectors = alloc").nth(1).and_then(|s| s.split("copydown").next()).unwrap_or_default();
+                check(columns.matches("for ").count() == 4, "the rows' primal sums are computed in every column")
+            }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");
                 check(f.matches("alloc").count() == 0 && f.matches("for ").count() == 1, "the terms' tangents were stored")

@@ -15,9 +15,9 @@
 //! [`hoist_loop_invariants`] moves the work that does not depend on the
 //! column (the primal computation) out of that loop, so it is done once.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
+use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 use ksc_linmap::builder::Builder;
 
 /// The index variable of the loop over columns (forward mode) and over
@@ -314,6 +314,246 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         let inner = crate::apply::wrap(&mut b, hoisted, build);
         def.body.exprs[e] = Expr::Let(p0, r0, inner);
     }
+}
+
+/// One step of the way from a column (row) loop's body down to a value in
+/// it: what the value is evaluated under.
+#[derive(Clone)]
+enum Step {
+    /// In the body of `let p = r`.
+    Let(Pat, ExprId),
+    /// In the branch of `if c` that `bool` names (true: then).
+    If(ExprId, bool),
+    /// After `assert c`.
+    Assert(ExprId),
+    /// In the body of a loop `.. size (lam (i : Integer) ..)`, run for
+    /// every i below size.
+    Loop(ExprId, String),
+}
+
+/// Work of the walk in [`hoist_inner_invariants`]: nodes to visit, and the
+/// scopes and steps to open and close around them.
+enum Work {
+    Visit(ExprId),
+    Open(Step, Vec<(String, bool)>),
+    Close(usize),
+}
+
+/// Moves the values that a loop inside a column (row) loop computes the
+/// same way for every column, such as the primal of each point in forward
+/// mode over theta, out of the column loop into a vector:
+///
+/// ```text
+/// build n (lam c (.. loop m (lam i (.. e ..)) ..))
+///   =>  let pre = build m (lam i e)
+///       in build n (lam c (.. loop m (lam i (.. index i pre ..)) ..))
+/// ```
+///
+/// `e` costs something (a loop or a call other than scalar arithmetic),
+/// has no effect, reads the inner index and nothing that depends on the
+/// column. The inner loop and the way to it are evaluated in every column:
+/// they are reached through lets (whose right sides `e` may read: those it
+/// reads are copied into `pre`), loops over all their indices, and the
+/// branches of `if`s and `assert`s whose conditions do not depend on the
+/// column (copied into `pre`, with `$dummy` where a branch is not taken).
+/// So `pre` computes what every column computed, once; and as the column
+/// loop runs at least once (`jac_def`), a value that fails to compute
+/// would have failed in the loop. Returns whether it moved any.
+pub fn hoist_inner_invariants(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut stack = vec![def.root];
+    let mut loops = Vec::new();
+    while let Some(e) = stack.pop() {
+        if let Some(parts) = loop_parts(&def.body, e) {
+            loops.push((e, parts));
+            continue;
+        }
+        stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
+    }
+    let mut moved = false;
+    for (column_loop, (_, index, _, lam_body)) in loops {
+        let found = inner_invariants(&def.body, globals, &index, lam_body);
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        let mut lets = Vec::new();
+        for (x, path) in found {
+            let Some((pre, i)) = precompute(&mut b, x, &path) else { continue };
+            let name = b.fresh_name("pre");
+            let (pre_ty, ity) = (b.ty(pre), Type::Integer);
+            let (iv, pv) = (b.var(&i, ity), b.var(&name, pre_ty));
+            let read = b.prim(Prim::Index, vec![iv, pv]);
+            b.body.exprs[x] = b.body.exprs[read].clone();
+            lets.push((Pat::Var(name), pre));
+        }
+        if lets.is_empty() {
+            continue;
+        }
+        let ty = b.ty(column_loop);
+        let inner = b.body.alloc_typed(b.body.exprs[column_loop].clone(), ty);
+        let wrapped = crate::apply::wrap(&mut b, lets, inner);
+        b.body.exprs[column_loop] = b.body.exprs[wrapped].clone();
+        moved = true;
+    }
+    moved
+}
+
+/// The values of the body of the column (row) loop over `column` that
+/// [`hoist_inner_invariants`] moves, each with the way to it.
+fn inner_invariants(body: &Body, globals: &ksc_opt::Globals, column: &str, root: ExprId) -> Vec<(ExprId, Vec<Step>)> {
+    let mut cache = ksc_opt::term::Cache::new();
+    // Per name, whether its innermost binding depends on the column (a
+    // name bound outside the column loop does not).
+    let mut scope: FxHashMap<String, Vec<bool>> = FxHashMap::default();
+    scope.entry(column.to_string()).or_default().push(true);
+    let mut path: Vec<Step> = Vec::new();
+    let mut in_loop = 0;
+    let mut found = Vec::new();
+    let mut work = vec![Work::Visit(root)];
+    while let Some(w) = work.pop() {
+        let x = match w {
+            Work::Visit(x) => x,
+            Work::Open(step, names) => {
+                in_loop += matches!(step, Step::Loop(..)) as usize;
+                path.push(step);
+                for (v, variant) in names {
+                    scope.entry(v).or_default().push(variant);
+                }
+                continue;
+            }
+            Work::Close(n) => {
+                let step = path.pop().expect("a step to close");
+                in_loop -= matches!(step, Step::Loop(..)) as usize;
+                let names: Vec<String> = match step {
+                    Step::Let(p, _) => p.vars().to_vec(),
+                    Step::Loop(_, i) => vec![i],
+                    _ => Vec::new(),
+                };
+                debug_assert_eq!(names.len(), n);
+                for v in names {
+                    scope.get_mut(&v).and_then(|s| s.pop());
+                }
+                continue;
+            }
+        };
+        let variant = |cache: &mut ksc_opt::term::Cache, e: ExprId| {
+            cache.free_vars(body, e).iter().any(|v| scope.get(v).and_then(|s| s.last()).copied().unwrap_or(false))
+        };
+        if in_loop > 0
+            && ksc_opt::costly(body, x)
+            && !sums_zeros(body, x)
+            && !matches!(body.ty(x), Type::Lam(..) | Type::LM(..))
+            && !variant(&mut cache, x)
+            && !cache.has_effect(body, globals, x)
+        {
+            found.push((x, path.clone()));
+            continue;
+        }
+        // The children evaluated whenever x is, in reverse order of
+        // evaluation (the work is a stack).
+        match &body.exprs[x] {
+            Expr::Let(p, r, next) => {
+                let dep = variant(&mut cache, *r);
+                let names: Vec<(String, bool)> = p.vars().iter().map(|v| (v.clone(), dep)).collect();
+                work.push(Work::Close(names.len()));
+                work.push(Work::Visit(*next));
+                work.push(Work::Open(Step::Let(p.clone(), *r), names));
+                work.push(Work::Visit(*r));
+            }
+            Expr::If(c, t, f) => {
+                if !variant(&mut cache, *c) {
+                    for (branch, then) in [(*f, false), (*t, true)] {
+                        work.push(Work::Close(0));
+                        work.push(Work::Visit(branch));
+                        work.push(Work::Open(Step::If(*c, then), Vec::new()));
+                    }
+                }
+                work.push(Work::Visit(*c));
+            }
+            Expr::Assert(c, next) => {
+                if !variant(&mut cache, *c) {
+                    work.push(Work::Close(0));
+                    work.push(Work::Visit(*next));
+                    work.push(Work::Open(Step::Assert(*c), Vec::new()));
+                }
+                work.push(Work::Visit(*c));
+            }
+            Expr::Call(Callee::Prim(Prim::Build | Prim::Sumbuild | Prim::BuildSum), arg) => {
+                let Expr::Tuple(parts) = &body.exprs[*arg] else { continue };
+                let (size, lam) = (parts[0], *parts.last().expect("a loop's lambda"));
+                if let Expr::Lam(i, Type::Integer, lam_body) = &body.exprs[lam] {
+                    if in_loop == 0 && !variant(&mut cache, size) {
+                        work.push(Work::Close(1));
+                        work.push(Work::Visit(*lam_body));
+                        work.push(Work::Open(Step::Loop(size, i.clone()), vec![(i.clone(), false)]));
+                    }
+                }
+                work.extend(parts[..parts.len() - 1].iter().rev().map(|&p| Work::Visit(p)));
+            }
+            // A lambda's body runs when its caller decides: not followed.
+            Expr::Lam(..) => {}
+            node => work.extend(ksc_opt::term::children(node).into_iter().rev().map(Work::Visit)),
+        }
+    }
+    found
+}
+
+/// Is `e` a loop whose terms are a known zero (a tangent that is zero, kept
+/// for the failure of an empty `sumbuild`)? Not worth a vector.
+fn sums_zeros(body: &Body, e: ExprId) -> bool {
+    let Expr::Call(Callee::Prim(Prim::Build | Prim::Sumbuild), arg) = &body.exprs[e] else { return false };
+    let Expr::Tuple(parts) = &body.exprs[*arg] else { return false };
+    matches!(parts[..], [_, lam] if matches!(&body.exprs[lam], Expr::Lam(_, _, b) if ksc_opt::term::is_zero(body, *b)))
+}
+
+/// `pre` for the value at `x` reached by `path` (see
+/// [`hoist_inner_invariants`]): x under the steps it needs, innermost
+/// first, and the index of its loop. None when x does not read that index
+/// (it is the same in every iteration, not worth a vector).
+fn precompute(b: &mut Builder, x: ExprId, path: &[Step]) -> Option<(ExprId, String)> {
+    let mut cache = ksc_opt::term::Cache::new();
+    let ty = b.ty(x);
+    let mut acc = b.body.alloc_typed(b.body.exprs[x].clone(), ty);
+    let mut needed: FxHashSet<String> = cache.free_vars(b.body, acc).iter().cloned().collect();
+    let mut index = None;
+    for step in path.iter().rev() {
+        let ty = b.ty(acc);
+        acc = match step {
+            Step::Let(p, r) => {
+                if !p.vars().iter().any(|v| needed.contains(v)) {
+                    continue;
+                }
+                for v in p.vars() {
+                    needed.remove(v);
+                }
+                needed.extend(cache.free_vars(b.body, *r).iter().cloned());
+                let r = ksc_opt::term::deep_copy(b, *r);
+                b.body.alloc_typed(Expr::Let(p.clone(), r, acc), ty)
+            }
+            Step::If(c, then) => {
+                needed.extend(cache.free_vars(b.body, *c).iter().cloned());
+                let c = ksc_opt::term::deep_copy(b, *c);
+                let none = b.body.alloc_typed(Expr::Dummy(ty.clone()), ty.clone());
+                let (t, f) = if *then { (acc, none) } else { (none, acc) };
+                b.body.alloc_typed(Expr::If(c, t, f), ty)
+            }
+            Step::Assert(c) => {
+                needed.extend(cache.free_vars(b.body, *c).iter().cloned());
+                let c = ksc_opt::term::deep_copy(b, *c);
+                b.body.alloc_typed(Expr::Assert(c, acc), ty)
+            }
+            Step::Loop(size, i) => {
+                if !needed.remove(i) {
+                    return None;
+                }
+                index = Some(i.clone());
+                needed.extend(cache.free_vars(b.body, *size).iter().cloned());
+                let size = ksc_opt::term::deep_copy(b, *size);
+                let lam = b.lam(i, Type::Integer, acc);
+                b.prim(Prim::Build, vec![size, lam])
+            }
+        };
+    }
+    index.map(|i| (acc, i))
 }
 
 /// The most nodes a function may have to be inlined into a `[jac f]` loop.

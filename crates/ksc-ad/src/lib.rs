@@ -443,6 +443,10 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         // CSE merges the hoisted primal work with f's own, and the
         // cleanup undoes the A-normal form hoisting needed.
         run(def);
+        // The primal values of the loops inside, once for all columns.
+        if jac::hoist_inner_invariants(def, globals) {
+            run(def);
+        }
     }
     warnings
 }

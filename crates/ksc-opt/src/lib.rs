@@ -52,6 +52,6 @@ pub use engine::{apply, Fired, Options, Rewriter, Warning, WarningKind};
 pub use globals::{DefMap, Defs, Facts, Globals, Lookup, Measure};
 pub use rule::{Ctx, Rule, RuleKind, RuleSet};
 pub use schedule::{optimise_def, Report};
-pub use share::{folds_from_scans, share_loop_values};
+pub use share::{costly, folds_from_scans, share_loop_values};
 pub use strategy::Strategy;
 pub use user::UserRule;

@@ -171,7 +171,7 @@ fn value_of_pair<'p>(body: &Body, r: ExprId, pairs: &'p FxHashMap<&Var, (FunName
 
 /// Does computing `r` cost something worth storing: a call of a function
 /// other than elementary arithmetic, or a loop?
-fn costly(body: &Body, r: ExprId) -> bool {
+pub fn costly(body: &Body, r: ExprId) -> bool {
     match &body.exprs[r] {
         Expr::Call(Callee::Fun(f), _) => !elementary(f),
         Expr::Call(Callee::Prim(p), _) => matches!(
