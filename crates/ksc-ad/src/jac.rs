@@ -377,7 +377,7 @@ pub fn hoist_inner_invariants(def: &mut Def, globals: &ksc_opt::Globals) -> bool
         let mut b = Builder::new(&mut def.body, &mut fresh);
         let mut lets = Vec::new();
         for (x, path) in found {
-            let Some((pre, i)) = precompute(&mut b, x, &path) else { continue };
+            let Some((pre, i)) = precompute(&mut b, globals, x, &path) else { continue };
             let name = b.fresh_name("pre");
             let (pre_ty, ity) = (b.ty(pre), Type::Integer);
             let (iv, pv) = (b.var(&i, ity), b.var(&name, pre_ty));
@@ -508,8 +508,10 @@ fn sums_zeros(body: &Body, e: ExprId) -> bool {
 /// `pre` for the value at `x` reached by `path` (see
 /// [`hoist_inner_invariants`]): x under the steps it needs, innermost
 /// first, and the index of its loop. None when x does not read that index
-/// (it is the same in every iteration, not worth a vector).
-fn precompute(b: &mut Builder, x: ExprId, path: &[Step]) -> Option<(ExprId, String)> {
+/// (it is the same in every iteration, not worth a vector), when a let on
+/// the way binds that index again, or when what it would copy has an
+/// effect (it would happen twice).
+fn precompute(b: &mut Builder, globals: &ksc_opt::Globals, x: ExprId, path: &[Step]) -> Option<(ExprId, String)> {
     let mut cache = ksc_opt::term::Cache::new();
     let ty = b.ty(x);
     let mut acc = b.body.alloc_typed(b.body.exprs[x].clone(), ty);
@@ -517,11 +519,15 @@ fn precompute(b: &mut Builder, x: ExprId, path: &[Step]) -> Option<(ExprId, Stri
     let mut index = None;
     for step in path.iter().rev() {
         let ty = b.ty(acc);
+        let copied = match step {
+            Step::Let(p, _) if !p.vars().iter().any(|v| needed.contains(v)) => continue,
+            Step::Let(_, e) | Step::If(e, _) | Step::Assert(e) | Step::Loop(e, _) => *e,
+        };
+        if cache.has_effect(b.body, globals, copied) {
+            return None;
+        }
         acc = match step {
             Step::Let(p, r) => {
-                if !p.vars().iter().any(|v| needed.contains(v)) {
-                    continue;
-                }
                 for v in p.vars() {
                     needed.remove(v);
                 }
@@ -542,7 +548,11 @@ fn precompute(b: &mut Builder, x: ExprId, path: &[Step]) -> Option<(ExprId, Stri
                 b.body.alloc_typed(Expr::Assert(c, acc), ty)
             }
             Step::Loop(size, i) => {
-                if !needed.remove(i) {
+                // x is read as `index i pre` where it was: a let on the way
+                // that binds i again would make that a different i.
+                let at = path.iter().position(|s| matches!(s, Step::Loop(..))).expect("the loop step");
+                let rebound = path[at + 1..].iter().any(|s| matches!(s, Step::Let(p, _) if p.vars().contains(i)));
+                if rebound || !needed.remove(i) {
                     return None;
                 }
                 index = Some(i.clone());
