@@ -102,7 +102,7 @@ pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
     match run_executable(&exe, &[]) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed { message, site, frames }) => {
-            let e = runtime_error(&module, message, site, &frames);
+            let e = runtime_error(module, message, site, &frames);
             sources.emit(&[runtime_diagnostic(&analysis, &e)]);
             ExitCode::from(FAILURE)
         }

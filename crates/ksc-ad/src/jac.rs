@@ -269,15 +269,7 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         def.root = ksc_opt::anf(&mut b, def.root, &params);
     }
     let mut cache = ksc_opt::term::Cache::new();
-    let mut stack = vec![def.root];
-    let mut loops = Vec::new();
-    while let Some(e) = stack.pop() {
-        if let Some(parts) = loop_parts(&def.body, e) {
-            loops.push((e, parts));
-            continue;
-        }
-        stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
-    }
+    let loops = column_loops(&def.body, def.root);
     for (e, (n, index, ity, lam_body)) in loops {
         let (chain, rest) = crate::apply::let_chain(&def.body, lam_body);
         let size_vars = cache.free_vars(&def.body, n);
@@ -362,15 +354,7 @@ enum Work {
 pub fn hoist_inner_invariants(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
-    let mut stack = vec![def.root];
-    let mut loops = Vec::new();
-    while let Some(e) = stack.pop() {
-        if let Some(parts) = loop_parts(&def.body, e) {
-            loops.push((e, parts));
-            continue;
-        }
-        stack.extend(ksc_opt::term::children(&def.body.exprs[e]));
-    }
+    let loops = column_loops(&def.body, def.root);
     let mut moved = false;
     for (column_loop, (_, index, _, lam_body)) in loops {
         let found = inner_invariants(&def.body, globals, &index, lam_body);
@@ -598,6 +582,21 @@ pub fn mark_calls_in_loops(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
         def.body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
     }
     !calls.is_empty()
+}
+
+/// The column (row) loops of a `[jac f]` ([`loop_parts`]), outermost ones
+/// only, with their nodes.
+fn column_loops(body: &Body, root: ExprId) -> Vec<(ExprId, (ExprId, String, Type, ExprId))> {
+    let mut stack = vec![root];
+    let mut loops = Vec::new();
+    while let Some(e) = stack.pop() {
+        if let Some(parts) = loop_parts(body, e) {
+            loops.push((e, parts));
+            continue;
+        }
+        stack.extend(ksc_opt::term::children(&body.exprs[e]));
+    }
+    loops
 }
 
 /// A `build n (lam (c : Integer) body)` over the columns or rows of a
