@@ -236,6 +236,11 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let straight = (1..lines.len()).any(|k| lines[k].contains("] += ") && !lines[k - 1].starts_with("if "));
                 check(straight, "the loop tests the range of its index in every iteration")
             }
+            "inline_marked" => {
+                // The call under `$inline` is inlined, the other one not.
+                let (m, u) = (function_of(&loops, "marked"), function_of(&loops, "unmarked"));
+                check(!m.contains("call big") && u.contains("call big"), "`$inline (big x)` was not inlined, or `big x` was")
+            }
             "jac_inner_invariant" => {
                 // In the branch by columns, the loop over the columns (up
                 // to the copy-down of a column) holds four loops: its own,

@@ -14,7 +14,7 @@
 use rustc_hash::FxHashMap;
 
 use ksc_codegen_c::{CProgram, CalleeSig, FunctionC, ModuleView, SiteLocation, Target};
-use ksc_ir::{Body, Callee, Def, Expr, FunName};
+use ksc_ir::{Body, Callee, Def, Expr, FunName, Prim};
 use ksc_lower::ir::{Func, FuncId, Module, Site, SiteId};
 use ksc_lower::{Layout, ProgramFacts, Unit};
 use ksc_types::{Analysis, FileRef, PRELUDE_NAME, PRELUDE_SOURCE};
@@ -65,7 +65,8 @@ pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<Typ
 pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Result<Unit, String> {
     db.log_execution(format!("loop_unit({name})"));
     let lf = lowering_facts(db, file);
-    // The bodies it reads: its own, and those it may inline, transitively.
+    // The bodies it reads: its own, and those it may inline (small ones, and
+    // those called under `$inline`), transitively.
     let mut bodies: FxHashMap<FunName, &Def> = FxHashMap::default();
     let mut work = vec![name.clone()];
     while let Some(n) = work.pop() {
@@ -74,10 +75,16 @@ pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) ->
         }
         let Some(d) = lowering_body(db, file, n.clone()) else { continue };
         for (_, e) in d.0.body.exprs.iter() {
-            if let Expr::Call(Callee::Fun(g), _) = e {
-                if lf.facts.inlinable(g) {
-                    work.push(g.clone());
+            match e {
+                Expr::Call(Callee::Fun(g), _) if lf.facts.inlinable(g) => work.push(g.clone()),
+                Expr::Call(Callee::Prim(Prim::Inline), call) => {
+                    if let Expr::Call(Callee::Fun(g), _) = &d.0.body.exprs[*call] {
+                        if lf.facts.inlined_where_marked(g) {
+                            work.push(g.clone());
+                        }
+                    }
                 }
+                _ => {}
             }
         }
         bodies.insert(n, &d.0);

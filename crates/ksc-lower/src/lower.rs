@@ -161,6 +161,8 @@ pub struct ProgramFacts {
     effectful: Vec<bool>,
     /// Is it inlined at its call sites (small, not recursive)?
     inlinable: Vec<bool>,
+    /// Does it call itself, directly or not (then `$inline` leaves it)?
+    recursive: Vec<bool>,
     /// How fresh each definition's result is (`prims::fresh_expr`): a call
     /// whose result is fresh is added into in place, not copied first (a
     /// reverse pass adding to the cotangent vector its recursive call
@@ -307,7 +309,8 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         }
         false
     };
-    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive(i)).collect();
+    let recursive: Vec<bool> = (0..n).map(recursive).collect();
+    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i]).collect();
     // The greatest fixpoint: every result is assumed fresh, then each
     // definition's is recomputed from its body until nothing changes.
     let mut fresh_results = vec![crate::prims::Fresh::Top; n];
@@ -329,7 +332,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         }
     }
     let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
-    ProgramFacts { names: defs.iter().map(|d| d.name.clone()).collect(), effectful, inlinable, fresh_results, c_names }
+    ProgramFacts { names: defs.iter().map(|d| d.name.clone()).collect(), effectful, inlinable, recursive, fresh_results, c_names }
 }
 
 impl ProgramFacts {
@@ -340,6 +343,11 @@ impl ProgramFacts {
     /// Is the definition named `name` inlined where it is called?
     pub fn inlinable(&self, name: &FunName) -> bool {
         self.names.iter().position(|n| n == name).is_some_and(|i| self.inlinable[i])
+    }
+    /// Is the definition named `name` inlined where a call of it is marked
+    /// `$inline` (whatever its size: it is not recursive)?
+    pub fn inlined_where_marked(&self, name: &FunName) -> bool {
+        self.names.iter().position(|n| n == name).is_some_and(|i| !self.recursive[i])
     }
 }
 
@@ -878,7 +886,15 @@ impl<'a> Lowerer<'a> {
                 check_type(t)?;
                 Ok(default_lval(t))
             }
-            Expr::Call(Callee::Fun(name), arg) => self.lower_call(fb, st, ctx, e, name, *arg, tail),
+            Expr::Call(Callee::Fun(name), arg) => self.lower_call(fb, st, ctx, e, name, *arg, tail, false),
+            // `$inline (f a)`: f's body in place of the call, whatever its
+            // size (the original's meaning), unless f is recursive.
+            Expr::Call(Callee::Prim(Prim::Inline), call)
+                if matches!(&self.defs[ctx.def].body.exprs[*call], Expr::Call(Callee::Fun(f), _) if self.facts.inlined_where_marked(f)) =>
+            {
+                let Expr::Call(Callee::Fun(name), arg) = &self.defs[ctx.def].body.exprs[*call] else { unreachable!() };
+                self.lower_call(fb, st, ctx, *call, name, *arg, tail, true)
+            }
             Expr::Call(Callee::Prim(p), arg) => {
                 if let Prim::Get { .. } = p {
                     if let Some(v) = self.lower_part(fb, st, ctx, e)? {
@@ -1052,6 +1068,7 @@ impl<'a> Lowerer<'a> {
         name: &FunName,
         arg: ExprId,
         tail: Tail,
+        marked: bool,
     ) -> R<LVal> {
         let ret = self.ty(ctx, e)?;
         let Some(&d) = self.by_name.get(name) else {
@@ -1080,7 +1097,7 @@ impl<'a> Lowerer<'a> {
             st.loops = true;
             return Ok(LVal::Never);
         }
-        let inline = self.opts.inline && self.facts.inlinable[d] && ctx.depth < INLINE_DEPTH;
+        let inline = self.opts.inline && (self.facts.inlinable[d] || marked && !self.facts.recursive[d]) && ctx.depth < INLINE_DEPTH;
         if inline {
             let chain = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
             let mut env = Env::default();
