@@ -243,12 +243,13 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "jac_inner_invariant" => {
                 // In the branch by columns, the loop over the columns (up
-                // to the copy-down of a column) holds four loops: its own,
-                // the basis tangent's, the rows' and each row's tangent sum;
-                // the primal sums are before it.
+                // to the check that they filled the matrix) holds five
+                // loops: its own, the basis tangent's, the rows', each
+                // row's tangent sum and the copy of the column into the
+                // matrix; the primal sums are before it.
                 let f = function_of(&loops, "jac1$f");
-                let columns = f.split("ksc_vectors = alloc").nth(1).and_then(|s| s.split("copydown").next()).unwrap_or_default();
-                check(columns.matches("for ").count() == 4, "the rows' primal sums are computed in every column")
+                let columns = f.split("ksc_columns = alloc").nth(1).and_then(|s| s.split("of tensors of fewer").next()).unwrap_or_default();
+                check(columns.matches("for ").count() == 5, "the rows' primal sums are computed in every column")
             }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");

@@ -101,8 +101,8 @@ pub fn needs(active: &Active, s: &Type, t: &Type) -> Vec<Derivation> {
 ///             that shape)
 ///             in if (n == 0 || m == 0) then (an m x n matrix)
 ///                else if n <= m then   -- columns by forward mode
-///                  let cols = build n (lam c ($tangentFlatten ($inline ([fwd f] x ($tangentBasis x c)))))
-///                  in build (m, n) (lam (r, c) cols[c][r])
+///                  let cols = $concatN (n, m) (build n (lam c ($tangentFlatten ($inline ([fwd f] x ($tangentBasis x c))))))
+///                  in build (m, n) (lam (r, c) cols[c, r])
 ///                else                  -- rows by reverse mode
 ///                  $concatN (m, n) (build m (lam r ($tangentFlatten ($inline ([rev f] x ($tangentBasis y r))))))
 /// ```
@@ -189,20 +189,21 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
         let flat = b.prim(Prim::TangentFlatten, vec![derivative]);
         let lam = b.lam(index, Type::Integer, flat);
         let vectors = b.prim(Prim::Build, vec![size, lam]);
+        // The rows (columns), one after the other: each is computed, copied
+        // into the matrix (its transpose) and freed.
+        let (m, n) = (var(b, "ksc$m", &Type::Integer), var(b, "ksc$n", &Type::Integer));
+        let shape = if d == Derivation::Fwd { b.tuple(vec![n, m]) } else { b.tuple(vec![m, n]) };
+        let stacked = b.prim(Prim::ConcatN, vec![shape, vectors]);
         if d != Derivation::Fwd {
-            // The rows, one after the other: each is computed, copied into
-            // the matrix and freed.
-            let (m, n) = (var(b, "ksc$m", &Type::Integer), var(b, "ksc$n", &Type::Integer));
-            let shape = b.tuple(vec![m, n]);
-            return b.prim(Prim::ConcatN, vec![shape, vectors]);
+            return stacked;
         }
-        let vty = b.ty(vectors);
+        let tty = b.ty(stacked);
         let read = matrix(b, &|b, r, c| {
-            let vs = b.var("ksc$vectors", vty.clone());
-            let v = b.prim(Prim::Index, vec![c, vs]);
-            b.prim(Prim::Index, vec![r, v])
+            let cols = b.var("ksc$columns", tty.clone());
+            let cr = b.tuple(vec![c, r]);
+            b.prim(Prim::Index, vec![cr, cols])
         });
-        b.let_("ksc$vectors", vectors, read)
+        b.let_("ksc$columns", stacked, read)
     };
     let zeros = |b: &mut Builder| matrix(b, &|b, _, _| b.float(0.0));
     let result = match needs(active, s, t)[..] {
