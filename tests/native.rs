@@ -141,8 +141,9 @@ fn memory_of(program: &str, name: &str) -> (u64, u64) {
 }
 
 /// A loop whose iterations allocate a temporary vector (used twice, so it
-/// is not fused away) and a fold whose accumulator is a vector: both must
-/// run in constant memory.
+/// is not fused away), a fold whose accumulator is a vector, and one whose
+/// accumulator is small (copied down to the fold's mark only once enough
+/// lies above it, `KSRT_COPYDOWN_SLACK`): all must run in constant memory.
 fn long_loops(n: usize) -> String {
     format!(
         "(def main Integer ()
@@ -154,8 +155,13 @@ fn long_loops(n: usize) -> String {
                      (let ((acc x) acc_x)
                        (build (size acc) (lam (j : Integer) (add (index j acc) x)))))
                    (constVec 1000 0.0)
-                   (build n (lam (i : Integer) (to_float i))))))
-    (print temps \" \" (index 0 acc) \"\\n\")))"
+                   (build n (lam (i : Integer) (to_float i)))))
+        (small (fold (lam (acc_x : Tuple (Vec Float) Float)
+                       (let ((acc x) acc_x)
+                         (build 4 (lam (j : Integer) (add (index j acc) (mul x (to_float j)))))))
+                     (constVec 4 0.0)
+                     (build n (lam (i : Integer) (to_float i))))))
+    (print temps \" \" (index 0 acc) \" \" (index 3 small) \"\\n\")))"
     )
 }
 

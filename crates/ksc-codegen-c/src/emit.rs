@@ -507,7 +507,7 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
     writeln!(out, "{linkage}{} {{", prototype(f, false)).ok();
-    let mut w = W { f, callees, checked, out: String::new(), depth: 1 };
+    let mut w = W { f, callees, checked, out: String::new(), depth: 1, loop_marks: Vec::new() };
     if let Some(m) = f.entry_mark {
         w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
     }
@@ -531,6 +531,10 @@ struct W<'a> {
     checked: bool,
     out: String,
     depth: usize,
+    /// For each enclosing `for`, the marks taken inside its body (at any
+    /// depth): a copy-down to another mark is to one fixed across the
+    /// loop's iterations (a fold's), and may be put off (`copy_down`).
+    loop_marks: Vec<FxHashSet<VarId>>,
 }
 
 fn float_lit(x: f64) -> String {
@@ -776,7 +780,15 @@ impl W<'_> {
                 }
                 self.line(&format!("for (int64_t {i} = 0; {i} < {n}; {i}++) {{"));
                 self.depth += 1;
+                let mut marks = FxHashSet::default();
+                walk(body, &mut |s| {
+                    if let Stmt::Let(m, Rhs::Mark) = s {
+                        marks.insert(*m);
+                    }
+                });
+                self.loop_marks.push(marks);
                 self.block(body);
+                self.loop_marks.pop();
                 if *reset {
                     self.line(&format!("ksrt_reset(A, mark_{i});"));
                 }
@@ -914,8 +926,21 @@ impl W<'_> {
         changed_everywhere
     }
 
+    /// Copies `vars` down to `mark`, freeing what was allocated above it.
+    /// When the mark was taken before the loop this iteration belongs to
+    /// (a fold's accumulators), the copy is put off until more than
+    /// `KSRT_COPYDOWN_SLACK` bytes lie above the mark: skipping a reset
+    /// frees less but never too much, memory stays bounded by the slack per
+    /// loop, and a fold of small accumulators copies them once every many
+    /// iterations instead of twice in each.
     fn copy_down(&mut self, mark: VarId, vars: &[VarId]) {
-        self.line("{");
+        let fixed = self.loop_marks.last().is_some_and(|inner| !inner.contains(&mark));
+        if fixed {
+            let line = format!("if (ksrt_since(A, {}) > KSRT_COPYDOWN_SLACK) {{", self.var(mark));
+            self.line(&line);
+        } else {
+            self.line("{");
+        }
         self.depth += 1;
         self.line("ks_arena *S = ksrt_scratch(A);");
         self.line("ks_mark s0 = ksrt_mark(S);");

@@ -202,6 +202,17 @@ static inline void ksrt_reset(ks_arena *A, ks_mark m) {
     A->end = m.block ? m.block->start + m.block->size : NULL;
 }
 
+/* Bytes allocated in A since mark m; SIZE_MAX if a block was chained since. */
+static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
+    return A->block == m.block ? (size_t)(A->top - m.top) : SIZE_MAX;
+}
+
+/* A fold copies its accumulators down to its mark (freeing its steps'
+ * temporaries) only once this many bytes lie above the mark. */
+#ifndef KSRT_COPYDOWN_SLACK
+#define KSRT_COPYDOWN_SLACK (16u << 10)
+#endif
+
 static ks_arena *ksrt_scratch(ks_arena *A) {
     if (!A->scratch) A->scratch = ksrt_arena_new(NULL, 0);
     return A->scratch;
