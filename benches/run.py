@@ -471,12 +471,14 @@ def main():
     if os.path.exists(os.path.join(BENCH, ".venv", "ok-jax")):
         peers["jax"] = jax_py
     else:
-        skipped["jax"] = "JAX is not installed (benches/setup_peers.sh could not install it from PyPI)"
+        skipped["jax"] = ("JAX is not installed (--no-install: benches/setup_peers.sh was not run)" if opts.no_install
+                          else "JAX is not installed (benches/setup_peers.sh could not install it from PyPI)")
     tp = os.path.join(BENCH, ".venv-torch-python")
     if os.path.exists(tp):
         peers["torch"] = open(tp).read().strip()
     else:
-        skipped["torch"] = "PyTorch is not installed (neither Debian's python3-torch nor PyPI's torch)"
+        skipped["torch"] = ("PyTorch is not installed (--no-install: benches/setup_peers.sh was not run)" if opts.no_install
+                            else "PyTorch is not installed (neither Debian's python3-torch nor PyPI's torch)")
     for t, why in skipped.items():
         log(f"SKIPPING {TOOL_NAMES[t]}: {why}")
 
