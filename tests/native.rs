@@ -272,6 +272,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = function_of(&loops, "rev$f");
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
             }
+            "first_adds" => {
+                // Only v[0]'s second addition loads what is there.
+                let f = function_of(&loops, "rev$f");
+                let firsts = f.lines().filter(|l| l.contains("= fadd 0.0, ")).count();
+                check(f.matches("] += ").count() == 1 && firsts >= 2, "a first addition into the zero-filled cotangent loads its zero")
+            }
             "fuse_consumers" => {
                 // The per-component cotangents are added into their
                 // accumulators in the loop that makes them: no vector of
