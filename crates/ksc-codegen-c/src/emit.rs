@@ -764,6 +764,11 @@ impl W<'_> {
                 let line = format!("{} = {};", self.var(*v), self.op_as(o, &t));
                 self.line(&line);
             }
+            Stmt::For { idx, n, pre, body, reset: false } if pre.is_empty() && self.is_zero_fill(*idx, body) => {
+                let Stmt::Store { arr, .. } = &body[0] else { return };
+                let line = format!("ksrt_zero_f({}.data, {});", self.op(arr), self.op(n));
+                self.line(&line);
+            }
             Stmt::For { idx, n, pre, body, reset } => {
                 let n = self.op(n);
                 let i = self.var(*idx);
@@ -924,6 +929,14 @@ impl W<'_> {
             }
         });
         changed_everywhere
+    }
+
+    /// Is `body` (of the loop over `idx`) `arr[idx] = +0.0` for a tensor of
+    /// Floats: a fill with zeros, emitted as `ksrt_zero_f`?
+    fn is_zero_fill(&self, idx: VarId, body: &Block) -> bool {
+        matches!(&body[..], [Stmt::Store { arr, idx: Op::Var(i), val: Op::Float(z) }]
+            if *i == idx && *z == 0.0 && z.is_sign_positive()
+                && matches!(self.f.op_ty(arr), Type::Tensor(_, e) if *e == Type::Float))
     }
 
     /// Copies `vars` down to `mark`, freeing what was allocated above it.

@@ -202,6 +202,21 @@ static inline void ksrt_reset(ks_arena *A, ks_mark m) {
     A->end = m.block ? m.block->start + m.block->size : NULL;
 }
 
+/* Fills n doubles with +0.0. A small fill is made of scalar stores, hidden
+ * from the vectoriser: a vector store (or memset's) makes a scalar load of
+ * one of its elements wait for it to retire, and a zero-filled cotangent's
+ * elements are read back at once (`+=`). A big fill is memset's. */
+static inline void ksrt_zero_f(double *p, int64_t n) {
+    if (n > 32) {
+        memset(p, 0, (size_t)n * sizeof(double));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        __asm__("" : "+r"(i));
+        p[i] = 0.0;
+    }
+}
+
 /* Bytes allocated in A since mark m; SIZE_MAX if a block was chained since. */
 static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
     return A->block == m.block ? (size_t)(A->top - m.top) : SIZE_MAX;
