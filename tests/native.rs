@@ -310,7 +310,8 @@ fn a_shared_library_is_callable_from_c() {
         &src,
         "(def norm2 Float (v : Vec Float) (sum (build (size v) (lam (i : Integer) (mul (index i v) (index i v))))))\n\
          (def [rev norm2] (Vec Float) ((v : Vec Float) (dr : Float))\n\
-           (build (size v) (lam (i : Integer) (mul (mul 2.0 dr) (index i v)))))\n",
+           (build (size v) (lam (i : Integer) (mul (mul 2.0 dr) (index i v)))))\n\
+         (def fact Float (n : Integer) (if (lte n 0) 1.0 (mul (to_float n) (fact (sub n 1)))))\n",
     )
     .unwrap();
     let built = ksc(&["build", src.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
@@ -318,6 +319,14 @@ fn a_shared_library_is_callable_from_c() {
     let header = std::fs::read_to_string(dir.join("vecops.h")).unwrap();
     assert!(header.contains("double norm2(ks_arena *A, ks_T1f v)"), "{header}");
     assert!(header.contains("ks_T1f rev$norm2(ks_arena *A, ks_T1f v, double dr)"), "{header}");
+    // Calls inside the library go to the static function the exported one
+    // wraps (the C compiler may then change its calling convention).
+    let emitted = ksc(&["build", src.to_str().unwrap(), "--emit", "c", "-o", dir.to_str().unwrap()]);
+    assert!(emitted.status.success(), "{}", text(&emitted.stderr));
+    let c = std::fs::read_to_string(dir.join("vecops.c")).unwrap();
+    let fact = c.split("static double ksl_fact(ks_arena *A, int64_t n_0) {").nth(1).expect("a static ksl_fact");
+    assert!(fact.split("\n}").next().unwrap().contains("ksl_fact(A, "), "{c}");
+    assert!(c.contains("double fact(ks_arena *A, int64_t n_0) { return ksl_fact(A, n_0); }"), "{c}");
     let driver = dir.join("driver.c");
     std::fs::write(
         &driver,
@@ -327,7 +336,7 @@ fn a_shared_library_is_callable_from_c() {
            ks_T1f v = {3, xs};\n\
            ks_arena *A = ks_arena_new();\n\
            ks_T1f g = rev$norm2(A, v, 0.5);\n\
-           printf(\"%g %g %g %g\\n\", norm2(A, v), g.data[0], g.data[1], g.data[2]);\n\
+           printf(\"%g %g %g %g %g\\n\", norm2(A, v), g.data[0], g.data[1], g.data[2], fact(A, 5));\n\
            ks_arena_free(A);\n\
            return 0;\n\
          }\n",
@@ -347,7 +356,7 @@ fn a_shared_library_is_callable_from_c() {
         .unwrap();
     assert!(status.success());
     let out = Command::new(&exe).output().unwrap();
-    assert_eq!(text(&out.stdout), "14 1 2 3\n");
+    assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
 }
 
 #[test]

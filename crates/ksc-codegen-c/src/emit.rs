@@ -178,10 +178,14 @@ pub fn emit_with<'f>(
         types.push_str(&type_def(&t));
     }
     let mut protos = String::new();
-    let linkage = if target == Target::Executable { "static " } else { "" };
+    let mut wrappers = String::new();
     for f in m.funcs {
-        let proto = prototype(f, false);
-        writeln!(protos, "{linkage}{proto};").ok();
+        let local = local_name(&f.c_name, target);
+        writeln!(protos, "static {};", prototype_named(f, &local, false)).ok();
+        if target == Target::Library {
+            let args: Vec<String> = std::iter::once("A".to_string()).chain(f.params.iter().map(|&p| var_name(f, p))).collect();
+            writeln!(wrappers, "{} {{ return {local}({}); }}", prototype(f, false), args.join(", ")).ok();
+        }
     }
     let mut helpers = String::new();
     let mut ps: Vec<&Type> = e.prints.iter().collect();
@@ -237,6 +241,7 @@ pub fn emit_with<'f>(
             writeln!(c, "#include \"{header_name}\"").ok();
             c.push_str("struct ks_arena_public_check { char ok[sizeof(ks_mark)]; };\n");
             c.push_str(&site_table);
+            c.push_str(&protos);
             writeln!(
                 c,
                 "ks_arena *ks_arena_new(void) {{ return ksrt_arena_new(ks_sites, {nsites}); }}\n\
@@ -253,6 +258,7 @@ pub fn emit_with<'f>(
     c.push_str(&helpers);
     c.push('\n');
     c.push_str(&bodies);
+    c.push_str(&wrappers);
     if target == Target::Executable {
         if let Some(main) = m.main {
             let f = m.funcs[main.0 as usize];
@@ -341,7 +347,25 @@ fn var_name(f: &Func, v: VarId) -> String {
     }
 }
 
+/// The name a function's body is defined under, and that calls name: its C
+/// name in an executable; in a library `ksl_` and its C name, a `static`
+/// function (no C name starts so: plain names starting with `ks` are
+/// prefixed `ks$`), with the C name an exported wrapper of it. Being local,
+/// the C compiler may change how it is called: split tuple arguments into
+/// scalars (passed in memory, a struct rebuilt per call stalls the loads
+/// that read it back), or inline it.
+fn local_name(f: &str, target: Target) -> String {
+    match target {
+        Target::Executable => f.to_string(),
+        Target::Library => format!("ksl_{f}"),
+    }
+}
+
 fn prototype(f: &Func, plain_names: bool) -> String {
+    prototype_named(f, &f.c_name, plain_names)
+}
+
+fn prototype_named(f: &Func, c_name: &str, plain_names: bool) -> String {
     let mut ps = vec!["ks_arena *A".to_string()];
     for &p in &f.params {
         let name = if plain_names {
@@ -354,7 +378,7 @@ fn prototype(f: &Func, plain_names: bool) -> String {
         };
         ps.push(format!("{} {name}", c_type(f.ty(p))));
     }
-    format!("{} {}({})", c_type(&f.ret), f.c_name, ps.join(", "))
+    format!("{} {c_name}({})", c_type(&f.ret), ps.join(", "))
 }
 
 fn c_string(s: &str) -> String {
@@ -503,11 +527,10 @@ pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, check
 }
 
 fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
-    let linkage = if target == Target::Executable { "static " } else { "" };
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
-    writeln!(out, "{linkage}{} {{", prototype(f, false)).ok();
-    let mut w = W { f, callees, checked, out: String::new(), depth: 1, loop_marks: Vec::new() };
+    writeln!(out, "static {} {{", prototype_named(f, &local_name(&f.c_name, target), false)).ok();
+    let mut w = W { f, callees, target, checked, out: String::new(), depth: 1, loop_marks: Vec::new() };
     if let Some(m) = f.entry_mark {
         w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
     }
@@ -528,6 +551,7 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
 struct W<'a> {
     f: &'a Func,
     callees: &'a [(FuncId, CalleeSig)],
+    target: Target,
     checked: bool,
     out: String,
     depth: usize,
@@ -650,7 +674,7 @@ impl W<'_> {
                 for (a, p) in args.iter().zip(&callee.params) {
                     xs.push(self.op_as(a, p));
                 }
-                format!("{}({})", callee.c_name, xs.join(", "))
+                format!("{}({})", local_name(&callee.c_name, self.target), xs.join(", "))
             }
             Rhs::Load { arr, idx } => format!("{}.data[{}]", self.op(arr), self.op(idx)),
             // The zero-initialised value of a tensor type (`$dummy`) is empty.
