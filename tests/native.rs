@@ -272,6 +272,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = function_of(&loops, "rev$f");
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
             }
+            "concat_blocks" => {
+                // The outer loop, the two branches' nests, and one loop
+                // copying each block (not a nest of two).
+                let f = function_of(&loops, "ks$main");
+                check(f.matches("for ").count() == 6, "a block was copied into place by a nest over its rows and columns")
+            }
             "first_adds" => {
                 // Only v[0]'s second addition loads what is there.
                 let f = function_of(&loops, "rev$f");

@@ -217,6 +217,20 @@ static inline void ksrt_zero_f(double *p, int64_t n) {
     }
 }
 
+/* Copies n > 0 Floats from src to dst (not overlapping): scalar loads and
+ * stores up to 32 (the source is often a small block just written by
+ * scalar stores, which a vector load would wait on), memcpy above. */
+static inline void ksrt_copy_f(double *restrict dst, const double *restrict src, int64_t n) {
+    if (n > 32) {
+        memcpy(dst, src, (size_t)n * sizeof(double));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        __asm__("" : "+r"(i));
+        dst[i] = src[i];
+    }
+}
+
 /* Bytes allocated in A since mark m; SIZE_MAX if a block was chained since. */
 static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
     return A->block == m.block ? (size_t)(A->top - m.top) : SIZE_MAX;

@@ -479,9 +479,27 @@ impl Lowerer<'_> {
                     let what = "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
                     fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] } });
                 }
-                let inner = self.nest_open(fb, &d);
-                let y = self.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
-                let y = self.materialize_val(fb, st, y, &elem_ty)?;
+                // A materialised tensor of scalars is copied by one loop
+                // over its row-major elements (emitted as `ksrt_copy_f`
+                // for Floats).
+                let flat_src = match &x {
+                    LVal::Op(o) if rank > 1 && matches!(elem_ty, Type::Float | Type::Integer | Type::Bool) => Some(o.clone()),
+                    _ => None,
+                };
+                let inner = match &flat_src {
+                    Some(_) => {
+                        let count = self.count_of(fb, &d);
+                        self.nest_open(fb, &[count])
+                    }
+                    None => self.nest_open(fb, &d),
+                };
+                let y = match flat_src {
+                    Some(src) => fb.let_(Rhs::Load { arr: src, idx: inner.flat() }, elem_ty.clone(), None),
+                    None => {
+                        let y = self.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
+                        self.materialize_val(fb, st, y, &elem_ty)?
+                    }
+                };
                 fb.emit(Stmt::Store { arr: out.clone(), idx: Op::Var(pos), val: y });
                 let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
                 fb.emit(Stmt::Set(pos, next));
