@@ -964,12 +964,9 @@ impl W<'_> {
         changed_everywhere
     }
 
-    /// Is `body` (of the loop over `idx`) `arr[idx] = +0.0` for a tensor of
-    /// Floats: a fill with zeros, emitted as `ksrt_zero_f`?
     /// Is `body` (of the loop over `idx`) `dst[pos] = src[idx]; pos += 1`
-    /// for tensors of Floats, with `pos` used nowhere else: a copy of `src`
-    /// into place (`$concatN`'s), emitted as `ksrt_copy_f`? Returns `(dst,
-    /// src, pos)`.
+    /// for two tensors of Floats: a copy of `src` into place (`$concatN`'s),
+    /// emitted as `ksrt_copy_f` and `pos += n`? Returns `(dst, src, pos)`.
     fn float_copy(&self, idx: VarId, body: &Block) -> Option<(Op, Op, VarId)> {
         let [Stmt::Let(x, Rhs::Load { arr: src, idx: Op::Var(i) }), Stmt::Store { arr: dst, idx: Op::Var(pos), val: Op::Var(y) }, Stmt::Let(next, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(p), Op::Int(1))), Stmt::Set(p2, Op::Var(n2))] =
             &body[..]
@@ -982,6 +979,8 @@ impl W<'_> {
         ok.then(|| (dst.clone(), src.clone(), *pos))
     }
 
+    /// Is `body` (of the loop over `idx`) `arr[idx] = +0.0` for a tensor of
+    /// Floats: a fill with zeros, emitted as `ksrt_zero_f`?
     fn is_zero_fill(&self, idx: VarId, body: &Block) -> bool {
         matches!(&body[..], [Stmt::Store { arr, idx: Op::Var(i), val: Op::Float(z) }]
             if *i == idx && *z == 0.0 && z.is_sign_positive()
