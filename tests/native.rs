@@ -278,6 +278,10 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = function_of(&loops, "ks$main");
                 check(f.matches("for ").count() == 6, "a block was copied into place by a nest over its rows and columns")
             }
+            "concat_branches" => {
+                // Only the result is allocated: no branch's vector is made.
+                check(function_of(&loops, "ks$main").matches("alloc").count() == 1, "a branch's tensor was materialised before it was copied")
+            }
             "first_adds" => {
                 // Only v[0]'s second addition loads what is there.
                 let f = function_of(&loops, "rev$f");

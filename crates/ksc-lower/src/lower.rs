@@ -1610,6 +1610,61 @@ impl<'a> Lowerer<'a> {
     ) -> R<LVal> {
         self.elem(fb, st, v, ty, idx, flat)
     }
+    /// Element `idx` of a tensor value, given to `k` where it is made: when
+    /// the value is a delayed `build` whose body is an `if` (as a `build` of
+    /// differently made blocks is), `k` runs in each branch with that
+    /// branch's value, so the branches' values are not merged (which
+    /// materialises them); a branch that never returns gets no call.
+    pub(crate) fn with_elem(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: &LVal,
+        ty: &Type,
+        (idx, flat): (&[Op], Op),
+        k: &mut dyn FnMut(&mut Self, &mut FnBuilder, &mut FnState, LVal) -> R<()>,
+    ) -> R<()> {
+        if let LVal::Delayed(d) = v {
+            if let DelayedElem::Lam { binder, body, ctx } = &d.elem {
+                let ctx = Ctx { env: ctx.env.bind(binder, index_lval(idx)), ..ctx.clone() };
+                return self.with_branches(fb, st, &ctx, *body, k);
+            }
+        }
+        let x = self.elem(fb, st, v, ty, idx, Some(flat))?;
+        k(self, fb, st, x)
+    }
+
+    fn with_branches(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        e: ExprId,
+        k: &mut dyn FnMut(&mut Self, &mut FnBuilder, &mut FnState, LVal) -> R<()>,
+    ) -> R<()> {
+        if let Expr::If(c, t, f) = self.defs[ctx.def].body.exprs[e] {
+            let cond = self.lower(fb, st, ctx, c, Tail::No)?;
+            let cond = lval_op(&cond)?;
+            if let Op::Bool(b) = cond {
+                return self.with_branches(fb, st, ctx, if b { t } else { f }, k);
+            }
+            let mut blocks = Vec::new();
+            for branch in [t, f] {
+                fb.push_block();
+                self.with_branches(fb, st, ctx, branch, k)?;
+                blocks.push(fb.pop_block());
+            }
+            let els = blocks.pop().unwrap_or_default();
+            let then = blocks.pop().unwrap_or_default();
+            fb.emit(Stmt::If { cond, then, els });
+            return Ok(());
+        }
+        match self.lower(fb, st, ctx, e, Tail::No)? {
+            LVal::Never => Ok(()),
+            x => k(self, fb, st, x),
+        }
+    }
+
     pub(crate) fn nest_open(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Nest {
         self.open_nest(fb, dims)
     }

@@ -470,40 +470,45 @@ impl Lowerer<'_> {
                 let pos = fb.var(Type::Integer, Some("pos"), true);
                 fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
                 let nest = self.nest_open(fb, &dims);
-                let x = self.elem_of(fb, st, &v, &inner_ty, nest.idx(), Some(nest.flat()))?;
-                let d = self.dims_of(fb, &x, rank)?;
-                if let Some(n) = &given {
-                    let count = self.count_of(fb, &d);
-                    let end = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), count);
-                    let cond = bin(fb, BinOp::ILe, end.clone(), n.clone());
-                    let what = "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
-                    fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] } });
-                }
-                // A materialised tensor of scalars is copied by one loop
-                // over its row-major elements (emitted as `ksrt_copy_f`
-                // for Floats).
-                let flat_src = match &x {
-                    LVal::Op(o) if rank > 1 && matches!(elem_ty, Type::Float | Type::Integer | Type::Bool) => Some(o.clone()),
-                    _ => None,
-                };
-                let inner = match &flat_src {
-                    Some(_) => {
-                        let count = self.count_of(fb, &d);
-                        self.nest_open(fb, &[count])
+                // Each tensor is copied where it is made: in each branch of
+                // an `if` that picks how (not merged and materialised first).
+                let mut copy = |this: &mut Self, fb: &mut FnBuilder, st: &mut FnState, x: LVal| -> R<()> {
+                    let d = this.dims_of(fb, &x, rank)?;
+                    if let Some(n) = &given {
+                        let count = this.count_of(fb, &d);
+                        let end = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), count);
+                        let cond = bin(fb, BinOp::ILe, end.clone(), n.clone());
+                        let what = "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
+                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] } });
                     }
-                    None => self.nest_open(fb, &d),
+                    // A materialised tensor of scalars is copied by one loop
+                    // over its row-major elements (emitted as `ksrt_copy_f`
+                    // for Floats).
+                    let flat_src = match &x {
+                        LVal::Op(o) if rank > 1 && matches!(elem_ty, Type::Float | Type::Integer | Type::Bool) => Some(o.clone()),
+                        _ => None,
+                    };
+                    let inner = match &flat_src {
+                        Some(_) => {
+                            let count = this.count_of(fb, &d);
+                            this.nest_open(fb, &[count])
+                        }
+                        None => this.nest_open(fb, &d),
+                    };
+                    let y = match flat_src {
+                        Some(src) => fb.let_(Rhs::Load { arr: src, idx: inner.flat() }, elem_ty.clone(), None),
+                        None => {
+                            let y = this.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
+                            this.materialize_val(fb, st, y, &elem_ty)?
+                        }
+                    };
+                    fb.emit(Stmt::Store { arr: out.clone(), idx: Op::Var(pos), val: y });
+                    let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
+                    fb.emit(Stmt::Set(pos, next));
+                    this.nest_close(fb, inner);
+                    Ok(())
                 };
-                let y = match flat_src {
-                    Some(src) => fb.let_(Rhs::Load { arr: src, idx: inner.flat() }, elem_ty.clone(), None),
-                    None => {
-                        let y = self.elem_of(fb, st, &x, &elem_ty, inner.idx(), Some(inner.flat()))?;
-                        self.materialize_val(fb, st, y, &elem_ty)?
-                    }
-                };
-                fb.emit(Stmt::Store { arr: out.clone(), idx: Op::Var(pos), val: y });
-                let next = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), Op::Int(1));
-                fb.emit(Stmt::Set(pos, next));
-                self.nest_close(fb, inner);
+                self.with_elem(fb, st, &v, &inner_ty, (nest.idx(), nest.flat()), &mut copy)?;
                 self.nest_close(fb, nest);
                 if let Some(n) = given {
                     let cond = bin(fb, BinOp::IEq, Op::Var(pos), n.clone());
