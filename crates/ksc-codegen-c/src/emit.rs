@@ -788,20 +788,7 @@ impl W<'_> {
                 let line = format!("{} = {};", self.var(*v), self.op_as(o, &t));
                 self.line(&line);
             }
-            Stmt::For { idx, n, pre, body, reset: false } if pre.is_empty() && self.is_zero_fill(*idx, body) => {
-                let Stmt::Store { arr, .. } = &body[0] else { return };
-                let line = format!("ksrt_zero_f({}.data, {});", self.op(arr), self.op(n));
-                self.line(&line);
-            }
-            Stmt::For { idx, n, pre, body, reset: false } if pre.is_empty() && self.float_copy(*idx, body).is_some() => {
-                let Some((dst, src, pos)) = self.float_copy(*idx, body) else { return };
-                let (n, pos) = (self.op(n), self.var(pos));
-                self.line(&format!("if ({n} > 0) {{"));
-                let line = format!("    ksrt_copy_f({}.data + {pos}, {}.data, {n});", self.op(&dst), self.op(&src));
-                self.line(&line);
-                self.line(&format!("    {pos} += {n};"));
-                self.line("}");
-            }
+            Stmt::For { idx, n, pre, body, reset: false } if pre.is_empty() && self.runtime_loop(*idx, n, body) => {}
             Stmt::For { idx, n, pre, body, reset } => {
                 let n = self.op(n);
                 let i = self.var(*idx);
@@ -964,27 +951,34 @@ impl W<'_> {
         changed_everywhere
     }
 
-    /// Is `body` (of the loop over `idx`) `dst[pos] = src[idx]; pos += 1`
-    /// for two tensors of Floats: a copy of `src` into place (`$concatN`'s),
-    /// emitted as `ksrt_copy_f` and `pos += n`? Returns `(dst, src, pos)`.
-    fn float_copy(&self, idx: VarId, body: &Block) -> Option<(Op, Op, VarId)> {
-        let [Stmt::Let(x, Rhs::Load { arr: src, idx: Op::Var(i) }), Stmt::Store { arr: dst, idx: Op::Var(pos), val: Op::Var(y) }, Stmt::Let(next, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(p), Op::Int(1))), Stmt::Set(p2, Op::Var(n2))] =
-            &body[..]
-        else {
-            return None;
-        };
+    /// Emits the loop over `idx` < `n` as a call of the runtime, and says so,
+    /// when `body` is one of two shapes on tensors of Floats:
+    /// - `arr[idx] = +0.0`, a fill with zeros: `ksrt_zero_f`;
+    /// - `dst[pos] = src[idx]; pos += 1`, a copy of `src` into place
+    ///   (`$concatN`'s): `ksrt_copy_f` and `pos += n`.
+    fn runtime_loop(&mut self, idx: VarId, n: &Op, body: &Block) -> bool {
         let floats = |o: &Op| matches!(self.f.op_ty(o), Type::Tensor(_, e) if *e == Type::Float);
-        let ok = *i == idx && x == y && pos == p && p == p2 && next == n2 && src != dst && floats(src) && floats(dst)
-            && ![src, dst].iter().any(|o| matches!(o, Op::Var(v) if v == pos || v == x || v == next));
-        ok.then(|| (dst.clone(), src.clone(), *pos))
-    }
-
-    /// Is `body` (of the loop over `idx`) `arr[idx] = +0.0` for a tensor of
-    /// Floats: a fill with zeros, emitted as `ksrt_zero_f`?
-    fn is_zero_fill(&self, idx: VarId, body: &Block) -> bool {
-        matches!(&body[..], [Stmt::Store { arr, idx: Op::Var(i), val: Op::Float(z) }]
-            if *i == idx && *z == 0.0 && z.is_sign_positive()
-                && matches!(self.f.op_ty(arr), Type::Tensor(_, e) if *e == Type::Float))
+        match &body[..] {
+            [Stmt::Store { arr, idx: Op::Var(i), val: Op::Float(z) }]
+                if *i == idx && *z == 0.0 && z.is_sign_positive() && floats(arr) =>
+            {
+                let line = format!("ksrt_zero_f({}.data, {});", self.op(arr), self.op(n));
+                self.line(&line);
+                true
+            }
+            [Stmt::Let(x, Rhs::Load { arr: src, idx: Op::Var(i) }), Stmt::Store { arr: dst, idx: Op::Var(pos), val: Op::Var(y) }, Stmt::Let(next, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(p), Op::Int(1))), Stmt::Set(p2, Op::Var(n2))]
+                if *i == idx && x == y && pos == p && p == p2 && next == n2 && src != dst && floats(src) && floats(dst) =>
+            {
+                let (n, pos) = (self.op(n), self.var(*pos));
+                self.line(&format!("if ({n} > 0) {{"));
+                let line = format!("    ksrt_copy_f({}.data + {pos}, {}.data, {n});", self.op(dst), self.op(src));
+                self.line(&line);
+                self.line(&format!("    {pos} += {n};"));
+                self.line("}");
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Copies `vars` down to `mark`, freeing what was allocated above it.
