@@ -299,6 +299,13 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                     "the loops adding the cotangents were not fused into the loop making them",
                 )
             }
+            "accumulate_column" => {
+                // Every allocation is at the function's top level: none per
+                // column, and the one-hot terms are added in place.
+                let f = function_of(&loops, "rev$ltimes");
+                let nested = f.lines().any(|l| l.contains(" = alloc ") && l.len() - l.trim_start().len() > 2);
+                check(!nested && f.contains("] += "), "a column's cotangent was made as a vector of its own")
+            }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
                 let f = loops.split("fn ks$main").next().unwrap_or_default();

@@ -931,6 +931,29 @@ fn size_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     ctx.pure(x).then_some(n)
 }
 
+/// `size (sumbuild n (lam i e)) ⇒ let i = 0 in size e` when `n` and `e`
+/// have no effect: the elements a sumbuild adds have one size (reverse mode
+/// asks for the size of a primal sumbuild of vectors to shape its
+/// cotangent, and would otherwise compute the whole sum for it).
+fn size_sumbuild(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Size)?[0];
+    let [n, f] = prim_args(ctx, v, Prim::Sumbuild)?[..] else { return None };
+    let (i, ity, body) = lam_parts(ctx, f)?;
+    if ity != Type::Integer || !ctx.pure(n) || !ctx.pure(body) {
+        return None;
+    }
+    let zero = ctx.alloc(Expr::Lit(Lit::Integer(0)), Type::Integer);
+    let s = ctx.prim(Prim::Size, vec![body])?;
+    Some(let_(ctx, Pat::Var(i), zero, s))
+}
+
+/// `size (deltaVec n i x) ⇒ n` when `i` and `x` have no effect.
+fn size_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Size)?[0];
+    let [n, i, x] = prim_args(ctx, v, Prim::DeltaVec)?[..] else { return None };
+    (ctx.pure(i) && ctx.pure(x)).then_some(n)
+}
+
 /// `index i (constVec n x) ⇒ x` when `i` and `n` have no effect.
 fn index_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [i, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
@@ -945,12 +968,31 @@ fn sum_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     ctx.prim(Prim::Sumbuild, vec![n, f])
 }
 
-/// `sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. (sumbuild n (lam i ek))` when the body has no effect (n let-bound if not atomic).
+/// The most `let`s that [`sumbuild_tuple`] copies into each component's
+/// loop.
+const SPLIT_LETS: usize = 6;
+
+/// `sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) ..
+/// (sumbuild n (lam i ek))` when the body has no effect (n let-bound if not
+/// atomic). The tuple may also be under `let`s, copied into each component
+/// (`let`-dead then drops those it does not use), when one component is a
+/// `deltaVec` and the `let`s are few and small, without loops or calls of
+/// functions with a body: a term of reverse mode's loops, whose one-hot
+/// component, on its own, is added into its accumulator in place
+/// (lowering), where a sum of the tuples would add whole vectors per
+/// iteration.
 fn sumbuild_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [n, f] = prim_args(ctx, e, Prim::Sumbuild)?[..] else { return None };
     let (i, ity, body) = lam_parts(ctx, f)?;
-    let Expr::Tuple(es) = ctx.expr(body).clone() else { return None };
+    let (lets, inner) = term::let_chain(ctx.b.body, body);
+    if lets.len() > SPLIT_LETS || lets.iter().any(|(_, r)| !small_element(ctx, *r)) {
+        return None;
+    }
+    let Expr::Tuple(es) = ctx.expr(inner).clone() else { return None };
     if !ctx.pure(body) || (es.is_empty() && !ctx.pure(n)) {
+        return None;
+    }
+    if !lets.is_empty() && !es.iter().any(|&x| prim_args(ctx, x, Prim::DeltaVec).is_some()) {
         return None;
     }
     // Each component's sumbuild is typed like the whole one's.
@@ -960,9 +1002,12 @@ fn sumbuild_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(share(ctx, n, "n", |ctx, n| {
         let parts = es
             .iter()
-            .map(|&x| {
+            .enumerate()
+            .map(|(k, &x)| {
                 let n = copy_atom(ctx, n);
-                let l = lam(ctx, &i, &ity, x);
+                let copies = lets.iter().map(|(p, r)| (p.clone(), if k == 0 { *r } else { term::deep_copy(ctx.b, *r) })).collect();
+                let t = term::wrap(ctx.b, copies, x);
+                let l = lam(ctx, &i, &ity, t);
                 let ty = ctx.ty(x);
                 let arg = ctx.b.tuple(vec![n, l]);
                 ctx.alloc(Expr::Call(Callee::Prim(Prim::Sumbuild), arg), ty)
@@ -1466,9 +1511,11 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "index-build", statement: "index i (build n (lam j e)) ⇒ let j = i in e when n and e have no effect", group: VEC, head: Head::Prim(Prim::Index), rewrite: index_build },
     CoreRule { name: "size-build", statement: "size (build n f) ⇒ n when f's body has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_build },
     CoreRule { name: "size-constvec", statement: "size (constVec n x) ⇒ n when x has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_constvec },
+    CoreRule { name: "size-sumbuild", statement: "size (sumbuild n (lam i e)) ⇒ let i = 0 in size e when n and e have no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_sumbuild },
+    CoreRule { name: "size-deltavec", statement: "size (deltaVec n i x) ⇒ n when i and x have no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_deltavec },
     CoreRule { name: "index-constvec", statement: "index i (constVec n x) ⇒ x when i and n have no effect", group: VEC, head: Head::Prim(Prim::Index), rewrite: index_constvec },
     CoreRule { name: "sum-build", statement: "sum (build n f) ⇒ sumbuild n f", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_build },
-    CoreRule { name: "sumbuild-tuple", statement: "sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. when the body has no effect", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_tuple },
+    CoreRule { name: "sumbuild-tuple", statement: "sumbuild n (lam i (tuple e1 .. ek)) ⇒ tuple (sumbuild n (lam i e1)) .. when the body has no effect; the tuple may be under small lets (copied into each component) when a component is a deltaVec", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_tuple },
     CoreRule { name: "sum-deltavec", statement: "sum (deltaVec n i e) ⇒ e when i is known to be in 0..n and e is made of numbers", group: VEC, head: Head::Prim(Prim::Sum), rewrite: sum_deltavec },
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
     CoreRule { name: "build-index-same", statement: "build n (lam q (index q v)) ⇒ v for a variable v whose size is known to be n (n is size v, a variable bound to size v, or the size v's let built it with)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_index_same },

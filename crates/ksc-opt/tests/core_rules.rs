@@ -341,6 +341,19 @@ fn template(rule: &str) -> Option<Template> {
             let v = b.prim(Prim::ConstVec, vec![n, x]);
             b.prim(Prim::Size, vec![v])
         },
+        "size-sumbuild" => |g, b| {
+            let n = g.size(b, 1);
+            let i = g.name();
+            let body = with_var(g, &i, Type::Integer, |g| g.expr(b, &vf(), 2));
+            let lam = b.lam(&i, Type::Integer, body);
+            let v = b.prim(Prim::Sumbuild, vec![n, lam]);
+            b.prim(Prim::Size, vec![v])
+        },
+        "size-deltavec" => |g, b| {
+            let (n, i, x) = (g.size(b, 1), g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Float, 2));
+            let v = b.prim(Prim::DeltaVec, vec![n, i, x]);
+            b.prim(Prim::Size, vec![v])
+        },
         "index-constvec" => |g, b| {
             let n = g.size(b, 1);
             let x = g.expr(b, &Type::Float, 2);
@@ -357,8 +370,19 @@ fn template(rule: &str) -> Option<Template> {
             let n = g.size(b, 1);
             let i = g.name();
             let body = with_var(g, &i, Type::Integer, |g| {
-                let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 1));
-                b.tuple(vec![p, q])
+                if g.rng.chance(50) {
+                    let (p, q) = (g.expr(b, &Type::Float, 2), g.expr(b, &vf(), 1));
+                    return b.tuple(vec![p, q]);
+                }
+                // Under a let, with a deltaVec component.
+                let r = g.expr(b, &Type::Float, 1);
+                let t = with_var(g, "a", Type::Float, |g| {
+                    let p = g.expr(b, &Type::Float, 2);
+                    let (m, j, x) = (g.size(b, 1), g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Float, 2));
+                    let q = b.prim(Prim::DeltaVec, vec![m, j, x]);
+                    b.tuple(vec![p, q])
+                });
+                b.let_("a", r, t)
             });
             let lam = b.lam(&i, Type::Integer, body);
             b.prim(Prim::Sumbuild, vec![n, lam])
