@@ -17,8 +17,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{densify, flat, random_value, Rng};
-use ksc_eval::{Interpreter, Tensor, Value};
+use common::{densify, dot, flat, perturb, random_tangent, random_value, Rng};
+use ksc_eval::{Interpreter, Value};
 use ksc_ir::{Decl, Def, Derivation, FunName, Type};
 
 /// The program's definitions, for deriving `[D f]`.
@@ -32,38 +32,6 @@ impl ksc_ad::Program for Defs<'_> {
 
 fn close_all(a: &[f64], b: &[f64], tol: f64) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol * (1.0 + x.abs() + y.abs()))
-}
-
-/// A tangent shaped like `x` with random Floats.
-fn random_tangent(x: &Value, rng: &mut Rng) -> Value {
-    match x {
-        Value::Float(_) => Value::Float(rng.next()),
-        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| random_tangent(v, rng)).collect()),
-        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(Tensor {
-            shape: t.shape.clone(),
-            data: t.data.iter().map(|v| random_tangent(v, rng)).collect(),
-        })),
-        _ => Value::unit(),
-    }
-}
-
-/// `x + h * dx` on the Float leaves.
-fn perturb(x: &Value, dx: &Value, h: f64) -> Value {
-    match (x, dx) {
-        (Value::Float(a), Value::Float(d)) => Value::Float(a + h * d),
-        (Value::Tuple(xs), Value::Tuple(ds)) if xs.len() == ds.len() => {
-            Value::Tuple(xs.iter().zip(ds.iter()).map(|(a, d)| perturb(a, d, h)).collect())
-        }
-        (Value::Tensor(xt), Value::Tensor(dt)) => Value::Tensor(std::rc::Rc::new(Tensor {
-            shape: xt.shape.clone(),
-            data: xt.data.iter().zip(&dt.data).map(|(a, d)| perturb(a, d, h)).collect(),
-        })),
-        (x, _) => x.clone(),
-    }
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 fn files() -> Vec<PathBuf> {

@@ -77,3 +77,35 @@ pub fn flat_ints(v: &Value) -> Vec<i64> {
         _ => vec![],
     }
 }
+
+/// A tangent shaped like `x` with random Floats.
+pub fn random_tangent(x: &Value, rng: &mut Rng) -> Value {
+    match x {
+        Value::Float(_) => Value::Float(rng.next()),
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(|v| random_tangent(v, rng)).collect()),
+        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(Tensor {
+            shape: t.shape.clone(),
+            data: t.data.iter().map(|v| random_tangent(v, rng)).collect(),
+        })),
+        _ => Value::unit(),
+    }
+}
+
+/// `x + h * dx` on the Float leaves.
+pub fn perturb(x: &Value, dx: &Value, h: f64) -> Value {
+    match (x, dx) {
+        (Value::Float(a), Value::Float(d)) => Value::Float(a + h * d),
+        (Value::Tuple(xs), Value::Tuple(ds)) if xs.len() == ds.len() => {
+            Value::Tuple(xs.iter().zip(ds.iter()).map(|(a, d)| perturb(a, d, h)).collect())
+        }
+        (Value::Tensor(xt), Value::Tensor(dt)) => Value::Tensor(std::rc::Rc::new(Tensor {
+            shape: xt.shape.clone(),
+            data: xt.data.iter().zip(&dt.data).map(|(a, d)| perturb(a, d, h)).collect(),
+        })),
+        (x, _) => x.clone(),
+    }
+}
+
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
