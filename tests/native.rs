@@ -389,34 +389,6 @@ fn missing_c_compiler_is_reported() {
     let _ = Path::new(&dir);
 }
 
-/// A `.ks` expression of type `t` with pseudo-random Floats (vectors of 4
-/// elements, Integers 2); `seed` is a `.ks` Integer expression. `None` for
-/// types it cannot make.
-fn ks_value(t: &ksc_ir::Type, seed: &str, depth: usize) -> Option<String> {
-    use ksc_ir::Type;
-    Some(match t {
-        Type::Float => format!("(sub ($ranhashdoub {seed}) 0.3)"),
-        Type::Integer => "2".into(),
-        Type::Bool => "true".into(),
-        Type::Tuple(ts) => {
-            let parts: Option<Vec<String>> =
-                ts.iter().enumerate().map(|(j, t)| ks_value(t, &format!("(add (mul 8 {seed}) {j})"), depth)).collect();
-            format!("(tuple {})", parts?.join(" "))
-        }
-        Type::Tensor(1, e) => {
-            let i = format!("i{depth}");
-            let elem = ks_value(e, &format!("(add (mul 8 {seed}) {i})"), depth + 1)?;
-            format!("(build 4 (lam ({i} : Integer) {elem}))")
-        }
-        _ => return None,
-    })
-}
-
-/// The numbers in a program's output.
-fn numbers(s: &str) -> Vec<f64> {
-    s.split(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c))).filter_map(|w| w.parse().ok()).collect()
-}
-
 #[test]
 fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results() {
     // Every `gdef rev` of ksc-examples/ad/, and `[jac f]` of the same
@@ -431,39 +403,11 @@ fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results(
         let text_in = std::fs::read_to_string(root().join(f)).unwrap();
         let analysis = ksc_types::analyze(&text_in);
         assert!(!analysis.has_errors(), "{}: {:?}", f.display(), analysis.diagnostics);
-        let mut prints = Vec::new();
-        let mut gdefs = String::new();
-        for d in &analysis.source.decls {
-            let ksc_ir::Decl::Gdef(g) = d else { continue };
-            if g.derivation != ksc_ir::Derivation::Rev {
-                continue;
-            }
-            let jac_declared = analysis.source.decls.iter().any(
-                |d| matches!(d, ksc_ir::Decl::Gdef(h) if h.fun == g.fun && h.derivation == ksc_ir::Derivation::Jac),
-            );
-            if !jac_declared {
-                gdefs.push_str(&format!("\n(gdef jac {})", g.fun));
-            }
-            let sig = analysis.table.get(&g.fun).unwrap();
-            let has_at = g.fun.derivs.is_empty()
-                && analysis.source.decls.iter().any(|d| matches!(d, ksc_ir::Decl::Def(x) if x.name.base == format!("{}$at", g.fun.base)));
-            for trial in 0..3 {
-                let seed = format!("{}", 1000 * calls + 10 * trial + 1);
-                let x = if has_at { Some(format!("({}$at)", g.fun.base)) } else { ks_value(&sig.arg_ty, &seed, 0) };
-                let dr = sig.ret_ty.tangent().and_then(|t| ks_value(&t, &format!("(add 7 {seed})"), 0));
-                let (Some(x), Some(dr)) = (x, dr) else { continue };
-                prints.push(format!("\"[rev {0}] {trial}: \" ([rev {0}] {x} {dr}) \"\\n\"", g.fun));
-                prints.push(format!("\"[jac {0}] {trial}: \" ([jac {0}] {x}) \"\\n\"", g.fun));
-            }
-            calls += 1;
-        }
-        if prints.is_empty() {
-            continue;
-        }
+        let Some((program_text, n)) = common::rev_program(&text_in, &analysis, calls) else { continue };
+        calls += n;
         let stem = f.file_stem().unwrap().to_str().unwrap();
         let program = dir.join(format!("{stem}.ks"));
-        let main = format!("\n(def main Integer () (print {}))\n", prints.join("\n    "));
-        std::fs::write(&program, format!("{text_in}{gdefs}{main}")).unwrap();
+        std::fs::write(&program, program_text).unwrap();
         let p = program.to_str().unwrap();
         let native = ksc(&["run", p]);
         let interp = ksc(&["run", "--interp", p]);
@@ -472,9 +416,7 @@ fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results(
             failures.push(format!("{p}: failed:\n{}\n{}", text(&interp.stderr), text(&native.stderr)));
             continue;
         }
-        let (na, nb) = (numbers(&a), numbers(&b));
-        let close = na.len() == nb.len() && na.iter().zip(&nb).all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + x.abs()));
-        if !close || na.is_empty() {
+        if !common::same_numbers(&a, &b) {
             failures.push(format!("{p}: native and interpreted results differ:\n{}", common::diff(&a, &b)));
         }
     }
@@ -601,8 +543,6 @@ fn random_sums_run_natively_with_the_interpreters_results() {
     assert!(interp.status.success(), "{}\n{program}", text(&interp.stderr));
     assert!(native.status.success(), "{}", text(&native.stderr));
     let (a, b) = (text(&interp.stdout), text(&native.stdout));
-    let (na, nb) = (numbers(&a), numbers(&b));
-    assert!(na.len() >= 60 * 4, "too little output:\n{a}");
-    let close = na.len() == nb.len() && na.iter().zip(&nb).all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + x.abs()));
-    assert!(close, "native and interpreted sums differ:\n{}", common::diff(&a, &b));
+    assert!(common::numbers(&a).len() >= 60 * 4, "too little output:\n{a}");
+    assert!(common::same_numbers(&a, &b), "native and interpreted sums differ:\n{}", common::diff(&a, &b));
 }

@@ -80,3 +80,79 @@ pub fn report(what: &str, failures: Vec<String>, total: usize) {
         panic!("{} of {total} {what} failed:\n\n{}", failures.len(), failures.join("\n\n"));
     }
 }
+
+/// A `.ks` expression of type `t` with pseudo-random Floats (vectors of 4
+/// elements, Integers 2); `seed` is a `.ks` Integer expression. `None` for
+/// types it cannot make.
+pub fn ks_value(t: &ksc_ir::Type, seed: &str, depth: usize) -> Option<String> {
+    use ksc_ir::Type;
+    Some(match t {
+        Type::Float => format!("(sub ($ranhashdoub {seed}) 0.3)"),
+        Type::Integer => "2".into(),
+        Type::Bool => "true".into(),
+        Type::Tuple(ts) => {
+            let parts: Option<Vec<String>> =
+                ts.iter().enumerate().map(|(j, t)| ks_value(t, &format!("(add (mul 8 {seed}) {j})"), depth)).collect();
+            format!("(tuple {})", parts?.join(" "))
+        }
+        Type::Tensor(1, e) => {
+            let i = format!("i{depth}");
+            let elem = ks_value(e, &format!("(add (mul 8 {seed}) {i})"), depth + 1)?;
+            format!("(build 4 (lam ({i} : Integer) {elem}))")
+        }
+        _ => return None,
+    })
+}
+
+/// The numbers in a program's output.
+pub fn numbers(s: &str) -> Vec<f64> {
+    s.split(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c))).filter_map(|w| w.parse().ok()).collect()
+}
+
+/// Do two outputs hold the same numbers, within 1e-5 relative (native
+/// code adds cotangents in another order than the interpreter), and some?
+pub fn same_numbers(a: &str, b: &str) -> bool {
+    let (na, nb) = (numbers(a), numbers(b));
+    !na.is_empty() && na.len() == nb.len() && na.iter().zip(&nb).all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + x.abs()))
+}
+
+/// `text` (already analysed) with a `main` that prints, for every `gdef
+/// rev` of it, `[rev f]` and `[jac f]` (declared if `text` does not) at
+/// three points: the file's `f$at` point if it has one, else values of
+/// `ks_value` seeded from `1000 * (first + k)` for the k-th `gdef rev`.
+/// The program and the number of `gdef rev`s; None if there is nothing to
+/// print.
+pub fn rev_program(text: &str, analysis: &ksc_types::Analysis, first: usize) -> Option<(String, usize)> {
+    let mut prints = Vec::new();
+    let mut gdefs = String::new();
+    let mut calls = first;
+    for d in &analysis.source.decls {
+        let ksc_ir::Decl::Gdef(g) = d else { continue };
+        if g.derivation != ksc_ir::Derivation::Rev {
+            continue;
+        }
+        let jac_declared = analysis.source.decls.iter().any(
+            |d| matches!(d, ksc_ir::Decl::Gdef(h) if h.fun == g.fun && h.derivation == ksc_ir::Derivation::Jac),
+        );
+        if !jac_declared {
+            gdefs.push_str(&format!("\n(gdef jac {})", g.fun));
+        }
+        let sig = analysis.table.get(&g.fun)?;
+        let has_at = g.fun.derivs.is_empty()
+            && analysis.source.decls.iter().any(|d| matches!(d, ksc_ir::Decl::Def(x) if x.name.base == format!("{}$at", g.fun.base)));
+        for trial in 0..3 {
+            let seed = format!("{}", 1000 * calls + 10 * trial + 1);
+            let x = if has_at { Some(format!("({}$at)", g.fun.base)) } else { ks_value(&sig.arg_ty, &seed, 0) };
+            let dr = sig.ret_ty.tangent().and_then(|t| ks_value(&t, &format!("(add 7 {seed})"), 0));
+            let (Some(x), Some(dr)) = (x, dr) else { continue };
+            prints.push(format!("\"[rev {0}] {trial}: \" ([rev {0}] {x} {dr}) \"\\n\"", g.fun));
+            prints.push(format!("\"[jac {0}] {trial}: \" ([jac {0}] {x}) \"\\n\"", g.fun));
+        }
+        calls += 1;
+    }
+    if prints.is_empty() {
+        return None;
+    }
+    let main = format!("\n(def main Integer () (print {}))\n", prints.join("\n    "));
+    Some((format!("{text}{gdefs}{main}"), calls - first))
+}
