@@ -306,6 +306,11 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let nested = f.lines().any(|l| l.contains(" = alloc ") && l.len() - l.trim_start().len() > 2);
                 check(!nested && f.contains("] += "), "a column's cotangent was made as a vector of its own")
             }
+            "tuple_parts" => {
+                // No vector of tuples of cotangent parts is made.
+                let f = function_of(&loops, "rev$qtimes");
+                check(!f.is_empty() && !f.contains("of (Tuple"), "a vector of tuples was made to be read a part at a time")
+            }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
                 let f = loops.split("fn ks$main").next().unwrap_or_default();

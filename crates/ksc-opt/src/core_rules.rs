@@ -917,6 +917,82 @@ fn index_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(let_(ctx, Pat::Var(j), i, body))
 }
 
+/// Is `e` a few nodes of reads and arithmetic: variables, literals,
+/// `index`, `get`, `size`, `ts_scale`/`ts_neg` and the scalar `add`, `sub`,
+/// `mul`, `neg` (what is cheaper to compute again than to load from a
+/// vector of tuples)?
+fn trivial(ctx: &Ctx, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    let mut nodes = 0;
+    while let Some(x) = stack.pop() {
+        nodes += 1;
+        if nodes > TRIVIAL_NODES {
+            return false;
+        }
+        match ctx.expr(x) {
+            Expr::Var(_) | Expr::Lit(_) | Expr::Tuple(_) => {}
+            Expr::Call(Callee::Prim(Prim::Index | Prim::Get { .. } | Prim::Size | Prim::TsScale | Prim::TsNeg), _) => {}
+            Expr::Call(Callee::Fun(f), _)
+                if f.derivs.is_empty() && matches!(f.base.as_str(), "add" | "sub" | "mul" | "neg") && matches!(ctx.ty(x), Type::Float | Type::Integer) => {}
+            _ => return false,
+        }
+        stack.extend(term::children(ctx.expr(x)));
+    }
+    true
+}
+
+/// The most nodes of a [`trivial`] expression.
+const TRIVIAL_NODES: usize = 8;
+
+/// `get$k$n (index i x) ⇒ let j = i in (the lets it needs) ek` when a `let`
+/// in scope binds `x = build m (lam j (let .. in (tuple e1 .. en)))`, `i`
+/// has no effect, and `ek` and the lets it needs are [`trivial`] and mean
+/// here what they meant at the `let` (their free variables are not bound
+/// again in between). Reverse mode makes such vectors of tuples (each
+/// element's parts of a loop's cotangents) and reads each part in a loop of
+/// its own: the part is computed where it is read (often a read of another
+/// vector), not loaded from the strided tuples, which are then dead.
+fn get_index_let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) = ctx.expr(e).clone() else { return None };
+    let [i, x] = prim_args(ctx, a, Prim::Index)?[..] else { return None };
+    let Expr::Var(xn) = ctx.expr(x).clone() else { return None };
+    let (pos, binding) = ctx.scope.lookup(&xn)?;
+    let value = binding.value?;
+    let [_, f] = prim_args(ctx, value, Prim::Build)?[..] else { return None };
+    let (j, _, body) = lam_parts(ctx, f)?;
+    let (lets, inner) = term::let_chain(ctx.b.body, body);
+    let Expr::Tuple(es) = ctx.expr(inner).clone() else { return None };
+    if es.len() != arity as usize || index == 0 || index > arity || !ctx.pure(i) {
+        return None;
+    }
+    let ek = es[index as usize - 1];
+    if !trivial(ctx, ek) {
+        return None;
+    }
+    // The lets ek needs, innermost first: each trivial, with a variable.
+    let mut need: Vec<Var> = ctx.cache.free_vars(ctx.b.body, ek).to_vec();
+    let mut kept = Vec::new();
+    for (p, r) in lets.iter().rev() {
+        let Pat::Var(v) = p else { return None };
+        if need.contains(v) {
+            if !trivial(ctx, *r) {
+                return None;
+            }
+            need.retain(|w| w != v);
+            need.extend(ctx.cache.free_vars(ctx.b.body, *r).iter().cloned());
+            kept.push((p.clone(), *r));
+        }
+    }
+    // Free variables other than j must mean what they meant at the let.
+    if need.iter().any(|v| *v != j && ctx.scope.lookup(v).is_some_and(|(p, _)| p >= pos)) {
+        return None;
+    }
+    let copies = kept.into_iter().rev().map(|(p, r)| (p, term::deep_copy(ctx.b, r))).collect();
+    let ek = term::deep_copy(ctx.b, ek);
+    let t = term::wrap(ctx.b, copies, ek);
+    Some(let_(ctx, Pat::Var(j), i, t))
+}
+
 /// `size (build n f) ⇒ n` when the body of `f` has no effect.
 fn size_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let v = prim_args(ctx, e, Prim::Size)?[0];
@@ -1509,6 +1585,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-float-assert", statement: "assert (let p = e in c) b ⇒ let p = e in assert c b (p renamed if free in b)", group: FLOAT, head: Head::Assert, rewrite: let_float_cond },
     CoreRule { name: "get-tuple", statement: "get$i$n (tuple e1 .. en) ⇒ ei when the other components have no effect", group: TUPLE, head: Head::AnyCall, rewrite: get_tuple },
     CoreRule { name: "index-build", statement: "index i (build n (lam j e)) ⇒ let j = i in e when n and e have no effect", group: VEC, head: Head::Prim(Prim::Index), rewrite: index_build },
+    CoreRule { name: "get-index-let-build", statement: "get$k$n (index i x) ⇒ let j = i in ek (with the lets it needs) when a let in scope binds x = build m (lam j (let .. in (tuple e1 .. en))), i has no effect and ek is a few reads and arithmetic meaning the same here", group: VEC, head: Head::AnyCall, rewrite: get_index_let_build },
     CoreRule { name: "size-build", statement: "size (build n f) ⇒ n when f's body has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_build },
     CoreRule { name: "size-constvec", statement: "size (constVec n x) ⇒ n when x has no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_constvec },
     CoreRule { name: "size-sumbuild", statement: "size (sumbuild n (lam i e)) ⇒ let i = 0 in size e when n and e have no effect", group: VEC, head: Head::Prim(Prim::Size), rewrite: size_sumbuild },

@@ -349,6 +349,38 @@ fn template(rule: &str) -> Option<Template> {
             let v = b.prim(Prim::Sumbuild, vec![n, lam]);
             b.prim(Prim::Size, vec![v])
         },
+        "get-index-let-build" => |g, b| {
+            // let x = build n (lam j (let r = e in (tuple p q))) in get$k (index i x),
+            // one component a trivial read of r.
+            let n = g.size(b, 1);
+            let j = g.name();
+            let f = with_var(g, &j, Type::Integer, |g| {
+                let r = g.expr(b, &Type::Float, 1);
+                let t = with_var(g, "r", Type::Float, |g| {
+                    let rv = b.var("r", Type::Float);
+                    let p = if g.rng.chance(50) {
+                        rv
+                    } else {
+                        let k = g.lit_float(b);
+                        G::fun(b, "mul", ff(), Type::Float, vec![rv, k])
+                    };
+                    let q = g.expr(b, &Type::Float, 2);
+                    b.tuple(if g.rng.chance(50) { vec![p, q] } else { vec![q, p] })
+                });
+                b.let_("r", r, t)
+            });
+            let lam = b.lam(&j, Type::Integer, f);
+            let v = b.prim(Prim::Build, vec![n, lam]);
+            let pairs = Type::vec(ff());
+            let body = with_var(g, "x", pairs.clone(), |g| {
+                let i = g.expr(b, &Type::Integer, 1);
+                let xv = b.var("x", pairs);
+                let at = b.prim(Prim::Index, vec![i, xv]);
+                let k = 1 + g.rng.below(2) as u32;
+                b.prim(Prim::Get { index: k, arity: 2 }, vec![at])
+            });
+            b.let_("x", v, body)
+        },
         "size-deltavec" => |g, b| {
             let (n, i, x) = (g.size(b, 1), g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Float, 2));
             let v = b.prim(Prim::DeltaVec, vec![n, i, x]);
