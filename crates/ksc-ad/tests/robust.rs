@@ -94,31 +94,10 @@ fn differentiating_well_typed_mutants_never_hits_an_internal_error() {
 #[test]
 fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
     fn prop(case: Case) -> TestResult {
-        let texts = examples();
-        let text = mutate(&texts[case.file % texts.len()], &case);
-        let mut analysis = ksc_types::analyze(&text);
-        if analysis.has_errors() {
-            return TestResult::discard();
-        }
-        let mut funs: Vec<ksc_ir::FunName> = analysis
-            .source
-            .decls
-            .iter()
-            .filter_map(|d| match d {
-                Decl::Gdef(g) if g.fun.derivs.is_empty() => Some(g.fun.clone()),
-                _ => None,
-            })
-            .collect();
-        funs.dedup();
-        let requests: Vec<_> =
-            funs.iter().flat_map(|f| [Derivation::Jac, Derivation::JacSparse].map(|d| f.derived(d))).collect();
-        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
-        if let Some((n, e)) = derived.errors.iter().find(|(_, e)| e.message.contains("internal error")) {
-            return TestResult::error(format!("{n}: {}\n{text}", e.message));
-        }
-        let failed: Vec<_> = derived.errors.iter().map(|(n, _)| n.clone()).collect();
-        ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &[]);
-        analysis.derived = derived.defs;
+        let Derived { text, analysis, funs, failed } = match derived_mutant(&case, &[Derivation::Jac, Derivation::JacSparse]) {
+            Ok(d) => d,
+            Err(verdict) => return verdict,
+        };
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         let mut sink = std::io::sink();
@@ -171,28 +150,10 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
 #[test]
 fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_differences() {
     fn prop(case: Case) -> TestResult {
-        let texts = examples();
-        let text = mutate(&texts[case.file % texts.len()], &case);
-        let mut analysis = ksc_types::analyze(&text);
-        if analysis.has_errors() {
-            return TestResult::discard();
-        }
-        let mut funs: Vec<ksc_ir::FunName> = analysis
-            .source
-            .decls
-            .iter()
-            .filter_map(|d| match d {
-                Decl::Gdef(g) if g.fun.derivs.is_empty() => Some(g.fun.clone()),
-                _ => None,
-            })
-            .collect();
-        funs.dedup();
-        let requests: Vec<_> =
-            funs.iter().flat_map(|f| [Derivation::Fwd, Derivation::Rev].map(|d| f.derived(d))).collect();
-        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
-        let failed: Vec<_> = derived.errors.iter().map(|(n, _)| n.clone()).collect();
-        ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &[]);
-        analysis.derived = derived.defs;
+        let Derived { text, analysis, funs, failed } = match derived_mutant(&case, &[Derivation::Fwd, Derivation::Rev]) {
+            Ok(d) => d,
+            Err(verdict) => return verdict,
+        };
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         let mut sink = std::io::sink();
@@ -248,6 +209,48 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
         .unwrap()
         .join()
         .unwrap();
+}
+
+/// A mutant that type-checks, with the functions its `gdef`s name and
+/// their derivatives `ds` derived and optimised.
+struct Derived {
+    text: String,
+    analysis: ksc_types::Analysis,
+    /// The functions the `gdef`s name (not derived ones).
+    funs: Vec<ksc_ir::FunName>,
+    /// The derivatives that could not be derived (a user-facing error).
+    failed: Vec<ksc_ir::FunName>,
+}
+
+/// The mutant of `case` derived as [`Derived`] says, or the property's
+/// verdict: discarded if it does not type-check, an error if deriving it
+/// hit an internal error.
+fn derived_mutant(case: &Case, ds: &[Derivation]) -> Result<Derived, TestResult> {
+    let texts = examples();
+    let text = mutate(&texts[case.file % texts.len()], case);
+    let mut analysis = ksc_types::analyze(&text);
+    if analysis.has_errors() {
+        return Err(TestResult::discard());
+    }
+    let mut funs: Vec<ksc_ir::FunName> = analysis
+        .source
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Gdef(g) if g.fun.derivs.is_empty() => Some(g.fun.clone()),
+            _ => None,
+        })
+        .collect();
+    funs.dedup();
+    let requests: Vec<_> = funs.iter().flat_map(|f| ds.iter().map(|&d| f.derived(d))).collect();
+    let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+    if let Some((n, e)) = derived.errors.iter().find(|(_, e)| e.message.contains("internal error")) {
+        return Err(TestResult::error(format!("{n}: {}\n{text}", e.message)));
+    }
+    let failed = derived.errors.iter().map(|(n, _)| n.clone()).collect();
+    ksc_ad::optimise(&mut derived.defs, &analysis.defs(), &[]);
+    analysis.derived = derived.defs;
+    Ok(Derived { text, analysis, funs, failed })
 }
 
 /// Types `common::random_value` makes values of.
