@@ -798,9 +798,20 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
                 let body = version_block(body, vars);
                 let pre = version_block(pre, vars);
                 let inner_loop = body.iter().any(|s| matches!(s, Stmt::For { .. }));
-                let guard = if inner_loop || count_stmts(&body) > VERSIONED_BODY { None } else { range_guard(&body, &pre, idx) };
+                // A guard whose offset or size the preheader computes is
+                // tested after the preheader, which then runs before both
+                // loops (under the loop's own `n > 0`).
+                let guard = if inner_loop || count_stmts(&body) > VERSIONED_BODY {
+                    None
+                } else if let Some(g) = range_guard(&body, &pre, idx) {
+                    Some((g, false))
+                } else if !pre.is_empty() {
+                    range_guard(&body, &[], idx).map(|g| (g, true))
+                } else {
+                    None
+                };
                 match guard {
-                    Some((straight, a, m)) => {
+                    Some(((straight, a, m), lifted)) => {
                         // ok = a >= 0 && m >= 0 && n <= m - a (no overflow when both are >= 0).
                         let mut test = Vec::new();
                         let mut let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block| {
@@ -815,12 +826,26 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
                         let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test);
                         let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test);
                         let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test);
+                        let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
                         let fast = renamed(
                             Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset },
                             vars,
                         );
-                        out.extend(test);
-                        out.push(Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] });
+                        let nonempty = lifted.then(|| bin_let(vars, BinOp::IGt, n.clone(), Op::Int(0)));
+                        let versioned = Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] };
+                        match nonempty {
+                            Some((ne, cond)) => {
+                                let mut then = lifted_pre;
+                                then.extend(test);
+                                then.push(versioned);
+                                out.push(ne);
+                                out.push(Stmt::If { cond, then, els: vec![] });
+                            }
+                            None => {
+                                out.extend(test);
+                                out.push(versioned);
+                            }
+                        }
                     }
                     None => out.push(Stmt::For { idx, n, pre, body, reset }),
                 }
@@ -836,12 +861,19 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
     out
 }
 
+/// `let v = a op b` (a Bool) with a fresh `v`: the statement and `v`.
+fn bin_let(vars: &mut Vec<VarInfo>, op: BinOp, a: Op, b: Op) -> (Stmt, Op) {
+    vars.push(VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
+    let v = VarId(vars.len() as u32 - 1);
+    (Stmt::Let(v, Rhs::Bin(op, a, b)), Op::Var(v))
+}
+
 /// In a loop body over `idx`: a statement `if (x >= 0 && x < m) { .. }`
 /// with no else (at the top of the body or in its branches), where `x = a +
 /// idx` (or `idx`) is defined next to it and `a`, `m` are defined neither in
 /// the body nor in the loop's preheader `pre` (the test goes before the
 /// loop): the body with that statement replaced by its branch, `a` and `m`.
-fn range_guard(body: &Block, pre: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
+fn range_guard(body: &Block, pre: &[Stmt], idx: VarId) -> Option<(Block, Op, Op)> {
     // (And the mutable variables they assign: not invariant either.)
     let mut inside = defined_in(body);
     inside.extend(defined_in(pre));
