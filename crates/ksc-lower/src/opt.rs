@@ -784,7 +784,9 @@ const VERSIONED_BODY: usize = 40;
 /// vectorise it. Such a loop becomes `if (a >= 0 && m >= 0 && n <= m - a)
 /// { the loop without the test } else { the loop }`: the test is made once,
 /// and in range the loop is straight. The copy's variables are renamed.
-/// Innermost loops, bodies of at most [`VERSIONED_BODY`] statements.
+/// When the preheader computes `a` or `m`, it runs first (under `n > 0`,
+/// as it would) and the test after it. Innermost loops, bodies of at most
+/// [`VERSIONED_BODY`] statements.
 fn version_range_guards(f: &mut Func) {
     let body = std::mem::take(&mut f.body);
     f.body = version_block(body, &mut f.vars);
@@ -814,24 +816,23 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
                     Some(((straight, a, m), lifted)) => {
                         // ok = a >= 0 && m >= 0 && n <= m - a (no overflow when both are >= 0).
                         let mut test = Vec::new();
-                        let mut let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block| {
-                            vars.push(VarInfo { ty, name: None, mutable: false });
-                            let v = VarId(vars.len() as u32 - 1);
-                            test.push(Stmt::Let(v, rhs));
-                            Op::Var(v)
+                        let let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block, vars: &mut Vec<VarInfo>| {
+                            let (s, v) = fresh_let(vars, rhs, ty);
+                            test.push(s);
+                            v
                         };
-                        let a_ok = let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test);
-                        let m_ok = let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test);
-                        let room = let_(Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED), ksc_ir::Type::Integer, &mut test);
-                        let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test);
-                        let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test);
-                        let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test);
+                        let a_ok = let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                        let m_ok = let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                        let room = let_(Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED), ksc_ir::Type::Integer, &mut test, vars);
+                        let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test, vars);
+                        let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test, vars);
+                        let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test, vars);
                         let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
                         let fast = renamed(
                             Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset },
                             vars,
                         );
-                        let nonempty = lifted.then(|| bin_let(vars, BinOp::IGt, n.clone(), Op::Int(0)));
+                        let nonempty = lifted.then(|| fresh_let(vars, Rhs::Bin(BinOp::IGt, n.clone(), Op::Int(0)), ksc_ir::Type::Bool));
                         let versioned = Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] };
                         match nonempty {
                             Some((ne, cond)) => {
@@ -861,11 +862,11 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
     out
 }
 
-/// `let v = a op b` (a Bool) with a fresh `v`: the statement and `v`.
-fn bin_let(vars: &mut Vec<VarInfo>, op: BinOp, a: Op, b: Op) -> (Stmt, Op) {
-    vars.push(VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
+/// `let v = rhs` with a fresh `v` of type `ty`: the statement and `v`.
+fn fresh_let(vars: &mut Vec<VarInfo>, rhs: Rhs, ty: ksc_ir::Type) -> (Stmt, Op) {
+    vars.push(VarInfo { ty, name: None, mutable: false });
     let v = VarId(vars.len() as u32 - 1);
-    (Stmt::Let(v, Rhs::Bin(op, a, b)), Op::Var(v))
+    (Stmt::Let(v, rhs), Op::Var(v))
 }
 
 /// In a loop body over `idx`: a statement `if (x >= 0 && x < m) { .. }`
