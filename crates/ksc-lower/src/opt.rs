@@ -33,6 +33,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     dce(f, effectful);
     fold_alloc_dims(f);
     fuse_consumers(f, effectful);
+    forward_packed_tensors(f);
     version_range_guards(f);
     first_adds_into_zeros(f);
     elide_copy_downs(f);
@@ -952,8 +953,14 @@ fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(
 
 /// The statement with every variable it defines renamed to a fresh one.
 fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
-    let mut map: FxHashMap<VarId, VarId> = FxHashMap::default();
-    for v in defined_in(std::slice::from_ref(&s)) {
+    rename_in(std::slice::from_mut(&mut s), vars, FxHashMap::default());
+    s
+}
+
+/// Renames every variable the statements define to a fresh one, and the
+/// variables of `map` (read, not defined, here) as it says; the mapping.
+fn rename_in(b: &mut [Stmt], vars: &mut Vec<VarInfo>, mut map: FxHashMap<VarId, VarId>) -> FxHashMap<VarId, VarId> {
+    for v in defined_in(b) {
         vars.push(vars[v.0 as usize].clone());
         map.insert(v, VarId(vars.len() as u32 - 1));
     }
@@ -962,7 +969,7 @@ fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
             *v = *w;
         }
     };
-    walk_mut(std::slice::from_mut(&mut s), &mut |s| {
+    walk_mut(b, &mut |s| {
         for o in stmt_operands_mut(s) {
             if let Op::Var(v) = o {
                 re(v);
@@ -978,7 +985,227 @@ fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
             _ => {}
         }
     });
-    s
+    map
+}
+
+/// A tensor only packed into a tuple to be added elsewhere is not made.
+/// Reverse mode's backward loops make, per iteration, a tuple of cotangent
+/// parts (`elem := pack (.., t, ..)`), and the consumer loops that
+/// [`fuse_consumers`] moved into that iteration add its parts into the
+/// accumulators (`for j < m { acc[j] += load (field elem.k)[j] }`). When
+/// `t = alloc [n]` is filled by a loop `for q < n { B; store t[q] = x }`
+/// whose body B only computes (no stores, checks, calls or allocations, no
+/// loops, reading tensors allocated in the function, never copied, that
+/// nothing writes after it, and no mutable variable of its surroundings),
+/// and every read
+/// of `t` is such a consumer's load (with `m` checked equal to `dim t`), B
+/// is copied into each consumer in place of the load and the filling loop
+/// goes: `acc[j] += x` gets the same values in the same order, and no
+/// per-iteration copy is made. (`t` is still allocated, unfilled, for the
+/// tuple and the size check.)
+fn forward_packed_tensors(f: &mut Func) {
+    let defs = definitions(&f.body);
+    let (mut uses, mut sets, mut as_array) = (FxHashMap::default(), FxHashMap::default(), FxHashMap::default());
+    walk(&f.body, &mut |s| {
+        for o in stmt_operands(s) {
+            if let Op::Var(v) = o {
+                *uses.entry(*v).or_insert(0usize) += 1;
+            }
+        }
+        match s {
+            Stmt::Set(v, _) => *sets.entry(*v).or_insert(0usize) += 1,
+            Stmt::Let(_, Rhs::Load { arr: Op::Var(a), .. } | Rhs::Dim { arr: Op::Var(a), .. })
+            | Stmt::Store { arr: Op::Var(a), .. }
+            | Stmt::Accum { arr: Op::Var(a), .. } => *as_array.entry(*a).or_insert(0usize) += 1,
+            _ => {}
+        }
+    });
+    let cx = Packed { defs: &defs, uses: &uses, sets: &sets, as_array: &as_array };
+    let mut body = std::mem::take(&mut f.body);
+    forward_packed_in(&mut body, &cx, &mut f.vars);
+    f.body = body;
+}
+
+struct Packed<'a> {
+    defs: &'a FxHashMap<VarId, Rhs>,
+    uses: &'a FxHashMap<VarId, usize>,
+    sets: &'a FxHashMap<VarId, usize>,
+    /// Uses as the tensor of a load, `dim`, store or `+=`.
+    as_array: &'a FxHashMap<VarId, usize>,
+}
+
+impl Packed<'_> {
+    fn uses(&self, v: VarId) -> usize {
+        self.uses.get(&v).copied().unwrap_or(0)
+    }
+
+    /// A tensor allocated in the function and only ever indexed, measured
+    /// or written through its own variable (no copy of it could alias it).
+    fn private(&self, a: VarId) -> bool {
+        matches!(self.defs.get(&a), Some(Rhs::Alloc { .. })) && self.uses(a) == self.as_array.get(&a).copied().unwrap_or(0)
+    }
+}
+
+fn forward_packed_in(block: &mut Block, cx: &Packed, vars: &mut Vec<VarInfo>) {
+    for s in block.iter_mut() {
+        match s {
+            Stmt::For { pre, body, .. } => {
+                forward_packed_in(pre, cx, vars);
+                forward_packed_in(body, cx, vars);
+            }
+            Stmt::If { then, els, .. } => {
+                forward_packed_in(then, cx, vars);
+                forward_packed_in(els, cx, vars);
+            }
+            _ => {}
+        }
+    }
+    let mut p = 0;
+    while p < block.len() {
+        match packed_plan(block, p, cx, vars) {
+            Some(plan) => apply_packed(block, p, plan, vars),
+            None => p += 1,
+        }
+    }
+}
+
+/// What [`forward_packed_tensors`] does for the loop at `block[p]`: its
+/// index, its body without the store, the value stored, and the field
+/// variables whose loads it replaces.
+struct PackedPlan {
+    q: VarId,
+    b: Block,
+    x: Op,
+    fields: FxHashSet<VarId>,
+}
+
+fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option<PackedPlan> {
+    let Stmt::For { idx: q, n, pre, body, .. } = &block[p] else { return None };
+    let (Stmt::Store { arr: Op::Var(t), idx: Op::Var(qi), val: x }, b) = body.split_last()? else { return None };
+    let Some(Rhs::Alloc { dims, .. }) = cx.defs.get(t) else { return None };
+    if !pre.is_empty() || qi != q || dims.len() != 1 || dims[0] != *n || cx.uses(*t) != 2 {
+        return None;
+    }
+    // B only computes, reading fresh tensors nothing writes after the loop.
+    let inside = defined_in(b);
+    let rest = &block[p + 1..];
+    let written_after = written_arrays(&rest.to_vec());
+    let mut ok = true;
+    walk(b, &mut |s| {
+        ok &= match s {
+            Stmt::Let(_, r) => {
+                let loads_fresh = match r {
+                    Rhs::Load { arr: Op::Var(a), .. } => cx.private(*a) && !written_after.contains(a),
+                    Rhs::Load { .. } => false,
+                    _ => true,
+                };
+                r.is_pure() && !r.can_fail() && !matches!(r, Rhs::Un(_, _, Some(_))) && loads_fresh
+            }
+            Stmt::DeclMut(..) | Stmt::Set(..) | Stmt::If { .. } => true,
+            _ => false,
+        };
+        for o in stmt_operands(s) {
+            if let Op::Var(v) = o {
+                ok &= !vars[v.0 as usize].mutable || inside.contains(v);
+            }
+        }
+    });
+    if !ok {
+        return None;
+    }
+    // t is packed (once) into a tuple that one mutable variable holds.
+    let (pk, k) = rest.iter().find_map(|s| match s {
+        Stmt::Let(pk, Rhs::Pack(ops, _)) => ops.iter().position(|o| *o == Op::Var(*t)).map(|k| (*pk, k)),
+        _ => None,
+    })?;
+    let elem = rest.iter().find_map(|s| match s {
+        Stmt::Set(e, Op::Var(v)) if *v == pk => Some(*e),
+        _ => None,
+    })?;
+    if cx.uses(pk) != 1 || !vars[elem.0 as usize].mutable || cx.sets.get(&elem) != Some(&1) {
+        return None;
+    }
+    // The variable is only copied, the copies only projected, and the
+    // projections of t's part only measured and loaded by consumers.
+    let mut copies = FxHashSet::default();
+    walk(rest, &mut |s| {
+        if let Stmt::Let(c, Rhs::Copy(Op::Var(e))) = s {
+            if *e == elem {
+                copies.insert(*c);
+            }
+        }
+    });
+    let (mut fields, mut projections) = (FxHashSet::default(), FxHashMap::default());
+    walk(rest, &mut |s| {
+        if let Stmt::Let(fv, Rhs::Field(Op::Var(c), j)) = s {
+            if copies.contains(c) {
+                *projections.entry(*c).or_insert(0usize) += 1;
+                if *j == k {
+                    fields.insert(*fv);
+                }
+            }
+        }
+    });
+    if cx.uses(elem) != copies.len() || copies.iter().any(|c| cx.uses(*c) != projections.get(c).copied().unwrap_or(0)) {
+        return None;
+    }
+    let dim_of = |d: &Op, fv: VarId| matches!(d, Op::Var(d) if matches!(cx.defs.get(d), Some(Rhs::Dim { arr: Op::Var(a), dim: 0 }) if *a == fv));
+    let mut measured = FxHashMap::default();
+    let mut consumers = FxHashMap::default();
+    walk(rest, &mut |s| match s {
+        Stmt::Let(_, Rhs::Dim { arr: Op::Var(a), .. }) if fields.contains(a) => *measured.entry(*a).or_insert(0usize) += 1,
+        Stmt::For { idx: q2, n: m, body, .. } => {
+            for s in body {
+                if let Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: Op::Var(i) }) = s {
+                    if fields.contains(a) && i == q2 {
+                        // m is checked equal to dim a.
+                        if checked_equal(rest, m, *a, &dim_of, cx) {
+                            *consumers.entry(*a).or_insert(0usize) += 1;
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    });
+    let all_consumed = fields.iter().all(|a| {
+        let c = consumers.get(a).copied().unwrap_or(0);
+        c == 1 && cx.uses(*a) == 1 + measured.get(a).copied().unwrap_or(0)
+    });
+    (!fields.is_empty() && all_consumed).then(|| PackedPlan { q: *q, b: b.to_vec(), x: x.clone(), fields })
+}
+
+/// Is there, anywhere in `rest`, a check that `m == dim a`?
+fn checked_equal(rest: &[Stmt], m: &Op, a: VarId, dim_of: &dyn Fn(&Op, VarId) -> bool, cx: &Packed) -> bool {
+    let mut found = false;
+    walk(rest, &mut |c| {
+        if let Stmt::Check { cond: Op::Var(cv), .. } = c {
+            found |= matches!(cx.defs.get(cv),
+                Some(Rhs::Bin(BinOp::IEq, l, r)) if (l == m && dim_of(r, a)) || (r == m && dim_of(l, a)));
+        }
+    });
+    found
+}
+
+fn apply_packed(block: &mut Block, p: usize, plan: PackedPlan, vars: &mut Vec<VarInfo>) {
+    block.remove(p);
+    walk_mut(&mut block[p..], &mut |s| {
+        let Stmt::For { idx: q2, body, .. } = s else { return };
+        let Some(at) = body.iter().position(|s| {
+            matches!(s, Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: Op::Var(i) }) if plan.fields.contains(a) && i == q2)
+        }) else {
+            return;
+        };
+        let Stmt::Let(e, _) = body[at] else { return };
+        let mut copy = plan.b.clone();
+        let map = rename_in(&mut copy, vars, FxHashMap::from_iter([(plan.q, *q2)]));
+        let x = match &plan.x {
+            Op::Var(v) => Op::Var(map.get(v).copied().unwrap_or(*v)),
+            o => o.clone(),
+        };
+        copy.push(Stmt::Let(e, Rhs::Copy(x)));
+        body.splice(at..=at, copy);
+    });
 }
 
 /// Producer-consumer fusion. A loop `for c < n { ..; store t[c] = x }` that
@@ -1456,6 +1683,83 @@ mod tests {
         assert!(matches!(&f.body[0], Stmt::Let(v, _) if *v == t), "{}", m.pretty());
         assert!(matches!(&f.body[1], Stmt::For { body, .. } if body.len() == 3), "{}", m.pretty());
         assert_eq!(f.body.len(), 3, "{}", m.pretty());
+    }
+
+    /// `t` filled from a fresh `src`, packed into `elem`, and added into
+    /// `acc` by a consumer through a field of a copy of `elem`; `between`
+    /// goes after the filling loop.
+    fn packed(between: Vec<Stmt>) -> Func {
+        let v = |k: u32| Op::Var(VarId(k));
+        let vf = Type::Tensor(1, Box::new(Type::Float));
+        let pair = Type::Tuple(vec![vf.clone(), Type::Float]);
+        let alloc = |k: u32| Stmt::Let(VarId(k), Rhs::Alloc { dims: vec![v(0)], elem: Type::Float });
+        let mut body = vec![
+            alloc(2),
+            Stmt::For { idx: VarId(16), n: v(0), pre: vec![], body: vec![Stmt::Store { arr: v(2), idx: v(16), val: Op::Float(1.0) }], reset: false },
+            alloc(3),
+            Stmt::For {
+                idx: VarId(4),
+                n: v(0),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(VarId(5), Rhs::Load { arr: v(2), idx: v(4) }),
+                    Stmt::Let(VarId(6), Rhs::Bin(BinOp::FMul, v(5), Op::Float(2.0))),
+                    Stmt::Store { arr: v(3), idx: v(4), val: v(6) },
+                ],
+                reset: false,
+            },
+        ];
+        body.extend(between);
+        body.extend([
+            Stmt::Let(VarId(7), Rhs::Pack(vec![v(3), Op::Float(0.0)], pair.clone())),
+            Stmt::DeclMut(VarId(8), None),
+            Stmt::Set(VarId(8), v(7)),
+            Stmt::Let(VarId(9), Rhs::Copy(v(8))),
+            Stmt::Let(VarId(10), Rhs::Field(v(9), 0)),
+            Stmt::Let(VarId(11), Rhs::Dim { arr: v(1), dim: 0 }),
+            Stmt::Let(VarId(12), Rhs::Dim { arr: v(10), dim: 0 }),
+            Stmt::Let(VarId(13), Rhs::Bin(BinOp::IEq, v(11), v(12))),
+            Stmt::Check { cond: v(13), site: SiteId(0), err: ErrorKind::Assert },
+            Stmt::For {
+                idx: VarId(14),
+                n: v(11),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(VarId(15), Rhs::Load { arr: v(10), idx: v(14) }),
+                    Stmt::Accum { arr: v(1), idx: v(14), val: v(15), site: SiteId(0) },
+                ],
+                reset: false,
+            },
+            Stmt::Return(Op::Float(0.0)),
+        ]);
+        let tys = [
+            Type::Integer, vf.clone(), vf.clone(), vf.clone(), Type::Integer, Type::Float, Type::Float, pair.clone(),
+            pair.clone(), pair, vf, Type::Integer, Type::Integer, Type::Bool, Type::Integer, Type::Float, Type::Integer,
+        ];
+        let mut f = func(tys.to_vec(), body);
+        f.vars[8].mutable = true;
+        f
+    }
+
+    /// The consumer computes `2 * src[j]` itself, and `t` is not filled.
+    #[test]
+    fn a_packed_tensor_only_added_elsewhere_is_not_filled() {
+        let mut f = packed(vec![]);
+        forward_packed_tensors(&mut f);
+        let text = Module { funcs: vec![f], ..Module::default() }.pretty();
+        assert!(!text.contains("store %3["), "{text}");
+        assert!(!text.contains("load %10["), "{text}");
+        let consumer = text.split("for %14").nth(1).unwrap_or_default();
+        assert!(consumer.contains("load %2[%14]") && consumer.contains("fmul"), "{text}");
+    }
+
+    /// Not when what the filling loop reads is written before the consumer.
+    #[test]
+    fn a_packed_tensor_whose_source_changes_is_filled() {
+        let mut f = packed(vec![Stmt::Store { arr: Op::Var(VarId(2)), idx: Op::Int(0), val: Op::Float(5.0) }]);
+        forward_packed_tensors(&mut f);
+        let text = Module { funcs: vec![f], ..Module::default() }.pretty();
+        assert!(text.contains("store %3[") && text.contains("load %10["), "{text}");
     }
 
     /// Two identical pure computations hoisted from two loops are shared.
