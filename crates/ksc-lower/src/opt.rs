@@ -110,6 +110,24 @@ pub(crate) fn walk_mut(b: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     }
 }
 
+/// Calls `f` on every block directly nested in `b`'s statements (loop
+/// preheaders and bodies, branches).
+fn nested_blocks(b: &mut Block, f: &mut impl FnMut(&mut Block)) {
+    for s in b.iter_mut() {
+        match s {
+            Stmt::For { pre, body, .. } => {
+                f(pre);
+                f(body);
+            }
+            Stmt::If { then, els, .. } => {
+                f(then);
+                f(els);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Tensors written in place (their loads cannot move or be shared).
 fn written_arrays(b: &Block) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();
@@ -1047,19 +1065,7 @@ impl Packed<'_> {
 }
 
 fn forward_packed_in(block: &mut Block, cx: &Packed, vars: &mut Vec<VarInfo>) {
-    for s in block.iter_mut() {
-        match s {
-            Stmt::For { pre, body, .. } => {
-                forward_packed_in(pre, cx, vars);
-                forward_packed_in(body, cx, vars);
-            }
-            Stmt::If { then, els, .. } => {
-                forward_packed_in(then, cx, vars);
-                forward_packed_in(els, cx, vars);
-            }
-            _ => {}
-        }
-    }
+    nested_blocks(block, &mut |b| forward_packed_in(b, cx, vars));
     let mut p = 0;
     while p < block.len() {
         match packed_plan(block, p, cx, vars) {
@@ -1237,19 +1243,7 @@ struct Fusion<'a> {
 }
 
 fn fuse_in(b: &mut Block, cx: &Fusion, vars: &mut Vec<VarInfo>) {
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { pre, body, .. } => {
-                fuse_in(pre, cx, vars);
-                fuse_in(body, cx, vars);
-            }
-            Stmt::If { then, els, .. } => {
-                fuse_in(then, cx, vars);
-                fuse_in(els, cx, vars);
-            }
-            _ => {}
-        }
-    }
+    nested_blocks(b, &mut |inner| fuse_in(inner, cx, vars));
     let mut p = 0;
     while p < b.len() {
         fuse_at(b, p, cx, vars);
