@@ -721,20 +721,24 @@ fn walk_free(body: &ksc_ir::Body, x: &str, e: ExprId, visit: &mut dyn FnMut(Expr
     }
 }
 
-/// Is the tree at `e` at most [`SMALL_ELEMENT`] nodes, without loops and
-/// calls of functions that have a body?
-fn small_element(ctx: &Ctx, e: ExprId) -> bool {
-    let body: &ksc_ir::Body = &*ctx.b.body;
+/// Is the tree at `e` at most `cap` nodes, each of which `ok` accepts?
+fn small_tree(ctx: &Ctx, e: ExprId, cap: usize, ok: impl Fn(ExprId) -> bool) -> bool {
     let mut stack = vec![e];
     let mut nodes = 0;
     while let Some(x) = stack.pop() {
         nodes += 1;
-        if nodes > SMALL_ELEMENT {
+        if nodes > cap || !ok(x) {
             return false;
         }
-        stack.extend(term::children(&body.exprs[x]));
+        stack.extend(term::children(ctx.expr(x)));
     }
-    !expensive(ctx, e)
+    true
+}
+
+/// Is the tree at `e` at most [`SMALL_ELEMENT`] nodes, without loops and
+/// calls of functions that have a body?
+fn small_element(ctx: &Ctx, e: ExprId) -> bool {
+    small_tree(ctx, e, SMALL_ELEMENT, |_| true) && !expensive(ctx, e)
 }
 
 /// `let x = Z in b ⇒ b[x := Z]` for a known zero `Z` whose sizes are atoms,
@@ -922,23 +926,14 @@ fn index_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 /// `mul`, `neg` (what is cheaper to compute again than to load from a
 /// vector of tuples)?
 fn trivial(ctx: &Ctx, e: ExprId) -> bool {
-    let mut stack = vec![e];
-    let mut nodes = 0;
-    while let Some(x) = stack.pop() {
-        nodes += 1;
-        if nodes > TRIVIAL_NODES {
-            return false;
+    small_tree(ctx, e, TRIVIAL_NODES, |x| match ctx.expr(x) {
+        Expr::Var(_) | Expr::Lit(_) | Expr::Tuple(_) => true,
+        Expr::Call(Callee::Prim(Prim::Index | Prim::Get { .. } | Prim::Size | Prim::TsScale | Prim::TsNeg), _) => true,
+        Expr::Call(Callee::Fun(f), _) => {
+            f.derivs.is_empty() && matches!(f.base.as_str(), "add" | "sub" | "mul" | "neg") && matches!(ctx.ty(x), Type::Float | Type::Integer)
         }
-        match ctx.expr(x) {
-            Expr::Var(_) | Expr::Lit(_) | Expr::Tuple(_) => {}
-            Expr::Call(Callee::Prim(Prim::Index | Prim::Get { .. } | Prim::Size | Prim::TsScale | Prim::TsNeg), _) => {}
-            Expr::Call(Callee::Fun(f), _)
-                if f.derivs.is_empty() && matches!(f.base.as_str(), "add" | "sub" | "mul" | "neg") && matches!(ctx.ty(x), Type::Float | Type::Integer) => {}
-            _ => return false,
-        }
-        stack.extend(term::children(ctx.expr(x)));
-    }
-    true
+        _ => false,
+    })
 }
 
 /// The most nodes of a [`trivial`] expression.
