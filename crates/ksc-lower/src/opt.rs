@@ -129,7 +129,7 @@ fn nested_blocks(b: &mut Block, f: &mut impl FnMut(&mut Block)) {
 }
 
 /// Tensors written in place (their loads cannot move or be shared).
-fn written_arrays(b: &Block) -> FxHashSet<VarId> {
+fn written_arrays(b: &[Stmt]) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();
     walk(b, &mut |s| match s {
         Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => {
@@ -1032,6 +1032,12 @@ fn forward_packed_tensors(f: &mut Func) {
         }
         match s {
             Stmt::Set(v, _) => *sets.entry(*v).or_insert(0usize) += 1,
+            // (A copy-down reads its variables' tensors.)
+            Stmt::CopyDown { vars, .. } => {
+                for v in vars {
+                    *uses.entry(*v).or_insert(0usize) += 1;
+                }
+            }
             Stmt::Let(_, Rhs::Load { arr: Op::Var(a), .. } | Rhs::Dim { arr: Op::Var(a), .. })
             | Stmt::Store { arr: Op::Var(a), .. }
             | Stmt::Accum { arr: Op::Var(a), .. } => *as_array.entry(*a).or_insert(0usize) += 1,
@@ -1092,10 +1098,22 @@ fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option
     if !pre.is_empty() || qi != q || dims.len() != 1 || dims[0] != *n || cx.uses(*t) != 2 {
         return None;
     }
+    // t is packed (once) into a tuple that one mutable variable holds.
+    let rest = &block[p + 1..];
+    let (pk, k) = rest.iter().find_map(|s| match s {
+        Stmt::Let(pk, Rhs::Pack(ops, _)) => ops.iter().position(|o| *o == Op::Var(*t)).map(|k| (*pk, k)),
+        _ => None,
+    })?;
+    let elem = rest.iter().find_map(|s| match s {
+        Stmt::Set(e, Op::Var(v)) if *v == pk => Some(*e),
+        _ => None,
+    })?;
+    if cx.uses(pk) != 1 || !vars[elem.0 as usize].mutable || cx.sets.get(&elem) != Some(&1) {
+        return None;
+    }
     // B only computes, reading fresh tensors nothing writes after the loop.
     let inside = defined_in(b);
-    let rest = &block[p + 1..];
-    let written_after = written_arrays(&rest.to_vec());
+    let written_after = written_arrays(rest);
     let mut ok = true;
     walk(b, &mut |s| {
         ok &= match s {
@@ -1117,18 +1135,6 @@ fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option
         }
     });
     if !ok {
-        return None;
-    }
-    // t is packed (once) into a tuple that one mutable variable holds.
-    let (pk, k) = rest.iter().find_map(|s| match s {
-        Stmt::Let(pk, Rhs::Pack(ops, _)) => ops.iter().position(|o| *o == Op::Var(*t)).map(|k| (*pk, k)),
-        _ => None,
-    })?;
-    let elem = rest.iter().find_map(|s| match s {
-        Stmt::Set(e, Op::Var(v)) if *v == pk => Some(*e),
-        _ => None,
-    })?;
-    if cx.uses(pk) != 1 || !vars[elem.0 as usize].mutable || cx.sets.get(&elem) != Some(&1) {
         return None;
     }
     // The variable is only copied, the copies only projected, and the
