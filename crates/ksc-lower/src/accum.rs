@@ -397,14 +397,9 @@ impl Lowerer<'_> {
                 if let Op::Bool(b) = cond {
                     return self.accumulate_proj(fb, st, ctx, acc, if b { t } else { f }, proj, site);
                 }
-                fb.push_block();
-                self.accumulate_proj(fb, st, ctx, acc, t, proj, site)?;
-                let then = fb.pop_block();
-                fb.push_block();
-                self.accumulate_proj(fb, st, ctx, acc, f, proj, site)?;
-                let els = fb.pop_block();
-                fb.emit(Stmt::If { cond, then, els });
-                return Ok(());
+                return self.emit_branches(fb, st, cond, [t, f], &mut |this, fb, st, branch| {
+                    this.accumulate_proj(fb, st, ctx, acc, branch, proj, site)
+                });
             }
             Expr::Assert(c, n) => {
                 let cond = self.lower_expr(fb, st, ctx, c)?;
@@ -593,14 +588,9 @@ impl Lowerer<'_> {
                                 if let Op::Bool(k) = cond {
                                     return self.accumulate_let(fb, st, ctx, acc, pat, if k { a } else { b }, n, proj, site);
                                 }
-                                fb.push_block();
-                                self.accumulate_let(fb, st, ctx, acc, pat, a, n, proj, site)?;
-                                let then = fb.pop_block();
-                                fb.push_block();
-                                self.accumulate_let(fb, st, ctx, acc, pat, b, n, proj, site)?;
-                                let els = fb.pop_block();
-                                fb.emit(Stmt::If { cond, then, els });
-                                return Ok(());
+                                return self.emit_branches(fb, st, cond, [a, b], &mut |this, fb, st, branch| {
+                                    this.accumulate_let(fb, st, ctx, acc, pat, branch, n, proj, site)
+                                });
                             }
                         }
                         // let y = (let p = r2 in inner) in n

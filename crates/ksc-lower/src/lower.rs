@@ -823,19 +823,14 @@ impl<'a> Lowerer<'a> {
                     return self.lower(fb, st, ctx, if b { *t } else { *f }, tail);
                 }
                 if tail == Tail::Function {
-                    let mut blocks = Vec::new();
-                    for branch in [*t, *f] {
-                        fb.push_block();
-                        let v = self.lower(fb, st, ctx, branch, tail)?;
+                    self.emit_branches(fb, st, cond, [*t, *f], &mut |this, fb, st, branch| {
+                        let v = this.lower(fb, st, ctx, branch, tail)?;
                         if !matches!(v, LVal::Never) {
-                            let r = self.materialize_in(fb, st, v, &ty)?;
+                            let r = this.materialize_in(fb, st, v, &ty)?;
                             fb.emit(Stmt::Return(r));
                         }
-                        blocks.push(fb.pop_block());
-                    }
-                    let els = blocks.pop().unwrap_or_default();
-                    let then = blocks.pop().unwrap_or_default();
-                    fb.emit(Stmt::If { cond, then, els });
+                        Ok(())
+                    })?;
                     return Ok(LVal::Never);
                 }
                 let leaf_tys = leaf_types(&ty);
@@ -843,22 +838,17 @@ impl<'a> Lowerer<'a> {
                 for &v in &vars {
                     fb.emit(Stmt::DeclMut(v, None));
                 }
-                let mut blocks = Vec::new();
-                for branch in [*t, *f] {
-                    fb.push_block();
-                    let v = self.lower(fb, st, ctx, branch, tail)?;
+                self.emit_branches(fb, st, cond, [*t, *f], &mut |this, fb, st, branch| {
+                    let v = this.lower(fb, st, ctx, branch, tail)?;
                     if !matches!(v, LVal::Never) {
                         let mut ls = Vec::new();
-                        self.leaves(fb, st, v, &ty, &mut ls)?;
+                        this.leaves(fb, st, v, &ty, &mut ls)?;
                         for (&var, (o, _)) in vars.iter().zip(ls) {
                             fb.emit(Stmt::Set(var, o));
                         }
                     }
-                    blocks.push(fb.pop_block());
-                }
-                let els = blocks.pop().unwrap_or_default();
-                let then = blocks.pop().unwrap_or_default();
-                fb.emit(Stmt::If { cond, then, els });
+                    Ok(())
+                })?;
                 let ops: Vec<Op> = vars
                     .iter()
                     .zip(&leaf_tys)
@@ -1648,21 +1638,32 @@ impl<'a> Lowerer<'a> {
             if let Op::Bool(b) = cond {
                 return self.with_branches(fb, st, ctx, if b { t } else { f }, k);
             }
-            let mut blocks = Vec::new();
-            for branch in [t, f] {
-                fb.push_block();
-                self.with_branches(fb, st, ctx, branch, k)?;
-                blocks.push(fb.pop_block());
-            }
-            let els = blocks.pop().unwrap_or_default();
-            let then = blocks.pop().unwrap_or_default();
-            fb.emit(Stmt::If { cond, then, els });
-            return Ok(());
+            return self.emit_branches(fb, st, cond, [t, f], &mut |this, fb, st, branch| this.with_branches(fb, st, ctx, branch, k));
         }
         match self.lower(fb, st, ctx, e, Tail::No)? {
             LVal::Never => Ok(()),
             x => k(self, fb, st, x),
         }
+    }
+
+    /// Emits `if cond { .. } else { .. }` with `each` lowering each branch
+    /// into its own block.
+    pub(crate) fn emit_branches(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        cond: Op,
+        [t, f]: [ExprId; 2],
+        each: &mut dyn FnMut(&mut Self, &mut FnBuilder, &mut FnState, ExprId) -> R<()>,
+    ) -> R<()> {
+        fb.push_block();
+        each(self, fb, st, t)?;
+        let then = fb.pop_block();
+        fb.push_block();
+        each(self, fb, st, f)?;
+        let els = fb.pop_block();
+        fb.emit(Stmt::If { cond, then, els });
+        Ok(())
     }
 
     pub(crate) fn nest_open(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Nest {
