@@ -7,9 +7,14 @@
 //!
 //! - `let x = y` (a variable after CSE) is dropped and `x ↦ y` substituted;
 //! - `let x = e` with an expression `e` without effect records `e ↦ x`; a
-//!   later expression alpha-equal to `e` without effect becomes `x` (tuple
-//!   patterns record nothing: a literal tuple of their variables put where a
-//!   splatting primitive reads its argument would mean several arguments);
+//!   later expression alpha-equal to `e` without effect becomes `x` (never
+//!   a literal tuple of a tuple pattern's variables: put where a splatting
+//!   primitive reads its argument it would mean several arguments);
+//! - a tuple pattern `let (a b) = e` records `e` for tuple patterns only: a
+//!   later `let (c d) = e'`, `e'` alpha-equal to `e`, substitutes `c ↦ a`
+//!   and `d ↦ b`; of a variable, `let (a b) = t`, its components are
+//!   `get$1$2 t` and `get$2$2 t`: read from lets that hold those already,
+//!   else recorded as held by `a` and `b`;
 //! - entries made inside a lambda body, an `if` branch or an `assert` body
 //!   are forgotten when leaving it, so no work moves out of them; an entry
 //!   made outside may be used inside (that only saves work);
@@ -365,8 +370,45 @@ impl Machine<'_, '_, '_> {
         let names: Vec<Var> = p.vars().iter().map(|v| self.bind_name(v)).collect();
         let pat = match p {
             Pat::Var(_) => Pat::Var(names[0].clone()),
-            Pat::Tuple(_) => Pat::Tuple(names),
+            Pat::Tuple(_) => Pat::Tuple(names.clone()),
         };
+        // A tuple pattern of a variable t: its components are `get$c$n t`,
+        // read from a let that holds one already, else recorded.
+        if let (Pat::Tuple(_), Expr::Var(t), Type::Tuple(ts)) = (&pat, self.b.expr(r).clone(), self.b.ty(r)) {
+            let n = names.len() as u32;
+            for (c, (orig, name)) in p.vars().iter().zip(&names).enumerate() {
+                // The key of `get$c$n t` (as `key` makes it), without
+                // allocating the term.
+                let k = vec![Tok::Node(1, 0), Tok::Prim(Prim::Get { index: c as u32 + 1, arity: n }), Tok::Free(t.clone())];
+                let held = self.table.get(&k).and_then(|hs| hs.last()).cloned();
+                match held {
+                    Some(Holder { pat: Pat::Var(h), ty }) if ty == ts[c] => self.subst.push(((*orig).clone(), h)),
+                    _ => {
+                        self.table.entry(k.clone()).or_default().push(Holder { pat: Pat::Var(name.clone()), ty: ts[c].clone() });
+                        self.table_log.push(k);
+                    }
+                }
+            }
+        }
+        // A tuple pattern of an expression a tuple pattern already holds:
+        // its variables are those of the first. (Tuple holders only serve
+        // this: see below.)
+        if matches!(pat, Pat::Tuple(_)) && !term::is_atomic(self.b.body, r) && self.pure(r) {
+            let k = key(self.b.body, r);
+            let ty = self.b.ty(r);
+            let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)) && h.ty == ty)).cloned();
+            match held {
+                Some(Holder { pat: Pat::Tuple(hs), .. }) => {
+                    for (orig, h) in p.vars().into_iter().zip(hs) {
+                        self.subst.push((orig.clone(), h));
+                    }
+                }
+                _ => {
+                    self.table.entry(k.clone()).or_default().push(Holder { pat: pat.clone(), ty });
+                    self.table_log.push(k);
+                }
+            }
+        }
         // Only variables hold expressions: a tuple of a pattern's variables
         // put in place of an expression could land where a literal tuple
         // means several arguments (`print`).
@@ -413,17 +455,10 @@ impl Machine<'_, '_, '_> {
             return e;
         }
         let k = key(self.b.body, e);
-        let Some(h) = self.table.get(&k).and_then(|hs| hs.last()).cloned() else { return e };
-        if h.ty != self.b.ty(e) {
-            return e;
-        }
-        match &h.pat {
-            Pat::Var(v) => self.b.var(v, h.ty.clone()),
-            Pat::Tuple(vs) => {
-                let Type::Tuple(ts) = &h.ty else { return e };
-                let comps: Vec<ExprId> = vs.iter().zip(ts).map(|(v, t)| self.b.var(v, t.clone())).collect();
-                self.b.tuple(comps)
-            }
+        let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Var(_)))).cloned();
+        match held {
+            Some(Holder { pat: Pat::Var(v), ty }) if ty == self.b.ty(e) => self.b.var(&v, ty),
+            _ => e,
         }
     }
 
