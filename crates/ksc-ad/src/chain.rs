@@ -40,7 +40,7 @@ pub const MAX_LEVELS: usize = 16;
 pub const SMALL_REV: usize = 100;
 
 /// The most nodes a callee may have to be inlined.
-const CALLEE: usize = 6_000;
+pub const CALLEE: usize = 6_000;
 
 /// Marks the paired calls of `[rev f]` (see the module) with `$inline`;
 /// whether it marked any.

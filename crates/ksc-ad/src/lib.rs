@@ -324,6 +324,28 @@ fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     shared > 0
 }
 
+/// Runs `pass` on `def`'s body in A-normal form; whether it changed it.
+/// Unchanged, the definition is left as it was (the A-normal form's nodes
+/// would count against inlining it).
+fn in_anf(def: &mut Def, pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId) -> bool) -> bool {
+    let has_scan = def.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)));
+    if !has_scan {
+        return false;
+    }
+    let saved = def.clone();
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
+    let root = ksc_opt::anf(&mut b, def.root, &params);
+    let changed = pass(&mut b, root);
+    if changed {
+        def.root = root;
+    } else {
+        *def = saved;
+    }
+    changed
+}
+
 /// `[D f]` and its witnesses, derived once per f and kept in `jacobians`.
 fn jacobian_of<'j>(
     f: &Def,
@@ -427,6 +449,24 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
             inlined = true;
         }
         if inlined {
+            share(def, &mut run);
+        }
+        // The values backward loops compute again from the accumulators of
+        // a fold, computed by its scan's steps (`ksc_opt::scan_extras`,
+        // `ksc_opt::fuse_scan_extras`): first moved out of the backward
+        // loops, inner folds first, then fused into the scans, outer
+        // first, each followed by the optimiser and the loops' sharing.
+        for _ in 0..chain::MAX_LEVELS {
+            if !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root)) {
+                break;
+            }
+            run(def);
+        }
+        for _ in 0..chain::MAX_LEVELS {
+            if !in_anf(def, |b, root| ksc_opt::fuse_scan_extras(b, globals, root, chain::CALLEE)) {
+                break;
+            }
+            run(def);
             share(def, &mut run);
         }
     }

@@ -57,7 +57,7 @@ use crate::term::{self, children, wrap, Cache};
 
 /// A loop over `0 .. size` with an Integer index: its size, its index and
 /// its body.
-fn loop_parts(body: &Body, e: ExprId, first: bool) -> Option<(ExprId, Var, ExprId)> {
+pub(crate) fn loop_parts(body: &Body, e: ExprId, first: bool) -> Option<(ExprId, Var, ExprId)> {
     let Expr::Call(Callee::Prim(p), arg) = &body.exprs[e] else { return None };
     let ok = if first {
         *p == Prim::Build || (*p == Prim::Sumbuild && *body.ty(e) == Type::Float)
@@ -76,7 +76,7 @@ fn loop_parts(body: &Body, e: ExprId, first: bool) -> Option<(ExprId, Var, ExprI
 }
 
 /// The lets of the chain at `e` (node, pattern, right side) and its result.
-fn chain(body: &Body, mut e: ExprId) -> (Vec<(ExprId, Pat, ExprId)>, ExprId) {
+pub(crate) fn chain(body: &Body, mut e: ExprId) -> (Vec<(ExprId, Pat, ExprId)>, ExprId) {
     let mut out = Vec::new();
     while let Expr::Let(p, r, next) = &body.exprs[e] {
         out.push((e, p.clone(), *r));
@@ -323,7 +323,7 @@ fn hoist_provider(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
 }
 
 /// The heads of let chains, outer ones first.
-fn chain_heads(body: &Body, root: ExprId) -> Vec<ExprId> {
+pub(crate) fn chain_heads(body: &Body, root: ExprId) -> Vec<ExprId> {
     let mut heads = Vec::new();
     let mut stack = vec![(root, false)];
     while let Some((e, in_chain)) = stack.pop() {
