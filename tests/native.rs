@@ -311,6 +311,17 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let straight = (1..p.len()).filter(|&k| p[k].contains("] += ") && !p[k - 1].starts_with("if ")).count();
                 check(!nested && f.contains("] += ") && straight >= 2, "a column's cotangent was made as a vector of its own, or a column's addition tests its range in every iteration")
             }
+            "fold_residuals" => {
+                // The gates are computed once: no more `exp` and `tanh` in
+                // [rev recurrent] than in recurrent, but one each (the
+                // loss's exp, a cell's tanh). The compiler before had 8 and 6
+                // against 3 and 2: the backward loops computed each step's
+                // layers again, and each layer's gates.
+                let count = |f: &str, op: &str| f.matches(&format!("= {op} ")).count();
+                let (p, r) = (function_of(&loops, "recurrent"), function_of(&loops, "rev$recurrent"));
+                let ok = count(p, "exp") > 0 && count(r, "exp") <= count(p, "exp") + 1 && count(r, "tanh") <= count(p, "tanh") + 1;
+                check(ok, "reverse mode computes a step's gates again")
+            }
             "tuple_parts" => {
                 // No vector of tuples of cotangent parts is made.
                 let f = function_of(&loops, "rev$qtimes");

@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod chain;
 pub mod derive;
+
 pub mod jac;
 pub mod jacobians;
 pub mod sparse;
@@ -457,7 +458,7 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         // loops, inner folds first, then fused into the scans, outer
         // first, each followed by the optimiser and the loops' sharing.
         for _ in 0..chain::MAX_LEVELS {
-            if !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root)) {
+            if !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {
                 break;
             }
             run(def);

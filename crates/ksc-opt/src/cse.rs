@@ -12,9 +12,9 @@
 //!   primitive reads its argument it would mean several arguments);
 //! - a tuple pattern `let (a b) = e` records `e` for tuple patterns only: a
 //!   later `let (c d) = e'`, `e'` alpha-equal to `e`, substitutes `c ↦ a`
-//!   and `d ↦ b`; of a variable, `let (a b) = t`, its components are
-//!   `get$1$2 t` and `get$2$2 t`: read from lets that hold those already,
-//!   else recorded as held by `a` and `b`;
+//!   and `d ↦ b`; and its components are `get$1$2 e` and `get$2$2 e`: read
+//!   from lets that hold those already, else recorded as held by `a` and
+//!   `b`;
 //! - entries made inside a lambda body, an `if` branch or an `assert` body
 //!   are forgotten when leaving it, so no work moves out of them; an entry
 //!   made outside may be used inside (that only saves work);
@@ -358,9 +358,21 @@ impl Machine<'_, '_, '_> {
     /// The let's rhs is done: drop it for a variable, else bind (renaming
     /// shadowing binders) and record the rhs.
     fn let_bind(&mut self, e: ExprId) {
-        let r = self.results.pop().expect("let rhs");
+        let mut r = self.results.pop().expect("let rhs");
         let Expr::Let(p, _, _) = self.b.expr(e).clone() else { unreachable!("let") };
         self.enter();
+        // `let x = e` where a tuple pattern holds e: x is the literal tuple
+        // of its variables (a let's right side, never a call's argument).
+        if matches!(p, Pat::Var(_)) && !term::is_atomic(self.b.body, r) && self.pure(r) {
+            let (k, ty) = (key(self.b.body, r), self.b.ty(r));
+            let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)))).cloned();
+            if let (Some(Holder { pat: Pat::Tuple(vs), ty: held_ty }), Type::Tuple(ts)) = (held, &ty) {
+                if held_ty == ty {
+                    let comps = vs.iter().zip(ts).map(|(v, t)| self.b.var(v, t.clone())).collect();
+                    r = self.b.tuple(comps);
+                }
+            }
+        }
         if let (Pat::Var(x), Expr::Var(y)) = (&p, self.b.expr(r)) {
             let y = y.clone();
             self.subst.push((x.clone(), y));
@@ -372,20 +384,25 @@ impl Machine<'_, '_, '_> {
             Pat::Var(_) => Pat::Var(names[0].clone()),
             Pat::Tuple(_) => Pat::Tuple(names.clone()),
         };
-        // A tuple pattern of a variable t: its components are `get$c$n t`,
-        // read from a let that holds one already, else recorded.
-        if let (Pat::Tuple(_), Expr::Var(t), Type::Tuple(ts)) = (&pat, self.b.expr(r).clone(), self.b.ty(r)) {
-            let n = names.len() as u32;
-            for (c, (orig, name)) in p.vars().iter().zip(&names).enumerate() {
-                // The key of `get$c$n t` (as `key` makes it), without
-                // allocating the term.
-                let k = vec![Tok::Node(1, 0), Tok::Prim(Prim::Get { index: c as u32 + 1, arity: n }), Tok::Free(t.clone())];
-                let held = self.table.get(&k).and_then(|hs| hs.last()).cloned();
-                match held {
-                    Some(Holder { pat: Pat::Var(h), ty }) if ty == ts[c] => self.subst.push(((*orig).clone(), h)),
-                    _ => {
-                        self.table.entry(k.clone()).or_default().push(Holder { pat: Pat::Var(name.clone()), ty: ts[c].clone() });
-                        self.table_log.push(k);
+        // A tuple pattern of t (a variable or an expression without
+        // effect): its components are `get$c$n t`, read from a let that
+        // holds one already, else recorded.
+        if let (Pat::Tuple(_), Type::Tuple(ts)) = (&pat, self.b.ty(r)) {
+            if term::is_atomic(self.b.body, r) || self.pure(r) {
+                let of = key(self.b.body, r);
+                let n = names.len() as u32;
+                for (c, (orig, name)) in p.vars().iter().zip(&names).enumerate() {
+                    // The key of `get$c$n t` (as `key` makes it), without
+                    // allocating the term.
+                    let mut k = vec![Tok::Node(1, 0), Tok::Prim(Prim::Get { index: c as u32 + 1, arity: n })];
+                    k.extend(of.iter().cloned());
+                    let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Var(_)))).cloned();
+                    match held {
+                        Some(Holder { pat: Pat::Var(h), ty }) if ty == ts[c] => self.subst.push(((*orig).clone(), h)),
+                        _ => {
+                            self.table.entry(k.clone()).or_default().push(Holder { pat: Pat::Var(name.clone()), ty: ts[c].clone() });
+                            self.table_log.push(k);
+                        }
                     }
                 }
             }

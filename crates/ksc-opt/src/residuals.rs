@@ -57,8 +57,11 @@ use crate::term::{self, children, Cache};
 /// accumulators into a loop after the scan (see the module), inner chains
 /// first; whether it moved any. Nodes are changed in place; run the
 /// optimiser afterwards.
-pub fn scan_extras(b: &mut Builder, globals: &Globals, root: ExprId) -> bool {
-    chain_heads(b.body, root).into_iter().rev().any(|head| each_pair(b, globals, head, &mut extras_pair))
+pub fn scan_extras(b: &mut Builder, globals: &Globals, root: ExprId, inline: usize) -> bool {
+    chain_heads(b.body, root)
+        .into_iter()
+        .rev()
+        .any(|head| each_pair(b, globals, head, &mut |b, cx, scan, later| extras_pair(b, cx, scan, later, inline)))
 }
 
 /// Makes one scan compute the loop after it that reads its steps (see the
@@ -211,11 +214,12 @@ fn each_pair(
 /// Pass 1 on a scan and a later let: if the let is a backward loop of the
 /// scan with a costly value to move, moves its values to a loop after the
 /// scan.
-fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId, ExprId)) -> bool {
+fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId, ExprId), inline: usize) -> bool {
     let body = &*b.body;
     let Some(args) = args_of(body, r2, Prim::ScanSum) else { return false };
     let [lam2, _, _, ks] = args[..] else { return false };
-    let Expr::Lam(p, _, body2) = &body.exprs[lam2] else { return false };
+    let Expr::Lam(p, _, body2) = body.exprs[lam2].clone() else { return false };
+    let (p, body2) = (&p, &body2);
     // ks = build n (lam k k), n = size v.
     let Some(ks_parts) = args_of(body, cx.resolve(body, ks), Prim::Build) else { return false };
     let [n, klam] = ks_parts[..] else { return false };
@@ -259,6 +263,13 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     if !steps_all {
         return false;
     }
+    // The reverse passes it calls, inlined first: their primal values are
+    // values of the step.
+    let body2 = *body2;
+    if mark_calls(b, cx.globals, body2, inline, false) > 0 {
+        return true;
+    }
+    let body = &*b.body;
     // The lets that read only index i accs, index i v, each other and
     // what is in scope at the scan.
     let mut moved_names: FxHashSet<Var> = FxHashSet::default();
@@ -502,12 +513,14 @@ fn fuse_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (node2, r2): (ExprI
     substitute_reads(b, copy, j, (&scan.accs, &scan.vname), (&scan.u, &scan.u_ty));
     lets.push((Pat::Var(extra.clone()), copy));
     let r = b.fresh_name("r");
-    mark_calls(b, cx.globals, scan.step, inline);
     lets.push((Pat::Var(r.clone()), scan.step));
     let rv = b.var(&r, acc_ty.clone());
     let ev = b.var(&extra, extra_ty.clone());
     let result = b.tuple(vec![rv, ev]);
     let new_step = term::wrap(b, lets, result);
+    // Inlined alike, the step's calls and the loop's meet in CSE (and a
+    // fold inlined into the step meets a scan of the loop).
+    mark_calls(b, cx.globals, new_step, inline, true);
     let new_lam = b.lam(&u2, u2_ty, new_step);
     let dummy = b.body.alloc_typed(Expr::Dummy(extra_ty.clone()), extra_ty);
     let init = b.tuple(vec![scan.a, dummy]);
@@ -657,21 +670,34 @@ fn substitute_reads(b: &mut Builder, e: ExprId, i: &Var, (accs, v): (&Var, &Var)
 }
 
 /// Marks the calls in `e` of non-recursive functions of at most `limit`
-/// nodes with `$inline`.
-fn mark_calls(b: &mut Builder, globals: &Globals, e: ExprId, limit: usize) {
+/// nodes with `$inline`: of primal functions outside lambdas (a scan's step
+/// is inlined alike wherever it is written, so that its copies stay
+/// equal), or (`!primal`) of the reverse passes `[rev g]` of such
+/// functions, anywhere. Returns how many.
+fn mark_calls(b: &mut Builder, globals: &Globals, e: ExprId, limit: usize, primal: bool) -> usize {
+    let wanted = |g: &ksc_ir::FunName| {
+        let base = if primal {
+            g.derivs.is_empty().then(|| g.clone())
+        } else {
+            g.inner().and_then(|(d, base)| (d == ksc_ir::Derivation::Rev && base.derivs.is_empty()).then_some(base))
+        };
+        base.is_some_and(|base| !globals.is_recursive(&base) && globals.small_def(g, limit, Measure::Arena).is_some())
+    };
+    let mut marked = 0;
     let mut stack = vec![e];
     while let Some(x) = stack.pop() {
         match &b.body.exprs[x] {
             Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
-            Expr::Call(Callee::Fun(g), _)
-                if g.derivs.is_empty() && !globals.is_recursive(g) && globals.small_def(g, limit, Measure::Arena).is_some() =>
-            {
+            Expr::Lam(..) if primal => continue,
+            Expr::Call(Callee::Fun(g), _) if wanted(g) => {
                 let ty = b.ty(x);
                 let call = b.body.alloc_typed(b.body.exprs[x].clone(), ty);
                 b.body.exprs[x] = Expr::Call(Callee::Prim(Prim::Inline), call);
                 stack.extend(children(&b.body.exprs[call]));
+                marked += 1;
             }
             node => stack.extend(children(node)),
         }
     }
+    marked
 }

@@ -489,6 +489,17 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         for (k2, (_, p2, r2)) in outer.iter().enumerate().skip(k1 + 1) {
             if let Some((size2, i2, body2)) = loop_parts(b.body, *r2, false) {
                 if same_size(b.body, size1, size2) {
+                    let (_, result2) = chain(b.body, body2);
+                    if costly(b.body, result2) {
+                        // Its result is a value too: bound to a variable, it
+                        // can be read like its lets.
+                        let ty = b.ty(result2);
+                        let v = b.fresh_name("r");
+                        let value = b.body.alloc_typed(b.body.exprs[result2].clone(), ty.clone());
+                        let read = b.var(&v, ty);
+                        b.body.exprs[result2] = Expr::Let(Pat::Var(v), value, read);
+                        cache = Cache::new();
+                    }
                     let (lets2, result2) = chain(b.body, body2);
                     for (n2, k) in common_values(b.body, globals, &mut cache, (&lets1, &i1), (&lets2, &i2, result2)) {
                         let Pat::Var(v) = &lets1[k].1 else { unreachable!("variables only") };

@@ -172,3 +172,20 @@ fn optimise_def_runs_the_whole_pipeline() {
     }
     assert_eq!(reachable, d.body.exprs.len());
 }
+
+#[test]
+fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
+    // `(a b) = p` after `u = get$1$2 p`: a is u; `v = get$2$2 p` after the
+    // pattern: v is b.
+    let text = "(def f Float (p : Tuple Float Float)
+                  (let ((u (get$1$2 p)) ((a b) p) (v (get$2$2 p))) (add (mul u a) (mul v b))))";
+    let (_, cse) = anf_cse(text, "f", xy(3.0, 4.0));
+    assert_eq!(cse, "(let ((u (get$1$2 p))\n      ((a b) p)\n      (ksc$t1 (mul u u))\n      (ksc$t2 (mul b b)))\n  (add ksc$t1 ksc$t2))");
+    // A pattern of an expression: a later projection of that expression
+    // (split by A-normal form) reads the pattern's variable.
+    let text = "(def f Float (q : Tuple (Tuple Float Float) Float)
+                  (let (((a b) (get$1$2 q)) (c (get$2$2 (get$1$2 q)))) (mul b c)))";
+    let arg = Value::tuple(vec![xy(3.0, 4.0), Value::Float(5.0)]);
+    let (_, cse) = anf_cse(text, "f", arg);
+    assert_eq!(cse, "(let (((a b) (get$1$2 q)) (ksc$t1 (tuple a b)) (c (get$2$2 ksc$t1))) (mul b c))");
+}
