@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod chain;
 pub mod derive;
+pub mod hoist;
 
 pub mod jac;
 pub mod jacobians;
