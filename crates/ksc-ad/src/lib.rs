@@ -312,28 +312,16 @@ fn derive_from_jacobian(
     result
 }
 
-/// [`ksc_opt::share_loop_values`] on `def` in A-normal form; whether it
-/// shared any value.
+/// [`ksc_opt::share_loop_values`] and [`ksc_opt::folds_from_scans`] on
+/// `def` in A-normal form; whether it shared any value.
 fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
-    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
-    let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
-    let root = ksc_opt::anf(&mut b, def.root, &params);
-    let shared = ksc_opt::share_loop_values(&mut b, globals, root) + ksc_opt::folds_from_scans(&mut b, globals, root);
-    if shared > 0 {
-        def.root = root;
-    }
-    shared > 0
+    in_anf(def, |b, root| ksc_opt::share_loop_values(b, globals, root) + ksc_opt::folds_from_scans(b, globals, root) > 0)
 }
 
 /// Runs `pass` on `def`'s body in A-normal form; whether it changed it.
 /// Unchanged, the definition is left as it was (the A-normal form's nodes
 /// would count against inlining it).
 fn in_anf(def: &mut Def, pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId) -> bool) -> bool {
-    let has_scan = def.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)));
-    if !has_scan {
-        return false;
-    }
     let saved = def.clone();
     let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
@@ -430,10 +418,15 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
     };
     run(def);
     // The primal values its loops compute twice, computed once.
+    // Until nothing more is shared (a loop that reads values another one
+    // stores may then be seen to compute what it returns), a few times.
     let share = |def: &mut Def, run: &mut dyn FnMut(&mut Def)| {
-        if matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
-            && share_loop_values(def, globals)
-        {
+        for _ in 0..3 {
+            if !(matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
+                && share_loop_values(def, globals))
+            {
+                break;
+            }
             run(def);
         }
     };
@@ -458,14 +451,15 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         // `ksc_opt::fuse_scan_extras`): first moved out of the backward
         // loops, inner folds first, then fused into the scans, outer
         // first, each followed by the optimiser and the loops' sharing.
+        let has_scan = |def: &Def| def.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)));
         for _ in 0..chain::MAX_LEVELS {
-            if !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {
+            if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {
                 break;
             }
             run(def);
         }
         for _ in 0..chain::MAX_LEVELS {
-            if !in_anf(def, |b, root| ksc_opt::fuse_scan_extras(b, globals, root, chain::CALLEE)) {
+            if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::fuse_scan_extras(b, globals, root, chain::CALLEE)) {
                 break;
             }
             run(def);

@@ -105,12 +105,30 @@ fn numbering(
     index: &Var,
     ids: &mut FxHashMap<Key, u32>,
 ) -> (Vec<u32>, FxHashMap<Var, u32>) {
+    numbering_with(body, lets, index, ids, &FxHashMap::default())
+}
+
+/// [`numbering`], where a let `x = index i v` (i the index) with `v` in
+/// `known` gets the token `known[v]` (an element of a vector the first
+/// loop returns: the token of its let there).
+fn numbering_with(
+    body: &Body,
+    lets: &[(ExprId, Pat, ExprId)],
+    index: &Var,
+    ids: &mut FxHashMap<Key, u32>,
+    known: &FxHashMap<Var, u32>,
+) -> (Vec<u32>, FxHashMap<Var, u32>) {
     let mut names: FxHashMap<Var, u32> = FxHashMap::default();
     // Variables bound to a `[fwdt g] (a, da)` (g and a), and to a tuple.
     let mut pairs: FxHashMap<&Var, (FunName, ExprId)> = FxHashMap::default();
     let mut tuples: FxHashMap<&Var, ExprId> = FxHashMap::default();
     let mut out = Vec::new();
     for (_, p, r) in lets {
+        if let (Pat::Var(x), Some(t)) = (p, known_read(body, *r, index, known)) {
+            names.insert(x.clone(), t);
+            out.push(u32::MAX);
+            continue;
+        }
         let token = |v: &Var| {
             if v == index {
                 Tok::Node(200, 0)
@@ -160,6 +178,16 @@ fn numbering(
         out.push(id);
     }
     (out, names)
+}
+
+/// `known[v]` if `r` is `index i v` with `i` the loop's index.
+fn known_read(body: &Body, r: ExprId, index: &Var, known: &FxHashMap<Var, u32>) -> Option<u32> {
+    let Expr::Call(Callee::Prim(Prim::Index), a) = &body.exprs[r] else { return None };
+    let Expr::Tuple(xs) = &body.exprs[*a] else { return None };
+    match (&body.exprs[*xs.first()?], &body.exprs[*xs.get(1)?]) {
+        (Expr::Var(i), Expr::Var(v)) if i == index => known.get(v).copied(),
+        _ => None,
+    }
 }
 
 /// `(g, a)` if `r` is `get$1$2 p` with `p` bound to `[fwdt g] (a, da)`.
@@ -466,6 +494,7 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
                 }
             }
         }
+        shared += same_vectors(b, &outer, (size1, &i1, body1), &returned);
         if !term::is_atomic(b.body, result1) {
             // The result is a value too (a sum's term): as if let-bound.
             let v = b.fresh_name("r");
@@ -596,4 +625,80 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         cache = Cache::new();
     }
     shared
+}
+
+/// Later loops that compute, element by element, only vectors a loop of
+/// the chain (over `size1` with index `i1` and body `body1`) returns (`returned`: its result's variables, the `unzip` that
+/// takes them apart and their names there): reverse mode's extra loop
+/// that makes a cell again from the gates the step stored. Such a loop's
+/// `unzip` becomes the tuple of those vectors. Returns how many.
+fn same_vectors(
+    b: &mut Builder,
+    outer: &[(ExprId, Pat, ExprId)],
+    (size1, i1, body1): (ExprId, &Var, ExprId),
+    returned: &FxHashMap<Var, (usize, Var)>,
+) -> usize {
+    if returned.is_empty() {
+        return 0;
+    }
+    let Some(&ku) = returned.values().map(|(ku, _)| ku).min() else { return 0 };
+    let (lets1, _) = chain(b.body, body1);
+    let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
+    let (_, names1) = numbering(b.body, &lets1, i1, &mut ids);
+    // The token of each returned vector's element, and back.
+    let mut known: FxHashMap<Var, u32> = FxHashMap::default();
+    let mut by_token: FxHashMap<u32, Var> = FxHashMap::default();
+    for (v, (_, name)) in returned {
+        if let Some(&t) = names1.get(v) {
+            known.insert(name.clone(), t);
+            by_token.entry(t).or_insert_with(|| name.clone());
+        }
+    }
+    let vector_ty = |b: &Builder, name: &Var| -> Option<Type> {
+        let (_, Pat::Tuple(ns), r) = &outer[ku] else { return None };
+        let Type::Tuple(ts) = b.ty(*r) else { return None };
+        ns.iter().position(|n| n == name).map(|c| ts[c].clone())
+    };
+    let mut found = 0;
+    for (k2, (_, p2, r2)) in outer.iter().enumerate().skip(ku + 1) {
+        let Pat::Var(x2) = p2 else { continue };
+        let Some((size2, i2, body2)) = loop_parts(b.body, *r2, false) else { continue };
+        if !matches!(&b.body.exprs[*r2], Expr::Call(Callee::Prim(Prim::Build), _)) || !same_size(b.body, size1, size2) {
+            continue;
+        }
+        let unzip = outer.iter().enumerate().skip(k2 + 1).find_map(|(k, (node, p, r))| match (p, &b.body.exprs[*r]) {
+            (Pat::Tuple(ns), Expr::Call(Callee::Prim(Prim::Unzip), a)) if matches!(&b.body.exprs[*a], Expr::Var(v) if v == x2) => {
+                Some((k, *node, ns.clone()))
+            }
+            _ => None,
+        });
+        let Some((k3, node3, ns3)) = unzip else { continue };
+        // The vectors must still be the first loop's where the unzip is.
+        let rebound = outer[ku + 1..k3].iter().any(|(_, p, _)| p.vars().into_iter().any(|v| known.contains_key(v)));
+        let (lets2, result2) = chain(b.body, body2);
+        let Expr::Tuple(comps) = b.body.exprs[result2].clone() else { continue };
+        if rebound || comps.len() != ns3.len() {
+            continue;
+        }
+        let (_, names2) = numbering_with(b.body, &lets2, &i2, &mut ids, &known);
+        let vectors: Option<Vec<Var>> = comps
+            .iter()
+            .map(|&c| match &b.body.exprs[c] {
+                Expr::Var(v) => names2.get(v).and_then(|t| by_token.get(t)).cloned(),
+                _ => None,
+            })
+            .collect();
+        let Some(vectors) = vectors else { continue };
+        let parts: Option<Vec<ExprId>> =
+            vectors.iter().map(|n| vector_ty(b, n).map(|t| b.var(n, t))).collect();
+        let Some(parts) = parts else { continue };
+        let tuple = b.tuple(parts);
+        let Expr::Let(p3, r3, rest3) = b.body.exprs[node3].clone() else { unreachable!("a let") };
+        if b.ty(tuple) != b.ty(r3) {
+            continue;
+        }
+        b.body.exprs[node3] = Expr::Let(p3, tuple, rest3);
+        found += 1;
+    }
+    found
 }
