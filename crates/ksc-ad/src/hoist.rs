@@ -21,7 +21,11 @@
 //! ```
 //!
 //! The read runs only when the step runs at least once, as before (it
-//! could fail); the same for `$scan`.
+//! could fail); the same for `$scan`. A step that calls `print` or
+//! `$trace` itself is left as it is; one that calls a function that prints
+//! could, where the read fails, print less before the failure than the
+//! original did (the derivative is not printed output, and the read fails
+//! in both).
 
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Var};
 use ksc_linmap::builder::Builder;
@@ -117,7 +121,7 @@ fn invariant_reads(body: &Body, e: ExprId, param: &Var) -> Vec<ExprId> {
             Expr::Let(p, r, next) => {
                 stack.push((*r, bound.clone()));
                 let mut inner = bound;
-                inner.extend(p.vars().into_iter().cloned());
+                inner.extend(p.vars().iter().cloned());
                 stack.push((*next, inner));
             }
             Expr::If(c, _, _) | Expr::Assert(c, _) => stack.push((*c, bound)),

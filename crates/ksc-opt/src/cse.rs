@@ -416,7 +416,7 @@ impl Machine<'_, '_, '_> {
             let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)) && h.ty == ty)).cloned();
             match held {
                 Some(Holder { pat: Pat::Tuple(hs), .. }) => {
-                    for (orig, h) in p.vars().into_iter().zip(hs) {
+                    for (orig, h) in p.vars().iter().zip(hs) {
                         self.subst.push((orig.clone(), h));
                     }
                 }

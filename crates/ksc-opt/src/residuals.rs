@@ -140,19 +140,15 @@ impl Context<'_> {
         args_of(body, self.resolve(body, e), Prim::Size).is_some_and(|s| s.len() == 1 && var_name(body, s[0]) == Some(v))
     }
 
-    /// May a moved let read `x` (bound outside the loop)?
-    fn in_scope_at_scan(&self, x: &Var, scan: &Scan) -> bool {
-        !(self.between.contains(x) || x == &scan.u || x == &scan.accs || x == &scan.vname)
-    }
 
     /// The cheap lets in between that lets reading `reads` need, in order;
     /// their names join `names`.
     fn before(&mut self, body: &Body, mut reads: FxHashSet<Var>, names: &mut FxHashSet<Var>) -> Vec<(Pat, ExprId)> {
         let mut before = Vec::new();
         for (q, r) in self.cheap.iter().rev() {
-            if q.vars().into_iter().any(|x| reads.contains(x)) {
+            if q.vars().iter().any(|x| reads.contains(x)) {
                 reads.extend(self.cache.free_vars(body, *r).iter().cloned());
-                names.extend(q.vars().into_iter().cloned());
+                names.extend(q.vars().iter().cloned());
                 before.push((q.clone(), *r));
             }
         }
@@ -161,13 +157,23 @@ impl Context<'_> {
     }
 }
 
+/// May a moved let read `x` (bound outside the loop), given the names
+/// bound between the scan and the loop?
+fn in_scope_at_scan(between: &FxHashSet<Var>, scan: &Scan, x: &Var) -> bool {
+    !(between.contains(x) || x == &scan.u || x == &scan.accs || x == &scan.vname)
+}
+
+/// A pass on a scan and a later let of its chain (node, right side):
+/// whether it changed something.
+type PairPass<'p> = dyn FnMut(&mut Builder, &mut Context, &Scan, (ExprId, ExprId)) -> bool + 'p;
+
 /// Offers each scan of the chain at `head` with each later let (node and
 /// right side) to `pair`, until it changes something; whether it did.
 fn each_pair(
     b: &mut Builder,
     globals: &Globals,
     head: ExprId,
-    pair: &mut dyn FnMut(&mut Builder, &mut Context, &Scan, (ExprId, ExprId)) -> bool,
+    pair: &mut PairPass,
 ) -> bool {
     let (outer, _) = chain(b.body, head);
     let value = outer
@@ -198,12 +204,12 @@ fn each_pair(
                 break;
             }
             let free = cx.cache.free_vars(b.body, *r2);
-            if !costly(b.body, *r2) && !free.iter().any(|x| cx.between.contains(x) || x == accs) {
+            if !costly(b.body, *r2) && !free.iter().any(|x| cx.between.contains(x) || x == accs || x == &scan.u) {
                 cx.cheap.push((p2.clone(), *r2));
             } else {
-                cx.between.extend(p2.vars().into_iter().cloned());
+                cx.between.extend(p2.vars().iter().cloned());
             }
-            if p2.vars().into_iter().any(|x| x == accs || x == &scan.vname) {
+            if p2.vars().iter().any(|x| x == accs || x == &scan.vname) {
                 break;
             }
         }
@@ -278,26 +284,26 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     for (node, q, r) in &lets2 {
         let ok = !cx.cache.has_effect(body, cx.globals, *r)
             && reads_only(body, *r, &index, (&scan.accs, &scan.vname), &|x: &Var| {
-                moved_names.contains(x) || (!local.contains(x) && x != p && cx.in_scope_at_scan(x, scan))
+                moved_names.contains(x) || (!local.contains(x) && x != p && in_scope_at_scan(&cx.between, scan, x))
             });
         if ok {
-            moved_names.extend(q.vars().into_iter().cloned());
+            moved_names.extend(q.vars().iter().cloned());
             moved.push((*node, q.clone(), *r));
         } else {
-            local.extend(q.vars().into_iter().cloned());
+            local.extend(q.vars().iter().cloned());
         }
     }
     // The moved values the backward body still reads: the costly ones are
     // stored, the cheap ones computed again (from what they read).
     let mut needed: FxHashSet<Var> = cx.cache.free_vars(body, result2).iter().cloned().collect();
     for (_, q, r) in &lets2 {
-        if !q.vars().into_iter().any(|x| moved_names.contains(x)) {
+        if !q.vars().iter().any(|x| moved_names.contains(x)) {
             needed.extend(cx.cache.free_vars(body, *r).iter().cloned());
         }
     }
     let mut stored = Vec::new();
     for (node, q, r) in moved.iter().rev() {
-        if !q.vars().into_iter().any(|x| needed.contains(x)) {
+        if !q.vars().iter().any(|x| needed.contains(x)) {
             continue;
         }
         if costly(body, *r) {
@@ -314,15 +320,12 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     // reverse loop computes again).
     let mut inner = Vec::new();
     for (node, q, r) in &lets2 {
-        if q.vars().into_iter().any(|x| moved_names.contains(x)) {
+        if q.vars().iter().any(|x| moved_names.contains(x)) {
             continue;
         }
         let Some((size, j, lb)) = loop_parts(body, *r, false) else { continue };
         let between = &cx.between.clone();
-        let outside = |x: &Var| {
-            moved_names.contains(x)
-                || !(local.contains(x) || x == p || between.contains(x) || x == &scan.u || x == &scan.accs || x == &scan.vname)
-        };
+        let outside = |x: &Var| moved_names.contains(x) || (!local.contains(x) && x != p && in_scope_at_scan(between, scan, x));
         if !reads_only(body, size, &index, (&scan.accs, &scan.vname), &outside) {
             continue;
         }
@@ -334,11 +337,11 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
                 && reads_only(body, lr, &index, (&scan.accs, &scan.vname), &|x: &Var| {
                     x == &j || picked_names.contains(x) || (!unpicked.contains(x) && outside(x))
                 });
-            if ok && lq.vars().into_iter().all(|x| !moved_names.contains(x) && !names.contains(x) && x != &j) {
-                picked_names.extend(lq.vars().into_iter().cloned());
+            if ok && lq.vars().iter().all(|x| !moved_names.contains(x) && !names.contains(x) && x != &j) {
+                picked_names.extend(lq.vars().iter().cloned());
                 picked.push((ln, lq, lr));
             } else {
-                unpicked.extend(lq.vars().into_iter().cloned());
+                unpicked.extend(lq.vars().iter().cloned());
             }
         }
         let costly_lets: Vec<usize> =
@@ -474,7 +477,7 @@ fn fuse_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (node2, r2): (ExprI
     if !cx.is_size_of(body, n, &scan.vname) || cx.cache.has_effect(body, cx.globals, r2) {
         return false;
     }
-    if !reads_only(body, *body2, j, (&scan.accs, &scan.vname), &|x: &Var| cx.in_scope_at_scan(x, scan)) {
+    if !reads_only(body, *body2, j, (&scan.accs, &scan.vname), &|x: &Var| in_scope_at_scan(&cx.between, scan, x)) {
         return false;
     }
     let reads = cx.cache.free_vars(body, *body2).iter().cloned().collect();

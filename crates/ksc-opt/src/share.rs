@@ -674,7 +674,7 @@ fn same_vectors(
         });
         let Some((k3, node3, ns3)) = unzip else { continue };
         // The vectors must still be the first loop's where the unzip is.
-        let rebound = outer[ku + 1..k3].iter().any(|(_, p, _)| p.vars().into_iter().any(|v| known.contains_key(v)));
+        let rebound = outer[ku + 1..k3].iter().any(|(_, p, _)| p.vars().iter().any(|v| known.contains_key(v)));
         let (lets2, result2) = chain(b.body, body2);
         let Expr::Tuple(comps) = b.body.exprs[result2].clone() else { continue };
         if rebound || comps.len() != ns3.len() {
