@@ -234,7 +234,7 @@ fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
 /// before it, `hoist.rs`). Two costs remain over the bounds: forward mode
 /// computes each step's primal values again in the fold of tangents (5.3
 /// times f, bound 3), and the interpreter adds the one-row cotangent of the
-/// input as a whole vector per step (4.1 times f at n = 50, 5.7 at 200;
+/// input as a whole vector per step (3.8 times f at n = 50, 5.4 at 200;
 /// native code adds the row in place). Ignored until forward mode of a fold
 /// reads its primal values and the interpreter's count of a one-hot sum is
 /// that of the row.
