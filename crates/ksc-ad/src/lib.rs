@@ -7,7 +7,6 @@ pub mod apply;
 pub mod chain;
 pub mod derive;
 pub mod hoist;
-
 pub mod jac;
 pub mod jacobians;
 pub mod sparse;
@@ -417,9 +416,9 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
     };
     run(def);
-    // The primal values its loops compute twice, computed once.
-    // Until nothing more is shared (a loop that reads values another one
-    // stores may then be seen to compute what it returns), a few times.
+    // The primal values its loops compute twice, computed once, until
+    // nothing more is shared (a loop that reads values another one stores
+    // may then be seen to compute what it returns), at most three times.
     let share = |def: &mut Def, run: &mut dyn FnMut(&mut Def)| {
         for _ in 0..3 {
             if !(matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
@@ -450,7 +449,8 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         // a fold, computed by its scan's steps (`ksc_opt::scan_extras`,
         // `ksc_opt::fuse_scan_extras`): first moved out of the backward
         // loops, inner folds first, then fused into the scans, outer
-        // first, each followed by the optimiser and the loops' sharing.
+        // first; each step followed by the optimiser, a fusion also by the
+        // loops' sharing.
         let has_scan = |def: &Def| def.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)));
         for _ in 0..chain::MAX_LEVELS {
             if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {

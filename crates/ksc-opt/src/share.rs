@@ -494,7 +494,7 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
                 }
             }
         }
-        shared += same_vectors(b, &outer, (size1, &i1, body1), &returned);
+        shared += same_vectors(b, &outer, (k1, size1, &i1, body1), &returned);
         if !term::is_atomic(b.body, result1) {
             // The result is a value too (a sum's term): as if let-bound.
             let v = b.fresh_name("r");
@@ -628,14 +628,15 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
 }
 
 /// Later loops that compute, element by element, only vectors a loop of
-/// the chain (over `size1` with index `i1` and body `body1`) returns (`returned`: its result's variables, the `unzip` that
+/// the chain (`outer[k1]`, over `size1` with index `i1` and body `body1`)
+/// returns (`returned`: its result's variables, the `unzip` that
 /// takes them apart and their names there): reverse mode's extra loop
 /// that makes a cell again from the gates the step stored. Such a loop's
 /// `unzip` becomes the tuple of those vectors. Returns how many.
 fn same_vectors(
     b: &mut Builder,
     outer: &[(ExprId, Pat, ExprId)],
-    (size1, i1, body1): (ExprId, &Var, ExprId),
+    (k1, size1, i1, body1): (usize, ExprId, &Var, ExprId),
     returned: &FxHashMap<Var, (usize, Var)>,
 ) -> usize {
     if returned.is_empty() {
@@ -643,6 +644,10 @@ fn same_vectors(
     }
     let Some(&ku) = returned.values().map(|(ku, _)| ku).min() else { return 0 };
     let (lets1, _) = chain(b.body, body1);
+    // What the first loop reads from outside: equal names are equal values
+    // only while none of them is bound again.
+    let mut cache = Cache::new();
+    let free1: FxHashSet<Var> = lets1.iter().flat_map(|(_, _, r)| cache.free_vars(b.body, *r).to_vec()).collect();
     let mut ids: FxHashMap<Key, u32> = FxHashMap::default();
     let (_, names1) = numbering(b.body, &lets1, i1, &mut ids);
     // The token of each returned vector's element, and back.
@@ -674,7 +679,8 @@ fn same_vectors(
         });
         let Some((k3, node3, ns3)) = unzip else { continue };
         // The vectors must still be the first loop's where the unzip is.
-        let rebound = outer[ku + 1..k3].iter().any(|(_, p, _)| p.vars().iter().any(|v| known.contains_key(v)));
+        let rebound = outer[k1 + 1..k3].iter().any(|(_, p, _)| p.vars().iter().any(|v| free1.contains(v)))
+            || outer[ku + 1..k3].iter().any(|(_, p, _)| p.vars().iter().any(|v| known.contains_key(v)));
         let (lets2, result2) = chain(b.body, body2);
         let Expr::Tuple(comps) = b.body.exprs[result2].clone() else { continue };
         if rebound || comps.len() != ns3.len() {
