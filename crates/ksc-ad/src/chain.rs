@@ -92,9 +92,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     marked.sort();
     marked.dedup();
     for &e in &marked {
-        let ty = def.body.ty(e).clone();
-        let call = def.body.alloc_typed(def.body.exprs[e].clone(), ty);
-        def.body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
+        ksc_opt::term::mark_inline(&mut def.body, e);
     }
     !marked.is_empty()
 }

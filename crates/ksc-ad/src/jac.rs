@@ -578,9 +578,7 @@ pub fn mark_calls_in_loops(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
         stack.extend(ksc_opt::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inside)));
     }
     for &e in &calls {
-        let ty = def.body.ty(e).clone();
-        let call = def.body.alloc_typed(def.body.exprs[e].clone(), ty);
-        def.body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
+        ksc_opt::term::mark_inline(&mut def.body, e);
     }
     !calls.is_empty()
 }

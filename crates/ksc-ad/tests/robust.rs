@@ -124,14 +124,7 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
         }
         TestResult::passed()
     }
-    // The interpreter needs a deep native stack (a mutant may recurse forever
-    // until its depth limit).
-    std::thread::Builder::new()
-        .stack_size(512 << 20)
-        .spawn(|| QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop as fn(Case) -> TestResult))
-        .unwrap()
-        .join()
-        .unwrap();
+    quickcheck_deep(prop);
 }
 
 /// The derivatives of mutants are right: for every function a mutant's
@@ -191,9 +184,15 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
         }
         TestResult::passed()
     }
+    quickcheck_deep(prop);
+}
+
+/// Checks `prop` on 100 mutants on a thread with a deep native stack (the
+/// interpreter recurses; a mutant may recurse until its depth limit).
+fn quickcheck_deep(prop: fn(Case) -> TestResult) {
     std::thread::Builder::new()
         .stack_size(512 << 20)
-        .spawn(|| QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop as fn(Case) -> TestResult))
+        .spawn(move || QuickCheck::new().tests(100).max_tests(1000).quickcheck(prop))
         .unwrap()
         .join()
         .unwrap();

@@ -364,13 +364,10 @@ impl Machine<'_, '_, '_> {
         // `let x = e` where a tuple pattern holds e: x is the literal tuple
         // of its variables (a let's right side, never a call's argument).
         if matches!(p, Pat::Var(_)) && !term::is_atomic(self.b.body, r) && self.pure(r) {
-            let (k, ty) = (key(self.b.body, r), self.b.ty(r));
-            let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)))).cloned();
-            if let (Some(Holder { pat: Pat::Tuple(vs), ty: held_ty }), Type::Tuple(ts)) = (held, &ty) {
-                if held_ty == ty {
-                    let comps = vs.iter().zip(ts).map(|(v, t)| self.b.var(v, t.clone())).collect();
-                    r = self.b.tuple(comps);
-                }
+            let ty = self.b.ty(r);
+            if let (Some(Pat::Tuple(vs)), Type::Tuple(ts)) = (self.held(&key(self.b.body, r), true, &ty), &ty) {
+                let comps = vs.iter().zip(ts).map(|(v, t)| self.b.var(v, t.clone())).collect();
+                r = self.b.tuple(comps);
             }
         }
         if let (Pat::Var(x), Expr::Var(y)) = (&p, self.b.expr(r)) {
@@ -386,9 +383,12 @@ impl Machine<'_, '_, '_> {
         };
         // A tuple pattern of t (a variable or an expression without
         // effect): its components are `get$c$n t`, read from a let that
-        // holds one already, else recorded.
+        // holds one already, else recorded; and of an expression a tuple
+        // pattern already holds, its variables are those of the first
+        // (tuple holders only serve this: see below).
         if let (Pat::Tuple(_), Type::Tuple(ts)) = (&pat, self.b.ty(r)) {
-            if term::is_atomic(self.b.body, r) || self.pure(r) {
+            let atomic = term::is_atomic(self.b.body, r);
+            if atomic || self.pure(r) {
                 let of = key(self.b.body, r);
                 let n = names.len() as u32;
                 for (c, (orig, name)) in p.vars().iter().zip(&names).enumerate() {
@@ -396,33 +396,21 @@ impl Machine<'_, '_, '_> {
                     // allocating the term.
                     let mut k = vec![Tok::Node(1, 0), Tok::Prim(Prim::Get { index: c as u32 + 1, arity: n })];
                     k.extend(of.iter().cloned());
-                    let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Var(_)))).cloned();
-                    match held {
-                        Some(Holder { pat: Pat::Var(h), ty }) if ty == ts[c] => self.subst.push(((*orig).clone(), h)),
-                        _ => {
-                            self.table.entry(k.clone()).or_default().push(Holder { pat: Pat::Var(name.clone()), ty: ts[c].clone() });
-                            self.table_log.push(k);
+                    match self.held(&k, false, &ts[c]) {
+                        Some(Pat::Var(h)) => self.subst.push(((*orig).clone(), h)),
+                        _ => self.record(k, Pat::Var(name.clone()), ts[c].clone()),
+                    }
+                }
+                if !atomic {
+                    let ty = Type::Tuple(ts);
+                    match self.held(&of, true, &ty) {
+                        Some(Pat::Tuple(hs)) => {
+                            for (orig, h) in p.vars().iter().zip(hs) {
+                                self.subst.push((orig.clone(), h));
+                            }
                         }
+                        _ => self.record(of, pat.clone(), ty),
                     }
-                }
-            }
-        }
-        // A tuple pattern of an expression a tuple pattern already holds:
-        // its variables are those of the first. (Tuple holders only serve
-        // this: see below.)
-        if matches!(pat, Pat::Tuple(_)) && !term::is_atomic(self.b.body, r) && self.pure(r) {
-            let k = key(self.b.body, r);
-            let ty = self.b.ty(r);
-            let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)) && h.ty == ty)).cloned();
-            match held {
-                Some(Holder { pat: Pat::Tuple(hs), .. }) => {
-                    for (orig, h) in p.vars().iter().zip(hs) {
-                        self.subst.push((orig.clone(), h));
-                    }
-                }
-                _ => {
-                    self.table.entry(k.clone()).or_default().push(Holder { pat: pat.clone(), ty });
-                    self.table_log.push(k);
                 }
             }
         }
@@ -436,8 +424,7 @@ impl Machine<'_, '_, '_> {
         {
             let k = key(self.b.body, r);
             let ty = self.b.ty(r);
-            self.table.entry(k.clone()).or_default().push(Holder { pat: pat.clone(), ty });
-            self.table_log.push(k);
+            self.record(k, pat.clone(), ty);
         }
         self.decisions.push(Decision::Kept(pat, r));
     }
@@ -472,11 +459,25 @@ impl Machine<'_, '_, '_> {
             return e;
         }
         let k = key(self.b.body, e);
-        let held = self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| matches!(h.pat, Pat::Var(_)))).cloned();
-        match held {
-            Some(Holder { pat: Pat::Var(v), ty }) if ty == self.b.ty(e) => self.b.var(&v, ty),
+        let ty = self.b.ty(e);
+        match self.held(&k, false, &ty) {
+            Some(Pat::Var(v)) => self.b.var(&v, ty),
             _ => e,
         }
+    }
+
+    /// The pattern of the innermost let in scope holding an expression of
+    /// key `k` and type `ty`: a tuple pattern (`tuple`), else a variable.
+    fn held(&self, k: &Key, tuple: bool, ty: &Type) -> Option<Pat> {
+        let hs = self.table.get(k)?;
+        hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)) == tuple && &h.ty == ty).map(|h| h.pat.clone())
+    }
+
+    /// Records that `pat` (of type `ty`) holds the expression of key `k`,
+    /// until the current frame is left.
+    fn record(&mut self, k: Key, pat: Pat, ty: Type) {
+        self.table.entry(k.clone()).or_default().push(Holder { pat, ty });
+        self.table_log.push(k);
     }
 
     fn enter(&mut self) {

@@ -47,10 +47,10 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
+use ksc_linmap::builder::{call_of, Builder};
 
 use crate::globals::{Globals, Measure};
-use crate::share::{chain, chain_heads, costly, loop_parts};
+use crate::share::{chain, chain_heads, costly, loop_parts, read_stored};
 use crate::term::{self, children, Cache};
 
 /// Moves the values one backward loop computes again from a scan's
@@ -72,17 +72,6 @@ pub fn fuse_scan_extras(b: &mut Builder, globals: &Globals, root: ExprId, inline
     chain_heads(b.body, root).into_iter().any(|head| {
         each_pair(b, globals, head, &mut |b, cx, scan, later| fuse_pair(b, cx, scan, later, inline))
     })
-}
-
-/// The arguments of a call of primitive `p` at `e`.
-fn args_of(body: &Body, e: ExprId, p: Prim) -> Option<Vec<ExprId>> {
-    match &body.exprs[e] {
-        Expr::Call(Callee::Prim(q), a) if *q == p => match &body.exprs[*a] {
-            Expr::Tuple(xs) => Some(xs.clone()),
-            _ => Some(vec![*a]),
-        },
-        _ => None,
-    }
 }
 
 /// The two arguments of `sub` of Integers at `e`.
@@ -137,7 +126,7 @@ impl Context<'_> {
 
     /// Is `e` (through the chain's variables) `size v`?
     fn is_size_of(&self, body: &Body, e: ExprId, v: &Var) -> bool {
-        args_of(body, self.resolve(body, e), Prim::Size).is_some_and(|s| s.len() == 1 && var_name(body, s[0]) == Some(v))
+        call_of(body, self.resolve(body, e), Prim::Size).is_some_and(|s| s.len() == 1 && var_name(body, s[0]) == Some(v))
     }
 
 
@@ -186,7 +175,7 @@ fn each_pair(
     let mut cx = Context { globals, cache: Cache::new(), value, between: FxHashSet::default(), cheap: Vec::new() };
     for (k1, (node1, p1, r1)) in outer.iter().enumerate() {
         let Pat::Var(accs) = p1 else { continue };
-        let Some(args) = args_of(b.body, *r1, Prim::Scan) else { continue };
+        let Some(args) = call_of(b.body, *r1, Prim::Scan) else { continue };
         let [lam, a, v] = args[..] else { continue };
         let Expr::Lam(u, u_ty, step) = b.body.exprs[lam].clone() else { continue };
         let Some(vname) = var_name(b.body, v).cloned() else { continue };
@@ -222,12 +211,12 @@ fn each_pair(
 /// scan.
 fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId, ExprId), inline: usize) -> bool {
     let body = &*b.body;
-    let Some(args) = args_of(body, r2, Prim::ScanSum) else { return false };
+    let Some(args) = call_of(body, r2, Prim::ScanSum) else { return false };
     let [lam2, _, _, ks] = args[..] else { return false };
     let Expr::Lam(p, _, body2) = body.exprs[lam2].clone() else { return false };
     let (p, body2) = (&p, &body2);
     // ks = build n (lam k k), n = size v.
-    let Some(ks_parts) = args_of(body, cx.resolve(body, ks), Prim::Build) else { return false };
+    let Some(ks_parts) = call_of(body, cx.resolve(body, ks), Prim::Build) else { return false };
     let [n, klam] = ks_parts[..] else { return false };
     let Expr::Lam(k, Type::Integer, kb) = &body.exprs[klam] else { return false };
     if var_name(body, *kb) != Some(k) || !cx.is_size_of(body, n, &scan.vname) {
@@ -319,12 +308,12 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     // computed by a loop of their own, which moves (a layer's gates that a
     // reverse loop computes again).
     let mut inner = Vec::new();
+    let between = &cx.between.clone();
     for (node, q, r) in &lets2 {
         if q.vars().iter().any(|x| moved_names.contains(x)) {
             continue;
         }
         let Some((size, j, lb)) = loop_parts(body, *r, false) else { continue };
-        let between = &cx.between.clone();
         let outside = |x: &Var| moved_names.contains(x) || (!local.contains(x) && x != p && in_scope_at_scan(between, scan, x));
         if !reads_only(body, size, &index, (&scan.accs, &scan.vname), &outside) {
             continue;
@@ -383,14 +372,8 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
         let old = b.body.alloc_typed(b.body.exprs[node].clone(), ty);
         b.body.exprs[node] = Expr::Let(Pat::Var(w.clone()), values, old);
         let k = costly_picked.len() as u32;
-        for (c, (ln, q, _)) in costly_picked.iter().enumerate() {
-            let Expr::Let(_, _, next) = b.body.exprs[*ln].clone() else { unreachable!("a let") };
-            let (jv, wv) = (b.var(&j, Type::Integer), b.var(&w, w_ty.clone()));
-            let mut read = b.prim(Prim::Index, vec![jv, wv]);
-            if k > 1 {
-                read = b.prim(Prim::Get { index: c as u32 + 1, arity: k }, vec![read]);
-            }
-            b.body.exprs[*ln] = Expr::Let(q.clone(), read, next);
+        for (c, (ln, _, _)) in costly_picked.iter().enumerate() {
+            read_stored(b, *ln, &j, (&w, w_ty.clone()), (k > 1).then_some((c as u32 + 1, k)));
         }
         moved.push((node, Pat::Var(w.clone()), values));
         stored.push((node, Pat::Var(w), values));
@@ -417,15 +400,8 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     b.body.exprs[scan.node] = Expr::Let(p1, r1, with_extras);
     // The backward body reads them.
     let k = stored.len() as u32;
-    for (c, (node, q, _)) in stored.iter().enumerate() {
-        let Expr::Let(_, _, next) = b.body.exprs[*node].clone() else { unreachable!("a let") };
-        let iv = b.var(&index, Type::Integer);
-        let ev = b.var(&e, e_ty.clone());
-        let mut read = b.prim(Prim::Index, vec![iv, ev]);
-        if k > 1 {
-            read = b.prim(Prim::Get { index: c as u32 + 1, arity: k }, vec![read]);
-        }
-        b.body.exprs[*node] = Expr::Let(q.clone(), read, next);
+    for (c, (node, _, _)) in stored.iter().enumerate() {
+        read_stored(b, *node, &index, (&e, e_ty.clone()), (k > 1).then_some((c as u32 + 1, k)));
     }
     true
 }
@@ -470,7 +446,7 @@ fn rename_var(b: &mut Builder, e: ExprId, x: &Var, y: &Var) {
 fn fuse_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (node2, r2): (ExprId, ExprId), inline: usize) -> bool {
     let body = &*b.body;
     let Expr::Let(Pat::Var(_), _, _) = &body.exprs[node2] else { return false };
-    let Some(args) = args_of(body, r2, Prim::Build) else { return false };
+    let Some(args) = call_of(body, r2, Prim::Build) else { return false };
     let [n, lam2] = args[..] else { return false };
     let Expr::Lam(j, Type::Integer, body2) = body.exprs[lam2].clone() else { return false };
     let (j, body2) = (&j, &body2);
@@ -693,9 +669,7 @@ fn mark_calls(b: &mut Builder, globals: &Globals, e: ExprId, limit: usize, prima
             Expr::Call(Callee::Prim(Prim::Inline), _) => continue,
             Expr::Lam(..) if primal => continue,
             Expr::Call(Callee::Fun(g), _) if wanted(g) => {
-                let ty = b.ty(x);
-                let call = b.body.alloc_typed(b.body.exprs[x].clone(), ty);
-                b.body.exprs[x] = Expr::Call(Callee::Prim(Prim::Inline), call);
+                let call = term::mark_inline(b.body, x);
                 stack.extend(children(&b.body.exprs[call]));
                 marked += 1;
             }

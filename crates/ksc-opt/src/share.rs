@@ -447,7 +447,7 @@ fn fold_from_scan(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
 /// The let at `node` reads its value from element `i` of the stored
 /// vector `vector` (of type `vec_ty`), or from component `get` (index,
 /// arity) of that element.
-fn read_stored(b: &mut Builder, node: ExprId, i: &Var, (vector, vec_ty): (&Var, Type), get: Option<(u32, u32)>) {
+pub(crate) fn read_stored(b: &mut Builder, node: ExprId, i: &Var, (vector, vec_ty): (&Var, Type), get: Option<(u32, u32)>) {
     let Expr::Let(p, _, rest) = b.body.exprs[node].clone() else { unreachable!("a let") };
     let iv = b.var(i, Type::Integer);
     let sv = b.var(vector, vec_ty);

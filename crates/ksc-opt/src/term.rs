@@ -599,3 +599,13 @@ pub fn rename(b: &mut Builder, cache: &mut Cache, e: ExprId, renames: &[(Var, Va
 fn rename_marker(b: &mut Builder, to: &str) -> ExprId {
     b.body.alloc(Expr::Var(to.to_string()))
 }
+
+/// Marks the call at `e` with `$inline` (the optimiser's `inline-marked`
+/// rule then inlines it): `e` becomes `$inline (call)`, the call moved to a
+/// new node, which is returned.
+pub fn mark_inline(body: &mut Body, e: ExprId) -> ExprId {
+    let ty = body.ty(e).clone();
+    let call = body.alloc_typed(body.exprs[e].clone(), ty);
+    body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
+    call
+}
