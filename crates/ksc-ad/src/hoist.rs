@@ -16,7 +16,7 @@
 //! bound outside the lambda becomes
 //!
 //! ```text
-//! let (a' a) (w' w) (e (eq (size w') 0)) (x (if e ($dummy T) (index i v)))
+//! let (a' a) (w' w) (x (if (eq (size w') 0) ($dummy T) (index i v)))
 //!   (fold (lam p B[x / index i v]) a' w')
 //! ```
 //!
@@ -68,14 +68,7 @@ fn hoist(b: &mut Builder, e: ExprId) -> bool {
     let fold_ty = b.ty(e);
     let (av, wv) = (b.fresh_name("a"), b.fresh_name("w"));
     let (a_ty, w_ty) = (b.ty(a), b.ty(w));
-    // Whether the step runs at all, tested once for every read.
-    let empty_name = b.fresh_name("empty");
-    let wvar = b.var(&wv, w_ty.clone());
-    let size = b.prim(Prim::Size, vec![wvar]);
-    let zero = b.integer(0);
-    let empty = b.prim(Prim::Eq, vec![size, zero]);
-    let mut lets: Vec<(Pat, ExprId)> =
-        vec![(Pat::Var(av.clone()), a), (Pat::Var(wv.clone()), w), (Pat::Var(empty_name.clone()), empty)];
+    let mut lets: Vec<(Pat, ExprId)> = vec![(Pat::Var(av.clone()), a), (Pat::Var(wv.clone()), w)];
     // Equal reads share one variable.
     let mut names: Vec<(ExprId, Var)> = Vec::new();
     for r in reads {
@@ -87,7 +80,14 @@ fn hoist(b: &mut Builder, e: ExprId) -> bool {
         let ty = b.ty(r);
         let x = b.fresh_name("row");
         let read = b.body.alloc_typed(b.body.exprs[r].clone(), ty.clone());
-        let empty = b.var(&empty_name, ksc_ir::Type::Bool);
+        // Each read tests the fold's emptiness itself: with one shared
+        // test, the copies of a step that reverse mode's passes compare
+        // (a fold and the scan of the same lambda) no longer came out
+        // equal, and the step's values were computed twice.
+        let wvar = b.var(&wv, w_ty.clone());
+        let size = b.prim(Prim::Size, vec![wvar]);
+        let zero = b.integer(0);
+        let empty = b.prim(Prim::Eq, vec![size, zero]);
         let dummy = b.body.alloc_typed(Expr::Dummy(ty.clone()), ty.clone());
         let guarded = b.body.alloc_typed(Expr::If(empty, dummy, read), ty);
         lets.push((Pat::Var(x.clone()), guarded));
@@ -175,8 +175,7 @@ mod tests {
         let printed = print_def(&hoisted).split_whitespace().collect::<Vec<_>>().join(" ");
         // The whole read, `index 0 (index t xs)`, moves; `index k ws` in a
         // branch stays.
-        assert!(printed.contains("(ksc$empty3 (eq (size ksc$w2) 0))"), "{printed}");
-        assert!(printed.contains("(if ksc$empty3 ($dummy Float) (index 0 (index ([add (Tuple Integer Integer)] t k) xs)))"), "{printed}");
+        assert!(printed.contains("(if (eq (size ksc$w2) 0) ($dummy Float) (index 0 (index ([add (Tuple Integer Integer)] t k) xs)))"), "{printed}");
         assert!(printed.contains("w 0.0) (index k ws) w)"), "the read in a branch moved: {printed}");
         let run = |d: &ksc_ir::Def, ws: Vec<f64>, k: i64| {
             let mut interp = Interpreter::new([d]);
