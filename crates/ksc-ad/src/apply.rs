@@ -294,22 +294,22 @@ pub(crate) fn fresh_start(f: &Def, d: &Def) -> u32 {
 /// `[fwd f]` from `[D f]`. `pairs` says whether a callee's value and
 /// tangent may come from one call of `[fwdt g]` (not when `[fwd g]` is
 /// written by hand and `[fwdt g]` is not).
-pub fn fwd_def(f: &Def, d: &Def, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
-    fwd_like(Derivation::Fwd, f, d, None, demands, pairs)
+pub fn fwd_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
+    fwd_like(Derivation::Fwd, f, d, witnesses, demands, pairs)
 }
 
 /// `[fwdt f] (x, dx) = (f x, [fwd f] (x, dx))` from `[D f]`: the value is
 /// the primal of the Jacobian's result (its witness), so both come from one
 /// run of the let-program.
 pub fn fwdt_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
-    fwd_like(Derivation::FwdT, f, d, Some(witnesses), demands, pairs)
+    fwd_like(Derivation::FwdT, f, d, witnesses, demands, pairs)
 }
 
 fn fwd_like(
     which: Derivation,
     f: &Def,
     d: &Def,
-    witnesses: Option<&Witnesses>,
+    witnesses: &Witnesses,
     demands: &mut Vec<FunName>,
     pairs: &dyn Fn(&FunName) -> bool,
 ) -> R<Def> {
@@ -321,16 +321,16 @@ fn fwd_like(
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dx_name) = (param_name("x", f), param_name("dx", f));
     // [fwdt f]'s value: the witness of the map the let-program ends in.
-    let value = match witnesses {
-        Some(w) => {
+    let value = match which {
+        Derivation::FwdT => {
             let (_, result) = let_chain(&d.body, d.root);
             let Expr::Var(g_res) = &d.body.exprs[result] else {
                 return internal("a Jacobian that does not end in a map variable");
             };
-            let Some(value) = w.get(g_res) else { return internal(format!("no value known for `{g_res}`")) };
+            let Some(value) = witnesses.get(g_res) else { return internal(format!("no value known for `{g_res}`")) };
             Some(value)
         }
-        None => None,
+        _ => None,
     };
     // The variables the program reads (its bindings have fresh names), and
     // the value.
@@ -339,7 +339,8 @@ fn fwd_like(
     if let Some(crate::derive::ExprTemplate::Var(v, _)) = value {
         used.insert(v.clone());
     }
-    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used };
+    add_step_values(&d.body, d.root, witnesses, &mut used);
+    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used, witnesses };
     let inner = fw.t(&mut b, d.root)?;
     let inner = match value {
         // The value next to the tangent, where the let-program ends.
@@ -400,6 +401,9 @@ struct Fwd<'s, 'd> {
     /// The variables read anywhere in the program: a call whose value is
     /// not read needs only `[fwd g]`.
     used: &'d rustc_hash::FxHashSet<String>,
+    /// The values of the Jacobian's maps' targets (a fold's step reads its
+    /// value from its derivative's let-program).
+    witnesses: &'d Witnesses,
 }
 
 impl Fwd<'_, '_> {
@@ -457,7 +461,7 @@ impl Fwd<'_, '_> {
         }
         let node = match self.src.exprs[e].clone() {
             Expr::Let(p, r, x) => {
-                if let Some(done) = self.pair_call(b, &p, r, x, false) {
+                if let Some(done) = self.pair_call(b, &p, r, x, false).or_else(|| self.pair_fold(b, &p, r, x, false)) {
                     return done;
                 }
                 let r = self.t(b, r)?;
@@ -553,13 +557,15 @@ impl Fwd<'_, '_> {
         })
     }
 
-    /// `lmFold (sc, f, df, acc, v) ⊙ (dsc, (dacc, dv))`: a fold carrying the
-    /// accumulator and its tangent (seed 003 figure 14, FFold). For an
-    /// `lmScan` (`scan`), the same step under `$scan`, keeping every
-    /// accumulator's tangent.
-    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
+    /// `lmFold (sc, f, df, acc, v) ⊙ (dsc, (dacc, dv))` with the fold's
+    /// value: a fold carrying the accumulator and its tangent (seed 003
+    /// figure 14, FFold), the pair it ends in. For an `lmScan` (`scan`), the
+    /// same step under `$scan`: the vector of the pairs. The step's value is
+    /// the primal of its tangent's let-program (the witness of the map it
+    /// ends in) where that is known, so the step computes it once.
+    fn ffold_pair(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
-        let (Expr::Lam(fp, fpt, fbody), Expr::Lam(t2, tty, dbody)) = (self.src.exprs[f].clone(), self.src.exprs[df].clone())
+        let (Expr::Lam(fp, _, fbody), Expr::Lam(t2, tty, dbody)) = (self.src.exprs[f].clone(), self.src.exprs[df].clone())
         else {
             return internal("lmFold without lambdas");
         };
@@ -605,14 +611,6 @@ impl Fwd<'_, '_> {
         };
         let (a, xi) = (get(b, 1, 1), get(b, 2, 1));
         let t_val = b.tuple(vec![a, xi]);
-        // f's result, with its parameter bound to (a, x).
-        let fb = import(b, self.src, fbody);
-        let t_val2 = b.var(&t2, tty.clone());
-        let new_a = {
-            let ty = b.ty(fb);
-            b.body.alloc_typed(Expr::Let(Pat::Var(fp.clone()), t_val2, fb), ty)
-        };
-        let _ = fpt;
         // The derivative's tangent, with its own parameter (sc, t).
         let (da, dxi) = (get(b, 1, 2), get(b, 2, 2));
         let inner_t = b.tuple(vec![da, dxi]);
@@ -620,39 +618,116 @@ impl Fwd<'_, '_> {
         let dst = b.tuple(vec![dscv, inner_t]);
         let dst_name = b.fresh_name("dst");
         let dst_ty = b.ty(dst);
-        let mut inner = Fwd { src: self.src, dx: (dst_name.clone(), dst_ty), s_ty: st_ty, demands: self.demands, pairs: self.pairs, used: self.used };
+        let mut inner = Fwd {
+            src: self.src,
+            dx: (dst_name.clone(), dst_ty),
+            s_ty: st_ty,
+            demands: self.demands,
+            pairs: self.pairs,
+            used: self.used,
+            witnesses: self.witnesses,
+        };
         let new_da = inner.t(b, dbody)?;
-        let new_da = push_applications(b, new_da, inner.demands);
-        let step = b.tuple(vec![new_a, new_da]);
+        let step = match step_value(self.src, self.witnesses, dbody, &a_ty) {
+            Some(w) => map_tail(b, new_da, &mut |b, tangent| {
+                let v = w.build(b);
+                b.tuple(vec![v, tangent])
+            }),
+            None => {
+                // f's result, with its parameter bound to (a, x).
+                let fb = import(b, self.src, fbody);
+                let t_val2 = b.var(&t2, tty.clone());
+                let ty = b.ty(fb);
+                let new_a = b.body.alloc_typed(Expr::Let(Pat::Var(fp.clone()), t_val2, fb), ty);
+                b.tuple(vec![new_a, new_da])
+            }
+        };
+        let step = push_applications(b, step, inner.demands);
         let step = b.let_(&dst_name, dst, step);
         let step = b.let_(&t2, t_val, step);
         let lam = b.lam(&p, p_ty.clone(), step);
         let a0 = import(b, self.src, acc);
         let init = b.tuple(vec![a0, dacc]);
-        let result = if scan {
-            let scanned = b.prim(Prim::Scan, vec![lam, init, pairs]);
-            b.share(scanned, "scan", |b, all| {
-                let all2 = b.copy(all);
-                let n = b.prim(Prim::Size, vec![all]);
-                b.build(n, |b, k| {
-                    let at = b.prim(Prim::Index, vec![k, all2]);
-                    b.prim(Prim::Get { index: 2, arity: 2 }, vec![at])
-                })
-            })
-        } else {
-            let folded = b.prim(Prim::Fold, vec![lam, init, pairs]);
-            b.prim(Prim::Get { index: 2, arity: 2 }, vec![folded])
-        };
+        let result = b.prim(if scan { Prim::Scan } else { Prim::Fold }, vec![lam, init, pairs]);
         let result = b.let_(&dv_name, dv, result);
         let result = b.let_(&dsc_name, dsc, result);
         Ok(b.let_(&xs, x, result))
+    }
+
+    /// `lmFold (sc, f, df, acc, v) ⊙ x`: the tangent part of [`Self::ffold_pair`]
+    /// (for a scan, the vector of the accumulators' tangents).
+    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
+        let pair = self.ffold_pair(b, fold, x, scan)?;
+        Ok(map_tail(b, pair, &mut |b, e| if scan { components(b, e, 2) } else { b.prim(Prim::Get { index: 2, arity: 2 }, vec![e]) }))
+    }
+
+    /// `let y = fold f acc v` (or `$scan`) followed, a few bindings later,
+    /// by `let g = lmCompose (lmFold (sc, f, df, acc, v)) x`, the pattern
+    /// `[D f]` gives a fold: both from one fold carrying the accumulator
+    /// and its tangent (`y = get$1$2 p; g = get$2$2 p`), so that forward
+    /// mode computes the steps' values once. The bindings in between are
+    /// transformed as usual; `rest` by `t` or, with `map`, by `apply_s`.
+    fn pair_fold(&mut self, b: &mut Builder, p: &Pat, r: ExprId, x: ExprId, map: bool) -> Option<R<ExprId>> {
+        let Pat::Var(y) = p else { return None };
+        let (prim, args) = prim_call(self.src, r)?;
+        if !matches!(prim, Prim::Fold | Prim::Scan) || args.len() != 3 {
+            return None;
+        }
+        // The bindings up to the fold's map, none of which reads y.
+        let mut between = Vec::new();
+        let mut at = x;
+        let (g, g_rhs, fold, xin, rest) = loop {
+            let Expr::Let(q, rhs, next) = self.src.exprs[at].clone() else { return None };
+            if let (Pat::Var(g), Some((Prim::LmCompose, margs))) = (&q, prim_call(self.src, rhs)) {
+                if let Some((fold, scan)) = fold_call(self.src, margs[0]) {
+                    let same = |i: usize, j: usize| ksc_opt::term::alpha_eq(self.src, args[i], self.src, fold[j]);
+                    if scan == (prim == Prim::Scan) && same(0, 1) && same(1, 3) && same(2, 4) {
+                        break (g.clone(), rhs, fold, margs[1], next);
+                    }
+                }
+            }
+            let mut cache = ksc_opt::term::Cache::default();
+            if between.len() == 8 || cache.free_vars(self.src, rhs).iter().any(|v| v == y) {
+                return None;
+            }
+            between.push((q, rhs));
+            at = next;
+        };
+        let scan = prim == Prim::Scan;
+        let y = y.clone();
+        Some((|| {
+            let y_ty = self.src.ty(r).clone();
+            let g_ty = tangent_of_mixed(self.src.ty(g_rhs))?;
+            let mut done = Vec::new();
+            for (q, rhs) in between {
+                let rhs = self.t(b, rhs)?;
+                done.push((q, rhs));
+            }
+            let xt = self.apply_s(b, xin)?;
+            let pair = self.ffold_pair(b, &fold, xt, scan)?;
+            let rest = if map { self.apply_s(b, rest)? } else { self.t(b, rest)? };
+            let pn = b.fresh_name("pf");
+            let pair_ty = b.ty(pair);
+            let project = |b: &mut Builder, k: u32, ty: &Type| {
+                let pv = b.var(&pn, pair_ty.clone());
+                let e = if scan { components(b, pv, k) } else { b.prim(Prim::Get { index: k, arity: 2 }, vec![pv]) };
+                debug_assert_eq!(&b.ty(e), ty);
+                e
+            };
+            let dy = project(b, 2, &g_ty);
+            let rest = b.let_(&g, dy, rest);
+            let v = project(b, 1, &y_ty);
+            let rest = b.let_(&y, v, rest);
+            let rest = b.let_(&pn, pair, rest);
+            Ok(wrap(b, done, rest))
+        })())
     }
 
     fn t_structural(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
         let ty = self.src.ty(e).clone();
         match self.src.exprs[e].clone() {
             Expr::Let(p, r, x) => {
-                if let Some(done) = self.pair_call(b, &p, r, x, true) {
+                if let Some(done) = self.pair_call(b, &p, r, x, true).or_else(|| self.pair_fold(b, &p, r, x, true)) {
                     return done;
                 }
                 let r = self.t(b, r)?;
@@ -687,6 +762,48 @@ impl Fwd<'_, '_> {
         let app = b.prim(Prim::LmApply, vec![jj, x]);
         Ok(push_applications(b, app, self.demands))
     }
+}
+
+/// The value of a fold's step, `f`'s result, as the primal of its
+/// derivative's let-program `dbody` (the witness of the map it ends in), if
+/// that is known and has the accumulator's type.
+fn step_value<'w>(src: &Body, witnesses: &'w Witnesses, dbody: ExprId, a_ty: &Type) -> Option<&'w crate::derive::ExprTemplate> {
+    let (_, tail) = let_chain(src, dbody);
+    let Expr::Var(g) = &src.exprs[tail] else { return None };
+    let w = witnesses.get(g)?;
+    let ty = match w {
+        crate::derive::ExprTemplate::Var(_, t) => t.clone(),
+        crate::derive::ExprTemplate::Lit(l) => l.ty(),
+    };
+    (&ty == a_ty).then_some(w)
+}
+
+/// Adds to `used` the variables holding the values of the folds' steps
+/// that [`step_value`] reads: a call computing one needs its value.
+fn add_step_values(src: &Body, e: ExprId, witnesses: &Witnesses, used: &mut rustc_hash::FxHashSet<String>) {
+    if let Some((fold, _)) = fold_call(src, e) {
+        if let Expr::Lam(_, Type::Tuple(ab), dbody) = &src.exprs[fold[2]] {
+            if let Some(crate::derive::ExprTemplate::Var(v, _)) = step_value(src, witnesses, *dbody, &ab[0]) {
+                used.insert(v.clone());
+            }
+        }
+    }
+    for c in ksc_opt::term::children(&src.exprs[e]) {
+        add_step_values(src, c, witnesses, used);
+    }
+}
+
+/// `build (size all) (λj. get$k$2 (index j all))`: the `k`th components
+/// of a vector of pairs.
+fn components(b: &mut Builder, all: ExprId, k: u32) -> ExprId {
+    b.share(all, "scan", |b, all| {
+        let all2 = b.copy(all);
+        let n = b.prim(Prim::Size, vec![all]);
+        b.build(n, |b, j| {
+            let at = b.prim(Prim::Index, vec![j, all2]);
+            b.prim(Prim::Get { index: k, arity: 2 }, vec![at])
+        })
+    })
 }
 
 /// The type with every `LM S T` replaced by `dT`.

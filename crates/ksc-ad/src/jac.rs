@@ -18,6 +18,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
+use ksc_opt::term::var_name;
 use ksc_linmap::builder::Builder;
 
 /// The index variable of the loop over columns (forward mode) and over
@@ -270,6 +271,8 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         def.root = ksc_opt::anf(&mut b, def.root, &params);
     }
     let mut cache = ksc_opt::term::Cache::new();
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
     let loops = column_loops(&def.body, def.root);
     for (e, (n, index, ity, lam_body)) in loops {
         let (chain, rest) = crate::apply::let_chain(&def.body, lam_body);
@@ -277,7 +280,21 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         let mut bound: FxHashSet<String> = FxHashSet::default();
         let mut variant: FxHashSet<String> = FxHashSet::from_iter([index.clone()]);
         let (mut hoisted, mut kept) = (Vec::new(), Vec::new());
-        for (p, r) in chain {
+        // The loop's lets so far, and the folds of (value, tangent) pairs
+        // whose values have a fold of their own before the loop.
+        let mut defs: FxHashMap<String, ExprId> = FxHashMap::default();
+        let mut split: FxHashMap<String, String> = FxHashMap::default();
+        for (p, mut r) in chain {
+            // The values of a split fold: its own fold's.
+            let values = ksc_linmap::builder::call_of(&def.body, r, Prim::Get { index: 1, arity: 2 })
+                .and_then(|a| var_name(&def.body, a[0]).and_then(|pf| split.get(pf)).cloned());
+            if let Some(y) = values {
+                let ty = def.body.ty(r).clone();
+                r = def.body.alloc_typed(Expr::Var(y), ty);
+            }
+            if let Pat::Var(v) = &p {
+                defs.insert(v.clone(), r);
+            }
             let names = p.vars();
             // A name bound twice, or one the loop's size reads, stays put
             // (moving it would change what a later use refers to).
@@ -288,6 +305,20 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
             // (a zero accumulator added to), which a hoisted variable hides.
             let zero = ksc_opt::term::is_zero(&def.body, r);
             if clash || depends || zero || cache.has_effect(&def.body, globals, r) {
+                // A fold of (value, tangent) pairs (forward mode's) whose
+                // values do not depend on the column: they get a fold of
+                // their own, before the loop.
+                if let (Pat::Var(pf), false) = (&p, clash) {
+                    let mut b = Builder::new(&mut def.body, &mut fresh);
+                    if let Some(values) = values_of_pair_fold(&mut b, &defs, r) {
+                        let y = b.fresh_name("values");
+                        let invariant = !cache.free_vars(&def.body, values).iter().any(|v| variant.contains(v));
+                        if invariant && !cache.has_effect(&def.body, globals, values) {
+                            split.insert(pf.clone(), y.clone());
+                            hoisted.push((Pat::Var(y), values));
+                        }
+                    }
+                }
                 variant.extend(names.iter().cloned());
                 kept.push((p, r));
             } else {
@@ -297,7 +328,6 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         if hoisted.is_empty() {
             continue;
         }
-        let mut fresh = 0;
         let mut b = Builder::new(&mut def.body, &mut fresh);
         let new_body = crate::apply::wrap(&mut b, kept, rest);
         let lam = b.lam(&index, ity, new_body);
@@ -307,6 +337,185 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
         let inner = crate::apply::wrap(&mut b, hoisted, build);
         def.body.exprs[e] = Expr::Let(p0, r0, inner);
     }
+}
+
+/// The values of a fold of (value, tangent) pairs, forward mode's fold
+/// (`Fwd::ffold_pair`), as a fold of their own: for `fold lam init pairs`
+/// with `init` bound to `tuple a0 da0` (in `defs`, or written there),
+/// `pairs` to `build n (lam i (lets in tuple e de))` and `lam`'s body
+/// ending in `tuple v dv`, where the lets `v` reads read of the step's
+/// parameter `((a, da), (x, dx))` only `a` and `x`:
+///
+/// ```text
+/// fold (lam q (those lets, a = get$1$2 q, x = get$2$2 q in v)) a0
+///      (build n (lam i (lets in e)))
+/// ```
+///
+/// (copies), which computes the first components of the pairs' fold.
+fn values_of_pair_fold(b: &mut Builder, defs: &FxHashMap<String, ExprId>, e: ExprId) -> Option<ExprId> {
+    use ksc_linmap::builder::{call_of, prim_call};
+    let def_of = |b: &Builder, x: ExprId| match &b.body.exprs[x] {
+        Expr::Var(v) => defs.get(v).copied(),
+        _ => Some(x),
+    };
+    let [lam, init, pairs] = call_of(b.body, e, Prim::Fold)?[..] else { return None };
+    let init = def_of(b, init)?;
+    let Expr::Tuple(parts) = &b.body.exprs[init] else { return None };
+    let [a0, _] = parts[..] else { return None };
+    let [n, elems] = call_of(b.body, def_of(b, pairs)?, Prim::Build)?[..] else { return None };
+    let Expr::Lam(i, ity, elem) = b.body.exprs[elems].clone() else { return None };
+    let (elem_lets, elem_tail) = crate::apply::let_chain(b.body, elem);
+    let Expr::Tuple(pair) = &b.body.exprs[elem_tail] else { return None };
+    let value = pair[0];
+    let Expr::Lam(param, pty, step) = b.body.exprs[lam].clone() else { return None };
+    let Type::Tuple(ab) = &pty else { return None };
+    let (Type::Tuple(a), Type::Tuple(x)) = (&ab[0], &ab[1]) else { return None };
+    if a.len() != 2 || x.len() != 2 {
+        return None;
+    }
+    let q_ty = Type::Tuple(vec![a[0].clone(), x[0].clone()]);
+    let (mut lets, tail) = crate::apply::let_chain(b.body, step);
+    let Expr::Tuple(result) = &b.body.exprs[tail] else { return None };
+    let v = result[0];
+    let mut cache = ksc_opt::term::Cache::new();
+    // A let of a tuple (such as a branch's value and tangent) read only by
+    // projections: each projection reads its own component.
+    for k in 0..lets.len() {
+        let (Pat::Var(x), r) = &lets[k] else { continue };
+        let (x, r) = (x.clone(), *r);
+        let projected = |body: &Body, e: ExprId| match prim_call(body, e) {
+            Some((Prim::Get { index, arity }, a)) if var_name(body, a[0]) == Some(&x) => Some((index, arity)),
+            _ => None,
+        };
+        let only_projected = lets[k + 1..].iter().all(|(_, e)| projected(b.body, *e).is_some() || !cache.free_vars(b.body, *e).contains(&x))
+            && !cache.free_vars(b.body, tail).contains(&x);
+        if !only_projected {
+            continue;
+        }
+        for (_, e) in lets[k + 1..].iter_mut() {
+            if let Some((index, arity)) = projected(b.body, *e) {
+                let Some(part) = component(b, &mut cache, r, index, arity) else { break };
+                *e = part;
+            }
+        }
+    }
+    let wanted = read_by(b.body, &mut cache, &lets, v);
+    // Where each projection of the parameter is: (component, arity) from
+    // the parameter down. Values are under (1 or 2, 2) then (1, 2).
+    let mut paths: FxHashMap<String, Vec<(u32, u32)>> = FxHashMap::from_iter([(param.clone(), vec![])]);
+    let is_value = |path: &[(u32, u32)]| path.len() >= 2 && path[1] == (1, 2);
+    let q = b.fresh_name("q");
+    let mut new_lets: Vec<(Pat, ExprId)> = Vec::new();
+    let projection = |b: &mut Builder, path: &[(u32, u32)]| {
+        let mut e = b.var(&q, q_ty.clone());
+        e = b.prim(Prim::Get { index: path[0].0, arity: 2 }, vec![e]);
+        for &(index, arity) in &path[2..] {
+            e = b.prim(Prim::Get { index, arity }, vec![e]);
+        }
+        e
+    };
+    for ((p, r), _) in lets.iter().zip(&wanted).filter(|(_, w)| **w) {
+        // A projection (chain) of the parameter or of a projection of it.
+        let mut steps = Vec::new();
+        let mut at = *r;
+        while let Some((Prim::Get { index, arity }, args)) = prim_call(b.body, at) {
+            steps.push((index, arity));
+            at = args[0];
+        }
+        let base = var_name(b.body, at).and_then(|v| paths.get(v).cloned());
+        match (p, base) {
+            (_, Some(mut path)) => {
+                path.extend(steps.into_iter().rev());
+                let parts: Vec<(String, Vec<(u32, u32)>)> = match p {
+                    Pat::Var(x) => vec![(x.clone(), path)],
+                    Pat::Tuple(xs) => {
+                        let k = xs.len() as u32;
+                        xs.iter().enumerate().map(|(j, x)| (x.clone(), [path.clone(), vec![(j as u32 + 1, k)]].concat())).collect()
+                    }
+                };
+                for (x, path) in parts {
+                    if is_value(&path) {
+                        let e = projection(b, &path);
+                        new_lets.push((Pat::Var(x.clone()), e));
+                    }
+                    paths.insert(x, path);
+                }
+            }
+            _ => {
+                // Anything else reads only values of the parameter.
+                if cache.free_vars(b.body, *r).iter().any(|x| paths.get(x).is_some_and(|path| !is_value(path))) {
+                    return None;
+                }
+                let r = ksc_opt::term::deep_copy(b, *r);
+                new_lets.push((p.clone(), r));
+            }
+        }
+    }
+    if cache.free_vars(b.body, v).iter().any(|x| paths.get(x).is_some_and(|path| !is_value(path))) {
+        return None;
+    }
+    let v = ksc_opt::term::deep_copy(b, v);
+    let step = crate::apply::wrap(b, new_lets, v);
+    let step = b.lam(&q, q_ty.clone(), step);
+    let elem_wanted = read_by(b.body, &mut cache, &elem_lets, value);
+    let elem_lets: Vec<(Pat, ExprId)> = elem_lets
+        .into_iter()
+        .zip(elem_wanted)
+        .filter(|(_, w)| *w)
+        .map(|((p, r), _)| (p, ksc_opt::term::deep_copy(b, r)))
+        .collect();
+    let value = ksc_opt::term::deep_copy(b, value);
+    let elem = crate::apply::wrap(b, elem_lets, value);
+    let elems = b.lam(&i, ity, elem);
+    let n = ksc_opt::term::deep_copy(b, n);
+    let elems = b.prim(Prim::Build, vec![n, elems]);
+    let a0 = ksc_opt::term::deep_copy(b, a0);
+    Some(b.prim(Prim::Fold, vec![step, a0, elems]))
+}
+
+/// Which of the `lets` (of a let-chain ending in `e`) `e` reads, directly
+/// or through later ones.
+fn read_by(body: &Body, cache: &mut ksc_opt::term::Cache, lets: &[(Pat, ExprId)], e: ExprId) -> Vec<bool> {
+    let mut needed: FxHashSet<String> = cache.free_vars(body, e).iter().cloned().collect();
+    let mut wanted = vec![false; lets.len()];
+    for (k, (p, r)) in lets.iter().enumerate().rev() {
+        if p.vars().iter().any(|x| needed.contains(x)) {
+            wanted[k] = true;
+            needed.extend(cache.free_vars(body, *r).iter().cloned());
+        }
+    }
+    wanted
+}
+
+/// The `index`th of the `arity` components of the tuple `e` ends in (through
+/// `let`, `if` and `assert`), without the lets it does not read; a copy.
+fn component(b: &mut Builder, cache: &mut ksc_opt::term::Cache, e: ExprId, index: u32, arity: u32) -> Option<ExprId> {
+    let ty = |b: &Builder, e: ExprId| b.body.ty(e).clone();
+    Some(match b.body.exprs[e].clone() {
+        Expr::Tuple(es) if es.len() == arity as usize => ksc_opt::term::deep_copy(b, es[index as usize - 1]),
+        Expr::If(c, t, f) => {
+            let (t, f) = (component(b, cache, t, index, arity)?, component(b, cache, f, index, arity)?);
+            let c = ksc_opt::term::deep_copy(b, c);
+            let t_ty = ty(b, t);
+            b.body.alloc_typed(Expr::If(c, t, f), t_ty)
+        }
+        Expr::Assert(c, x) => {
+            let x = component(b, cache, x, index, arity)?;
+            let c = ksc_opt::term::deep_copy(b, c);
+            let x_ty = ty(b, x);
+            b.body.alloc_typed(Expr::Assert(c, x), x_ty)
+        }
+        Expr::Let(p, r, x) => {
+            let x = component(b, cache, x, index, arity)?;
+            if !p.vars().iter().any(|v| cache.free_vars(b.body, x).contains(v)) {
+                return Some(x);
+            }
+            let r = ksc_opt::term::deep_copy(b, r);
+            let x_ty = ty(b, x);
+            b.body.alloc_typed(Expr::Let(p, r, x), x_ty)
+        }
+        _ => return None,
+    })
 }
 
 /// One step of the way from a column (row) loop's body down to a value in

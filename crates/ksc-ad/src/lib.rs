@@ -301,7 +301,7 @@ fn derive_from_jacobian(
     let (jd, witnesses) = jacobian_of(f, jacobians, &has_body)?;
     let mut demands = Vec::new();
     let result = guard(|| match d {
-        Derivation::Fwd => apply::fwd_def(f, jd, &mut demands, pairs),
+        Derivation::Fwd => apply::fwd_def(f, jd, witnesses, &mut demands, pairs),
         Derivation::FwdT => apply::fwdt_def(f, jd, witnesses, &mut demands, pairs),
         _ => apply::rev_def(f, jd, witnesses, &mut demands),
     });

@@ -51,7 +51,7 @@ use ksc_linmap::builder::{call_of, Builder};
 
 use crate::globals::{Globals, Measure};
 use crate::share::{chain, chain_heads, costly, loop_parts, read_stored};
-use crate::term::{self, children, Cache};
+use crate::term::{self, children, var_name, Cache};
 
 /// Moves the values one backward loop computes again from a scan's
 /// accumulators into a loop after the scan (see the module), inner chains
@@ -83,13 +83,6 @@ fn int_sub(body: &Body, e: ExprId) -> Option<(ExprId, ExprId)> {
     }
     match &body.exprs[*a] {
         Expr::Tuple(xs) if xs.len() == 2 => Some((xs[0], xs[1])),
-        _ => None,
-    }
-}
-
-fn var_name(body: &Body, e: ExprId) -> Option<&Var> {
-    match &body.exprs[e] {
-        Expr::Var(v) => Some(v),
         _ => None,
     }
 }

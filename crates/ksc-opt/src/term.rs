@@ -337,6 +337,14 @@ pub fn copy_tree(dst: &mut Body, src: Option<&Body>, e: ExprId) -> ExprId {
     results.pop().expect("copy of a tree")
 }
 
+/// The variable `e` is, if it is one.
+pub fn var_name(body: &Body, e: ExprId) -> Option<&Var> {
+    match &body.exprs[e] {
+        Expr::Var(v) => Some(v),
+        _ => None,
+    }
+}
+
 /// A fresh copy of the tree at `e` in the builder's body.
 pub fn deep_copy(b: &mut Builder, e: ExprId) -> ExprId {
     copy_tree(b.body, None, e)
