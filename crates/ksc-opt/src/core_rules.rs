@@ -445,7 +445,42 @@ fn let_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if !(1..=LET_BUILD_READS).contains(&free_count(ctx, &x, b)) {
         return None;
     }
+    // An element computing more than arithmetic (`exp`, ..) read under two
+    // lambdas of b (loops nested in b, as a read in an inner loop of
+    // `[jac f]`'s column loop) would be computed again in every run of the
+    // outer one.
+    if costly_call(ctx, elem) && lambda_depth(ctx, &x, b) >= 2 {
+        return None;
+    }
     Some(ctx.substitute(b, &[(x, r)], true))
+}
+
+/// Does `e` call a function other than scalar arithmetic (see
+/// [`crate::share::costly`])?
+fn costly_call(ctx: &Ctx, e: ExprId) -> bool {
+    let body: &ksc_ir::Body = &*ctx.b.body;
+    let mut stack = vec![e];
+    while let Some(y) = stack.pop() {
+        if matches!(body.exprs[y], Expr::Call(Callee::Fun(_), _)) && crate::share::costly(body, y) {
+            return true;
+        }
+        stack.extend(term::children(&body.exprs[y]));
+    }
+    false
+}
+
+/// The most lambdas of `e` around a free occurrence of `x`.
+fn lambda_depth(ctx: &mut Ctx, x: &str, e: ExprId) -> usize {
+    match ctx.expr(e).clone() {
+        Expr::Var(_) => 0,
+        Expr::Lam(v, _, b) if v != x && ctx.is_free(x, b) => 1 + lambda_depth(ctx, x, b),
+        Expr::Lam(..) => 0,
+        Expr::Let(p, r, b) => {
+            let inner = if p.vars().iter().any(|v| v == x) { 0 } else { lambda_depth(ctx, x, b) };
+            lambda_depth(ctx, x, r).max(inner)
+        }
+        other => term::children(&other).into_iter().map(|c| lambda_depth(ctx, x, c)).max().unwrap_or(0),
+    }
 }
 
 /// `let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)]` when `b`
@@ -1568,7 +1603,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "let-tuple-split", statement: "let (a1 .. an) = (tuple e1 .. en) in b ⇒ let a1 = e1 in .. let an = en in b", group: TUPLE, head: Head::Let, rewrite: let_tuple_split },
     CoreRule { name: "let-tuple-var", statement: "let x = (tuple e1 .. en) in b ⇒ let xi = ei .. in b[x := (tuple a1 .. an)], naming (fresh xi) the ei that are not atoms, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_var },
     CoreRule { name: "let-tuple-atoms", statement: "let x = (tuple a1 .. an) in b ⇒ b[x := (tuple a1 .. an)] for atoms ai, when b does not splat x", group: TUPLE, head: Head::Let, rewrite: let_tuple_atoms },
-    CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x at most 3 times, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body", group: VEC, head: Head::Let, rewrite: let_build },
+    CoreRule { name: "let-build", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x at most 3 times, by index or size, n is an atom and e is small, pure, without loops or calls of functions with a body, and (if e calls more than arithmetic, as exp) no read is under two lambdas of b", group: VEC, head: Head::Let, rewrite: let_build },
     CoreRule { name: "let-build-loop", statement: "let x = build n (lam i e) in b ⇒ b[x := build n (lam i e)] when b reads x once, as index j x in a build or sumbuild over n with index j that is under no other lambda, and e is pure", group: VEC, head: Head::Let, rewrite: let_build_loop },
     CoreRule { name: "let-build-lazy", statement: "let x = build n (lam i e) in b ⇒ let c = lt cost n in let x' = if c (constVec 0 $dummy) (build n (lam i e)) in b[x := if c (build n (lam i e)) x'] when e is expensive and pure and b reads x by index at most 4 times (cost elements: the sum of the sizes of the loops around each read) and by size", group: VEC, head: Head::Let, rewrite: let_build_lazy },
     CoreRule { name: "let-zero", statement: "let x = Z in b ⇒ b[x := Z] for a known zero Z (constVec sizes atoms) when b uses x only as an operand of ts_add or the vector of index and size", group: TANGENT, head: Head::Let, rewrite: let_zero },

@@ -196,3 +196,21 @@ fn a_literal_tuple_never_becomes_the_argument_of_a_splatting_primitive() {
     // (The printer writes get$1$2's literal argument tuple as its arguments.)
     assert_eq!(after(text, "f", &core_cleanup()), "(print (get$1$2 (tuple x x) 1.0))");
 }
+
+#[test]
+fn a_vector_of_transcendentals_is_not_copied_into_a_loop_in_a_loop() {
+    // let-build copies a small element to where it is read; an `exp` read
+    // in a loop inside another loop would be computed again in every run
+    // of the outer one, so there the vector stays.
+    let program = |elem: &str, reads: &str| {
+        format!("(def f Float ((v : Vec Float) (n : Integer) (m : Integer)) (let (x (build n (lam (i : Integer) {elem}))) {reads}))")
+    };
+    let nested = "(sumbuild m (lam (k : Integer) (sumbuild n (lam (j : Integer) (index j x)))))";
+    let single = "(sumbuild n (lam (j : Integer) (index j x)))";
+    let exp = "(exp (index i v))";
+    let arithmetic = "(mul 2.0 (index i v))";
+    let kept = |text: &str| after(text, "f", &core("let-build")).contains("(let (x (build");
+    assert!(kept(&program(exp, nested)), "{}", after(&program(exp, nested), "f", &core("let-build")));
+    assert!(!kept(&program(exp, single)), "{}", after(&program(exp, single), "f", &core("let-build")));
+    assert!(!kept(&program(arithmetic, nested)), "{}", after(&program(arithmetic, nested), "f", &core("let-build")));
+}
