@@ -45,12 +45,18 @@ pub(crate) fn find<'a>(analysis: &'a ksc_types::Analysis, func: &str) -> Result<
         })
         .collect();
     if defs.is_empty() {
-        // A derived function, by its full name: `[rev [f Float]]`.
+        // A derived function the file requests, by its full name (`[rev [f
+        // Float]]`) or without the base type (`[rev f]`).
         defs.extend(analysis.derived.iter().filter(|d| d.name.to_string() == func));
+        if defs.is_empty() {
+            defs.extend(analysis.derived.iter().filter(|d| !d.name.derivs.is_empty() && d.name.short() == func));
+        }
     }
     match defs[..] {
         [d] => Ok(d),
-        [] => Err(format!("no function `{func}` is defined in the file")),
+        [] => Err(format!(
+            "no function `{func}` is defined in the file (nor derived by one of its `gdef`s: name those as `[rev f]` or `[rev [f T]]`)"
+        )),
         _ => Err(format!(
             "`{func}` is overloaded; name one of: {}",
             defs.iter().map(|d| format!("`{}`", d.name)).collect::<Vec<_>>().join(", ")

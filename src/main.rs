@@ -77,7 +77,9 @@ enum Command {
     Jacobian {
         /// The .ks file.
         file: PathBuf,
-        /// The function.
+        /// The function: its name, or its full name if it is overloaded
+        /// (`[f (Tuple Float Float)]`); or a derived function that a `gdef`
+        /// of the file requests (`[rev f]` or `[rev [f Float]]`).
         func: String,
         /// Evaluate the Jacobian at this argument (a .ks expression of the
         /// function's argument type, e.g. `"(tuple 1.0 (Vec_init 2.0 3.0))"`)
@@ -105,7 +107,10 @@ enum Command {
     Deriv {
         /// The .ks file.
         file: PathBuf,
-        /// The function.
+        /// The function: its name, or its full name if it is overloaded
+        /// (`[f (Tuple Float Float)]`); or a derived function that a `gdef`
+        /// of the file requests (`[rev f]` or `[rev [f Float]]`), for a
+        /// derivative of a derivative.
         func: String,
         /// Which derivative.
         #[arg(long, value_enum, default_value = "rev")]

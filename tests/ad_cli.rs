@@ -150,3 +150,20 @@ fn deriv_prints_the_whole_jacobian() {
     assert!(jac.contains("(lam (ksc$column : Integer)") && jac.contains("(lam (ksc$row : Integer)"), "{jac}");
     assert!(!jac.contains("[fwd ") && !jac.contains("[rev "), "{jac}");
 }
+
+#[test]
+fn deriv_of_a_derived_function_by_its_short_name() {
+    // nested.ks requests [rev sinprod] and [fwd [rev sinprod]]: forward over
+    // reverse of a fold, printed by naming the derived function.
+    let out = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[rev sinprod]", "--mode", "fwd"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("(def [fwd [rev [sinprod (Vec Float)]]]"), "{stdout}");
+    let full = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[rev [sinprod (Vec Float)]]", "--mode", "fwd"]);
+    assert_eq!(full.stdout, out.stdout);
+    // A derivative no gdef requests is not found, and the message says how
+    // to name one.
+    let none = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[fwd sinprod]", "--mode", "rev"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("`gdef`"), "{}", String::from_utf8_lossy(&none.stderr));
+}
