@@ -141,9 +141,12 @@ fn memory_of(program: &str, name: &str) -> (u64, u64) {
 }
 
 /// A loop whose iterations allocate a temporary vector (used twice, so it
-/// is not fused away), a fold whose accumulator is a vector, and one whose
+/// is not fused away), a fold whose accumulator is a vector, one whose
 /// accumulator is small (copied down to the fold's mark only once enough
-/// lies above it, `KSRT_COPYDOWN_SLACK`): all must run in constant memory.
+/// lies above it, `KSRT_COPYDOWN_SLACK`), and one whose step builds 3
+/// vectors, each with a temporary (a loop too short to copy its elements
+/// down, `KSRT_COPYDOWN_MIN_TRIPS`: the fold's copy-down frees what they
+/// leave): all must run in constant memory.
 fn long_loops(n: usize) -> String {
     format!(
         "(def main Integer ()
@@ -160,8 +163,16 @@ fn long_loops(n: usize) -> String {
                        (let ((acc x) acc_x)
                          (build 4 (lam (j : Integer) (add (index j acc) (mul x (to_float j)))))))
                      (constVec 4 0.0)
-                     (build n (lam (i : Integer) (to_float i))))))
-    (print temps \" \" (index 0 acc) \" \" (index 3 small) \"\\n\")))"
+                     (build n (lam (i : Integer) (to_float i)))))
+        (layers (fold (lam (acc_x : Tuple (Vec Float) Float)
+                        (let (((acc x) acc_x)
+                              (rows (build 3 (lam (l : Integer)
+                                      (let (t (build 200 (lam (j : Integer) (sin (add (index j acc) (mul x (to_float l)))))))
+                                        (build 200 (lam (j : Integer) (mul (index j t) (index (sub 199 j) t)))))))))
+                          (build 200 (lam (j : Integer) (mul 0.5 (add (index j (index 0 rows)) (index j (index 2 rows))))))))
+                      (constVec 200 0.1)
+                      (build n (lam (i : Integer) (to_float i))))))
+    (print temps \" \" (index 0 acc) \" \" (index 3 small) \" \" (index 7 layers) \"\\n\")))"
     )
 }
 

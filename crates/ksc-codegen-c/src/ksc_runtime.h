@@ -242,6 +242,17 @@ static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
 #define KSRT_COPYDOWN_SLACK (16u << 10)
 #endif
 
+/* A loop of at most KSRT_COPYDOWN_MIN_TRIPS iterations does not copy a
+ * step's values down to a mark taken in the step if the step left at most
+ * KSRT_COPYDOWN_SHORT_SLACK bytes above it: the scope around the loop frees
+ * them (at most MIN_TRIPS times SHORT_SLACK bytes per loop). */
+#ifndef KSRT_COPYDOWN_MIN_TRIPS
+#define KSRT_COPYDOWN_MIN_TRIPS 8
+#endif
+#ifndef KSRT_COPYDOWN_SHORT_SLACK
+#define KSRT_COPYDOWN_SHORT_SLACK (1u << 20)
+#endif
+
 static ks_arena *ksrt_scratch(ks_arena *A) {
     if (!A->scratch) A->scratch = ksrt_arena_new(NULL, 0);
     return A->scratch;
