@@ -994,9 +994,8 @@ impl W<'_> {
     /// iterations does not copy an iteration that left at most
     /// `KSRT_COPYDOWN_SHORT_SLACK` bytes above its mark: what stays is
     /// bounded by that many slacks per loop and freed with the scope around
-    /// it (LSTM's loop over its 2 layers,
-    /// per time step, copied the whole state twice per layer: 8 to 13% of
-    /// the gradient).
+    /// it (LSTM's loop over its 2 layers, per time step, copied the whole
+    /// state twice per layer: 8 to 13% of the gradient).
     fn copy_down(&mut self, mark: VarId, vars: &[VarId]) {
         match self.loop_marks.last() {
             Some((inner, _)) if !inner.contains(&mark) => {
