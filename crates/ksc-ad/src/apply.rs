@@ -675,6 +675,7 @@ impl Fwd<'_, '_> {
         }
         // The bindings up to the fold's map, none of which reads y.
         let mut between = Vec::new();
+        let mut cache = ksc_opt::term::Cache::default();
         let mut at = x;
         let (g, g_rhs, fold, xin, rest) = loop {
             let Expr::Let(q, rhs, next) = self.src.exprs[at].clone() else { return None };
@@ -686,7 +687,6 @@ impl Fwd<'_, '_> {
                     }
                 }
             }
-            let mut cache = ksc_opt::term::Cache::default();
             if between.len() == 8 || cache.free_vars(self.src, rhs).iter().any(|v| v == y) {
                 return None;
             }

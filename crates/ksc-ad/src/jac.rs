@@ -264,15 +264,14 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
 pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
     // In A-normal form, the primal computations that the last cleanup put
     // back into argument positions are lets of the loops' bodies again.
+    // (`fresh` then names what is made below: a split fold's values.)
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
     {
-        let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-        let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
         let mut b = Builder::new(&mut def.body, &mut fresh);
         def.root = ksc_opt::anf(&mut b, def.root, &params);
     }
     let mut cache = ksc_opt::term::Cache::new();
-    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
     let loops = column_loops(&def.body, def.root);
     for (e, (n, index, ity, lam_body)) in loops {
         let (chain, rest) = crate::apply::let_chain(&def.body, lam_body);
@@ -310,7 +309,7 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
                 // their own, before the loop.
                 if let (Pat::Var(pf), false) = (&p, clash) {
                     let mut b = Builder::new(&mut def.body, &mut fresh);
-                    if let Some(values) = values_of_pair_fold(&mut b, &defs, r) {
+                    if let Some(values) = values_of_pair_fold(&mut b, &mut cache, &defs, r) {
                         let y = b.fresh_name("values");
                         let invariant = !cache.free_vars(&def.body, values).iter().any(|v| variant.contains(v));
                         if invariant && !cache.has_effect(&def.body, globals, values) {
@@ -352,7 +351,12 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &ksc_opt::Globals) {
 /// ```
 ///
 /// (copies), which computes the first components of the pairs' fold.
-fn values_of_pair_fold(b: &mut Builder, defs: &FxHashMap<String, ExprId>, e: ExprId) -> Option<ExprId> {
+fn values_of_pair_fold(
+    b: &mut Builder,
+    cache: &mut ksc_opt::term::Cache,
+    defs: &FxHashMap<String, ExprId>,
+    e: ExprId,
+) -> Option<ExprId> {
     use ksc_linmap::builder::{call_of, prim_call};
     let def_of = |b: &Builder, x: ExprId| match &b.body.exprs[x] {
         Expr::Var(v) => defs.get(v).copied(),
@@ -377,7 +381,6 @@ fn values_of_pair_fold(b: &mut Builder, defs: &FxHashMap<String, ExprId>, e: Exp
     let (mut lets, tail) = crate::apply::let_chain(b.body, step);
     let Expr::Tuple(result) = &b.body.exprs[tail] else { return None };
     let v = result[0];
-    let mut cache = ksc_opt::term::Cache::new();
     // A let of a tuple (such as a branch's value and tangent) read only by
     // projections: each projection reads its own component.
     for k in 0..lets.len() {
@@ -394,12 +397,12 @@ fn values_of_pair_fold(b: &mut Builder, defs: &FxHashMap<String, ExprId>, e: Exp
         }
         for (_, e) in lets[k + 1..].iter_mut() {
             if let Some((index, arity)) = projected(b.body, *e) {
-                let Some(part) = component(b, &mut cache, r, index, arity) else { break };
+                let Some(part) = component(b, cache, r, index, arity) else { break };
                 *e = part;
             }
         }
     }
-    let wanted = read_by(b.body, &mut cache, &lets, v);
+    let wanted = read_by(b.body, cache, &lets, v);
     // Where each projection of the parameter is: (component, arity) from
     // the parameter down. Values are under (1 or 2, 2) then (1, 2).
     let mut paths: FxHashMap<String, Vec<(u32, u32)>> = FxHashMap::from_iter([(param.clone(), vec![])]);
@@ -457,7 +460,7 @@ fn values_of_pair_fold(b: &mut Builder, defs: &FxHashMap<String, ExprId>, e: Exp
     let v = ksc_opt::term::deep_copy(b, v);
     let step = crate::apply::wrap(b, new_lets, v);
     let step = b.lam(&q, q_ty.clone(), step);
-    let elem_wanted = read_by(b.body, &mut cache, &elem_lets, value);
+    let elem_wanted = read_by(b.body, cache, &elem_lets, value);
     let elem_lets: Vec<(Pat, ExprId)> = elem_lets
         .into_iter()
         .zip(elem_wanted)

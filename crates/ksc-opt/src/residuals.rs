@@ -374,9 +374,10 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     // The loop after the scan: j for i.
     let j = b.fresh_name("j");
     let mut lets: Vec<(Pat, ExprId)> = Vec::new();
+    let mut cache = Cache::new();
     for (q, r) in before.into_iter().chain(moved.into_iter().map(|(_, q, r)| (q, r))) {
         let copy = term::copy_tree(b.body, None, r);
-        rename_var(b, copy, &index, &j);
+        let copy = term::rename(b, &mut cache, copy, &[(index.clone(), j.clone())]);
         lets.push((q, copy));
     }
     let (stored_val, stored_ty) = tuple_of(b, &stored);
@@ -419,18 +420,6 @@ fn tuple_of(b: &mut Builder, lets: &[(ExprId, Pat, ExprId)]) -> (ExprId, Type) {
     let v = if vals.len() == 1 { vals[0] } else { b.tuple(vals) };
     let t = b.ty(v);
     (v, t)
-}
-
-/// Renames the free occurrences of `x` in the copied tree at `e` (which
-/// binds no `x`) to `y`.
-fn rename_var(b: &mut Builder, e: ExprId, x: &Var, y: &Var) {
-    let mut stack = vec![e];
-    while let Some(n) = stack.pop() {
-        if matches!(&b.body.exprs[n], Expr::Var(w) if w == x) {
-            b.body.exprs[n] = Expr::Var(y.clone());
-        }
-        stack.extend(children(&b.body.exprs[n]));
-    }
 }
 
 /// Pass 2 on a scan and a later let: if the let is a loop over the scan's

@@ -182,12 +182,9 @@ fn numbering_with(
 
 /// `known[v]` if `r` is `index i v` with `i` the loop's index.
 fn known_read(body: &Body, r: ExprId, index: &Var, known: &FxHashMap<Var, u32>) -> Option<u32> {
-    let Expr::Call(Callee::Prim(Prim::Index), a) = &body.exprs[r] else { return None };
-    let Expr::Tuple(xs) = &body.exprs[*a] else { return None };
-    match (&body.exprs[*xs.first()?], &body.exprs[*xs.get(1)?]) {
-        (Expr::Var(i), Expr::Var(v)) if i == index => known.get(v).copied(),
-        _ => None,
-    }
+    let [i, v] = ksc_linmap::builder::call_of(body, r, Prim::Index)?[..] else { return None };
+    (term::var_name(body, i)? == index).then_some(())?;
+    known.get(term::var_name(body, v)?).copied()
 }
 
 /// `(g, a)` if `r` is `get$1$2 p` with `p` bound to `[fwdt g] (a, da)`.
