@@ -881,6 +881,12 @@ impl W<'_> {
                 let line = format!("ksrt_reset(A, {});", self.var(*m));
                 self.line(&line);
             }
+            Stmt::Keep(vs) => {
+                for v in vs {
+                    let line = format!("KSRT_KEEP({});", self.op(v));
+                    self.line(&line);
+                }
+            }
             Stmt::Return(o) => {
                 if let Some(m) = self.f.entry_mark {
                     if !needs_heap(&self.f.ret) {

@@ -253,6 +253,19 @@ static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
 #define KSRT_COPYDOWN_SHORT_SLACK (1u << 20)
 #endif
 
+/* KSRT_KEEP(x): the C compiler may no longer assume it knows the double x
+ * (an empty asm reading and writing it in a register). It ends each
+ * iteration of a register-blocked reduction: its independent sums are the
+ * parallelism the loop needs, and GCC would otherwise vectorise each sum in
+ * order, lane by lane, which is slower than the scalar loop. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define KSRT_KEEP(x) __asm__("" : "+x"(x))
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define KSRT_KEEP(x) __asm__("" : "+w"(x))
+#else
+#define KSRT_KEEP(x) ((void)0)
+#endif
+
 static ks_arena *ksrt_scratch(ks_arena *A) {
     if (!A->scratch) A->scratch = ksrt_arena_new(NULL, 0);
     return A->scratch;

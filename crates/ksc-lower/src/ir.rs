@@ -334,6 +334,15 @@ pub enum Stmt {
     Return(Op),
     /// A self tail call: assigns the parameters and starts the body again.
     TailCall(Vec<Op>),
+    /// Nothing happens, but the C compiler must not assume it knows these
+    /// (mutable Float) variables' values across it: emitted as an empty
+    /// `asm` that reads and writes them in registers (x86-64 and AArch64
+    /// with GCC or Clang; nothing elsewhere). It ends each iteration of a
+    /// register-blocked reduction (`jam.rs`), whose independent sums are
+    /// already the parallelism the loop needs: GCC would otherwise
+    /// vectorise each sum in order, one lane at a time, which is slower
+    /// than the plain scalar loop.
+    Keep(Vec<Op>),
 }
 
 pub type Block = Vec<Stmt>;
@@ -562,6 +571,7 @@ impl Printer<'_> {
             Stmt::Reset(m) => self.line(d, &format!("reset %{}", m.0)),
             Stmt::Return(o) => self.line(d, &format!("return {o}")),
             Stmt::TailCall(args) => self.line(d, &format!("tailcall ({})", ops(args))),
+            Stmt::Keep(vs) => self.line(d, &format!("keep ({})", ops(vs))),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - `accum`: in-place accumulation of sums through tuples, `if`, `let`
 //!   and projections of their terms.
 //! - [`opt`]: loop-invariant code motion, CSE, DCE, arena scopes.
+//! - `jam`: register blocking of sums (the rows of a matrix-vector product
+//!   summed together).
 //! - [`names`]: C names of definitions (the original's mangling).
 //!
 //! [`compile`] runs the whole pipeline. [`compile_unit`] lowers and
@@ -21,6 +23,7 @@
 
 mod accum;
 mod builder;
+mod jam;
 pub mod ir;
 pub mod lower;
 pub mod names;

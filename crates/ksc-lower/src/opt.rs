@@ -35,6 +35,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     fuse_consumers(f, effectful);
     forward_packed_tensors(f);
     version_range_guards(f);
+    crate::jam::jam_sums(f);
     first_adds_into_zeros(f);
     elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
@@ -156,7 +157,7 @@ pub fn stmt_operands(s: &Stmt) -> Vec<&Op> {
         }
         Stmt::Fail { err, .. } => err_operands(err),
         Stmt::Print { val, .. } => vec![val],
-        Stmt::TailCall(args) => args.iter().collect(),
+        Stmt::TailCall(args) | Stmt::Keep(args) => args.iter().collect(),
         Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
     }
 }
@@ -187,13 +188,13 @@ fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
         }
         Stmt::Fail { err, .. } => err.operands_mut(),
         Stmt::Print { val, .. } => vec![val],
-        Stmt::TailCall(args) => args.iter_mut().collect(),
+        Stmt::TailCall(args) | Stmt::Keep(args) => args.iter_mut().collect(),
         Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
     }
 }
 
 /// The variables a block defines (nested blocks included).
-fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
+pub(crate) fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();
     walk(b, &mut |s| match s {
         Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
@@ -647,7 +648,7 @@ fn mark_needed(b: &Block, live: &mut FxHashSet<VarId>, fresh: &FxHashSet<VarId>,
     any
 }
 
-fn count_stmts(b: &Block) -> usize {
+pub(crate) fn count_stmts(b: &Block) -> usize {
     let mut n = 0;
     walk(b, &mut |_| n += 1);
     n
@@ -747,7 +748,7 @@ fn mentions(s: &Stmt, v: VarId) -> bool {
 }
 
 /// The right-hand sides of a function's SSA definitions.
-fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
+pub(crate) fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
     let mut out = FxHashMap::default();
     walk(b, &mut |s| {
         if let Stmt::Let(v, r) = s {
@@ -882,7 +883,7 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
 }
 
 /// `let v = rhs` with a fresh `v` of type `ty`: the statement and `v`.
-fn fresh_let(vars: &mut Vec<VarInfo>, rhs: Rhs, ty: ksc_ir::Type) -> (Stmt, Op) {
+pub(crate) fn fresh_let(vars: &mut Vec<VarInfo>, rhs: Rhs, ty: ksc_ir::Type) -> (Stmt, Op) {
     vars.push(VarInfo { ty, name: None, mutable: false });
     let v = VarId(vars.len() as u32 - 1);
     (Stmt::Let(v, rhs), Op::Var(v))
@@ -977,7 +978,7 @@ fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
 
 /// Renames every variable the statements define to a fresh one, and the
 /// variables of `map` (read, not defined, here) as it says; the mapping.
-fn rename_in(b: &mut [Stmt], vars: &mut Vec<VarInfo>, mut map: FxHashMap<VarId, VarId>) -> FxHashMap<VarId, VarId> {
+pub(crate) fn rename_in(b: &mut [Stmt], vars: &mut Vec<VarInfo>, mut map: FxHashMap<VarId, VarId>) -> FxHashMap<VarId, VarId> {
     for v in defined_in(b) {
         vars.push(vars[v.0 as usize].clone());
         map.insert(v, VarId(vars.len() as u32 - 1));
