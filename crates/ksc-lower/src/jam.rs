@@ -21,15 +21,17 @@
 //!
 //! ```text
 //! for b < n / 8 {
-//!   j0 = 8 b; j1 = j0 + 1; ..
+//!   j0 = 8 b; j1 = j0 + 1; ..; jammed = false
 //!   P'(j0) .. P'(j7)                    (what the sums need of P, per row)
-//!   if c(j0) && .. && c(j7) {
+//!   if c(j0) && .. && c(j7) {           (and every check before the sum)
 //!     Q'(j0) .. Q'(j7)
 //!     if min t(jk) >= 8 {
-//!       acc0 = a0(j0); ..; for i < min t { x(i, j0) .. x(i, j7) added }  tails up to each t(jk)
-//!       body(j0) with its inner loop replaced by acc := acc0; .. body(j7)
-//!     } else { for k < 8: body(j0 + k) }
-//!   } else { for k < 8: body(j0 + k) }
+//!       acc0 = a0(j0); ..; for i < min t { x(i, j0) .. x(i, j7) added; keep acc0 .. acc7 }
+//!       body(j0), its sum going on from acc0 at term min t; .. body(j7)
+//!       jammed = true
+//!     }
+//!   }
+//!   if !jammed { for k < 8: body(j0 + k) }
 //! }
 //! for k < n - 8 (n / 8): body(8 (n / 8) + k)
 //! ```
@@ -432,8 +434,15 @@ fn jam(idx: VarId, n: Op, pre: Block, body: Block, reset: bool, sum: &Sum, vars:
         rows.push(jr);
     }
     let maps: Vec<Map> = rows.iter().map(|r| [(idx, r.var().expect("a row variable"))].into_iter().collect()).collect();
-    let cx = Jam { idx, body: &body, sum, reset, j0: &j0 };
+    // `done`: the block ran jammed; else it runs row by row.
+    vars.push(VarInfo { ty: Type::Bool, name: Some("jammed".into()), mutable: true });
+    let done = VarId(vars.len() as u32 - 1);
+    each.push(Stmt::DeclMut(done, Some(Op::Bool(false))));
+    let cx = Jam { idx, body: &body, sum, reset, j0: &j0, done };
     each.extend(cx.level(0, maps, &mut [idx].into_iter().collect(), vars));
+    let (s, not_done) = fresh_let(vars, Rhs::Un(UnOp::Not, Op::Var(done), None), Type::Bool);
+    each.push(s);
+    each.push(Stmt::If { cond: not_done, then: cx.row_by_row(vars), els: Vec::new() });
     out.push(Stmt::For { idx: b, n: blocks.clone(), pre: Vec::new(), body: each, reset });
     // The rows after the last block: the loop as it was.
     let (s, start) = fresh_let(vars, Rhs::Bin(BinOp::IMulNoCheck, blocks, Op::Int(JAM)), int.clone());
@@ -460,6 +469,8 @@ struct Jam<'a> {
     sum: &'a Sum,
     reset: bool,
     j0: &'a Op,
+    /// Set once the block ran jammed.
+    done: VarId,
 }
 
 impl Jam<'_> {
@@ -530,7 +541,7 @@ impl Jam<'_> {
                 self.jammed(maps, fewest, rowwise, vars)
             }
         };
-        out.push(Stmt::If { cond: test.expect("a test"), then, els: self.row_by_row(vars) });
+        out.push(Stmt::If { cond: test.expect("a test"), then, els: Vec::new() });
         out
     }
 
@@ -543,46 +554,28 @@ impl Jam<'_> {
         for (m, a) in maps.iter().zip(&accs) {
             out.push(Stmt::DeclMut(*a, Some(mapped(&s.init, m))));
         }
-        // The step of the sums of `rows` at term `i`: what does not depend
-        // on the row (nor on the sum) computed once.
-        let Some(Stmt::Set(_, last)) = s.step.last() else { unreachable!("a sum's step") };
-        let step = |rows: &[usize], i: VarId, rowwise: &FxHashSet<VarId>, vars: &mut Vec<VarInfo>| {
-            let mut ms: Vec<Map> = rows
-                .iter()
-                .map(|&r| {
-                    let mut m = maps[r].clone();
-                    m.insert(s.acc, accs[r]);
-                    m.insert(s.idx, i);
-                    m
-                })
-                .collect();
-            let mut rowwise = rowwise.clone();
-            rowwise.insert(s.acc);
-            let mut b = per_row(&s.step[..s.step.len() - 1], &mut ms, &mut rowwise, vars);
-            for (m, &r) in ms.iter().zip(rows) {
-                b.push(Stmt::Set(accs[r], mapped(last, m)));
-            }
-            b
-        };
+        // The rows' steps at term `i`: what depends neither on the row nor
+        // on the sum computed once.
         let i = new_var(vars, s.idx, false);
-        let all: Vec<usize> = (0..maps.len()).collect();
-        let mut together = step(&all, i, rowwise, vars);
+        let mut ms: Vec<Map> = maps
+            .iter()
+            .zip(&accs)
+            .map(|(m, a)| {
+                let mut m = m.clone();
+                m.insert(s.acc, *a);
+                m.insert(s.idx, i);
+                m
+            })
+            .collect();
+        let mut rowwise = rowwise.clone();
+        rowwise.insert(s.acc);
+        let Some(Stmt::Set(_, last)) = s.step.last() else { unreachable!("a sum's step") };
+        let mut together = per_row(&s.step[..s.step.len() - 1], &mut ms, &mut rowwise, vars);
+        for (m, a) in ms.iter().zip(&accs) {
+            together.push(Stmt::Set(*a, mapped(last, m)));
+        }
         together.push(Stmt::Keep(accs.iter().map(|a| Op::Var(*a)).collect()));
         out.push(Stmt::For { idx: i, n: fewest.clone(), pre: Vec::new(), body: together, reset: false });
-        // Each row's remaining terms, in order (if the rows' counts differ).
-        for r in all {
-            let t = mapped(&s.terms, &maps[r]);
-            if t == fewest {
-                continue;
-            }
-            let (sl, left) = fresh_let(vars, Rhs::IChecked(IOp::Sub, t, fewest.clone(), SiteId::UNCHECKED), Type::Integer);
-            out.push(sl);
-            let k = new_var(vars, s.idx, false);
-            let i = new_var(vars, s.idx, false);
-            let mut b = vec![Stmt::Let(i, Rhs::Bin(BinOp::IAddNoCheck, fewest.clone(), Op::Var(k)))];
-            b.extend(step(&[r], i, rowwise, vars));
-            out.push(Stmt::For { idx: k, n: left, pre: Vec::new(), body: b, reset: false });
-        }
         // Each row's iteration, its sum's loop replaced by its sum.
         let mut template = self.body.clone();
         let mut block = &mut template;
@@ -590,12 +583,21 @@ impl Jam<'_> {
             let Stmt::If { then, els, .. } = &mut block[k] else { unreachable!("the path goes through ifs") };
             block = if branch { then } else { els };
         }
+        // The row's sum goes on from its first `fewest` terms.
         let placeholder = new_var(vars, s.acc, false);
-        block[s.at] = Stmt::Set(s.acc, Op::Var(placeholder));
+        let Stmt::For { idx: i, n: terms, pre, body: step, reset } = std::mem::replace(&mut block[s.at], Stmt::Set(s.acc, Op::Var(placeholder))) else {
+            unreachable!("a sum loop")
+        };
+        let (st, left) = fresh_let(vars, Rhs::IChecked(IOp::Sub, terms, fewest.clone(), SiteId::UNCHECKED), Type::Integer);
+        let k = new_var(vars, i, false);
+        let mut rest = vec![Stmt::Let(i, Rhs::Bin(BinOp::IAddNoCheck, fewest, Op::Var(k)))];
+        rest.extend(step);
+        block.splice(s.at + 1..s.at + 1, [st, Stmt::For { idx: k, n: left, pre, body: rest, reset }]);
         for (r, a) in accs.iter().enumerate() {
             let j = maps[r][&self.idx];
             out.extend(copy(&template, vars, [(self.idx, j), (placeholder, *a)].into_iter().collect()).0);
         }
+        out.push(Stmt::Set(self.done, Op::Bool(true)));
         out
     }
 }
