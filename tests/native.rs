@@ -589,3 +589,106 @@ fn random_sums_run_natively_with_the_interpreters_results() {
     assert!(common::numbers(&a).len() >= 60 * 4, "too little output:\n{a}");
     assert!(common::same_numbers(&a, &b), "native and interpreted sums differ:\n{}", common::diff(&a, &b));
 }
+
+/// A seeded generator of loops whose rows end in a sum (`build n (lam j
+/// (.. sumbuild t (lam i e) ..))`), which native code runs in blocks of
+/// rows (ksc-lower's `jam.rs`), for
+/// [`random_row_sums_are_added_in_the_interpreters_order`].
+struct RowSumGen {
+    g: TermGen,
+}
+
+impl RowSumGen {
+    fn pick<'s>(&mut self, xs: &[&'s str]) -> &'s str {
+        xs[self.g.below(xs.len() as u64) as usize]
+    }
+    /// A term of the sum over `i` in row `j`: `v` has 40 elements, `m` 32
+    /// rows of 40, and `i` stays below 40.
+    fn term(&mut self, depth: u32, wj: bool) -> String {
+        let leaves = ["(index i v)", "(index (sub (size v) (add i 1)) v)", "(index (div i 2) v)", "(index i (index j m))", "x", "(to_float (add i j))"];
+        if depth == 0 || self.g.below(3) == 0 {
+            return if wj && self.g.below(4) == 0 { "wj".into() } else { self.pick(&leaves).into() };
+        }
+        let op = self.pick(&["add", "mul", "sub", "mul"]);
+        format!("({op} {} {})", self.term(depth - 1, wj), self.term(depth - 1, wj))
+    }
+}
+
+#[test]
+fn random_row_sums_are_added_in_the_interpreters_order() {
+    // Each `r` sums its rows' terms with `sumbuild` (blocked natively);
+    // its `ref` adds the same terms one at a time by tail recursion (never
+    // blocked). Every pair is compared exactly (`eq`), and the output,
+    // checked and unchecked, is the interpreter's.
+    let mut g = RowSumGen { g: TermGen { state: 20261123, fresh: 0, ix: "i".into() } };
+    let params = "(m : Vec (Vec Float)) (v : Vec Float) (w : Vec Float) (x : Float)";
+    let mut program = String::new();
+    let mut prints = Vec::new();
+    for n in 0..40 {
+        let rows = g.pick(&["5", "8", "13", "16", "27", "31", "(size m)"]);
+        let terms = g.pick(&["(size v)", "(add j 1)", "(add (div j 2) 8)", "9", "12", "(sub 40 j)"]);
+        let wj = g.g.below(2) == 0;
+        let term = g.term(3, wj);
+        // The row around its sum (`{}`): a let the terms read, a test, an
+        // addition after it.
+        let mut row = "{}".to_string();
+        match g.g.below(3) {
+            0 => row = format!("(add (mul x (to_float j)) {row})"),
+            1 => row = format!("(if (eq (sub j (mul 3 (div j 3))) {}) 0.0 {row})", g.g.below(3)),
+            _ => {}
+        }
+        if wj {
+            // (The `if` form is not blocked: the sums read its result.)
+            let read = if g.g.below(3) == 0 { "(if (lt j (size w)) (index j w) 0.5)" } else { "(index (div j 2) w)" };
+            row = format!("(let (wj {read}) {row})");
+        }
+        let outer = if g.g.below(4) == 0 { ("sumbuild", "Float") } else { ("build", "(Vec Float)") };
+        let sum = format!("(sumbuild {terms} (lam (i : Integer) {term}))");
+        let call = format!("(add_{n} m v w x {}j (to_float 0) 0 {terms})", if wj { "wj " } else { "" });
+        program.push_str(&format!(
+            "(def r{n} {ty} ({params})\n  ({kind} {rows} (lam (j : Integer) {})))\n",
+            row.replace("{}", &sum),
+            ty = outer.1,
+            kind = outer.0,
+        ));
+        program.push_str(&format!(
+            "(def add_{n} Float ({params} {}(j : Integer) (acc : Float) (i : Integer) (t : Integer))\n  (if (eq i t) acc (add_{n} m v w x {}j (add acc {term}) (add i 1) t)))\n",
+            if wj { "(wj : Float) " } else { "" },
+            if wj { "wj " } else { "" },
+        ));
+        program.push_str(&format!(
+            "(def ref{n} {ty} ({params})\n  ({kind} {rows} (lam (j : Integer) {})))\n",
+            row.replace("{}", &call),
+            ty = outer.1,
+            kind = outer.0,
+        ));
+        prints.push(format!("\"r{n} \" (r{n} m v w x) \" \" (eq (r{n} m v w x) (ref{n} m v w x)) \"\\n\""));
+    }
+    program.push_str(&format!(
+        "(def main Integer ()\n  (let ((v (build 40 (lam (i : Integer) (sub ($ranhashdoub i) 0.5))))\n        (m (build 32 (lam (j : Integer) (build 40 (lam (i : Integer) ($ranhashdoub (add 100 (add (mul 40 j) i))))))))\n        (w (build 20 (lam (i : Integer) ($ranhashdoub (add 5000 i)))))\n        (x 0.375))\n    (print {})))\n",
+        prints.join("\n      ")
+    ));
+    let dir = cache_dir().join("row_sums");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("row_sums.ks");
+    std::fs::write(&path, &program).unwrap();
+    let p = path.to_str().unwrap();
+    let interp = ksc(&["run", "--interp", p]);
+    assert!(interp.status.success(), "{}\n{program}", text(&interp.stderr));
+    let expected = text(&interp.stdout);
+    assert_eq!(expected.lines().count(), 40, "{expected}");
+    // Each sum is the one added term by term (`eq` prints 1).
+    assert!(expected.lines().all(|l| l.ends_with(" 1")), "a sum differs from its terms added in order:\n{expected}");
+    for flags in [&[][..], &["--unchecked"][..]] {
+        let native = ksc(&[&["run"][..], flags, &[p][..]].concat());
+        assert!(native.status.success(), "{flags:?}: {}", text(&native.stderr));
+        let out = text(&native.stdout);
+        assert!(out == expected, "{flags:?}: native output differs from the interpreter's:\n{}", common::diff(&expected, &out));
+    }
+    // The generated loops are blocked natively (else this tests nothing).
+    let loops = ksc(&["build", p, "--unchecked", "--emit", "loops", "-o", dir.to_str().unwrap()]);
+    assert!(loops.status.success(), "{}", text(&loops.stderr));
+    let ir = std::fs::read_to_string(dir.join("row_sums.loops")).unwrap();
+    let blocked = (0..40).filter(|n| function_of(&ir, &format!("r{n}")).contains("keep (")).count();
+    assert!(blocked >= 25, "only {blocked} of 40 generated loops were blocked");
+}

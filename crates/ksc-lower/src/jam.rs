@@ -226,7 +226,7 @@ fn roots(v: VarId, defs: &FxHashMap<VarId, Rhs>, out: &mut FxHashSet<VarId>) {
 
 /// Does the loop `for idx < n { body }` qualify, and with what sum?
 fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<VarId, Rhs>) -> Option<Sum> {
-    if matches!(n, Op::Int(k) if *k < 2 * JAM) || count_stmts(body) > JAM_BODY {
+    if matches!(n, Op::Int(k) if *k < JAM) || count_stmts(body) > JAM_BODY {
         return None;
     }
     // What the rows write, and nothing the copies cannot repeat.
