@@ -43,9 +43,14 @@
 //! passed that test, so nothing is read that the row would not read. The
 //! rows' own iterations then run in order, so their effects (stores,
 //! checks, prints) happen as before. The sums must not read what the body
-//! writes (no tensor the body stores into, no variable it assigns). A sum
-//! that may fail (an index check the lowering could not prove) is left
-//! alone, so checked code has fewer such loops than `--unchecked` code.
+//! writes (no tensor the body stores into, no variable it assigns). The
+//! only checks a sum may have are index checks `0 <= a + i < m` (and the
+//! checked additions `a + i` they test): every row tests them for the
+//! block's terms at once (`a >= 0`, `m >= 0`, `min t <= m - a`) and the
+//! terms run together without them; a row failing the test runs row by
+//! row, where its check fails as before. A sum with other checks (an index
+//! `i / 2`, an overflow) is left alone, so checked code has fewer such
+//! loops than `--unchecked` code.
 
 use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -104,8 +109,12 @@ struct Sum {
     init: Op,
     idx: VarId,
     terms: Op,
-    /// The sum's loop body: lets, and last `acc := acc + x`.
+    /// The sum's loop body as the rows run it together: lets, and last
+    /// `acc := acc + x` (its checks hold: `ranges`).
     step: Block,
+    /// (a, m): each row's indices a + i must lie in 0 .. m (or be at least
+    /// 0) for the block's terms, tested before they run together.
+    ranges: Vec<(Op, Option<Op>)>,
     /// Its preheader: lets.
     pre: Block,
     /// The tests on the way to the sum, in order, and the sum last; with
@@ -149,10 +158,24 @@ fn computes(rhs: &Rhs) -> bool {
     rhs.is_pure() && !may_fail(rhs)
 }
 
+/// A sum's loop, as the block's rows run it together.
+struct SumLoop {
+    acc: VarId,
+    /// Its body without its checks, its checked additions unchecked.
+    fast: Block,
+    /// What its checks ask, (a, m) for an index a + i: that 0 <= a + i (<
+    /// m, if there is an m) for every term i of the block (a and m do not
+    /// depend on i).
+    ranges: Vec<(Op, Option<Op>)>,
+}
+
 /// `for i < t { lets; acc := acc + x }` with a Float `acc` read only there
-/// (and a preheader of lets that compute, if any): its accumulator.
-fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<VarId> {
-    let Stmt::For { pre, body, reset: false, .. } = s else { return None };
+/// (and a preheader of lets that compute, if any). Its lets compute, but
+/// for index checks `0 <= a + i < m` (or either half) and the checked
+/// additions `a + i` they test, which hold for all terms when they hold at
+/// both ends: the rows test them before they run together.
+fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
+    let Stmt::For { idx: i, pre, body, reset: false, .. } = s else { return None };
     let Some(Stmt::Set(acc, Op::Var(t))) = body.last() else { return None };
     if !pre.iter().all(|s| matches!(s, Stmt::Let(_, rhs) if computes(rhs))) {
         return None;
@@ -161,19 +184,75 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<VarId> {
     if !info.mutable || info.ty != Type::Float {
         return None;
     }
+    let lets: FxHashMap<VarId, &Rhs> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, rhs) => Some((*v, rhs)),
+            _ => None,
+        })
+        .collect();
+    let step_var = |o: &Op| matches!(o, Op::Var(v) if lets.contains_key(v) || v == i);
+    // An index a + i (or i), with a not computed in the loop: a.
+    let offset = |x: &Op| -> Option<Op> {
+        match x {
+            Op::Var(v) if v == i => Some(Op::Int(0)),
+            Op::Var(v) => match lets.get(v)? {
+                Rhs::IChecked(IOp::Add, a, Op::Var(w), _) | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(w))
+                | Rhs::IChecked(IOp::Add, Op::Var(w), a, _) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(w), a)
+                    if w == i && !step_var(a) =>
+                {
+                    Some(a.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let mut ranges: Vec<(Op, Option<Op>)> = Vec::new();
+    let mut tested: FxHashSet<VarId> = FxHashSet::default();
+    let mut fast = Vec::new();
     let mut reads = 0;
     let mut adds = false;
     for s in &body[..body.len() - 1] {
-        let Stmt::Let(v, rhs) = s else { return None };
-        if !computes(rhs) {
-            return None;
-        }
-        reads += rhs.operands().iter().filter(|o| ***o == Op::Var(*acc)).count();
-        if v == t {
-            adds = matches!(rhs, Rhs::Bin(BinOp::FAdd, a, b) if (*a == Op::Var(*acc)) != (*b == Op::Var(*acc)));
+        match s {
+            Stmt::Let(v, rhs) if computes(rhs) => {
+                reads += rhs.operands().iter().filter(|o| ***o == Op::Var(*acc)).count();
+                if v == t {
+                    adds = matches!(rhs, Rhs::Bin(BinOp::FAdd, a, b) if (*a == Op::Var(*acc)) != (*b == Op::Var(*acc)));
+                }
+                fast.push(s.clone());
+            }
+            // A checked a + i: safe where a range check on it holds.
+            Stmt::Let(v, Rhs::IChecked(IOp::Add, ..)) => {
+                let a = offset(&Op::Var(*v))?;
+                fast.push(Stmt::Let(*v, Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(*i))));
+            }
+            Stmt::Check { cond, .. } => {
+                // Its conjuncts, each `x < m` or `x >= 0` of an index x.
+                let mut work = vec![cond.clone()];
+                while let Some(c) = work.pop() {
+                    let Op::Var(c) = c else { return None };
+                    match lets.get(&c)? {
+                        Rhs::Bin(BinOp::And, p, q) => work.extend([p.clone(), q.clone()]),
+                        Rhs::Bin(BinOp::ILt, x, m) if !step_var(m) => {
+                            ranges.push((offset(x)?, Some(m.clone())));
+                            tested.extend(x.var());
+                        }
+                        Rhs::Bin(BinOp::IGe, x, Op::Int(0)) => ranges.push((offset(x)?, None)),
+                        _ => return None,
+                    }
+                }
+            }
+            _ => return None,
         }
     }
-    (adds && reads == 1).then_some(*acc)
+    // Every checked addition is tested against an upper bound.
+    let unchecked = body.iter().all(|s| match s {
+        Stmt::Let(v, rhs @ Rhs::IChecked(IOp::Add, ..)) if may_fail(rhs) => tested.contains(v),
+        _ => true,
+    });
+    fast.push(Stmt::Set(*acc, Op::Var(*t)));
+    (adds && reads == 1 && unchecked).then_some(SumLoop { acc: *acc, fast, ranges })
 }
 
 /// The first sum loop in `block` or its branches, with the path to it.
@@ -256,7 +335,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     if matches!(terms, Op::Int(k) if *k < JAM_MIN_TERMS) {
         return None;
     }
-    let acc = sum_loop(&last[at], vars)?;
+    let SumLoop { acc, fast, ranges } = sum_loop(&last[at], vars)?;
     // Its start: declared before it in its block, not assigned in between.
     let init = last[..at].iter().rev().find_map(|s| match s {
         Stmt::DeclMut(v, Some(o)) if *v == acc => Some(Some(o.clone())),
@@ -367,7 +446,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     for (_, lets) in &mut stops {
         lets.sort_unstable();
     }
-    Some(Sum { path, at, acc, init, idx: *i, terms: terms.clone(), step: step.clone(), pre: pre.clone(), stops })
+    Some(Sum { path, at, acc, init, idx: *i, terms: terms.clone(), step: fast, ranges, pre: pre.clone(), stops })
 }
 
 fn new_var(vars: &mut Vec<VarInfo>, like: VarId, mutable: bool) -> VarId {
@@ -549,7 +628,50 @@ impl Jam<'_> {
     fn jammed(&self, mut maps: Vec<Map>, fewest: Op, rowwise: &mut FxHashSet<VarId>, vars: &mut Vec<VarInfo>) -> Block {
         let s = self.sum;
         // The sum's preheader (it runs: every row has terms).
-        let mut out = per_row(&s.pre, &mut maps, rowwise, vars);
+        let mut head = per_row(&s.pre, &mut maps, rowwise, vars);
+        // Every row's indices a + i in 0 .. m for i < fewest: a >= 0, m >=
+        // 0 (so m - a cannot overflow) and fewest <= m - a.
+        let mut ranges: Vec<(Op, Option<Op>)> = Vec::new();
+        for m in &maps {
+            for (a, lim) in &s.ranges {
+                let r = (mapped(a, m), lim.as_ref().map(|l| mapped(l, m)));
+                if !ranges.contains(&r) {
+                    ranges.push(r);
+                }
+            }
+        }
+        let mut test: Option<Op> = None;
+        let mut and = |c: Op, out: &mut Block, vars: &mut Vec<VarInfo>| {
+            test = Some(match test.take() {
+                None => c,
+                Some(t) => {
+                    let (s, x) = fresh_let(vars, Rhs::Bin(BinOp::And, t, c), Type::Bool);
+                    out.push(s);
+                    x
+                }
+            });
+        };
+        for (a, lim) in ranges {
+            for x in std::iter::once(&a).chain(&lim) {
+                if !matches!(x, Op::Int(k) if *k >= 0) {
+                    let (s, ok) = fresh_let(vars, Rhs::Bin(BinOp::IGe, x.clone(), Op::Int(0)), Type::Bool);
+                    head.push(s);
+                    and(ok, &mut head, vars);
+                }
+            }
+            let Some(lim) = lim else { continue };
+            let room = if a == Op::Int(0) {
+                lim
+            } else {
+                let (s, room) = fresh_let(vars, Rhs::IChecked(IOp::Sub, lim, a, SiteId::UNCHECKED), Type::Integer);
+                head.push(s);
+                room
+            };
+            let (s, fits) = fresh_let(vars, Rhs::Bin(BinOp::ILe, fewest.clone(), room), Type::Bool);
+            head.push(s);
+            and(fits, &mut head, vars);
+        }
+        let mut out = Vec::new();
         let accs: Vec<VarId> = maps.iter().map(|_| new_var(vars, s.acc, true)).collect();
         for (m, a) in maps.iter().zip(&accs) {
             out.push(Stmt::DeclMut(*a, Some(mapped(&s.init, m))));
@@ -598,7 +720,11 @@ impl Jam<'_> {
             out.extend(copy(&template, vars, [(self.idx, j), (placeholder, *a)].into_iter().collect()).0);
         }
         out.push(Stmt::Set(self.done, Op::Bool(true)));
-        out
+        match test {
+            Some(cond) => head.push(Stmt::If { cond, then: out, els: Vec::new() }),
+            None => head.extend(out),
+        }
+        head
     }
 }
 

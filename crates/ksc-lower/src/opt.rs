@@ -39,6 +39,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     first_adds_into_zeros(f);
     elide_copy_downs(f);
     place_arena_scopes(f, heap_ret);
+    debug_assert!(scope_error(f).is_none(), "{}: {}", f.name, scope_error(f).unwrap_or_default());
 }
 
 /// Which functions print, directly or through calls.
@@ -1634,6 +1635,57 @@ fn first_adds_into_zeros(f: &mut Func) {
         }
     }
     block(&mut f.body, &mut f.vars);
+}
+
+/// Checks that every variable a statement reads or assigns is in scope: a
+/// parameter, or defined before it in its block or an enclosing one (a
+/// loop's index and preheader in its body). The first violation, if any.
+pub fn scope_error(f: &Func) -> Option<String> {
+    /// The statements in `scope`, which gains what they define.
+    fn stmts(b: &[Stmt], scope: &mut Vec<VarId>) -> Option<String> {
+        for s in b {
+            let mut reads: Vec<VarId> = stmt_operands(s).into_iter().filter_map(Op::var).collect();
+            match s {
+                Stmt::Set(v, _) | Stmt::Reset(v) => reads.push(*v),
+                Stmt::CopyDown { mark, vars } => reads.extend(std::iter::once(mark).chain(vars)),
+                _ => {}
+            }
+            if let Some(v) = reads.iter().find(|v| !scope.contains(v)) {
+                return Some(format!("%{} read out of its scope", v.0));
+            }
+            let e = match s {
+                Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
+                    scope.push(*v);
+                    None
+                }
+                // The preheader's values are the body's.
+                Stmt::For { idx, pre, body, .. } => {
+                    let d = scope.len();
+                    let e = stmts(pre, scope).or_else(|| {
+                        scope.push(*idx);
+                        stmts(body, scope)
+                    });
+                    scope.truncate(d);
+                    e
+                }
+                Stmt::If { then, els, .. } => nested(then, scope).or_else(|| nested(els, scope)),
+                _ => None,
+            };
+            if e.is_some() {
+                return e;
+            }
+        }
+        None
+    }
+    fn nested(b: &[Stmt], scope: &mut Vec<VarId>) -> Option<String> {
+        let d = scope.len();
+        let e = stmts(b, scope);
+        scope.truncate(d);
+        e
+    }
+    let mut scope = f.params.clone();
+    scope.extend(f.entry_mark);
+    stmts(&f.body, &mut scope)
 }
 
 #[cfg(test)]
