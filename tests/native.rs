@@ -33,6 +33,15 @@ fn ksc(args: &[&str]) -> Output {
     ksc_env(args, &[])
 }
 
+/// Writes a generated program to `NAME/NAME.ks` in the cache directory.
+fn write_program(name: &str, program: &str) -> PathBuf {
+    let dir = cache_dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.ks"));
+    std::fs::write(&path, program).unwrap();
+    path
+}
+
 fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ksc"))
         .args(args)
@@ -576,10 +585,7 @@ fn random_sums_run_natively_with_the_interpreters_results() {
         "(def main Integer ()\n  (let (v (Vec_init 0.5 -1.25 2.0 0.75 1.5))\n    (print {})))\n",
         prints.join("\n      ")
     ));
-    let dir = cache_dir().join("sums");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sums.ks");
-    std::fs::write(&path, &program).unwrap();
+    let path = write_program("sums", &program);
     let p = path.to_str().unwrap();
     let native = ksc(&["run", p]);
     let interp = ksc(&["run", "--interp", p]);
@@ -668,10 +674,8 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
         "(def main Integer ()\n  (let ((v (build 40 (lam (i : Integer) (sub ($ranhashdoub i) 0.5))))\n        (m (build 32 (lam (j : Integer) (build 40 (lam (i : Integer) ($ranhashdoub (add 100 (add (mul 40 j) i))))))))\n        (w (build 20 (lam (i : Integer) ($ranhashdoub (add 5000 i)))))\n        (x 0.375))\n    (print {})))\n",
         prints.join("\n      ")
     ));
-    let dir = cache_dir().join("row_sums");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("row_sums.ks");
-    std::fs::write(&path, &program).unwrap();
+    let path = write_program("row_sums", &program);
+    let dir = path.parent().unwrap();
     let p = path.to_str().unwrap();
     let interp = ksc(&["run", "--interp", p]);
     assert!(interp.status.success(), "{}\n{program}", text(&interp.stderr));

@@ -56,7 +56,7 @@ use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ir::*;
-use crate::opt::{count_stmts, defined_in, definitions, fresh_let, rename_in, stmt_operands, walk};
+use crate::opt::{count_stmts, defined_in, definitions, fresh_let, lets_of, rename_in, stmt_operands, walk};
 
 /// Rows per block.
 const JAM: i64 = 8;
@@ -184,13 +184,7 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
     if !info.mutable || info.ty != Type::Float {
         return None;
     }
-    let lets: FxHashMap<VarId, &Rhs> = body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(v, rhs) => Some((*v, rhs)),
-            _ => None,
-        })
-        .collect();
+    let lets = lets_of(body);
     let step_var = |o: &Op| matches!(o, Op::Var(v) if lets.contains_key(v) || v == i);
     // An index a + i (or i), with a not computed in the loop: a.
     let offset = |x: &Op| -> Option<Op> {
@@ -376,13 +370,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     // blocks before the way on), or from outside the loop, unassigned.
     let inside = defined_in(body);
     let step_vars = defined_in(step);
-    let pre_lets: FxHashMap<VarId, &Rhs> = pre
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(v, rhs) => Some((*v, rhs)),
-            _ => None,
-        })
-        .collect();
+    let pre_lets = lets_of(pre);
     let mut work: Vec<VarId> = Vec::new();
     let mut loads: Vec<VarId> = Vec::new();
     let reads = |rhs: &Rhs, work: &mut Vec<VarId>, loads: &mut Vec<VarId>| {

@@ -748,6 +748,16 @@ fn mentions(s: &Stmt, v: VarId) -> bool {
     found
 }
 
+/// The right-hand sides of the lets of a block (not of nested blocks).
+pub(crate) fn lets_of(b: &[Stmt]) -> FxHashMap<VarId, &Rhs> {
+    b.iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, r) => Some((*v, r)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The right-hand sides of a function's SSA definitions.
 pub(crate) fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
     let mut out = FxHashMap::default();
@@ -908,13 +918,7 @@ fn range_guard(body: &Block, pre: &[Stmt], idx: VarId) -> Option<(Block, Op, Op)
 }
 
 fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(Block, Op, Op)> {
-    let defs: FxHashMap<VarId, &Rhs> = block
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(v, r) => Some((*v, r)),
-            _ => None,
-        })
-        .collect();
+    let defs = lets_of(block);
     let invariant = |o: &Op| match o {
         Op::Var(v) => !inside.contains(v) && *v != idx,
         _ => true,
