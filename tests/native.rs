@@ -644,7 +644,6 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
             _ => {}
         }
         if wj {
-            // (The `if` form is not blocked: the sums read its result.)
             let read = if g.g.below(3) == 0 { "(if (lt j (size w)) (index j w) 0.5)" } else { "(index (div j 2) w)" };
             row = format!("(let (wj {read}) {row})");
         }
@@ -694,5 +693,5 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
     assert!(loops.status.success(), "{}", text(&loops.stderr));
     let ir = std::fs::read_to_string(dir.join("row_sums.loops")).unwrap();
     let blocked = (0..40).filter(|n| function_of(&ir, &format!("r{n}")).contains("keep (")).count();
-    assert!(blocked >= 25, "only {blocked} of 40 generated loops were blocked");
+    assert!(blocked >= 30, "only {blocked} of 40 generated loops were blocked");
 }

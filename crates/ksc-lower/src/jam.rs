@@ -38,7 +38,8 @@
 //!
 //! What runs ahead of a row's own iteration (its part of P and Q and its
 //! sum) only computes: lets without effects that cannot fail, loads
-//! included. A row's lets after a test (an `if` on the way, or a check,
+//! included, and values an `if` of such lets chooses (copied per row, each
+//! row taking its own branch). A row's lets after a test (an `if` on the way, or a check,
 //! which a load after it may rely on) run only once every row of the block
 //! passed that test, so nothing is read that the row would not read. The
 //! rows' own iterations then run in order, so their effects (stores,
@@ -369,7 +370,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     // What the sums and the tests read: computed ahead (lets of the path's
     // blocks before the way on), or from outside the loop, unassigned.
     let inside = defined_in(body);
-    let step_vars = defined_in(step);
+    let mut step_vars = defined_in(step);
     let pre_lets = lets_of(pre);
     let mut work: Vec<VarId> = Vec::new();
     let mut loads: Vec<VarId> = Vec::new();
@@ -407,21 +408,56 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
             reads(rhs, &mut work, &mut loads);
             continue;
         }
-        // A let before the way on, computed at the first stop after it.
+        // A let (or a value an `if` chooses) before the way on, computed
+        // at the first stop after it.
         let (stop, p) = stops.iter().enumerate().find_map(|(k, (stop, _))| {
             let from = match k.checked_sub(1).map(|k| stops[k].0) {
                 Some(before) if before.depth == stop.depth => before.at + 1,
                 _ => 0,
             };
             let b = blocks[stop.depth];
-            (from..stop.at).find(|&p| matches!(&b[p], Stmt::Let(w, _) if *w == v)).map(|p| (k, p))
+            (from..stop.at)
+                .find(|&p| matches!(&b[p], Stmt::Let(w, _) | Stmt::DeclMut(w, _) if *w == v))
+                .map(|p| (k, p))
         })?;
-        let Stmt::Let(_, rhs) = &blocks[stops[stop].0.depth][p] else { unreachable!("a let") };
-        if !computes(rhs) {
-            return None;
+        let b = blocks[stops[stop].0.depth];
+        match &b[p] {
+            Stmt::Let(_, rhs) if computes(rhs) => {
+                reads(rhs, &mut work, &mut loads);
+                stops[stop].1.push(p);
+            }
+            // `mut v; if c { ..; v := x } else { ..; v := y }`, the only
+            // assignments of v, with branches of lets that compute.
+            Stmt::DeclMut(_, init) => {
+                let q = (p + 1..stops[stop].0.at).find(|&q| {
+                    let mut sets = false;
+                    walk(std::slice::from_ref(&b[q]), &mut |s| sets |= matches!(s, Stmt::Set(w, _) if *w == v));
+                    sets
+                })?;
+                let Stmt::If { cond, then, els } = &b[q] else { return None };
+                let mut sets_in_body = 0;
+                walk(body, &mut |s| sets_in_body += matches!(s, Stmt::Set(w, _) if *w == v) as usize);
+                let mut branch_sets = 0;
+                for s in then.iter().chain(els) {
+                    match s {
+                        Stmt::Let(_, rhs) if computes(rhs) => reads(rhs, &mut work, &mut loads),
+                        Stmt::Set(w, x) if *w == v => {
+                            branch_sets += 1;
+                            work.extend(x.var());
+                        }
+                        _ => return None,
+                    }
+                }
+                if branch_sets != sets_in_body {
+                    return None;
+                }
+                work.extend(init.iter().filter_map(Op::var).chain(cond.var()));
+                // (What the branches define is theirs.)
+                step_vars.extend(defined_in(then).into_iter().chain(defined_in(els)));
+                stops[stop].1.extend([p, q]);
+            }
+            _ => return None,
         }
-        reads(rhs, &mut work, &mut loads);
-        stops[stop].1.push(p);
     }
     // The sums read no tensor the rows write.
     let mut bases = FxHashSet::default();
@@ -458,15 +494,19 @@ fn copy(b: &[Stmt], vars: &mut Vec<VarInfo>, map: Map) -> (Block, Map) {
     (c, m)
 }
 
-/// Copies the lets for the rows (whose variables `maps` map): a let that
-/// depends on the row (reads a variable of `rowwise`) once per row, the
-/// others once, for all.
+/// Copies the lets (and values chosen by `if`s) for the rows, whose
+/// variables `maps` map: a let that depends on the row (reads a variable
+/// of `rowwise`) once per row, the others once, for all.
 fn per_row(lets: &[Stmt], maps: &mut [Map], rowwise: &mut FxHashSet<VarId>, vars: &mut Vec<VarInfo>) -> Block {
     let mut out = Vec::new();
     for s in lets {
-        let Stmt::Let(v, rhs) = s else { unreachable!("lets") };
-        let rows = if rhs.operands().iter().any(|o| matches!(o, Op::Var(w) if rowwise.contains(w))) {
-            rowwise.insert(*v);
+        // (The declaration and `if` of a value chosen by an `if`: copied
+        // for every row.)
+        let mut reads: Vec<VarId> = Vec::new();
+        walk(std::slice::from_ref(s), &mut |s| reads.extend(stmt_operands(s).into_iter().filter_map(Op::var)));
+        let defined: Vec<VarId> = defined_in(std::slice::from_ref(s)).into_iter().collect();
+        let rows = if !matches!(s, Stmt::Let(..)) || reads.iter().any(|w| rowwise.contains(w)) {
+            rowwise.extend(defined.iter().copied());
             maps.len()
         } else {
             1
@@ -476,9 +516,11 @@ fn per_row(lets: &[Stmt], maps: &mut [Map], rowwise: &mut FxHashSet<VarId>, vars
             out.extend(c);
             *m = m2;
         }
-        let first = maps[0][v];
-        for m in &mut maps[rows..] {
-            m.insert(*v, first);
+        for v in defined {
+            let first = maps[0][&v];
+            for m in &mut maps[rows..] {
+                m.insert(v, first);
+            }
         }
     }
     out
