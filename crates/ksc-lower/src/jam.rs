@@ -65,7 +65,7 @@ const JAM: i64 = 8;
 /// terms (else it runs row by row): fewer do not pay for the set-up.
 const JAM_MIN_TERMS: i64 = 8;
 /// The largest loop body (statements, nested ones included) jammed: it is
-/// copied about ten times.
+/// copied ten times (eight rows, row by row, and after the last block).
 const JAM_BODY: usize = 48;
 
 type Map = FxHashMap<VarId, VarId>;
@@ -594,8 +594,9 @@ impl Jam<'_> {
     }
 
     /// Stop `k` on the way to the sums: each row's lets before it computed
-    /// ahead, then the test that every row goes on (else the rows one by
-    /// one). `rowwise`: the variables whose value depends on the row.
+    /// ahead, then the test that every row goes on (if one does not, the
+    /// block is not `done` and runs row by row). `rowwise`: the variables
+    /// whose value depends on the row.
     fn level(&self, k: usize, mut maps: Vec<Map>, rowwise: &mut FxHashSet<VarId>, vars: &mut Vec<VarInfo>) -> Block {
         let (stop, lets) = &self.sum.stops[k];
         let block = levels(self.body, &self.sum.path)[stop.depth];
