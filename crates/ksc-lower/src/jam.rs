@@ -159,6 +159,17 @@ fn computes(rhs: &Rhs) -> bool {
     rhs.is_pure() && !may_fail(rhs)
 }
 
+/// A call of a library function (`exp`, `log`, `pow`, ...): a term with
+/// one takes longer than its addition, and eight rows' sums would live in
+/// memory across the calls (no register survives a call), so such a sum
+/// is not blocked.
+fn calls_library(rhs: &Rhs) -> bool {
+    matches!(
+        rhs,
+        Rhs::Un(UnOp::Math(m), ..) if !matches!(m, MathFn::Fabs | MathFn::Sqrt)
+    ) || matches!(rhs, Rhs::Un(UnOp::RanHashDoub, ..) | Rhs::Bin(BinOp::FPowI, ..))
+}
+
 /// A sum's loop, as the block's rows run it together.
 struct SumLoop {
     acc: VarId,
@@ -171,7 +182,8 @@ struct SumLoop {
 }
 
 /// `for i < t { lets; acc := acc + x }` with a Float `acc` read only there
-/// (and a preheader of lets that compute, if any). Its lets compute, but
+/// (and a preheader of lets that compute, if any), calling no library
+/// function. Its lets compute, but
 /// for index checks `0 <= a + i < m` (or either half) and the checked
 /// additions `a + i` they test, which hold for all terms when they hold at
 /// both ends: the rows test them before they run together.
@@ -210,6 +222,7 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
     let mut adds = false;
     for s in &body[..body.len() - 1] {
         match s {
+            Stmt::Let(_, rhs) if calls_library(rhs) => return None,
             Stmt::Let(v, rhs) if computes(rhs) => {
                 reads += rhs.operands().iter().filter(|o| ***o == Op::Var(*acc)).count();
                 if v == t {
