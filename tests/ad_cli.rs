@@ -4,11 +4,17 @@ mod common;
 
 use common::ksc;
 
+/// The standard output of a `ksc` run that must succeed.
+fn stdout_of(args: &[&str]) -> String {
+    let out = ksc(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "ksc {}: {}\n{stdout}{}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
 #[test]
 fn jacobian_at_a_point_is_the_dense_matrix() {
-    let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
     // d(a sin v_i)/da = sin v_i, d/dv_i = a cos v_i.
     let rows: Vec<&str> = stdout.lines().skip(1).collect();
     assert_eq!(rows, ["0 2 0 0", "0.841471 0 1.0806 0", "0.14112 0 0 -1.97998"], "{stdout}");
@@ -16,9 +22,7 @@ fn jacobian_at_a_point_is_the_dense_matrix() {
 
 #[test]
 fn jacobian_sparsity_pattern() {
-    let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))", "--sparsity"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))", "--sparsity"]);
     // sin 0 = 0: the first row depends only on its element.
     let rows: Vec<&str> = stdout.lines().skip(1).collect();
     assert_eq!(rows, [".#..", "#.#.", "#..#"], "{stdout}");
@@ -26,9 +30,7 @@ fn jacobian_sparsity_pattern() {
 
 #[test]
 fn jacobian_prints_linear_map_combinators() {
-    let out = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "poly"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/scalar.ks", "poly"]);
     assert!(stdout.starts_with("(def [D [poly (Tuple Float Float)]] (LM (Tuple Float Float) Float)"), "{stdout}");
     assert!(stdout.contains("lmCompose") && stdout.contains("lmScale"), "{stdout}");
 }
@@ -37,9 +39,7 @@ fn jacobian_prints_linear_map_combinators() {
 /// `lmScale` by its derivative.
 #[test]
 fn jacobian_of_f2_simplifies_to_one_scale() {
-    let out = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/scalar.ks", "f2"]);
     let body = stdout.lines().skip(1).collect::<Vec<_>>().join(" ");
     assert_eq!(body.trim(), "(lmScale x ([mul (Tuple Float Float)] 3.0 ([add (Tuple Float Float)] x x))))", "{stdout}");
     let raw = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2", "--raw"]);
@@ -51,9 +51,7 @@ fn jacobian_of_f2_simplifies_to_one_scale() {
 
 #[test]
 fn deriv_prints_the_reverse_derivative_and_its_callees() {
-    let out = ksc(&["deriv", "ksc-examples/ad/calls.ks", "both", "--mode", "rev"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let stdout = stdout_of(&["deriv", "ksc-examples/ad/calls.ks", "both", "--mode", "rev"]);
     assert!(stdout.contains("(def [rev [both (Tuple Float Float)]]"), "{stdout}");
     assert!(stdout.contains("(def [rev [cube Float]]") && stdout.contains("(def [rev [sq Float]]"), "{stdout}");
     assert!(!stdout.contains("(lm"), "no linear map survives in a derived function:\n{stdout}");
@@ -71,18 +69,14 @@ fn shape_derivative_uses_the_shape_rules_and_user_shape_functions() {
     // [shape stats] for stats v = (sum v, cumsum v): the sum has a trivial
     // shape, and the user's [shape cumsum] gives the size, so no value is
     // computed.
-    let out = ksc(&["deriv", "ksc-examples/gdef_shape.ks", "stats", "--mode", "shape"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/gdef_shape.ks", "stats", "--mode", "shape"]);
     let body = stdout.lines().skip(1).collect::<Vec<_>>().join(" ");
     assert_eq!(body.trim(), "(tuple (tuple) (size ksc$x)))", "{stdout}");
 }
 
 #[test]
 fn deriv_prints_the_sparse_jacobian_and_its_blocks() {
-    let out = ksc(&["deriv", "ksc-examples/gdef_jacsparse.ks", "laplace", "--mode", "jacsparse"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/gdef_jacsparse.ks", "laplace", "--mode", "jacsparse"]);
     let defs: Vec<&str> = stdout.split("\n\n").collect();
     assert!(
         defs[0].starts_with("(def [jacsparse [laplace (Vec Float)]] (Tuple (Tuple Integer Integer) (Vec Integer) (Vec Integer) (Vec Float))"),
@@ -100,9 +94,7 @@ fn deriv_prints_the_sparse_jacobian_and_its_blocks() {
 fn reverse_mode_computes_a_primal_value_of_two_loops_once() {
     // GMM's primal loop over clusters computes qtimesx, and so would the
     // loop of its cotangents: the first stores it for the second.
-    let out = ksc(&["deriv", "ksc-examples/adbench/gmm.ks", "gmm_objective", "--mode", "rev"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/adbench/gmm.ks", "gmm_objective", "--mode", "rev"]);
     let rev = stdout.split("\n\n").next().unwrap();
     assert_eq!(rev.matches("([qtimesx ").count(), 1, "{rev}");
     assert!(rev.contains("(unzip"), "{rev}");
@@ -117,9 +109,7 @@ fn reverse_mode_of_a_fold_reads_its_value_from_the_stored_accumulators() {
     // are inlined together (`chain.rs`), so `[rev lstm_objective]` has the
     // scan over time and the one over layers, whose last accumulator is the
     // step's prediction.
-    let out = ksc(&["deriv", "ksc-examples/adbench/lstm.ks", "lstm_objective", "--mode", "rev"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/adbench/lstm.ks", "lstm_objective", "--mode", "rev"]);
     let defs: Vec<&str> = stdout.split("\n\n").filter(|d| d.starts_with("(def [rev [lstm_")).collect();
     assert_eq!(defs.len(), 3, "{stdout}");
     for (d, scans) in defs[..2].iter().zip([2, 1]) {
@@ -139,9 +129,7 @@ fn reverse_mode_of_a_fold_reads_its_value_from_the_stored_accumulators() {
 
 #[test]
 fn deriv_prints_the_whole_jacobian() {
-    let out = ksc(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
     assert!(stdout.contains("(def [jac [scale_sq (Tuple Float (Vec Float))]] (Tensor 2 Float)"), "{stdout}");
     // Both ways, chosen at run time (the vector's size is not in its type),
     // with the derivatives inlined into the loops.
@@ -155,12 +143,10 @@ fn deriv_prints_the_whole_jacobian() {
 fn deriv_of_a_derived_function_by_its_short_name() {
     // nested.ks requests [rev sinprod] and [fwd [rev sinprod]]: forward over
     // reverse of a fold, printed by naming the derived function.
-    let out = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[rev sinprod]", "--mode", "fwd"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = stdout_of(&["deriv", "ksc-examples/ad/nested.ks", "[rev sinprod]", "--mode", "fwd"]);
     assert!(stdout.starts_with("(def [fwd [rev [sinprod (Vec Float)]]]"), "{stdout}");
-    let full = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[rev [sinprod (Vec Float)]]", "--mode", "fwd"]);
-    assert_eq!(full.stdout, out.stdout);
+    let full = stdout_of(&["deriv", "ksc-examples/ad/nested.ks", "[rev [sinprod (Vec Float)]]", "--mode", "fwd"]);
+    assert_eq!(full, stdout);
     // A derivative no gdef requests is not found, and the message says how
     // to name one.
     let none = ksc(&["deriv", "ksc-examples/ad/nested.ks", "[fwd sinprod]", "--mode", "rev"]);

@@ -65,8 +65,8 @@ fn examples_run_natively_with_the_interpreters_output() {
         let path = f.to_str().unwrap();
         let interp = ksc(&["run", "--interp", path]);
         let expected = std::fs::read_to_string(root().join(f.with_extension("expected"))).unwrap_or_default();
-        // Checked, and unchecked (whose code differs: no checks, and sums
-        // run in blocks where checks kept them apart).
+        // Checked, and unchecked (whose code differs: no bounds or
+        // overflow checks, and sums run in blocks that checks keep apart).
         for flags in [&[][..], &["--unchecked"][..]] {
             let native = ksc(&[&["run"][..], flags, &[path][..]].concat());
             let how = if flags.is_empty() { "native" } else { "native --unchecked" };
@@ -692,6 +692,6 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
     let loops = ksc(&["build", p, "--unchecked", "--emit", "loops", "-o", dir.to_str().unwrap()]);
     assert!(loops.status.success(), "{}", text(&loops.stderr));
     let ir = std::fs::read_to_string(dir.join("row_sums.loops")).unwrap();
-    let blocked = (0..40).filter(|n| function_of(&ir, &format!("r{n}")).contains("keep (")).count();
+    let blocked = (0..40).filter(|n| function_of(&ir, &format!("r{n} (")).contains("keep (")).count();
     assert!(blocked >= 30, "only {blocked} of 40 generated loops were blocked");
 }

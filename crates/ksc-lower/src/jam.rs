@@ -263,11 +263,16 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
     (adds && reads == 1 && unchecked).then_some(SumLoop { acc: *acc, fast, ranges })
 }
 
-/// The first sum loop in `block` or its branches, with the path to it.
-fn find_sum(block: &Block, vars: &[VarInfo], path: &mut Vec<(usize, bool)>) -> Option<usize> {
+/// The first sum loop in `block` or its branches: its position, and the
+/// path to it.
+fn find_sum(block: &Block, vars: &[VarInfo], path: &mut Vec<(usize, bool)>) -> Option<(usize, SumLoop)> {
     for (k, s) in block.iter().enumerate() {
         match s {
-            Stmt::For { .. } if sum_loop(s, vars).is_some() => return Some(k),
+            Stmt::For { .. } => {
+                if let Some(sum) = sum_loop(s, vars) {
+                    return Some((k, sum));
+                }
+            }
             Stmt::If { then, els, .. } => {
                 for (branch, b) in [(true, then), (false, els)] {
                     path.push((k, branch));
@@ -299,15 +304,13 @@ fn roots(v: VarId, defs: &FxHashMap<VarId, Rhs>, out: &mut FxHashSet<VarId>) {
     if !out.insert(v) {
         return;
     }
-    if let Some(Rhs::Copy(a) | Rhs::Field(a, _) | Rhs::Load { arr: a, .. }) = defs.get(&v) {
-        if let Op::Var(a) = a {
-            roots(*a, defs, out);
-        }
-    }
-    if let Some(Rhs::Pack(xs, _)) = defs.get(&v) {
-        for x in xs.iter().filter_map(Op::var) {
-            roots(x, defs, out);
-        }
+    let from: Vec<&Op> = match defs.get(&v) {
+        Some(Rhs::Copy(a) | Rhs::Field(a, _) | Rhs::Load { arr: a, .. }) => vec![a],
+        Some(Rhs::Pack(xs, _)) => xs.iter().collect(),
+        _ => vec![],
+    };
+    for a in from.into_iter().filter_map(Op::var) {
+        roots(a, defs, out);
     }
 }
 
@@ -327,7 +330,6 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
         Stmt::Set(v, _) => {
             assigned.insert(*v);
         }
-        Stmt::Store { .. } => {}
         Stmt::Accum { .. } | Stmt::Keep(_) | Stmt::CopyDown { .. } | Stmt::Reset(_) | Stmt::Return(_) | Stmt::TailCall(_) => plain = false,
         Stmt::Let(_, Rhs::Mark | Rhs::TapePush { .. }) => plain = false,
         _ => {}
@@ -336,21 +338,16 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
         return None;
     }
     let mut path = Vec::new();
-    let at = find_sum(body, vars, &mut path)?;
+    let (at, SumLoop { acc, fast, ranges }) = find_sum(body, vars, &mut path)?;
     let blocks = levels(body, &path);
     let last = blocks[blocks.len() - 1];
     let Stmt::For { idx: i, n: terms, body: step, pre, .. } = &last[at] else { unreachable!("a sum loop") };
     if matches!(terms, Op::Int(k) if *k < JAM_MIN_TERMS) {
         return None;
     }
-    let SumLoop { acc, fast, ranges } = sum_loop(&last[at], vars)?;
     // Its start: declared before it in its block, not assigned in between.
-    let init = last[..at].iter().rev().find_map(|s| match s {
-        Stmt::DeclMut(v, Some(o)) if *v == acc => Some(Some(o.clone())),
-        Stmt::DeclMut(v, None) if *v == acc => Some(None),
-        _ => None,
-    })??;
     let decl = last[..at].iter().position(|s| matches!(s, Stmt::DeclMut(v, _) if *v == acc))?;
+    let Stmt::DeclMut(_, Some(init)) = &last[decl] else { return None };
     let mut set_between = false;
     walk(&last[decl + 1..at], &mut |s| set_between |= matches!(s, Stmt::Set(v, _) if *v == acc));
     if set_between {
@@ -399,7 +396,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
             s => work.extend(stmt_operands(s).into_iter().filter_map(Op::var)),
         }
     }
-    work.extend([terms, &init].into_iter().filter_map(Op::var));
+    work.extend([terms, init].into_iter().filter_map(Op::var));
     for (stop, _) in &stops {
         match &blocks[stop.depth][stop.at] {
             Stmt::If { cond, .. } | Stmt::Check { cond, .. } => work.extend(cond.var()),
@@ -483,7 +480,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     for (_, lets) in &mut stops {
         lets.sort_unstable();
     }
-    Some(Sum { path, at, acc, init, idx: *i, terms: terms.clone(), step: fast, ranges, pre: pre.clone(), stops })
+    Some(Sum { path, at, acc, init: init.clone(), idx: *i, terms: terms.clone(), step: fast, ranges, pre: pre.clone(), stops })
 }
 
 fn new_var(vars: &mut Vec<VarInfo>, like: VarId, mutable: bool) -> VarId {
@@ -505,6 +502,18 @@ fn copy(b: &[Stmt], vars: &mut Vec<VarInfo>, map: Map) -> (Block, Map) {
     let mut c = b.to_vec();
     let m = rename_in(&mut c, vars, map);
     (c, m)
+}
+
+/// `test && c` (or `c`), the conjunction's statement added to `out`.
+fn and(test: &mut Option<Op>, c: Op, out: &mut Block, vars: &mut Vec<VarInfo>) {
+    *test = Some(match test.take() {
+        None => c,
+        Some(t) => {
+            let (s, x) = fresh_let(vars, Rhs::Bin(BinOp::And, t, c), Type::Bool);
+            out.push(s);
+            x
+        }
+    });
 }
 
 /// Copies the lets (and values chosen by `if`s) for the rows, whose
@@ -636,14 +645,7 @@ impl Jam<'_> {
                         out.push(s);
                         c = nc;
                     }
-                    test = Some(match test {
-                        None => c,
-                        Some(a) => {
-                            let (s, x) = fresh_let(vars, Rhs::Bin(BinOp::And, a, c), Type::Bool);
-                            out.push(s);
-                            x
-                        }
-                    });
+                    and(&mut test, c, &mut out, vars);
                 }
                 self.level(k + 1, maps, rowwise, vars)
             }
@@ -685,22 +687,12 @@ impl Jam<'_> {
             }
         }
         let mut test: Option<Op> = None;
-        let mut and = |c: Op, out: &mut Block, vars: &mut Vec<VarInfo>| {
-            test = Some(match test.take() {
-                None => c,
-                Some(t) => {
-                    let (s, x) = fresh_let(vars, Rhs::Bin(BinOp::And, t, c), Type::Bool);
-                    out.push(s);
-                    x
-                }
-            });
-        };
         for (a, lim) in ranges {
             for x in std::iter::once(&a).chain(&lim) {
                 if !matches!(x, Op::Int(k) if *k >= 0) {
                     let (s, ok) = fresh_let(vars, Rhs::Bin(BinOp::IGe, x.clone(), Op::Int(0)), Type::Bool);
                     head.push(s);
-                    and(ok, &mut head, vars);
+                    and(&mut test, ok, &mut head, vars);
                 }
             }
             let Some(lim) = lim else { continue };
@@ -713,7 +705,7 @@ impl Jam<'_> {
             };
             let (s, fits) = fresh_let(vars, Rhs::Bin(BinOp::ILe, fewest.clone(), room), Type::Bool);
             head.push(s);
-            and(fits, &mut head, vars);
+            and(&mut test, fits, &mut head, vars);
         }
         let mut out = Vec::new();
         let accs: Vec<VarId> = maps.iter().map(|_| new_var(vars, s.acc, true)).collect();
