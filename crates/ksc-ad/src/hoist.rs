@@ -1,5 +1,5 @@
-//! Reads of a fold's surroundings, made once before the fold, before it is
-//! differentiated.
+//! Reads of a fold's surroundings, made once before the fold or carried by
+//! its elements, before it is differentiated.
 //!
 //! The map of a fold's step takes the step's free variables as a scope
 //! (`lmFold`'s `s'`), whose cotangent reverse mode sums over the steps. A
@@ -26,31 +26,173 @@
 //! could, where the read fails, print less before the failure than the
 //! original did (the derivative is not printed output, and the read fails
 //! in both).
+//!
+//! A step that uses its element only to read a vector of its surroundings,
+//! `fold (lam p B) a (build (size v) (lam t t))` where `t` (`p`'s second
+//! component) occurs in `B` only in `index t v` and `B` uses `v` nowhere
+//! else, makes `v` part of the scope too, and each step's cotangent of `v`
+//! is a whole vector that is zero but for row t (summed over the steps:
+//! quadratic in their number where the interpreter runs it). Such a fold
+//! runs over `v` itself, its element the row: `fold (lam p B') a v` with
+//! `B'` reading the row where `B` read `index t v`. Reverse mode stores
+//! each step's cotangent of its element (`rfold`), which is v's cotangent
+//! row by row, and the backward loop reads the row as `index i v`, which
+//! ksc-opt's `residuals.rs` lets it take from the forward scan.
 
-use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Var};
+use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type, Var};
 use ksc_linmap::builder::Builder;
 
-/// `f` with its folds' invariant reads made before them (see the module),
-/// or None if it has none.
+/// `f` with its folds' invariant reads made before them and the folds over
+/// indices that only read a vector made folds over the vector (see the
+/// module), or None if it has neither.
 pub fn fold_reads(f: &Def) -> Option<Def> {
-    let folds: Vec<ExprId> = f
-        .body
-        .exprs
-        .iter()
-        .filter(|(_, e)| matches!(e, Expr::Call(Callee::Prim(Prim::Fold | Prim::Scan), _)))
-        .map(|(id, _)| id)
-        .collect();
-    if folds.is_empty() {
+    let folds = |body: &Body| -> Vec<ExprId> {
+        body.exprs
+            .iter()
+            .filter(|(_, e)| matches!(e, Expr::Call(Callee::Prim(Prim::Fold | Prim::Scan), _)))
+            .map(|(id, _)| id)
+            .collect()
+    };
+    if folds(&f.body).is_empty() {
         return None;
     }
     let mut def = f.clone();
     let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
     let mut b = Builder::new(&mut def.body, &mut fresh);
     let mut changed = false;
-    for e in folds {
+    for e in folds(b.body) {
         changed |= hoist(&mut b, e);
     }
+    // (Hoisting makes a fold's node a `let`: its fold is a new node.)
+    for e in folds(b.body) {
+        changed |= rows_in_elements(&mut b, e);
+    }
     changed.then_some(def)
+}
+
+/// The fold at `e` over `build (size v) (lam t t)` whose step uses its
+/// element only to read `index t v` made a fold over `v` (see the module);
+/// whether it was.
+fn rows_in_elements(b: &mut Builder, e: ExprId) -> bool {
+    let Some((p, args)) = ksc_linmap::builder::prim_call(b.body, e) else { return false };
+    let [lam, a, w] = args[..] else { return false };
+    let Expr::Lam(param, p_ty, step) = b.body.exprs[lam].clone() else { return false };
+    let Some((v, v_ty)) = iota_of_size(b.body, w) else { return false };
+    let Type::Tensor(1, row_ty) = &v_ty else { return false };
+    let Type::Tuple(at) = &p_ty else { return false };
+    if at.len() != 2 || at[1] != Type::Integer {
+        return false;
+    }
+    let Some(uses) = element_uses(b.body, step, &param, &v) else { return false };
+    if uses.reads.is_empty() {
+        return false;
+    }
+    // The element is the row: each read is the element's expression, and
+    // what held the index (the parameter's second component) holds the row.
+    let row_ty = (**row_ty).clone();
+    let p2_ty = Type::Tuple(vec![at[0].clone(), row_ty.clone()]);
+    for (read, elem) in uses.reads {
+        b.body.exprs[read] = b.body.exprs[elem].clone();
+    }
+    for x in uses.params {
+        b.body.types.insert(x, p2_ty.clone());
+    }
+    for x in uses.seconds {
+        b.body.types.insert(x, row_ty.clone());
+    }
+    let lam2 = b.lam(&param, p2_ty, step);
+    let vv = b.var(&v, v_ty);
+    let call = b.prim(p, vec![lam2, a, vv]);
+    b.body.exprs[e] = b.body.exprs[call].clone();
+    true
+}
+
+/// `v` (and its type) where `w` is `build (size v) (lam t t)`.
+fn iota_of_size(body: &Body, w: ExprId) -> Option<(Var, Type)> {
+    let (Prim::Build, bargs) = ksc_linmap::builder::prim_call(body, w)? else { return None };
+    let [n, lam] = bargs[..] else { return None };
+    let Expr::Lam(t, _, tb) = &body.exprs[lam] else { return None };
+    if !matches!(&body.exprs[*tb], Expr::Var(x) if x == t) {
+        return None;
+    }
+    let (Prim::Size, sargs) = ksc_linmap::builder::prim_call(body, n)? else { return None };
+    match &body.exprs[*sargs.first()?] {
+        Expr::Var(v) => Some((v.clone(), body.ty(sargs[0]).clone())),
+        _ => None,
+    }
+}
+
+/// How a fold's step uses its parameter and a vector `v`.
+struct ElementUses {
+    /// The `index t v` nodes, with their element expression `t`.
+    reads: Vec<(ExprId, ExprId)>,
+    /// The parameter's occurrences.
+    params: Vec<ExprId>,
+    /// The `get$2$2` of the parameter that bind the element's names.
+    seconds: Vec<ExprId>,
+}
+
+/// The uses in a fold's step `step` (parameter `param`) of its element,
+/// `get$2$2 param` or a name the step's first lets bind to it, if it is
+/// used only to read `index t v` and those are the step's only uses of `v`
+/// (None otherwise, or if a name these rely on is bound again inside).
+fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<ElementUses> {
+    // The parameter's node in `get$2$2 param`.
+    let get2_of = |e: ExprId| match ksc_linmap::builder::prim_call(body, e) {
+        Some((Prim::Get { index: 2, arity: 2 }, a)) if matches!(&body.exprs[a[0]], Expr::Var(x) if x == param) => {
+            Some(a[0])
+        }
+        _ => None,
+    };
+    let is_get2 = |e: ExprId| get2_of(e).is_some();
+    let mut uses = ElementUses { reads: Vec::new(), params: Vec::new(), seconds: Vec::new() };
+    // The element's names, bound by the step's first lets.
+    let mut aliases: Vec<Var> = Vec::new();
+    let mut e = step;
+    while let Expr::Let(pat, r, next) = &body.exprs[e] {
+        match pat {
+            Pat::Tuple(xs) if xs.len() == 2 && matches!(&body.exprs[*r], Expr::Var(x) if x == param) => {
+                aliases.push(xs[1].clone())
+            }
+            Pat::Var(x) if is_get2(*r) => {
+                aliases.push(x.clone());
+                uses.seconds.push(*r);
+            }
+            _ => {}
+        }
+        e = *next;
+    }
+    let is_elem = |e: ExprId| is_get2(e) || matches!(&body.exprs[e], Expr::Var(x) if aliases.contains(x));
+    // Names bound inside: never v or param; counts the aliases' bindings.
+    let mut alias_bindings = 0;
+    let mut bound = |xs: &[Var]| -> Option<()> {
+        if xs.iter().any(|y| y == v || y == param) {
+            return None;
+        }
+        alias_bindings += xs.iter().filter(|y| aliases.contains(y)).count();
+        Some(())
+    };
+    let mut stack = vec![step];
+    while let Some(x) = stack.pop() {
+        if let Some((Prim::Index, ia)) = ksc_linmap::builder::prim_call(body, x) {
+            if matches!(&body.exprs[ia[1]], Expr::Var(y) if y == v) && is_elem(ia[0]) {
+                uses.reads.push((x, ia[0]));
+                uses.params.extend(get2_of(ia[0]));
+                continue;
+            }
+        }
+        match &body.exprs[x] {
+            Expr::Var(y) if y == param => uses.params.push(x),
+            Expr::Var(y) if y == v || aliases.contains(y) => return None,
+            _ if is_get2(x) && !uses.seconds.contains(&x) => return None,
+            Expr::Let(pat, ..) => bound(pat.vars())?,
+            Expr::Lam(y, ..) => bound(std::slice::from_ref(y))?,
+            _ => {}
+        }
+        stack.extend(ksc_opt::term::children(&body.exprs[x]));
+    }
+    // Each name of the element is bound once, by the first lets.
+    (alias_bindings == aliases.len()).then_some(uses)
 }
 
 /// The invariant reads of the fold at `e` moved before it; whether there
@@ -190,5 +332,59 @@ mod tests {
             assert!(run(f, ws, k).is_ok());
         }
         assert!(run(f, vec![0.5, 1.0], 5).is_err() && run(&hoisted, vec![0.5, 1.0], 5).is_err());
+    }
+
+    /// A fold over `build (size xs) (lam t t)` that uses its element only
+    /// to read `xs` (under the names the step gives its element: a tuple
+    /// pattern, `get$2$2`) becomes a fold over `xs`, and computes the same;
+    /// folds that use the element or `xs` otherwise (`t` as a number, `xs`
+    /// at `t + 1`, its size, with `t` bound again, over a shorter range)
+    /// are left as they are.
+    #[test]
+    fn folds_over_indices_that_only_read_a_vector_run_over_the_vector() {
+        let fold = |step: &str, range: &str| {
+            format!(
+                "(def f Float ((xs : Vec (Vec Float)) (k : Integer))
+                   (fold (lam (a_t : Tuple Float Integer) {step}) 1.0 (build {range} (lam (t : Integer) t))))"
+            )
+        };
+        let carried = [
+            "(let ((a t) a_t) (add (mul a 0.5) (if (gt a 0.0) (index 0 (index t xs)) (index 1 (index t xs)))))",
+            "(let (u (get$2$2 a_t)) (add (get$1$2 a_t) (sumbuild 2 (lam (j : Integer) (index j (index u xs))))))",
+            "(mul (get$1$2 a_t) (index 1 (index (get$2$2 a_t) xs)))",
+        ];
+        let kept = [
+            "(let ((a t) a_t) (add (to_float t) (index 0 (index t xs))))",
+            "(let ((a t) a_t) (add a (index 0 (index (if (lt t 2) (add t 1) t) xs))))",
+            "(let ((a t) a_t) (add a (to_float (size xs))))",
+            "(let ((a t) a_t) (let (t k) (add a (index 0 (index t xs)))))",
+        ];
+        let run = |d: &ksc_ir::Def, k: i64| {
+            let mut interp = Interpreter::new([d]);
+            let row = |x: f64| Value::vector(vec![Value::Float(x), Value::Float(-x)]);
+            let xs = Value::vector(vec![row(2.0), row(-3.0), row(0.5)]);
+            let arg = Value::tuple(vec![xs, Value::Integer(k)]);
+            interp.call(&FunName::typed("f", d.arg_ty()), arg, &mut std::io::sink()).map(|v| v.to_string()).map_err(|e| e.message)
+        };
+        let cases = carried.iter().map(|s| (s, "(size xs)", true)).chain(kept.iter().map(|s| (s, "(size xs)", false)));
+        for (step, range, moved) in cases.chain([(&carried[0], "(sub (size xs) 1)", false)]) {
+            let text = fold(step, range);
+            let analysis = ksc_types::analyze(&text);
+            assert!(!analysis.has_errors(), "{step}: {:?}", analysis.diagnostics);
+            let defs = analysis.defs();
+            let f = defs.iter().find(|d| d.name.base == "f").expect("f");
+            let Some(rewritten) = super::fold_reads(f) else {
+                assert!(!moved, "{step}: left as it is");
+                continue;
+            };
+            let printed = print_def(&rewritten).split_whitespace().collect::<Vec<_>>().join(" ");
+            // Over xs, which the step no longer reads.
+            assert_eq!(printed.ends_with(" 1.0 xs))"), moved, "{step} over {range}: {printed}");
+            assert_eq!(printed.matches(" xs)").count() == 1, moved, "{step}: xs read in the step: {printed}");
+            for k in [0, 2] {
+                assert_eq!(run(f, k), run(&rewritten, k), "{step}");
+                assert!(run(f, k).is_ok(), "{step}");
+            }
+        }
     }
 }
