@@ -298,6 +298,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = loops.split("fn ks$main").next().unwrap_or_default();
                 check(f.matches("for ").count() == 4, "a one-hot term was added row by row")
             }
+            "accumulate_hit" => {
+                // The result's two vectors and p's zero rows; the loop over
+                // x makes nothing (it made a row per iteration).
+                let f = function_of(&loops, "rev$weigh");
+                check(f.matches("alloc").count() == 3, "a one-hot's hit was made as a row per iteration")
+            }
             "accumulate_reads" => {
                 // One allocation and one loop (its zero fill) in [rev f].
                 let f = function_of(&loops, "rev$f");

@@ -12,7 +12,8 @@
 //!   `build n (lam i (if (eq i t) x zero))`, and a `sumbuild` adds each of
 //!   its terms (no accumulator of its own is allocated);
 //! - a `let` whose variable is only added in (the positions above, at most
-//!   once per component, outside any lambda) is left pending
+//!   once per component, outside any lambda but a one-hot's hit, which is
+//!   added once) is left pending
 //!   ([`Bound::Pending`]) and its right-hand side is added where the
 //!   variable is; a tuple whose components are used differently is bound
 //!   component by component ([`Bound::Parts`]); a tuple-valued `if` used at
@@ -263,6 +264,15 @@ impl Lowerer<'_> {
                         }
                         _ => u.extend(self.uses_of(ctx, *r, x, &[], false)),
                     }
+                }
+                u
+            }
+            // A one-hot `build`'s hit is added in where the index is (once).
+            Expr::Call(Callee::Prim(Prim::Build), a) if acc && proj.is_empty() && one_hot_build(body, *a).is_some_and(|(_, i, ..)| i != x) => {
+                let (n, _, at, hit) = one_hot_build(body, *a).expect("a one-hot build");
+                let mut u = self.uses_of(ctx, hit, x, &[], true);
+                for c in [n, at] {
+                    u.extend(self.uses_of(ctx, c, x, &[], false));
                 }
                 u
             }
