@@ -1,5 +1,6 @@
-//! Reads of a fold's surroundings, made once before the fold or carried by
-//! its elements, before it is differentiated.
+//! Reads of a fold's surroundings, made once before the fold or (a fold
+//! over indices that only reads a vector) by a fold over the vector, before
+//! it is differentiated.
 //!
 //! The map of a fold's step takes the step's free variables as a scope
 //! (`lmFold`'s `s'`), whose cotangent reverse mode sums over the steps. A
@@ -146,17 +147,22 @@ fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<Eleme
     };
     let is_get2 = |e: ExprId| get2_of(e).is_some();
     let mut uses = ElementUses { reads: Vec::new(), params: Vec::new(), seconds: Vec::new() };
-    // The element's names, bound by the step's first lets.
+    // The element's names, bound by the step's first lets, and the
+    // parameter's occurrences that may change type: there, in the reads and
+    // under `get$1$2` (the accumulator keeps its type).
     let mut aliases: Vec<Var> = Vec::new();
+    let mut retyped: Vec<ExprId> = Vec::new();
     let mut e = step;
     while let Expr::Let(pat, r, next) = &body.exprs[e] {
         match pat {
             Pat::Tuple(xs) if xs.len() == 2 && matches!(&body.exprs[*r], Expr::Var(x) if x == param) => {
-                aliases.push(xs[1].clone())
+                aliases.push(xs[1].clone());
+                retyped.push(*r);
             }
             Pat::Var(x) if is_get2(*r) => {
                 aliases.push(x.clone());
                 uses.seconds.push(*r);
+                retyped.extend(get2_of(*r));
             }
             _ => {}
         }
@@ -181,7 +187,12 @@ fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<Eleme
                 continue;
             }
         }
+        if let Some((Prim::Get { index: 1, arity: 2 }, a)) = ksc_linmap::builder::prim_call(body, x) {
+            retyped.push(a[0]);
+        }
         match &body.exprs[x] {
+            // (Passed whole to a function, say, it would change type.)
+            Expr::Var(y) if y == param && !retyped.contains(&x) => return None,
             Expr::Var(y) if y == param => uses.params.push(x),
             Expr::Var(y) if y == v || aliases.contains(y) => return None,
             _ if is_get2(x) && !uses.seconds.contains(&x) => return None,
@@ -338,13 +349,15 @@ mod tests {
     /// to read `xs` (under the names the step gives its element: a tuple
     /// pattern, `get$2$2`) becomes a fold over `xs`, and computes the same;
     /// folds that use the element or `xs` otherwise (`t` as a number, `xs`
-    /// at `t + 1`, its size, with `t` bound again, over a shorter range)
+    /// at `t + 1`, its size, with `t` bound again, the parameter passed
+    /// whole or taken apart below the first lets, over a shorter range)
     /// are left as they are.
     #[test]
     fn folds_over_indices_that_only_read_a_vector_run_over_the_vector() {
         let fold = |step: &str, range: &str| {
             format!(
-                "(def f Float ((xs : Vec (Vec Float)) (k : Integer))
+                "(def first Float (p : Tuple Float Integer) (get$1$2 p))
+                 (def f Float ((xs : Vec (Vec Float)) (k : Integer))
                    (fold (lam (a_t : Tuple Float Integer) {step}) 1.0 (build {range} (lam (t : Integer) t))))"
             )
         };
@@ -358,6 +371,8 @@ mod tests {
             "(let ((a t) a_t) (add a (index 0 (index (if (lt t 2) (add t 1) t) xs))))",
             "(let ((a t) a_t) (add a (to_float (size xs))))",
             "(let ((a t) a_t) (let (t k) (add a (index 0 (index t xs)))))",
+            "(let ((a t) a_t) (add (first a_t) (index 0 (index t xs))))",
+            "(let ((a t) a_t) (add a (let ((b u) a_t) (index 0 (index u xs)))))",
         ];
         let run = |d: &ksc_ir::Def, k: i64| {
             let mut interp = Interpreter::new([d]);
