@@ -158,8 +158,9 @@ fn is_zero(body: &Body, e: ExprId) -> bool {
 }
 
 /// The arguments of a one-hot `build n (lam i (if (eq i at) hit zero))` of
-/// a vector (either side of `eq`, `at` not mentioning `i`): `(n, i, at, hit)`.
-fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId)> {
+/// a vector (either side of `eq`, `at` not mentioning `i`): `(n, i, at, hit,
+/// zero)`.
+fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId, ExprId)> {
     let Expr::Tuple(es) = &body.exprs[a] else { return None };
     let [n, lam] = es[..] else { return None };
     let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
@@ -169,7 +170,7 @@ fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, Expr
     let [x, y] = xy[..] else { return None };
     let is_i = |e: ExprId| matches!(&body.exprs[e], Expr::Var(v) if v == i);
     let at = if is_i(x) { y } else if is_i(y) { x } else { return None };
-    (!occurs(body, at, i) && is_zero(body, *miss)).then(|| (n, i.clone(), at, *hit))
+    (!occurs(body, at, i) && is_zero(body, *miss)).then(|| (n, i.clone(), at, *hit, *miss))
 }
 
 /// The arguments of a prefix `build n (lam i (if (lt i k) hit zero))` of a
@@ -269,9 +270,10 @@ impl Lowerer<'_> {
             }
             // A one-hot `build`'s hit is added in where the index is (once).
             Expr::Call(Callee::Prim(Prim::Build), a) if acc && proj.is_empty() && one_hot_build(body, *a).is_some_and(|(_, i, ..)| i != x) => {
-                let (n, _, at, hit) = one_hot_build(body, *a).expect("a one-hot build");
+                let (n, _, at, hit, zero) = one_hot_build(body, *a).expect("a one-hot build");
                 let mut u = self.uses_of(ctx, hit, x, &[], true);
-                for c in [n, at] {
+                // (The zero too: a build lowered as a value evaluates it.)
+                for c in [n, at, zero] {
                     u.extend(self.uses_of(ctx, c, x, &[], false));
                 }
                 u
@@ -433,7 +435,7 @@ impl Lowerer<'_> {
                 }
             }
             Expr::Call(Callee::Prim(Prim::Build), a) if proj.is_empty() => {
-                if let (Acc::Tensor(arr, t), Some((n, i, at, hit))) = (acc, one_hot_build(body, a)) {
+                if let (Acc::Tensor(arr, t), Some((n, i, at, hit, _))) = (acc, one_hot_build(body, a)) {
                     return self.accumulate_one_hot(fb, st, ctx, arr, t, (n, i, at, hit), site);
                 }
                 if let (Acc::Tensor(arr, t), Some((n, i, k, hit))) = (acc, prefix_build(body, a)) {
