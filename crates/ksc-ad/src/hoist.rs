@@ -41,7 +41,7 @@
 //! ksc-opt's `residuals.rs` lets it take from the forward scan.
 
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
+use ksc_linmap::builder::{prim_call, Builder};
 
 /// `f` with its folds' invariant reads made before them and the folds over
 /// indices that only read a vector made folds over the vector (see the
@@ -66,7 +66,7 @@ pub fn fold_reads(f: &Def) -> Option<Def> {
     }
     // (Hoisting makes a fold's node a `let`: its fold is a new node.)
     for e in folds(b.body) {
-        changed |= rows_in_elements(&mut b, e);
+        changed |= fold_over_vector(&mut b, e);
     }
     changed.then_some(def)
 }
@@ -74,8 +74,8 @@ pub fn fold_reads(f: &Def) -> Option<Def> {
 /// The fold at `e` over `build (size v) (lam t t)` whose step uses its
 /// element only to read `index t v` made a fold over `v` (see the module);
 /// whether it was.
-fn rows_in_elements(b: &mut Builder, e: ExprId) -> bool {
-    let Some((p, args)) = ksc_linmap::builder::prim_call(b.body, e) else { return false };
+fn fold_over_vector(b: &mut Builder, e: ExprId) -> bool {
+    let Some((p, args)) = prim_call(b.body, e) else { return false };
     let [lam, a, w] = args[..] else { return false };
     let Expr::Lam(param, p_ty, step) = b.body.exprs[lam].clone() else { return false };
     let Some((v, v_ty)) = iota_of_size(b.body, w) else { return false };
@@ -110,13 +110,13 @@ fn rows_in_elements(b: &mut Builder, e: ExprId) -> bool {
 
 /// `v` (and its type) where `w` is `build (size v) (lam t t)`.
 fn iota_of_size(body: &Body, w: ExprId) -> Option<(Var, Type)> {
-    let (Prim::Build, bargs) = ksc_linmap::builder::prim_call(body, w)? else { return None };
+    let (Prim::Build, bargs) = prim_call(body, w)? else { return None };
     let [n, lam] = bargs[..] else { return None };
     let Expr::Lam(t, _, tb) = &body.exprs[lam] else { return None };
     if !matches!(&body.exprs[*tb], Expr::Var(x) if x == t) {
         return None;
     }
-    let (Prim::Size, sargs) = ksc_linmap::builder::prim_call(body, n)? else { return None };
+    let (Prim::Size, sargs) = prim_call(body, n)? else { return None };
     match &body.exprs[*sargs.first()?] {
         Expr::Var(v) => Some((v.clone(), body.ty(sargs[0]).clone())),
         _ => None,
@@ -139,7 +139,7 @@ struct ElementUses {
 /// (None otherwise, or if a name these rely on is bound again inside).
 fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<ElementUses> {
     // The parameter's node in `get$2$2 param`.
-    let get2_of = |e: ExprId| match ksc_linmap::builder::prim_call(body, e) {
+    let get2_of = |e: ExprId| match prim_call(body, e) {
         Some((Prim::Get { index: 2, arity: 2 }, a)) if matches!(&body.exprs[a[0]], Expr::Var(x) if x == param) => {
             Some(a[0])
         }
@@ -180,14 +180,14 @@ fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<Eleme
     };
     let mut stack = vec![step];
     while let Some(x) = stack.pop() {
-        if let Some((Prim::Index, ia)) = ksc_linmap::builder::prim_call(body, x) {
+        if let Some((Prim::Index, ia)) = prim_call(body, x) {
             if matches!(&body.exprs[ia[1]], Expr::Var(y) if y == v) && is_elem(ia[0]) {
                 uses.reads.push((x, ia[0]));
                 uses.params.extend(get2_of(ia[0]));
                 continue;
             }
         }
-        if let Some((Prim::Get { index: 1, arity: 2 }, a)) = ksc_linmap::builder::prim_call(body, x) {
+        if let Some((Prim::Get { index: 1, arity: 2 }, a)) = prim_call(body, x) {
             retyped.push(a[0]);
         }
         match &body.exprs[x] {

@@ -842,6 +842,22 @@ mod tests {
         f
     }
 
+    /// The scope check the optimiser runs in debug builds: a jammed loop
+    /// reads every variable in its scope, and a read of a loop's variable
+    /// after the loop is found.
+    #[test]
+    fn the_scope_check_finds_a_read_outside_its_loop() {
+        let mut f = jammed(false, false, false);
+        assert_eq!(crate::opt::scope_error(&f), None);
+        // w (the row's load, the 13th variable) exists only in the loop.
+        let w = VarId(12);
+        assert!(matches!(f.vars[12].ty, Type::Float) && !f.params.contains(&w));
+        let y = var(&mut f, Type::Float, false);
+        let at = f.body.len() - 1;
+        f.body.insert(at, Stmt::Let(y, Rhs::Copy(Op::Var(w))));
+        assert_eq!(crate::opt::scope_error(&f), Some("%12 read out of its scope".to_string()));
+    }
+
     #[test]
     fn rows_whose_sums_read_only_what_the_loop_leaves_alone_are_blocked() {
         let f = jammed(false, false, false);

@@ -1645,8 +1645,26 @@ fn first_adds_into_zeros(f: &mut Func) {
 /// parameter, or defined before it in its block or an enclosing one (a
 /// loop's index and preheader in its body). The first violation, if any.
 pub fn scope_error(f: &Func) -> Option<String> {
+    /// The variables in scope, in the order they came in (each defined
+    /// once), and as a set.
+    #[derive(Default)]
+    struct Scope {
+        order: Vec<VarId>,
+        set: FxHashSet<VarId>,
+    }
+    impl Scope {
+        fn push(&mut self, v: VarId) {
+            self.order.push(v);
+            self.set.insert(v);
+        }
+        fn truncate(&mut self, d: usize) {
+            for v in self.order.drain(d..) {
+                self.set.remove(&v);
+            }
+        }
+    }
     /// The statements in `scope`, which gains what they define.
-    fn stmts(b: &[Stmt], scope: &mut Vec<VarId>) -> Option<String> {
+    fn stmts(b: &[Stmt], scope: &mut Scope) -> Option<String> {
         for s in b {
             let mut reads: Vec<VarId> = stmt_operands(s).into_iter().filter_map(Op::var).collect();
             match s {
@@ -1654,7 +1672,7 @@ pub fn scope_error(f: &Func) -> Option<String> {
                 Stmt::CopyDown { mark, vars } => reads.extend(std::iter::once(mark).chain(vars)),
                 _ => {}
             }
-            if let Some(v) = reads.iter().find(|v| !scope.contains(v)) {
+            if let Some(v) = reads.iter().find(|v| !scope.set.contains(v)) {
                 return Some(format!("%{} read out of its scope", v.0));
             }
             let e = match s {
@@ -1664,7 +1682,7 @@ pub fn scope_error(f: &Func) -> Option<String> {
                 }
                 // The preheader's values are the body's.
                 Stmt::For { idx, pre, body, .. } => {
-                    let d = scope.len();
+                    let d = scope.order.len();
                     let e = stmts(pre, scope).or_else(|| {
                         scope.push(*idx);
                         stmts(body, scope)
@@ -1681,14 +1699,16 @@ pub fn scope_error(f: &Func) -> Option<String> {
         }
         None
     }
-    fn nested(b: &[Stmt], scope: &mut Vec<VarId>) -> Option<String> {
-        let d = scope.len();
+    fn nested(b: &[Stmt], scope: &mut Scope) -> Option<String> {
+        let d = scope.order.len();
         let e = stmts(b, scope);
         scope.truncate(d);
         e
     }
-    let mut scope = f.params.clone();
-    scope.extend(f.entry_mark);
+    let mut scope = Scope::default();
+    for &v in f.params.iter().chain(&f.entry_mark) {
+        scope.push(v);
+    }
     stmts(&f.body, &mut scope)
 }
 
