@@ -304,6 +304,13 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = function_of(&loops, "rev$weigh");
                 check(f.matches("alloc").count() == 3, "a one-hot's hit was made as a row per iteration")
             }
+            "tape_loop" => {
+                // The fold threading the tape pushes the elements, the
+                // positions and (in the callee) the records, and copies
+                // nothing down.
+                let f = function_of(&loops, "suffwdtape$f");
+                check(f.contains("tape_push") && !f.contains("copydown"), "the fold threading the tape copied it down per step")
+            }
             "accumulate_reads" => {
                 // One allocation and one loop (its zero fill) in [rev f].
                 let f = function_of(&loops, "rev$f");

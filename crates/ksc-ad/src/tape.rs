@@ -9,24 +9,35 @@
 //! - `[suffwdtape f] (x, tape) : (T, Tape)` is f's primal (the primal part
 //!   of `[D f]`) with every recursive call `f a` at site k (the k-th call
 //!   of f in `[D f]`) replaced by `[suffwdtape f] (a, tape)`, the tape
-//!   threaded through; the position of that call's record is kept for site
-//!   k (-1 where it did not run). At the end the record `(value, positions
-//!   by site)` is appended with `$tapePush`: records are in post-order, one
+//!   threaded through; the position of that call's record is kept in slot k
+//!   (-1 where it did not run). At the end the record `(value, positions
+//!   by slot)` is appended with `$tapePush`: records are in post-order, one
 //!   per call, and the tape is threaded linearly, so each push is in place.
+//! - A `build` or `sumbuild` whose lambda calls f (at the top of `[D f]`,
+//!   not inside another lambda) runs as a fold over its indices threading
+//!   the tape, collecting the elements and, per call in the lambda, the
+//!   positions of its records by iteration. After the loop an index record
+//!   per call, `($dummy, positions)`, is pushed, and the call's slot holds
+//!   its position. `[D f]` copies the loop's body into the loop of its
+//!   maps (`derive.rs`), calls included and in the same order; a call
+//!   there has the slot of its copy in the loop of values and reads the
+//!   index record at the maps loop's variable.
 //! - `[suffwdpass f] x = (y, (x, tape, position))` runs it from an empty
 //!   tape; the residuals (`Type::residuals`) are the argument, the tape and
 //!   the position of this call's record.
 //! - `[sufrevpass [f S]] (dr, (x, tape, p))` is `[rev f]`'s transposed
-//!   program, with the result of the call at site k read from the record
-//!   of position `kids[k]` (`kids` from record p) and its reverse pass
-//!   `[sufrevpass f] (r, (a, tape, kids[k]))`. The primal bindings of f's
+//!   program, with the result of the call at a site read from its record
+//!   (found through `kids`, from record p) and its reverse pass
+//!   `[sufrevpass f] (r, (a, tape, position))`. The primal bindings of f's
 //!   own level are recomputed (a constant per level), never a callee's
 //!   recursion.
 //! - `[rev f] (x, dr) = [sufrevpass f] (dr, residuals of [suffwdpass f] x)`
 //!   for a recursive f.
 //!
-//! Recursive calls inside a lambda (`build`, `fold`, ...) are not taped:
-//! such a function keeps the checkpointing passes ([`checkpoint_passes`]).
+//! Recursive calls inside other lambdas (a `fold`'s step, a `map`'s
+//! function, a loop inside a loop) are not taped: such a function keeps the
+//! checkpointing passes ([`checkpoint_passes`]), as does one whose forward
+//! pass would hoist a `let` that shadows a variable read after it.
 
 use std::rc::Rc;
 
@@ -38,58 +49,171 @@ use ksc_linmap::builder::{prim_call, Builder};
 use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
 use crate::derive::{Witnesses, R};
 
+/// Where the record of a recursive call (or of the call a Jacobian call
+/// differentiates) is found: `kids[slot]` of the caller's record, or, for a
+/// call inside a loop's lambda, element `iteration` (the loop's variable)
+/// of the `kids` of the index record at `kids[slot]`.
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub slot: usize,
+    pub iteration: Option<String>,
+}
+
 /// The recursive calls of f in `[D f]`.
 pub struct Plan {
-    /// Sites: the primal calls of f, outside lambdas, in order.
-    pub sites: FxHashMap<ExprId, usize>,
-    /// The `[D f]` call of each site's map, and the site.
-    pub jacobians: FxHashMap<ExprId, usize>,
+    /// Sites: the primal calls of f, outside lambdas or in the lambda of a
+    /// loop (a `build` or `sumbuild`, of values or of maps).
+    pub sites: FxHashMap<ExprId, Site>,
+    /// The `[D f]` call of each site's map, and where its record is.
+    pub jacobians: FxHashMap<ExprId, Site>,
+    /// The number of slots of a record's `kids`.
+    pub slots: usize,
+    /// The loops of values whose lambda calls f: the slots of those calls.
+    pub loops: FxHashMap<ExprId, Vec<usize>>,
+}
+
+/// A `build` or `sumbuild` over a vector with its lambda written in place:
+/// the size, the variable and the body.
+fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
+    let (p, args) = prim_call(body, e)?;
+    if !matches!(p, Prim::Build | Prim::Sumbuild) || args.len() != 2 {
+        return None;
+    }
+    match &body.exprs[args[1]] {
+        Expr::Lam(i, Type::Integer, x) => Some((args[0], i.clone(), *x)),
+        _ => None,
+    }
+}
+
+/// A loop whose lambda calls f: the loop, its size, its variable, whether it
+/// builds maps, and its calls of f in the order they are evaluated.
+struct Loop {
+    at: ExprId,
+    size: ExprId,
+    var: String,
+    of_maps: bool,
+    calls: Vec<ExprId>,
 }
 
 impl Plan {
     /// The recursive calls of `f` in its Jacobian `d`; None when one is
-    /// inside a lambda or has no map of its own (then f is not taped).
+    /// inside a lambda other than a loop's at the top (then f is not
+    /// taped), or has no map of its own.
     pub fn new(f: &FunName, d: &Def) -> Option<Plan> {
-        let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default() };
-        let mut ok = true;
-        walk(&d.body, d.root, false, &mut |e, in_lam| {
-            if let Expr::Call(Callee::Fun(g), _) = &d.body.exprs[e] {
-                if g == f {
-                    ok &= !in_lam;
-                    let k = plan.sites.len();
-                    plan.sites.insert(e, k);
+        let body = &d.body;
+        let is_f = |e: ExprId| matches!(&body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f);
+        // The calls outside lambdas, and the loops whose lambda has some.
+        let (mut top, mut loops, mut ok) = (Vec::new(), Vec::<Loop>::new(), true);
+        walk_pruned(body, d.root, &mut |e| {
+            if let Some((size, var, x)) = vector_loop(body, e) {
+                let mut calls = Vec::new();
+                post_order(body, x, &mut |y, in_lam| {
+                    if is_f(y) {
+                        ok &= !in_lam;
+                        calls.push(y);
+                    }
+                });
+                if !calls.is_empty() {
+                    let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
+                    loops.push(Loop { at: e, size, var, of_maps, calls });
                 }
+                // The size is outside the lambda; the body was scanned.
+                walk_pruned(body, size, &mut |y| {
+                    if is_f(y) {
+                        top.push(y);
+                    }
+                    true
+                });
+                return false;
             }
+            if matches!(body.exprs[e], Expr::Lam(..)) {
+                post_order(body, e, &mut |y, _| ok &= !is_f(y));
+                return false;
+            }
+            if is_f(e) {
+                top.push(e);
+            }
+            true
         });
+        if !ok {
+            return None;
+        }
+        let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default(), slots: 0, loops: FxHashMap::default() };
+        for e in top {
+            plan.sites.insert(e, Site { slot: plan.slots, iteration: None });
+            plan.slots += 1;
+        }
+        // Each loop of values is followed by the loop of its maps (`[D f]`
+        // of a `build` or `sumbuild`), which copies its body, calls
+        // included, in the same order.
+        let (values, maps): (Vec<&Loop>, Vec<&Loop>) = loops.iter().partition(|l| !l.of_maps);
+        let same_size = |a: ExprId, b: ExprId| match (&body.exprs[a], &body.exprs[b]) {
+            (Expr::Var(x), Expr::Var(y)) => x == y,
+            (Expr::Lit(x), Expr::Lit(y)) => x == y,
+            _ => false,
+        };
+        if values.len() != maps.len() {
+            return None;
+        }
+        for (v, m) in values.iter().zip(&maps) {
+            if v.calls.len() != m.calls.len() || !same_size(v.size, m.size) {
+                return None;
+            }
+            let mut slots = Vec::new();
+            for (&vc, &mc) in v.calls.iter().zip(&m.calls) {
+                plan.sites.insert(vc, Site { slot: plan.slots, iteration: Some(v.var.clone()) });
+                plan.sites.insert(mc, Site { slot: plan.slots, iteration: Some(m.var.clone()) });
+                slots.push(plan.slots);
+                plan.slots += 1;
+            }
+            plan.loops.insert(v.at, slots);
+        }
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
         let jacobian_of_f = |g: &FunName| g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f);
-        walk(&d.body, d.root, false, &mut |e, _| {
-            if let Expr::Call(Callee::Fun(g), _) = &d.body.exprs[e] {
+        walk(body, d.root, false, &mut |e, _| {
+            if let Expr::Call(Callee::Fun(g), _) = &body.exprs[e] {
                 if jacobian_of_f(g) {
                     dcalls += 1;
                 }
             }
-            let Expr::Let(Pat::Var(_), r, x) = &d.body.exprs[e] else { return };
-            let Some(&k) = plan.sites.get(r) else { return };
-            let Expr::Let(Pat::Var(_), m, _) = &d.body.exprs[*x] else { return };
-            if let Some((Prim::LmCompose, args)) = prim_call(&d.body, *m) {
-                if matches!(&d.body.exprs[args[0]], Expr::Call(Callee::Fun(g), _) if jacobian_of_f(g)) {
-                    plan.jacobians.insert(args[0], k);
+            let Expr::Let(Pat::Var(_), r, x) = &body.exprs[e] else { return };
+            let Some(site) = plan.sites.get(r) else { return };
+            let Expr::Let(Pat::Var(_), m, _) = &body.exprs[*x] else { return };
+            if let Some((Prim::LmCompose, args)) = prim_call(body, *m) {
+                if matches!(&body.exprs[args[0]], Expr::Call(Callee::Fun(g), _) if jacobian_of_f(g)) {
+                    plan.jacobians.insert(args[0], site.clone());
                 }
             }
         });
         // The forward pass hoists the bindings above a recursive call out
-        // of the expression they are in; `[D f]`'s own bindings have fresh
-        // names, but a copied source `let` (in a condition, say) could
-        // shadow a variable read after it.
-        walk(&d.body, d.root, false, &mut |e, _| {
-            if let Expr::Let(p, r, x) = &d.body.exprs[e] {
-                if p.vars().iter().any(|v| !v.starts_with("ksc$")) {
-                    let mut inside = false;
-                    walk(&d.body, *r, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
-                    walk(&d.body, *x, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
-                    ok &= !inside;
+        // of the expression they are in. `[D f]`'s own bindings have fresh
+        // names; a copied source `let` (in a loop's body, say) may be
+        // hoisted only if its variables are bound nowhere else and read
+        // only in its body, so that hoisting it shadows nothing.
+        let mut binders: FxHashMap<&str, usize> = FxHashMap::default();
+        walk(body, d.root, false, &mut |e, _| match &body.exprs[e] {
+            Expr::Let(p, _, _) => {
+                for v in p.vars() {
+                    *binders.entry(v.as_str()).or_default() += 1;
+                }
+            }
+            Expr::Lam(v, _, _) => *binders.entry(v.as_str()).or_default() += 1,
+            _ => {}
+        });
+        let reads = |root: ExprId, v: &str| {
+            let mut n = 0;
+            walk(body, root, false, &mut |y, _| n += matches!(&body.exprs[y], Expr::Var(x) if x == v) as usize);
+            n
+        };
+        walk(body, d.root, false, &mut |e, _| {
+            if let Expr::Let(p, _, x) = &body.exprs[e] {
+                let mut inside = false;
+                walk(body, e, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
+                if inside {
+                    for v in p.vars().iter().filter(|v| !v.starts_with("ksc$")) {
+                        ok &= binders.get(v.as_str()) == Some(&1) && reads(d.root, v) == reads(*x, v);
+                    }
                 }
             }
         });
@@ -99,6 +223,30 @@ impl Plan {
     pub fn is_recursive(&self) -> bool {
         !self.sites.is_empty()
     }
+}
+
+/// Pre-order walk that descends into an expression's children when `f`
+/// returns true.
+fn walk_pruned(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId) -> bool) {
+    if f(e) {
+        for c in ksc_opt::term::children(&body.exprs[e]) {
+            walk_pruned(body, c, f);
+        }
+    }
+}
+
+/// Post-order walk (children first, in order: the order of evaluation),
+/// saying whether each expression is inside a lambda below `e`.
+fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
+    fn go(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
+        let node = &body.exprs[e];
+        let inner = in_lam || matches!(node, Expr::Lam(..));
+        for c in ksc_opt::term::children(node) {
+            go(body, c, inner, f);
+        }
+        f(e, in_lam);
+    }
+    go(body, e, false, f)
 }
 
 /// Does `e` compute a call of `f` whose value is needed? (Bindings whose
@@ -193,7 +341,7 @@ pub fn suffwdtape_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan) -> R
         block: Vec::new(),
         has_site: FxHashMap::default(),
     };
-    for _ in 0..plan.sites.len() {
+    for _ in 0..plan.slots {
         let none = b.integer(-1);
         let k = b.fresh_name("kid");
         fw.block.push((Pat::Var(k.clone()), none));
@@ -260,11 +408,12 @@ impl TapeFwd<'_> {
     fn sites_in(&self, e: ExprId) -> Vec<usize> {
         let mut out = Vec::new();
         walk(self.src, e, false, &mut |x, _| {
-            if let Some(&k) = self.plan.sites.get(&x) {
-                out.push(k);
+            if let Some(site) = self.plan.sites.get(&x) {
+                out.push(site.slot);
             }
         });
         out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -296,8 +445,9 @@ impl TapeFwd<'_> {
                 self.binding(b, p, r)?;
                 self.expr(b, x)
             }
+            Expr::Call(Callee::Prim(p), _) if self.plan.loops.contains_key(&e) => self.taped_loop(b, e, p),
             Expr::Call(Callee::Fun(_), a) if self.plan.sites.contains_key(&e) => {
-                let k = self.plan.sites[&e];
+                let k = self.plan.sites[&e].slot;
                 let a = self.expr(b, a)?;
                 let tv = b.var(&self.tape, self.tape_ty.clone());
                 let pair_ty = Type::Tuple(vec![self.t_ty.clone(), self.tape_ty.clone()]);
@@ -344,6 +494,98 @@ impl TapeFwd<'_> {
         }
     }
 
+    /// A `build` or `sumbuild` whose lambda calls f, as a fold over the
+    /// indices threading the tape: it collects the elements and, for each
+    /// call of f in the lambda, the positions of its records by iteration
+    /// (-1 where it did not run). After it, an index record per call, whose
+    /// `kids` are those positions, is pushed; the call's slot holds its
+    /// position. A `sumbuild` sums the collected elements after the loop.
+    fn taped_loop(&mut self, b: &mut Builder, e: ExprId, p: Prim) -> R<ExprId> {
+        let slots = self.plan.loops[&e].clone();
+        let Some((size, i, lbody)) = vector_loop(self.src, e) else { return internal("a taped loop without a lambda") };
+        let n = self.expr(b, size)?;
+        let (n_name, n_ty) = self.bind(b, "n", n);
+        let elem_ty = strip_type(self.src.ty(lbody));
+        let (vals_ty, pos_ty) = (Type::vec(elem_ty.clone()), Type::vec(Type::Integer));
+        let mut acc_tys = vec![vals_ty.clone(), self.tape_ty.clone()];
+        acc_tys.extend(slots.iter().map(|_| pos_ty.clone()));
+        let m = acc_tys.len() as u32;
+        let acc_ty = Type::Tuple(acc_tys.clone());
+        let get = |b: &mut Builder, v: &str, t: &Type, k: u32, n: u32| {
+            let x = b.var(v, t.clone());
+            b.prim(Prim::Get { index: k, arity: n }, vec![x])
+        };
+        // One iteration: (acc, i) to the next acc.
+        let saved = (std::mem::take(&mut self.block), self.tape.clone(), self.kids.clone());
+        let a_name = b.fresh_name("a");
+        let a_ty = Type::Tuple(vec![acc_ty.clone(), Type::Integer]);
+        let step = (|| -> R<ExprId> {
+            let acc = get(b, &a_name, &a_ty, 1, 2);
+            let (acc_name, _) = self.bind(b, "acc", acc);
+            let iv = get(b, &a_name, &a_ty, 2, 2);
+            self.block.push((Pat::Var(i.clone()), iv));
+            let parts: Vec<String> = (1..=m)
+                .map(|k| {
+                    let x = get(b, &acc_name, &acc_ty, k, m);
+                    self.bind(b, "part", x).0
+                })
+                .collect();
+            self.tape = parts[1].clone();
+            for &slot in &slots {
+                let none = b.integer(-1);
+                self.kids[slot] = self.bind(b, "kid", none).0;
+            }
+            let v = self.expr(b, lbody)?;
+            let (v_name, v_ty) = self.bind(b, "elem", v);
+            let (vals, vv) = (b.var(&parts[0], vals_ty.clone()), b.var(&v_name, v_ty));
+            let mut next = vec![b.prim(Prim::TapePush, vec![vals, vv]), b.var(&self.tape, self.tape_ty.clone())];
+            for (j, &slot) in slots.iter().enumerate() {
+                let (ps, k) = (b.var(&parts[2 + j], pos_ty.clone()), b.var(&self.kids[slot], Type::Integer));
+                next.push(b.prim(Prim::TapePush, vec![ps, k]));
+            }
+            Ok(b.tuple(next))
+        })();
+        let block = std::mem::replace(&mut self.block, saved.0);
+        self.tape = saved.1;
+        self.kids = saved.2;
+        let step = wrap(b, block, step?);
+        let lam = b.lam(&a_name, a_ty, step);
+        let mut init = vec![b.body.alloc_typed(Expr::Dummy(vals_ty.clone()), vals_ty.clone()), b.var(&self.tape, self.tape_ty.clone())];
+        for _ in &slots {
+            init.push(b.body.alloc_typed(Expr::Dummy(pos_ty.clone()), pos_ty.clone()));
+        }
+        let init = b.tuple(init);
+        let nv = b.var(&n_name, n_ty.clone());
+        let range = b.build(nv, |_, j| j);
+        let run = b.prim(Prim::Fold, vec![lam, init, range]);
+        let (run_name, _) = self.bind(b, "loop", run);
+        let tape = get(b, &run_name, &acc_ty, 2, m);
+        self.tape = self.bind(b, "tape", tape).0;
+        for (j, &slot) in slots.iter().enumerate() {
+            let no_value = b.body.alloc_typed(Expr::Dummy(self.t_ty.clone()), self.t_ty.clone());
+            let kids = get(b, &run_name, &acc_ty, 3 + j as u32, m);
+            let record = b.tuple(vec![no_value, kids]);
+            let tv = b.var(&self.tape, self.tape_ty.clone());
+            let pushed = b.prim(Prim::TapePush, vec![tv, record]);
+            self.tape = self.bind(b, "tape", pushed).0;
+            let tv = b.var(&self.tape, self.tape_ty.clone());
+            let size = b.prim(Prim::Size, vec![tv]);
+            let pos = sub_one(b, size);
+            self.kids[slot] = self.bind(b, "kid", pos).0;
+        }
+        let vals = get(b, &run_name, &acc_ty, 1, m);
+        if p == Prim::Build {
+            return Ok(vals);
+        }
+        let (vals_name, _) = self.bind(b, "elems", vals);
+        let nv = b.var(&n_name, n_ty);
+        let q = b.fresh_name("q");
+        let (qv, vv) = (b.var(&q, Type::Integer), b.var(&vals_name, vals_ty));
+        let x = b.prim(Prim::Index, vec![qv, vv]);
+        let lam = b.lam(&q, Type::Integer, x);
+        Ok(b.prim(Prim::Sumbuild, vec![nv, lam]))
+    }
+
     /// A branch in a block of its own, returning (value, tape, the
     /// positions of `sites`).
     fn branch(&mut self, b: &mut Builder, e: ExprId, sites: &[usize]) -> R<ExprId> {
@@ -388,22 +630,30 @@ pub struct RevTape {
     pub tape: (String, Type),
     /// The positions of the records of this call's recursive calls, by site.
     pub kids: String,
-    pub sites: FxHashMap<ExprId, usize>,
-    pub jacobians: FxHashMap<ExprId, usize>,
+    pub sites: FxHashMap<ExprId, Site>,
+    pub jacobians: FxHashMap<ExprId, Site>,
 }
 
 impl RevTape {
-    fn position(&self, b: &mut Builder, k: usize) -> ExprId {
-        let ki = b.integer(k as i64);
+    /// The position of a site's record.
+    fn position(&self, b: &mut Builder, site: &Site) -> ExprId {
+        let ki = b.integer(site.slot as i64);
         let kids = b.var(&self.kids, Type::vec(Type::Integer));
-        b.prim(Prim::Index, vec![ki, kids])
+        let p = b.prim(Prim::Index, vec![ki, kids]);
+        let Some(i) = &site.iteration else { return p };
+        // In a loop: its index record's kids, at the loop's variable.
+        let tape = b.var(&self.tape.0, self.tape.1.clone());
+        let index_record = b.prim(Prim::Index, vec![p, tape]);
+        let by_iteration = b.prim(Prim::Get { index: 2, arity: 2 }, vec![index_record]);
+        let iv = b.var(i, Type::Integer);
+        b.prim(Prim::Index, vec![iv, by_iteration])
     }
 
     /// The result of the recursive call at `e`, if `e` is one: read from
     /// its record.
     pub fn read(&self, b: &mut Builder, e: ExprId) -> Option<ExprId> {
-        let &k = self.sites.get(&e)?;
-        let p = self.position(b, k);
+        let site = self.sites.get(&e)?;
+        let p = self.position(b, site);
         let tape = b.var(&self.tape.0, self.tape.1.clone());
         let record = b.prim(Prim::Index, vec![p, tape]);
         Some(b.prim(Prim::Get { index: 1, arity: 2 }, vec![record]))
@@ -412,11 +662,11 @@ impl RevTape {
     /// `r ⊙ᴿ [D f](a)` for the Jacobian call `j` of a recursive call:
     /// `[sufrevpass f] (r, (a, tape, position))`.
     pub fn rev_call(&self, b: &mut Builder, src: &Body, j: ExprId, r: &(String, Type)) -> Option<ExprId> {
-        let &k = self.jacobians.get(&j)?;
+        let site = self.jacobians.get(&j)?;
         let Expr::Call(_, a) = src.exprs[j].clone() else { return None };
         let a = crate::apply::import(b, src, a);
         let tape = b.var(&self.tape.0, self.tape.1.clone());
-        let p = self.position(b, k);
+        let p = self.position(b, site);
         let res = b.tuple(vec![a, tape, p]);
         let rv = b.var(&r.0, r.1.clone());
         let ds = self.s_ty.tangent()?;

@@ -172,6 +172,12 @@ impl FnBuilder {
         self.blocks.last().is_some_and(|b| allocates(&b[start.min(b.len())..]))
     }
 
+    /// Do the statements of the innermost open block from `start` on
+    /// append to a tape?
+    pub fn pushes_tape_since(&self, start: usize) -> bool {
+        self.blocks.last().is_some_and(|b| pushes_tape(&b[start.min(b.len())..]))
+    }
+
     /// The finished top-level block.
     pub fn finish(mut self) -> (Block, Vec<VarInfo>) {
         let b = self.blocks.pop().unwrap_or_default();
@@ -278,6 +284,16 @@ pub(crate) fn allocates(block: &[Stmt]) -> bool {
         Stmt::For { pre, body, .. } => allocates(pre) || allocates(body),
         Stmt::If { then, els, .. } => allocates(then) || allocates(els),
         Stmt::CopyDown { .. } => true,
+        _ => false,
+    })
+}
+
+/// Do these statements append to a tape (`$tapePush`)?
+pub(crate) fn pushes_tape(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match s {
+        Stmt::Let(_, Rhs::TapePush { .. }) => true,
+        Stmt::For { pre, body, .. } => pushes_tape(pre) || pushes_tape(body),
+        Stmt::If { then, els, .. } => pushes_tape(then) || pushes_tape(els),
         _ => false,
     })
 }

@@ -569,6 +569,7 @@ impl Lowerer<'_> {
                 let dims = self.dims_of(fb, &v, 1)?;
                 let mark = fb.mark_if(needs_heap(&acc_ty));
                 let nest = self.nest_open(fb, &dims);
+                let start = fb.position();
                 let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
                 let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
@@ -576,7 +577,11 @@ impl Lowerer<'_> {
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
                 }
-                if let Some(m) = mark {
+                // A step that appends to a tape (the forward pass of a
+                // recursive function whose calls are in a loop, `tape.rs`)
+                // keeps its memory: the records outlive the step, and a copy
+                // of the tape per step would make the loop quadratic.
+                if let Some(m) = mark.filter(|_| !fb.pushes_tape_since(start)) {
                     let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
                     fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }
