@@ -90,6 +90,9 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     // Folds' invariant reads before them (`hoist.rs`).
     let hoisted = crate::hoist::fold_reads(f);
     let f = hoisted.as_ref().unwrap_or(f);
+    // Made ready to tape f's recursive calls (`tape.rs`).
+    let prepared = crate::tape::prepare(f);
+    let f = prepared.as_ref().unwrap_or(f);
     let mut body = Body::new();
     // Above the `ksc$` names f has (a derived f has many), so that none is captured.
     let mut fresh = ksc_opt::term::fresh_floor(&f.body, f.root, f.params.iter().map(|p| &p.name));

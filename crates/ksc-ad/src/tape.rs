@@ -34,10 +34,11 @@
 //! - `[rev f] (x, dr) = [sufrevpass f] (dr, residuals of [suffwdpass f] x)`
 //!   for a recursive f.
 //!
-//! Recursive calls inside other lambdas (a `fold`'s step, a `map`'s
-//! function, a loop inside a loop) are not taped: such a function keeps the
-//! checkpointing passes ([`checkpoint_passes`]), as does one whose forward
-//! pass would hoist a `let` that shadows a variable read after it.
+//! Before `[D f]` is derived, [`prepare`] writes a `map` whose function
+//! calls f as the `build` it equals, and gives the `let`s around calls of f
+//! fresh names (the forward pass hoists them). Recursive calls inside other
+//! lambdas (a `fold`'s step, a loop inside a loop) are not taped: such a
+//! function keeps the checkpointing passes ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -188,32 +189,15 @@ impl Plan {
         });
         // The forward pass hoists the bindings above a recursive call out
         // of the expression they are in. `[D f]`'s own bindings have fresh
-        // names; a copied source `let` (in a loop's body, say) may be
-        // hoisted only if its variables are bound nowhere else and read
-        // only in its body, so that hoisting it shadows nothing.
-        let mut binders: FxHashMap<&str, usize> = FxHashMap::default();
-        walk(body, d.root, false, &mut |e, _| match &body.exprs[e] {
-            Expr::Let(p, _, _) => {
-                for v in p.vars() {
-                    *binders.entry(v.as_str()).or_default() += 1;
-                }
-            }
-            Expr::Lam(v, _, _) => *binders.entry(v.as_str()).or_default() += 1,
-            _ => {}
-        });
-        let reads = |root: ExprId, v: &str| {
-            let mut n = 0;
-            walk(body, root, false, &mut |y, _| n += matches!(&body.exprs[y], Expr::Var(x) if x == v) as usize);
-            n
-        };
+        // names, and [`prepare`] renames the program's `let`s around calls
+        // of f, so none can shadow a variable read after it; a `let` of the
+        // program's around a call here is not hoisted.
         walk(body, d.root, false, &mut |e, _| {
-            if let Expr::Let(p, _, x) = &body.exprs[e] {
-                let mut inside = false;
-                walk(body, e, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
-                if inside {
-                    for v in p.vars().iter().filter(|v| !v.starts_with("ksc$")) {
-                        ok &= binders.get(v.as_str()) == Some(&1) && reads(d.root, v) == reads(*x, v);
-                    }
+            if let Expr::Let(p, _, _) = &body.exprs[e] {
+                if p.vars().iter().any(|v| !v.starts_with("ksc$")) {
+                    let mut inside = false;
+                    walk(body, e, false, &mut |y, _| inside |= plan.sites.contains_key(&y));
+                    ok &= !inside;
                 }
             }
         });
@@ -247,6 +231,102 @@ fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
         f(e, in_lam);
     }
     go(body, e, false, f)
+}
+
+/// The source of f made ready to tape its recursive calls, or None if
+/// nothing changes:
+///
+/// - a `map` over a vector whose function calls f is written as the
+///   `build` over the indices it equals (a `map`'s loop has no index to
+///   find an iteration's record by):
+///   `map (lam (x : T) b) v` => `let (w v) (build (size w) (lam (i :
+///   Integer) (let (x' (index i w)) b[x'/x])))` (`w`, `i`, `x'` fresh; no
+///   `w` if v is a variable);
+/// - the variables of a `let` around a call of f are renamed to fresh ones
+///   (in the `let`'s body, capture-avoiding): the forward pass hoists the
+///   bindings above a call out of the expression they are in, where a
+///   variable of the program's could shadow another read after it.
+///
+/// Both compute the same, and `[D f]` of a `build` reads element i of v's
+/// map as `map`'s does.
+pub fn prepare(f: &Def) -> Option<Def> {
+    let calls_f = |body: &Body, e: ExprId| {
+        let mut found = false;
+        walk(body, e, false, &mut |y, _| {
+            found |= matches!(&body.exprs[y], Expr::Call(Callee::Fun(g), _) if g == &f.name);
+        });
+        found
+    };
+    // Post-order, so that a `let` renamed inside another is already
+    // rewritten (in place) when the outer one's body is copied.
+    let mut targets = Vec::new();
+    post_order(&f.body, f.root, &mut |e, _| {
+        let hit = match &f.body.exprs[e] {
+            Expr::Let(p, _, _) => p.vars().iter().any(|v| !v.starts_with("ksc$")) && calls_f(&f.body, e),
+            _ => prim_call(&f.body, e).is_some_and(|(p, args)| {
+                p == Prim::Map
+                    && args.len() == 2
+                    && matches!(f.body.ty(args[1]), Type::Tensor(1, _))
+                    && matches!(&f.body.exprs[args[0]], Expr::Lam(..))
+                    && calls_f(&f.body, args[0])
+            }),
+        };
+        if hit {
+            targets.push(e);
+        }
+    });
+    if targets.is_empty() {
+        return None;
+    }
+    let mut def = f.clone();
+    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
+    let mut b = Builder::new(&mut def.body, &mut fresh);
+    let mut cache = ksc_opt::term::Cache::new();
+    for e in targets {
+        let out = match b.body.exprs[e].clone() {
+            Expr::Let(p, r, x) => {
+                let renames: Vec<(String, String)> = p
+                    .vars()
+                    .iter()
+                    .map(|v| (v.clone(), if v.starts_with("ksc$") { v.clone() } else { b.fresh_name(&ksc_opt::term::hint_of(v)) }))
+                    .collect();
+                let x = ksc_opt::term::rename(&mut b, &mut cache, x, &renames);
+                let p = match p {
+                    Pat::Var(_) => Pat::Var(renames[0].1.clone()),
+                    Pat::Tuple(_) => Pat::Tuple(renames.into_iter().map(|(_, to)| to).collect()),
+                };
+                let ty = b.ty(x);
+                b.body.alloc_typed(Expr::Let(p, r, x), ty)
+            }
+            _ => {
+                let Some((_, args)) = prim_call(b.body, e) else { continue };
+                let Expr::Lam(x, _, body) = b.body.exprs[args[0]].clone() else { continue };
+                let v = args[1];
+                let v_ty = b.ty(v);
+                let (w, bind) = match &b.body.exprs[v] {
+                    Expr::Var(name) => (name.clone(), false),
+                    _ => (b.fresh_name("w"), true),
+                };
+                let x2 = b.fresh_name(&ksc_opt::term::hint_of(&x));
+                let body = ksc_opt::term::rename(&mut b, &mut cache, body, &[(x, x2.clone())]);
+                let wv = b.var(&w, v_ty.clone());
+                let n = b.prim(Prim::Size, vec![wv]);
+                let i = b.fresh_name("i");
+                let (iv, wv) = (b.var(&i, Type::Integer), b.var(&w, v_ty));
+                let elem = b.prim(Prim::Index, vec![iv, wv]);
+                let inner = b.let_(&x2, elem, body);
+                let lam = b.lam(&i, Type::Integer, inner);
+                let out = b.prim(Prim::Build, vec![n, lam]);
+                if bind {
+                    b.let_(&w, v, out)
+                } else {
+                    out
+                }
+            }
+        };
+        b.body.exprs[e] = b.body.exprs[out].clone();
+    }
+    Some(def)
 }
 
 /// Does `e` compute a call of `f` whose value is needed? (Bindings whose

@@ -211,8 +211,9 @@ fn derivatives_cost_a_small_constant_times_the_function() {
 }
 
 /// Recursion inside a loop's lambda whose results the derivative reads:
-/// `sin (f ..)` of each of two recursive calls in a `sumbuild`, and a
-/// `build` whose lambda binds a call's result with a `let` and tests it.
+/// `sin (f ..)` of each of two recursive calls in a `sumbuild`, a `build`
+/// whose lambda binds a call's result with a `let` and tests it, and a
+/// `map` (taped as the `build` it equals).
 /// The forward pass runs such a loop as a fold threading the tape and
 /// records each iteration's call; the reverse pass reads the record of the
 /// iteration it is at, so no level computes its subtrees' values again
@@ -232,6 +233,12 @@ fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
             Family {
                 name: "let in a loop",
                 program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sum (build 2 (lam (k : Integer) (let (s (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k 1))))) (sub n 1))) (if (gt s 0.0) (mul s s) (cos s))))))))".into(),
+                arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+                input: depth8,
+            },
+            Family {
+                name: "map in a recursion",
+                program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sum (map (lam (x : Float) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) x))) (sub n 1)))) (build 2 (lam (k : Integer) (to_float (add k 1))))))))".into(),
                 arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
                 input: depth8,
             },
