@@ -13,15 +13,18 @@
 //!   (-1 where it did not run). At the end the record `(value, positions
 //!   by slot)` is appended with `$tapePush`: records are in post-order, one
 //!   per call, and the tape is threaded linearly, so each push is in place.
-//! - A `build` or `sumbuild` whose lambda calls f (at the top of `[D f]`,
-//!   not inside another lambda) runs as a fold over its indices threading
-//!   the tape, collecting the elements and, per call in the lambda, the
-//!   positions of its records by iteration. After the loop an index record
-//!   per call, `($dummy, positions)`, is pushed, and the call's slot holds
-//!   its position. `[D f]` copies the loop's body into the loop of its
-//!   maps (`derive.rs`), calls included and in the same order; a call
-//!   there has the slot of its copy in the loop of values and reads the
-//!   index record at the maps loop's variable.
+//! - A `build` or `sumbuild` whose lambda calls f (or holds such a loop,
+//!   at any depth, but no other lambda around the calls) runs as a fold
+//!   over its indices threading the tape, collecting the elements and, per
+//!   call in the lambda, the positions of its records by iteration (for a
+//!   call in an inner loop, of that loop's index record in the iteration).
+//!   After the loop an index record per call, `($dummy, positions)`, is
+//!   pushed, and the call's slot holds its position. `[D f]` copies the
+//!   loop's body into the loop of its maps (`derive.rs`), calls and inner
+//!   loops included and in the same order (an inner loop as its copy and
+//!   its loop of maps); a call there has the slot of its counterpart in
+//!   the loop of values and reads the index records at the variables of
+//!   the loops it is in.
 //! - `[suffwdpass f] x = (y, (x, tape, position))` runs it from an empty
 //!   tape; the residuals (`Type::residuals`) are the argument, the tape and
 //!   the position of this call's record.
@@ -37,8 +40,8 @@
 //! Before `[D f]` is derived, [`prepare`] writes a `map` whose function
 //! calls f as the `build` it equals, and gives the `let`s around calls of f
 //! fresh names (the forward pass hoists them). Recursive calls inside other
-//! lambdas (a `fold`'s step, a loop inside a loop) are not taped: such a
-//! function keeps the checkpointing passes ([`checkpoint_passes`]).
+//! lambdas (a `fold`'s step, say) are not taped: such a function keeps the
+//! checkpointing passes ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -51,25 +54,29 @@ use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_n
 use crate::derive::{Witnesses, R};
 
 /// Where the record of a recursive call (or of the call a Jacobian call
-/// differentiates) is found: `kids[slot]` of the caller's record, or, for a
-/// call inside a loop's lambda, element `iteration` (the loop's variable)
-/// of the `kids` of the index record at `kids[slot]`.
+/// differentiates) is found: `kids[slot]` of the caller's record; for a
+/// call inside loops' lambdas, that is the position of the outermost loop's
+/// index record for the call, and each loop's variable in `loops`
+/// (outermost first) selects, in turn, an element of the index record's
+/// `kids`: the position of the next loop's index record, or, last, the
+/// call's record.
 #[derive(Clone, Debug)]
 pub struct Site {
     pub slot: usize,
-    pub iteration: Option<String>,
+    pub loops: Vec<String>,
 }
 
 /// The recursive calls of f in `[D f]`.
 pub struct Plan {
-    /// Sites: the primal calls of f, outside lambdas or in the lambda of a
-    /// loop (a `build` or `sumbuild`, of values or of maps).
+    /// Sites: the primal calls of f, outside lambdas or in the lambdas of
+    /// nested loops (`build` or `sumbuild`, of values or of maps).
     pub sites: FxHashMap<ExprId, Site>,
     /// The `[D f]` call of each site's map, and where its record is.
     pub jacobians: FxHashMap<ExprId, Site>,
     /// The number of slots of a record's `kids`.
     pub slots: usize,
-    /// The loops of values whose lambda calls f: the slots of those calls.
+    /// The loops of values whose lambda calls f (or has such a loop): the
+    /// slots of those calls.
     pub loops: FxHashMap<ExprId, Vec<usize>>,
 }
 
@@ -86,88 +93,74 @@ fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
     }
 }
 
-/// A loop whose lambda calls f: the loop, its size, its variable, whether it
-/// builds maps, and its calls of f in the order they are evaluated.
+/// A loop whose lambda calls f: the loop, its size, its variable, whether
+/// it builds maps, its calls of f outside other lambdas in the order they
+/// are evaluated, and the loops in its lambda that call f.
 struct Loop {
     at: ExprId,
     size: ExprId,
     var: String,
     of_maps: bool,
     calls: Vec<ExprId>,
+    inner: Vec<Loop>,
+}
+
+/// The calls of f in `e` outside lambdas (in the order they are evaluated)
+/// and the loops whose lambdas call f; `ok` is cleared by a call in any
+/// other lambda.
+fn scan(body: &Body, e: ExprId, is_f: &dyn Fn(ExprId) -> bool, calls: &mut Vec<ExprId>, loops: &mut Vec<Loop>, ok: &mut bool) {
+    if let Some((size, var, x)) = vector_loop(body, e) {
+        scan(body, size, is_f, calls, loops, ok);
+        let (mut c, mut l) = (Vec::new(), Vec::new());
+        scan(body, x, is_f, &mut c, &mut l, ok);
+        if !c.is_empty() || !l.is_empty() {
+            let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
+            loops.push(Loop { at: e, size, var, of_maps, calls: c, inner: l });
+        }
+        return;
+    }
+    if matches!(body.exprs[e], Expr::Lam(..)) {
+        post_order(body, e, &mut |y, _| *ok &= !is_f(y));
+        return;
+    }
+    for c in ksc_opt::term::children(&body.exprs[e]) {
+        scan(body, c, is_f, calls, loops, ok);
+    }
+    if is_f(e) {
+        calls.push(e);
+    }
 }
 
 impl Plan {
     /// The recursive calls of `f` in its Jacobian `d`; None when one is
-    /// inside a lambda other than a loop's at the top (then f is not
-    /// taped), or has no map of its own.
+    /// inside a lambda other than nested loops' (then f is not taped), or
+    /// has no map of its own.
     pub fn new(f: &FunName, d: &Def) -> Option<Plan> {
         let body = &d.body;
         let is_f = |e: ExprId| matches!(&body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f);
-        // The calls outside lambdas, and the loops whose lambda has some.
-        let (mut top, mut loops, mut ok) = (Vec::new(), Vec::<Loop>::new(), true);
-        walk_pruned(body, d.root, &mut |e| {
-            if let Some((size, var, x)) = vector_loop(body, e) {
-                let mut calls = Vec::new();
-                post_order(body, x, &mut |y, in_lam| {
-                    if is_f(y) {
-                        ok &= !in_lam;
-                        calls.push(y);
-                    }
-                });
-                if !calls.is_empty() {
-                    let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
-                    loops.push(Loop { at: e, size, var, of_maps, calls });
-                }
-                // The size is outside the lambda; the body was scanned.
-                walk_pruned(body, size, &mut |y| {
-                    if is_f(y) {
-                        top.push(y);
-                    }
-                    true
-                });
-                return false;
-            }
-            if matches!(body.exprs[e], Expr::Lam(..)) {
-                post_order(body, e, &mut |y, _| ok &= !is_f(y));
-                return false;
-            }
-            if is_f(e) {
-                top.push(e);
-            }
-            true
-        });
+        let (mut top, mut loops, mut ok) = (Vec::new(), Vec::new(), true);
+        scan(body, d.root, &is_f, &mut top, &mut loops, &mut ok);
         if !ok {
             return None;
         }
         let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default(), slots: 0, loops: FxHashMap::default() };
         for e in top {
-            plan.sites.insert(e, Site { slot: plan.slots, iteration: None });
+            plan.sites.insert(e, Site { slot: plan.slots, loops: Vec::new() });
             plan.slots += 1;
         }
         // Each loop of values is followed by the loop of its maps (`[D f]`
-        // of a `build` or `sumbuild`), which copies its body, calls
-        // included, in the same order.
+        // of a `build` or `sumbuild`), which copies its body, calls and
+        // loops included, in the same order: a loop of values inside it is
+        // a copy of one in the original, and is followed by its loop of
+        // maps.
         let (values, maps): (Vec<&Loop>, Vec<&Loop>) = loops.iter().partition(|l| !l.of_maps);
-        let same_size = |a: ExprId, b: ExprId| match (&body.exprs[a], &body.exprs[b]) {
-            (Expr::Var(x), Expr::Var(y)) => x == y,
-            (Expr::Lit(x), Expr::Lit(y)) => x == y,
-            _ => false,
-        };
         if values.len() != maps.len() {
             return None;
         }
-        for (v, m) in values.iter().zip(&maps) {
-            if v.calls.len() != m.calls.len() || !same_size(v.size, m.size) {
-                return None;
-            }
-            let mut slots = Vec::new();
-            for (&vc, &mc) in v.calls.iter().zip(&m.calls) {
-                plan.sites.insert(vc, Site { slot: plan.slots, iteration: Some(v.var.clone()) });
-                plan.sites.insert(mc, Site { slot: plan.slots, iteration: Some(m.var.clone()) });
-                slots.push(plan.slots);
-                plan.slots += 1;
-            }
-            plan.loops.insert(v.at, slots);
+        for (v, m) in values.into_iter().zip(maps) {
+            let mut slots = FxHashMap::default();
+            plan.number(v, &mut slots);
+            ok &= same_size(body, v.size, m.size) && plan.place(body, v, v, &[], &slots) && plan.place(body, v, m, &[], &slots);
         }
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
@@ -204,18 +197,60 @@ impl Plan {
         (ok && dcalls == plan.jacobians.len()).then_some(plan)
     }
 
+    /// Gives the calls of loop of values `v` and of the loops in it slots
+    /// (in `slots`), and records each loop's slots.
+    fn number(&mut self, v: &Loop, slots: &mut FxHashMap<ExprId, usize>) -> Vec<usize> {
+        let mut mine = Vec::new();
+        for &c in &v.calls {
+            slots.insert(c, self.slots);
+            mine.push(self.slots);
+            self.slots += 1;
+        }
+        for l in &v.inner {
+            mine.extend(self.number(l, slots));
+        }
+        self.loops.insert(v.at, mine.clone());
+        mine
+    }
+
+    /// Places the calls of `x`, which is loop of values `v` itself, a copy
+    /// of it, or its loop of maps, inside loops `outer`: each has the slot
+    /// of its counterpart in `v`. False if the two do not correspond.
+    fn place(&mut self, body: &Body, v: &Loop, x: &Loop, outer: &[String], slots: &FxHashMap<ExprId, usize>) -> bool {
+        if v.calls.len() != x.calls.len() || v.inner.iter().any(|l| l.of_maps) {
+            return false;
+        }
+        let mut path = outer.to_vec();
+        path.push(x.var.clone());
+        for (vc, &xc) in v.calls.iter().zip(&x.calls) {
+            self.sites.insert(xc, Site { slot: slots[vc], loops: path.clone() });
+        }
+        if !x.of_maps {
+            // A loop of values (or a copy): its loops are copies of v's.
+            return x.inner.len() == v.inner.len()
+                && v.inner.iter().zip(&x.inner).all(|(vi, xi)| !xi.of_maps && self.place(body, vi, xi, &path, slots));
+        }
+        // A loop of maps: each of v's loops is copied, with its loop of maps.
+        let (copies, maps): (Vec<&Loop>, Vec<&Loop>) = x.inner.iter().partition(|l| !l.of_maps);
+        if copies.len() != v.inner.len() || maps.len() != v.inner.len() {
+            return false;
+        }
+        v.inner.iter().zip(copies.into_iter().zip(maps)).all(|(vi, (ci, mi))| {
+            same_size(body, ci.size, mi.size) && self.place(body, vi, ci, &path, slots) && self.place(body, vi, mi, &path, slots)
+        })
+    }
+
     pub fn is_recursive(&self) -> bool {
         !self.sites.is_empty()
     }
 }
 
-/// Pre-order walk that descends into an expression's children when `f`
-/// returns true.
-fn walk_pruned(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId) -> bool) {
-    if f(e) {
-        for c in ksc_opt::term::children(&body.exprs[e]) {
-            walk_pruned(body, c, f);
-        }
+/// Are two loops' sizes the same variable or literal?
+fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
+    match (&body.exprs[a], &body.exprs[b]) {
+        (Expr::Var(x), Expr::Var(y)) => x == y,
+        (Expr::Lit(x), Expr::Lit(y)) => x == y,
+        _ => false,
     }
 }
 
@@ -719,14 +754,16 @@ impl RevTape {
     fn position(&self, b: &mut Builder, site: &Site) -> ExprId {
         let ki = b.integer(site.slot as i64);
         let kids = b.var(&self.kids, Type::vec(Type::Integer));
-        let p = b.prim(Prim::Index, vec![ki, kids]);
-        let Some(i) = &site.iteration else { return p };
-        // In a loop: its index record's kids, at the loop's variable.
-        let tape = b.var(&self.tape.0, self.tape.1.clone());
-        let index_record = b.prim(Prim::Index, vec![p, tape]);
-        let by_iteration = b.prim(Prim::Get { index: 2, arity: 2 }, vec![index_record]);
-        let iv = b.var(i, Type::Integer);
-        b.prim(Prim::Index, vec![iv, by_iteration])
+        let mut p = b.prim(Prim::Index, vec![ki, kids]);
+        // In loops: each index record's kids at the loop's variable.
+        for i in &site.loops {
+            let tape = b.var(&self.tape.0, self.tape.1.clone());
+            let index_record = b.prim(Prim::Index, vec![p, tape]);
+            let by_iteration = b.prim(Prim::Get { index: 2, arity: 2 }, vec![index_record]);
+            let iv = b.var(i, Type::Integer);
+            p = b.prim(Prim::Index, vec![iv, by_iteration]);
+        }
+        p
     }
 
     /// The result of the recursive call at `e`, if `e` is one: read from
