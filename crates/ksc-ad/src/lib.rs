@@ -311,28 +311,58 @@ fn derive_from_jacobian(
     result
 }
 
-/// [`ksc_opt::share_loop_values`] and [`ksc_opt::folds_from_scans`] on
-/// `def` in A-normal form; whether it shared any value.
+/// Forward mode's loops of values and of tangents fused
+/// ([`ksc_opt::fuse_sumbuilds`], then CSE at once, which reads the values
+/// from the tangents' pairs before the cleanup could split the loops
+/// again), then [`ksc_opt::share_loop_values`] and
+/// [`ksc_opt::folds_from_scans`] on `def` in A-normal form; whether it
+/// fused or shared anything.
 fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
-    in_anf(def, |b, root| ksc_opt::share_loop_values(b, globals, root) + ksc_opt::folds_from_scans(b, globals, root) > 0)
+    let forward = matches!(def.name.derivs.first(), Some(Derivation::Fwd | Derivation::FwdT));
+    let fused = forward
+        && in_anf_to(def, |b, root, params| {
+            // CSE first: loops over sizes computed twice have one size.
+            let root = ksc_opt::cse(b, globals, root, params);
+            (ksc_opt::fuse_sumbuilds(b, globals, root) > 0).then(|| {
+                // The fused bodies' chains are nested in the lambda's: one chain again, so CSE sees across them.
+                let root = ksc_opt::anf(b, root, params);
+                ksc_opt::cse(b, globals, root, params)
+            })
+        });
+    let shared = in_anf(def, |b, root| {
+        ksc_opt::share_loop_values(b, globals, root) + ksc_opt::folds_from_scans(b, globals, root) > 0
+    });
+    fused || shared
 }
 
 /// Runs `pass` on `def`'s body in A-normal form; whether it changed it.
 /// Unchanged, the definition is left as it was (the A-normal form's nodes
 /// would count against inlining it).
 fn in_anf(def: &mut Def, pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId) -> bool) -> bool {
+    in_anf_to(def, |b, root, _| pass(b, root).then_some(root))
+}
+
+/// [`in_anf`] with a pass that is also given the definition's parameters
+/// and returns the new root (`None`: unchanged).
+fn in_anf_to(
+    def: &mut Def,
+    pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId, &[String]) -> Option<ksc_ir::ExprId>,
+) -> bool {
     let saved = def.clone();
     let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
     let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
     let root = ksc_opt::anf(&mut b, def.root, &params);
-    let changed = pass(&mut b, root);
-    if changed {
-        def.root = root;
-    } else {
-        *def = saved;
+    match pass(&mut b, root, &params) {
+        Some(root) => {
+            def.root = root;
+            true
+        }
+        None => {
+            *def = saved;
+            false
+        }
     }
-    changed
 }
 
 /// `[D f]` and its witnesses, derived once per f and kept in `jacobians`.

@@ -18,6 +18,9 @@
 //! - entries made inside a lambda body, an `if` branch or an `assert` body
 //!   are forgotten when leaving it, so no work moves out of them; an entry
 //!   made outside may be used inside (that only saves work);
+//! - `let p = [fwdt g] (a, da)` without effect records `g a` as held by
+//!   `get$1$2 p` (forward mode's pair gives the value: a later `g a`, which
+//!   the loop of values of a fused loop computes, reads it);
 //! - expressions with an effect (`print`, `$trace`, calls of functions that
 //!   may reach them) are never recorded nor replaced;
 //! - a call's literal argument tuple is never itself replaced (the
@@ -51,6 +54,7 @@ pub fn cse(b: &mut Builder, globals: &Globals, root: ExprId, in_scope: &[Var]) -
         frames: Vec::new(),
         results: Vec::new(),
         decisions: Vec::new(),
+        tuples: FxHashMap::default(),
     };
     for v in in_scope {
         *m.in_scope.entry(v.clone()).or_default() += 1;
@@ -161,6 +165,9 @@ pub(crate) fn key_with(body: &ksc_ir::Body, e: ExprId, free: &dyn Fn(&Var) -> To
 struct Holder {
     pat: Pat,
     ty: Type,
+    /// Held as the first component of the pair the pattern's variable is,
+    /// of this type (`[fwdt g]`'s value), not by the variable itself.
+    first_of: Option<Type>,
 }
 
 /// What became of a let.
@@ -211,6 +218,10 @@ struct Machine<'a, 'b, 'g> {
     frames: Vec<Frame>,
     results: Vec<ExprId>,
     decisions: Vec<Decision>,
+    /// The literal tuple a variable is bound to, by the latest binder of
+    /// its name (the one in scope wherever it is read: a binder of a name
+    /// in scope is renamed).
+    tuples: FxHashMap<Var, ExprId>,
 }
 
 impl Machine<'_, '_, '_> {
@@ -381,6 +392,12 @@ impl Machine<'_, '_, '_> {
             Pat::Var(_) => Pat::Var(names[0].clone()),
             Pat::Tuple(_) => Pat::Tuple(names.clone()),
         };
+        if let (Pat::Var(x), Expr::Tuple(_)) = (&pat, self.b.expr(r)) {
+            self.tuples.insert(x.clone(), r);
+        }
+        if self.pure(r) {
+            self.record_value_of_pair(&pat, r);
+        }
         // A tuple pattern of t (a variable or an expression without
         // effect): its components are `get$c$n t`, read from a let that
         // holds one already, else recorded; and of an expression a tuple
@@ -445,7 +462,35 @@ impl Machine<'_, '_, '_> {
         };
         *self.in_scope.entry(name.clone()).or_default() += 1;
         self.scope_log.push(name.clone());
+        self.tuples.remove(&name);
         name
+    }
+
+    /// For `pat = [fwdt g] (a, da)` (without effect), records `g a` as
+    /// held by `get$1$2` of the pattern's variable, or by the first variable
+    /// of a tuple pattern.
+    fn record_value_of_pair(&mut self, pat: &Pat, r: ExprId) {
+        let ty = self.b.ty(r);
+        let Expr::Call(Callee::Fun(h), arg) = self.b.expr(r) else { return };
+        let (Some((ksc_ir::Derivation::FwdT, g)), Expr::Tuple(xs), Type::Tuple(ts)) = (h.inner(), self.b.expr(*arg), &ty) else {
+            return;
+        };
+        let ([a, _], [value_ty, _]) = (&xs[..], &ts[..]) else { return };
+        // The argument a call `g a` would have: a literal tuple where `a`
+        // is bound to one.
+        let a = match self.b.expr(*a) {
+            Expr::Var(x) => self.tuples.get(x).copied().unwrap_or(*a),
+            _ => *a,
+        };
+        // The key of `g a` (as `key` makes it), without allocating the term.
+        let mut k = vec![Tok::Node(1, 0), Tok::Fun(g)];
+        k.extend(key(self.b.body, a));
+        let holder = match pat {
+            Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), first_of: Some(ty.clone()) },
+            Pat::Tuple(vs) => Holder { pat: Pat::Var(vs[0].clone()), ty: value_ty.clone(), first_of: None },
+        };
+        self.table.entry(k.clone()).or_default().push(holder);
+        self.table_log.push(k);
     }
 
     fn pure(&mut self, e: ExprId) -> bool {
@@ -462,7 +507,14 @@ impl Machine<'_, '_, '_> {
         let ty = self.b.ty(e);
         match self.held(&k, false, &ty) {
             Some(Pat::Var(v)) => self.b.var(&v, ty),
-            _ => e,
+            _ => match self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| h.first_of.is_some() && h.ty == ty)) {
+                Some(Holder { pat: Pat::Var(p), first_of: Some(pair_ty), .. }) => {
+                    let (p, pair_ty) = (p.clone(), pair_ty.clone());
+                    let pair = self.b.var(&p, pair_ty);
+                    self.b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair])
+                }
+                _ => e,
+            },
         }
     }
 
@@ -470,13 +522,16 @@ impl Machine<'_, '_, '_> {
     /// key `k` and type `ty`: a tuple pattern (`tuple`), else a variable.
     fn held(&self, k: &Key, tuple: bool, ty: &Type) -> Option<Pat> {
         let hs = self.table.get(k)?;
-        hs.iter().rev().find(|h| matches!(h.pat, Pat::Tuple(_)) == tuple && &h.ty == ty).map(|h| h.pat.clone())
+        hs.iter()
+            .rev()
+            .find(|h| h.first_of.is_none() && matches!(h.pat, Pat::Tuple(_)) == tuple && &h.ty == ty)
+            .map(|h| h.pat.clone())
     }
 
     /// Records that `pat` (of type `ty`) holds the expression of key `k`,
     /// until the current frame is left.
     fn record(&mut self, k: Key, pat: Pat, ty: Type) {
-        self.table.entry(k.clone()).or_default().push(Holder { pat, ty });
+        self.table.entry(k.clone()).or_default().push(Holder { pat, ty, first_of: None });
         self.table_log.push(k);
     }
 

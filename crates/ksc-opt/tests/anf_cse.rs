@@ -189,3 +189,94 @@ fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
     let (_, cse) = anf_cse(text, "f", arg);
     assert_eq!(cse, "(let (((a b) (get$1$2 q)) (ksc$t1 (tuple a b)) (c (get$2$2 ksc$t1))) (mul b c))");
 }
+
+/// ANF and CSE, `fuse_sumbuilds`, ANF and CSE of `f` (what forward mode
+/// runs):
+/// how many pairs were fused and the result printed, checked against the
+/// original on `arg`.
+fn fused(text: &str, f: &str, arg: Value) -> (usize, String) {
+    let a = checked(text);
+    let before = user_def(&a, f);
+    let defs = a.defs();
+    let map = DefMap::new(defs.iter().copied());
+    let globals = Globals::new(&map);
+    let params: Vec<String> = before.params.iter().map(|p| p.name.clone()).collect();
+    let mut d = before.clone();
+    let mut fresh = 0;
+    let (n, root) = {
+        let mut b = Builder::new(&mut d.body, &mut fresh);
+        let r = anf(&mut b, d.root, &params);
+        let r = cse(&mut b, &globals, r, &params);
+        let n = ksc_opt::fuse_sumbuilds(&mut b, &globals, r);
+        let r = anf(&mut b, r, &params);
+        (n, cse(&mut b, &globals, r, &params))
+    };
+    let (body, root) = term::compact(&d.body, root);
+    let x = Def { body, root, ..before.clone() };
+    check_same(&a, &before, &x, arg);
+    (n, short_def(&x))
+}
+
+fn vec_arg(xs: &[f64]) -> Value {
+    Value::vector(xs.iter().map(|&x| Value::Float(x)).collect())
+}
+
+#[test]
+fn two_sumbuilds_over_one_range_are_fused_and_their_bodies_share_values() {
+    let text = "(def f (Tuple Float Float) (v : Vec Float)
+                  (let ((a (sumbuild (size v) (lam (i : Integer) (exp (index i v)))))
+                        (b (sumbuild (size v) (lam (j : Integer) (mul (exp (index j v)) 2.0)))))
+                    (tuple a b)))";
+    let (n, out) = fused(text, "f", vec_arg(&[0.5, 1.5, -2.0]));
+    assert_eq!(n, 1, "{out}");
+    assert_eq!(out.matches("sumbuild").count(), 1, "{out}");
+    assert_eq!(out.matches("exp").count(), 1, "{out}");
+}
+
+#[test]
+fn loops_in_fused_loops_are_fused_in_turn() {
+    let text = "(def f (Tuple Float Float) (v : Vec Float)
+                  (tuple (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (exp (index (add k j) v))))))
+                         (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin (exp (index (add k j) v)))))))))";
+    let (n, out) = fused(text, "f", vec_arg(&[0.5, 1.5, -2.0, 0.25, 3.0]));
+    assert_eq!(n, 2, "{out}");
+    assert_eq!(out.matches("sumbuild").count(), 2, "{out}");
+    assert_eq!(out.matches("exp").count(), 1, "{out}");
+}
+
+#[test]
+fn a_guarded_tangent_loop_is_fused_with_the_loop_before_it() {
+    // The first sumbuild fails on an empty range, so the guard never
+    // gives 0.0 after it.
+    let text = "(def f (Tuple Float Float) (v : Vec Float)
+                  (let ((n (size v))
+                        (a (sumbuild n (lam (i : Integer) (exp (index i v)))))
+                        (b (if (eq n 0) 0.0 (sumbuild n (lam (j : Integer) (cos (index j v)))))))
+                    (tuple a b)))";
+    let (n, out) = fused(text, "f", vec_arg(&[0.5, 1.5]));
+    assert_eq!(n, 1, "{out}");
+    assert!(!out.contains("if"), "{out}");
+}
+
+#[test]
+fn loops_that_depend_on_each_other_or_on_an_effect_between_them_are_not_fused() {
+    let dependent = "(def f (Tuple Float Float) (v : Vec Float)
+                       (let ((a (sumbuild (size v) (lam (i : Integer) (exp (index i v)))))
+                             (b (sumbuild (size v) (lam (j : Integer) (mul a (index j v))))))
+                         (tuple a b)))";
+    let (n, out) = fused(dependent, "f", vec_arg(&[0.5, 1.5]));
+    assert_eq!((n, out.matches("sumbuild").count()), (0, 2), "{out}");
+    let printing = "(def f (Tuple Float Float) (v : Vec Float)
+                      (let ((a (sumbuild (size v) (lam (i : Integer) (exp (index i v)))))
+                            (p (print \"between\"))
+                            (b (sumbuild (size v) (lam (j : Integer) (sin (index j v))))))
+                        (tuple a b)))";
+    let (n, out) = fused(printing, "f", vec_arg(&[0.5, 1.5]));
+    assert_eq!((n, out.matches("sumbuild").count()), (0, 2), "{out}");
+    let sizes = "(def f (Tuple Float Float) ((v : Vec Float) (w : Vec Float))
+                   (tuple (sumbuild (size v) (lam (i : Integer) (exp (index i v))))
+                          (sumbuild (size w) (lam (j : Integer) (exp (index j w))))))";
+    let arg = Value::tuple(vec![vec_arg(&[0.5, 1.5]), vec_arg(&[2.0])]);
+    let (n, out) = fused(sizes, "f", arg);
+    assert_eq!((n, out.matches("sumbuild").count()), (0, 2), "{out}");
+}
