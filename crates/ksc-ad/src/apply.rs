@@ -340,7 +340,16 @@ fn fwd_like(
         used.insert(v.clone());
     }
     add_step_values(&d.body, d.root, witnesses, &mut used);
-    let mut fw = Fwd { src: &d.body, dx: (dx_name.clone(), ds_ty.clone()), s_ty: s_ty.clone(), demands, pairs, used: &used, witnesses };
+    let mut fw = Fwd {
+        src: &d.body,
+        dx: (dx_name.clone(), ds_ty.clone()),
+        s_ty: s_ty.clone(),
+        demands,
+        pairs,
+        used: &used,
+        own: &f.name,
+        witnesses,
+    };
     let inner = fw.t(&mut b, d.root)?;
     let inner = match value {
         // The value next to the tangent, where the let-program ends.
@@ -399,8 +408,14 @@ struct Fwd<'s, 'd> {
     demands: &'d mut Vec<FunName>,
     pairs: &'d dyn Fn(&FunName) -> bool,
     /// The variables read anywhere in the program: a call whose value is
-    /// not read needs only `[fwd g]`.
+    /// not read needs only `[fwd g]`, unless it is a recursive call.
     used: &'d rustc_hash::FxHashSet<String>,
+    /// The function differentiated: its recursive calls in a loop of maps,
+    /// whose values its loop of values computes, get `[fwdt f]` too, so
+    /// that the loops, fused, compute them once (`ksc_opt::fuse_loops`);
+    /// with `[fwd f]` and f, each level would compute its subtree's values
+    /// again, a cost growing with the depth.
+    own: &'d FunName,
     /// The values of the Jacobian's maps' targets (a fold's step reads its
     /// value from its derivative's let-program).
     witnesses: &'d Witnesses,
@@ -423,7 +438,7 @@ impl Fwd<'_, '_> {
         if dg.derivs.first() != Some(&Derivation::D)
             || dg.inner().map(|(_, i)| i).as_ref() != Some(g)
             || !(self.pairs)(g)
-            || !self.used.contains(y)
+            || !(self.used.contains(y) || g == self.own)
         {
             return None;
         }
@@ -625,6 +640,7 @@ impl Fwd<'_, '_> {
             demands: self.demands,
             pairs: self.pairs,
             used: self.used,
+            own: self.own,
             witnesses: self.witnesses,
         };
         let new_da = inner.t(b, dbody)?;

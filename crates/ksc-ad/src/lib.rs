@@ -312,7 +312,7 @@ fn derive_from_jacobian(
 }
 
 /// Forward mode's loops of values and of tangents fused
-/// ([`ksc_opt::fuse_sumbuilds`], then CSE at once, which reads the values
+/// ([`ksc_opt::fuse_loops`], then CSE at once, which reads the values
 /// from the tangents' pairs before the cleanup could split the loops
 /// again), then [`ksc_opt::share_loop_values`] and
 /// [`ksc_opt::folds_from_scans`] on `def` in A-normal form; whether it
@@ -323,7 +323,7 @@ fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
         && in_anf_to(def, |b, root, params| {
             // CSE first: loops over sizes computed twice have one size.
             let root = ksc_opt::cse(b, globals, root, params);
-            (ksc_opt::fuse_sumbuilds(b, globals, root) > 0).then(|| {
+            (ksc_opt::fuse_loops(b, globals, root) > 0).then(|| {
                 // The fused bodies' chains are nested in the lambda's: one chain again, so CSE sees across them.
                 let root = ksc_opt::anf(b, root, params);
                 ksc_opt::cse(b, globals, root, params)

@@ -248,23 +248,62 @@ fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
 }
 
 /// Recursive calls in a loop inside a loop (depth 4: 4^4 calls at the
-/// bottom): reverse mode reads them from the tape through the outer loop's
-/// index record (2.9 times f); forward mode fuses the loop of values with
-/// the loop of tangents, the inner ones too, and reads the values from the
-/// tangents' pairs (2.1 times f; computing them again was 5.0 times f,
-/// growing with the depth).
-fn loop_in_a_loop() -> Family {
-    Family {
-        name: "loop in a loop",
-        program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sumbuild 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1)))))))))".into(),
+/// bottom), `sumbuild`s or `build`s outside or inside: reverse mode reads
+/// them from the tape through the outer loop's index record (2.9 times f);
+/// forward mode fuses the loop of values with the loop of tangents, the
+/// inner ones too, and reads the values from the tangents' pairs (2.1
+/// times f; computing them again was 4.9 to 5.8 times f, growing with the
+/// depth).
+fn loops_in_loops() -> Vec<Family> {
+    let family = |name, outer: &str| Family {
+        name,
+        program: format!(
+            "(def f Float ((v : Vec Float) (n : Integer))
+               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                   {}))",
+            outer.replace("CALL", "(f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1))")
+        ),
         arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
         input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)"),
-    }
+    };
+    vec![
+        family("loop in a loop", "(sumbuild 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))"),
+        family(
+            "build of sumbuilds",
+            "(let (w (build 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))) (add (index 0 w) (mul 2.0 (index 1 w))))",
+        ),
+        family(
+            "sumbuild of builds",
+            "(sumbuild 2 (lam (k : Integer) (let (w (build 2 (lam (j : Integer) CALL))) (mul (index 0 w) (sin (index 1 w))))))",
+        ),
+    ]
 }
 
 #[test]
 fn recursion_in_nested_loops_costs_a_small_constant_times_the_function() {
-    check(std::iter::once(loop_in_a_loop()));
+    check(loops_in_loops().into_iter());
+}
+
+/// Recursive calls in a `fold`'s step are not taped: reverse mode
+/// checkpoints them (the reverse pass of each call runs its forward pass
+/// again), 5.5 times f at depth 4 and 8.5 times at depth 7, growing with
+/// the depth. Forward mode is 3.1 times f. Ignored until the fold's step
+/// is taped too.
+#[test]
+#[ignore = "reverse mode of recursion in a fold's step checkpoints: grows with the depth"]
+fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
+    check(std::iter::once(Family {
+        name: "fold of recursion",
+        program: "(def f Float ((v : Vec Float) (n : Integer))
+                    (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                        (fold (lam (acc_k : Tuple Float Float)
+                                (let ((acc k) acc_k)
+                                  (add acc (sin (f (build (size v) (lam (i : Integer) (mul (index i v) k))) (sub n 1))))))
+                              0.0 (Vec_init 0.5 1.5 2.0))))"
+            .into(),
+        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+        input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 7)"),
+    }));
 }
 
 /// A recurrent network (`ksc-examples/ad/recurrent.ks`: a fold over n time

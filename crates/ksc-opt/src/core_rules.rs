@@ -546,6 +546,21 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if reads.iter().flat_map(|r| &r.loops).any(|&m| ctx.alpha_eq(m, n)) {
         return None;
     }
+    // Reads of literal counts that ask for every element: the test would
+    // fold to false and give back the build this started from.
+    let literal = |ctx: &Ctx, m: ExprId| match ctx.expr(m) {
+        Expr::Lit(Lit::Integer(k)) => Some(*k),
+        _ => None,
+    };
+    let asked = reads.iter().try_fold(0i64, |sum, r| {
+        let per_read = r.loops.iter().try_fold(1i64, |p, &m| Some(p.saturating_mul(literal(ctx, m)?)))?;
+        Some(sum.saturating_add(per_read))
+    });
+    if let (Some(asked), Some(size)) = (asked, literal(ctx, n)) {
+        if asked >= size {
+            return None;
+        }
+    }
     let mut cost = None;
     for Read { loops, .. } in reads {
         let mut term = None;

@@ -511,7 +511,12 @@ impl Machine<'_, '_, '_> {
                 Some(Holder { pat: Pat::Var(p), first_of: Some(pair_ty), .. }) => {
                     let (p, pair_ty) = (p.clone(), pair_ty.clone());
                     let pair = self.b.var(&p, pair_ty);
-                    self.b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair])
+                    let value = self.b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair]);
+                    // A let that holds the projection already holds it.
+                    match self.held(&key(self.b.body, value), false, &ty) {
+                        Some(Pat::Var(v)) => self.b.var(&v, ty),
+                        _ => value,
+                    }
                 }
                 _ => e,
             },

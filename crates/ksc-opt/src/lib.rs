@@ -50,7 +50,7 @@ pub mod user;
 pub use anf::anf;
 pub use core_rules::{core_rule, CoreRule, Head, CORE_RULES};
 pub use cse::cse;
-pub use fuse::fuse_sumbuilds;
+pub use fuse::fuse_loops;
 pub use engine::{apply, Fired, Options, Rewriter, Warning, WarningKind};
 pub use globals::{DefMap, Defs, Facts, Globals, Lookup, Measure};
 pub use rule::{Ctx, Rule, RuleKind, RuleSet};

@@ -174,6 +174,24 @@ fn optimise_def_runs_the_whole_pipeline() {
 }
 
 #[test]
+fn a_build_read_at_every_element_reaches_a_normal_form() {
+    // `let-build-lazy` used to rewrite it to a test `lt 2 2` that folds to
+    // false and gives the build back: 100000 rewrites and a warning.
+    let text = "(def g Float (x : Float) (sumbuild 3 (lam (j : Integer) (sin (mul x (to_float j))))))
+                (def f Float (x : Float)
+                  (let (w (build 2 (lam (k : Integer) (g (add x (to_float k))))))
+                    (add (index 0 w) (index 1 w))))";
+    let a = checked(text);
+    let before = user_def(&a, "f");
+    let mut d = before.clone();
+    let defs = a.defs();
+    let map = DefMap::new(defs.iter().copied());
+    let report = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    check_same(&a, &before, &d, Value::Float(0.3));
+}
+
+#[test]
 fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
     // `(a b) = p` after `u = get$1$2 p`: a is u; `v = get$2$2 p` after the
     // pattern: v is b.
@@ -190,7 +208,7 @@ fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
     assert_eq!(cse, "(let (((a b) (get$1$2 q)) (ksc$t1 (tuple a b)) (c (get$2$2 ksc$t1))) (mul b c))");
 }
 
-/// ANF and CSE, `fuse_sumbuilds`, ANF and CSE of `f` (what forward mode
+/// ANF and CSE, `fuse_loops`, ANF and CSE of `f` (what forward mode
 /// runs):
 /// how many pairs were fused and the result printed, checked against the
 /// original on `arg`.
@@ -207,7 +225,7 @@ fn fused(text: &str, f: &str, arg: Value) -> (usize, String) {
         let mut b = Builder::new(&mut d.body, &mut fresh);
         let r = anf(&mut b, d.root, &params);
         let r = cse(&mut b, &globals, r, &params);
-        let n = ksc_opt::fuse_sumbuilds(&mut b, &globals, r);
+        let n = ksc_opt::fuse_loops(&mut b, &globals, r);
         let r = anf(&mut b, r, &params);
         (n, cse(&mut b, &globals, r, &params))
     };
@@ -279,4 +297,10 @@ fn loops_that_depend_on_each_other_or_on_an_effect_between_them_are_not_fused() 
     let arg = Value::tuple(vec![vec_arg(&[0.5, 1.5]), vec_arg(&[2.0])]);
     let (n, out) = fused(sizes, "f", arg);
     assert_eq!((n, out.matches("sumbuild").count()), (0, 2), "{out}");
+    // Builds only where one body's `[fwdt g]` gives the other's `g`.
+    let builds = "(def f (Tuple (Vec Float) (Vec Float)) (v : Vec Float)
+                    (tuple (build (size v) (lam (i : Integer) (exp (index i v))))
+                           (build (size v) (lam (j : Integer) (sin (index j v))))))";
+    let (n, out) = fused(builds, "f", vec_arg(&[0.5, 1.5]));
+    assert_eq!((n, out.matches("build").count()), (0, 2), "{out}");
 }
