@@ -476,21 +476,23 @@ impl Machine<'_, '_, '_> {
             return;
         };
         let ([a, _], [value_ty, _]) = (&xs[..], &ts[..]) else { return };
-        // The argument a call `g a` would have: a literal tuple where `a`
-        // is bound to one.
-        let a = match self.b.expr(*a) {
-            Expr::Var(x) => self.tuples.get(x).copied().unwrap_or(*a),
-            _ => *a,
-        };
-        // The key of `g a` (as `key` makes it), without allocating the term.
-        let mut k = vec![Tok::Node(1, 0), Tok::Fun(g)];
-        k.extend(key(self.b.body, a));
+        // The arguments a call `g a` may have: `a`, and the literal tuple
+        // `a` is bound to.
+        let mut args = vec![*a];
+        if let Expr::Var(x) = self.b.expr(*a) {
+            args.extend(self.tuples.get(x).copied());
+        }
         let holder = match pat {
             Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), first_of: Some(ty.clone()) },
             Pat::Tuple(vs) => Holder { pat: Pat::Var(vs[0].clone()), ty: value_ty.clone(), first_of: None },
         };
-        self.table.entry(k.clone()).or_default().push(holder);
-        self.table_log.push(k);
+        for a in args {
+            // The key of `g a` (as `key` makes it), without allocating the term.
+            let mut k = vec![Tok::Node(1, 0), Tok::Fun(g.clone())];
+            k.extend(key(self.b.body, a));
+            self.table.entry(k.clone()).or_default().push(holder.clone());
+            self.table_log.push(k);
+        }
     }
 
     fn pure(&mut self, e: ExprId) -> bool {
