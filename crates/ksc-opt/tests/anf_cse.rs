@@ -5,12 +5,19 @@ mod common;
 
 use common::{checked, defs_with, run, same_value, short_def, user_def};
 use ksc_eval::Value;
-use ksc_ir::Def;
+use ksc_ir::{Def, ExprId};
 use ksc_linmap::builder::Builder;
 use ksc_opt::{anf, cse, optimise_def, term, DefMap, Globals, Options, RuleSet};
 
-/// ANF, then CSE, of `f`: both printed, each checked against the original on `arg`.
-fn anf_cse(text: &str, f: &str, arg: Value) -> (String, String) {
+/// `passes` run on `f`'s body (given the builder, the globals, the root
+/// and the parameters), which returns the roots to show: each printed,
+/// each checked against the original on `arg`.
+fn after_passes(
+    text: &str,
+    f: &str,
+    arg: Value,
+    passes: impl FnOnce(&mut Builder, &Globals, ExprId, &[String]) -> Vec<ExprId>,
+) -> Vec<String> {
     let a = checked(text);
     let before = user_def(&a, f);
     let defs = a.defs();
@@ -19,20 +26,29 @@ fn anf_cse(text: &str, f: &str, arg: Value) -> (String, String) {
     let params: Vec<String> = before.params.iter().map(|p| p.name.clone()).collect();
     let mut d = before.clone();
     let mut fresh = 0;
-    let (after_anf, after_cse) = {
+    let roots = {
         let mut b = Builder::new(&mut d.body, &mut fresh);
-        let r1 = anf(&mut b, d.root, &params);
-        let r2 = cse(&mut b, &globals, r1, &params);
-        (r1, r2)
+        passes(&mut b, &globals, d.root, &params)
     };
-    let mut results = Vec::new();
-    for root in [after_anf, after_cse] {
-        let (body, root) = term::compact(&d.body, root);
-        let x = Def { body, root, ..before.clone() };
-        check_same(&a, &before, &x, arg.clone());
-        results.push(short_def(&x));
-    }
-    (results[0].clone(), results[1].clone())
+    roots
+        .into_iter()
+        .map(|root| {
+            let (body, root) = term::compact(&d.body, root);
+            let x = Def { body, root, ..before.clone() };
+            check_same(&a, &before, &x, arg.clone());
+            short_def(&x)
+        })
+        .collect()
+}
+
+/// ANF, then CSE, of `f`: both printed, each checked against the original on `arg`.
+fn anf_cse(text: &str, f: &str, arg: Value) -> (String, String) {
+    let shown = after_passes(text, f, arg, |b, globals, root, params| {
+        let r1 = anf(b, root, params);
+        let r2 = cse(b, globals, r1, params);
+        vec![r1, r2]
+    });
+    (shown[0].clone(), shown[1].clone())
 }
 
 fn check_same(a: &ksc_types::Analysis, before: &Def, after: &Def, arg: Value) {
@@ -154,14 +170,7 @@ fn optimise_def_runs_the_whole_pipeline() {
     let text = "(def f Float ((x : Float) (y : Float))
                   (let (unused (mul x 100.0))
                     (mul (add x (mul 2.0 3.0)) (sub (add x (mul 2.0 3.0)) (sum (build 3 (lam (i : Integer) y)))))))";
-    let a = checked(text);
-    let before = user_def(&a, "f");
-    let mut d = before.clone();
-    let defs = a.defs();
-    let map = DefMap::new(defs.iter().copied());
-    let report = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    check_same(&a, &before, &d, xy(1.0, 2.0));
+    let d = optimised(text, "f", xy(1.0, 2.0));
     assert_eq!(short_def(&d), "(let (ksc$t1 (add x 6.0)) (mul ksc$t1 (sub ksc$t1 (sumbuild 3 (lam (i : Integer) y)))))");
     // The arena holds only the result.
     let mut reachable = 0;
@@ -181,14 +190,21 @@ fn a_build_read_at_every_element_reaches_a_normal_form() {
                 (def f Float (x : Float)
                   (let (w (build 2 (lam (k : Integer) (g (add x (to_float k))))))
                     (add (index 0 w) (index 1 w))))";
+    optimised(text, "f", Value::Float(0.3));
+}
+
+/// `f` through `optimise_def`, which must reach a normal form (no
+/// warning), checked against the original on `arg`.
+fn optimised(text: &str, f: &str, arg: Value) -> Def {
     let a = checked(text);
-    let before = user_def(&a, "f");
+    let before = user_def(&a, f);
     let mut d = before.clone();
     let defs = a.defs();
     let map = DefMap::new(defs.iter().copied());
     let report = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    check_same(&a, &before, &d, Value::Float(0.3));
+    check_same(&a, &before, &d, arg);
+    d
 }
 
 #[test]
@@ -209,30 +225,18 @@ fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
 }
 
 /// ANF and CSE, `fuse_loops`, ANF and CSE of `f` (what forward mode
-/// runs):
-/// how many pairs were fused and the result printed, checked against the
-/// original on `arg`.
+/// runs): how many pairs were fused and the result printed, checked
+/// against the original on `arg`.
 fn fused(text: &str, f: &str, arg: Value) -> (usize, String) {
-    let a = checked(text);
-    let before = user_def(&a, f);
-    let defs = a.defs();
-    let map = DefMap::new(defs.iter().copied());
-    let globals = Globals::new(&map);
-    let params: Vec<String> = before.params.iter().map(|p| p.name.clone()).collect();
-    let mut d = before.clone();
-    let mut fresh = 0;
-    let (n, root) = {
-        let mut b = Builder::new(&mut d.body, &mut fresh);
-        let r = anf(&mut b, d.root, &params);
-        let r = cse(&mut b, &globals, r, &params);
-        let n = ksc_opt::fuse_loops(&mut b, &globals, r);
-        let r = anf(&mut b, r, &params);
-        (n, cse(&mut b, &globals, r, &params))
-    };
-    let (body, root) = term::compact(&d.body, root);
-    let x = Def { body, root, ..before.clone() };
-    check_same(&a, &before, &x, arg);
-    (n, short_def(&x))
+    let mut n = 0;
+    let shown = after_passes(text, f, arg, |b, globals, root, params| {
+        let r = anf(b, root, params);
+        let r = cse(b, globals, r, params);
+        n = ksc_opt::fuse_loops(b, globals, r);
+        let r = anf(b, r, params);
+        vec![cse(b, globals, r, params)]
+    });
+    (n, shown[0].clone())
 }
 
 fn vec_arg(xs: &[f64]) -> Value {
@@ -240,26 +244,34 @@ fn vec_arg(xs: &[f64]) -> Value {
 }
 
 #[test]
-fn two_sumbuilds_over_one_range_are_fused_and_their_bodies_share_values() {
-    let text = "(def f (Tuple Float Float) (v : Vec Float)
-                  (let ((a (sumbuild (size v) (lam (i : Integer) (exp (index i v)))))
-                        (b (sumbuild (size v) (lam (j : Integer) (mul (exp (index j v)) 2.0)))))
-                    (tuple a b)))";
-    let (n, out) = fused(text, "f", vec_arg(&[0.5, 1.5, -2.0]));
-    assert_eq!(n, 1, "{out}");
-    assert_eq!(out.matches("sumbuild").count(), 1, "{out}");
-    assert_eq!(out.matches("exp").count(), 1, "{out}");
-}
-
-#[test]
-fn loops_in_fused_loops_are_fused_in_turn() {
-    let text = "(def f (Tuple Float Float) (v : Vec Float)
-                  (tuple (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (exp (index (add k j) v))))))
-                         (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin (exp (index (add k j) v)))))))))";
-    let (n, out) = fused(text, "f", vec_arg(&[0.5, 1.5, -2.0, 0.25, 3.0]));
-    assert_eq!(n, 2, "{out}");
-    assert_eq!(out.matches("sumbuild").count(), 2, "{out}");
-    assert_eq!(out.matches("exp").count(), 1, "{out}");
+fn sumbuilds_over_one_range_are_fused_and_their_bodies_share_values() {
+    // (program, argument, fusions, `sumbuild`s and `exp`s left)
+    let cases = [
+        (
+            "(def f (Tuple Float Float) (v : Vec Float)
+               (let ((a (sumbuild (size v) (lam (i : Integer) (exp (index i v)))))
+                     (b (sumbuild (size v) (lam (j : Integer) (mul (exp (index j v)) 2.0)))))
+                 (tuple a b)))",
+            vec_arg(&[0.5, 1.5, -2.0]),
+            1,
+            1,
+            1,
+        ),
+        // The loops in the fused loop are fused in turn.
+        (
+            "(def f (Tuple Float Float) (v : Vec Float)
+               (tuple (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (exp (index (add k j) v))))))
+                      (sumbuild 3 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin (exp (index (add k j) v)))))))))",
+            vec_arg(&[0.5, 1.5, -2.0, 0.25, 3.0]),
+            2,
+            2,
+            1,
+        ),
+    ];
+    for (text, arg, fusions, loops, exps) in cases {
+        let (n, out) = fused(text, "f", arg);
+        assert_eq!((n, out.matches("sumbuild").count(), out.matches("exp").count()), (fusions, loops, exps), "{out}");
+    }
 }
 
 #[test]
