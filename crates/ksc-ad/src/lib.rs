@@ -324,7 +324,8 @@ fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             // CSE first: loops over sizes computed twice have one size.
             let root = ksc_opt::cse(b, globals, root, params);
             (ksc_opt::fuse_loops(b, globals, root) > 0).then(|| {
-                // The fused bodies' chains are nested in the lambda's: one chain again, so CSE sees across them.
+                // The fused bodies' chains are nested in the lambda's: one
+                // chain again, so CSE sees across them.
                 let root = ksc_opt::anf(b, root, params);
                 ksc_opt::cse(b, globals, root, params)
             })

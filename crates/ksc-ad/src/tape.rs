@@ -52,6 +52,7 @@ use ksc_linmap::builder::{prim_call, Builder};
 
 use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
 use crate::derive::{Witnesses, R};
+use ksc_opt::share::same_size;
 
 /// Where the record of a recursive call (or of the call a Jacobian call
 /// differentiates) is found: `kids[slot]` of the caller's record; for a
@@ -242,15 +243,6 @@ impl Plan {
 
     pub fn is_recursive(&self) -> bool {
         !self.sites.is_empty()
-    }
-}
-
-/// Are two loops' sizes the same variable or literal?
-fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
-    match (&body.exprs[a], &body.exprs[b]) {
-        (Expr::Var(x), Expr::Var(y)) => x == y,
-        (Expr::Lit(x), Expr::Lit(y)) => x == y,
-        _ => false,
     }
 }
 

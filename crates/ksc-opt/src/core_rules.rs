@@ -548,15 +548,11 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     }
     // Reads of literal counts that ask for every element: the test would
     // fold to false and give back the build this started from.
-    let literal = |ctx: &Ctx, m: ExprId| match ctx.expr(m) {
-        Expr::Lit(Lit::Integer(k)) => Some(*k),
-        _ => None,
-    };
     let asked = reads.iter().try_fold(0i64, |sum, r| {
-        let per_read = r.loops.iter().try_fold(1i64, |p, &m| Some(p.saturating_mul(literal(ctx, m)?)))?;
+        let per_read = r.loops.iter().try_fold(1i64, |p, &m| Some(p.saturating_mul(int_lit(ctx, m)?)))?;
         Some(sum.saturating_add(per_read))
     });
-    if let (Some(asked), Some(size)) = (asked, literal(ctx, n)) {
+    if let (Some(asked), Some(size)) = (asked, int_lit(ctx, n)) {
         if asked >= size {
             return None;
         }

@@ -42,7 +42,7 @@ use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashSet;
 
 use crate::globals::Globals;
-use crate::share::{chain, chain_heads};
+use crate::share::{chain, chain_heads, same_size};
 use crate::term::Cache;
 
 /// Fuses the pairs of loops of the A-normal-form tree at `root` (see the
@@ -81,16 +81,7 @@ fn guarded_parts(body: &Body, lets: &[(ExprId, Pat, ExprId)], e: ExprId, p: Prim
     };
     let [x, zero] = ksc_linmap::builder::call_of(body, test, Prim::Eq)?[..] else { return None };
     let zero = matches!(body.exprs[zero], Expr::Lit(ksc_ir::Lit::Integer(0)));
-    (zero && same_atom(body, x, n)).then_some((*f, n, i, b))
-}
-
-/// Are two atoms the same variable or literal?
-fn same_atom(body: &Body, a: ExprId, b: ExprId) -> bool {
-    match (&body.exprs[a], &body.exprs[b]) {
-        (Expr::Var(u), Expr::Var(v)) => u == v,
-        (Expr::Lit(l), Expr::Lit(m)) => l == m,
-        _ => false,
-    }
+    (zero && same_size(body, x, n)).then_some((*f, n, i, b))
 }
 
 /// The functions the tree at `e` calls, and the `g` of the `[fwdt g]` it
@@ -130,13 +121,15 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
             continue;
         }
         let free1 = cache.free_vars(b.body, *r1);
+        // The calls of B1, once a candidate needs them.
+        let mut calls1 = None;
         let mut bound: Vec<&Var> = vec![x1];
         for (node2, p2, r2) in &lets[k1 + 1..] {
             if cache.has_effect(b.body, globals, *r2) {
                 break;
             }
             let candidate = match (p2, guarded_parts(b.body, &lets, *r2, kind)) {
-                (Pat::Var(x2), Some((loop2, n2, i2, body2))) if same_atom(b.body, n1, n2) => Some((x2, loop2, i2, body2)),
+                (Pat::Var(x2), Some((loop2, n2, i2, body2))) if same_size(b.body, n1, n2) => Some((x2, loop2, i2, body2)),
                 _ => None,
             };
             if let Some((x2, loop2, i2, body2)) = candidate {
@@ -145,11 +138,12 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
                 // fused lambda binds around each body capture nothing.
                 let reads_bound = bound.iter().any(|v| free2.contains(*v));
                 let captured = free2.contains(&i1) || (i2 != i1 && free1.contains(&i2));
-                let (c1, p1) = calls(b.body, body1);
-                let (c2, p2) = calls(b.body, body2);
-                let shares_a_call = p2.iter().any(|g| c1.contains(g)) || p1.iter().any(|g| c2.contains(g));
+                let (called1, paired1) = calls1.get_or_insert_with(|| calls(b.body, body1));
+                let (called2, paired2) = calls(b.body, body2);
+                let shares_a_call =
+                    paired2.iter().any(|g| called1.contains(g)) || paired1.iter().any(|g| called2.contains(g));
                 if !reads_bound && !captured && (kind == Prim::Sumbuild || shares_a_call) {
-                    let pairs_first = !p2.is_empty() && p1.is_empty();
+                    let pairs_first = !paired2.is_empty() && paired1.is_empty();
                     fuse(b, kind, pairs_first, (*node1, x1, &i1, body1), (*node2, x2, &i2, body2));
                     return true;
                 }

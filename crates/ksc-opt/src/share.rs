@@ -233,7 +233,7 @@ pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> us
 }
 
 /// Are two loop sizes the same variable or literal?
-fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
+pub fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
     match (&body.exprs[a], &body.exprs[b]) {
         (Expr::Var(u), Expr::Var(v)) => u == v,
         (Expr::Lit(l), Expr::Lit(m)) => l == m,
