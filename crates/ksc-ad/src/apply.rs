@@ -1101,7 +1101,8 @@ impl Rev<'_, '_> {
     /// The primal part of a mixed expression: maps replaced by units.
     fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
         let tape = self.tape.clone();
-        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| t.read(b, x));
+        let src = self.src;
+        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| crate::tape::read_hook(t, src, b, x));
         strip_expr(b, self.src, e, Some(&read))
     }
 
@@ -1109,7 +1110,8 @@ impl Rev<'_, '_> {
     /// from the tape).
     fn import_primal(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
         let tape = self.tape.clone();
-        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| t.read(b, x));
+        let src = self.src;
+        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| crate::tape::read_hook(t, src, b, x));
         import_hooked(b, self.src, e, &strip_type, Some(&read))
     }
 
@@ -1176,7 +1178,7 @@ impl Rev<'_, '_> {
                     }
                 }
                 if let Some((fold, scan)) = fold_call(self.src, args[0]) {
-                    let t = self.rfold(b, &fold, r, scan)?;
+                    let t = self.rfold(b, args[0], &fold, r, scan)?;
                     let t = self.emit(b, "r", t);
                     return self.push_r(b, t, args[1]);
                 }
@@ -1355,7 +1357,12 @@ impl Rev<'_, '_> {
     /// For an `lmScan` (`scan`), `r` has a part for every accumulator: the
     /// backward scan starts from the last part and adds part i to the
     /// accumulator's cotangent once step i has been transposed.
-    fn rfold(&mut self, b: &mut Builder, fold: &[ExprId], r: (String, Type), scan: bool) -> R<ExprId> {
+    ///
+    /// In `[sufrevpass f]`, a fold whose step calls f counts its iterations
+    /// ([`crate::tape::counted`]), so the copies of its steps read those
+    /// calls' records: the stored accumulators are (accumulator, iteration)
+    /// pairs.
+    fn rfold(&mut self, b: &mut Builder, at: ExprId, fold: &[ExprId], r: (String, Type), scan: bool) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
         let Expr::Lam(t2, tty, dbody) = self.src.exprs[df].clone() else { return internal("lmFold without a lambda") };
         let sc_ty = self.src.ty(sc).clone();
@@ -1367,8 +1374,21 @@ impl Rev<'_, '_> {
         let v1 = import(b, self.src, v);
         let n = b.prim(Prim::Size, vec![v1]);
         let n = self.emit(b, "n", n);
-        let (f1, a1, v2) = (import(b, self.src, f), import(b, self.src, acc), import(b, self.src, v));
-        let accs = b.prim(Prim::Scan, vec![f1, a1, v2]);
+        let (a1, v2) = (import(b, self.src, acc), import(b, self.src, v));
+        let taped = self.tape.clone().filter(|t| t.folds.contains(&at));
+        let accs = match &taped {
+            Some(t) => {
+                let Expr::Lam(ft, ftty, fbody) = self.src.exprs[f].clone() else { return internal("lmFold without lambdas") };
+                let src = self.src;
+                let hook = |b: &mut Builder, z: ExprId| crate::tape::read_hook(t, src, b, z);
+                let mut step = |b: &mut Builder, it: &str| t.in_step(at, it, || import_hooked(b, src, fbody, &strip_type, Some(&hook)));
+                crate::tape::counted(b, Prim::Scan, (&ft, &strip_type(&ftty)), a1, v2, &mut step)
+            }
+            None => {
+                let f1 = import(b, self.src, f);
+                b.prim(Prim::Scan, vec![f1, a1, v2])
+            }
+        };
         let accs = self.emit(b, "accs", accs);
         let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
         let last = b.int_op("sub", nv, one);
@@ -1380,14 +1400,24 @@ impl Rev<'_, '_> {
         let params = [Param { name: sc_name.clone(), ty: sc_ty.clone() }, Param { name: t2.clone(), ty: tty.clone() }];
         // The backward step at element i with incoming cotangent `seed`:
         // (dsc_i, (da_i, dx_i)), with t2 bound to (accs[i], v[i]).
-        let step = |this: &mut Self, b: &mut Builder, i: ExprId, seed: (String, Type)| -> R<ExprId> {
+        let step = |this: &mut Self, b: &mut Builder, i_name: &str, seed: (String, Type)| -> R<ExprId> {
+            let i = b.var(i_name, Type::Integer);
             let i2 = b.copy(i);
             let accs_v = b.var(&accs.0, accs.1.clone());
-            let a = b.prim(Prim::Index, vec![i, accs_v]);
+            let mut a = b.prim(Prim::Index, vec![i, accs_v]);
+            if taped.is_some() {
+                a = b.prim(Prim::Get { index: 1, arity: 2 }, vec![a]);
+            }
             let vv = import(b, this.src, v);
             let x = b.prim(Prim::Index, vec![i2, vv]);
             let t_val = b.tuple(vec![a, x]);
-            let inner = transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, None)?;
+            let inner = match &taped {
+                Some(t) => t.in_step(at, i_name, || {
+                    let (w, d) = (this.witnesses, &mut *this.demands);
+                    transpose_program(b, this.src, dbody, w, d, &st_ty, &params, seed, Some(t.clone()))
+                })?,
+                None => transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, None)?,
+            };
             Ok(b.let_(&t2, t_val, inner))
         };
         // One backward `$scanSum`. Its accumulator after k steps is (the
@@ -1409,8 +1439,7 @@ impl Rev<'_, '_> {
         let lastv = b.var(&last.0, last.1.clone());
         let i = b.int_op("sub", lastv, k);
         let i_name = b.fresh_name("i");
-        let i_var = b.var(&i_name, Type::Integer);
-        let d = step(self, b, i_var, (rk.clone(), da_ty.clone()))?;
+        let d = step(self, b, &i_name, (rk.clone(), da_ty.clone()))?;
         let d_name = b.fresh_name("d");
         let d_ty = b.ty(d);
         let dv = b.var(&d_name, d_ty.clone());

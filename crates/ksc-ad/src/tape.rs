@@ -64,7 +64,17 @@ use ksc_opt::share::same_size;
 #[derive(Clone, Debug)]
 pub struct Site {
     pub slot: usize,
-    pub loops: Vec<String>,
+    pub loops: Vec<Iter>,
+}
+
+/// What selects a loop's iteration for a call inside it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Iter {
+    /// The variable of a `build` or `sumbuild`.
+    Var(String),
+    /// The iteration of the `fold` or `lmFold` at this expression: a
+    /// counter that the code reading the records binds ([`counted`]).
+    Fold(ExprId),
 }
 
 /// The recursive calls of f in `[D f]`.
@@ -79,6 +89,8 @@ pub struct Plan {
     /// The loops of values whose lambda calls f (or has such a loop): the
     /// slots of those calls.
     pub loops: FxHashMap<ExprId, Vec<usize>>,
+    /// The folds of values whose step calls f: the slots of those calls.
+    pub folds: FxHashMap<ExprId, Vec<usize>>,
 }
 
 /// A `build` or `sumbuild` over a vector with its lambda written in place:
@@ -106,14 +118,67 @@ struct Loop {
     inner: Vec<Loop>,
 }
 
-/// The calls of f in `e` outside lambdas (in the order they are evaluated)
-/// and the loops whose lambdas call f; `ok` is cleared by a call in any
-/// other lambda.
-fn scan(body: &Body, e: ExprId, is_f: &dyn Fn(ExprId) -> bool, calls: &mut Vec<ExprId>, loops: &mut Vec<Loop>, ok: &mut bool) {
+/// A `fold` whose step calls f (directly, not in a loop or another
+/// lambda), or the `lmFold` of one: the calls in its step, in the order
+/// they are evaluated; for an `lmFold`, those of its primal step (`calls`)
+/// and those of its Jacobian step (`dcalls`).
+struct Fold {
+    at: ExprId,
+    of_maps: bool,
+    calls: Vec<ExprId>,
+    dcalls: Vec<ExprId>,
+}
+
+/// The step lambdas of a `fold` (one) or `lmFold` (the primal step and its
+/// Jacobian), if written in place.
+fn fold_steps(body: &Body, e: ExprId) -> Option<(bool, Vec<ExprId>)> {
+    let (p, args) = prim_call(body, e)?;
+    let (of_maps, lams) = match (p, args.len()) {
+        (Prim::Fold, 3) => (false, vec![args[0]]),
+        (Prim::LmFold, 5) => (true, vec![args[1], args[2]]),
+        _ => return None,
+    };
+    lams.iter().all(|&l| matches!(body.exprs[l], Expr::Lam(..))).then_some((of_maps, lams))
+}
+
+/// The calls of f in `e` outside lambdas (in the order they are evaluated),
+/// the loops whose lambdas call f and the folds whose steps do; `ok` is
+/// cleared by a call in any other lambda (a fold's step inside a loop's
+/// lambda or a loop inside a fold's step included).
+fn scan(
+    body: &Body,
+    e: ExprId,
+    is_f: &dyn Fn(ExprId) -> bool,
+    calls: &mut Vec<ExprId>,
+    loops: &mut Vec<Loop>,
+    folds: &mut Vec<Fold>,
+    ok: &mut bool,
+) {
+    if let Some((of_maps, lams)) = fold_steps(body, e) {
+        let Some((_, args)) = prim_call(body, e) else { return };
+        for a in args.into_iter().filter(|a| !lams.contains(a)) {
+            scan(body, a, is_f, calls, loops, folds, ok);
+        }
+        let mut steps = Vec::new();
+        for l in lams {
+            let Expr::Lam(_, _, x) = body.exprs[l] else { return };
+            let (mut c, mut lo, mut fo) = (Vec::new(), Vec::new(), Vec::new());
+            scan(body, x, is_f, &mut c, &mut lo, &mut fo, ok);
+            *ok &= lo.is_empty() && fo.is_empty();
+            steps.push(c);
+        }
+        if steps.iter().any(|c| !c.is_empty()) {
+            let dcalls = if of_maps { steps.pop().unwrap_or_default() } else { Vec::new() };
+            let calls = steps.pop().unwrap_or_default();
+            folds.push(Fold { at: e, of_maps, calls, dcalls });
+        }
+        return;
+    }
     if let Some((size, var, x)) = vector_loop(body, e) {
-        scan(body, size, is_f, calls, loops, ok);
-        let (mut c, mut l) = (Vec::new(), Vec::new());
-        scan(body, x, is_f, &mut c, &mut l, ok);
+        scan(body, size, is_f, calls, loops, folds, ok);
+        let (mut c, mut l, mut fo) = (Vec::new(), Vec::new(), Vec::new());
+        scan(body, x, is_f, &mut c, &mut l, &mut fo, ok);
+        *ok &= fo.is_empty();
         if !c.is_empty() || !l.is_empty() {
             let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
             loops.push(Loop { at: e, size, var, of_maps, calls: c, inner: l });
@@ -125,7 +190,7 @@ fn scan(body: &Body, e: ExprId, is_f: &dyn Fn(ExprId) -> bool, calls: &mut Vec<E
         return;
     }
     for c in ksc_opt::term::children(&body.exprs[e]) {
-        scan(body, c, is_f, calls, loops, ok);
+        scan(body, c, is_f, calls, loops, folds, ok);
     }
     if is_f(e) {
         calls.push(e);
@@ -139,12 +204,18 @@ impl Plan {
     pub fn new(f: &FunName, d: &Def) -> Option<Plan> {
         let body = &d.body;
         let is_f = |e: ExprId| matches!(&body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f);
-        let (mut top, mut loops, mut ok) = (Vec::new(), Vec::new(), true);
-        scan(body, d.root, &is_f, &mut top, &mut loops, &mut ok);
+        let (mut top, mut loops, mut folds, mut ok) = (Vec::new(), Vec::new(), Vec::new(), true);
+        scan(body, d.root, &is_f, &mut top, &mut loops, &mut folds, &mut ok);
         if !ok {
             return None;
         }
-        let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default(), slots: 0, loops: FxHashMap::default() };
+        let mut plan = Plan {
+            sites: FxHashMap::default(),
+            jacobians: FxHashMap::default(),
+            slots: 0,
+            loops: FxHashMap::default(),
+            folds: FxHashMap::default(),
+        };
         for e in top {
             plan.sites.insert(e, Site { slot: plan.slots, loops: Vec::new() });
             plan.slots += 1;
@@ -162,6 +233,29 @@ impl Plan {
             let mut slots = FxHashMap::default();
             plan.number(v, &mut slots);
             ok &= same_size(body, v.size, m.size) && plan.place(body, v, v, &[], &slots) && plan.place(body, v, m, &[], &slots);
+        }
+        // Each fold of values is followed by its `lmFold`, whose primal
+        // step is a copy of the fold's, and whose Jacobian step computes
+        // the same calls in the same order.
+        let (values, maps): (Vec<&Fold>, Vec<&Fold>) = folds.iter().partition(|l| !l.of_maps);
+        if values.len() != maps.len() {
+            return None;
+        }
+        for (v, m) in values.into_iter().zip(maps) {
+            if v.calls.len() != m.calls.len() || v.calls.len() != m.dcalls.len() {
+                return None;
+            }
+            let mut mine = Vec::new();
+            for (k, &c) in v.calls.iter().enumerate() {
+                let slot = plan.slots;
+                plan.slots += 1;
+                mine.push(slot);
+                plan.sites.insert(c, Site { slot, loops: vec![Iter::Fold(v.at)] });
+                for x in [m.calls[k], m.dcalls[k]] {
+                    plan.sites.insert(x, Site { slot, loops: vec![Iter::Fold(m.at)] });
+                }
+            }
+            plan.folds.insert(v.at, mine);
         }
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
@@ -217,12 +311,12 @@ impl Plan {
     /// Places the calls of `x`, which is loop of values `v` itself, a copy
     /// of it, or its loop of maps, inside loops `outer`: each has the slot
     /// of its counterpart in `v`. False if the two do not correspond.
-    fn place(&mut self, body: &Body, v: &Loop, x: &Loop, outer: &[String], slots: &FxHashMap<ExprId, usize>) -> bool {
+    fn place(&mut self, body: &Body, v: &Loop, x: &Loop, outer: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
         if v.calls.len() != x.calls.len() || v.inner.iter().any(|l| l.of_maps) {
             return false;
         }
         let mut path = outer.to_vec();
-        path.push(x.var.clone());
+        path.push(Iter::Var(x.var.clone()));
         for (vc, &xc) in v.calls.iter().zip(&x.calls) {
             self.sites.insert(xc, Site { slot: slots[vc], loops: path.clone() });
         }
@@ -553,6 +647,7 @@ impl TapeFwd<'_> {
                 self.expr(b, x)
             }
             Expr::Call(Callee::Prim(p), _) if self.plan.loops.contains_key(&e) => self.taped_loop(b, e, p),
+            Expr::Call(Callee::Prim(_), _) if self.plan.folds.contains_key(&e) => self.taped_fold(b, e),
             Expr::Call(Callee::Fun(_), a) if self.plan.sites.contains_key(&e) => {
                 let k = self.plan.sites[&e].slot;
                 let a = self.expr(b, a)?;
@@ -602,35 +697,88 @@ impl TapeFwd<'_> {
     }
 
     /// A `build` or `sumbuild` whose lambda calls f, as a fold over the
-    /// indices threading the tape: it collects the elements and, for each
-    /// call of f in the lambda, the positions of its records by iteration
-    /// (-1 where it did not run). After it, an index record per call, whose
-    /// `kids` are those positions, is pushed; the call's slot holds its
-    /// position. A `sumbuild` sums the collected elements after the loop.
+    /// indices threading the tape ([`Self::threaded`]) that collects the
+    /// elements. A `sumbuild` sums them after the loop.
     fn taped_loop(&mut self, b: &mut Builder, e: ExprId, p: Prim) -> R<ExprId> {
         let slots = self.plan.loops[&e].clone();
         let Some((size, i, lbody)) = vector_loop(self.src, e) else { return internal("a taped loop without a lambda") };
         let n = self.expr(b, size)?;
         let (n_name, n_ty) = self.bind(b, "n", n);
-        let elem_ty = strip_type(self.src.ty(lbody));
-        let (vals_ty, pos_ty) = (Type::vec(elem_ty.clone()), Type::vec(Type::Integer));
-        let mut acc_tys = vec![vals_ty.clone(), self.tape_ty.clone()];
+        let vals_ty = Type::vec(strip_type(self.src.ty(lbody)));
+        let nv = b.var(&n_name, n_ty.clone());
+        let range = b.build(nv, |_, j| j);
+        let none = b.body.alloc_typed(Expr::Dummy(vals_ty.clone()), vals_ty.clone());
+        let vals = self.threaded(b, &slots, (vals_ty.clone(), none), (range, Type::Integer), &mut |b, this, vals, j| {
+            let jv = b.var(j, Type::Integer);
+            this.block.push((Pat::Var(i.clone()), jv));
+            let v = this.expr(b, lbody)?;
+            let (v_name, v_ty) = this.bind(b, "elem", v);
+            let (vals, vv) = (b.var(vals, vals_ty.clone()), b.var(&v_name, v_ty));
+            Ok(b.prim(Prim::TapePush, vec![vals, vv]))
+        })?;
+        if p == Prim::Build {
+            return Ok(vals);
+        }
+        let (vals_name, _) = self.bind(b, "elems", vals);
+        let nv = b.var(&n_name, n_ty);
+        let q = b.fresh_name("q");
+        let (qv, vv) = (b.var(&q, Type::Integer), b.var(&vals_name, vals_ty));
+        let x = b.prim(Prim::Index, vec![qv, vv]);
+        let lam = b.lam(&q, Type::Integer, x);
+        Ok(b.prim(Prim::Sumbuild, vec![nv, lam]))
+    }
+
+    /// A `fold` whose step calls f, threading the tape ([`Self::threaded`]).
+    fn taped_fold(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
+        let slots = self.plan.folds[&e].clone();
+        let Some((Prim::Fold, args)) = prim_call(self.src, e) else { return internal("a taped fold that is not one") };
+        let Expr::Lam(t, tty, lbody) = self.src.exprs[args[0]].clone() else { return internal("a taped fold without a lambda") };
+        let Type::Tuple(ab) = strip_type(&tty) else { return internal("a fold's step over a non-pair") };
+        let (acc, v) = (self.expr(b, args[1])?, self.expr(b, args[2])?);
+        let (a_ty, x_ty) = (ab[0].clone(), ab[1].clone());
+        self.threaded(b, &slots, (a_ty.clone(), acc), (v, x_ty.clone()), &mut |b, this, a, x| {
+            let (av, xv) = (b.var(a, a_ty.clone()), b.var(x, x_ty.clone()));
+            let tv = b.tuple(vec![av, xv]);
+            this.block.push((Pat::Var(t.clone()), tv));
+            this.expr(b, lbody)
+        })
+    }
+
+    /// A fold over the vector `over` (elements of type `x_ty`) whose
+    /// accumulator is `(first, tape, positions per slot)`: each step binds
+    /// `first`'s part and the element to variables and `step` gives the
+    /// next `first`; the tape is threaded through the calls of f in it and,
+    /// for each of `slots`, the position of its call's record is collected
+    /// by iteration (-1 where it did not run). After the fold an index
+    /// record per slot, `($dummy, positions)`, is pushed and the slot holds
+    /// its position. Returns the last `first`.
+    #[allow(clippy::type_complexity)]
+    fn threaded(
+        &mut self,
+        b: &mut Builder,
+        slots: &[usize],
+        (first_ty, init): (Type, ExprId),
+        (over, x_ty): (ExprId, Type),
+        step: &mut dyn FnMut(&mut Builder, &mut Self, &str, &str) -> R<ExprId>,
+    ) -> R<ExprId> {
+        let pos_ty = Type::vec(Type::Integer);
+        let mut acc_tys = vec![first_ty, self.tape_ty.clone()];
         acc_tys.extend(slots.iter().map(|_| pos_ty.clone()));
         let m = acc_tys.len() as u32;
-        let acc_ty = Type::Tuple(acc_tys.clone());
+        let acc_ty = Type::Tuple(acc_tys);
         let get = |b: &mut Builder, v: &str, t: &Type, k: u32, n: u32| {
             let x = b.var(v, t.clone());
             b.prim(Prim::Get { index: k, arity: n }, vec![x])
         };
-        // One iteration: (acc, i) to the next acc.
+        // One step: (acc, x) to the next acc.
         let saved = (std::mem::take(&mut self.block), self.tape.clone(), self.kids.clone());
-        let a_name = b.fresh_name("a");
-        let a_ty = Type::Tuple(vec![acc_ty.clone(), Type::Integer]);
-        let step = (|| -> R<ExprId> {
-            let acc = get(b, &a_name, &a_ty, 1, 2);
+        let w_name = b.fresh_name("a");
+        let w_ty = Type::Tuple(vec![acc_ty.clone(), x_ty.clone()]);
+        let next = (|| -> R<ExprId> {
+            let acc = get(b, &w_name, &w_ty, 1, 2);
             let (acc_name, _) = self.bind(b, "acc", acc);
-            let iv = get(b, &a_name, &a_ty, 2, 2);
-            self.block.push((Pat::Var(i.clone()), iv));
+            let x = get(b, &w_name, &w_ty, 2, 2);
+            let (x_name, _) = self.bind(b, "x", x);
             let parts: Vec<String> = (1..=m)
                 .map(|k| {
                     let x = get(b, &acc_name, &acc_ty, k, m);
@@ -638,14 +786,12 @@ impl TapeFwd<'_> {
                 })
                 .collect();
             self.tape = parts[1].clone();
-            for &slot in &slots {
+            for &slot in slots {
                 let none = b.integer(-1);
                 self.kids[slot] = self.bind(b, "kid", none).0;
             }
-            let v = self.expr(b, lbody)?;
-            let (v_name, v_ty) = self.bind(b, "elem", v);
-            let (vals, vv) = (b.var(&parts[0], vals_ty.clone()), b.var(&v_name, v_ty));
-            let mut next = vec![b.prim(Prim::TapePush, vec![vals, vv]), b.var(&self.tape, self.tape_ty.clone())];
+            let first = step(b, self, &parts[0], &x_name)?;
+            let mut next = vec![first, b.var(&self.tape, self.tape_ty.clone())];
             for (j, &slot) in slots.iter().enumerate() {
                 let (ps, k) = (b.var(&parts[2 + j], pos_ty.clone()), b.var(&self.kids[slot], Type::Integer));
                 next.push(b.prim(Prim::TapePush, vec![ps, k]));
@@ -655,16 +801,14 @@ impl TapeFwd<'_> {
         let block = std::mem::replace(&mut self.block, saved.0);
         self.tape = saved.1;
         self.kids = saved.2;
-        let step = wrap(b, block, step?);
-        let lam = b.lam(&a_name, a_ty, step);
-        let mut init = vec![b.body.alloc_typed(Expr::Dummy(vals_ty.clone()), vals_ty.clone()), b.var(&self.tape, self.tape_ty.clone())];
-        for _ in &slots {
+        let next = wrap(b, block, next?);
+        let lam = b.lam(&w_name, w_ty, next);
+        let mut init = vec![init, b.var(&self.tape, self.tape_ty.clone())];
+        for _ in slots {
             init.push(b.body.alloc_typed(Expr::Dummy(pos_ty.clone()), pos_ty.clone()));
         }
         let init = b.tuple(init);
-        let nv = b.var(&n_name, n_ty.clone());
-        let range = b.build(nv, |_, j| j);
-        let run = b.prim(Prim::Fold, vec![lam, init, range]);
+        let run = b.prim(Prim::Fold, vec![lam, init, over]);
         let (run_name, _) = self.bind(b, "loop", run);
         let tape = get(b, &run_name, &acc_ty, 2, m);
         self.tape = self.bind(b, "tape", tape).0;
@@ -680,17 +824,7 @@ impl TapeFwd<'_> {
             let pos = sub_one(b, size);
             self.kids[slot] = self.bind(b, "kid", pos).0;
         }
-        let vals = get(b, &run_name, &acc_ty, 1, m);
-        if p == Prim::Build {
-            return Ok(vals);
-        }
-        let (vals_name, _) = self.bind(b, "elems", vals);
-        let nv = b.var(&n_name, n_ty);
-        let q = b.fresh_name("q");
-        let (qv, vv) = (b.var(&q, Type::Integer), b.var(&vals_name, vals_ty));
-        let x = b.prim(Prim::Index, vec![qv, vv]);
-        let lam = b.lam(&q, Type::Integer, x);
-        Ok(b.prim(Prim::Sumbuild, vec![nv, lam]))
+        Ok(get(b, &run_name, &acc_ty, 1, m))
     }
 
     /// A branch in a block of its own, returning (value, tape, the
@@ -739,23 +873,68 @@ pub struct RevTape {
     pub kids: String,
     pub sites: FxHashMap<ExprId, Site>,
     pub jacobians: FxHashMap<ExprId, Site>,
+    /// The folds (of values and `lmFold`s) with calls of f in their steps:
+    /// a copy of one counts its iterations ([`counted`]).
+    pub folds: rustc_hash::FxHashSet<ExprId>,
+    /// The variable holding the iteration of each such fold in the code
+    /// being written (bound while its step is copied).
+    pub iters: std::cell::RefCell<FxHashMap<ExprId, String>>,
 }
 
 impl RevTape {
+    pub fn new(f: &Def, tape: (String, Type), kids: String, plan: &Plan) -> RevTape {
+        let folds = plan
+            .sites
+            .values()
+            .flat_map(|s| &s.loops)
+            .filter_map(|i| match i {
+                Iter::Fold(at) => Some(*at),
+                Iter::Var(_) => None,
+            })
+            .collect();
+        RevTape {
+            f: f.name.clone(),
+            t_ty: f.ret_ty.clone(),
+            s_ty: f.arg_ty(),
+            tape,
+            kids,
+            sites: plan.sites.clone(),
+            jacobians: plan.jacobians.clone(),
+            folds,
+            iters: Default::default(),
+        }
+    }
+
     /// The position of a site's record.
     fn position(&self, b: &mut Builder, site: &Site) -> ExprId {
         let ki = b.integer(site.slot as i64);
         let kids = b.var(&self.kids, Type::vec(Type::Integer));
         let mut p = b.prim(Prim::Index, vec![ki, kids]);
-        // In loops: each index record's kids at the loop's variable.
+        // In loops: each index record's kids at the loop's iteration.
         for i in &site.loops {
             let tape = b.var(&self.tape.0, self.tape.1.clone());
             let index_record = b.prim(Prim::Index, vec![p, tape]);
             let by_iteration = b.prim(Prim::Get { index: 2, arity: 2 }, vec![index_record]);
-            let iv = b.var(i, Type::Integer);
+            let name = match i {
+                Iter::Var(v) => v.clone(),
+                Iter::Fold(at) => self.iters.borrow().get(at).cloned().expect("a fold's step copied without its iteration"),
+            };
+            let iv = b.var(&name, Type::Integer);
             p = b.prim(Prim::Index, vec![iv, by_iteration]);
         }
         p
+    }
+
+    /// Copies `step` (the body of the step of the fold `at`) with `it`
+    /// as its iteration.
+    pub fn in_step<T>(&self, at: ExprId, it: &str, step: impl FnOnce() -> T) -> T {
+        let before = self.iters.borrow_mut().insert(at, it.to_string());
+        let r = step();
+        match before {
+            Some(v) => self.iters.borrow_mut().insert(at, v),
+            None => self.iters.borrow_mut().remove(&at),
+        };
+        r
     }
 
     /// The result of the recursive call at `e`, if `e` is one: read from
@@ -783,6 +962,66 @@ impl RevTape {
     }
 }
 
+/// Copies the primal expression `x` of `src`, reading the results of the
+/// recursive calls from the tape: the hook of reverse mode's copies. A
+/// fold whose step calls f counts its iterations ([`counted`]).
+pub(crate) fn read_hook(tape: &RevTape, src: &Body, b: &mut Builder, x: ExprId) -> Option<ExprId> {
+    if let Some(r) = tape.read(b, x) {
+        return Some(r);
+    }
+    if !tape.folds.contains(&x) {
+        return None;
+    }
+    let (Prim::Fold, args) = prim_call(src, x)? else { return None };
+    let Expr::Lam(t, tty, step) = src.exprs[args[0]].clone() else { return None };
+    let copy = |b: &mut Builder, y: ExprId| {
+        crate::apply::import_hooked(b, src, y, &strip_type, Some(&|b: &mut Builder, z| read_hook(tape, src, b, z)))
+    };
+    let (a, v) = (copy(b, args[1]), copy(b, args[2]));
+    let run = counted(b, Prim::Fold, (&t, &strip_type(&tty)), a, v, &mut |b, it| tape.in_step(x, it, || copy(b, step)));
+    Some(b.prim(Prim::Get { index: 1, arity: 2 }, vec![run]))
+}
+
+/// `p (λt. step) a v`, for p `fold` or `$scan`, with its iterations
+/// counted: `p (λ(w : Tuple (Tuple A Integer) B). let (it (get$2$2
+/// (get$1$2 w)) t (tuple (get$1$2 (get$1$2 w)) (get$2$2 w))) (tuple step
+/// (add it 1))) (tuple a 0) v`, whose accumulators are (accumulator,
+/// iteration) pairs; `step(b, it)` writes the step's body.
+pub(crate) fn counted(
+    b: &mut Builder,
+    p: Prim,
+    (t, tty): (&str, &Type),
+    a: ExprId,
+    v: ExprId,
+    step: &mut dyn FnMut(&mut Builder, &str) -> ExprId,
+) -> ExprId {
+    let Type::Tuple(ab) = tty else { unreachable!("a fold's step over a non-pair") };
+    let acc_ty = Type::Tuple(vec![ab[0].clone(), Type::Integer]);
+    let w_ty = Type::Tuple(vec![acc_ty, ab[1].clone()]);
+    let w = b.fresh_name("w");
+    let it = b.fresh_name("it");
+    let get = |b: &mut Builder, e: ExprId, i: u32| b.prim(Prim::Get { index: i, arity: 2 }, vec![e]);
+    let body = step(b, &it);
+    let (iv, one) = (b.var(&it, Type::Integer), b.integer(1));
+    let next = b.int_op("add", iv, one);
+    let out = b.tuple(vec![body, next]);
+    let wv = b.var(&w, w_ty.clone());
+    let acc = get(b, wv, 1);
+    let acc = get(b, acc, 1);
+    let wv = b.var(&w, w_ty.clone());
+    let x = get(b, wv, 2);
+    let tv = b.tuple(vec![acc, x]);
+    let out = b.let_(t, tv, out);
+    let wv = b.var(&w, w_ty.clone());
+    let acc = get(b, wv, 1);
+    let itv = get(b, acc, 2);
+    let out = b.let_(&it, itv, out);
+    let lam = b.lam(&w, w_ty, out);
+    let zero = b.integer(0);
+    let init = b.tuple(vec![a, zero]);
+    b.prim(p, vec![lam, init, v])
+}
+
 /// `[sufrevpass [f S]]` from `[D f]` (see the module's documentation).
 pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, demands: &mut Vec<FunName>) -> R<Def> {
     let s_ty = f.arg_ty();
@@ -798,15 +1037,7 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
     let (dr_name, res_name) = (param_name("dr", f), param_name("res", f));
     let (x_name, tape_name, pos_name, kids_name) =
         (param_name("x", f), param_name("tape", f), param_name("pos", f), param_name("kids", f));
-    let tape = Rc::new(RevTape {
-        f: f.name.clone(),
-        t_ty: t_ty.clone(),
-        s_ty: s_ty.clone(),
-        tape: (tape_name.clone(), tape_ty.clone()),
-        kids: kids_name.clone(),
-        sites: plan.sites.clone(),
-        jacobians: plan.jacobians.clone(),
-    });
+    let tape = Rc::new(RevTape::new(f, (tape_name.clone(), tape_ty.clone()), kids_name.clone(), plan));
     let seed = (dr_name.clone(), dt_ty.clone());
     let inner =
         crate::apply::transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
