@@ -1177,6 +1177,59 @@ fn build_const(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     ctx.prim(Prim::ConstVec, vec![n, body])
 }
 
+/// `fold (lam (p : Tuple A (Tuple B1 .. Bk)) s) a (build n (lam (i :
+/// Integer) (tuple e1 .. ek)))`: the components `ej` that do not mention
+/// `i` and have no effect move into the step (each was evaluated once per
+/// element, now once per step), and the fold runs over a build of the
+/// others (one: itself; more: their tuple, read through `q`, fresh):
+/// `fold (lam (q : Tuple A B') (let (p (tuple (get$1$2 q) (tuple .. ej ..
+/// (get$r$m (get$2$2 q)) ..))) s)) a (build n (lam i e'))`. Forward mode
+/// folds over (element, tangent) pairs whose tangent is a known zero; in
+/// the step, the zero then annihilates what it scales.
+fn fold_invariant_element(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [f, a, v] = prim_args(ctx, e, Prim::Fold)?[..] else { return None };
+    let (p, pty, step) = lam_parts(ctx, f)?;
+    let [n, g] = prim_args(ctx, v, Prim::Build)?[..] else { return None };
+    let (i, ity, elem) = lam_parts(ctx, g)?;
+    let Expr::Tuple(es) = ctx.expr(elem).clone() else { return None };
+    let Type::Tuple(ab) = pty.clone() else { return None };
+    if ity != Type::Integer || ab.len() != 2 {
+        return None;
+    }
+    let invariant: Vec<bool> = es.iter().map(|&x| !ctx.is_free(&i, x) && ctx.pure(x)).collect();
+    let kept: Vec<ExprId> = es.iter().zip(&invariant).filter(|(_, &inv)| !inv).map(|(&x, _)| x).collect();
+    if kept.is_empty() || kept.len() == es.len() {
+        return None;
+    }
+    let m = kept.len() as u32;
+    let elem2 = if m == 1 { kept[0] } else { ctx.b.tuple(kept) };
+    let elem_ty = ctx.ty(elem2);
+    let g2 = lam(ctx, &i, &ity, elem2);
+    let v2 = ctx.prim(Prim::Build, vec![n, g2])?;
+    let q = ctx.fresh_like(&p);
+    let q_ty = Type::Tuple(vec![ab[0].clone(), elem_ty.clone()]);
+    let get = |ctx: &mut Ctx, x: ExprId, k: u32, n: u32| ctx.prim(Prim::Get { index: k, arity: n }, vec![x]);
+    let mut parts = Vec::new();
+    let mut r = 0;
+    for (&x, inv) in es.iter().zip(invariant) {
+        if inv {
+            parts.push(x);
+            continue;
+        }
+        r += 1;
+        let qv = ctx.alloc(Expr::Var(q.clone()), q_ty.clone());
+        let y = get(ctx, qv, 2, 2)?;
+        parts.push(if m == 1 { y } else { get(ctx, y, r, m)? });
+    }
+    let qv = ctx.alloc(Expr::Var(q.clone()), q_ty.clone());
+    let acc = get(ctx, qv, 1, 2)?;
+    let x = ctx.b.tuple(parts);
+    let pv = ctx.b.tuple(vec![acc, x]);
+    let body = let_(ctx, Pat::Var(p), pv, step);
+    let f2 = lam(ctx, &q, &q_ty, body);
+    ctx.prim(Prim::Fold, vec![f2, a, v2])
+}
+
 /// The size a `let` in scope gave the vector variable `v`: `build n ..`,
 /// `constVec n ..`, or the first component of a variable bound to
 /// `$buildSum n ..`; with the scope position of the binding whose right
@@ -1638,6 +1691,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
     CoreRule { name: "build-index-same", statement: "build n (lam q (index q v)) ⇒ v for a variable v whose size is known to be n (n is size v, a variable bound to size v, or the size v's let built it with)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_index_same },
     CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
+    CoreRule { name: "fold-invariant-element", statement: "fold (lam p s) a (build n (lam i (tuple e1 .. ek))) ⇒ fold (lam q (let p = (tuple (get$1$2 q) (tuple .. ej ..)) in s)) a (build n (lam i e')) for the components ej without i and effect (e' the others, read from get$2$2 q)", group: VEC, head: Head::Prim(Prim::Fold), rewrite: fold_invariant_element },
     CoreRule { name: "ts-add-tuple", statement: "ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add an bn) when no component has an effect", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_tuple },
     CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },
     CoreRule { name: "ts-add-zero-left", statement: "ts_add 0 y ⇒ y when y has the result's type (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_left },

@@ -518,6 +518,54 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam("ksc$idx", Type::Integer, x);
             b.prim(Prim::Build, vec![n, lam])
         },
+        "fold-invariant-element" => |g, b| {
+            // A fold over a build of 2 or 3 Floats per element, each
+            // mentioning the build's index or not (the rule moves those
+            // that do not, if pure, into the step; an element without the
+            // index could read an outer variable the step's pattern shadows).
+            let n = g.size(b, 1);
+            let k = 2 + g.rng.below(2) as usize;
+            let comps: Vec<ExprId> = (0..k)
+                .map(|_| {
+                    if g.rng.chance(50) {
+                        with_var(g, "ksc$idx", Type::Integer, |g| {
+                            let i = b.var("ksc$idx", Type::Integer);
+                            let x = g.expr(b, &Type::Float, 2);
+                            let fi = call(b, "to_float", Type::Integer, Type::Float, vec![i]);
+                            call(b, "add", ff(), Type::Float, vec![x, fi])
+                        })
+                    } else {
+                        g.expr(b, &Type::Float, 2)
+                    }
+                })
+                .collect();
+            let elem = b.tuple(comps);
+            let lam = b.lam("ksc$idx", Type::Integer, elem);
+            let v = b.prim(Prim::Build, vec![n, lam]);
+            let xs_ty = Type::Tuple(vec![Type::Float; k]);
+            let p_ty = Type::Tuple(vec![Type::Float, xs_ty.clone()]);
+            let (p, acc, xs) = (g.name(), g.name(), "ksc$xs".to_string());
+            let names: Vec<String> = (1..=k).map(|j| format!("x{j}")).collect();
+            let step = with_var(g, &p, p_ty.clone(), |g| {
+                with_var(g, &acc, Type::Float, |g| {
+                    with_var(g, &xs, xs_ty.clone(), |g| {
+                        for x in &names {
+                            g.env.push((x.clone(), Type::Float));
+                        }
+                        let body = g.expr(b, &Type::Float, 3);
+                        g.env.truncate(g.env.len() - k);
+                        let refs: Vec<&str> = names.iter().map(|x| x.as_str()).collect();
+                        let xsv = b.var(&xs, xs_ty.clone());
+                        let body = let_tuple(b, &refs, xsv, body);
+                        let pv = b.var(&p, p_ty.clone());
+                        let_tuple(b, &[&acc, &xs], pv, body)
+                    })
+                })
+            });
+            let f = b.lam(&p, p_ty, step);
+            let a = g.expr(b, &Type::Float, 1);
+            b.prim(Prim::Fold, vec![f, a, v])
+        },
         "let-build" => |g, b| {
             // let x = build n (lam i e) in e' with one read of x (index or
             // size), sometimes inside a loop; e small, e' may rebind x.
