@@ -13,18 +13,23 @@
 //!   (-1 where it did not run). At the end the record `(value, positions
 //!   by slot)` is appended with `$tapePush`: records are in post-order, one
 //!   per call, and the tape is threaded linearly, so each push is in place.
-//! - A `build` or `sumbuild` whose lambda calls f (or holds such a loop,
-//!   at any depth, but no other lambda around the calls) runs as a fold
-//!   over its indices threading the tape, collecting the elements and, per
-//!   call in the lambda, the positions of its records by iteration (for a
-//!   call in an inner loop, of that loop's index record in the iteration).
-//!   After the loop an index record per call, `($dummy, positions)`, is
-//!   pushed, and the call's slot holds its position. `[D f]` copies the
-//!   loop's body into the loop of its maps (`derive.rs`), calls and inner
-//!   loops included and in the same order (an inner loop as its copy and
-//!   its loop of maps); a call there has the slot of its counterpart in
-//!   the loop of values and reads the index records at the variables of
-//!   the loops it is in.
+//! - A `build`, `sumbuild` or `fold` whose lambda calls f (or holds such
+//!   a loop, at any depth, but no other lambda around the calls) threads
+//!   the tape (a `build` or `sumbuild` runs as a fold over its indices,
+//!   collecting the elements), and collects, per call in the lambda, the
+//!   positions of its records by iteration (for a call in an inner loop,
+//!   of that loop's index record in the iteration). After the loop an
+//!   index record per call, `($dummy, positions)`, is pushed, and the
+//!   call's slot holds its position. `[D f]` copies the loop's body into
+//!   the loop of its maps (`derive.rs`), calls and inner loops included
+//!   and in the same order (an inner loop as its copy and its loop of
+//!   maps); a fold's `lmFold` holds a copy of its step and the step's
+//!   Jacobian, which is like the body of a loop of maps. A call there has
+//!   the slot of its counterpart in the loop of values and reads the index
+//!   records at the iterations of the loops it is in ([`Iter`]): a
+//!   `build`'s variable, or, for a fold, a counter that reverse mode's
+//!   copies of the step bind ([`counted`]: the stored accumulators, the
+//!   backward loop, a recomputed fold of values).
 //! - `[suffwdpass f] x = (y, (x, tape, position))` runs it from an empty
 //!   tape; the residuals (`Type::residuals`) are the argument, the tape and
 //!   the position of this call's record.
@@ -40,8 +45,8 @@
 //! Before `[D f]` is derived, [`prepare`] writes a `map` whose function
 //! calls f as the `build` it equals, and gives the `let`s around calls of f
 //! fresh names (the forward pass hoists them). Recursive calls inside other
-//! lambdas (a `fold`'s step, say) are not taped: such a function keeps the
-//! checkpointing passes ([`checkpoint_passes`]).
+//! lambdas (a `$scan`'s step, `map2`'s function, say) are not taped: such a
+//! function keeps the checkpointing passes ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -86,11 +91,9 @@ pub struct Plan {
     pub jacobians: FxHashMap<ExprId, Site>,
     /// The number of slots of a record's `kids`.
     pub slots: usize,
-    /// The loops of values whose lambda calls f (or has such a loop): the
-    /// slots of those calls.
+    /// The loops of values (`build`, `sumbuild` or `fold`) whose lambda
+    /// calls f (or has such a loop): the slots of those calls.
     pub loops: FxHashMap<ExprId, Vec<usize>>,
-    /// The folds of values whose step calls f: the slots of those calls.
-    pub folds: FxHashMap<ExprId, Vec<usize>>,
 }
 
 /// A `build` or `sumbuild` over a vector with its lambda written in place:
@@ -106,82 +109,80 @@ fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
     }
 }
 
-/// A loop whose lambda calls f: the loop, its size, its variable, whether
-/// it builds maps, its calls of f outside other lambdas in the order they
-/// are evaluated, and the loops in its lambda that call f.
+/// A loop whose lambda calls f: a `build` or `sumbuild` (of values or of
+/// maps), a `fold` or the `lmFold` of one. Its calls of f outside other
+/// lambdas, in the order they are evaluated, and the loops in its lambda
+/// that call f; for an `lmFold`, those of its primal step, and in `dcalls`
+/// and `dinner` those of its Jacobian step.
 struct Loop {
     at: ExprId,
-    size: ExprId,
-    var: String,
+    /// The size and variable of a `build` or `sumbuild`; None for a fold.
+    vector: Option<(ExprId, String)>,
     of_maps: bool,
     calls: Vec<ExprId>,
     inner: Vec<Loop>,
-}
-
-/// A `fold` whose step calls f (directly, not in a loop or another
-/// lambda), or the `lmFold` of one: the calls in its step, in the order
-/// they are evaluated; for an `lmFold`, those of its primal step (`calls`)
-/// and those of its Jacobian step (`dcalls`).
-struct Fold {
-    at: ExprId,
-    of_maps: bool,
-    calls: Vec<ExprId>,
     dcalls: Vec<ExprId>,
+    dinner: Vec<Loop>,
 }
 
-/// The step lambdas of a `fold` (one) or `lmFold` (the primal step and its
-/// Jacobian), if written in place.
-fn fold_steps(body: &Body, e: ExprId) -> Option<(bool, Vec<ExprId>)> {
+impl Loop {
+    /// What selects an iteration of this loop for a call inside it.
+    fn iter(&self) -> Iter {
+        match &self.vector {
+            Some((_, var)) => Iter::Var(var.clone()),
+            None => Iter::Fold(self.at),
+        }
+    }
+
+    /// Do `self` and `other` run over the same iterations (loops of the
+    /// same kind, vector loops of the same size)?
+    fn same_range(&self, body: &Body, other: &Loop) -> bool {
+        match (&self.vector, &other.vector) {
+            (Some((n, _)), Some((m, _))) => same_size(body, *n, *m),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The lambdas of a loop that [`scan`] looks into: a `build` or
+/// `sumbuild`'s (with its size and variable), a `fold`'s step, or an
+/// `lmFold`'s primal step and Jacobian step; with whether it is of maps.
+fn loop_lambdas(body: &Body, e: ExprId) -> Option<(Option<(ExprId, String)>, bool, Vec<ExprId>)> {
+    if let Some((size, var, _)) = vector_loop(body, e) {
+        let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
+        let (_, args) = prim_call(body, e)?;
+        return Some((Some((size, var)), of_maps, vec![args[1]]));
+    }
     let (p, args) = prim_call(body, e)?;
     let (of_maps, lams) = match (p, args.len()) {
         (Prim::Fold, 3) => (false, vec![args[0]]),
         (Prim::LmFold, 5) => (true, vec![args[1], args[2]]),
         _ => return None,
     };
-    lams.iter().all(|&l| matches!(body.exprs[l], Expr::Lam(..))).then_some((of_maps, lams))
+    lams.iter().all(|&l| matches!(body.exprs[l], Expr::Lam(..))).then_some((None, of_maps, lams))
 }
 
-/// The calls of f in `e` outside lambdas (in the order they are evaluated),
-/// the loops whose lambdas call f and the folds whose steps do; `ok` is
-/// cleared by a call in any other lambda (a fold's step inside a loop's
-/// lambda or a loop inside a fold's step included).
-fn scan(
-    body: &Body,
-    e: ExprId,
-    is_f: &dyn Fn(ExprId) -> bool,
-    calls: &mut Vec<ExprId>,
-    loops: &mut Vec<Loop>,
-    folds: &mut Vec<Fold>,
-    ok: &mut bool,
-) {
-    if let Some((of_maps, lams)) = fold_steps(body, e) {
+/// The calls of f in `e` outside lambdas (in the order they are evaluated)
+/// and the loops whose lambdas call f; `ok` is cleared by a call in any
+/// other lambda.
+fn scan(body: &Body, e: ExprId, is_f: &dyn Fn(ExprId) -> bool, calls: &mut Vec<ExprId>, loops: &mut Vec<Loop>, ok: &mut bool) {
+    if let Some((vector, of_maps, lams)) = loop_lambdas(body, e) {
         let Some((_, args)) = prim_call(body, e) else { return };
         for a in args.into_iter().filter(|a| !lams.contains(a)) {
-            scan(body, a, is_f, calls, loops, folds, ok);
+            scan(body, a, is_f, calls, loops, ok);
         }
         let mut steps = Vec::new();
         for l in lams {
             let Expr::Lam(_, _, x) = body.exprs[l] else { return };
-            let (mut c, mut lo, mut fo) = (Vec::new(), Vec::new(), Vec::new());
-            scan(body, x, is_f, &mut c, &mut lo, &mut fo, ok);
-            *ok &= lo.is_empty() && fo.is_empty();
-            steps.push(c);
+            let (mut c, mut lo) = (Vec::new(), Vec::new());
+            scan(body, x, is_f, &mut c, &mut lo, ok);
+            steps.push((c, lo));
         }
-        if steps.iter().any(|c| !c.is_empty()) {
-            let dcalls = if of_maps { steps.pop().unwrap_or_default() } else { Vec::new() };
-            let calls = steps.pop().unwrap_or_default();
-            folds.push(Fold { at: e, of_maps, calls, dcalls });
-        }
-        return;
-    }
-    if let Some((size, var, x)) = vector_loop(body, e) {
-        scan(body, size, is_f, calls, loops, folds, ok);
-        let (mut c, mut l, mut fo) = (Vec::new(), Vec::new(), Vec::new());
-        scan(body, x, is_f, &mut c, &mut l, &mut fo, ok);
-        *ok &= fo.is_empty();
-        if !c.is_empty() || !l.is_empty() {
-            let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
-            loops.push(Loop { at: e, size, var, of_maps, calls: c, inner: l });
+        if steps.iter().any(|(c, lo)| !c.is_empty() || !lo.is_empty()) {
+            let (dcalls, dinner) = if steps.len() == 2 { steps.pop().unwrap_or_default() } else { Default::default() };
+            let (calls, inner) = steps.pop().unwrap_or_default();
+            loops.push(Loop { at: e, vector, of_maps, calls, inner, dcalls, dinner });
         }
         return;
     }
@@ -190,7 +191,7 @@ fn scan(
         return;
     }
     for c in ksc_opt::term::children(&body.exprs[e]) {
-        scan(body, c, is_f, calls, loops, folds, ok);
+        scan(body, c, is_f, calls, loops, ok);
     }
     if is_f(e) {
         calls.push(e);
@@ -204,27 +205,23 @@ impl Plan {
     pub fn new(f: &FunName, d: &Def) -> Option<Plan> {
         let body = &d.body;
         let is_f = |e: ExprId| matches!(&body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f);
-        let (mut top, mut loops, mut folds, mut ok) = (Vec::new(), Vec::new(), Vec::new(), true);
-        scan(body, d.root, &is_f, &mut top, &mut loops, &mut folds, &mut ok);
+        let (mut top, mut loops, mut ok) = (Vec::new(), Vec::new(), true);
+        scan(body, d.root, &is_f, &mut top, &mut loops, &mut ok);
         if !ok {
             return None;
         }
-        let mut plan = Plan {
-            sites: FxHashMap::default(),
-            jacobians: FxHashMap::default(),
-            slots: 0,
-            loops: FxHashMap::default(),
-            folds: FxHashMap::default(),
-        };
+        let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default(), slots: 0, loops: FxHashMap::default() };
         for e in top {
             plan.sites.insert(e, Site { slot: plan.slots, loops: Vec::new() });
             plan.slots += 1;
         }
-        // Each loop of values is followed by the loop of its maps (`[D f]`
-        // of a `build` or `sumbuild`), which copies its body, calls and
-        // loops included, in the same order: a loop of values inside it is
-        // a copy of one in the original, and is followed by its loop of
-        // maps.
+        // Each loop of values is followed by its map: the loop of its maps
+        // (`[D f]` of a `build` or `sumbuild`), which copies its body,
+        // calls and loops included, in the same order (a loop of values
+        // inside it is a copy of one in the original, and is followed by
+        // its loop of maps); or, for a `fold`, its `lmFold`, whose primal
+        // step is a copy of the fold's, and whose Jacobian step is like
+        // the body of a loop of maps.
         let (values, maps): (Vec<&Loop>, Vec<&Loop>) = loops.iter().partition(|l| !l.of_maps);
         if values.len() != maps.len() {
             return None;
@@ -232,30 +229,7 @@ impl Plan {
         for (v, m) in values.into_iter().zip(maps) {
             let mut slots = FxHashMap::default();
             plan.number(v, &mut slots);
-            ok &= same_size(body, v.size, m.size) && plan.place(body, v, v, &[], &slots) && plan.place(body, v, m, &[], &slots);
-        }
-        // Each fold of values is followed by its `lmFold`, whose primal
-        // step is a copy of the fold's, and whose Jacobian step computes
-        // the same calls in the same order.
-        let (values, maps): (Vec<&Fold>, Vec<&Fold>) = folds.iter().partition(|l| !l.of_maps);
-        if values.len() != maps.len() {
-            return None;
-        }
-        for (v, m) in values.into_iter().zip(maps) {
-            if v.calls.len() != m.calls.len() || v.calls.len() != m.dcalls.len() {
-                return None;
-            }
-            let mut mine = Vec::new();
-            for (k, &c) in v.calls.iter().enumerate() {
-                let slot = plan.slots;
-                plan.slots += 1;
-                mine.push(slot);
-                plan.sites.insert(c, Site { slot, loops: vec![Iter::Fold(v.at)] });
-                for x in [m.calls[k], m.dcalls[k]] {
-                    plan.sites.insert(x, Site { slot, loops: vec![Iter::Fold(m.at)] });
-                }
-            }
-            plan.folds.insert(v.at, mine);
+            ok &= v.same_range(body, m) && plan.place(body, v, v, &[], &slots) && plan.place(body, v, m, &[], &slots);
         }
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
@@ -309,30 +283,56 @@ impl Plan {
     }
 
     /// Places the calls of `x`, which is loop of values `v` itself, a copy
-    /// of it, or its loop of maps, inside loops `outer`: each has the slot
-    /// of its counterpart in `v`. False if the two do not correspond.
+    /// of it, or its map, inside loops `outer`: each has the slot of its
+    /// counterpart in `v`. False if the two do not correspond.
     fn place(&mut self, body: &Body, v: &Loop, x: &Loop, outer: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
-        if v.calls.len() != x.calls.len() || v.inner.iter().any(|l| l.of_maps) {
+        if v.inner.iter().any(|l| l.of_maps) || v.vector.is_some() != x.vector.is_some() {
             return false;
         }
         let mut path = outer.to_vec();
-        path.push(Iter::Var(x.var.clone()));
-        for (vc, &xc) in v.calls.iter().zip(&x.calls) {
-            self.sites.insert(xc, Site { slot: slots[vc], loops: path.clone() });
-        }
+        path.push(x.iter());
         if !x.of_maps {
             // A loop of values (or a copy): its loops are copies of v's.
-            return x.inner.len() == v.inner.len()
-                && v.inner.iter().zip(&x.inner).all(|(vi, xi)| !xi.of_maps && self.place(body, vi, xi, &path, slots));
+            return self.copies(body, v, &x.calls, &x.inner, &path, slots);
         }
-        // A loop of maps: each of v's loops is copied, with its loop of maps.
-        let (copies, maps): (Vec<&Loop>, Vec<&Loop>) = x.inner.iter().partition(|l| !l.of_maps);
-        if copies.len() != v.inner.len() || maps.len() != v.inner.len() {
+        if x.vector.is_none() {
+            // An `lmFold`: a copy of the step, and its Jacobian.
+            return self.copies(body, v, &x.calls, &x.inner, &path, slots)
+                && self.mapped(body, v, &x.dcalls, &x.dinner, &path, slots);
+        }
+        self.mapped(body, v, &x.calls, &x.inner, &path, slots)
+    }
+
+    /// Places `calls` and `inner`, the calls and loops of a copy of the
+    /// body of `v`.
+    fn copies(&mut self, body: &Body, v: &Loop, calls: &[ExprId], inner: &[Loop], path: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
+        if !self.calls(v, calls, path, slots) || inner.len() != v.inner.len() {
+            return false;
+        }
+        v.inner.iter().zip(inner).all(|(vi, xi)| !xi.of_maps && self.place(body, vi, xi, path, slots))
+    }
+
+    /// Places `calls` and `inner`, the calls and loops of the map of the
+    /// body of `v`: each of v's loops is copied, with its map.
+    fn mapped(&mut self, body: &Body, v: &Loop, calls: &[ExprId], inner: &[Loop], path: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
+        let (copies, maps): (Vec<&Loop>, Vec<&Loop>) = inner.iter().partition(|l| !l.of_maps);
+        if !self.calls(v, calls, path, slots) || copies.len() != v.inner.len() || maps.len() != v.inner.len() {
             return false;
         }
         v.inner.iter().zip(copies.into_iter().zip(maps)).all(|(vi, (ci, mi))| {
-            same_size(body, ci.size, mi.size) && self.place(body, vi, ci, &path, slots) && self.place(body, vi, mi, &path, slots)
+            ci.same_range(body, mi) && self.place(body, vi, ci, path, slots) && self.place(body, vi, mi, path, slots)
         })
+    }
+
+    /// Gives `calls`, those of a copy of v's body, their counterparts' slots.
+    fn calls(&mut self, v: &Loop, calls: &[ExprId], path: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
+        if v.calls.len() != calls.len() {
+            return false;
+        }
+        for (vc, &xc) in v.calls.iter().zip(calls) {
+            self.sites.insert(xc, Site { slot: slots[vc], loops: path.to_vec() });
+        }
+        true
     }
 
     pub fn is_recursive(&self) -> bool {
@@ -646,8 +646,8 @@ impl TapeFwd<'_> {
                 self.binding(b, p, r)?;
                 self.expr(b, x)
             }
+            Expr::Call(Callee::Prim(Prim::Fold), _) if self.plan.loops.contains_key(&e) => self.taped_fold(b, e),
             Expr::Call(Callee::Prim(p), _) if self.plan.loops.contains_key(&e) => self.taped_loop(b, e, p),
-            Expr::Call(Callee::Prim(_), _) if self.plan.folds.contains_key(&e) => self.taped_fold(b, e),
             Expr::Call(Callee::Fun(_), a) if self.plan.sites.contains_key(&e) => {
                 let k = self.plan.sites[&e].slot;
                 let a = self.expr(b, a)?;
@@ -730,7 +730,7 @@ impl TapeFwd<'_> {
 
     /// A `fold` whose step calls f, threading the tape ([`Self::threaded`]).
     fn taped_fold(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
-        let slots = self.plan.folds[&e].clone();
+        let slots = self.plan.loops[&e].clone();
         let Some((Prim::Fold, args)) = prim_call(self.src, e) else { return internal("a taped fold that is not one") };
         let Expr::Lam(t, tty, lbody) = self.src.exprs[args[0]].clone() else { return internal("a taped fold without a lambda") };
         let Type::Tuple(ab) = strip_type(&tty) else { return internal("a fold's step over a non-pair") };
