@@ -34,6 +34,19 @@
 //! the `unzip` would undo, so builds are fused only where that saves a
 //! call.
 //!
+//! Two `fold`s over the same vector (variable or literal) are fused the
+//! same way, into a fold whose accumulator is the pair of theirs, under
+//! the same condition as `build`s: forward mode folds a step of values and
+//! a step of pairs (value, tangent), and a loop or call in one has its
+//! counterpart in the other.
+//!
+//! ```text
+//! let s  = fold (lam w (let ((y2 (let (t2 (tuple (get$2$2 (get$1$2 w)) (get$2$2 w))) B2))
+//!                           (y1 (let (t1 (tuple (get$1$2 (get$1$2 w)) (get$2$2 w))) B1)))
+//!                       (tuple y1 y2)))
+//!               (tuple a1 a2) v
+//! ```
+//!
 //! The body that calls `[fwdt g]` comes first in the fused lambda (its
 //! pairs give the values the other one computes); otherwise `B1` does.
 
@@ -57,8 +70,16 @@ pub fn fuse_loops(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
     fused
 }
 
-/// A `sumbuild` or `build` (`p`): its size, index and lambda body.
+/// A `sumbuild` or `build` (`p`): its size, index and lambda body; for a
+/// `fold`, its vector, the step's parameter and body.
 fn loop_parts(body: &Body, e: ExprId, p: Prim) -> Option<(ExprId, Var, ExprId)> {
+    if p == Prim::Fold {
+        let [lam, _, v] = ksc_linmap::builder::call_of(body, e, p)?[..] else { return None };
+        return match &body.exprs[lam] {
+            Expr::Lam(t, Type::Tuple(ab), b) if ab.len() == 2 => Some((v, t.clone(), *b)),
+            _ => None,
+        };
+    }
     let [size, lam] = ksc_linmap::builder::call_of(body, e, p)?[..] else { return None };
     match &body.exprs[lam] {
         Expr::Lam(i, Type::Integer, b) => Some((size, i.clone(), *b)),
@@ -113,7 +134,7 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
     for (k1, (node1, p1, r1)) in lets.iter().enumerate() {
         let Pat::Var(x1) = p1 else { continue };
         let Some((kind, (n1, i1, body1))) =
-            [Prim::Sumbuild, Prim::Build].into_iter().find_map(|p| Some((p, loop_parts(b.body, *r1, p)?)))
+            [Prim::Sumbuild, Prim::Build, Prim::Fold].into_iter().find_map(|p| Some((p, loop_parts(b.body, *r1, p)?)))
         else {
             continue;
         };
@@ -123,8 +144,7 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
         let free1 = cache.free_vars(b.body, *r1);
         // The calls of B1, once a candidate needs them.
         let mut calls1 = None;
-        let mut bound: Vec<&Var> = vec![x1];
-        for (node2, p2, r2) in &lets[k1 + 1..] {
+        for (k2, (node2, p2, r2)) in lets.iter().enumerate().skip(k1 + 1) {
             if cache.has_effect(b.body, globals, *r2) {
                 break;
             }
@@ -132,26 +152,92 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
                 (Pat::Var(x2), Some((loop2, n2, i2, body2))) if same_size(b.body, n1, n2) => Some((x2, loop2, i2, body2)),
                 _ => None,
             };
-            if let Some((x2, loop2, i2, body2)) = candidate {
-                let free2 = cache.free_vars(b.body, loop2);
-                // What B2 reads is in scope at x1's let, and the names the
-                // fused lambda binds around each body capture nothing.
-                let reads_bound = bound.iter().any(|v| free2.contains(*v));
-                let captured = free2.contains(&i1) || (i2 != i1 && free1.contains(&i2));
-                let (called1, paired1) = calls1.get_or_insert_with(|| calls(b.body, body1));
-                let (called2, paired2) = calls(b.body, body2);
-                let shares_a_call =
-                    paired2.iter().any(|g| called1.contains(g)) || paired1.iter().any(|g| called2.contains(g));
-                if !reads_bound && !captured && (kind == Prim::Sumbuild || shares_a_call) {
-                    let pairs_first = !paired2.is_empty() && paired1.is_empty();
-                    fuse(b, kind, pairs_first, (*node1, x1, &i1, body1), (*node2, x2, &i2, body2));
-                    return true;
-                }
+            let Some((x2, loop2, i2, body2)) = candidate else { continue };
+            let free2 = cache.free_vars(b.body, loop2);
+            // The names the fused lambda binds around each body capture
+            // nothing. (A fold's step binds each parameter around its own
+            // body.)
+            let captured = kind != Prim::Fold && (free2.contains(&i1) || (i2 != i1 && free1.contains(&i2)));
+            let (called1, paired1) = calls1.get_or_insert_with(|| calls(b.body, body1));
+            let (called2, paired2) = calls(b.body, body2);
+            let shares_a_call = paired2.iter().any(|g| called1.contains(g)) || paired1.iter().any(|g| called2.contains(g));
+            if captured || !(kind == Prim::Sumbuild || shares_a_call) {
+                continue;
             }
-            bound.extend(p2.vars());
+            // What B2 reads must be in scope at x1's let: the lets in
+            // between that it needs move above it.
+            let Some(up) = lets_to_move(b.body, &mut cache, &lets[k1..=k2], &free2) else { continue };
+            let (node1, node2) = if up.iter().any(|&u| u) { reorder(b, &lets[k1..=k2], &up) } else { (*node1, *node2) };
+            let pairs_first = !paired2.is_empty() && paired1.is_empty();
+            fuse(b, kind, pairs_first, (node1, x1, &i1, body1), (node2, x2, &i2, body2));
+            return true;
         }
     }
     false
+}
+
+/// For the lets `segment`, from the first loop's to the second's, whose
+/// loop reads `free2`: the lets in between (by position in the segment)
+/// that the second loop needs, directly or through others, to move above
+/// the first one (none has an effect: the scan stops at one). None if one
+/// of them reads the first loop's variable, or if moving them could change
+/// what a name means: the names bound in the segment must differ, and no
+/// let may read a name that a moved let after it binds (it meant an outer
+/// one).
+fn lets_to_move(body: &Body, cache: &mut Cache, segment: &[(ExprId, Pat, ExprId)], free2: &[Var]) -> Option<Vec<bool>> {
+    let last = segment.len() - 1;
+    let mut needed: FxHashSet<Var> = free2.iter().cloned().collect();
+    let mut up = vec![false; segment.len()];
+    for k in (1..last).rev() {
+        let (_, p, r) = &segment[k];
+        if p.vars().iter().any(|v| needed.contains(v)) {
+            up[k] = true;
+            needed.extend(cache.free_vars(body, *r).iter().cloned());
+        }
+    }
+    if segment[0].1.vars().iter().any(|v| needed.contains(v)) {
+        return None;
+    }
+    if !up.contains(&true) {
+        return Some(up);
+    }
+    let mut names = FxHashSet::default();
+    if segment.iter().flat_map(|(_, p, _)| p.vars()).any(|v| !names.insert(v.clone())) {
+        return None;
+    }
+    for (j, (_, _, r)) in segment[..last].iter().enumerate().filter(|(j, _)| !up[*j]) {
+        let reads = cache.free_vars(body, *r);
+        let later_moved = (j + 1..last).filter(|&m| up[m]).flat_map(|m| segment[m].1.vars());
+        if later_moved.into_iter().any(|v| reads.contains(v)) {
+            return None;
+        }
+    }
+    Some(up)
+}
+
+/// Rebuilds the lets `segment` (from the first loop's let to the second's)
+/// with those marked `up` first, in their order; the segment's first node
+/// keeps its place in the chain. Returns the new nodes of the two loops'
+/// lets.
+fn reorder(b: &mut Builder, segment: &[(ExprId, Pat, ExprId)], up: &[bool]) -> (ExprId, ExprId) {
+    let last = segment.len() - 1;
+    let ty = b.ty(segment[0].0);
+    let link = |b: &mut Builder, (p, r): (&Pat, ExprId), next: ExprId| b.body.alloc_typed(Expr::Let(p.clone(), r, next), ty.clone());
+    let Expr::Let(_, _, next2) = b.body.exprs[segment[last].0].clone() else { unreachable!("a let") };
+    let new2 = link(b, (&segment[last].1, segment[last].2), next2);
+    let mut tail = new2;
+    for k in (1..last).rev().filter(|&k| !up[k]) {
+        tail = link(b, (&segment[k].1, segment[k].2), tail);
+    }
+    let new1 = link(b, (&segment[0].1, segment[0].2), tail);
+    tail = new1;
+    let moved: Vec<usize> = (1..last).filter(|&k| up[k]).collect();
+    for &k in moved[1..].iter().rev() {
+        tail = link(b, (&segment[k].1, segment[k].2), tail);
+    }
+    let (_, p, r) = &segment[moved[0]];
+    b.body.exprs[segment[0].0] = Expr::Let(p.clone(), *r, tail);
+    (new1, new2)
 }
 
 /// Fuses the loops (`kind`) of the lets `node1` and `node2` (see the
@@ -163,6 +249,9 @@ fn fuse(
     (node1, x1, i1, body1): (ExprId, &Var, &Var, ExprId),
     (node2, x2, i2, body2): (ExprId, &Var, &Var, ExprId),
 ) {
+    if kind == Prim::Fold {
+        return fuse_folds(b, second_first, (node1, x1, i1, body1), (node2, x2, i2, body2));
+    }
     let (t1, t2) = (b.ty(body1), b.ty(body2));
     let (y1, y2) = (b.fresh_name("part"), b.fresh_name("part"));
     let v1 = b.var(&y1, t1.clone());
@@ -182,11 +271,67 @@ fn fuse(
         b.let_(i2, i, fused_body)
     };
     let lam = b.lam(i1, Type::Integer, fused_body);
-    let Expr::Let(_, r1, next1) = b.body.exprs[node1].clone() else { unreachable!("a let") };
+    let Expr::Let(_, r1, _) = b.body.exprs[node1].clone() else { unreachable!("a let") };
     let Some((size, _, _)) = loop_parts(b.body, r1, kind) else { unreachable!("a loop") };
     let size = b.copy(size);
     let fused = b.prim(kind, vec![size, lam]);
     let fused = if kind == Prim::Build { b.prim(Prim::Unzip, vec![fused]) } else { fused };
+    bind_parts(b, fused, (node1, x1), (node2, x2));
+}
+
+/// Fuses the folds of the lets `node1` and `node2` (see the module), the
+/// second body first if `second_first`.
+fn fuse_folds(
+    b: &mut Builder,
+    second_first: bool,
+    (node1, x1, t1, body1): (ExprId, &Var, &Var, ExprId),
+    (node2, x2, t2, body2): (ExprId, &Var, &Var, ExprId),
+) {
+    let parts = |b: &Builder, node: ExprId| {
+        let Expr::Let(_, r, _) = b.body.exprs[node] else { unreachable!("a let") };
+        let Some(&[lam, a, v]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else { unreachable!("a fold") };
+        let Expr::Lam(_, tty, _) = b.body.exprs[lam].clone() else { unreachable!("a lambda") };
+        (a, v, tty)
+    };
+    let ((a1, v, tty1), (a2, _, tty2)) = (parts(b, node1), parts(b, node2));
+    let (Type::Tuple(ab1), Type::Tuple(ab2)) = (tty1.clone(), tty2.clone()) else { unreachable!("steps over pairs") };
+    let accs_ty = Type::Tuple(vec![ab1[0].clone(), ab2[0].clone()]);
+    let w_ty = Type::Tuple(vec![accs_ty, ab1[1].clone()]);
+    let w = b.fresh_name("w");
+    // let t = (get$k$2 (get$1$2 w), get$2$2 w) in B
+    let step = |b: &mut Builder, k: u32, t: &Var, body: ExprId| {
+        let wv = b.var(&w, w_ty.clone());
+        let accs = b.prim(Prim::Get { index: 1, arity: 2 }, vec![wv]);
+        let acc = b.prim(Prim::Get { index: k, arity: 2 }, vec![accs]);
+        let wv = b.var(&w, w_ty.clone());
+        let x = b.prim(Prim::Get { index: 2, arity: 2 }, vec![wv]);
+        let tv = b.tuple(vec![acc, x]);
+        let ty = b.ty(body);
+        b.body.alloc_typed(Expr::Let(Pat::Var(t.clone()), tv, body), ty)
+    };
+    let (s1, s2) = (step(b, 1, t1, body1), step(b, 2, t2, body2));
+    let (t1s, t2s) = (b.ty(s1), b.ty(s2));
+    let (y1, y2) = (b.fresh_name("part"), b.fresh_name("part"));
+    let (v1, v2) = (b.var(&y1, t1s), b.var(&y2, t2s));
+    let pair = b.tuple(vec![v1, v2]);
+    let fused_body = if second_first {
+        let inner = b.let_(&y1, s1, pair);
+        b.let_(&y2, s2, inner)
+    } else {
+        let inner = b.let_(&y2, s2, pair);
+        b.let_(&y1, s1, inner)
+    };
+    let lam = b.lam(&w, w_ty, fused_body);
+    let (a1, a2, v) = (b.copy(a1), b.copy(a2), b.copy(v));
+    let init = b.tuple(vec![a1, a2]);
+    let fused = b.prim(Prim::Fold, vec![lam, init, v]);
+    bind_parts(b, fused, (node1, x1), (node2, x2));
+}
+
+/// Replaces the lets `node1` of `x1` and `node2` of `x2` by `let s = fused,
+/// x1 = get$1$2 s` and `let x2 = get$2$2 s`.
+fn bind_parts(b: &mut Builder, fused: ExprId, (node1, x1): (ExprId, &Var), (node2, x2): (ExprId, &Var)) {
+    let Expr::Let(_, _, next1) = b.body.exprs[node1].clone() else { unreachable!("a let") };
     let s = b.fresh_name("parts");
     let pair_ty = b.ty(fused);
     let sv = b.var(&s, pair_ty.clone());

@@ -288,6 +288,33 @@ fn a_guarded_tangent_loop_is_fused_with_the_loop_before_it() {
     assert!(!out.contains("if"), "{out}");
 }
 
+/// Two folds over one vector, one step calling `g` and the other `[fwdt
+/// g]`, the second's accumulator bound between them (the let moves above
+/// the first fold), fused into one fold of pairs; not when that let reads
+/// the first fold's value.
+#[test]
+fn folds_over_one_vector_are_fused_moving_what_the_second_needs_above_the_first() {
+    let program = |init: &str| {
+        format!(
+            "(def g Float (x : Float) (sin x))
+             (def [fwdt g] (Tuple Float Float) ((x : Float) (dx : Float)) (tuple (sin x) (mul (cos x) dx)))
+             (def f (Tuple Float Float) (v : Vec Float)
+               (let ((c (to_float (size v)))
+                     (a (fold (lam (acc_x : Tuple Float Float) (let ((acc x) acc_x) (add acc (g (mul x acc))))) 1.0 v))
+                     (a0 {init})
+                     (p (fold (lam (q : Tuple (Tuple Float Float) Float)
+                                (let (((acc da) (get$1$2 q)) (x (get$2$2 q)) (r ([fwdt g] (mul x acc) (mul x da))))
+                                  (tuple (add acc (get$1$2 r)) (add da (get$2$2 r)))))
+                              a0 v)))
+                 (tuple a (get$2$2 p))))"
+        )
+    };
+    let (n, out) = fused(&program("(tuple (mul c 2.0) 0.5)"), "f", vec_arg(&[0.5, 1.5, -2.0]));
+    assert_eq!((n, out.matches("(fold").count()), (1, 1), "{out}");
+    let (n, out) = fused(&program("(tuple (mul a 2.0) 0.5)"), "f", vec_arg(&[0.5, 1.5, -2.0]));
+    assert_eq!((n, out.matches("(fold").count()), (0, 2), "{out}");
+}
+
 #[test]
 fn loops_that_depend_on_each_other_or_on_an_effect_between_them_are_not_fused() {
     let dependent = "(def f (Tuple Float Float) (v : Vec Float)
