@@ -137,7 +137,13 @@ fn mutants_run_natively_as_the_interpreter_runs_them() {
         let p = path.to_str().unwrap();
         let Some(interp) = run(&["run", "--interp", p], &dir, limit) else { continue };
         let Some(native) = run(&["run", p], &dir, limit) else {
-            failures.push(format!("mutant {k} of {}: the native run took over {limit:?}", from.display()));
+            let kept = dir.join(format!("failing{k}.ks"));
+            let _ = std::fs::copy(&path, &kept);
+            failures.push(format!(
+                "mutant {k} of {} (kept as {}): the native run took over {limit:?}",
+                from.display(),
+                kept.display()
+            ));
             continue;
         };
         let bad = |r: &(bool, String, String)| r.2.contains("internal error") || r.2.contains("panicked");
