@@ -42,11 +42,12 @@
 //! - `[rev f] (x, dr) = [sufrevpass f] (dr, residuals of [suffwdpass f] x)`
 //!   for a recursive f.
 //!
-//! Before `[D f]` is derived, [`prepare`] writes a `map` whose function
-//! calls f as the `build` it equals, and gives the `let`s around calls of f
-//! fresh names (the forward pass hoists them). Recursive calls inside other
-//! lambdas (a `$scan`'s step, `map2`'s function, say) are not taped: such a
-//! function keeps the checkpointing passes ([`checkpoint_passes`]).
+//! Before `[D f]` is derived, [`prepare`] writes a `map` or `map2` whose
+//! function calls f as the `build` it equals, and gives the `let`s around
+//! calls of f fresh names (the forward pass hoists them). Recursive calls
+//! inside other lambdas (a `$scan`'s step, a `build` over a tuple of sizes,
+//! say) are not taped: such a function keeps the checkpointing passes
+//! ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -362,14 +363,18 @@ fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
 ///   find an iteration's record by):
 ///   `map (lam (x : T) b) v` => `let (w v) (build (size w) (lam (i :
 ///   Integer) (let (x' (index i w)) b[x'/x])))` (`w`, `i`, `x'` fresh; no
-///   `w` if v is a variable);
+///   `w` if v is a variable); and `map2 (lam (x : T) b) v u` => `assert
+///   (eq (size w) (size u)) (build (size w) (lam (i : Integer) (let (x'
+///   (tuple (index i w) (index i u))) b[x'/x])))`, its vectors bound the
+///   same way;
 /// - the variables of a `let` around a call of f are renamed to fresh ones
 ///   (in the `let`'s body, capture-avoiding): the forward pass hoists the
 ///   bindings above a call out of the expression they are in, where a
 ///   variable of the program's could shadow another read after it.
 ///
-/// Both compute the same, and `[D f]` of a `build` reads element i of v's
-/// map as `map`'s does.
+/// Both compute the same (`map2` of vectors of different sizes fails
+/// either way), and `[D f]` of a `build` reads element i of v's map as
+/// `map`'s does.
 pub fn prepare(f: &Def) -> Option<Def> {
     let calls_f = |body: &Body, e: ExprId| {
         let mut found = false;
@@ -385,9 +390,8 @@ pub fn prepare(f: &Def) -> Option<Def> {
         let hit = match &f.body.exprs[e] {
             Expr::Let(p, _, _) => p.vars().iter().any(|v| !v.starts_with("ksc$")) && calls_f(&f.body, e),
             _ => prim_call(&f.body, e).is_some_and(|(p, args)| {
-                p == Prim::Map
-                    && args.len() == 2
-                    && matches!(f.body.ty(args[1]), Type::Tensor(1, _))
+                matches!((p, args.len()), (Prim::Map, 2) | (Prim::Map2, 3))
+                    && args[1..].iter().all(|&v| matches!(f.body.ty(v), Type::Tensor(1, _)))
                     && matches!(&f.body.exprs[args[0]], Expr::Lam(..))
                     && calls_f(&f.body, args[0])
             }),
@@ -422,27 +426,49 @@ pub fn prepare(f: &Def) -> Option<Def> {
             _ => {
                 let Some((_, args)) = prim_call(b.body, e) else { continue };
                 let Expr::Lam(x, _, body) = b.body.exprs[args[0]].clone() else { continue };
-                let v = args[1];
-                let v_ty = b.ty(v);
-                let (w, bind) = match &b.body.exprs[v] {
-                    Expr::Var(name) => (name.clone(), false),
-                    _ => (b.fresh_name("w"), true),
-                };
+                // The vectors, as variables (the others bound first, in order).
+                let mut binds = Vec::new();
+                let ws: Vec<(String, Type)> = args[1..]
+                    .iter()
+                    .map(|&v| {
+                        let ty = b.ty(v);
+                        match &b.body.exprs[v] {
+                            Expr::Var(name) => (name.clone(), ty),
+                            _ => {
+                                let w = b.fresh_name("w");
+                                binds.push((Pat::Var(w.clone()), v));
+                                (w, ty)
+                            }
+                        }
+                    })
+                    .collect();
                 let x2 = b.fresh_name(&ksc_opt::term::hint_of(&x));
                 let body = ksc_opt::term::rename(&mut b, &mut cache, body, &[(x, x2.clone())]);
-                let wv = b.var(&w, v_ty.clone());
-                let n = b.prim(Prim::Size, vec![wv]);
+                let size = |b: &mut Builder, (w, t): &(String, Type)| {
+                    let wv = b.var(w, t.clone());
+                    b.prim(Prim::Size, vec![wv])
+                };
+                let n = size(&mut b, &ws[0]);
                 let i = b.fresh_name("i");
-                let (iv, wv) = (b.var(&i, Type::Integer), b.var(&w, v_ty));
-                let elem = b.prim(Prim::Index, vec![iv, wv]);
+                let elems: Vec<ExprId> = ws
+                    .iter()
+                    .map(|(w, t)| {
+                        let (iv, wv) = (b.var(&i, Type::Integer), b.var(w, t.clone()));
+                        b.prim(Prim::Index, vec![iv, wv])
+                    })
+                    .collect();
+                let elem = if elems.len() == 1 { elems[0] } else { b.tuple(elems) };
                 let inner = b.let_(&x2, elem, body);
                 let lam = b.lam(&i, Type::Integer, inner);
-                let out = b.prim(Prim::Build, vec![n, lam]);
-                if bind {
-                    b.let_(&w, v, out)
-                } else {
-                    out
+                let mut out = b.prim(Prim::Build, vec![n, lam]);
+                if ws.len() == 2 {
+                    // `map2` fails on vectors of different sizes.
+                    let (n1, n2) = (size(&mut b, &ws[0]), size(&mut b, &ws[1]));
+                    let same = b.prim(Prim::Eq, vec![n1, n2]);
+                    let ty = b.ty(out);
+                    out = b.body.alloc_typed(Expr::Assert(same, out), ty);
                 }
+                wrap(&mut b, binds, out)
             }
         };
         b.body.exprs[e] = b.body.exprs[out].clone();
