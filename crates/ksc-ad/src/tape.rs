@@ -1031,12 +1031,7 @@ pub(crate) fn counted(
     let (iv, one) = (b.var(&it, Type::Integer), b.integer(1));
     let next = b.int_op("add", iv, one);
     let out = b.tuple(vec![body, next]);
-    let wv = b.var(&w, w_ty.clone());
-    let acc = get(b, wv, 1);
-    let acc = get(b, acc, 1);
-    let wv = b.var(&w, w_ty.clone());
-    let x = get(b, wv, 2);
-    let tv = b.tuple(vec![acc, x]);
+    let tv = b.step_param(&w, &w_ty, 1, 2);
     let out = b.let_(t, tv, out);
     let wv = b.var(&w, w_ty.clone());
     let acc = get(b, wv, 1);

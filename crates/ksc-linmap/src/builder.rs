@@ -107,6 +107,19 @@ impl<'b> Builder<'b> {
         self.body.alloc_typed(Expr::Lam(name.to_string(), param_ty, body), ty)
     }
 
+    /// The parameter `(acc, x)` of a fold's step whose accumulator has
+    /// become a tuple of `n` (acc its `k`-th component), read from the new
+    /// step's parameter `w : Tuple (Tuple .. A ..) X`: `(tuple (get$k$n
+    /// (get$1$2 w)) (get$2$2 w))`.
+    pub fn step_param(&mut self, w: &str, w_ty: &Type, k: u32, n: u32) -> ExprId {
+        let wv = self.var(w, w_ty.clone());
+        let accs = self.prim(Prim::Get { index: 1, arity: 2 }, vec![wv]);
+        let acc = self.prim(Prim::Get { index: k, arity: n }, vec![accs]);
+        let wv = self.var(w, w_ty.clone());
+        let x = self.prim(Prim::Get { index: 2, arity: 2 }, vec![wv]);
+        self.tuple(vec![acc, x])
+    }
+
     /// `(build n (lam (i : I) body(i)))` where `body` builds the element from
     /// the index variable.
     pub fn build(&mut self, size: ExprId, body: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {

@@ -252,18 +252,7 @@ fn fuse(
     if kind == Prim::Fold {
         return fuse_folds(b, second_first, (node1, x1, i1, body1), (node2, x2, i2, body2));
     }
-    let (t1, t2) = (b.ty(body1), b.ty(body2));
-    let (y1, y2) = (b.fresh_name("part"), b.fresh_name("part"));
-    let v1 = b.var(&y1, t1.clone());
-    let v2 = b.var(&y2, t2.clone());
-    let pair = b.tuple(vec![v1, v2]);
-    let fused_body = if second_first {
-        let inner = b.let_(&y1, body1, pair);
-        b.let_(&y2, body2, inner)
-    } else {
-        let inner = b.let_(&y2, body2, pair);
-        b.let_(&y1, body1, inner)
-    };
+    let fused_body = both(b, second_first, body1, body2);
     let fused_body = if i2 == i1 {
         fused_body
     } else {
@@ -300,32 +289,32 @@ fn fuse_folds(
     let w = b.fresh_name("w");
     // let t = (get$k$2 (get$1$2 w), get$2$2 w) in B
     let step = |b: &mut Builder, k: u32, t: &Var, body: ExprId| {
-        let wv = b.var(&w, w_ty.clone());
-        let accs = b.prim(Prim::Get { index: 1, arity: 2 }, vec![wv]);
-        let acc = b.prim(Prim::Get { index: k, arity: 2 }, vec![accs]);
-        let wv = b.var(&w, w_ty.clone());
-        let x = b.prim(Prim::Get { index: 2, arity: 2 }, vec![wv]);
-        let tv = b.tuple(vec![acc, x]);
-        let ty = b.ty(body);
-        b.body.alloc_typed(Expr::Let(Pat::Var(t.clone()), tv, body), ty)
+        let tv = b.step_param(&w, &w_ty, k, 2);
+        b.let_(t, tv, body)
     };
     let (s1, s2) = (step(b, 1, t1, body1), step(b, 2, t2, body2));
-    let (t1s, t2s) = (b.ty(s1), b.ty(s2));
-    let (y1, y2) = (b.fresh_name("part"), b.fresh_name("part"));
-    let (v1, v2) = (b.var(&y1, t1s), b.var(&y2, t2s));
-    let pair = b.tuple(vec![v1, v2]);
-    let fused_body = if second_first {
-        let inner = b.let_(&y1, s1, pair);
-        b.let_(&y2, s2, inner)
-    } else {
-        let inner = b.let_(&y2, s2, pair);
-        b.let_(&y1, s1, inner)
-    };
+    let fused_body = both(b, second_first, s1, s2);
     let lam = b.lam(&w, w_ty, fused_body);
     let (a1, a2, v) = (b.copy(a1), b.copy(a2), b.copy(v));
     let init = b.tuple(vec![a1, a2]);
     let fused = b.prim(Prim::Fold, vec![lam, init, v]);
     bind_parts(b, fused, (node1, x1), (node2, x2));
+}
+
+/// The pair of the values of `body1` and `body2`, each bound to a fresh
+/// variable, the second first if `second_first`.
+fn both(b: &mut Builder, second_first: bool, body1: ExprId, body2: ExprId) -> ExprId {
+    let (t1, t2) = (b.ty(body1), b.ty(body2));
+    let (y1, y2) = (b.fresh_name("part"), b.fresh_name("part"));
+    let (v1, v2) = (b.var(&y1, t1), b.var(&y2, t2));
+    let pair = b.tuple(vec![v1, v2]);
+    if second_first {
+        let inner = b.let_(&y1, body1, pair);
+        b.let_(&y2, body2, inner)
+    } else {
+        let inner = b.let_(&y2, body2, pair);
+        b.let_(&y1, body1, inner)
+    }
 }
 
 /// Replaces the lets `node1` of `x1` and `node2` of `x2` by `let s = fused,

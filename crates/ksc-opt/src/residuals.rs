@@ -458,12 +458,7 @@ fn fuse_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (node2, r2): (ExprI
     let u2_ty = Type::Tuple(vec![pair_ty, x_ty.clone()]);
     let get = |b: &mut Builder, e: ExprId, index: u32| b.prim(Prim::Get { index, arity: 2 }, vec![e]);
     let mut lets: Vec<(Pat, ExprId)> = Vec::new();
-    let w = b.var(&u2, u2_ty.clone());
-    let pair = get(b, w, 1);
-    let acc = get(b, pair, 1);
-    let w = b.var(&u2, u2_ty.clone());
-    let x = get(b, w, 2);
-    let t = b.tuple(vec![acc, x]);
+    let t = b.step_param(&u2, &u2_ty, 1, 2);
     lets.push((Pat::Var(scan.u.clone()), t));
     for (q, r) in before {
         let copy = term::copy_tree(b.body, None, r);
