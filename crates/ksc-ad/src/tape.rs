@@ -115,10 +115,12 @@ fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
 /// lambdas, in the order they are evaluated, and the loops in its lambda
 /// that call f; for an `lmFold`, those of its primal step, and in `dcalls`
 /// and `dinner` those of its Jacobian step.
+/// The size and variable of a `build` or `sumbuild`; None for a fold.
+type Range = Option<(ExprId, String)>;
+
 struct Loop {
     at: ExprId,
-    /// The size and variable of a `build` or `sumbuild`; None for a fold.
-    vector: Option<(ExprId, String)>,
+    vector: Range,
     of_maps: bool,
     calls: Vec<ExprId>,
     inner: Vec<Loop>,
@@ -149,7 +151,7 @@ impl Loop {
 /// The lambdas of a loop that [`scan`] looks into: a `build` or
 /// `sumbuild`'s (with its size and variable), a `fold`'s step, or an
 /// `lmFold`'s primal step and Jacobian step; with whether it is of maps.
-fn loop_lambdas(body: &Body, e: ExprId) -> Option<(Option<(ExprId, String)>, bool, Vec<ExprId>)> {
+fn loop_lambdas(body: &Body, e: ExprId) -> Option<(Range, bool, Vec<ExprId>)> {
     if let Some((size, var, _)) = vector_loop(body, e) {
         let of_maps = matches!(body.ty(e), Type::Tensor(1, t) if is_lm(t));
         let (_, args) = prim_call(body, e)?;

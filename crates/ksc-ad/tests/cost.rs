@@ -305,41 +305,35 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
             .into(),
         arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
         input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 7)"),
-    },
-    // A build calling f in a fold's step (depth 4, four calls per level).
-    Family {
-        name: "fold of a loop",
-        program: "(def f Float ((v : Vec Float) (n : Integer))
-                    (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
-                        (fold (lam (acc_x : Tuple Float Float)
-                                (let ((acc x) acc_x)
-                                  (let (w (build 2 (lam (j : Integer)
-                                             (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float j))))) (sub n 1)))))
-                                    (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
-                              0.5 (Vec_init 0.5 1.5))))"
-            .into(),
-        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
-        input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)"),
-    },
-    // That fold in a sumbuild's lambda (depth 3, eight calls per level):
-    // forward mode fuses the fold of values with the fold of pairs, then
-    // the builds in their steps.
-    Family {
-        name: "loop, fold, loop",
-        program: "(def f Float ((v : Vec Float) (n : Integer))
-                    (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
-                        (sumbuild 2 (lam (k : Integer)
-                          (fold (lam (acc_x : Tuple Float Float)
-                                  (let ((acc x) acc_x)
-                                    (let (w (build 2 (lam (j : Integer)
-                                               (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
-                                      (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
-                                (to_float k) (Vec_init 0.5 1.5))))))"
-            .into(),
+    }]
+    .into_iter()
+    .chain(loops_in_folds()));
+}
+
+/// A build calling f in a fold's step, alone and in a sumbuild's lambda
+/// (depth 3: four and eight calls per level); forward mode fuses the fold
+/// of values with the fold of pairs, then the builds in their steps.
+fn loops_in_folds() -> Vec<Family> {
+    let family = |name, outer: &str| Family {
+        name,
+        program: format!(
+            "(def f Float ((v : Vec Float) (n : Integer))
+               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                   {}))",
+            outer.replace(
+                "FOLD",
+                "(fold (lam (acc_x : Tuple Float Float)
+                         (let ((acc x) acc_x)
+                           (let (w (build 2 (lam (j : Integer)
+                                      (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
+                             (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
+                       (to_float k) (Vec_init 0.5 1.5))"
+            )
+        ),
         arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
         input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)"),
-    }]
-    .into_iter());
+    };
+    vec![family("fold of a loop", "(let (k 1) FOLD)"), family("loop, fold, loop", "(sumbuild 2 (lam (k : Integer) FOLD))")]
 }
 
 /// A recurrent network (`ksc-examples/ad/recurrent.ks`: a fold over n time
