@@ -247,6 +247,21 @@ fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
     );
 }
 
+/// `f (v, n)`: the sum of `sin v` at `n = 0`, else `body`, which calls f at
+/// `n - 1`.
+fn recursive(name: &'static str, body: String, input: fn(usize) -> String) -> Family {
+    Family {
+        name,
+        program: format!(
+            "(def f Float ((v : Vec Float) (n : Integer))
+               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                   {body}))"
+        ),
+        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+        input,
+    }
+}
+
 /// Recursive calls in a loop inside a loop (depth 4: 4^4 calls at the
 /// bottom), `sumbuild`s or `build`s outside or inside: reverse mode reads
 /// them from the tape through the outer loop's index record (2.9 times f);
@@ -255,16 +270,9 @@ fn recursion_inside_a_loop_costs_a_small_constant_times_the_function() {
 /// times f; computing them again was 4.9 to 5.8 times f, growing with the
 /// depth).
 fn loops_in_loops() -> Vec<Family> {
-    let family = |name, outer: &str| Family {
-        name,
-        program: format!(
-            "(def f Float ((v : Vec Float) (n : Integer))
-               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
-                   {}))",
-            outer.replace("CALL", "(f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1))")
-        ),
-        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
-        input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)"),
+    let family = |name, outer: &str| {
+        let call = "(f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1))";
+        recursive(name, outer.replace("CALL", call), |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)"))
     };
     vec![
         family("loop in a loop", "(sumbuild 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))"),
@@ -314,24 +322,14 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
 /// (depth 3: four and eight calls per level); forward mode fuses the fold
 /// of values with the fold of pairs, then the builds in their steps.
 fn loops_in_folds() -> Vec<Family> {
-    let family = |name, outer: &str| Family {
-        name,
-        program: format!(
-            "(def f Float ((v : Vec Float) (n : Integer))
-               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
-                   {}))",
-            outer.replace(
-                "FOLD",
-                "(fold (lam (acc_x : Tuple Float Float)
-                         (let ((acc x) acc_x)
-                           (let (w (build 2 (lam (j : Integer)
-                                      (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
-                             (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
-                       (to_float k) (Vec_init 0.5 1.5))"
-            )
-        ),
-        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
-        input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)"),
+    let family = |name, outer: &str| {
+        let fold = "(fold (lam (acc_x : Tuple Float Float)
+                             (let ((acc x) acc_x)
+                               (let (w (build 2 (lam (j : Integer)
+                                          (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
+                                 (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
+                           (to_float k) (Vec_init 0.5 1.5))";
+        recursive(name, outer.replace("FOLD", fold), |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)"))
     };
     vec![family("fold of a loop", "(let (k 1) FOLD)"), family("loop, fold, loop", "(sumbuild 2 (lam (k : Integer) FOLD))")]
 }
