@@ -1098,21 +1098,21 @@ impl Rev<'_, '_> {
         }
     }
 
+    /// The hook of this transposition's copies of primal code: recursive
+    /// calls read from the tape, if there is one.
+    fn read_tape(&self) -> impl Fn(&mut Builder, ExprId) -> Option<ExprId> + '_ {
+        |b, x| self.tape.as_ref().and_then(|t| crate::tape::read_hook(t, self.src, b, x))
+    }
+
     /// The primal part of a mixed expression: maps replaced by units.
     fn strip(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
-        let tape = self.tape.clone();
-        let src = self.src;
-        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| crate::tape::read_hook(t, src, b, x));
-        strip_expr(b, self.src, e, Some(&read))
+        strip_expr(b, self.src, e, Some(&self.read_tape()))
     }
 
     /// A primal expression of the source, copied (recursive calls read
     /// from the tape).
     fn import_primal(&mut self, b: &mut Builder, e: ExprId) -> ExprId {
-        let tape = self.tape.clone();
-        let src = self.src;
-        let read = |b: &mut Builder, x: ExprId| tape.as_ref().and_then(|t| crate::tape::read_hook(t, src, b, x));
-        import_hooked(b, self.src, e, &strip_type, Some(&read))
+        import_hooked(b, self.src, e, &strip_type, Some(&self.read_tape()))
     }
 
     /// Emits the primal bindings of a block forwards, then transposes its
@@ -1379,9 +1379,7 @@ impl Rev<'_, '_> {
         let accs = match &taped {
             Some(t) => {
                 let Expr::Lam(ft, ftty, fbody) = self.src.exprs[f].clone() else { return internal("lmFold without lambdas") };
-                let src = self.src;
-                let hook = |b: &mut Builder, z: ExprId| crate::tape::read_hook(t, src, b, z);
-                let mut step = |b: &mut Builder, it: &str| t.in_step(at, it, || import_hooked(b, src, fbody, &strip_type, Some(&hook)));
+                let mut step = |b: &mut Builder, it: &str| t.in_step(at, it, || self.import_primal(b, fbody));
                 crate::tape::counted(b, Prim::Scan, (&ft, &strip_type(&ftty)), a1, v2, &mut step)
             }
             None => {
@@ -1411,12 +1409,10 @@ impl Rev<'_, '_> {
             let vv = import(b, this.src, v);
             let x = b.prim(Prim::Index, vec![i2, vv]);
             let t_val = b.tuple(vec![a, x]);
+            let transpose = || transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, taped.clone());
             let inner = match &taped {
-                Some(t) => t.in_step(at, i_name, || {
-                    let (w, d) = (this.witnesses, &mut *this.demands);
-                    transpose_program(b, this.src, dbody, w, d, &st_ty, &params, seed, Some(t.clone()))
-                })?,
-                None => transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, None)?,
+                Some(t) => t.in_step(at, i_name, transpose)?,
+                None => transpose()?,
             };
             Ok(b.let_(&t2, t_val, inner))
         };

@@ -63,7 +63,7 @@ use ksc_opt::share::same_size;
 /// Where the record of a recursive call (or of the call a Jacobian call
 /// differentiates) is found: `kids[slot]` of the caller's record; for a
 /// call inside loops' lambdas, that is the position of the outermost loop's
-/// index record for the call, and each loop's variable in `loops`
+/// index record for the call, and each loop's iteration in `loops`
 /// (outermost first) selects, in turn, an element of the index record's
 /// `kids`: the position of the next loop's index record, or, last, the
 /// call's record.
@@ -86,7 +86,8 @@ pub enum Iter {
 /// The recursive calls of f in `[D f]`.
 pub struct Plan {
     /// Sites: the primal calls of f, outside lambdas or in the lambdas of
-    /// nested loops (`build` or `sumbuild`, of values or of maps).
+    /// nested loops (`build` or `sumbuild`, of values or of maps; `fold`
+    /// and the two steps of its `lmFold`).
     pub sites: FxHashMap<ExprId, Site>,
     /// The `[D f]` call of each site's map, and where its record is.
     pub jacobians: FxHashMap<ExprId, Site>,
@@ -110,14 +111,14 @@ fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
     }
 }
 
+/// The size and variable of a `build` or `sumbuild`; None for a fold.
+type Range = Option<(ExprId, String)>;
+
 /// A loop whose lambda calls f: a `build` or `sumbuild` (of values or of
 /// maps), a `fold` or the `lmFold` of one. Its calls of f outside other
 /// lambdas, in the order they are evaluated, and the loops in its lambda
 /// that call f; for an `lmFold`, those of its primal step, and in `dcalls`
 /// and `dinner` those of its Jacobian step.
-/// The size and variable of a `build` or `sumbuild`; None for a fold.
-type Range = Option<(ExprId, String)>;
-
 struct Loop {
     at: ExprId,
     vector: Range,
@@ -780,7 +781,6 @@ impl TapeFwd<'_> {
     /// by iteration (-1 where it did not run). After the fold an index
     /// record per slot, `($dummy, positions)`, is pushed and the slot holds
     /// its position. Returns the last `first`.
-    #[allow(clippy::type_complexity)]
     fn threaded(
         &mut self,
         b: &mut Builder,

@@ -12,7 +12,9 @@
 //! In A-normal form, for `let x1 = sumbuild n (lam i1 B1)` and a later `let
 //! x2 = sumbuild n (lam i2 B2)` of the same chain (n the same variable or
 //! literal), neither with an effect, nothing with an effect in between and
-//! nothing `B2` reads bound in between (nor by `x1`'s let):
+//! `B2` not reading `x1` (the lets in between whose variables `B2` reads
+//! move above `x1`'s, when none reads `x1` and no name changes meaning:
+//! [`lets_to_move`]):
 //!
 //! ```text
 //! let s  = sumbuild n (lam i1 (let ((i2 i1) (y2 B2) (y1 B1)) (tuple y1 y2)))

@@ -313,6 +313,31 @@ fn folds_over_one_vector_are_fused_moving_what_the_second_needs_above_the_first(
     assert_eq!((n, out.matches("(fold").count()), (1, 1), "{out}");
     let (n, out) = fused(&program("(tuple (mul a 2.0) 0.5)"), "f", vec_arg(&[0.5, 1.5, -2.0]));
     assert_eq!((n, out.matches("(fold").count()), (0, 2), "{out}");
+    // The let the second fold needs rebinds a name the first one reads:
+    // moved above it as written, it would change what the first reads.
+    let shadowing = "(def g Float (x : Float) (sin x))
+         (def [fwdt g] (Tuple Float Float) ((x : Float) (dx : Float)) (tuple (sin x) (mul (cos x) dx)))
+         (def f (Tuple Float Float) ((v : Vec Float) (c : Float))
+           (let ((a (fold (lam (acc_x : Tuple Float Float) (let ((acc x) acc_x) (add acc (g (mul x c))))) 1.0 v))
+                 (c (mul c 3.0))
+                 (p (fold (lam (q : Tuple (Tuple Float Float) Float)
+                            (let (((acc da) (get$1$2 q)) (x (get$2$2 q)) (r ([fwdt g] (mul x acc) (mul x da))))
+                              (tuple (add acc (get$1$2 r)) (add da (get$2$2 r)))))
+                          (tuple c 0.5) v)))
+             (tuple a (get$2$2 p))))";
+    // (`fused` checks the value against the original's.)
+    let arg = Value::tuple(vec![vec_arg(&[0.5, 1.5, -2.0]), Value::Float(0.7)]);
+    // CSE renames the rebinding first: the folds are fused.
+    let (n, out) = fused(shadowing, "f", arg.clone());
+    assert_eq!((n, out.matches("(fold").count()), (1, 1), "{out}");
+    // Without CSE, the let cannot move: they are not.
+    let mut n = 0;
+    let out = after_passes(shadowing, "f", arg, |b, globals, root, params| {
+        let r = anf(b, root, params);
+        n = ksc_opt::fuse_loops(b, globals, r);
+        vec![r]
+    });
+    assert_eq!((n, out[0].matches("(fold").count()), (0, 2), "{}", out[0]);
 }
 
 #[test]
