@@ -377,6 +377,22 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let after = f.split(":acc = ").last().unwrap_or_default();
                 check(f.contains(":acc = ") && !after.contains("alloc"), "a contribution was built before it was added")
             }
+            "reuse" => {
+                // Which functions write their result into the dying vector,
+                // and the values the same as the interpreter's.
+                let reuses = |name: &str| function_of(&loops, name).contains(" in %");
+                let wrong: Vec<&str> = [("softmax", true), ("reversed", false), ("kept", false), ("shorter", true), ("rows", true), ("rev$lse", true)]
+                    .into_iter()
+                    .filter(|&(name, yes)| reuses(name) != yes)
+                    .map(|(name, _)| name)
+                    .collect();
+                let g_kept = function_of(&loops, "after").lines().any(|l| l.contains(":g = alloc") && !l.contains(" in %"));
+                let (native, interp) = (ksc(&["run", path]), ksc(&["run", "--interp", path]));
+                check(
+                    wrong.is_empty() && g_kept && native.status.success() && native.stdout == interp.stdout,
+                    &format!("reuse of a dying vector wrong in {wrong:?} (after: {g_kept}), or native output differs:\n{}", text(&native.stdout)),
+                )
+            }
             _ => None,
         });
     }

@@ -501,7 +501,7 @@ pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, check
         Stmt::Let(_, Rhs::DeepCopy(o)) => {
             e.copies.insert(f.op_ty(o));
         }
-        Stmt::Let(_, Rhs::Alloc { elem, .. } | Rhs::TapePush { elem, .. }) => {
+        Stmt::Let(_, Rhs::Alloc { elem, .. } | Rhs::Reuse { elem, .. } | Rhs::TapePush { elem, .. }) => {
             e.types_for(elem);
         }
         Stmt::Let(_, Rhs::Pack(_, t)) => e.types_for(t),
@@ -696,7 +696,7 @@ impl W<'_> {
             Rhs::Field(a, i) => format!("{}.f{i}", self.op(a)),
             Rhs::DeepCopy(a) => format!("ks_copy_{}(A, {})", mangle_type(t), self.op(a)),
             Rhs::Mark => "ksrt_mark(A)".into(),
-            Rhs::Alloc { .. } | Rhs::TapePush { .. } => String::new(),
+            Rhs::Alloc { .. } | Rhs::Reuse { .. } | Rhs::TapePush { .. } => String::new(),
         }
     }
 
@@ -730,6 +730,17 @@ impl W<'_> {
                     }
                     self.line(&format!("  {name}.data = ({ce} *)ksrt_alloc_n(A, n, sizeof({ce})); }}"));
                 }
+            }
+            Stmt::Let(v, Rhs::Reuse { dead, dims, elem }) => {
+                // A vector: `reuse.rs` makes no other.
+                let name = self.var(*v);
+                let ce = c_type(elem);
+                let (dead, n) = (self.op(dead), self.op(&dims[0]));
+                self.line(&format!("{} {name};", c_type(self.f.ty(*v))));
+                self.line(&format!("{name}.size = {n};"));
+                self.line(&format!(
+                    "{name}.data = {dead}.size == {n} && {dead}.data ? {dead}.data : ({ce} *)ksrt_alloc_n(A, {n}, sizeof({ce}));"
+                ));
             }
             Stmt::Let(v, Rhs::TapePush { tape, val, elem }) => {
                 let name = self.var(*v);

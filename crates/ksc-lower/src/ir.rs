@@ -199,6 +199,10 @@ pub enum Rhs {
     Call { func: FuncId, args: Vec<Op>, frame: Option<SiteId> },
     /// A fresh tensor of these sizes with uninitialised elements.
     Alloc { dims: Vec<Op>, elem: Type },
+    /// A tensor of these sizes (one) with uninitialised elements, in the
+    /// memory of the vector `dead` when that has as many elements, else in
+    /// fresh memory. `dead` dies as the new tensor is filled (`reuse.rs`).
+    Reuse { dead: Op, dims: Vec<Op>, elem: Type },
     /// Element `idx` (row-major, flat) of a tensor.
     Load { arr: Op, idx: Op },
     /// Size `dim` of a tensor.
@@ -226,7 +230,7 @@ impl Rhs {
     /// Is this a pure computation of its operands (same operands, same
     /// value; no effect, no allocation)? Calls are judged separately.
     pub fn is_pure(&self) -> bool {
-        !matches!(self, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_) | Rhs::Mark | Rhs::TapePush { .. })
+        !matches!(self, Rhs::Alloc { .. } | Rhs::Reuse { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_) | Rhs::Mark | Rhs::TapePush { .. })
     }
 
     /// The operands, in order.
@@ -239,6 +243,7 @@ impl Rhs {
             Rhs::Select(c, a, b) => vec![c, a, b],
             Rhs::Call { args, .. } | Rhs::Pack(args, _) => args.iter().collect(),
             Rhs::Alloc { dims, .. } => dims.iter().collect(),
+            Rhs::Reuse { dead, dims, .. } => std::iter::once(dead).chain(dims).collect(),
             Rhs::TapePush { tape, val, .. } => vec![tape, val],
             Rhs::Mark => vec![],
         }
@@ -253,6 +258,7 @@ impl Rhs {
             Rhs::Select(c, a, b) => vec![c, a, b],
             Rhs::Call { args, .. } | Rhs::Pack(args, _) => args.iter_mut().collect(),
             Rhs::Alloc { dims, .. } => dims.iter_mut().collect(),
+            Rhs::Reuse { dead, dims, .. } => std::iter::once(dead).chain(dims.iter_mut()).collect(),
             Rhs::TapePush { tape, val, .. } => vec![tape, val],
             Rhs::Mark => vec![],
         }
@@ -494,6 +500,7 @@ impl Printer<'_> {
                 format!("call {}({}){frame}", self.m.func(*func).c_name, ops(args))
             }
             Rhs::Alloc { dims, elem } => format!("alloc [{}] of {elem}", ops(dims)),
+            Rhs::Reuse { dead, dims, elem } => format!("alloc [{}] of {elem} in {dead}", ops(dims)),
             Rhs::Load { arr, idx } => format!("load {arr}[{idx}]"),
             Rhs::Dim { arr, dim } => format!("dim {arr}.{dim}"),
             Rhs::Pack(xs, _) => format!("pack ({})", ops(xs)),

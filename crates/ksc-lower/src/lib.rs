@@ -11,6 +11,8 @@
 //! - `accum`: in-place accumulation of sums through tuples, `if`, `let`
 //!   and projections of their terms.
 //! - [`opt`]: loop-invariant code motion, CSE, DCE, arena scopes.
+//! - `reuse`: a vector written into the memory of one that dies as the
+//!   loop filling it reads it.
 //! - `jam`: register blocking of sums (the rows of a matrix-vector product
 //!   summed together).
 //! - [`names`]: C names of definitions (the original's mangling).
@@ -29,6 +31,7 @@ pub mod lower;
 pub mod names;
 pub mod opt;
 mod prims;
+mod reuse;
 
 pub use ir::Module;
 pub use lower::{program_facts, LowerError, Options, ProgramFacts, Unit};

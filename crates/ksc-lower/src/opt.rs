@@ -38,6 +38,7 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     crate::jam::jam_sums(f);
     first_adds_into_zeros(f);
     elide_copy_downs(f);
+    crate::reuse::reuse_dead_vectors(f);
     place_arena_scopes(f, heap_ret);
     debug_assert!(scope_error(f).is_none(), "{}: {}", f.name, scope_error(f).unwrap_or_default());
 }
@@ -708,7 +709,7 @@ fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, fresh: &FxHashSet<VarI
 fn allocates(b: &Block, heap_ret: &[bool]) -> bool {
     let mut a = false;
     walk(b, &mut |s| match s {
-        Stmt::Let(_, Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. }) => a = true,
+        Stmt::Let(_, Rhs::Alloc { .. } | Rhs::Reuse { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. }) => a = true,
         Stmt::Let(_, Rhs::Call { func, .. }) if heap_ret[func.0 as usize] => a = true,
         Stmt::Print { .. } => {}
         _ => {}
