@@ -1282,6 +1282,212 @@ fn build_index_same(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     same.then_some(v)
 }
 
+/// How a Float expression of a loop's body depends on the loop: not at all
+/// (its value is the same in every iteration), or linearly through one
+/// term (the expression is that term scaled by factors of the first kind:
+/// `ts_scale`, `mul`, `neg`, `ts_neg` and `div` by such a factor, through
+/// the body's own `let`s).
+enum Dependence {
+    Invariant,
+    Linear(ExprId),
+}
+
+/// A loop body's index `i` and its own `let`s (name, right side; None for
+/// a tuple pattern's names), innermost last.
+struct LoopBody<'a> {
+    i: &'a str,
+    locals: &'a [(Var, Option<ExprId>)],
+}
+
+impl LoopBody<'_> {
+    /// Does `e` read the index or a name the body binds?
+    fn reads(&self, ctx: &mut Ctx, e: ExprId) -> bool {
+        ctx.is_free(self.i, e) || self.locals.iter().any(|(v, _)| ctx.is_free(v, e))
+    }
+
+    /// The right side of the body's `let` of `v` (None: not the body's,
+    /// or bound by a tuple pattern, then Some(None)).
+    fn local(&self, v: &str) -> Option<Option<ExprId>> {
+        self.locals.iter().rev().find(|(w, _)| w == v).map(|(_, rhs)| *rhs)
+    }
+
+    /// `c` for `index j (build m (lam k c))` with `c` reading nothing of
+    /// the loop (reverse mode's broadcast cotangent, read at the index).
+    fn invariant_read(&self, ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+        let [_, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
+        let [_, g] = prim_args(ctx, v, Prim::Build)?[..] else { return None };
+        let (k, _, c) = lam_parts(ctx, g)?;
+        (!ctx.is_free(&k, c) && !self.reads(ctx, c)).then_some(c)
+    }
+
+    /// The two operands of a Float product or quotient `e` (and whether it
+    /// divides), or the operand of a negation.
+    fn factors(ctx: &Ctx, e: ExprId) -> Option<(Vec<ExprId>, bool)> {
+        if ctx.ty(e) != Type::Float {
+            return None;
+        }
+        let (p, a) = match ctx.expr(e) {
+            Expr::Call(Callee::Prim(Prim::TsScale), a) => ("mul", *a),
+            Expr::Call(Callee::Prim(Prim::TsNeg), a) => ("neg", *a),
+            Expr::Call(Callee::Fun(f), a) if ctx.globals.is_builtin(f) && f.derivs.is_empty() => match f.base.as_str() {
+                "mul" | "div" if float_arith(f).is_some() => (if f.base == "mul" { "mul" } else { "div" }, *a),
+                "neg" if ctx.ty(*a) == Type::Float => ("neg", *a),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match (p, ctx.expr(a)) {
+            ("neg", _) => Some((vec![a], false)),
+            (_, Expr::Tuple(xs)) if xs.len() == 2 => Some((xs.clone(), p == "div")),
+            _ => None,
+        }
+    }
+
+    /// [`Dependence`] of `e`; None when neither (a product of two terms).
+    fn dependence(&self, ctx: &mut Ctx, e: ExprId) -> Option<Dependence> {
+        if !self.reads(ctx, e) || self.invariant_read(ctx, e).is_some() {
+            return Some(Dependence::Invariant);
+        }
+        if let Expr::Var(v) = ctx.expr(e).clone() {
+            if let Some(rhs) = self.local(&v) {
+                return self.dependence(ctx, rhs?);
+            }
+        }
+        let Some((xs, divides)) = Self::factors(ctx, e) else { return Some(Dependence::Linear(e)) };
+        let mut term = None;
+        for (k, &x) in xs.iter().enumerate() {
+            if let Dependence::Linear(t) = self.dependence(ctx, x)? {
+                if term.is_some() || (divides && k == 1) {
+                    return None;
+                }
+                term = Some(t);
+            }
+        }
+        Some(term.map_or(Dependence::Invariant, Dependence::Linear))
+    }
+
+    /// `e` with its term `t` replaced by `y` and its invariant reads
+    /// written out, so it stands outside the loop.
+    fn replace(&self, ctx: &mut Ctx, e: ExprId, t: ExprId, y: ExprId) -> Option<ExprId> {
+        if e == t {
+            return Some(y);
+        }
+        // Invariant parts are copied: a node stands in one place.
+        if !self.reads(ctx, e) {
+            return Some(ctx.b.copy(e));
+        }
+        if let Some(c) = self.invariant_read(ctx, e) {
+            return Some(ctx.b.copy(c));
+        }
+        if let Expr::Var(v) = ctx.expr(e).clone() {
+            return self.replace(ctx, self.local(&v)??, t, y);
+        }
+        let (xs, _) = Self::factors(ctx, e)?;
+        let parts = xs.into_iter().map(|x| self.replace(ctx, x, t, y)).collect::<Option<Vec<_>>>()?;
+        let arg = if parts.len() == 1 { parts[0] } else { ctx.b.tuple(parts) };
+        let Expr::Call(callee, _) = ctx.expr(e).clone() else { return None };
+        Some(ctx.alloc(Expr::Call(callee, arg), Type::Float))
+    }
+}
+
+/// Does the pattern bind `v`?
+fn pat_binds(p: &Pat, v: &str) -> bool {
+    match p {
+        Pat::Var(w) => w == v,
+        Pat::Tuple(ws) => ws.iter().any(|w| w == v),
+    }
+}
+
+/// `$buildSum n z (lam i B) ⇒ tuple (build n (lam i A)) S'` where `B` is
+/// `(tuple A S)` under `let`s, `z` is `0.0` or a tuple of them, and each
+/// Float component of the sum part `S` depends on the loop linearly
+/// through one term `T` (see [`dependence`]) whose sum `sumbuild n (lam i
+/// T)` a `let` in scope has bound to `y` (with `T`'s variables meaning the
+/// same there): `S'` is `S` with each `T` replaced by its `y`, the
+/// factors taken out of the sum. Reverse mode makes this of a sum whose
+/// terms are read again: log-sum-exp's cotangent of the maximum sums the
+/// cotangents of `exp (x_i - max)` scaled by the same factor, which is
+/// the sum of the exponentials (already computed) times that factor. The
+/// rounding differs from summing the scaled terms (one multiplication
+/// instead of n).
+fn buildsum_known_sums(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, z, f] = prim_args(ctx, e, Prim::BuildSum)?[..] else { return None };
+    let (i, ity, body) = lam_parts(ctx, f)?;
+    if ity != Type::Integer || !ctx.pure(body) {
+        return None;
+    }
+    // The body's lets, and its pair.
+    let mut lets: Vec<(Pat, ExprId)> = Vec::new();
+    let mut at = body;
+    while let Expr::Let(p, rhs, b) = ctx.expr(at).clone() {
+        lets.push((p, rhs));
+        at = b;
+    }
+    let Expr::Tuple(pair) = ctx.expr(at).clone() else { return None };
+    let [a, sum_part] = pair[..] else { return None };
+    let locals: Vec<(Var, Option<ExprId>)> = lets
+        .iter()
+        .flat_map(|(p, rhs)| match p {
+            Pat::Var(v) => vec![(v.clone(), Some(*rhs))],
+            Pat::Tuple(vs) => vs.iter().map(|v| (v.clone(), None)).collect(),
+        })
+        .collect();
+    // Each name the lets bind means that let everywhere after it: bound
+    // once, not the index, and read by no right side before its own.
+    for (k, (v, _)) in locals.iter().enumerate() {
+        let own = lets.iter().position(|(p, _)| pat_binds(p, v)).unwrap_or(0);
+        if *v == i || locals[..k].iter().any(|(w, _)| w == v) || lets[..=own].iter().any(|(_, r)| ctx.is_free(v, *r)) {
+            return None;
+        }
+    }
+    let (parts, zeros) = match (ctx.expr(sum_part).clone(), ctx.expr(z).clone()) {
+        (Expr::Tuple(ps), Expr::Tuple(zs)) if ps.len() == zs.len() => (ps, zs),
+        (Expr::Tuple(_), _) | (_, Expr::Tuple(_)) => return None,
+        _ => (vec![sum_part], vec![z]),
+    };
+    let positive_zero = |ctx: &Ctx, x: ExprId| float_lit(ctx, x).is_some_and(|v| v == 0.0 && v.is_sign_positive());
+    if !zeros.iter().all(|&x| positive_zero(ctx, x)) || parts.iter().any(|&x| ctx.ty(x) != Type::Float) {
+        return None;
+    }
+    let lb = LoopBody { i: &i, locals: &locals };
+    let mut sums = Vec::new();
+    for &part in &parts {
+        let Dependence::Linear(t) = lb.dependence(ctx, part)? else { return None };
+        // The term with the body's lets put in: it reads only i and what
+        // stands outside the loop.
+        let mut full = t;
+        for (v, rhs) in locals.iter().rev() {
+            if ctx.is_free(v, full) {
+                full = ctx.substitute(full, &[(v.clone(), (*rhs)?)], false);
+            }
+        }
+        if locals.iter().any(|(v, _)| ctx.is_free(v, full)) {
+            return None;
+        }
+        let lam_t = lam(ctx, &i, &ity, full);
+        let n_copy = ctx.b.copy(n);
+        let wanted = ctx.prim(Prim::Sumbuild, vec![n_copy, lam_t])?;
+        // A let in scope bound that sum, and nothing it reads is bound
+        // again since.
+        let found = ctx.scope.bindings().iter().enumerate().rev().find_map(|(pos, binding)| {
+            let value = binding.value?;
+            (ctx.alpha_eq(value, wanted) && ctx.scope.lookup(&binding.name).is_some_and(|(p, _)| p == pos))
+                .then(|| (pos, binding.name.clone()))
+        })?;
+        let later: Vec<Var> = ctx.scope.bindings()[found.0 + 1..].iter().map(|b| b.name.clone()).collect();
+        if later.iter().any(|v| ctx.is_free(v, wanted)) {
+            return None;
+        }
+        let y = ctx.alloc(Expr::Var(found.1), Type::Float);
+        sums.push(lb.replace(ctx, part, t, y)?);
+    }
+    let elems = lets.into_iter().rev().fold(a, |acc, (p, rhs)| let_(ctx, p, rhs, acc));
+    let g = lam(ctx, &i, &ity, elems);
+    let built = ctx.prim(Prim::Build, vec![n, g])?;
+    let summed = if matches!(ctx.expr(sum_part), Expr::Tuple(_)) { ctx.b.tuple(sums) } else { sums[0] };
+    Some(ctx.b.tuple(vec![built, summed]))
+}
+
 // ---------------------------------------------------------------------------
 // Tangent arithmetic.
 
@@ -1691,6 +1897,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "sumbuild-deltavec", statement: "sumbuild n (lam i (deltaVec n i e)) ⇒ build n (lam i e) when e is made of numbers", group: VEC, head: Head::Prim(Prim::Sumbuild), rewrite: sumbuild_deltavec },
     CoreRule { name: "build-index-same", statement: "build n (lam q (index q v)) ⇒ v for a variable v whose size is known to be n (n is size v, a variable bound to size v, or the size v's let built it with)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_index_same },
     CoreRule { name: "build-const", statement: "build n (lam i e) ⇒ constVec n e when i is not free in e, e has no effect and cannot fail (or n > 0)", group: VEC, head: Head::Prim(Prim::Build), rewrite: build_const },
+    CoreRule { name: "buildsum-known-sums", statement: "$buildSum n 0.0 (lam i (tuple a s)) ⇒ tuple (build n (lam i a)) s' when each Float component of s is a term t scaled by factors without i (ts_scale, mul, neg, div by them) and a let in scope binds y = sumbuild n (lam i t): s' is s with t replaced by y", group: VEC, head: Head::Prim(Prim::BuildSum), rewrite: buildsum_known_sums },
     CoreRule { name: "fold-invariant-element", statement: "fold (lam p s) a (build n (lam i (tuple e1 .. ek))) ⇒ fold (lam q (let p = (tuple (get$1$2 q) (tuple .. ej ..)) in s)) a (build n (lam i e')) for the components ej without i and effect (e' the others, read from get$2$2 q)", group: VEC, head: Head::Prim(Prim::Fold), rewrite: fold_invariant_element },
     CoreRule { name: "ts-add-tuple", statement: "ts_add (tuple a1 .. an) (tuple b1 .. bn) ⇒ tuple (ts_add a1 b1) .. (ts_add an bn) when no component has an effect", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_tuple },
     CoreRule { name: "ts-add-zero-right", statement: "ts_add x 0 ⇒ x (0 a known zero, or a variable let-bound to one)", group: TANGENT, head: Head::Prim(Prim::TsAdd), rewrite: ts_add_zero_right },

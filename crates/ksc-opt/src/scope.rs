@@ -48,6 +48,11 @@ impl Scope {
         self.binds.is_empty()
     }
 
+    /// Every binder, outermost first (a binder's position is its index).
+    pub fn bindings(&self) -> &[Binding] {
+        &self.binds
+    }
+
     /// The innermost binder of `name` and its position (None: bound outside
     /// the term being rewritten, or a parameter).
     pub fn lookup(&self, name: &str) -> Option<(usize, &Binding)> {

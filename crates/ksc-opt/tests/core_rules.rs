@@ -518,6 +518,104 @@ fn template(rule: &str) -> Option<Template> {
             let lam = b.lam("ksc$idx", Type::Integer, x);
             b.prim(Prim::Build, vec![n, lam])
         },
+        "buildsum-known-sums" => |g, b| {
+            // let y = sumbuild n (lam j T_j) in (sometimes rebinding what
+            // T reads) let c = $buildSum n 0.0 (lam i (let r = T_i scaled
+            // in (tuple a (tuple s1 ..)))) in (sum of c's parts): each sum
+            // part T_i times factors without i, or (not the rule's) a
+            // product of two terms or a term plus something.
+            let shape = g.rng.below(4);
+            let term = |b: &mut Builder, i: &str| -> ExprId {
+                let iv = b.var(i, Type::Integer);
+                let fi = call(b, "to_float", Type::Integer, Type::Float, vec![iv]);
+                match shape {
+                    0 => {
+                        let v = b.var("v", vf());
+                        b.prim(Prim::Index, vec![iv, v])
+                    }
+                    1 => {
+                        let v = b.var("v", vf());
+                        let vi = b.prim(Prim::Index, vec![iv, v]);
+                        let x = b.var("x", Type::Float);
+                        call(b, "mul", ff(), Type::Float, vec![vi, x])
+                    }
+                    2 => {
+                        let y = b.var("y", Type::Float);
+                        call(b, "add", ff(), Type::Float, vec![fi, y])
+                    }
+                    _ => call(b, "mul", ff(), Type::Float, vec![fi, fi]),
+                }
+            };
+            let n = if g.rng.chance(60) {
+                let v = b.var("v", vf());
+                b.prim(Prim::Size, vec![v])
+            } else {
+                b.var("n", Type::Integer)
+            };
+            let t_j = term(b, "ksc$j");
+            let lam_j = b.lam("ksc$j", Type::Integer, t_j);
+            let sum = b.prim(Prim::Sumbuild, vec![n, lam_j]);
+            let k = 1 + g.rng.below(2) as usize;
+            g.env.push(("ksc$y".into(), Type::Float));
+            let loop_ = with_var(g, "ksc$i", Type::Integer, |g| {
+                let t_i = term(b, "ksc$i");
+                let c = g.expr(b, &Type::Float, 1);
+                let r = match g.rng.below(4) {
+                    0 => b.prim(Prim::TsScale, vec![t_i, c]),
+                    1 => call(b, "mul", ff(), Type::Float, vec![c, t_i]),
+                    2 => call(b, "div", ff(), Type::Float, vec![t_i, c]),
+                    _ => call(b, "neg", Type::Float, Type::Float, vec![t_i]),
+                };
+                g.env.push(("ksc$r".into(), Type::Float));
+                let parts: Vec<ExprId> = (0..k)
+                    .map(|_| {
+                        let rv = b.var("ksc$r", Type::Float);
+                        let c2 = g.expr(b, &Type::Float, 1);
+                        match g.rng.below(5) {
+                            0 => rv,
+                            1 => b.prim(Prim::TsScale, vec![c2, rv]),
+                            2 => call(b, "mul", ff(), Type::Float, vec![rv, c2]),
+                            // Not linear in one term.
+                            3 => {
+                                let rv2 = b.var("ksc$r", Type::Float);
+                                call(b, "mul", ff(), Type::Float, vec![rv, rv2])
+                            }
+                            _ => call(b, "add", ff(), Type::Float, vec![rv, c2]),
+                        }
+                    })
+                    .collect();
+                let a = g.expr(b, &Type::Float, 2);
+                g.env.pop();
+                let sum_part = b.tuple(parts);
+                let pair = b.tuple(vec![a, sum_part]);
+                let body = b.let_("ksc$r", r, pair);
+                let lam_i = b.lam("ksc$i", Type::Integer, body);
+                let zeros: Vec<ExprId> = (0..k).map(|_| b.float(0.0)).collect();
+                let z = b.tuple(zeros);
+                b.prim(Prim::BuildSum, vec![n, z, lam_i])
+            });
+            let ty = b.ty(loop_);
+            let use_ = {
+                let cv = b.var("ksc$c", ty.clone());
+                let elems = b.prim(Prim::Get { index: 1, arity: 2 }, vec![cv]);
+                let total = b.prim(Prim::Sum, vec![elems]);
+                (1..=k as u32).fold(total, |acc, j| {
+                    let cv = b.var("ksc$c", ty.clone());
+                    let sums = b.prim(Prim::Get { index: 2, arity: 2 }, vec![cv]);
+                    let sj = b.prim(Prim::Get { index: j, arity: k as u32 }, vec![sums]);
+                    call(b, "add", ff(), Type::Float, vec![acc, sj])
+                })
+            };
+            let mut body = b.let_("ksc$c", loop_, use_);
+            g.env.pop();
+            // What T reads, sometimes bound again between the sum and the loop.
+            if g.rng.chance(20) {
+                let (name, ty) = g.rng.pick(&[("x", Type::Float), ("y", Type::Float), ("v", vf())]).clone();
+                let other = g.expr(b, &ty, 1);
+                body = b.let_(name, other, body);
+            }
+            b.let_("ksc$y", sum, body)
+        },
         "fold-invariant-element" => |g, b| {
             // A fold over a build of 2 or 3 Floats per element, each
             // mentioning the build's index or not (the rule moves those
