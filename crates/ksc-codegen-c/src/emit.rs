@@ -739,7 +739,7 @@ impl W<'_> {
                 self.line(&format!("{} {name};", c_type(self.f.ty(*v))));
                 self.line(&format!("{name}.size = {n};"));
                 self.line(&format!(
-                    "{name}.data = {dead}.size == {n} && {dead}.data ? {dead}.data : ({ce} *)ksrt_alloc_n(A, {n}, sizeof({ce}));"
+                    "{name}.data = {dead}.size == {n} && {dead}.data && (size_t){n} >= KSRT_REUSE_MIN_BYTES / sizeof({ce}) ? {dead}.data : ({ce} *)ksrt_alloc_n(A, {n}, sizeof({ce}));"
                 ));
             }
             Stmt::Let(v, Rhs::TapePush { tape, val, elem }) => {

@@ -236,6 +236,14 @@ static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
     return A->block == m.block ? (size_t)(A->top - m.top) : SIZE_MAX;
 }
 
+/* A vector filled as it reads a dying one of as many elements takes that
+ * one's memory (reuse.rs) from this many bytes on: a smaller one stays in
+ * cache either way, and its loop, whose input and output may then be the
+ * same memory, is vectorised only when they are not (GCC's overlap test). */
+#ifndef KSRT_REUSE_MIN_BYTES
+#define KSRT_REUSE_MIN_BYTES (1u << 20)
+#endif
+
 /* A fold copies its accumulators down to its mark (freeing its steps'
  * temporaries) only once this many bytes lie above the mark. */
 #ifndef KSRT_COPYDOWN_SLACK

@@ -1305,8 +1305,8 @@ impl LoopBody<'_> {
         ctx.is_free(self.i, e) || self.locals.iter().any(|(v, _)| ctx.is_free(v, e))
     }
 
-    /// The right side of the body's `let` of `v` (None: not the body's,
-    /// or bound by a tuple pattern, then Some(None)).
+    /// Whether the body binds `v`, and then the right side of its `let`
+    /// (None for a name a tuple pattern binds).
     fn local(&self, v: &str) -> Option<Option<ExprId>> {
         self.locals.iter().rev().find(|(w, _)| w == v).map(|(_, rhs)| *rhs)
     }
@@ -1326,19 +1326,18 @@ impl LoopBody<'_> {
         if ctx.ty(e) != Type::Float {
             return None;
         }
-        let (p, a) = match ctx.expr(e) {
-            Expr::Call(Callee::Prim(Prim::TsScale), a) => ("mul", *a),
-            Expr::Call(Callee::Prim(Prim::TsNeg), a) => ("neg", *a),
-            Expr::Call(Callee::Fun(f), a) if ctx.globals.is_builtin(f) && f.derivs.is_empty() => match f.base.as_str() {
-                "mul" | "div" if float_arith(f).is_some() => (if f.base == "mul" { "mul" } else { "div" }, *a),
-                "neg" if ctx.ty(*a) == Type::Float => ("neg", *a),
-                _ => return None,
-            },
-            _ => return None,
+        let pair = |a: ExprId| match ctx.expr(a) {
+            Expr::Tuple(xs) if xs.len() == 2 => Some(xs.clone()),
+            _ => None,
         };
-        match (p, ctx.expr(a)) {
-            ("neg", _) => Some((vec![a], false)),
-            (_, Expr::Tuple(xs)) if xs.len() == 2 => Some((xs.clone(), p == "div")),
+        let builtin = |f: &FunName| ctx.globals.is_builtin(f) && f.derivs.is_empty();
+        match ctx.expr(e) {
+            Expr::Call(Callee::Prim(Prim::TsScale), a) => Some((pair(*a)?, false)),
+            Expr::Call(Callee::Prim(Prim::TsNeg), a) => Some((vec![*a], false)),
+            Expr::Call(Callee::Fun(f), a) if builtin(f) && matches!(f.base.as_str(), "mul" | "div") && float_arith(f).is_some() => {
+                Some((pair(*a)?, f.base == "div"))
+            }
+            Expr::Call(Callee::Fun(f), a) if builtin(f) && f.base == "neg" && ctx.ty(*a) == Type::Float => Some((vec![*a], false)),
             _ => None,
         }
     }
@@ -1401,7 +1400,7 @@ fn pat_binds(p: &Pat, v: &str) -> bool {
 /// `$buildSum n z (lam i B) ⇒ tuple (build n (lam i A)) S'` where `B` is
 /// `(tuple A S)` under `let`s, `z` is `0.0` or a tuple of them, and each
 /// Float component of the sum part `S` depends on the loop linearly
-/// through one term `T` (see [`dependence`]) whose sum `sumbuild n (lam i
+/// through one term `T` (see [`Dependence`]) whose sum `sumbuild n (lam i
 /// T)` a `let` in scope has bound to `y` (with `T`'s variables meaning the
 /// same there): `S'` is `S` with each `T` replaced by its `y`, the
 /// factors taken out of the sum. Reverse mode makes this of a sum whose
@@ -1409,7 +1408,8 @@ fn pat_binds(p: &Pat, v: &str) -> bool {
 /// cotangents of `exp (x_i - max)` scaled by the same factor, which is
 /// the sum of the exponentials (already computed) times that factor. The
 /// rounding differs from summing the scaled terms (one multiplication
-/// instead of n).
+/// instead of n), and an empty loop's sum may become a zero of the other
+/// sign.
 fn buildsum_known_sums(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [n, z, f] = prim_args(ctx, e, Prim::BuildSum)?[..] else { return None };
     let (i, ity, body) = lam_parts(ctx, f)?;
