@@ -7,7 +7,10 @@
 //! be written where `e` is, as hand-written code does: one buffer instead
 //! of two, half the memory traffic of that loop. Such an allocation
 //! becomes [`Rhs::Reuse`]: `e`'s memory when `e` has exactly as many
-//! elements (a run-time test), else fresh memory.
+//! elements and they are large (run-time tests; the C runtime's
+//! `KSRT_REUSE_MIN_BYTES`: a small vector stays in cache anyway, and GCC
+//! vectorises the loop only when its input and output are not the same
+//! memory), else fresh memory.
 //!
 //! The conditions, for `t = alloc [n]` at position `p` of a block and a
 //! vector `v` read in the loop that fills `t`:
