@@ -53,12 +53,6 @@ fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("cannot start ksc")
 }
 
-/// C flags (the default ones, `-O3 -march=native`) that make `reuse.rs`'s
-/// reuse of a dying vector's memory happen at every size: the runtime does
-/// it only from `KSRT_REUSE_MIN_BYTES` (1 MiB) on, which no test's vectors
-/// reach.
-const REUSE_ALWAYS: &str = "-O3 -march=native -DKSRT_REUSE_MIN_BYTES=0";
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -66,6 +60,7 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn examples_run_natively_with_the_interpreters_output() {
     let files = ks_files("ksc-examples");
+    let reuse_always = common::reuse_always_cflags();
     let mut failures = Vec::new();
     for f in &files {
         let path = f.to_str().unwrap();
@@ -75,7 +70,7 @@ fn examples_run_natively_with_the_interpreters_output() {
         // overflow checks, and sums run in blocks that checks keep apart),
         // the latter with vectors' memory reused at every size.
         for flags in [&[][..], &["--unchecked"][..]] {
-            let env: &[(&str, &str)] = if flags.is_empty() { &[] } else { &[("KSC_CFLAGS", REUSE_ALWAYS)] };
+            let env: &[(&str, &str)] = if flags.is_empty() { &[] } else { &[("KSC_CFLAGS", &reuse_always)] };
             let native = ksc_env(&[&["run"][..], flags, &[path][..]].concat(), env);
             let how = if flags.is_empty() { "native" } else { "native --unchecked" };
             if !native.status.success() || !native.stderr.is_empty() {
@@ -395,7 +390,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                     .map(|(name, _)| name)
                     .collect();
                 let g_kept = function_of(&loops, "after").lines().any(|l| l.contains(":g = alloc") && !l.contains(" in %"));
-                let (native, interp) = (ksc_env(&["run", path], &[("KSC_CFLAGS", REUSE_ALWAYS)]), ksc(&["run", "--interp", path]));
+                let (native, interp) = (ksc_env(&["run", path], &[("KSC_CFLAGS", &common::reuse_always_cflags())]), ksc(&["run", "--interp", path]));
                 check(
                     wrong.is_empty() && g_kept && native.status.success() && native.stdout == interp.stdout,
                     &format!("reuse of a dying vector wrong in {wrong:?} (after: {g_kept}), or native output differs:\n{}", text(&native.stdout)),

@@ -79,9 +79,7 @@ fn run(args: &[&str], cache: &std::path::Path, limit: Duration) -> Option<(bool,
         .current_dir(root())
         .env("NO_COLOR", "1")
         .env("KSC_CACHE_DIR", cache)
-        // The default flags, with reuse.rs's reuse of a dying vector's
-        // memory at every size (the runtime's threshold is 1 MiB).
-        .env("KSC_CFLAGS", "-O3 -march=native -DKSRT_REUSE_MIN_BYTES=0")
+        .env("KSC_CFLAGS", common::reuse_always_cflags())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

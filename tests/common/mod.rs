@@ -156,3 +156,10 @@ pub fn rev_program(text: &str, analysis: &ksc_types::Analysis, first: usize) -> 
     let main = format!("\n(def main Integer () (print {}))\n", prints.join("\n    "));
     Some((format!("{text}{gdefs}{main}"), calls - first))
 }
+
+/// `$KSC_CFLAGS` for native runs that exercise `reuse.rs` at every size:
+/// the default flags, with the runtime's `KSRT_REUSE_MIN_BYTES` (1 MiB,
+/// which no test's vectors reach) at 0.
+pub fn reuse_always_cflags() -> String {
+    format!("{} -DKSRT_REUSE_MIN_BYTES=0", ksc_codegen_c::driver::DEFAULT_CFLAGS)
+}

@@ -23,13 +23,13 @@
 //! - every member of the class is defined before `p`, in the same block
 //!   or in blocks nested in its statements (so none outlives the block);
 //! - both are vectors of the same element type, which holds no tensors;
-//! - from `p` on, nothing but the filling loops mentions `t`, and nothing
-//!   mentions the class but `dim` and, in those loops, loads: a filling
+//! - from `p` on, nothing but the filling loops uses `t`, and nothing uses
+//!   the class, but `dim` (sizes never change) and, in those loops, loads: a filling
 //!   loop runs over `n`, stores `t` only at its index `i`, and reads the
 //!   class only as `load m[i]`, in statements before the first one that
 //!   stores `t` (so iteration `i` reads `v[i]` before overwriting it, and
 //!   never reads another element). The filling loops are the statement
-//!   after `p` that first mentions `t`, possibly versioned (an `if` whose
+//!   after `p` that first uses `t`, possibly versioned (an `if` whose
 //!   branches hold copies of the loop).
 //!
 //! The pass runs last, when no later optimisation may move a load of `v`
@@ -47,8 +47,7 @@ pub(crate) fn reuse_dead_vectors(f: &mut Func) {
     if classes.is_empty() {
         return;
     }
-    let mut used: FxHashSet<usize> = FxHashSet::default();
-    rewrite_block(&mut f.body, f.vars.as_slice(), &classes, &mut used);
+    rewrite_block(&mut f.body, f.vars.as_slice(), &classes);
 }
 
 /// The alias classes of owned vectors: each class's members and element
@@ -86,6 +85,15 @@ fn owned_classes(f: &Func) -> Classes {
         let (ra, rb) = (find(parent, a), find(parent, b));
         parent.insert(ra, rb);
     };
+    // A mutable tensor's value: another tensor (same class), `()` (a
+    // dummy, no memory), or anything else (not owned).
+    let source = |parent: &mut FxHashMap<VarId, VarId>, spoiled: &mut FxHashSet<VarId>, v: VarId, o: &Op| match o {
+        Op::Var(u) => union(parent, v, *u),
+        Op::Unit => {}
+        _ => {
+            spoiled.insert(v);
+        }
+    };
     // Tensors that may share memory with something this function does not
     // own: parameters, loaded, called, selected, packed, returned, ...
     let mut spoiled: FxHashSet<VarId> = f.params.iter().copied().collect();
@@ -108,21 +116,11 @@ fn owned_classes(f: &Func) -> Classes {
             }
             Stmt::DeclMut(v, init) if heap(*v) => {
                 known.insert(*v);
-                match init {
-                    Some(Op::Var(u)) => union(&mut parent, *v, *u),
-                    None | Some(Op::Unit) => {}
-                    Some(_) => {
-                        spoiled.insert(*v);
-                    }
+                if let Some(o) = init {
+                    source(&mut parent, &mut spoiled, *v, o);
                 }
             }
-            Stmt::Set(v, o) if heap(*v) => match o {
-                Op::Var(u) => union(&mut parent, *v, *u),
-                Op::Unit => {}
-                _ => {
-                    spoiled.insert(*v);
-                }
-            },
+            Stmt::Set(v, o) if heap(*v) => source(&mut parent, &mut spoiled, *v, o),
             _ => {}
         }
         // The operands a statement may read a tensor as without sharing
@@ -169,17 +167,13 @@ fn owned_classes(f: &Func) -> Classes {
     out
 }
 
-/// Does the statement itself (not its nested blocks) read a member of the
-/// class other than by `dim`, or assign one?
-fn own_reads(s: &Stmt, class: &[VarId]) -> bool {
+/// Does the statement itself (not its nested blocks) use a member of the
+/// class other than by `dim` (a tensor's size never changes), or assign
+/// one?
+fn own_uses(s: &Stmt, class: &[VarId]) -> bool {
     let dim = matches!(s, Stmt::Let(_, Rhs::Dim { .. }));
     (!dim && stmt_operands(s).iter().any(|o| matches!(o, Op::Var(v) if class.contains(v))))
         || matches!(s, Stmt::Set(k, _) if class.contains(k))
-}
-
-/// Does the statement itself (not its nested blocks) mention `t`?
-fn own_mentions(s: &Stmt, t: VarId) -> bool {
-    stmt_operands(s).iter().any(|o| **o == Op::Var(t)) || matches!(s, Stmt::Set(k, _) if *k == t)
 }
 
 /// Does the statement (nested ones included) satisfy `ok` throughout?
@@ -189,15 +183,10 @@ fn all(s: &Stmt, mut ok: impl FnMut(&Stmt) -> bool) -> bool {
     good
 }
 
-/// Does the statement (nested ones included) read the class other than
+/// Does the statement (nested ones included) use the class other than
 /// by `dim`?
-fn reads(s: &Stmt, class: &[VarId]) -> bool {
-    !all(s, |s| !own_reads(s, class))
-}
-
-/// Does the statement (nested ones included) mention `t`?
-fn mentions(s: &Stmt, t: VarId) -> bool {
-    !all(s, |s| !own_mentions(s, t))
+fn uses(s: &Stmt, class: &[VarId]) -> bool {
+    !all(s, |s| !own_uses(s, class))
 }
 
 /// Does the statement (nested ones included) read the class only by
@@ -205,47 +194,48 @@ fn mentions(s: &Stmt, t: VarId) -> bool {
 fn only_loads(s: &Stmt, class: &[VarId], i: Option<VarId>) -> bool {
     all(s, |s| match s {
         Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx }) if class.contains(a) => i.is_none_or(|i| *idx == Op::Var(i)),
-        s => !own_reads(s, class),
+        s => !own_uses(s, class),
     })
 }
 
 /// Is `s` (a statement after `t = alloc [n]`) a region of filling loops
 /// that may overwrite `class` (see the module's doc)? Every loop in it
-/// that mentions `t` or the class is a filling loop; nothing else in it
-/// mentions them but `dim`.
+/// that uses `t` or the class is a filling loop; nothing else in it
+/// uses them but `dim`.
 fn fills(s: &Stmt, t: VarId, n: &Op, class: &[VarId]) -> bool {
+    let one = std::slice::from_ref(&t);
     match s {
-        Stmt::For { idx, n: m, pre, body, .. } if mentions(s, t) || reads(s, class) => {
-            if m != n || pre.iter().any(|p| mentions(p, t) || reads(p, class)) {
+        Stmt::For { idx, n: m, pre, body, .. } if uses(s, one) || uses(s, class) => {
+            if m != n || pre.iter().any(|p| uses(p, one) || uses(p, class)) {
                 return false;
             }
-            let Some(first) = body.iter().position(|b| mentions(b, t)) else { return false };
+            let Some(first) = body.iter().position(|b| uses(b, one)) else { return false };
             // Before the first store: the class only loaded at i.
             body[..first].iter().all(|b| only_loads(b, class, Some(*idx)))
                 // From it on: t only stored at i, the class not read.
                 && body[first..].iter().all(|b| {
-                    !reads(b, class)
+                    !uses(b, class)
                         && all(b, |s| match s {
                             Stmt::Store { arr: Op::Var(a), idx: at, val } if *a == t => *at == Op::Var(*idx) && *val != Op::Var(t),
-                            s => !own_mentions(s, t),
+                            s => !own_uses(s, one),
                         })
                 })
         }
         Stmt::If { then, els, .. } => then.iter().chain(els).all(|s| fills(s, t, n, class)),
-        s => !mentions(s, t) && !reads(s, class),
+        s => !uses(s, one) && !uses(s, class),
     }
 }
 
-fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes, used: &mut FxHashSet<usize>) {
+fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) {
     for s in b.iter_mut() {
         match s {
             Stmt::For { pre, body, .. } => {
-                rewrite_block(pre, vars, classes, used);
-                rewrite_block(body, vars, classes, used);
+                rewrite_block(pre, vars, classes);
+                rewrite_block(body, vars, classes);
             }
             Stmt::If { then, els, .. } => {
-                rewrite_block(then, vars, classes, used);
-                rewrite_block(els, vars, classes, used);
+                rewrite_block(then, vars, classes);
+                rewrite_block(els, vars, classes);
             }
             _ => {}
         }
@@ -256,8 +246,8 @@ fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes, 
             continue;
         }
         let (t, n, elem) = (*t, dims[0].clone(), elem.clone());
-        // The statement that first mentions t: the filling loops.
-        let Some(q) = (p + 1..b.len()).find(|&q| mentions(&b[q], t)) else { continue };
+        // The statement that first uses t: the filling loops.
+        let Some(q) = (p + 1..b.len()).find(|&q| uses(&b[q], std::slice::from_ref(&t))) else { continue };
         let mut candidates = Vec::new();
         walk(std::slice::from_ref(&b[q]), &mut |s| {
             if let Stmt::For { idx, body, .. } = s {
@@ -270,20 +260,21 @@ fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes, 
                 });
             }
         });
+        if candidates.is_empty() {
+            continue;
+        }
         let defined_before = crate::opt::defined_in(&b[..p]);
         let chosen = candidates.into_iter().find_map(|v| {
             let k = *classes.of.get(&v)?;
             let class = &classes.members[k];
-            let ok = !used.contains(&k)
-                && classes.elem[k] == elem
+            let ok = classes.elem[k] == elem
                 && class.iter().all(|m| defined_before.contains(m))
                 && b[p + 1..q].iter().all(|s| only_loads(s, class, None))
                 && fills(&b[q], t, &n, class)
-                && b[q + 1..].iter().all(|s| !reads(s, class));
-            ok.then_some((k, v))
+                && b[q + 1..].iter().all(|s| !uses(s, class));
+            ok.then_some(v)
         });
-        if let Some((k, v)) = chosen {
-            used.insert(k);
+        if let Some(v) = chosen {
             b[p] = Stmt::Let(t, Rhs::Reuse { dead: Op::Var(v), dims: vec![n], elem });
         }
     }

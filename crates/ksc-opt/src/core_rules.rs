@@ -1389,14 +1389,6 @@ impl LoopBody<'_> {
     }
 }
 
-/// Does the pattern bind `v`?
-fn pat_binds(p: &Pat, v: &str) -> bool {
-    match p {
-        Pat::Var(w) => w == v,
-        Pat::Tuple(ws) => ws.iter().any(|w| w == v),
-    }
-}
-
 /// `$buildSum n z (lam i B) ⇒ tuple (build n (lam i A)) S'` where `B` is
 /// `(tuple A S)` under `let`s, `z` is `0.0` or a tuple of them, and each
 /// Float component of the sum part `S` depends on the loop linearly
@@ -1417,25 +1409,17 @@ fn buildsum_known_sums(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         return None;
     }
     // The body's lets, and its pair.
-    let mut lets: Vec<(Pat, ExprId)> = Vec::new();
-    let mut at = body;
-    while let Expr::Let(p, rhs, b) = ctx.expr(at).clone() {
-        lets.push((p, rhs));
-        at = b;
-    }
+    let (lets, at) = term::let_chain(ctx.b.body, body);
     let Expr::Tuple(pair) = ctx.expr(at).clone() else { return None };
     let [a, sum_part] = pair[..] else { return None };
     let locals: Vec<(Var, Option<ExprId>)> = lets
         .iter()
-        .flat_map(|(p, rhs)| match p {
-            Pat::Var(v) => vec![(v.clone(), Some(*rhs))],
-            Pat::Tuple(vs) => vs.iter().map(|v| (v.clone(), None)).collect(),
-        })
+        .flat_map(|(p, rhs)| p.vars().iter().map(move |v| (v.clone(), matches!(p, Pat::Var(_)).then_some(*rhs))))
         .collect();
     // Each name the lets bind means that let everywhere after it: bound
     // once, not the index, and read by no right side before its own.
     for (k, (v, _)) in locals.iter().enumerate() {
-        let own = lets.iter().position(|(p, _)| pat_binds(p, v)).unwrap_or(0);
+        let own = lets.iter().position(|(p, _)| p.vars().contains(v)).unwrap_or(0);
         if *v == i || locals[..k].iter().any(|(w, _)| w == v) || lets[..=own].iter().any(|(_, r)| ctx.is_free(v, *r)) {
             return None;
         }
@@ -1481,7 +1465,7 @@ fn buildsum_known_sums(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         let y = ctx.alloc(Expr::Var(found.1), Type::Float);
         sums.push(lb.replace(ctx, part, t, y)?);
     }
-    let elems = lets.into_iter().rev().fold(a, |acc, (p, rhs)| let_(ctx, p, rhs, acc));
+    let elems = term::wrap(ctx.b, lets, a);
     let g = lam(ctx, &i, &ity, elems);
     let built = ctx.prim(Prim::Build, vec![n, g])?;
     let summed = if matches!(ctx.expr(sum_part), Expr::Tuple(_)) { ctx.b.tuple(sums) } else { sums[0] };

@@ -171,7 +171,7 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
             let Some(up) = lets_to_move(b.body, &mut cache, &lets[k1..=k2], &free2) else { continue };
             let (node1, node2) = if up.iter().any(|&u| u) { reorder(b, &lets[k1..=k2], &up) } else { (*node1, *node2) };
             let pairs_first = !paired2.is_empty() && paired1.is_empty();
-            fuse(b, kind, pairs_first, (node1, x1, &i1, body1), (node2, x2, &i2, body2));
+            fuse(b, kind, n1, pairs_first, (node1, x1, &i1, body1), (node2, x2, &i2, body2));
             return true;
         }
     }
@@ -242,17 +242,19 @@ fn reorder(b: &mut Builder, segment: &[(ExprId, Pat, ExprId)], up: &[bool]) -> (
     (new1, new2)
 }
 
-/// Fuses the loops (`kind`) of the lets `node1` and `node2` (see the
-/// module), the second body first if `second_first`.
+/// Fuses the loops (`kind`, of size `n`, or over the vector `n` for
+/// folds) of the lets `node1` and `node2` (see the module), the second
+/// body first if `second_first`.
 fn fuse(
     b: &mut Builder,
     kind: Prim,
+    n: ExprId,
     second_first: bool,
     (node1, x1, i1, body1): (ExprId, &Var, &Var, ExprId),
     (node2, x2, i2, body2): (ExprId, &Var, &Var, ExprId),
 ) {
     if kind == Prim::Fold {
-        return fuse_folds(b, second_first, (node1, x1, i1, body1), (node2, x2, i2, body2));
+        return fuse_folds(b, n, second_first, (node1, x1, i1, body1), (node2, x2, i2, body2));
     }
     let fused_body = both(b, second_first, body1, body2);
     let fused_body = if i2 == i1 {
@@ -262,29 +264,29 @@ fn fuse(
         b.let_(i2, i, fused_body)
     };
     let lam = b.lam(i1, Type::Integer, fused_body);
-    let Expr::Let(_, r1, _) = b.body.exprs[node1].clone() else { unreachable!("a let") };
-    let Some((size, _, _)) = loop_parts(b.body, r1, kind) else { unreachable!("a loop") };
-    let size = b.copy(size);
+    let size = b.copy(n);
     let fused = b.prim(kind, vec![size, lam]);
     let fused = if kind == Prim::Build { b.prim(Prim::Unzip, vec![fused]) } else { fused };
     bind_parts(b, fused, (node1, x1), (node2, x2));
 }
 
-/// Fuses the folds of the lets `node1` and `node2` (see the module), the
-/// second body first if `second_first`.
+/// Fuses the folds over the vector `v` of the lets `node1` and `node2`
+/// (see the module), the second body first if `second_first`.
 fn fuse_folds(
     b: &mut Builder,
+    v: ExprId,
     second_first: bool,
     (node1, x1, t1, body1): (ExprId, &Var, &Var, ExprId),
     (node2, x2, t2, body2): (ExprId, &Var, &Var, ExprId),
 ) {
+    // The initial accumulator and the step's parameter type.
     let parts = |b: &Builder, node: ExprId| {
         let Expr::Let(_, r, _) = b.body.exprs[node] else { unreachable!("a let") };
-        let Some(&[lam, a, v]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else { unreachable!("a fold") };
+        let Some(&[lam, a, _]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else { unreachable!("a fold") };
         let Expr::Lam(_, tty, _) = b.body.exprs[lam].clone() else { unreachable!("a lambda") };
-        (a, v, tty)
+        (a, tty)
     };
-    let ((a1, v, tty1), (a2, _, tty2)) = (parts(b, node1), parts(b, node2));
+    let ((a1, tty1), (a2, tty2)) = (parts(b, node1), parts(b, node2));
     let (Type::Tuple(ab1), Type::Tuple(ab2)) = (tty1.clone(), tty2.clone()) else { unreachable!("steps over pairs") };
     let accs_ty = Type::Tuple(vec![ab1[0].clone(), ab2[0].clone()]);
     let w_ty = Type::Tuple(vec![accs_ty, ab1[1].clone()]);
