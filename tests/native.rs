@@ -208,6 +208,23 @@ fn function_of<'l>(loops: &'l str, name: &str) -> &'l str {
     loops.split(&format!("fn {name}")).nth(1).unwrap_or_default().split("\n}").next().unwrap_or_default()
 }
 
+/// Is line `k` of a function's loop IR inside a `for` (a line above it,
+/// indented less than every line between, that opens a loop)?
+fn in_loop(f: &str, k: usize) -> bool {
+    let lines: Vec<&str> = f.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut level = indent(lines[k]);
+    for l in lines[..k].iter().rev() {
+        if !l.trim().is_empty() && indent(l) < level {
+            if l.trim_start().starts_with("for ") {
+                return true;
+            }
+            level = indent(l);
+        }
+    }
+    false
+}
+
 #[test]
 fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
     let files = ks_files("tests/snapshots");
@@ -347,13 +364,13 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 )
             }
             "accumulate_column" => {
-                // Every allocation is at the function's top level: none per
-                // column, and the one-hot terms are added in place. In the
-                // primal, the addition of a column (whose first row the
-                // inner loop's preheader computes) is versioned: one loop
-                // adds without a range test.
+                // No allocation is in a loop: none per column, and the
+                // one-hot terms are added in place. In the primal, the
+                // addition of a column (whose first row the inner loop's
+                // preheader computes) is versioned: one loop adds without
+                // a range test.
                 let f = function_of(&loops, "rev$ltimes");
-                let nested = f.lines().any(|l| l.contains(" = alloc ") && l.len() - l.trim_start().len() > 2);
+                let nested = f.lines().enumerate().any(|(k, l)| l.contains(" = alloc ") && in_loop(f, k));
                 let p: Vec<&str> = function_of(&loops, "ltimes").lines().map(str::trim).collect();
                 let straight = (1..p.len()).filter(|&k| p[k].contains("] += ") && !p[k - 1].starts_with("if ")).count();
                 check(!nested && f.contains("] += ") && straight >= 2, "a column's cotangent was made as a vector of its own, or a column's addition tests its range in every iteration")
@@ -379,6 +396,25 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let f = loops.split("fn ks$main").next().unwrap_or_default();
                 let after = f.split(":acc = ").last().unwrap_or_default();
                 check(f.contains(":acc = ") && !after.contains("alloc"), "a contribution was built before it was added")
+            }
+            "passed_through" => {
+                // How many results each function takes from a parameter
+                // itself (a branch setting the result to it, when the sizes
+                // agree): both of [rev vadd]'s, pass's one, none of
+                // scaled's; and the values the interpreter's.
+                let passed = |name: &str| {
+                    let f = function_of(&loops, name);
+                    let header = f.lines().next().unwrap_or_default();
+                    let params: Vec<String> =
+                        header.split('%').skip(1).filter_map(|p| p.split(':').next()).map(|n| format!(":= %{n}")).collect();
+                    f.lines().filter(|l| params.iter().any(|p| l.trim_end().ends_with(p.as_str()))).count()
+                };
+                let counts = [passed("rev$vadd"), passed("pass"), passed("scaled")];
+                let (native, interp) = (ksc(&["run", path]), ksc(&["run", "--interp", path]));
+                check(
+                    counts == [2, 1, 0] && native.status.success() && native.stdout == interp.stdout,
+                    &format!("results taken from parameters {counts:?} (want [2, 1, 0]), or native output differs:\n{}", text(&native.stdout)),
+                )
             }
             "reuse" => {
                 // Which functions write their result into the dying vector,

@@ -182,20 +182,8 @@ fn prefix_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprI
     let [n, lam] = es[..] else { return None };
     let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
     let Expr::If(c, hit, miss) = &body.exprs[*b] else { return None };
-    let Expr::Call(Callee::Fun(f), args) = &body.exprs[*c] else { return None };
-    let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
-    if f.base != "lt" || !f.derivs.is_empty() || f.base_ty.as_ref() != Some(&ii) {
-        return None;
-    }
-    let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
-    let [x, k] = xy[..] else { return None };
-    let is_i = matches!(&body.exprs[x], Expr::Var(v) if v == i);
-    let atom = match &body.exprs[k] {
-        Expr::Var(v) => v != i,
-        Expr::Lit(_) => true,
-        _ => false,
-    };
-    (is_i && atom && is_zero(body, *miss)).then(|| (n, i.clone(), k, *hit))
+    let k = crate::prims::below(body, i, *c)?;
+    is_zero(body, *miss).then(|| (n, i.clone(), k, *hit))
 }
 
 /// Component `k` (from 1) of a tuple type.

@@ -321,7 +321,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
                 Some(&j) => fresh_results[j].clone(),
                 None => crate::prims::Fresh::No,
             };
-            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, &lookup);
+            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, true, &lookup);
             if f != fresh_results[i] {
                 fresh_results[i] = f;
                 changed = true;
@@ -383,7 +383,7 @@ impl<'a> Lowerer<'a> {
             Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
         };
-        crate::prims::fresh_expr(body, e, &lookup)
+        crate::prims::fresh_expr(body, e, false, &lookup)
     }
 
     fn func_for(&mut self, d: usize) -> FuncId {
@@ -436,7 +436,7 @@ impl<'a> Lowerer<'a> {
         let mut st = FnState { self_def: d, loops: false };
         let v = self.lower(&mut fb, &mut st, &ctx, def.root, Tail::Function)?;
         if !matches!(v, LVal::Never) {
-            let r = self.materialize(&mut fb, v, &def.ret_ty)?;
+            let r = self.returned(&mut fb, &mut st, v, &def.ret_ty)?;
             fb.emit(Stmt::Return(r));
         }
         let (body, vars) = fb.finish();
@@ -690,9 +690,71 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A lowered value as one operand: tuples packed, delayed tensors computed.
-    fn materialize(&mut self, fb: &mut FnBuilder, v: LVal, ty: &Type) -> R<Op> {
-        let mut st = FnState { self_def: usize::MAX, loops: false };
-        self.materialize_in(fb, &mut st, v, ty)
+    /// The value the function being emitted returns, as one operand.
+    /// Where its facts say a vector of the result is not fresh (so no
+    /// caller writes into it), a vector that only copies a variable
+    /// ([`crate::prims::passed_through`]) is that variable itself when the
+    /// sizes agree: reverse mode returns a cotangent passed through
+    /// unchanged without copying it.
+    fn returned(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Op> {
+        let fresh = self.facts.fresh_results[st.self_def].clone();
+        self.returned_part(fb, st, v, ty, &fresh)
+    }
+
+    fn returned_part(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type, fresh: &crate::prims::Fresh) -> R<Op> {
+        use crate::prims::Fresh;
+        match v {
+            LVal::Tuple(vs) if !matches!(fresh, Fresh::Yes) => {
+                let ts = tuple_tys(ty)?.to_vec();
+                if ts.is_empty() {
+                    return Ok(Op::Unit);
+                }
+                let mut ops = Vec::new();
+                for (k, (v, t)) in vs.into_iter().zip(&ts).enumerate() {
+                    ops.push(self.returned_part(fb, st, v, t, &fresh.component(k, ts.len()))?);
+                }
+                Ok(fb.let_(Rhs::Pack(ops, ty.clone()), ty.clone(), None))
+            }
+            LVal::Delayed(d) if *fresh == Fresh::No => match self.passed_vector(fb, st, &d, ty)? {
+                Some((w, cond)) => {
+                    let r = fb.var(ty.clone(), None, true);
+                    fb.emit(Stmt::DeclMut(r, None));
+                    fb.push_block();
+                    fb.emit(Stmt::Set(r, w));
+                    let then = fb.pop_block();
+                    fb.push_block();
+                    let o = self.materialize_in(fb, st, LVal::Delayed(d), ty)?;
+                    fb.emit(Stmt::Set(r, o));
+                    let els = fb.pop_block();
+                    fb.emit(Stmt::If { cond, then, els });
+                    Ok(Op::Var(r))
+                }
+                None => self.materialize_in(fb, st, LVal::Delayed(d), ty),
+            },
+            v => self.materialize_in(fb, st, v, ty),
+        }
+    }
+
+    /// For a delayed vector of numbers that copies a variable `w`
+    /// ([`crate::prims::passed_through`]): `w`, and the condition under
+    /// which the vector is `w` (its size is `w`'s, and the prefix's bound
+    /// is at least that).
+    fn passed_vector(&mut self, fb: &mut FnBuilder, st: &mut FnState, d: &Delayed, ty: &Type) -> R<Option<(Op, Op)>> {
+        let DelayedElem::Lam { binder, body, ctx } = &d.elem else { return Ok(None) };
+        if d.dims.len() != 1 || !matches!(ty, Type::Tensor(1, e) if matches!(**e, Type::Float | Type::Integer)) {
+            return Ok(None);
+        }
+        let Some((w, k)) = crate::prims::passed_through(self.body(ctx), binder, *body) else { return Ok(None) };
+        let Some(Bound::Val(LVal::Op(w))) = ctx.env.get(w) else { return Ok(None) };
+        let (w, n) = (w.clone(), d.dims[0].clone());
+        let size = fb.let_(Rhs::Dim { arr: w.clone(), dim: 0 }, Type::Integer, None);
+        let mut cond = bin(fb, BinOp::IEq, size, n.clone());
+        if let Some(k) = k {
+            let k = self.lower(fb, st, ctx, k, Tail::No)?;
+            let covered = bin(fb, BinOp::ILe, n, lval_op(&k)?);
+            cond = bin(fb, BinOp::And, cond, covered);
+        }
+        Ok(Some((w, cond)))
     }
 
     fn materialize_in(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Op> {
@@ -826,7 +888,7 @@ impl<'a> Lowerer<'a> {
                     self.emit_branches(fb, st, cond, [*t, *f], &mut |this, fb, st, branch| {
                         let v = this.lower(fb, st, ctx, branch, tail)?;
                         if !matches!(v, LVal::Never) {
-                            let r = this.materialize_in(fb, st, v, &ty)?;
+                            let r = this.returned(fb, st, v, &ty)?;
                             fb.emit(Stmt::Return(r));
                         }
                         Ok(())

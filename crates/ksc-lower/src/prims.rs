@@ -106,7 +106,7 @@ impl Fresh {
         }
     }
 
-    fn component(&self, i: usize, n: usize) -> Fresh {
+    pub(crate) fn component(&self, i: usize, n: usize) -> Fresh {
         match self {
             Fresh::Tuple(fs) if fs.len() == n => fs[i].clone(),
             Fresh::Top | Fresh::Yes => self.clone(),
@@ -128,27 +128,82 @@ impl Fresh {
 /// program's functions are (`results`): new vectors of scalars
 /// ([`fresh_value`]), scalars, tuples of those, branches that both are, and
 /// calls of functions whose results are. A variable is not (it may be read
-/// again).
-pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, results: &dyn Fn(&ksc_ir::FunName) -> Fresh) -> Fresh {
+/// again). With `ret` (`e` is what a definition returns), neither is a
+/// vector that copies a variable ([`passed_through`]): the definition
+/// returns the variable itself when the sizes agree.
+pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, ret: bool, results: &dyn Fn(&ksc_ir::FunName) -> Fresh) -> Fresh {
     let ty = body.ty(e);
     if !crate::ir::needs_heap(ty) {
         return Fresh::Yes;
     }
+    if ret && passed_build(body, e) {
+        return Fresh::No;
+    }
     if fresh_value(body, e) {
         return Fresh::Yes;
     }
+    let fresh = |x: ExprId| fresh_expr(body, x, ret, results);
     match &body.exprs[e] {
         Expr::Call(Callee::Fun(g), _) => results(g),
         // The elements are a fresh `build`; the sum may be the start itself.
         Expr::Call(Callee::Prim(Prim::BuildSum), _) => Fresh::Tuple(vec![Fresh::Yes, Fresh::No]),
-        Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => {
-            fresh_expr(body, *a, results).component(*index as usize - 1, *arity as usize)
-        }
-        Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh_expr(body, x, results)).collect()),
-        Expr::If(_, t, f) => fresh_expr(body, *t, results).meet(fresh_expr(body, *f, results)),
-        Expr::Let(_, _, x) | Expr::Assert(_, x) => fresh_expr(body, *x, results),
+        Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => fresh(*a).component(*index as usize - 1, *arity as usize),
+        Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh(x)).collect()),
+        Expr::If(_, t, f) => fresh(*t).meet(fresh(*f)),
+        Expr::Let(_, _, x) | Expr::Assert(_, x) => fresh(*x),
         _ => Fresh::No,
     }
+}
+
+/// The variable a lambda body `b` (binder `i`) copies, element `i` of it:
+/// `index i w`, or `if (lt i k) (index i w) z` with `k` a literal or a
+/// variable other than `i` (reverse mode's cotangent of a vector's prefix).
+/// A `build n` of it is `w` itself when `n` is `w`'s size (and `k >= n`, so
+/// `z` is never computed): `(w, k)`.
+pub(crate) fn passed_through<'b>(body: &'b ksc_ir::Body, i: &str, b: ExprId) -> Option<(&'b str, Option<ExprId>)> {
+    let element = |e: ExprId| {
+        let Expr::Call(Callee::Prim(Prim::Index), a) = &body.exprs[e] else { return None };
+        let Expr::Tuple(xs) = &body.exprs[*a] else { return None };
+        let [x, w] = xs[..] else { return None };
+        match (&body.exprs[x], &body.exprs[w]) {
+            (Expr::Var(j), Expr::Var(w)) if j == i && w != i => Some(w.as_str()),
+            _ => None,
+        }
+    };
+    if let Expr::If(c, hit, _) = &body.exprs[b] {
+        let k = below(body, i, *c)?;
+        return element(*hit).map(|w| (w, Some(k)));
+    }
+    element(b).map(|w| (w, None))
+}
+
+/// The bound `k` of a condition `c` that is `lt i k` on Integers, with `k`
+/// a literal or a variable other than `i` (read once before a loop over
+/// `i`; reading it cannot fail).
+pub(crate) fn below(body: &ksc_ir::Body, i: &str, c: ExprId) -> Option<ExprId> {
+    let Expr::Call(Callee::Fun(f), args) = &body.exprs[c] else { return None };
+    let ii = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    if f.base != "lt" || !f.derivs.is_empty() || f.base_ty.as_ref() != Some(&ii) {
+        return None;
+    }
+    let Expr::Tuple(xk) = &body.exprs[*args] else { return None };
+    let [x, k] = xk[..] else { return None };
+    let atom = match &body.exprs[k] {
+        Expr::Var(v) => v != i,
+        Expr::Lit(_) => true,
+        _ => false,
+    };
+    (matches!(&body.exprs[x], Expr::Var(v) if v == i) && atom).then_some(k)
+}
+
+/// Is `e` a `build` of a vector of numbers that copies a variable
+/// ([`passed_through`])?
+fn passed_build(body: &ksc_ir::Body, e: ExprId) -> bool {
+    let Expr::Call(Callee::Prim(Prim::Build), a) = &body.exprs[e] else { return false };
+    let Expr::Tuple(es) = &body.exprs[*a] else { return false };
+    let [_, lam] = es[..] else { return false };
+    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return false };
+    matches!(body.ty(e), Type::Tensor(1, x) if is_number(x)) && passed_through(body, i, *b).is_some()
 }
 
 fn is_number(t: &Type) -> bool {
