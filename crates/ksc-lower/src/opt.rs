@@ -1026,8 +1026,9 @@ pub(crate) fn rename_in(b: &mut [Stmt], vars: &mut Vec<VarInfo>, mut map: FxHash
 /// of `t` is such a consumer's load (with `m` checked equal to `dim t`), B
 /// is copied into each consumer in place of the load and the filling loop
 /// goes: `acc[j] += x` gets the same values in the same order, and no
-/// per-iteration copy is made. (`t` is still allocated, unfilled, for the
-/// tuple and the size check.)
+/// per-iteration copy is made. Then the projections are only measured:
+/// their size is `n`, and `t` is neither packed (a dummy takes its place in
+/// the tuple) nor allocated.
 fn forward_packed_tensors(f: &mut Func) {
     let defs = definitions(&f.body);
     let (mut uses, mut sets, mut as_array) = (FxHashMap::default(), FxHashMap::default(), FxHashMap::default());
@@ -1096,6 +1097,10 @@ struct PackedPlan {
     b: Block,
     x: Op,
     fields: FxHashSet<VarId>,
+    /// The tensor, its size, and the tuple it is packed into.
+    t: VarId,
+    n: Op,
+    pk: VarId,
 }
 
 fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option<PackedPlan> {
@@ -1191,7 +1196,7 @@ fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option
         let c = consumers.get(a).copied().unwrap_or(0);
         c == 1 && cx.uses(*a) == 1 + measured.get(a).copied().unwrap_or(0)
     });
-    (!fields.is_empty() && all_consumed).then(|| PackedPlan { q: *q, b: b.to_vec(), x: x.clone(), fields })
+    (!fields.is_empty() && all_consumed).then(|| PackedPlan { q: *q, b: b.to_vec(), x: x.clone(), fields, t: *t, n: n.clone(), pk })
 }
 
 /// Is there, anywhere in `rest`, a check that `m == dim a`?
@@ -1225,6 +1230,16 @@ fn apply_packed(block: &mut Block, p: usize, plan: PackedPlan, vars: &mut Vec<Va
         copy.push(Stmt::Let(e, Rhs::Copy(x)));
         body.splice(at..=at, copy);
     });
+    walk_mut(&mut block[p..], &mut |s| match s {
+        Stmt::Let(_, r) if matches!(&*r, Rhs::Dim { arr: Op::Var(a), .. } if plan.fields.contains(a)) => *r = Rhs::Copy(plan.n.clone()),
+        Stmt::Let(v, Rhs::Pack(ops, _)) if *v == plan.pk => {
+            for o in ops.iter_mut().filter(|o| **o == Op::Var(plan.t)) {
+                *o = Op::Unit;
+            }
+        }
+        _ => {}
+    });
+    block.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == plan.t));
 }
 
 /// Producer-consumer fusion. A loop `for c < n { ..; store t[c] = x }` that
@@ -1819,7 +1834,8 @@ mod tests {
         f
     }
 
-    /// The consumer computes `2 * src[j]` itself, and `t` is not filled.
+    /// The consumer computes `2 * src[j]` itself, and `t` is neither filled
+    /// nor allocated: the tuple holds a dummy, the size check reads `n`.
     #[test]
     fn a_packed_tensor_only_added_elsewhere_is_not_filled() {
         let mut f = packed(vec![]);
@@ -1827,6 +1843,7 @@ mod tests {
         let text = Module { funcs: vec![f], ..Module::default() }.pretty();
         assert!(!text.contains("store %3["), "{text}");
         assert!(!text.contains("load %10["), "{text}");
+        assert!(!text.contains("%3 = alloc") && text.contains("pack ((), 0") && text.contains("%12 = %0"), "{text}");
         let consumer = text.split("for %14").nth(1).unwrap_or_default();
         assert!(consumer.contains("load %2[%14]") && consumer.contains("fmul"), "{text}");
     }
