@@ -689,7 +689,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// A lowered value as one operand: tuples packed, delayed tensors computed.
     /// The value the function being emitted returns, as one operand.
     /// Where its facts say a vector of the result is not fresh (so no
     /// caller writes into it), a vector that only copies a variable
@@ -757,6 +756,7 @@ impl<'a> Lowerer<'a> {
         Ok(Some((w, cond)))
     }
 
+    /// A lowered value as one operand: tuples packed, delayed tensors computed.
     fn materialize_in(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<Op> {
         match v {
             LVal::Op(o) => Ok(o),
