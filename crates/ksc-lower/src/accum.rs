@@ -161,10 +161,8 @@ fn is_zero(body: &Body, e: ExprId) -> bool {
 /// a vector (either side of `eq`, `at` not mentioning `i`): `(n, i, at, hit,
 /// zero)`.
 fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId, ExprId)> {
-    let Expr::Tuple(es) = &body.exprs[a] else { return None };
-    let [n, lam] = es[..] else { return None };
-    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
-    let Expr::If(c, hit, miss) = &body.exprs[*b] else { return None };
+    let (n, i, b) = crate::prims::build_lambda(body, a)?;
+    let Expr::If(c, hit, miss) = &body.exprs[b] else { return None };
     let Expr::Call(Callee::Prim(Prim::Eq), args) = &body.exprs[*c] else { return None };
     let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
     let [x, y] = xy[..] else { return None };
@@ -178,10 +176,8 @@ fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, Expr
 /// before the loop, and reading it cannot fail): `(n, i, k, hit)`. Reverse
 /// mode makes these when a loop reads the first k elements of a vector.
 fn prefix_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, ExprId)> {
-    let Expr::Tuple(es) = &body.exprs[a] else { return None };
-    let [n, lam] = es[..] else { return None };
-    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
-    let Expr::If(c, hit, miss) = &body.exprs[*b] else { return None };
+    let (n, i, b) = crate::prims::build_lambda(body, a)?;
+    let Expr::If(c, hit, miss) = &body.exprs[b] else { return None };
     let k = crate::prims::below(body, i, *c)?;
     is_zero(body, *miss).then(|| (n, i.clone(), k, *hit))
 }

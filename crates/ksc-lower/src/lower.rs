@@ -705,14 +705,11 @@ impl<'a> Lowerer<'a> {
         match v {
             LVal::Tuple(vs) if !matches!(fresh, Fresh::Yes) => {
                 let ts = tuple_tys(ty)?.to_vec();
-                if ts.is_empty() {
-                    return Ok(Op::Unit);
-                }
-                let mut ops = Vec::new();
+                let mut parts = Vec::new();
                 for (k, (v, t)) in vs.into_iter().zip(&ts).enumerate() {
-                    ops.push(self.returned_part(fb, st, v, t, &fresh.component(k, ts.len()))?);
+                    parts.push(LVal::Op(self.returned_part(fb, st, v, t, &fresh.component(k, ts.len()))?));
                 }
-                Ok(fb.let_(Rhs::Pack(ops, ty.clone()), ty.clone(), None))
+                self.materialize_in(fb, st, LVal::Tuple(parts), ty)
             }
             LVal::Delayed(d) if *fresh == Fresh::No => match self.passed_vector(fb, st, &d, ty)? {
                 Some((w, cond)) => {

@@ -200,10 +200,17 @@ pub(crate) fn below(body: &ksc_ir::Body, i: &str, c: ExprId) -> Option<ExprId> {
 /// ([`passed_through`])?
 fn passed_build(body: &ksc_ir::Body, e: ExprId) -> bool {
     let Expr::Call(Callee::Prim(Prim::Build), a) = &body.exprs[e] else { return false };
-    let Expr::Tuple(es) = &body.exprs[*a] else { return false };
-    let [_, lam] = es[..] else { return false };
-    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return false };
-    matches!(body.ty(e), Type::Tensor(1, x) if is_number(x)) && passed_through(body, i, *b).is_some()
+    let Some((_, i, b)) = build_lambda(body, *a) else { return false };
+    matches!(body.ty(e), Type::Tensor(1, x) if is_number(x)) && passed_through(body, i, b).is_some()
+}
+
+/// The size, index and body of a vector's `build n (lam (i : Integer) b)`,
+/// from the build's argument `a`.
+pub(crate) fn build_lambda(body: &ksc_ir::Body, a: ExprId) -> Option<(ExprId, &String, ExprId)> {
+    let Expr::Tuple(es) = &body.exprs[a] else { return None };
+    let [n, lam] = es[..] else { return None };
+    let Expr::Lam(i, Type::Integer, b) = &body.exprs[lam] else { return None };
+    Some((n, i, *b))
 }
 
 fn is_number(t: &Type) -> bool {
