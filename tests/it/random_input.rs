@@ -1,9 +1,7 @@
 //! No input makes the reader or the type checker panic: random bytes, and
 //! random mutations of every example program.
 
-mod common;
-
-use common::{ks_files, root};
+use crate::common::{ks_files, root};
 use quickcheck::{Arbitrary, QuickCheck, TestResult};
 
 fn analyze_never_panics(text: &str) -> bool {
@@ -49,7 +47,6 @@ impl Arbitrary for Mutation {
         Box::new(self.edits.shrink().map(move |edits| Mutation { example, edits }))
     }
 }
-
 
 fn mutate(text: &str, m: &Mutation) -> String {
     let mut chars: Vec<char> = text.chars().collect();

@@ -1,8 +1,6 @@
 //! `ksc laws` checks every law of the table and prints one row per law.
 
-mod common;
-
-use common::ksc;
+use crate::common::ksc;
 
 #[test]
 fn ksc_laws_prints_a_row_per_law_and_passes() {

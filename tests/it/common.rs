@@ -25,14 +25,61 @@ pub fn ks_files(dir: &str) -> Vec<PathBuf> {
     files
 }
 
-/// Run the ksc binary from the repository root.
+/// The compiled-program cache shared by every test (and by every run of the
+/// tests: its keys are content hashes of the C text, compiler and flags, so
+/// a hit is the program a fresh compilation would make). It lives in the
+/// target directory, so `cargo clean` removes it and nothing is left in the
+/// user's cache or in `/tmp`.
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ksc-cache")
+}
+
+/// A scratch directory `name` for a test's generated files, in the target
+/// directory (created; earlier runs' files are overwritten).
+pub fn work_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ksc-work").join(name);
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+    d
+}
+
+/// Run the ksc binary from the repository root, with the shared cache.
 pub fn ksc(args: &[&str]) -> Output {
+    ksc_env(args, &[])
+}
+
+/// [`ksc`] with extra environment variables.
+pub fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ksc"))
         .args(args)
         .current_dir(root())
         .env("NO_COLOR", "1")
+        .env("KSC_CACHE_DIR", cache_dir())
+        .envs(env.iter().copied())
         .output()
         .expect("cannot start ksc")
+}
+
+/// `f` of every item, on as many threads as the machine has cores, in the
+/// items' order. The tests that run a program per file spend their time in
+/// the C compiler: run one after another they would leave cores idle while
+/// the rest of the suite has finished.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(items.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                results.lock().unwrap()[i] = Some(r);
+            });
+        }
+    });
+    results.into_inner().unwrap().into_iter().map(|r| r.expect("every item is mapped")).collect()
 }
 
 pub fn blessing() -> bool {

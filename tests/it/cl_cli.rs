@@ -1,8 +1,6 @@
 //! `ksc cl`: the CL term of a function, and its type with `--check`.
 
-mod common;
-
-use common::ksc;
+use crate::common::ksc;
 
 fn cl(args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["cl"];

@@ -2,9 +2,7 @@
 //! example, both the program as written and the checked program (whose names
 //! are printed fully qualified, `[add (Tuple Float Float)]`).
 
-mod common;
-
-use common::{ks_files, report, root};
+use crate::common::{ks_files, report, root};
 use ksc_ir::Program;
 
 fn lowered(text: &str) -> Result<Program, String> {

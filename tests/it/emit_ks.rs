@@ -2,9 +2,7 @@
 //! `.ks` that ksc reads, checks and runs again with identical output: for
 //! every example.
 
-mod common;
-
-use common::{expect_file, ks_files, ksc, report};
+use crate::common::{expect_file, ks_files, ksc, report};
 
 #[test]
 fn emitted_ks_runs_with_the_same_output() {

@@ -1,6 +1,7 @@
 //! The native backend (`ksc run` compiling through C, `ksc build`):
 //!
-//! - every example runs natively with exactly the interpreter's output;
+//! - every example prints its `.expected` output in the interpreter and
+//!   natively (checked and unchecked);
 //! - every run-time failure of `tests/bad/run_*.ks` fails natively with
 //!   the interpreter's diagnostic, and a standalone executable reports the
 //!   same message and `file:line:col`;
@@ -13,79 +14,70 @@
 //!   projections, one-hot vectors, nested sums), give the interpreter's
 //!   results natively.
 //!
-//! Compiled programs are cached in a temporary directory shared by these tests.
+//! Compiled programs are cached in `common::cache_dir`, shared by every test.
 
-mod common;
+use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
-use common::{expect_file, ks_files, report, root};
+use crate::common::{expect_file, ks_files, ksc, ksc_env, report, root, work_dir};
 
-/// A cache directory for this test run.
-fn cache_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ksc-native-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn ksc(args: &[&str]) -> Output {
-    ksc_env(args, &[])
-}
-
-/// Writes a generated program to `NAME/NAME.ks` in the cache directory.
+/// Writes a generated program to `NAME/NAME.ks` in the tests' work directory.
 fn write_program(name: &str, program: &str) -> PathBuf {
-    let dir = cache_dir().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.ks"));
+    let path = work_dir(name).join(format!("{name}.ks"));
     std::fs::write(&path, program).unwrap();
     path
-}
-
-fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksc"))
-        .args(args)
-        .current_dir(root())
-        .env("NO_COLOR", "1")
-        .env("KSC_CACHE_DIR", cache_dir())
-        .envs(env.iter().copied())
-        .output()
-        .expect("cannot start ksc")
 }
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Every program of `ksc-examples/` prints exactly its `.expected` file in
+/// the interpreter, natively, and natively unchecked (whose code differs:
+/// no bounds or overflow checks, and sums run in blocks that checks keep
+/// apart; with vectors' memory reused at every size). The benchmark
+/// programs of `ksc-examples/adbench/` run natively only (the GMM one takes
+/// minutes in a debug build's interpreter). `KSC_BLESS=1` writes the
+/// interpreter's output (the native one for the benchmarks).
 #[test]
-fn examples_run_natively_with_the_interpreters_output() {
-    let files = ks_files("ksc-examples");
+fn examples_run_with_expected_output_in_both_backends() {
+    let mut files: Vec<(PathBuf, bool)> = ks_files("ksc-examples").into_iter().map(|f| (f, true)).collect();
+    assert!(files.len() >= 40, "too few examples");
+    files.extend(ks_files("ksc-examples/adbench").into_iter().map(|f| (f, false)));
     let reuse_always = common::reuse_always_cflags();
-    let mut failures = Vec::new();
-    for f in &files {
+    let failures: Vec<String> = common::par_map(&files, |(f, interpret)| {
         let path = f.to_str().unwrap();
-        let interp = ksc(&["run", "--interp", path]);
-        let expected = std::fs::read_to_string(root().join(f.with_extension("expected"))).unwrap_or_default();
-        // Checked, and unchecked (whose code differs: no bounds or
-        // overflow checks, and sums run in blocks that checks keep apart),
-        // the latter with vectors' memory reused at every size.
-        for flags in [&[][..], &["--unchecked"][..]] {
-            let env: &[(&str, &str)] = if flags.is_empty() { &[] } else { &[("KSC_CFLAGS", &reuse_always)] };
-            let native = ksc_env(&[&["run"][..], flags, &[path][..]].concat(), env);
-            let how = if flags.is_empty() { "native" } else { "native --unchecked" };
-            if !native.status.success() || !native.stderr.is_empty() {
-                failures.push(format!("{path}: {how} run failed ({}):\n{}", native.status, text(&native.stderr)));
-            } else if native.stdout != interp.stdout {
-                failures.push(format!(
-                    "{path}: {how} and interpreted output differ:\n{}",
-                    common::diff(&text(&interp.stdout), &text(&native.stdout))
-                ));
-            } else if text(&native.stdout) != expected {
-                failures.push(format!("{path}: {how} output differs from its .expected file"));
+        let mut failures = Vec::new();
+        let mut runs = Vec::new();
+        if *interpret {
+            runs.push(("interpreter", ksc(&["run", "--interp", path])));
+        }
+        runs.push(("native", ksc(&["run", path])));
+        if *interpret {
+            runs.push(("native --unchecked", ksc_env(&["run", "--unchecked", path], &[("KSC_CFLAGS", &reuse_always)])));
+        }
+        let mut reference: Option<(&str, String)> = None;
+        for (how, out) in runs {
+            let stdout = text(&out.stdout);
+            if !out.status.success() || !out.stderr.is_empty() {
+                failures.push(format!("{path}: {how} run failed ({}):\n{}", out.status, text(&out.stderr)));
+            } else if let Some((first, expected)) = &reference {
+                if stdout != *expected {
+                    failures.push(format!("{path}: {how} and {first} output differ:\n{}", common::diff(expected, &stdout)));
+                }
+            } else {
+                failures.extend(expect_file(&f.with_extension("expected"), &stdout));
+                reference = Some((how, stdout));
             }
         }
-    }
-    report("examples run natively", failures, files.len());
+        failures
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    report("examples", failures, files.len());
 }
 
 #[test]
@@ -95,22 +87,22 @@ fn runtime_errors_match_the_interpreter() {
         .filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("run_"))
         .collect();
     assert!(files.len() >= 5);
-    let out_dir = cache_dir().join("exe");
-    let mut failures = Vec::new();
-    for f in &files {
+    let out_dir = work_dir("exe");
+    let failures: Vec<String> = common::par_map(&files, |f| {
+        let mut failures = Vec::new();
         let path = f.to_str().unwrap();
         let native = ksc(&["run", path]);
         let interp = ksc(&["run", "--interp", path]);
         if native.status.code() != Some(1) {
             failures.push(format!("{path}: expected exit code 1, got {}", native.status));
-            continue;
+            return failures;
         }
         if native.stderr != interp.stderr {
             failures.push(format!(
                 "{path}: native diagnostic differs:\n{}",
                 common::diff(&text(&interp.stderr), &text(&native.stderr))
             ));
-            continue;
+            return failures;
         }
         // The same failure from a standalone executable.
         let built = ksc(&["build", path, "--emit", "exe", "-o", out_dir.to_str().unwrap()]);
@@ -131,15 +123,18 @@ fn runtime_errors_match_the_interpreter() {
                 run.status
             ));
         }
-    }
+        failures
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     report("run-time failures", failures, files.len());
 }
 
 /// Runs a program built as an executable with arena statistics on, and
 /// returns (arena bytes at most, max resident set in KiB).
 fn memory_of(program: &str, name: &str) -> (u64, u64) {
-    let dir = cache_dir().join("memory");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = work_dir("memory");
     let src = dir.join(format!("{name}.ks"));
     std::fs::write(&src, program).unwrap();
     let built = ksc(&["build", src.to_str().unwrap(), "--emit", "exe", "-o", dir.to_str().unwrap()]);
@@ -228,9 +223,9 @@ fn in_loop(f: &str, k: usize) -> bool {
 #[test]
 fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
     let files = ks_files("tests/snapshots");
-    let out = cache_dir().join("loops");
-    let mut failures = Vec::new();
-    for f in &files {
+    let out = work_dir("loops");
+    let failures: Vec<String> = common::par_map(&files, |f| {
+        let mut failures = Vec::new();
         let path = f.to_str().unwrap();
         let built = ksc(&["build", path, "--emit", "loops", "-o", out.to_str().unwrap()]);
         assert!(built.status.success(), "{path}: {}", text(&built.stderr));
@@ -440,14 +435,17 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             _ => None,
         });
-    }
+        failures
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     report("loop-IR snapshots", failures, files.len());
 }
 
 #[test]
 fn a_shared_library_is_callable_from_c() {
-    let dir = cache_dir().join("abi");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = work_dir("abi");
     let src = dir.join("vecops.ks");
     std::fs::write(
         &src,
@@ -504,7 +502,7 @@ fn a_shared_library_is_callable_from_c() {
 
 #[test]
 fn missing_c_compiler_is_reported() {
-    let dir = cache_dir().join("nocc");
+    let dir = work_dir("nocc");
     let out = ksc_env(
         &["run", "ksc-examples/section18_minimal.ks"],
         &[("CC", "/nonexistent/cc"), ("KSC_CACHE_DIR", dir.to_str().unwrap())],
@@ -512,7 +510,6 @@ fn missing_c_compiler_is_reported() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("no C compiler found") && err.contains("--interp"), "{err}");
-    let _ = Path::new(&dir);
 }
 
 #[test]
@@ -521,9 +518,8 @@ fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results(
     // function, called from a generated `main` at three points (the file's
     // `f$at` point if it has one).
     let files = ks_files("ksc-examples/ad");
-    let dir = cache_dir().join("rev");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut failures = Vec::new();
+    let dir = work_dir("rev");
+    let mut programs = Vec::new();
     let mut calls = 0;
     for f in &files {
         let text_in = std::fs::read_to_string(root().join(f)).unwrap();
@@ -534,18 +530,24 @@ fn reverse_derivatives_and_jacobians_run_natively_with_the_interpreters_results(
         let stem = f.file_stem().unwrap().to_str().unwrap();
         let program = dir.join(format!("{stem}.ks"));
         std::fs::write(&program, program_text).unwrap();
+        programs.push(program);
+    }
+    let failures: Vec<String> = common::par_map(&programs, |program| {
         let p = program.to_str().unwrap();
         let native = ksc(&["run", p]);
         let interp = ksc(&["run", "--interp", p]);
         let (a, b) = (text(&interp.stdout), text(&native.stdout));
         if !native.status.success() || !interp.status.success() {
-            failures.push(format!("{p}: failed:\n{}\n{}", text(&interp.stderr), text(&native.stderr)));
-            continue;
+            Some(format!("{p}: failed:\n{}\n{}", text(&interp.stderr), text(&native.stderr)))
+        } else if !common::same_numbers(&a, &b) {
+            Some(format!("{p}: native and interpreted results differ:\n{}", common::diff(&a, &b)))
+        } else {
+            None
         }
-        if !common::same_numbers(&a, &b) {
-            failures.push(format!("{p}: native and interpreted results differ:\n{}", common::diff(&a, &b)));
-        }
-    }
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     assert!(calls >= 20, "only {calls} derivatives called");
     report("native reverse derivatives and Jacobians", failures, files.len());
 }

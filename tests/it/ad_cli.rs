@@ -1,8 +1,6 @@
 //! `ksc jacobian` and `ksc deriv` on the AD examples.
 
-mod common;
-
-use common::ksc;
+use crate::common::ksc;
 
 /// The standard output of a `ksc` run that must succeed.
 fn stdout_of(args: &[&str]) -> String {

@@ -3,9 +3,7 @@
 //! (`; expect: ...`, one per line), and exactly the rendered diagnostics of its `.stderr`
 //! file. Re-bless with `KSC_BLESS=1 cargo test --test bad_input`.
 
-mod common;
-
-use common::{expect_file, ks_files, ksc, report, root};
+use crate::common::{expect_file, ks_files, ksc, report, root};
 
 #[test]
 fn bad_programs_get_precise_diagnostics() {

@@ -1,0 +1,17 @@
+//! The command-line and end-to-end tests of `ksc`, in one test binary
+//! (`cargo test --test it`; one module per theme, e.g. `cargo test --test it
+//! native::`). One binary links once and runs every test on the same pool
+//! of threads, so a long native test overlaps the short ones instead of
+//! running after them; compiled C is shared through `common::cache_dir`.
+
+mod ad_cli;
+mod bad_input;
+mod cl_cli;
+mod common;
+mod emit_ks;
+mod laws_cli;
+mod native;
+mod native_mutants;
+mod random_input;
+mod round_trip;
+mod watch;
