@@ -141,6 +141,9 @@ impl SExpr {
     }
 }
 
+/// The start of the message of a string literal with no closing quote.
+const UNTERMINATED_STRING: &str = "unterminated string literal";
+
 /// Read all S-expressions of a text. Returns the top-level forms that could be
 /// read and the errors found (sorted by position). Never panics.
 pub fn read_sexprs(text: &str) -> (Vec<SExpr>, Vec<SyntaxError>) {
@@ -288,6 +291,11 @@ impl<'t> Reader<'t> {
     }
 
     fn report_unclosed(&mut self, u: &Unclosed, where_: &str) {
+        // A string left open on a line inside the form took the brackets
+        // after it: that error is the cause, and the only one reported.
+        if self.errors.iter().any(|e| e.span.start >= u.open.start && e.message.starts_with(UNTERMINATED_STRING)) {
+            return;
+        }
         let (open, close) = (u.bracket.open_char(), u.bracket.close_char());
         let msg = format!("unclosed `{open}`: no matching `{close}` {where_}");
         let nested = u.nested;
@@ -574,7 +582,7 @@ impl<'t> Reader<'t> {
                 }
             }
         }
-        self.error(start, start + 1, "unterminated string literal: no closing `\"` on this line").note =
+        self.error(start, start + 1, format!("{UNTERMINATED_STRING}: no closing `\"` on this line")).note =
             Some("a string cannot span lines; write a newline as `\\n`".to_string());
         Atom::Invalid
     }
@@ -745,9 +753,20 @@ fn classify_word(run: &str) -> Result<Atom, (String, Option<String>)> {
         return Err(malformed(Some(note)));
     }
     if is_float {
+        // Out of range either way: too large for a Float, or a nonzero
+        // number too small for one (it would silently be 0).
+        let mantissa = run.split(['e', 'E']).next().unwrap_or(run);
+        let nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
         return match run.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Atom::Float(f)),
-            _ => Err((format!("float literal `{run}` is out of range"), None)),
+            Ok(f) if f.is_finite() && (f != 0.0 || !nonzero) => Ok(Atom::Float(f)),
+            Ok(f) if f.is_finite() => Err((
+                format!("float literal `{run}` is out of range: too close to 0 for a Float, it would be 0"),
+                Some("the smallest positive Float is about 4.9e-324; write 0.0 for zero".to_string()),
+            )),
+            _ => Err((
+                format!("float literal `{run}` is out of range"),
+                Some("the largest Float is about 1.8e308".to_string()),
+            )),
         };
     }
     integer(run, negative, body, 10)
