@@ -218,12 +218,18 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
             .map(|d| {
                 let mut d = d.clone();
                 d.span = shift(d.span);
-                d.message = d.message.replace("ksc$at", "--at");
-                d.span_label = d.span_label.replace("ksc$at", "--at");
+                let fun = f.name.short();
+                let name = |m: &str| {
+                    m.replace("the body of `ksc$at`", "`--at`")
+                        .replace("`ksc$at` is declared to return", &format!("`{fun}` takes"))
+                        .replace("ksc$at", "--at")
+                };
+                d.message = name(&d.message);
+                d.span_label = name(&d.span_label);
                 d.labels.retain(|l| l.file == FileRef::Source && l.span.start >= wrapper);
                 for l in &mut d.labels {
                     l.span = shift(l.span);
-                    l.message = l.message.replace("ksc$at", "--at");
+                    l.message = name(&l.message);
                 }
                 d
             })

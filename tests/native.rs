@@ -863,3 +863,12 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
     assert!(stdout.contains("error 1: recursion too deep"), "{stdout}");
     assert!(stdout.contains("error 1: division by zero") && stdout.contains("two.ks:2:"), "{stdout}");
 }
+
+#[test]
+fn bad_cflags_are_a_usage_error_not_a_ksc_bug() {
+    let out = ksc(&["run", "ksc-examples/section18_minimal.ks", "--cflags", "-O2 -fno-such-flag-ksc-test"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("rejects the flags `-O2 -fno-such-flag-ksc-test`"), "{err}");
+    assert!(!err.contains("bug in ksc"), "{err}");
+}

@@ -884,6 +884,15 @@ mod tests {
             assert!(msg.starts_with("malformed number literal"), "{text}: {msg}");
         }
         assert_eq!(one_error("1e999").1, "float literal `1e999` is out of range");
+        // Too close to 0 is out of range too (it was silently 0.0); zero
+        // written with an exponent, and subnormals, are values.
+        for text in ["1e-400", "-2.5e-330", "0.0001e-321"] {
+            assert!(one_error(text).1.contains("too close to 0"), "{text}");
+        }
+        for text in ["0e-400", "0.0e5", "1e-310", "-4.9e-324"] {
+            let forms = read(text);
+            assert!(matches!(forms[0].kind, SExprKind::Atom(Atom::Float(_))), "{text}");
+        }
         let errs = errors("12ab");
         assert_eq!(errs[0].note.as_deref(), Some("names cannot start with a digit"));
         let errs = errors("1.");
@@ -1100,5 +1109,14 @@ mod tests {
         assert!(msgs[3].contains("unexpected `]`"));
         assert!(msgs[4].contains("malformed number"));
         assert!(msgs[5].contains("unclosed"));
+    }
+
+    #[test]
+    fn an_unterminated_string_is_the_only_error_of_the_brackets_it_took() {
+        for text in ["(def f Integer () (print \"abc))\n(def g Float () 1.0)", "(a (b \"x)])"] {
+            let errs = errors(text);
+            assert_eq!(errs.len(), 1, "{text}: {errs:?}");
+            assert!(errs[0].message.starts_with("unterminated string literal"), "{errs:?}");
+        }
     }
 }
