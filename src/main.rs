@@ -184,8 +184,10 @@ enum Command {
     /// body re-checks that body and re-derives the derivatives that use it.
     /// Each build prints how long it took and which queries re-executed (by
     /// stage and declaration), then the diagnostics. With `--run`, `main`
-    /// runs with the interpreter after every build without errors. Stop
-    /// with Ctrl-C.
+    /// runs with the interpreter after every build without errors, in a
+    /// child process (`ksc run --interp FILE`) that the next change of the
+    /// file stops, so a `main` that never ends does not stop the watcher.
+    /// Stop with Ctrl-C.
     Watch(watch::WatchArgs),
 }
 
