@@ -185,8 +185,9 @@ pub fn emit_with<'f>(
         if target == Target::Library {
             // The entry point: a run-time error in the body comes back here
             // (ksrt_export in the runtime), and the call returns zeros.
+            let mut leaves = exported_params(f, false).into_iter().map(|(_, name)| name);
             let args: Vec<String> = std::iter::once("A".to_string())
-                .chain(f.params.iter().map(|&p| packed_argument(f.ty(p), &var_name(f, p))))
+                .chain(f.params.iter().map(|&p| packed_argument(f.ty(p), &mut leaves)))
                 .collect();
             let ret = c_type(&f.ret);
             writeln!(
@@ -455,14 +456,29 @@ fn local_name(f: &str, target: Target) -> String {
 /// calling convention for every function: `[rev f]` of an `f` of two
 /// Floats takes `(A, x_0, x_1, dr)`, as `f` takes `(A, x, y)`.
 fn exported_prototype(f: &Func, plain_names: bool) -> String {
-    let mut ps = vec!["ks_arena *A".to_string()];
+    let ps: Vec<String> = std::iter::once("ks_arena *A".to_string())
+        .chain(exported_params(f, plain_names).into_iter().map(|(t, name)| format!("{} {name}", c_type(&t))))
+        .collect();
+    format!("{} {}({})", c_type(&f.ret), f.c_name, ps.join(", "))
+}
+
+/// The exported function's parameters after the arena: each leaf's type
+/// and a name, distinct from the others and from `A`.
+fn exported_params(f: &Func, plain_names: bool) -> Vec<(Type, String)> {
+    let mut taken: FxHashSet<String> = FxHashSet::default();
+    taken.insert("A".into());
+    let mut out = Vec::new();
     for &p in &f.params {
         let name = if plain_names { plain_name(f, p) } else { var_name(f, p) };
         for (suffix, t) in leaves(f.ty(p)) {
-            ps.push(format!("{} {name}{suffix}", c_type(&t)));
+            let mut n = format!("{name}{suffix}");
+            while !taken.insert(n.clone()) {
+                n.push('_');
+            }
+            out.push((t, n));
         }
     }
-    format!("{} {}({})", c_type(&f.ret), f.c_name, ps.join(", "))
+    out
 }
 
 /// The leaves of a parameter's type, with their name suffixes.
@@ -477,16 +493,16 @@ fn leaves(t: &Type) -> Vec<(String, Type)> {
     }
 }
 
-/// The value of a parameter rebuilt from its leaves (named as in
-/// [`exported_prototype`]): a compound literal for a tuple.
-fn packed_argument(t: &Type, name: &str) -> String {
+/// The value of a parameter rebuilt from its leaves (the next names of
+/// `leaves`, from [`exported_params`]): a compound literal for a tuple.
+fn packed_argument(t: &Type, leaves: &mut impl Iterator<Item = String>) -> String {
     match t {
         Type::Tuple(ts) if ts.is_empty() => format!("({}){{0}}", c_type(t)),
         Type::Tuple(ts) => {
-            let parts: Vec<String> = ts.iter().enumerate().map(|(i, c)| packed_argument(c, &format!("{name}_{i}"))).collect();
+            let parts: Vec<String> = ts.iter().map(|c| packed_argument(c, leaves)).collect();
             format!("({}){{{}}}", c_type(t), parts.join(", "))
         }
-        _ => name.to_string(),
+        _ => leaves.next().expect("a name per leaf"),
     }
 }
 
