@@ -184,7 +184,7 @@ pub fn emit_with<'f>(
         writeln!(protos, "static {};", prototype_named(f, &local, false)).ok();
         if target == Target::Library {
             // The entry point: a run-time error in the body comes back here
-            // (ksrt_export in the runtime), and the call returns zeros.
+            // (ksrt_enter in the runtime), and the call returns zeros.
             let mut leaves = exported_params(f, false).into_iter().map(|(_, name)| name);
             let args: Vec<String> = std::iter::once("A".to_string())
                 .chain(f.params.iter().map(|&p| packed_argument(f.ty(p), &mut leaves)))

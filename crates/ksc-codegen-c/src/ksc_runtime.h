@@ -339,7 +339,7 @@ static void ksrt_where(ks_arena *A, int32_t site, FILE *f, char *buf, size_t cap
 }
 
 /* In a library's exported function: records the error in the arena and
- * returns to the function's entry (`ksrt_export`). */
+ * returns to the entry of the exported function (`ksrt_enter`). */
 static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) __attribute__((noreturn, cold));
 static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) {
     char where[1536];
