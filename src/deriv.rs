@@ -160,16 +160,85 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
 fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
     // The point, as a definition appended to the program.
+    use ksc_types::{Diagnostic, FileRef};
     let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
-    let extended = format!("{text}\n(def ksc$at {} () {args})\n", f.arg_ty());
+    // Diagnostics of ARGS are shown in ARGS itself, named `--at`.
+    let at_sources = crate::render::Sources::new("--at", args);
+    let whole = ksc_syntax::Span::new(0, args.len());
+    let not_a_value = || {
+        eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
+        ExitCode::from(1)
+    };
+    // ARGS must read as one expression (so nothing in it can end the
+    // definition it is put in).
+    let (forms, errors) = ksc_syntax::sexpr::read_sexprs(args);
+    if !errors.is_empty() || forms.len() != 1 {
+        let mut ds: Vec<Diagnostic> = errors
+            .into_iter()
+            .map(|e| {
+                let mut d = Diagnostic::error(FileRef::Source, e.span, e.message);
+                if let Some(n) = e.note {
+                    d.note(n);
+                }
+                d
+            })
+            .collect();
+        if ds.is_empty() {
+            ds.push(Diagnostic::error(
+                FileRef::Source,
+                whole,
+                format!("expected one expression, found {}", forms.len()),
+            ));
+        }
+        at_sources.emit(&ds);
+        return not_a_value();
+    }
+    // The point, as a definition appended to the program.
+    let prefix = format!("{text}\n(def ksc$at {} () ", f.arg_ty());
+    let extended = format!("{prefix}{args})\n");
     let db = ksc_db::Database::new();
     let file = db.add_file(extended.clone());
     let mut analysis = std::sync::Arc::unwrap_or_clone(ksc_db::analysis(&db, file));
     if analysis.has_errors() {
-        let sources = crate::render::Sources::new("<--at>", &extended);
-        sources.emit(&analysis.diagnostics);
-        eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
-        return ExitCode::from(1);
+        // The program itself checked: the errors are the point's. A span in
+        // ARGS moves into it; one elsewhere in the wrapper is all of ARGS.
+        let (lo, hi) = (prefix.len() as u32, (prefix.len() + args.len()) as u32);
+        let wrapper = text.len() as u32 + 1;
+        let shift = |sp: ksc_syntax::Span| {
+            if sp.start >= lo && sp.end <= hi {
+                ksc_syntax::Span::new((sp.start - lo) as usize, (sp.end - lo) as usize)
+            } else {
+                whole
+            }
+        };
+        let ds: Vec<Diagnostic> = analysis
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error() && d.file == FileRef::Source && d.span.start >= wrapper)
+            .map(|d| {
+                let mut d = d.clone();
+                d.span = shift(d.span);
+                let fun = f.name.short();
+                let name = |m: &str| {
+                    m.replace("the body of `ksc$at`", "`--at`")
+                        .replace("`ksc$at` is declared to return", &format!("`{fun}` takes"))
+                        .replace("ksc$at", "--at")
+                };
+                d.message = name(&d.message);
+                d.span_label = name(&d.span_label);
+                d.labels.retain(|l| l.file == FileRef::Source && l.span.start >= wrapper);
+                for l in &mut d.labels {
+                    l.span = shift(l.span);
+                    l.message = name(&l.message);
+                }
+                d
+            })
+            .collect();
+        if ds.is_empty() {
+            crate::render::Sources::new("<--at>", &extended).emit(&analysis.diagnostics);
+        }
+        at_sources.emit(&ds);
+        return not_a_value();
     }
     let jac = f.name.derived(Derivation::Jac);
     let Ok(defs) = derived(&db, file, &jac) else { return ExitCode::from(1) };

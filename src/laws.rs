@@ -9,8 +9,8 @@ use ksc_linmap::LAWS;
 /// Options of `ksc laws`.
 #[derive(clap::Args)]
 pub struct LawsArgs {
-    /// Random instances checked per law.
-    #[arg(long, default_value_t = 1000)]
+    /// Random instances checked per law (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     cases: usize,
     /// Check only the laws whose name contains this text (e.g.
     /// `transpose`); `transpose-adjoint` is the adjoint property of every
@@ -20,6 +20,15 @@ pub struct LawsArgs {
     /// Seed of the random generator; the same seed checks the same instances.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// `--cases`: a count of at least one (no law is "ok" unchecked).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("at least one case per law is needed; 0 would check nothing".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub fn run(args: &LawsArgs) -> ExitCode {

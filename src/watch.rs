@@ -2,7 +2,9 @@
 //! database (ksc-db) every time it changes, up to its C (of `main`, or of
 //! what `ksc build` exports), printing what was recompiled (which queries,
 //! for which declarations) and how long it took, and with `--run` running
-//! `main` with the interpreter after each successful build.
+//! `main` with the interpreter after each successful build, in a child
+//! process (`ksc run --interp FILE`) that the next change of the file
+//! stops: a `main` that never ends does not stop the watcher.
 //!
 //! Changes are found by polling the file's modification time and length
 //! (no dependency on a file-notification library); a change that leaves
@@ -16,17 +18,16 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Args;
 use ksc_codegen_c::Target;
 use ksc_db::{Database, SourceFile};
-use ksc_eval::{Interpreter, Value};
-use ksc_types::Analysis;
 
 use crate::render::{error_summary, Sources};
-use crate::{runtime_diagnostic, USAGE};
+use crate::USAGE;
 
 #[derive(Args, Debug)]
 pub struct WatchArgs {
     /// The .ks file to watch.
     file: PathBuf,
-    /// Run `main` (with the interpreter) after every build without errors.
+    /// Run `main` (with the interpreter, in a child process) after every
+    /// build without errors; a change of the file stops a run still going.
     #[arg(long)]
     run: bool,
     /// How often to look at the file, in milliseconds.
@@ -53,15 +54,26 @@ pub fn watch(args: &WatchArgs) -> ExitCode {
     let file = db.add_file(text);
     let mut last = stamp(path);
     let mut builds = 0;
+    let mut running: Option<Running> = None;
     loop {
-        build(&db, file, path, args.run);
+        let ok = build(&db, file, path);
+        if args.run && ok {
+            running = Running::start(path);
+        }
         builds += 1;
         if args.builds.is_some_and(|n| builds >= n) {
+            if let Some(r) = running.take() {
+                r.wait();
+            }
             return ExitCode::SUCCESS;
         }
-        // Wait for a change of the text.
+        // Wait for a change of the text (and for the run to end, or stop
+        // it when the text changes first).
         loop {
             std::thread::sleep(Duration::from_millis(args.poll.max(10)));
+            if running.as_mut().is_some_and(Running::ended) {
+                running.take().unwrap().wait();
+            }
             let now = stamp(path);
             if now == last {
                 continue;
@@ -69,6 +81,9 @@ pub fn watch(args: &WatchArgs) -> ExitCode {
             last = now;
             match std::fs::read_to_string(path) {
                 Ok(t) if t != *file.text(&db) => {
+                    if let Some(r) = running.take() {
+                        r.stop();
+                    }
                     db.set_text(file, t);
                     break;
                 }
@@ -80,9 +95,9 @@ pub fn watch(args: &WatchArgs) -> ExitCode {
     }
 }
 
-/// Compiles the current text, reports what ran, renders the diagnostics,
-/// and runs `main` if asked and possible.
-fn build(db: &Database, file: SourceFile, path: &Path, run: bool) {
+/// Compiles the current text, reports what ran, and renders the
+/// diagnostics. Returns whether it compiled without errors.
+fn build(db: &Database, file: SourceFile, path: &Path) -> bool {
     let start = Instant::now();
     let analysis = ksc_db::analysis(db, file);
     // Without errors, the C too: of `main`, or of what a library exports.
@@ -112,14 +127,12 @@ fn build(db: &Database, file: SourceFile, path: &Path, run: bool) {
     sources.emit(&analysis.diagnostics);
     if let Some(summary) = error_summary(&analysis.diagnostics) {
         eprintln!("error: could not compile `{}` due to {summary}", path.display());
-        return;
+        return false;
     }
     if let Some(Err(e)) = c {
         eprintln!("error: {e}\n  = note: this is a bug in ksc's native backend");
     }
-    if run {
-        run_main(&analysis, &sources);
-    }
+    true
 }
 
 /// The executed queries grouped by stage: `checked: def f, def g`.
@@ -148,37 +161,79 @@ fn summarize(queries: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The interpreter recurses on the program's calls; give it a deep stack.
-const INTERPRETER_STACK: usize = 1 << 30;
+/// A run of `main`: `ksc run --interp FILE` as a child process, whose
+/// output is copied to ours by a thread.
+struct Running {
+    child: std::process::Child,
+    copier: std::thread::JoinHandle<()>,
+    start: Instant,
+}
 
-/// Runs `main` with the interpreter, rendering a run-time error.
-fn run_main(analysis: &Analysis, sources: &Sources) {
-    let Some(main) = analysis.main() else {
-        eprintln!("error: this program has no `main` to run");
-        return;
-    };
-    let main_name = main.name.clone();
-    let start = Instant::now();
-    let result = std::thread::scope(|s| {
-        let worker = std::thread::Builder::new().stack_size(INTERPRETER_STACK).spawn_scoped(s, || {
-            let stdout = std::io::stdout();
-            let mut out = LastByte { inner: std::io::BufWriter::new(stdout.lock()), last: b'\n' };
-            let mut interp = Interpreter::new(analysis.defs());
-            let result = interp.call(&main_name, Value::Tuple(Vec::new().into()), &mut out);
+impl Running {
+    fn start(path: &Path) -> Option<Running> {
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("error: cannot run `main`: cannot find ksc's own executable ({e})");
+                return None;
+            }
+        };
+        let mut child = match std::process::Command::new(exe)
+            .args(["run", "--interp"])
+            .arg(path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: cannot run `main`: {e}");
+                return None;
+            }
+        };
+        let mut from = child.stdout.take()?;
+        let copier = std::thread::spawn(move || {
+            let mut out = LastByte { inner: std::io::stdout(), last: b'\n' };
+            let _ = std::io::copy(&mut from, &mut out);
+            // End the program's output with a newline before watch's lines.
             if out.last != b'\n' {
                 let _ = out.write_all(b"\n");
             }
             let _ = out.flush();
-            result.map(|_| ()).map_err(Box::new)
         });
-        worker.ok().map(|h| h.join())
-    });
-    match result {
-        Some(Ok(Ok(()))) => {
-            println!("[watch] ran `main` in {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+        Some(Running { child, copier, start: Instant::now() })
+    }
+
+    /// Whether the run has ended.
+    fn ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the run to end and says how it ended (a run-time error
+    /// was rendered by the child).
+    fn wait(mut self) {
+        let status = self.child.wait();
+        let _ = self.copier.join();
+        match status {
+            Ok(s) if s.success() => {
+                println!("[watch] ran `main` in {:.1} ms", self.start.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok(s) if s.code() == Some(1) => {}
+            Ok(s) => eprintln!("error: running `main` ended abnormally ({s})"),
+            Err(e) => eprintln!("error: cannot wait for `main`: {e}"),
         }
-        Some(Ok(Err(e))) => sources.emit(&[runtime_diagnostic(analysis, &e)]),
-        _ => eprintln!("error: internal error in the interpreter (this is a ksc bug)"),
+    }
+
+    /// Stops the run (the file changed).
+    fn stop(mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = self.copier.join();
+            println!("[watch] stopped `main` after {:.1} s: the file changed", self.start.elapsed().as_secs_f64());
+        } else {
+            self.wait();
+        }
     }
 }
 

@@ -151,3 +151,22 @@ fn deriv_of_a_derived_function_by_its_short_name() {
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("`gdef`"), "{}", String::from_utf8_lossy(&none.stderr));
 }
+
+#[test]
+fn at_errors_are_shown_in_the_at_text() {
+    // A syntax error and a type error of `--at` point into its own text,
+    // not into an internal wrapper definition.
+    for (at, expect) in [("(tuple 2.0 (Vec_init 0.0 1.0 3.0)", "--at:1:1"), ("(tuple 2.0 3.0)", "--at:1:")] {
+        let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", at]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(expect), "{at}: {stderr}");
+        assert!(!stderr.contains("ksc$at") && !stderr.contains("<--at>"), "{at}: {stderr}");
+        assert!(stderr.contains("is not a value of type"), "{at}: {stderr}");
+    }
+    // Nothing in `--at` can end the definition it is checked in.
+    let out = ksc(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "1.0) (def g Float () 2.0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--at:1:"), "{stderr}");
+}

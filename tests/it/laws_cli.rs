@@ -22,3 +22,20 @@ fn ksc_laws_rejects_an_unknown_law() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no law matches"));
 }
+
+#[test]
+fn ksc_laws_rejects_zero_cases() {
+    // `--cases 0` checked nothing and called every law "ok".
+    let out = ksc(&["laws", "--cases", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least one case"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = ksc(&["--help"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Exit codes:") && stdout.contains("2  usage error"), "{stdout}");
+}

@@ -467,7 +467,8 @@ fn a_shared_library_is_callable_from_c() {
     let c = std::fs::read_to_string(dir.join("vecops.c")).unwrap();
     let fact = c.split("static double ksl_fact(ks_arena *A, int64_t n_0) {").nth(1).expect("a static ksl_fact");
     assert!(fact.split("\n}").next().unwrap().contains("ksl_fact(A, "), "{c}");
-    assert!(c.contains("double fact(ks_arena *A, int64_t n_0) { return ksl_fact(A, n_0); }"), "{c}");
+    let wrapper = c.split("\ndouble fact(ks_arena *A, int64_t n_0) {").nth(1).expect("an exported fact");
+    assert!(wrapper.split("\n}").next().unwrap().contains("= ksl_fact(A, n_0);"), "{c}");
     let driver = dir.join("driver.c");
     std::fs::write(
         &driver,
@@ -770,4 +771,105 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
     let ir = std::fs::read_to_string(dir.join("row_sums.loops")).unwrap();
     let blocked = (0..40).filter(|n| function_of(&ir, &format!("r{n} (")).contains("keep (")).count();
     assert!(blocked >= 30, "only {blocked} of 40 generated loops were blocked");
+}
+
+#[test]
+fn a_librarys_run_time_errors_return_to_the_caller() {
+    // A run-time error inside a library function neither prints nor exits:
+    // the call returns zeros, `ks_arena_error` and `ks_arena_error_message`
+    // say what and where, the arena stays usable; derived functions take
+    // their parameters as primal ones do; two libraries' headers are
+    // included in one file and both libraries linked into one program.
+    let dir = work_dir("abi_errors");
+    let one = dir.join("one.ks");
+    std::fs::write(
+        &one,
+        "(def at Float ((v : Vec Float) (i : Integer)) (index i v))\n\
+         (def checked Float (x : Float) (assert (gt x 0.0) (log x)))\n\
+         (def deep Integer (n : Integer) (if (eq n 0) 0 (add 1 (deep (sub n 1)))))\n\
+         (def sq Float ((x : Float) (y : Float)) (mul x y))\n\
+         (gdef rev [sq (Tuple Float Float)])\n",
+    )
+    .unwrap();
+    let two = dir.join("two.ks");
+    std::fs::write(&two, "(def total Float (v : Vec Float) (sum v))\n(def idiv Integer ((a : Integer) (b : Integer)) (div a b))\n").unwrap();
+    for f in [&one, &two] {
+        let built = ksc(&["build", f.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
+        assert!(built.status.success(), "{}", text(&built.stderr));
+    }
+    let h1 = std::fs::read_to_string(dir.join("one.h")).unwrap();
+    assert!(h1.contains("#ifndef KSC_ONE_H") && !h1.contains("KSC_GENERATED_H"), "{h1}");
+    // One calling convention: `[rev sq]` takes sq's parameters and the
+    // cotangent, each as one argument.
+    assert!(h1.contains("double sq(ks_arena *A, double x, double y);"), "{h1}");
+    assert!(h1.contains("ks_t2ff rev$sq(ks_arena *A, double ksc_x1_0, double ksc_x1_1, double ksc_dr1);"), "{h1}");
+    let driver = dir.join("driver.c");
+    std::fs::write(
+        &driver,
+        "#include <stdio.h>\n#include <string.h>\n#include \"one.h\"\n#include \"two.h\"\n\
+         static int failed(ks_arena *A, int expect) {\n\
+           int e = ks_arena_error(A);\n\
+           const char *m = ks_arena_error_message(A);\n\
+           printf(\"error %d: %s\", e, m);\n\
+           if (!*m || m[strlen(m) - 1] != '\\n') printf(\"\\n\");\n\
+           return e == expect;\n\
+         }\n\
+         int main(void) {\n\
+           double xs[3] = {1.0, 2.0, 3.0};\n\
+           ks_T1f v = {3, xs};\n\
+           ks_arena *A = ks_arena_new();\n\
+           int ok = 1;\n\
+           for (int k = 0; k < 2; k++) {\n\
+             double r = at(A, v, 7);\n\
+             ok &= failed(A, KS_ERROR_RUNTIME) && r == 0.0;\n\
+           }\n\
+           ok &= checked(A, -1.0) == 0.0 && failed(A, KS_ERROR_RUNTIME);\n\
+           ok &= deep(A, 1000000) == 0 && failed(A, KS_ERROR_RUNTIME);\n\
+           ok &= idiv(A, 7, 0) == 0 && failed(A, KS_ERROR_RUNTIME);\n\
+           double good = at(A, v, 2);\n\
+           ok &= good == 3.0 && failed(A, KS_ERROR_NONE);\n\
+           ks_t2ff d = rev$sq(A, 2.0, 3.0, 0.5);\n\
+           printf(\"%g %g %d %g %g %g\\n\", good, total(A, v), (int)deep(A, 100), checked(A, 1.0), d.f0, d.f1);\n\
+           ok &= ks_arena_error(A) == KS_ERROR_NONE;\n\
+           ks_arena_free(A);\n\
+           printf(\"%s\\n\", ok ? \"survived\" : \"wrong\");\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = dir.join("driver");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&driver)
+        .arg(format!("-I{}", dir.display()))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(["-lone", "-ltwo", "-lm"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = Command::new(&exe).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "the host process died ({}):\n{stdout}{}", out.status, text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert!(stdout.ends_with("error 0: \n3 6 100 0 1.5 1\nsurvived\n"), "{stdout}");
+    assert!(stdout.contains("error 1: recursion too deep\n") && stdout.contains("  ... and more calling frames\n"), "{stdout}");
+    assert!(stdout.contains("error 1: index out of range: index 7 in a tensor of size 3\n  --> "), "{stdout}");
+    assert!(stdout.contains("one.ks:1:47 (in `at`)"), "{stdout}");
+    assert!(stdout.contains("error 1: assertion failed"), "{stdout}");
+    assert!(stdout.contains("error 1: recursion too deep"), "{stdout}");
+    assert!(stdout.contains("error 1: division by zero") && stdout.contains("two.ks:2:"), "{stdout}");
+}
+
+#[test]
+fn bad_cflags_are_a_usage_error_not_a_ksc_bug() {
+    let out = ksc(&["run", "ksc-examples/section18_minimal.ks", "--cflags", "-O2 -fno-such-flag-ksc-test"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("rejects the flags `-O2 -fno-such-flag-ksc-test`"), "{err}");
+    assert!(!err.contains("bug in ksc"), "{err}");
 }

@@ -42,3 +42,48 @@ fn watch_recompiles_the_edited_definition_and_reruns_main() {
     assert!(second.last().unwrap().starts_with("[watch] ran `main`"), "{second:#?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn watch_stops_a_main_that_never_ends_when_the_file_changes() {
+    let dir = std::env::temp_dir().join(format!("ksc-watch-loop-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spin.ks");
+    // `main` runs (practically) forever.
+    std::fs::write(
+        &path,
+        "(def main Integer () (let (u (print (sumbuild 1000000000000 (lam (i : Integer) 1.0)) \"\\n\")) 0))\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksc"))
+        .args(["watch", "--run", "--poll", "20", "--builds", "2"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map(Result::unwrap);
+    let first = lines.next().unwrap();
+    assert!(first.contains(" compiled in "), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&path, "(def main Integer () (let (u (print \"done\\n\")) 0))\n").unwrap();
+    // The watcher must go on: without a deadline a hung watcher hangs the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rest: Vec<String> = lines.collect();
+        let _ = tx.send(rest);
+    });
+    let rest = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(rest) => rest,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the watcher did not rebuild after the edit: it hangs in a `main` that never ends");
+        }
+    };
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(rest.iter().any(|l| l.starts_with("[watch] stopped `main`")), "{rest:#?}");
+    assert!(rest.iter().any(|l| l == "done"), "{rest:#?}");
+    assert!(rest.last().unwrap().starts_with("[watch] ran `main`"), "{rest:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

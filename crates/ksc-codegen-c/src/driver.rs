@@ -71,6 +71,9 @@ pub enum BuildError {
     NoCompiler { cc: String, reason: String },
     /// The C compiler rejected the generated code: a ksc bug. The C file is kept.
     CompilerFailed { cc: String, stderr: String, c_file: PathBuf },
+    /// The C compiler rejects the flags it was given (`--cflags`,
+    /// `$KSC_CFLAGS`): it fails on an empty program with them too.
+    BadFlags { cc: String, flags: String, stderr: String },
     Io(String),
 }
 
@@ -87,6 +90,11 @@ impl std::fmt::Display for BuildError {
                 "the C compiler `{cc}` rejected the generated code; this is a bug in ksc, please report it. \
                  The C file is kept at {}\n{stderr}",
                 c_file.display()
+            ),
+            BuildError::BadFlags { cc, flags, stderr } => write!(
+                f,
+                "the C compiler `{cc}` rejects the flags `{flags}` (from `--cflags` or `$KSC_CFLAGS`; the default \
+                 is `{DEFAULT_CFLAGS}`)\n{stderr}"
             ),
             BuildError::Io(m) => f.write_str(m),
         }
@@ -144,9 +152,21 @@ pub fn compile_c(c_text: &str, header: Option<(&str, &str)>, kind: Artefact, cfg
         std::fs::write(work.join(name), text).map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
     }
     let tmp_out = work.join(format!("out.{}", kind.extension()));
-    run_cc(cfg, &c_file, &tmp_out, kind).inspect_err(|_| {
-        // Keep the C file next to the cache for the bug report.
-    })?;
+    if let Err(e) = run_cc(cfg, &c_file, &tmp_out, kind) {
+        // Is it the flags? Then an empty program fails with them too, and
+        // it is not ksc's code (whose C file is kept for the bug report
+        // otherwise).
+        if matches!(e, BuildError::CompilerFailed { .. }) {
+            let probe = work.join("flags.c");
+            if std::fs::write(&probe, "int main(void) { return 0; }\n").is_ok() {
+                if let Err(BuildError::CompilerFailed { stderr, .. }) = run_cc(cfg, &probe, &work.join("flags.out"), kind) {
+                    let _ = std::fs::remove_dir_all(&work);
+                    return Err(BuildError::BadFlags { cc: cfg.cc.clone(), flags: cfg.cflags.join(" "), stderr });
+                }
+            }
+        }
+        return Err(e);
+    }
     std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(out)

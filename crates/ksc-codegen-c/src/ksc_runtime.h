@@ -19,6 +19,7 @@
 #endif
 #include <inttypes.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,9 +62,15 @@ struct ks_arena {
     size_t capacity, peak_capacity;
     /* A second arena, for copying values down (created when needed). */
     ks_arena *scratch;
-    /* Called on a run-time error instead of printing it and exiting; it
-     * must not return (e.g. it longjmps). */
-    void (*on_error)(ks_arena *A, const char *message, int32_t site);
+    /* A scratch arena's owner, to which its errors go. */
+    ks_arena *owner;
+    /* While a library's exported function runs, where a run-time error
+     * returns to (else it is printed and the process exits, as an
+     * executable does). */
+    sigjmp_buf *on_error;
+    /* The latest exported call's error (KS_ERROR_*) and its message. */
+    int error;
+    char error_message[2048];
     const ksrt_site *sites;
     int32_t nsites;
     int32_t depth;
@@ -72,17 +79,23 @@ struct ks_arena {
 
 static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold));
 
+/* The error codes of a library's calls (`ks_arena_error`). */
+#define KS_ERROR_NONE 0
+#define KS_ERROR_RUNTIME 1
+#define KS_ERROR_MEMORY 2
+
+/* A new arena, or NULL if there is no memory for it. */
 static ks_arena *ksrt_arena_new(const ksrt_site *sites, int32_t nsites) {
     ks_arena *A = (ks_arena *)calloc(1, sizeof(ks_arena));
-    if (!A) {
-        fprintf(stderr, "error: out of memory: cannot create the arena\n");
-        exit(1);
-    }
+    if (!A) return NULL;
     A->sites = sites;
     A->nsites = nsites;
     /* A first block, so a mark always names a block. */
     ksrt_block *b = (ksrt_block *)malloc(sizeof(ksrt_block) + KSRT_FIRST_BLOCK + 16);
-    if (!b) ksrt_oom(A, KSRT_FIRST_BLOCK);
+    if (!b) {
+        free(A);
+        return NULL;
+    }
     b->size = KSRT_FIRST_BLOCK;
     b->start = (char *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
     b->prev = b->next = NULL;
@@ -275,7 +288,11 @@ static inline size_t ksrt_since(ks_arena *A, ks_mark m) {
 #endif
 
 static ks_arena *ksrt_scratch(ks_arena *A) {
-    if (!A->scratch) A->scratch = ksrt_arena_new(NULL, 0);
+    if (!A->scratch) {
+        A->scratch = ksrt_arena_new(NULL, 0);
+        if (!A->scratch) ksrt_oom(A, KSRT_FIRST_BLOCK);
+        A->scratch->owner = A;
+    }
     return A->scratch;
 }
 
@@ -283,9 +300,59 @@ static ks_arena *ksrt_scratch(ks_arena *A) {
 
 static void ksrt_flush(void) { fflush(stdout); }
 
+/* Where a site is, and the calls it is under, innermost first (at most
+ * max_frames of them): the lines after an error's message, written to f,
+ * or if f is NULL into buf. */
+static void ksrt_where(ks_arena *A, int32_t site, FILE *f, char *buf, size_t cap, int32_t max_frames) {
+    size_t n = 0;
+    int32_t shown = 0;
+    if (buf) buf[0] = 0;
+#define KSRT_PUT(...) \
+    do { \
+        if (f) \
+            fprintf(f, __VA_ARGS__); \
+        else if (n < cap) { \
+            int k = snprintf(buf + n, cap - n, __VA_ARGS__); \
+            if (k > 0) n += (size_t)k; \
+        } \
+    } while (0)
+    if (site >= 0 && site < A->nsites) {
+        const ksrt_site *s = &A->sites[site];
+        KSRT_PUT("  --> %s:%d:%d (in `%s`)\n", s->file, (int)s->line, (int)s->col, s->fun);
+        int32_t frame = s->inlined_at;
+        int32_t k = A->depth;
+        for (;;) {
+            while (frame >= 0 && frame < A->nsites) {
+                const ksrt_site *c = &A->sites[frame];
+                if (shown++ == max_frames) {
+                    KSRT_PUT("  ... and more calling frames\n");
+                    return;
+                }
+                KSRT_PUT("  = called from `%s` at %s:%d:%d\n", c->fun, c->file, (int)c->line, (int)c->col);
+                frame = c->inlined_at;
+            }
+            if (k <= 0) break;
+            frame = A->frames[--k];
+        }
+    }
+#undef KSRT_PUT
+}
+
+/* In a library's exported function: records the error in the arena and
+ * returns to the entry of the exported function (`ksrt_enter`). */
+static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) __attribute__((noreturn, cold));
+static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) {
+    char where[1536];
+    ksrt_where(A, site, NULL, where, sizeof where, 6);
+    A->error = code;
+    snprintf(A->error_message, sizeof A->error_message, "%s\n%s", msg, where);
+    siglongjmp(*A->on_error, 1);
+}
+
 static void ksrt_report(ks_arena *A, const char *msg, int32_t site) __attribute__((noreturn, cold));
 static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
-    if (A->on_error) A->on_error(A, msg, site);
+    while (A->owner) A = A->owner;
+    if (A->on_error) ksrt_return_error(A, KS_ERROR_RUNTIME, msg, site);
     ksrt_flush();
     const char *path = getenv("KSC_ERROR_FILE");
     FILE *f = path ? fopen(path, "w") : NULL;
@@ -298,21 +365,7 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
         exit(1);
     }
     fprintf(stderr, "error: run-time error: %s\n", msg);
-    if (site >= 0 && site < A->nsites) {
-        const ksrt_site *s = &A->sites[site];
-        fprintf(stderr, "  --> %s:%d:%d (in `%s`)\n", s->file, (int)s->line, (int)s->col, s->fun);
-        int32_t frame = s->inlined_at;
-        int32_t k = A->depth;
-        for (;;) {
-            while (frame >= 0 && frame < A->nsites) {
-                const ksrt_site *c = &A->sites[frame];
-                fprintf(stderr, "  = called from `%s` at %s:%d:%d\n", c->fun, c->file, (int)c->line, (int)c->col);
-                frame = c->inlined_at;
-            }
-            if (k <= 0) break;
-            frame = A->frames[--k];
-        }
-    }
+    ksrt_where(A, site, stderr, NULL, 0, INT32_MAX);
     exit(1);
 }
 
@@ -325,10 +378,51 @@ static void ksrt_oom(ks_arena *A, size_t bytes) {
     else
         snprintf(msg, sizeof msg,
                  "out of memory: the arena could not grow by %zu bytes (it holds %zu bytes)", bytes, A->capacity);
+    while (A->owner) A = A->owner;
+    if (A->on_error) ksrt_return_error(A, KS_ERROR_MEMORY, msg, -1);
     ksrt_flush();
-    if (A->on_error) A->on_error(A, msg, -1);
     fprintf(stderr, "error: %s\n", msg);
     exit(1);
+}
+
+/* ---- a library's entry points --------------------------------------------- */
+
+/* An exported function of a library runs its body between these:
+ *
+ *     sigjmp_buf jb;
+ *     ks_mark m = ksrt_enter(A, &jb, sites, nsites);
+ *     if (sigsetjmp(jb, 0)) { ksrt_failed(A, m); return <zeros>; }
+ *     T r = body(A, ...);
+ *     ksrt_leave(A);
+ *     return r;
+ *
+ * A run-time error in the body records its code and message in the arena
+ * and jumps back to the entry, which frees what the call allocated and
+ * returns zeros. Only the outermost entry catches (the generated code calls
+ * the bodies, not the exported functions). */
+static inline ks_mark ksrt_enter(ks_arena *A, sigjmp_buf *jb, const ksrt_site *sites, int32_t nsites) {
+    A->error = KS_ERROR_NONE;
+    A->error_message[0] = 0;
+    A->sites = sites;
+    A->nsites = nsites;
+    A->depth = 0;
+    A->on_error = jb;
+    return ksrt_mark(A);
+}
+
+static inline void ksrt_leave(ks_arena *A) { A->on_error = NULL; }
+
+static __attribute__((cold)) void ksrt_failed(ks_arena *A, ks_mark m) {
+    A->on_error = NULL;
+    A->depth = 0;
+    ksrt_reset(A, m);
+    if (A->scratch) {
+        /* Abandoned in the middle of a copy: empty it. */
+        ksrt_block *b = A->scratch->block;
+        while (b->prev) b = b->prev;
+        ks_mark first = {b, b->start};
+        ksrt_reset(A->scratch, first);
+    }
 }
 
 /* An index or size as in the interpreter: `3` or `(2,3)`. */

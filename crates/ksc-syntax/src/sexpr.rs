@@ -141,6 +141,9 @@ impl SExpr {
     }
 }
 
+/// The start of the message of a string literal with no closing quote.
+const UNTERMINATED_STRING: &str = "unterminated string literal";
+
 /// Read all S-expressions of a text. Returns the top-level forms that could be
 /// read and the errors found (sorted by position). Never panics.
 pub fn read_sexprs(text: &str) -> (Vec<SExpr>, Vec<SyntaxError>) {
@@ -288,6 +291,11 @@ impl<'t> Reader<'t> {
     }
 
     fn report_unclosed(&mut self, u: &Unclosed, where_: &str) {
+        // A string left open on a line inside the form took the brackets
+        // after it: that error is the cause, and the only one reported.
+        if self.errors.iter().any(|e| e.span.start >= u.open.start && e.message.starts_with(UNTERMINATED_STRING)) {
+            return;
+        }
         let (open, close) = (u.bracket.open_char(), u.bracket.close_char());
         let msg = format!("unclosed `{open}`: no matching `{close}` {where_}");
         let nested = u.nested;
@@ -574,7 +582,7 @@ impl<'t> Reader<'t> {
                 }
             }
         }
-        self.error(start, start + 1, "unterminated string literal: no closing `\"` on this line").note =
+        self.error(start, start + 1, format!("{UNTERMINATED_STRING}: no closing `\"` on this line")).note =
             Some("a string cannot span lines; write a newline as `\\n`".to_string());
         Atom::Invalid
     }
@@ -745,9 +753,20 @@ fn classify_word(run: &str) -> Result<Atom, (String, Option<String>)> {
         return Err(malformed(Some(note)));
     }
     if is_float {
+        // Out of range either way: too large for a Float, or a nonzero
+        // number too small for one (it would silently be 0).
+        let mantissa = run.split(['e', 'E']).next().unwrap_or(run);
+        let nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
         return match run.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Atom::Float(f)),
-            _ => Err((format!("float literal `{run}` is out of range"), None)),
+            Ok(f) if f.is_finite() && (f != 0.0 || !nonzero) => Ok(Atom::Float(f)),
+            Ok(f) if f.is_finite() => Err((
+                format!("float literal `{run}` is out of range: too close to 0 for a Float, it would be 0"),
+                Some("the smallest positive Float is about 4.9e-324; write 0.0 for zero".to_string()),
+            )),
+            _ => Err((
+                format!("float literal `{run}` is out of range"),
+                Some("the largest Float is about 1.8e308".to_string()),
+            )),
         };
     }
     integer(run, negative, body, 10)
@@ -865,6 +884,15 @@ mod tests {
             assert!(msg.starts_with("malformed number literal"), "{text}: {msg}");
         }
         assert_eq!(one_error("1e999").1, "float literal `1e999` is out of range");
+        // Too close to 0 is out of range too (it was silently 0.0); zero
+        // written with an exponent, and subnormals, are values.
+        for text in ["1e-400", "-2.5e-330", "0.0001e-321"] {
+            assert!(one_error(text).1.contains("too close to 0"), "{text}");
+        }
+        for text in ["0e-400", "0.0e5", "1e-310", "-4.9e-324"] {
+            let forms = read(text);
+            assert!(matches!(forms[0].kind, SExprKind::Atom(Atom::Float(_))), "{text}");
+        }
         let errs = errors("12ab");
         assert_eq!(errs[0].note.as_deref(), Some("names cannot start with a digit"));
         let errs = errors("1.");
@@ -1081,5 +1109,14 @@ mod tests {
         assert!(msgs[3].contains("unexpected `]`"));
         assert!(msgs[4].contains("malformed number"));
         assert!(msgs[5].contains("unclosed"));
+    }
+
+    #[test]
+    fn an_unterminated_string_is_the_only_error_of_the_brackets_it_took() {
+        for text in ["(def f Integer () (print \"abc))\n(def g Float () 1.0)", "(a (b \"x)])"] {
+            let errs = errors(text);
+            assert_eq!(errs.len(), 1, "{text}: {errs:?}");
+            assert!(errs[0].message.starts_with("unterminated string literal"), "{errs:?}");
+        }
     }
 }

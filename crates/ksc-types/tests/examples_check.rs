@@ -1,6 +1,6 @@
 //! Every example program type-checks without diagnostics, and every program
 //! of the bad-input corpus gets at least one error or passes checking only to
-//! fail at run time (`run_*`, `no_main`).
+//! fail at run time (`run_*`, `no_main`, `main_with_parameters`).
 
 use std::path::PathBuf;
 
@@ -33,7 +33,7 @@ fn bad_programs_fail_to_check_unless_they_fail_at_run_time() {
     for f in files("tests/bad") {
         let name = f.file_stem().unwrap().to_str().unwrap().to_string();
         let a = ksc_types::analyze(&std::fs::read_to_string(&f).unwrap());
-        let runtime = name.starts_with("run_") || name == "no_main";
+        let runtime = name.starts_with("run_") || name == "no_main" || name == "main_with_parameters";
         if a.has_errors() == runtime {
             bad.push(format!("{name}: errors = {}: {:?}", a.has_errors(), a.diagnostics));
         }
