@@ -470,7 +470,14 @@ static inline double ksrt_ranhashdoub(int64_t seed) {
 
 /* ---- printing, in the original's format ---------------------------------- */
 
-static inline void ksrt_print_f(double x) { printf("%g", x); }
+/* NaN prints as `nan` whatever its sign, as in the interpreter (the sign
+ * depends on how the NaN was computed, e.g. folded by the C compiler). */
+static inline void ksrt_print_f(double x) {
+    if (isnan(x))
+        fputs("nan", stdout);
+    else
+        printf("%g", x);
+}
 static inline void ksrt_print_i(int64_t i) { printf("%" PRId64, i); }
 static inline void ksrt_print_b(bool b) { fputs(b ? "1" : "0", stdout); }
 static inline void ksrt_print_s(const char *s) { fputs(s, stdout); }
