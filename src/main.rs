@@ -201,6 +201,17 @@ fn quiet_on_closed_stdout() {
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
+    // The limit on a tensor's elements, the same for the interpreter and
+    // for native code lowered by this process (README, "Limits").
+    if let Some(text) = std::env::var_os(ksc_ir::limits::MAX_ELEMENTS_VAR) {
+        match ksc_ir::limits::parse_max_elements(&text.to_string_lossy()) {
+            Ok(n) => ksc_ir::limits::set_max_elements(n),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(USAGE);
+            }
+        }
+    }
     match cli.command {
         Command::Check { file } => check(&file),
         Command::Run { file, interp: true, .. } => run(&file),

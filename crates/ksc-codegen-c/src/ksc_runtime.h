@@ -363,6 +363,19 @@ static void ksrt_fail_negative(ks_arena *A, int32_t site, const char *prim, int 
     ksrt_report(A, msg, site);
 }
 
+/* A tensor of more elements than the limit (ksc_ir::limits, the
+ * interpreter's message). */
+static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
+                                uint64_t limit) __attribute__((noreturn, cold));
+static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
+                                uint64_t limit) {
+    char a[256], msg[500];
+    ksrt_fmt_index(a, sizeof a, rank, size);
+    snprintf(msg, sizeof msg, "`%s` of size %s is too large: more than %" PRIu64 " elements (the limit, KSC_MAX_ELEMENTS)",
+             prim, a, limit);
+    ksrt_report(A, msg, site);
+}
+
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size)
     __attribute__((noreturn, cold));
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size) {
@@ -425,6 +438,12 @@ static inline int64_t ksrt_idiv(ks_arena *A, int32_t site, int64_t a, int64_t b)
 static inline int64_t ksrt_ineg(ks_arena *A, int32_t site, int64_t a) {
     if (__builtin_expect(a == INT64_MIN, 0)) ksrt_fail_msg(A, site, "integer overflow");
     return -a;
+}
+/* The product of two non-negative Integers, saturating at INT64_MAX (a
+ * tensor's number of elements, compared with the limit). */
+static inline int64_t ksrt_imul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 static inline int64_t ksrt_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t ksrt_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
