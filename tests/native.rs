@@ -868,3 +868,49 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
     }
     report("tensor size limits", failures, cases.len() + 2);
 }
+
+/// The limit on memory (`KSC_MAX_MEMORY`, README "Limits") stops a program
+/// whose tensors are each within the element limit but together too big,
+/// in both backends, with a located out-of-memory error and exit code 1
+/// (where each reaches it differs: their layouts differ). 200 MB here; the
+/// program would take 800 MB natively and 2.4 GB in the interpreter.
+#[test]
+fn memory_limit_stops_both_backends() {
+    let program = "(def main Integer ()
+  (let (rows (fold (lam (acc_x : Tuple (Vec (Vec Float)) Float)
+                     (let ((acc x) acc_x)
+                       (build 1000 (lam (i : Integer) (build 100000 (lam (j : Integer) (add x (to_float (add i j)))))))))
+                   (build 1 (lam (i : Integer) (constVec 1 0.0)))
+                   (build 2 (lam (i : Integer) (to_float i)))))
+    (print (index 7 (index 5 rows)) \"\\n\")))
+";
+    let path = write_program("memory_limit", program);
+    let p = path.to_str().unwrap();
+    let limit = [("KSC_MAX_MEMORY", "200000000")];
+    let mut failures = Vec::new();
+    for args in [&["run", "--interp", p][..], &["run", p][..]] {
+        let out = ksc_env(args, &limit);
+        let err = text(&out.stderr);
+        if out.status.code() != Some(1)
+            || !err.starts_with("error: run-time error: out of memory")
+            || !err.contains("KSC_MAX_MEMORY")
+            || !err.contains(&format!("{p}:"))
+        {
+            failures.push(format!("{args:?}: expected a located out-of-memory error, got {}:\n{err}", out.status));
+        }
+    }
+    // Within the limit, the same program runs (smaller).
+    let small = write_program("memory_within", &program.replace("100000", "100"));
+    let s = small.to_str().unwrap();
+    for args in [&["run", "--interp", s][..], &["run", s][..]] {
+        let out = ksc_env(args, &limit);
+        if !out.status.success() || text(&out.stdout) != "13\n" {
+            failures.push(format!("{args:?}: should print 13, got {}:\n{}", out.status, text(&out.stderr)));
+        }
+    }
+    let bad = ksc_env(&["run", "--interp", s], &[("KSC_MAX_MEMORY", "lots")]);
+    if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_MEMORY must be") {
+        failures.push(format!("KSC_MAX_MEMORY=lots: expected a usage error, got {}:\n{}", bad.status, text(&bad.stderr)));
+    }
+    report("memory limit", failures, 5);
+}

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* The deepest nesting of calls, as in the interpreter. */
 #define KSRT_MAX_DEPTH 10000
@@ -71,6 +72,26 @@ struct ks_arena {
 };
 
 static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold));
+
+/* The most bytes an arena's blocks may hold: $KSC_MAX_MEMORY (a decimal
+ * number of bytes), else half the machine's physical memory. Growing past
+ * it is an out-of-memory error, so a program cannot exhaust the machine
+ * (the interpreter has the same limit on its heap; README, "Limits"). */
+static size_t ksrt_max_memory(void) {
+    static size_t max;
+    if (!max) {
+        const char *s = getenv("KSC_MAX_MEMORY");
+        char *end = NULL;
+        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+        if (s && end != s && *end == 0 && v > 0) {
+            max = (size_t)v;
+        } else {
+            long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+            max = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : SIZE_MAX;
+        }
+    }
+    return max;
+}
 
 static ks_arena *ksrt_arena_new(const ksrt_site *sites, int32_t nsites) {
     ks_arena *A = (ks_arena *)calloc(1, sizeof(ks_arena));
@@ -120,6 +141,10 @@ static __attribute__((noinline)) void *ksrt_grow(ks_arena *A, size_t bytes) {
     if (!next) {
         size_t size = A->block ? A->block->size * 2 : KSRT_FIRST_BLOCK;
         if (size < bytes) size = bytes;
+        size_t max = ksrt_max_memory();
+        /* Within the limit: a block of just `bytes` if doubling would pass it. */
+        if (A->capacity > max || size > max - A->capacity) size = bytes;
+        if (A->capacity > max || size > max - A->capacity) ksrt_oom(A, bytes);
         next = (ksrt_block *)malloc(sizeof(ksrt_block) + size + 16);
         if (!next) ksrt_oom(A, bytes);
         next->size = size;
@@ -318,17 +343,23 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
 
 static void ksrt_fail_msg(ks_arena *A, int32_t site, const char *msg) { ksrt_report(A, msg, site); }
 
+/* Out of memory, reported at the call of the running function (an
+ * allocation has no site of its own; `ksc run` blames `main` at depth 0). */
 static void ksrt_oom(ks_arena *A, size_t bytes) {
     char msg[256];
+    size_t max = ksrt_max_memory();
     if (bytes == SIZE_MAX)
         snprintf(msg, sizeof msg, "out of memory: a tensor too large to allocate");
+    else if (A->capacity > max || bytes > max - A->capacity)
+        snprintf(msg, sizeof msg,
+                 "out of memory: %zu more bytes would take the arena (%zu bytes) past its limit of %zu bytes (KSC_MAX_MEMORY)",
+                 bytes, A->capacity, max);
     else
         snprintf(msg, sizeof msg,
                  "out of memory: the arena could not grow by %zu bytes (it holds %zu bytes)", bytes, A->capacity);
-    ksrt_flush();
-    if (A->on_error) A->on_error(A, msg, -1);
-    fprintf(stderr, "error: %s\n", msg);
-    exit(1);
+    int32_t site = -1;
+    if (A->depth > 0) site = A->frames[--A->depth];
+    ksrt_report(A, msg, site);
 }
 
 /* An index or size as in the interpreter: `3` or `(2,3)`. */

@@ -14,8 +14,10 @@ pub(crate) const OVERFLOW: &str = "integer overflow";
 /// Reserves room for `n` elements, or explains why it cannot. Sizes given
 /// to primitives are checked against the limit on a tensor's elements
 /// first (`prims::tensor_count`); this only turns a failing allocation
-/// into an error instead of an abort.
+/// into an error instead of an abort, and keeps the heap within the limit
+/// on memory (`ksc_ir::limits::check_memory`).
 pub(crate) fn alloc_elements(n: usize) -> Result<Vec<Value>, String> {
+    ksc_ir::limits::check_memory(n, n.saturating_mul(std::mem::size_of::<Value>()))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;

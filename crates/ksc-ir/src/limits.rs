@@ -13,8 +13,18 @@
 //! The binary sets the limit from `KSC_MAX_ELEMENTS` before anything runs
 //! ([`set_max_elements`]); native code gets it as a constant when it is
 //! lowered.
+//!
+//! Memory is limited too (`KSC_MAX_MEMORY` bytes, by default half the
+//! machine's physical memory), so that no program exhausts the machine:
+//! natively the arena may not grow past it, and the interpreter refuses a
+//! tensor that would take its heap past it ([`check_memory`]; the binary
+//! counts the heap's bytes with its allocator and reports them through
+//! [`note_heap`]). The two backends lay values out differently (an
+//! interpreter element is a tagged value, a native one 8 bytes, and native
+//! code fuses tensors away), so where a program reaches this limit differs
+//! between them; the limit on elements is the one they share exactly.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The default number of elements a tensor may have: 2^28 (2 GiB of
 /// Floats natively).
@@ -50,6 +60,54 @@ pub fn parse_max_elements(text: &str) -> Result<u64, String> {
             "{MAX_ELEMENTS_VAR} must be a number of elements from 1 to 2^31 ({MAX_MAX_ELEMENTS}), not `{text}`"
         )),
     }
+}
+
+/// The environment variable that sets the limit on memory, in bytes.
+pub const MAX_MEMORY_VAR: &str = "KSC_MAX_MEMORY";
+
+static MAX_MEMORY: AtomicU64 = AtomicU64::new(u64::MAX);
+static HEAP_IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// The most bytes the interpreter's heap may hold (no limit until the
+/// binary sets one).
+pub fn max_memory() -> u64 {
+    MAX_MEMORY.load(Ordering::Relaxed)
+}
+
+/// Sets the limit on memory (for the whole process).
+pub fn set_max_memory(bytes: u64) {
+    MAX_MEMORY.store(bytes, Ordering::Relaxed);
+}
+
+/// Reads a value of `KSC_MAX_MEMORY`: a positive decimal number of bytes.
+pub fn parse_max_memory(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{MAX_MEMORY_VAR} must be a positive number of bytes, not `{text}`")),
+    }
+}
+
+/// Records `bytes` more (`grown`) or fewer bytes in use by the heap (the
+/// binary's allocator calls this).
+pub fn note_heap(bytes: usize, grown: bool) {
+    if grown {
+        HEAP_IN_USE.fetch_add(bytes, Ordering::Relaxed);
+    } else {
+        HEAP_IN_USE.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Checks that `bytes` more for a tensor of `elements` elements keep the
+/// heap within [`max_memory`].
+pub fn check_memory(elements: usize, bytes: usize) -> Result<(), String> {
+    let (max, in_use) = (max_memory(), HEAP_IN_USE.load(Ordering::Relaxed) as u64);
+    if in_use.saturating_add(bytes as u64) > max {
+        return Err(format!(
+            "out of memory: a tensor of {elements} elements ({bytes} bytes) would take the interpreter's heap \
+             ({in_use} bytes) past its limit of {max} bytes ({MAX_MEMORY_VAR})"
+        ));
+    }
+    Ok(())
 }
 
 /// The number of elements of a tensor of these sizes, saturating at
