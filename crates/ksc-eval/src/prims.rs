@@ -108,6 +108,14 @@ pub fn count(shape: &[usize]) -> Result<usize, String> {
     num_elements(shape).ok_or_else(|| OVERFLOW.to_string())
 }
 
+/// The number of indices of an iteration space (`sumbuild`,
+/// `buildFromSparse`), saturating: it makes no tensor, so it has no limit,
+/// and a count past `usize::MAX` loops as long as native code's nested
+/// loops do (an empty size anywhere makes it empty).
+pub fn iterations(shape: &[usize]) -> usize {
+    shape.iter().fold(1usize, |acc, &n| acc.saturating_mul(n))
+}
+
 /// The number of elements of a tensor that `prim` makes of this shape, or
 /// the error of a size over the limit (`ksc_ir::limits`), checked before
 /// anything is allocated or computed, as native code does.
@@ -362,7 +370,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Sumbuild => {
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
+                let n = iterations(&shape);
                 if n == 0 {
                     return Err(Fail::Here(format!(
                         "`sumbuild` of an empty range (size {})",
@@ -632,7 +640,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let mut result = zeros_of_shape(args.get(0), &elem_ty)?;
                 let space = sizes(args.get(1), p)?;
                 let l = self.lambda(cx, base, args, 2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     let entry = self.apply(&l, index_at(k, &space))?;
                     accumulate(&mut result, &entry)?;
                 }
@@ -666,7 +674,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     .collect::<Result<Vec<_>, _>>()?;
                 let space = sizes(args.get(1), p)?;
                 let l = self.lambda(cx, base, args, 2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     match self.apply(&l, index_at(k, &space))? {
                         Value::Tuple(entries) if entries.len() == results.len() => {
                             for (result, entry) in results.iter_mut().zip(entries.iter()) {

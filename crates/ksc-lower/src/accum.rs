@@ -434,7 +434,7 @@ impl Lowerer<'_> {
                             let n = self.lower_expr(fb, st, ctx, n)?;
                             let dims = index_ops(&n)?;
                             self.sizes_check(fb, &dims, "sumbuild", ssite);
-                            let total = self.count_of(fb, &dims);
+                            let total = self.count_sat_of(fb, &dims);
                             match bin(fb, BinOp::IGt, total, Op::Int(0)) {
                                 Op::Bool(true) => {}
                                 cond => fb.emit(Stmt::Check {

@@ -1748,6 +1748,16 @@ impl<'a> Lowerer<'a> {
     pub(crate) fn count_of(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
         self.count(fb, dims)
     }
+    /// The number of indices of an iteration space of these (non-negative)
+    /// sizes, saturating at 2^63 - 1: a `sumbuild` has no limit, so its
+    /// count may overflow, and only whether it is empty is asked.
+    pub(crate) fn count_sat_of(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
+        let mut acc = dims[0].clone();
+        for d in &dims[1..] {
+            acc = float_bin(fb, BinOp::IMulSat, acc, d.clone());
+        }
+        acc
+    }
     pub(crate) fn sizes_check(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
         self.check_sizes(fb, dims, prim, site)
     }

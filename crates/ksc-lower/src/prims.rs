@@ -929,7 +929,7 @@ impl Lowerer<'_> {
         empty: ErrorKind,
     ) -> R<LVal> {
         let dims = self.dims_of(fb, v, rank)?;
-        let total = self.count_of(fb, &dims);
+        let total = self.count_sat_of(fb, &dims);
         let nonempty = bin(fb, BinOp::IGt, total, Op::Int(0));
         match nonempty {
             Op::Bool(true) => {}
