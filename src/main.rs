@@ -213,6 +213,10 @@ fn quiet_on_closed_stdout() {
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
+    if let Err(e) = set_limits() {
+        eprintln!("error: {e}");
+        return ExitCode::from(USAGE);
+    }
     match cli.command {
         Command::Check { file } => check(&file),
         Command::Run { file, interp: true, .. } => run(&file),
@@ -247,6 +251,68 @@ const EXIT_CODES: &str = "Exit codes:\n  \
     or the C compiler failed\n  \
     2  usage error: a bad command line or `--cflags`, an unreadable input file, or an output file that cannot \
     or may not be written";
+
+/// The limits of README's "Limits" from the environment: the elements of a
+/// tensor, the same for the interpreter and for native code lowered by this
+/// process, and the interpreter's memory (by default half the machine's,
+/// as native code's arena; a malformed value of either is refused here).
+fn set_limits() -> Result<(), String> {
+    use ksc_ir::limits;
+    if let Some(text) = std::env::var_os(limits::MAX_ELEMENTS_VAR) {
+        limits::set_max_elements(limits::parse_max_elements(&text.to_string_lossy())?);
+    }
+    let memory = match std::env::var_os(limits::MAX_MEMORY_VAR) {
+        Some(text) => Some(limits::parse_max_memory(&text.to_string_lossy())?),
+        None => physical_memory().map(|m| m / 2),
+    };
+    if let Some(m) = memory {
+        limits::set_max_memory(m);
+    }
+    Ok(())
+}
+
+/// The machine's physical memory in bytes (`MemTotal` of /proc/meminfo).
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The system allocator, counting the bytes in use for the interpreter's
+/// limit on memory (`ksc_ir::limits::check_memory`).
+struct CountingAlloc;
+
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if !p.is_null() {
+            ksc_ir::limits::note_heap(layout.size(), true);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            ksc_ir::limits::note_heap(layout.size(), true);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) };
+        ksc_ir::limits::note_heap(layout.size(), false);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            ksc_ir::limits::note_heap(layout.size(), false);
+            ksc_ir::limits::note_heap(new_size, true);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Exit code for a program with errors.
 const FAILURE: u8 = 1;

@@ -149,7 +149,7 @@ pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let (roots, checked) = (vec![main_name], !opts.unchecked);
+    let (roots, checked) = (vec![main_name.clone()], !opts.unchecked);
     let display = path.display().to_string();
     let prog = match ksc_db::c_unit(&db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
         Ok(p) => p,
@@ -163,7 +163,12 @@ pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
     match run_executable(&exe, &[]) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed { message, site, frames }) => {
-            let e = runtime_error(module, message, site, &frames);
+            let mut e = runtime_error(module, message, site, &frames);
+            if e.location.is_none() {
+                // A failure with no site of its own (running out of memory
+                // in `main` itself): blame `main`'s body.
+                e.location = analysis.defs().into_iter().find(|d| d.name == main_name).map(|d| (d.name.clone(), d.root));
+            }
             sources.emit(&[runtime_diagnostic(&analysis, &e)]);
             ExitCode::from(FAILURE)
         }

@@ -873,3 +873,148 @@ fn bad_cflags_are_a_usage_error_not_a_ksc_bug() {
     assert!(err.contains("rejects the flags `-O2 -fno-such-flag-ksc-test`"), "{err}");
     assert!(!err.contains("bug in ksc"), "{err}");
 }
+
+/// The limit on a tensor's elements (`KSC_MAX_ELEMENTS`, README "Limits")
+/// is the same in both backends: every primitive that makes a tensor
+/// refuses a size over it with the same located error, whether native code
+/// materialises the tensor or fuses it away, and tensors within it (a
+/// ragged tensor of small ones, a sum with no tensor) run. A small limit
+/// keeps the test's memory small.
+#[test]
+fn tensor_size_limit_is_the_same_in_both_backends() {
+    let limit = [("KSC_MAX_ELEMENTS", "1000")];
+    let f = "(lam (i : Integer) (to_float i))";
+    // (name, body of main, Some(the primitive and size refused) or None: runs).
+    let cases: &[(&str, String, Option<&str>)] = &[
+        ("build", format!("(build 1001 {f})"), Some("`build` of size 1001")),
+        ("build_fused", format!("(index 5 (build 1001 {f}))"), Some("`build` of size 1001")),
+        ("build_summed", format!("(sum (build 1001 {f}))"), Some("`build` of size 1001")),
+        ("build_at_limit", format!("(sum (build 1000 {f}))"), None),
+        (
+            "build_rank2",
+            "(index (tuple 1 1) (build (tuple 40 30) (lam (ij : Tuple Integer Integer) 1.0)))".into(),
+            Some("`build` of size (40,30)"),
+        ),
+        (
+            "build_rank2_empty",
+            "(size (build (tuple 0 4611686018427387904) (lam (ij : Tuple Integer Integer) 1.0)))".into(),
+            None,
+        ),
+        ("constvec", "(sum (constVec 2000 1.0))".into(), Some("`constVec` of size 2000")),
+        ("deltavec", "(deltaVec 1001 3 1.0)".into(), Some("`deltaVec` of size 1001")),
+        ("diag", "(diag 32 32 (lam (i : Integer) 2.0))".into(), Some("`diag` of size (32,32)")),
+        ("diag_within", "(sum (map (lam (r : Vec Float) (sum r)) (diag 31 31 (lam (i : Integer) 2.0))))".into(), None),
+        ("concat", "($concat (build 2 (lam (i : Integer) (constVec 600 1.0))))".into(), Some("`$concat` of size 1200")),
+        (
+            "concatn",
+            "($concatN 1200 (build 2 (lam (i : Integer) (constVec 600 1.0))))".into(),
+            Some("`$concatN` of size 1200"),
+        ),
+        (
+            "buildsum",
+            "($buildSum 1001 0.0 (lam (i : Integer) (tuple 1.0 2.0)))".into(),
+            Some("`$buildSum` of size 1001"),
+        ),
+        ("ragged", "(sum (map (lam (r : Vec Float) (sum r)) (build 100 (lam (i : Integer) (constVec 100 1.0)))))".into(), None),
+        ("sumbuild", format!("(sumbuild 5000 {f})"), None),
+    ];
+    let mut failures = Vec::new();
+    for (name, body, refused) in cases {
+        let program = format!(
+            "(def make (Vec Float) (n : Integer)\n  (build n (lam (i : Integer) (to_float i))))\n\n(def main Integer ()\n  (print {body} \"\\n\"))\n"
+        );
+        let path = write_program(&format!("limit_{name}"), &program);
+        let p = path.to_str().unwrap();
+        let interp = ksc_env(&["run", "--interp", p], &limit);
+        for flags in [&[][..], &["--unchecked"][..]] {
+            let native = ksc_env(&[&["run"][..], flags, &[p][..]].concat(), &limit);
+            if native.status.code() != interp.status.code() || native.stdout != interp.stdout || native.stderr != interp.stderr {
+                failures.push(format!(
+                    "{name} {flags:?}: native ({}) and interpreter ({}) differ:\n{}{}",
+                    native.status,
+                    interp.status,
+                    common::diff(&text(&interp.stdout), &text(&native.stdout)),
+                    common::diff(&text(&interp.stderr), &text(&native.stderr))
+                ));
+            }
+        }
+        let err = text(&interp.stderr);
+        match refused {
+            Some(what) => {
+                let message = format!("{what} is too large: more than 1000 elements (the limit, KSC_MAX_ELEMENTS)");
+                if interp.status.code() != Some(1) || !err.contains(&message) || !err.contains(&format!("{p}:5:")) {
+                    failures.push(format!("{name}: expected `{message}` at line 5, got {}:\n{err}", interp.status));
+                }
+            }
+            None if !interp.status.success() => failures.push(format!("{name}: should run, got {}:\n{err}", interp.status)),
+            None => {}
+        }
+    }
+    // A size computed at run time, in a function: located in it, with the call.
+    let path = write_program(
+        "limit_in_call",
+        "(def make (Vec Float) (n : Integer)\n  (build n (lam (i : Integer) (to_float i))))\n\n(def main Integer ()\n  (print (sum (make (add 1000 (size (make 1)))))))\n",
+    );
+    let p = path.to_str().unwrap();
+    let interp = ksc_env(&["run", "--interp", p], &limit);
+    let native = ksc_env(&["run", p], &limit);
+    let err = text(&interp.stderr);
+    if interp.status.code() != Some(1) || !err.contains("`build` of size 1001") || !err.contains("called from") {
+        failures.push(format!("in a call: expected the limit's error in `make`, called from `main`:\n{err}"));
+    }
+    if native.stderr != interp.stderr || native.status.code() != Some(1) {
+        failures.push(format!("in a call: native differs:\n{}", common::diff(&err, &text(&native.stderr))));
+    }
+    // A malformed limit is a usage error.
+    let bad = ksc_env(&["run", "--interp", p], &[("KSC_MAX_ELEMENTS", "0")]);
+    if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_ELEMENTS must be") {
+        failures.push(format!("KSC_MAX_ELEMENTS=0: expected a usage error, got {}:\n{}", bad.status, text(&bad.stderr)));
+    }
+    report("tensor size limits", failures, cases.len() + 2);
+}
+
+/// The limit on memory (`KSC_MAX_MEMORY`, README "Limits") stops a program
+/// whose tensors are each within the element limit but together too big,
+/// in both backends, with a located out-of-memory error and exit code 1
+/// (where each reaches it differs: their layouts differ). 200 MB here; the
+/// program would take 800 MB natively and 2.4 GB in the interpreter.
+#[test]
+fn memory_limit_stops_both_backends() {
+    let program = "(def main Integer ()
+  (let (rows (fold (lam (acc_x : Tuple (Vec (Vec Float)) Float)
+                     (let ((acc x) acc_x)
+                       (build 1000 (lam (i : Integer) (build 100000 (lam (j : Integer) (add x (to_float (add i j)))))))))
+                   (build 1 (lam (i : Integer) (constVec 1 0.0)))
+                   (build 2 (lam (i : Integer) (to_float i)))))
+    (print (index 7 (index 5 rows)) \"\\n\")))
+";
+    let path = write_program("memory_limit", program);
+    let p = path.to_str().unwrap();
+    let limit = [("KSC_MAX_MEMORY", "200000000")];
+    let mut failures = Vec::new();
+    for args in [&["run", "--interp", p][..], &["run", p][..]] {
+        let out = ksc_env(args, &limit);
+        let err = text(&out.stderr);
+        if out.status.code() != Some(1)
+            || !err.starts_with("error: run-time error: out of memory")
+            || !err.contains("KSC_MAX_MEMORY")
+            || !err.contains(&format!("{p}:"))
+        {
+            failures.push(format!("{args:?}: expected a located out-of-memory error, got {}:\n{err}", out.status));
+        }
+    }
+    // Within the limit, the same program runs (smaller).
+    let small = write_program("memory_within", &program.replace("100000", "100"));
+    let s = small.to_str().unwrap();
+    for args in [&["run", "--interp", s][..], &["run", s][..]] {
+        let out = ksc_env(args, &limit);
+        if !out.status.success() || text(&out.stdout) != "13\n" {
+            failures.push(format!("{args:?}: should print 13, got {}:\n{}", out.status, text(&out.stderr)));
+        }
+    }
+    let bad = ksc_env(&["run", "--interp", s], &[("KSC_MAX_MEMORY", "lots")]);
+    if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_MEMORY must be") {
+        failures.push(format!("KSC_MAX_MEMORY=lots: expected a usage error, got {}:\n{}", bad.status, text(&bad.stderr)));
+    }
+    report("memory limit", failures, 5);
+}

@@ -25,7 +25,8 @@
 use std::rc::Rc;
 
 use ksc_eval::support::{
-    count, dummy, fmt_size, index_at, index_components, int, new_tensor, pair, sizes, tensor, zero_from_shape, zero_like,
+    dummy, fmt_size, index_at, index_components, int, iterations, new_tensor, pair, sizes, tensor, tensor_count, zero_from_shape,
+    zero_like,
 };
 use ksc_eval::{Tensor, Value};
 use ksc_ir::{Callee, FunName, Prim, Type};
@@ -155,7 +156,7 @@ impl Eval<'_> {
             },
             Cl::Build { size, elem, .. } => {
                 let shape = sizes(&self.eval(size, t.clone(), d)?, "build")?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, "build")?;
                 let mut data = Vec::with_capacity(n);
                 for k in 0..n {
                     data.push(self.eval(elem, extend(&t, index_at(k, &shape))?, d)?);
@@ -218,7 +219,7 @@ impl Eval<'_> {
         Ok(match p {
             Prim::Build => {
                 let shape = sizes(val(0)?, "build")?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, "build")?;
                 let l = lam(1)?;
                 let mut data = Vec::with_capacity(n);
                 for k in 0..n {
@@ -228,7 +229,7 @@ impl Eval<'_> {
             }
             Prim::Sumbuild => {
                 let shape = sizes(val(0)?, "sumbuild")?;
-                let n = count(&shape)?;
+                let n = iterations(&shape);
                 if n == 0 {
                     return Err(format!("`sumbuild` of an empty range (size {})", fmt_size(&shape)));
                 }
@@ -277,7 +278,7 @@ impl Eval<'_> {
             }
             Prim::BuildSum => {
                 let shape = sizes(val(0)?, "$buildSum")?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, "$buildSum")?;
                 let mut acc = val(1)?.clone();
                 let acc_ty = component(ty, 1);
                 let l = lam(2)?;
@@ -323,7 +324,7 @@ impl Eval<'_> {
                     ));
                 }
                 let n = usize::try_from(rows).map_err(|_| format!("`diag` with a negative size {rows}"))?;
-                count(&[n, n])?;
+                tensor_count(&[n, n], "diag")?;
                 let l = lam(2)?;
                 let mut out = Vec::with_capacity(n);
                 for i in 0..n {
@@ -343,7 +344,7 @@ impl Eval<'_> {
                 };
                 let space = sizes(val(1)?, "buildFromSparse")?;
                 let l = lam(2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     let entry = self.apply(l, &t, index_at(k, &space), d)?;
                     self.accumulate(&mut result, &elem, &entry)?;
                 }
@@ -369,7 +370,7 @@ impl Eval<'_> {
                 }
                 let space = sizes(val(1)?, "buildFromSparseTupled")?;
                 let l = lam(2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     let entries = self.apply(l, &t, index_at(k, &space), d)?;
                     let entries = tuple_of(&entries, results.len(), "the lambda of `buildFromSparseTupled`")?;
                     for (j, (r, e)) in results.iter_mut().zip(entries.iter()).enumerate() {

@@ -781,6 +781,7 @@ impl W<'_> {
                     BinOp::FAdd | BinOp::IAddNoCheck => format!("{a} + {b}"),
                     BinOp::FSub => format!("{a} - {b}"),
                     BinOp::FMul | BinOp::IMulNoCheck => format!("{a} * {b}"),
+                    BinOp::IMulSat => format!("ksrt_imul_sat({a}, {b})"),
                     BinOp::FDiv => format!("{a} / {b}"),
                     BinOp::FMax => format!("{a} < {b} ? {b} : {a}"),
                     BinOp::FPowI => format!("pow({a}, (double){b})"),
@@ -1203,6 +1204,10 @@ impl W<'_> {
             }
             ErrorKind::SumbuildEmpty { size } => {
                 format!("ksrt_fail_sumbuild(A, {s}, {}, {});", size.len(), arr(self, size))
+            }
+            ErrorKind::TooLarge { prim, size, limit } => {
+                let (p, n, a) = (c_string(prim), size.len(), arr(self, size));
+                format!("ksrt_fail_too_large(A, {s}, {p}, {n}, {a}, UINT64_C({limit}));")
             }
             ErrorKind::Sizes { what, a, b } => {
                 format!("ksrt_fail_sizes(A, {s}, {}, {}, {}, {});", c_string(what), a.len(), arr(self, a), arr(self, b))

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* The deepest nesting of calls, as in the interpreter. */
 #define KSRT_MAX_DEPTH 10000
@@ -78,6 +79,26 @@ struct ks_arena {
 };
 
 static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold));
+
+/* The most bytes an arena's blocks may hold: $KSC_MAX_MEMORY (a decimal
+ * number of bytes), else half the machine's physical memory. Growing past
+ * it is an out-of-memory error, so a program cannot exhaust the machine
+ * (the interpreter has the same limit on its heap; README, "Limits"). */
+static size_t ksrt_max_memory(void) {
+    static size_t max;
+    if (!max) {
+        const char *s = getenv("KSC_MAX_MEMORY");
+        char *end = NULL;
+        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+        if (s && end != s && *end == 0 && v > 0) {
+            max = (size_t)v;
+        } else {
+            long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+            max = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : SIZE_MAX;
+        }
+    }
+    return max;
+}
 
 /* The error codes of a library's calls (`ks_arena_error`). */
 #define KS_ERROR_NONE 0
@@ -133,6 +154,10 @@ static __attribute__((noinline)) void *ksrt_grow(ks_arena *A, size_t bytes) {
     if (!next) {
         size_t size = A->block ? A->block->size * 2 : KSRT_FIRST_BLOCK;
         if (size < bytes) size = bytes;
+        size_t max = ksrt_max_memory();
+        /* Within the limit: a block of just `bytes` if doubling would pass it. */
+        if (A->capacity > max || size > max - A->capacity) size = bytes;
+        if (A->capacity > max || size > max - A->capacity) ksrt_oom(A, bytes);
         next = (ksrt_block *)malloc(sizeof(ksrt_block) + size + 16);
         if (!next) ksrt_oom(A, bytes);
         next->size = size;
@@ -371,18 +396,25 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
 
 static void ksrt_fail_msg(ks_arena *A, int32_t site, const char *msg) { ksrt_report(A, msg, site); }
 
+/* Out of memory, reported at the call of the running function (an
+ * allocation has no site of its own; `ksc run` blames `main` at depth 0). */
 static void ksrt_oom(ks_arena *A, size_t bytes) {
     char msg[256];
+    size_t max = ksrt_max_memory();
     if (bytes == SIZE_MAX)
         snprintf(msg, sizeof msg, "out of memory: a tensor too large to allocate");
+    else if (A->capacity > max || bytes > max - A->capacity)
+        snprintf(msg, sizeof msg,
+                 "out of memory: %zu more bytes would take the arena (%zu bytes) past its limit of %zu bytes (KSC_MAX_MEMORY)",
+                 bytes, A->capacity, max);
     else
         snprintf(msg, sizeof msg,
                  "out of memory: the arena could not grow by %zu bytes (it holds %zu bytes)", bytes, A->capacity);
     while (A->owner) A = A->owner;
-    if (A->on_error) ksrt_return_error(A, KS_ERROR_MEMORY, msg, -1);
-    ksrt_flush();
-    fprintf(stderr, "error: %s\n", msg);
-    exit(1);
+    int32_t site = -1;
+    if (A->depth > 0) site = A->frames[--A->depth];
+    if (A->on_error) ksrt_return_error(A, KS_ERROR_MEMORY, msg, site);
+    ksrt_report(A, msg, site);
 }
 
 /* ---- a library's entry points --------------------------------------------- */
@@ -457,6 +489,19 @@ static void ksrt_fail_negative(ks_arena *A, int32_t site, const char *prim, int 
     ksrt_report(A, msg, site);
 }
 
+/* A tensor of more elements than the limit (ksc_ir::limits, the
+ * interpreter's message). */
+static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
+                                uint64_t limit) __attribute__((noreturn, cold));
+static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
+                                uint64_t limit) {
+    char a[256], msg[500];
+    ksrt_fmt_index(a, sizeof a, rank, size);
+    snprintf(msg, sizeof msg, "`%s` of size %s is too large: more than %" PRIu64 " elements (the limit, KSC_MAX_ELEMENTS)",
+             prim, a, limit);
+    ksrt_report(A, msg, site);
+}
+
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size)
     __attribute__((noreturn, cold));
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size) {
@@ -520,6 +565,12 @@ static inline int64_t ksrt_ineg(ks_arena *A, int32_t site, int64_t a) {
     if (__builtin_expect(a == INT64_MIN, 0)) ksrt_fail_msg(A, site, "integer overflow");
     return -a;
 }
+/* The product of two non-negative Integers, saturating at INT64_MAX (a
+ * tensor's number of elements, compared with the limit). */
+static inline int64_t ksrt_imul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
 static inline int64_t ksrt_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t ksrt_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t ksrt_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
@@ -564,7 +615,14 @@ static inline double ksrt_ranhashdoub(int64_t seed) {
 
 /* ---- printing, in the original's format ---------------------------------- */
 
-static inline void ksrt_print_f(double x) { printf("%g", x); }
+/* NaN prints as `nan` whatever its sign, as in the interpreter (the sign
+ * depends on how the NaN was computed, e.g. folded by the C compiler). */
+static inline void ksrt_print_f(double x) {
+    if (isnan(x))
+        fputs("nan", stdout);
+    else
+        printf("%g", x);
+}
 static inline void ksrt_print_i(int64_t i) { printf("%" PRId64, i); }
 static inline void ksrt_print_b(bool b) { fputs(b ? "1" : "0", stdout); }
 static inline void ksrt_print_s(const char *s) { fputs(s, stdout); }

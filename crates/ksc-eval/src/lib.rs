@@ -47,7 +47,9 @@ pub use crate::value::{format_float, Closure, Tensor, Value};
 /// evaluators of Core IR's semantics (the categorical language's).
 pub mod support {
     pub use crate::ops::{dummy, zero_from_shape, zero_like};
-    pub use crate::prims::{count, index_at, index_components, int, new_tensor, pair, sizes, tensor};
+    pub use crate::prims::{
+        count, index_at, index_components, int, iterations, new_tensor, pair, sizes, tensor, tensor_count,
+    };
     pub use crate::value::{fmt_index, fmt_size};
 }
 

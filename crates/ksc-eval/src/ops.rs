@@ -11,18 +11,13 @@ use crate::value::{fmt_size, Tensor, Value};
 
 pub(crate) const OVERFLOW: &str = "integer overflow";
 
-/// The most elements a single tensor may have. Bigger requests are errors
-/// rather than an allocation failure that would abort the process (the
-/// original's allocator has 1 GB in total).
-pub(crate) const MAX_ELEMENTS: usize = 1 << 28;
-
-/// Reserves room for `n` elements, or explains why it cannot.
+/// Reserves room for `n` elements, or explains why it cannot. Sizes given
+/// to primitives are checked against the limit on a tensor's elements
+/// first (`prims::tensor_count`); this only turns a failing allocation
+/// into an error instead of an abort, and keeps the heap within the limit
+/// on memory (`ksc_ir::limits::check_memory`).
 pub(crate) fn alloc_elements(n: usize) -> Result<Vec<Value>, String> {
-    if n > MAX_ELEMENTS {
-        return Err(format!(
-            "a tensor of {n} elements is too large (the limit is {MAX_ELEMENTS})"
-        ));
-    }
+    ksc_ir::limits::check_memory(n, n.saturating_mul(std::mem::size_of::<Value>()))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;

@@ -108,6 +108,23 @@ pub fn count(shape: &[usize]) -> Result<usize, String> {
     num_elements(shape).ok_or_else(|| OVERFLOW.to_string())
 }
 
+/// The number of indices of an iteration space (`sumbuild`,
+/// `buildFromSparse`), saturating: it makes no tensor, so it has no limit,
+/// and a count past `usize::MAX` loops as long as native code's nested
+/// loops do (an empty size anywhere makes it empty).
+pub fn iterations(shape: &[usize]) -> usize {
+    shape.iter().fold(1usize, |acc, &n| acc.saturating_mul(n))
+}
+
+/// The number of elements of a tensor that `prim` makes of this shape, or
+/// the error of a size over the limit (`ksc_ir::limits`), checked before
+/// anything is allocated or computed, as native code does.
+pub fn tensor_count(shape: &[usize], prim: impl std::fmt::Display) -> Result<usize, String> {
+    let size: Vec<i64> = shape.iter().map(|&n| i64::try_from(n).unwrap_or(i64::MAX)).collect();
+    let n = ksc_ir::limits::check_elements(&prim.to_string(), &size)?;
+    usize::try_from(n).map_err(|_| OVERFLOW.to_string())
+}
+
 /// The `k`-th index (row-major) of an index space of this shape, as a value.
 pub fn index_at(mut k: usize, shape: &[usize]) -> Value {
     if let [_] = shape {
@@ -342,7 +359,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         Ok(match p {
             Prim::Build => {
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, p)?;
                 let mut data = alloc_elements(n)?;
                 let l = self.lambda(cx, base, args, 1)?;
                 for k in 0..n {
@@ -353,7 +370,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Sumbuild => {
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
+                let n = iterations(&shape);
                 if n == 0 {
                     return Err(Fail::Here(format!(
                         "`sumbuild` of an empty range (size {})",
@@ -392,7 +409,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::BuildSum => {
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, p)?;
                 let mut data = alloc_elements(n)?;
                 let mut acc = args.take(1);
                 let l = self.lambda(cx, base, args, 2)?;
@@ -500,7 +517,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 new_tensor(vec![xs.len()], xs.into_iter().map(Value::Float).collect())
             }
             Prim::Concat => {
-                let mut data = Vec::new();
+                // The total size first, checked against the limit.
+                let mut total = 0usize;
+                for x in &tensor(args.get(0))?.data {
+                    total = total.saturating_add(tensor(x)?.data.len());
+                }
+                let mut data = alloc_elements(tensor_count(&[total], p)?)?;
                 for x in &tensor(args.get(0))?.data {
                     data.extend(tensor(x)?.data.iter().cloned());
                 }
@@ -510,8 +532,8 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 // The checks and messages of the native code, which copies
                 // tensor after tensor into n places.
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
-                let mut data = Vec::with_capacity(n);
+                let n = tensor_count(&shape, p)?;
+                let mut data = alloc_elements(n)?;
                 for x in &tensor(args.get(1))?.data {
                     let x = tensor(x)?;
                     if data.len() + x.data.len() > n {
@@ -563,7 +585,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::ConstVec => {
                 let shape = sizes(args.get(0), p)?;
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, p)?;
                 let mut data = alloc_elements(n)?;
                 data.resize(n, args.take(1));
                 new_tensor(shape, data)
@@ -572,7 +594,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let shape = sizes(args.get(0), p)?;
                 let idx = index_components(args.get(1))?;
                 let v = args.take(2);
-                let n = count(&shape)?;
+                let n = tensor_count(&shape, p)?;
                 let mut data = alloc_elements(n)?;
                 data.resize(n, zero_like(&v));
                 let mut t = Tensor { shape, data };
@@ -594,7 +616,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let n = usize::try_from(rows)
                     .map_err(|_| format!("`diag` with a negative size {rows}"))?;
                 // Refuse a result too large to build before building any of it.
-                alloc_elements(count(&[n, n])?)?;
+                tensor_count(&[n, n], p)?;
                 let mut out = alloc_elements(n)?;
                 let l = self.lambda(cx, base, args, 2)?;
                 for i in 0..n {
@@ -618,7 +640,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let mut result = zeros_of_shape(args.get(0), &elem_ty)?;
                 let space = sizes(args.get(1), p)?;
                 let l = self.lambda(cx, base, args, 2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     let entry = self.apply(&l, index_at(k, &space))?;
                     accumulate(&mut result, &entry)?;
                 }
@@ -652,7 +674,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     .collect::<Result<Vec<_>, _>>()?;
                 let space = sizes(args.get(1), p)?;
                 let l = self.lambda(cx, base, args, 2)?;
-                for k in 0..count(&space)? {
+                for k in 0..iterations(&space) {
                     match self.apply(&l, index_at(k, &space))? {
                         Value::Tuple(entries) if entries.len() == results.len() => {
                             for (result, entry) in results.iter_mut().zip(entries.iter()) {

@@ -325,12 +325,14 @@ fn fmt_dims(f: &mut fmt::Formatter<'_>, shape: &[usize], data: &[Value]) -> fmt:
 
 /// Formats a float as C's `printf("%g", x)` does (6 significant digits; the
 /// style of `%e` if the decimal exponent is below -4 or at least 6, else that
-/// of `%f`; trailing zeros removed). NaN prints as `nan` or `-nan` depending on
-/// its sign bit, as glibc does.
+/// of `%f`; trailing zeros removed). NaN prints as `nan` whatever its sign
+/// bit (glibc would print `-nan`): the sign of a NaN depends on how it was
+/// computed (x86's `0.0 / 0.0` is negative, a C compiler's folded one
+/// positive), so printing it would make the backends disagree.
 pub fn format_float(x: f64) -> String {
     const PRECISION: i32 = 6;
     if x.is_nan() {
-        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+        return "nan".to_string();
     }
     if x.is_infinite() {
         return if x < 0.0 { "-inf" } else { "inf" }.to_string();

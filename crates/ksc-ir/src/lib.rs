@@ -5,6 +5,7 @@
 //! This crate depends on nothing else of ksc and does no I/O.
 
 pub mod core;
+pub mod limits;
 pub mod names;
 pub mod prim;
 pub mod print;

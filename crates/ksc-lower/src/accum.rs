@@ -434,7 +434,7 @@ impl Lowerer<'_> {
                             let n = self.lower_expr(fb, st, ctx, n)?;
                             let dims = index_ops(&n)?;
                             self.sizes_check(fb, &dims, "sumbuild", ssite);
-                            let total = self.count_of(fb, &dims);
+                            let total = self.count_sat_of(fb, &dims);
                             match bin(fb, BinOp::IGt, total, Op::Int(0)) {
                                 Op::Bool(true) => {}
                                 cond => fb.emit(Stmt::Check {
@@ -624,7 +624,7 @@ impl Lowerer<'_> {
     fn build_dims(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, n: ExprId, site: SiteId) -> R<Vec<Op>> {
         let n = self.lower_expr(fb, st, ctx, n)?;
         let dims = index_ops(&n)?;
-        self.sizes_check(fb, &dims, "build", site);
+        self.tensor_sizes_check(fb, &dims, "build", site);
         Ok(dims)
     }
 
@@ -697,7 +697,7 @@ impl Lowerer<'_> {
         // As in the interpreter, `v` is evaluated whatever the index.
         let v = self.lower_expr(fb, st, ctx, v)?;
         let dims = index_ops(&n)?;
-        self.sizes_check(fb, &dims, "deltaVec", dsite);
+        self.tensor_sizes_check(fb, &dims, "deltaVec", dsite);
         let idx = index_ops(&i)?;
         self.accumulate_at(fb, st, ctx, arr, t, &dims, &idx, Term::Val(v), site)
     }

@@ -78,6 +78,7 @@ impl FnBuilder {
             (B::IAddNoCheck, Op::Int(0), x) | (B::IAddNoCheck, x, Op::Int(0)) => Some(x.clone()),
             (B::IMulNoCheck, Op::Int(1), x) | (B::IMulNoCheck, x, Op::Int(1)) => Some(x.clone()),
             (B::IMulNoCheck, Op::Int(0), _) | (B::IMulNoCheck, _, Op::Int(0)) => Some(Op::Int(0)),
+            (B::IMulSat, Op::Int(x), Op::Int(y)) if *x >= 0 && *y >= 0 => Some(Op::Int(x.saturating_mul(*y))),
             _ => None,
         }
     }

@@ -173,6 +173,9 @@ pub enum BinOp {
     /// whose operands are known to be in range.
     IAddNoCheck,
     IMulNoCheck,
+    /// The product of two non-negative Integers, saturating at 2^63 - 1
+    /// (a tensor's number of elements, compared with the limit).
+    IMulSat,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -277,6 +280,9 @@ pub enum ErrorKind {
     NegativeSize { prim: String, size: Vec<Op> },
     /// `` `sumbuild` of an empty range (size S) ``
     SumbuildEmpty { size: Vec<Op> },
+    /// `` `PRIM` of size S is too large: more than L elements ..``
+    /// (`ksc_ir::limits`; `limit` is the limit when lowered).
+    TooLarge { prim: String, size: Vec<Op>, limit: u64 },
     /// `WHAT: A and B`, e.g. `` `ts_add` of tensors of different sizes: 2 and 3 ``
     Sizes { what: String, a: Vec<Op>, b: Vec<Op> },
     /// `` `diag` needs as many rows as columns, but has R rows and C columns ``
@@ -291,7 +297,9 @@ impl ErrorKind {
     pub fn operands_mut(&mut self) -> Vec<&mut Op> {
         match self {
             ErrorKind::IndexOutOfRange { index, size } => index.iter_mut().chain(size.iter_mut()).collect(),
-            ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } => size.iter_mut().collect(),
+            ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } | ErrorKind::TooLarge { size, .. } => {
+                size.iter_mut().collect()
+            }
             ErrorKind::Sizes { a, b, .. } => a.iter_mut().chain(b.iter_mut()).collect(),
             ErrorKind::Diag { rows, cols } => vec![rows, cols],
             ErrorKind::MatVec { rows, cols, n } => vec![rows, cols, n],
@@ -589,6 +597,7 @@ fn err_name(e: &ErrorKind) -> String {
         ErrorKind::IndexOutOfRange { .. } => "index-out-of-range".into(),
         ErrorKind::NegativeSize { prim, .. } => format!("negative-size({prim})"),
         ErrorKind::SumbuildEmpty { .. } => "sumbuild-empty".into(),
+        ErrorKind::TooLarge { prim, .. } => format!("too-large({prim})"),
         ErrorKind::Sizes { what, .. } => format!("sizes({what})"),
         ErrorKind::Diag { .. } => "diag".into(),
         ErrorKind::MatVec { .. } => "matvec".into(),
@@ -632,6 +641,7 @@ fn bin_name(op: BinOp) -> &'static str {
         BinOp::Or => "or",
         BinOp::IAddNoCheck => "iadd",
         BinOp::IMulNoCheck => "imul",
+        BinOp::IMulSat => "imul.sat",
     }
 }
 

@@ -577,7 +577,7 @@ pub(crate) struct Nest {
 fn float_bin(fb: &mut FnBuilder, op: BinOp, a: Op, b: Op) -> Op {
     let ty = match op {
         BinOp::FAdd | BinOp::FSub | BinOp::FMul | BinOp::FDiv | BinOp::FMax | BinOp::FPowI => Type::Float,
-        BinOp::IAddNoCheck | BinOp::IMulNoCheck => Type::Integer,
+        BinOp::IAddNoCheck | BinOp::IMulNoCheck | BinOp::IMulSat => Type::Integer,
         _ => Type::Bool,
     };
     fb.let_(Rhs::Bin(op, a, b), ty, None)
@@ -635,6 +635,20 @@ impl<'a> Lowerer<'a> {
             .collect();
         let cond = all_of(fb, conds);
         fb.emit(Stmt::Check { cond, site, err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() } });
+    }
+
+    /// Checks that a tensor of sizes `dims` (not negative: checked first)
+    /// has at most `ksc_ir::limits::max_elements()` elements, as the
+    /// interpreter does before making it, whether or not it is ever
+    /// materialised here.
+    fn check_limit(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
+        let limit = ksc_ir::limits::max_elements();
+        let mut count = dims[0].clone();
+        for d in &dims[1..] {
+            count = float_bin(fb, BinOp::IMulSat, count, d.clone());
+        }
+        let cond = float_bin(fb, BinOp::ILe, count, Op::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        fb.emit(Stmt::Check { cond, site, err: ErrorKind::TooLarge { prim: prim.to_string(), size: dims.to_vec(), limit } });
     }
 
     /// Checks that two tensors have the same sizes.
@@ -1734,8 +1748,27 @@ impl<'a> Lowerer<'a> {
     pub(crate) fn count_of(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
         self.count(fb, dims)
     }
+    /// The number of indices of an iteration space of these (non-negative)
+    /// sizes, saturating at 2^63 - 1: a `sumbuild` has no limit, so its
+    /// count may overflow, and only whether it is empty is asked.
+    pub(crate) fn count_sat_of(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Op {
+        let mut acc = dims[0].clone();
+        for d in &dims[1..] {
+            acc = float_bin(fb, BinOp::IMulSat, acc, d.clone());
+        }
+        acc
+    }
     pub(crate) fn sizes_check(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
         self.check_sizes(fb, dims, prim, site)
+    }
+    /// [`Self::sizes_check`] of the sizes of a tensor `prim` makes, then
+    /// the limit on its elements.
+    pub(crate) fn tensor_sizes_check(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
+        self.check_sizes(fb, dims, prim, site);
+        self.check_limit(fb, dims, prim, site)
+    }
+    pub(crate) fn limit_check(&mut self, fb: &mut FnBuilder, dims: &[Op], prim: &str, site: SiteId) {
+        self.check_limit(fb, dims, prim, site)
     }
     pub(crate) fn same_dims_check(&mut self, fb: &mut FnBuilder, a: &[Op], b: &[Op], what: &str, site: SiteId) {
         self.check_same_dims(fb, a, b, what, site)

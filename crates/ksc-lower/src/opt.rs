@@ -167,7 +167,9 @@ pub fn stmt_operands(s: &Stmt) -> Vec<&Op> {
 fn err_operands(e: &ErrorKind) -> Vec<&Op> {
     match e {
         ErrorKind::IndexOutOfRange { index, size } => index.iter().chain(size).collect(),
-        ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } => size.iter().collect(),
+        ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } | ErrorKind::TooLarge { size, .. } => {
+            size.iter().collect()
+        }
         ErrorKind::Sizes { a, b, .. } => a.iter().chain(b).collect(),
         ErrorKind::Diag { rows, cols } => vec![rows, cols],
         ErrorKind::MatVec { rows, cols, n } => vec![rows, cols, n],

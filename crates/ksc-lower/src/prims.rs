@@ -386,7 +386,7 @@ impl Lowerer<'_> {
             Prim::Build => {
                 let (size, _) = args[0].val()?;
                 let dims = index_ops(size)?;
-                self.sizes_check(fb, &dims, "build", site);
+                self.tensor_sizes_check(fb, &dims, "build", site);
                 let Arg::Lam { binder, body } = &args[1] else {
                     return internal("`build` of a lambda that is not written in place");
                 };
@@ -481,7 +481,7 @@ impl Lowerer<'_> {
                 let (out_dims, given) = match p {
                     Prim::ConcatN => {
                         let dims = index_ops(args[0].val()?.0)?;
-                        self.sizes_check(fb, &dims, "$concatN", site);
+                        self.tensor_sizes_check(fb, &dims, "$concatN", site);
                         let n = self.count_of(fb, &dims);
                         (Some(dims), Some(n))
                     }
@@ -527,6 +527,11 @@ impl Lowerer<'_> {
                     v
                 };
                 let dims = self.dims_of(fb, &v, 1)?;
+                if given.is_none() {
+                    // The interpreter's check of the total (each tensor is
+                    // within the limit, so the sum cannot overflow).
+                    self.limit_check(fb, &[Op::Var(total)], "$concat", site);
+                }
                 let dims_out = out_dims.unwrap_or_else(|| vec![Op::Var(total)]);
                 let out = fb.let_(Rhs::Alloc { dims: dims_out, elem: elem_ty.clone() }, ty.clone(), None);
                 let pos = fb.var(Type::Integer, Some("pos"), true);
@@ -594,7 +599,7 @@ impl Lowerer<'_> {
                 // iteration, as in `build`.
                 let (size, _) = args[0].val()?;
                 let dims = index_ops(size)?;
-                self.sizes_check(fb, &dims, "$buildSum", site);
+                self.tensor_sizes_check(fb, &dims, "$buildSum", site);
                 let (z, zt) = args[1].val()?;
                 let (z, zt) = (z.clone(), zt.clone());
                 let Arg::Lam { binder, body } = &args[2] else {
@@ -769,7 +774,7 @@ impl Lowerer<'_> {
                 let (size, _) = args[0].val()?;
                 let (v, vt) = args[1].val()?;
                 let dims = index_ops(size)?;
-                self.sizes_check(fb, &dims, "constVec", site);
+                self.tensor_sizes_check(fb, &dims, "constVec", site);
                 let v = self.force_val(fb, st, v.clone(), &vt.clone())?;
                 Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, v))))
             }
@@ -778,7 +783,7 @@ impl Lowerer<'_> {
                 let (i, _) = args[1].val()?;
                 let (v, vt) = args[2].val()?;
                 let (dims, idx, v, vt) = (index_ops(size)?, index_ops(i)?, v.clone(), vt.clone());
-                self.sizes_check(fb, &dims, "deltaVec", site);
+                self.tensor_sizes_check(fb, &dims, "deltaVec", site);
                 self.delta_vec(fb, st, &dims, &idx, v, &vt, &ty)
             }
             Prim::Diag => {
@@ -787,6 +792,7 @@ impl Lowerer<'_> {
                 let same = bin(fb, BinOp::IEq, rows.clone(), cols.clone());
                 fb.emit(Stmt::Check { cond: same, site, err: ErrorKind::Diag { rows: rows.clone(), cols } });
                 self.sizes_check(fb, std::slice::from_ref(&rows), "diag", site);
+                self.limit_check(fb, &[rows.clone(), rows.clone()], "diag", site);
                 let (_, row_ty) = tensor_ty(&ty)?;
                 let (_, elem_ty) = tensor_ty(&row_ty)?;
                 let out = fb.let_(Rhs::Alloc { dims: vec![rows.clone()], elem: row_ty.clone() }, ty.clone(), None);
@@ -923,7 +929,7 @@ impl Lowerer<'_> {
         empty: ErrorKind,
     ) -> R<LVal> {
         let dims = self.dims_of(fb, v, rank)?;
-        let total = self.count_of(fb, &dims);
+        let total = self.count_sat_of(fb, &dims);
         let nonempty = bin(fb, BinOp::IGt, total, Op::Int(0));
         match nonempty {
             Op::Bool(true) => {}

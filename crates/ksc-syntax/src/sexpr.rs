@@ -571,11 +571,19 @@ impl<'t> Reader<'t> {
                     return if ok { Atom::String(out) } else { Atom::Invalid };
                 }
                 '\n' | '\r' => break,
-                '\\' => match self.escape() {
-                    Ok(Some(c)) => out.push(c),
-                    Ok(None) => {}
-                    Err(()) => ok = false,
-                },
+                '\\' => {
+                    let at = self.pos;
+                    match self.escape() {
+                        Ok(Some('\0')) => ok = self.nul_in_string(at),
+                        Ok(Some(c)) => out.push(c),
+                        Ok(None) => {}
+                        Err(()) => ok = false,
+                    }
+                }
+                '\0' => {
+                    self.pos += 1;
+                    ok = self.nul_in_string(self.pos - 1);
+                }
                 c => {
                     out.push(c);
                     self.pos += c.len_utf8();
@@ -585,6 +593,16 @@ impl<'t> Reader<'t> {
         self.error(start, start + 1, format!("{UNTERMINATED_STRING}: no closing `\"` on this line")).note =
             Some("a string cannot span lines; write a newline as `\\n`".to_string());
         Atom::Invalid
+    }
+
+    /// Reports a NUL character (written at `at`, up to `pos`) in a string
+    /// literal. Native code passes strings as C strings, which end at the
+    /// first NUL, so a string holding one would print and compare
+    /// differently there than in the interpreter. Returns `false`.
+    fn nul_in_string(&mut self, at: usize) -> bool {
+        self.error(at, self.pos, "a string literal cannot contain the NUL character").note =
+            Some("strings are C strings in native code, which end at the first NUL".to_string());
+        false
     }
 
     /// An escape sequence; `pos` is at the backslash. Returns the character it
@@ -930,7 +948,7 @@ mod tests {
     fn strings_and_escapes() {
         assert_eq!(atom(r#""hello""#), Atom::String("hello".into()));
         assert_eq!(atom(r#""""#), Atom::String(String::new()));
-        assert_eq!(atom(r#""\n\t\r\\\"\'\a\b\f\v\0""#), Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}\0".into()));
+        assert_eq!(atom(r#""\n\t\r\\\"\'\a\b\f\v""#), Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}".into()));
         assert_eq!(atom(r#""\65\x41\o101\x3bb""#), Atom::String("AAA\u{3bb}".into()));
         assert_eq!(atom(r#""\1234\&5""#), Atom::String("\u{4d2}5".into()));
         assert_eq!(atom(r#""a\^Ab""#), Atom::String("a\u{1}b".into()));
@@ -957,6 +975,12 @@ mod tests {
         assert!(one_error(r#""\x""#).1.contains("missing hexadecimal digits"));
         assert!(one_error(r#""\1114112""#).1.contains("not a valid Unicode character"));
         assert!(one_error(r#""\xD800""#).1.contains("not a valid Unicode character"));
+        // NUL, escaped any way or written as is, is refused.
+        for s in [r#""a\0b""#, r#""\x0""#, r#""\o00""#, r#""\^@""#, "\"a\0b\""] {
+            let (_, msg) = one_error(s);
+            assert!(msg.contains("NUL"), "{s}: {msg}");
+            assert_eq!(show_all(s), "<invalid>", "{s}");
+        }
         // Two bad escapes in one string: both reported.
         assert_eq!(errors(r#""\q\z""#).len(), 2);
     }

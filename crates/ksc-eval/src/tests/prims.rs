@@ -248,6 +248,18 @@ fn build_and_index() {
         "too large",
         "build",
     );
+    // Too many elements for an Integer: the limit's error, not an overflow.
+    assert_fails(
+        "(build (tuple 4294967296 4294967296) (lam (ij : Tuple Integer Integer) 1))",
+        "`build` of size (4294967296,4294967296) is too large: more than 268435456 elements",
+        "build",
+    );
+    // Refused before anything is allocated (this used to abort on 48 GB).
+    assert_fails(
+        "($concatN (tuple 2 1000000000) (build 3 (lam (i : Integer) (constVec 2 1.0))))",
+        "`$concatN` of size (2,1000000000) is too large",
+        "$concatN",
+    );
     assert_fails(
         "(index 5 (build 3 (lam (i : Integer) i)))",
         "index out of range: index 5 in a tensor of size 3",
