@@ -35,9 +35,10 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Every program of `ksc-examples/` prints exactly its `.expected` file in
-/// the interpreter, natively, and natively unchecked (whose code differs:
-/// no bounds or overflow checks, and sums run in blocks that checks keep
-/// apart; with vectors' memory reused at every size). The benchmark
+/// the interpreter, natively (at `QUICK_CFLAGS`), and natively unchecked
+/// (whose code differs: no bounds or overflow checks, and sums run in
+/// blocks that checks keep apart; compiled with the default `-O3`, with
+/// vectors' memory reused at every size). The benchmark
 /// programs of `ksc-examples/adbench/` run natively only (the GMM one takes
 /// minutes in a debug build's interpreter). `KSC_BLESS=1` writes the
 /// interpreter's output (the native one for the benchmarks).

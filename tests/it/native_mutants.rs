@@ -109,7 +109,7 @@ fn ksc_command(args: &[&str]) -> Command {
         .current_dir(root())
         .env("NO_COLOR", "1")
         .env("KSC_CACHE_DIR", common::cache_dir())
-        .env("KSC_CFLAGS", common::reuse_always_cflags());
+        .env("KSC_CFLAGS", format!("{} -DKSRT_REUSE_MIN_BYTES=0", common::QUICK_CFLAGS));
     cmd
 }
 
