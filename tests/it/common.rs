@@ -35,9 +35,11 @@ pub fn cache_dir() -> PathBuf {
 }
 
 /// A scratch directory `name` for a test's generated files, in the target
-/// directory (created; earlier runs' files are overwritten).
+/// directory, emptied of earlier runs' files (`ksc build` refuses to write
+/// over a file it did not write, as an older ksc's outputs are).
 pub fn work_dir(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ksc-work").join(name);
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
     d
 }
