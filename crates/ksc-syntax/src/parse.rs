@@ -16,6 +16,20 @@
 
 use crate::ast::*;
 use crate::sexpr::{Atom, Bracket, SExpr, SExprKind, MAX_DEPTH};
+
+/// The highest rank a `Tensor` type may have. A rank is a number of
+/// dimensions, and later stages make things proportional to it (the index
+/// type `Tuple Integer ..` of a rank-n tensor, n sizes in its C struct), so
+/// a rank written in the source is bounded, as the nesting of brackets is.
+pub const MAX_RANK: usize = 32;
+
+/// The most `let` bindings an expression may be inside. A `let` of n
+/// bindings nests its body n levels deep in Core IR, whose passes (checking,
+/// derivation, optimisation, interpretation, lowering to loops) recurse on
+/// that nesting, so the bound plays for `let` chains the part [`MAX_DEPTH`]
+/// plays for brackets: every pass of ksc survives the deepest program the
+/// parser accepts (the binary runs them on a thread with a large stack).
+pub const MAX_LET_DEPTH: usize = 10_000;
 use crate::SyntaxError;
 
 /// Words that cannot be variables, parameters or function names.
@@ -32,7 +46,7 @@ const DECL_WORDS: [&str; 4] = ["def", "edef", "gdef", "rule"];
 
 /// Parse the top-level forms read from `text`.
 pub(crate) fn parse_forms(text: &str, forms: &[SExpr]) -> (SourceFile, Vec<SyntaxError>) {
-    let mut p = Parser { text, errors: Vec::new(), suppress: false, depth: 0 };
+    let mut p = Parser { text, errors: Vec::new(), suppress: false, depth: 0, lets: 0 };
     let mut decls = Vec::new();
     for form in forms {
         p.suppress = !form.brackets_balanced();
@@ -146,6 +160,8 @@ struct Parser<'t> {
     suppress: bool,
     /// Current nesting depth of expressions, types and names.
     depth: usize,
+    /// The number of `let` bindings around the current expression.
+    lets: usize,
 }
 
 impl Parser<'_> {
@@ -412,7 +428,13 @@ impl Parser<'_> {
                     return Err(self.error(span, msg));
                 }
                 let rank = match &args[0].kind {
-                    SExprKind::Atom(Atom::Integer(n)) if *n >= 1 => usize::try_from(*n).map_err(|_| Failed),
+                    SExprKind::Atom(Atom::Integer(n)) if (1..=MAX_RANK as i64).contains(n) => {
+                        usize::try_from(*n).map_err(|_| Failed)
+                    }
+                    SExprKind::Atom(Atom::Integer(n)) if *n > MAX_RANK as i64 => {
+                        let msg = format!("the rank of a `Tensor` is at most {MAX_RANK}, found {n}");
+                        Err(self.error(args[0].span, msg))
+                    }
                     SExprKind::Atom(Atom::Invalid) => Err(Failed),
                     _ => {
                         let found = self.snippet(args[0].span);
@@ -793,7 +815,11 @@ impl Parser<'_> {
             );
         };
         let bindings = self.bindings(bind);
+        // The body is inside every binding (Core IR nests one `let` per binding).
+        let n = bindings.as_ref().map_or(0, Vec::len);
+        self.lets += n;
         let body = self.single_body(span, "let", &rest[1..]);
+        self.lets -= n;
         Ok(ExprKind::Let { bindings: bindings?, body: Box::new(body?) })
     }
 
@@ -817,8 +843,15 @@ impl Parser<'_> {
         }
         let mut out = Vec::with_capacity(b.len());
         let mut failed = false;
-        for item in b {
-            match self.binding_item(item) {
+        for (j, item) in b.iter().enumerate() {
+            // The j-th binding's expression is inside the j bindings before it.
+            if self.lets + j >= MAX_LET_DEPTH {
+                return Err(self.too_many_lets(item.span));
+            }
+            self.lets += j;
+            let binding = self.binding_item(item);
+            self.lets -= j;
+            match binding {
                 Ok(binding) => out.push(binding),
                 Err(Failed) => failed = true,
             }
@@ -874,6 +907,13 @@ impl Parser<'_> {
 
     #[cold]
     #[inline(never)]
+    fn too_many_lets(&mut self, span: Span) -> Failed {
+        let msg = format!("more than {MAX_LET_DEPTH} `let` bindings around this expression");
+        let note = Some("each binding of a `let` nests what follows it one level deeper; split the function into several");
+        self.error_note(span, msg, note)
+    }
+
+    #[cold]
     fn too_deep(&mut self, span: Span) -> Failed {
         self.error(span, format!("nesting deeper than {MAX_DEPTH} levels"))
     }
