@@ -243,6 +243,13 @@ impl<'g> Globals<'g> {
     }
 
     /// Effect and recursion of `name`, from the functions reachable from it.
+    ///
+    /// One pass (Tarjan's strongly connected components, iterative) gives
+    /// the facts of every function reachable from `name` that are not known
+    /// yet, so asking for every function of a program costs time linear in
+    /// its size (a search per name was quadratic on a chain of calls): a
+    /// function prints if one it reaches prints, and is recursive if it is
+    /// in a cycle of calls.
     fn info(&self, name: &FunName) -> Facts {
         if let Some(i) = self.info.borrow().get(name) {
             return *i;
@@ -251,28 +258,87 @@ impl<'g> Globals<'g> {
             self.info.borrow_mut().insert(name.clone(), i);
             return i;
         }
-        let mut effect = false;
-        let mut recursive = false;
-        let mut seen: FxHashSet<FunName> = FxHashSet::default();
-        let mut stack: Vec<FunName> = Vec::new();
-        if let Some(s) = self.scan(name) {
-            effect |= s.prints;
-            stack.extend(s.callees);
+        struct Node {
+            name: FunName,
+            callees: Vec<FunName>,
+            next: usize,
+            low: usize,
+            effect: bool,
+            self_call: bool,
         }
-        while let Some(f) = stack.pop() {
-            if f == *name {
-                recursive = true;
-            }
-            if !seen.insert(f.clone()) {
+        // Search state: `index` of every function visited, the Tarjan
+        // stack, and the path of the depth-first search.
+        let mut index: FxHashMap<FunName, usize> = FxHashMap::default();
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut on_stack: Vec<usize> = Vec::new();
+        let mut in_stack: FxHashSet<usize> = FxHashSet::default();
+        let mut path: Vec<usize> = Vec::new();
+        let visit = |f: &FunName, nodes: &mut Vec<Node>, index: &mut FxHashMap<FunName, usize>| -> usize {
+            let s = self.scan(f);
+            let (callees, prints) = s.map(|s| (s.callees, s.prints)).unwrap_or_default();
+            let i = nodes.len();
+            let self_call = callees.contains(f);
+            nodes.push(Node { name: f.clone(), callees, next: 0, low: i, effect: prints, self_call });
+            index.insert(f.clone(), i);
+            i
+        };
+        let root = visit(name, &mut nodes, &mut index);
+        on_stack.push(root);
+        in_stack.insert(root);
+        path.push(root);
+        while let Some(&v) = path.last() {
+            if nodes[v].next < nodes[v].callees.len() {
+                let w = nodes[v].callees[nodes[v].next].clone();
+                nodes[v].next += 1;
+                if let Some(known) = self.info.borrow().get(&w).copied() {
+                    nodes[v].effect |= known.effect;
+                    continue;
+                }
+                match index.get(&w).copied() {
+                    None => {
+                        let wi = visit(&w, &mut nodes, &mut index);
+                        on_stack.push(wi);
+                        in_stack.insert(wi);
+                        path.push(wi);
+                    }
+                    Some(wi) => {
+                        if in_stack.contains(&wi) {
+                            nodes[v].low = nodes[v].low.min(wi);
+                        }
+                        // Effects of a finished component are final; of one
+                        // on the stack, merged when it completes.
+                        nodes[v].effect |= nodes[wi].effect;
+                    }
+                }
                 continue;
             }
-            if let Some(s) = self.scan(&f) {
-                effect |= s.prints;
-                stack.extend(s.callees);
+            path.pop();
+            if let Some(&u) = path.last() {
+                nodes[u].low = nodes[u].low.min(nodes[v].low);
+            }
+            if nodes[v].low == v {
+                // v is the root of a component: everything above it on the stack.
+                let at = on_stack.iter().rposition(|&x| x == v).expect("on the stack");
+                let members: Vec<usize> = on_stack.drain(at..).collect();
+                let effect = members.iter().any(|&m| nodes[m].effect);
+                let recursive = members.len() > 1 || nodes[v].self_call;
+                let mut info = self.info.borrow_mut();
+                for &m in &members {
+                    in_stack.remove(&m);
+                    nodes[m].effect = effect;
+                    info.insert(nodes[m].name.clone(), Facts { effect, recursive });
+                }
+            }
+            if let Some(&u) = path.last() {
+                nodes[u].effect |= nodes[v].effect;
             }
         }
-        let i = Facts { effect, recursive };
-        self.info.borrow_mut().insert(name.clone(), i);
-        i
+        self.info.borrow()[name]
+    }
+
+    /// The facts computed so far (of every function asked for with
+    /// [`Globals::facts`] and of those it reaches).
+    pub fn known_facts(&self) -> Vec<(FunName, Facts)> {
+        self.info.borrow().iter().map(|(n, f)| (n.clone(), *f)).collect()
     }
 }
