@@ -260,6 +260,7 @@ pub fn declared_names(db: &dyn Db, file: SourceFile) -> std::sync::Arc<FxHashMap
 /// [`declared_names`] with the spans of the names (for diagnostics).
 #[salsa::tracked(returns(ref))]
 pub fn located_declared_names(db: &dyn Db, file: SourceFile) -> std::sync::Arc<FxHashMap<String, Span>> {
+    db.log_execution("located_declared_names".to_string());
     let mut names = FxHashMap::default();
     for &it in &parse_file(db, file).items {
         if let Some(base) = signature(db, it).as_ref().and_then(declared_base_name) {
@@ -705,6 +706,7 @@ pub struct RequestFacts(pub FxHashMap<FunName, ksc_opt::Facts>);
 
 #[salsa::tracked(returns(ref))]
 pub fn request_facts<'db>(db: &'db dyn Db, request: Request<'db>) -> RequestFacts {
+    db.log_execution(format!("request_facts({})", request.name(db)));
     let defs = DbDefs::new(db, request, false);
     let globals = ksc_opt::Globals::new(&defs);
     for (name, _) in &closure(db, request).defs {

@@ -839,6 +839,9 @@ impl Parser<'_> {
         if first.as_symbol().is_some() || (rhs.len() == 1 && names_only()) {
             // `(x e)` or `((a b) e)`: one binding. (With a name first, any
             // other count is an error: a list of bindings cannot start with a name.)
+            if self.lets >= MAX_LET_DEPTH {
+                return Err(self.too_many_lets(bind.span));
+            }
             return Ok(vec![self.binding(bind.span, first, &rhs)?]);
         }
         let mut out = Vec::with_capacity(b.len());
@@ -1099,6 +1102,25 @@ mod tests {
             kind: SExprKind::List { bracket: Bracket::Paren, items, closed_by: Some(Bracket::Paren) },
             span: Span::new(0, 1),
         }
+    }
+
+    #[test]
+    fn let_bindings_around_an_expression_are_bounded() {
+        let binds = |v: &str, n: usize| (0..n).map(|i| format!("({v}{i} 1.0)")).collect::<Vec<_>>().join(" ");
+        // One let at the limit is fine; the nested lets of two count together.
+        let ok = format!("(def f Float (x : Float) (let ({}) x))", binds("a", MAX_LET_DEPTH));
+        let (_, errors) = crate::parse_source(&ok);
+        assert!(errors.is_empty(), "{errors:?}");
+        let nested = format!(
+            "(def f Float (x : Float) (let ({}) (let ({}) (let (c 2.0) x))))",
+            binds("a", MAX_LET_DEPTH / 2),
+            binds("b", MAX_LET_DEPTH / 2)
+        );
+        let (file, errors) = crate::parse_source(&nested);
+        assert!(file.decls.is_empty());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].message, format!("more than {MAX_LET_DEPTH} `let` bindings around this expression"));
+        assert_eq!(&nested[errors[0].span.range()], "(c 2.0)");
     }
 
     #[test]
