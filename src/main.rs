@@ -206,6 +206,14 @@ const COMPILER_STACK: usize = 1 << 30;
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    // A panic inside a derivation is turned into a located diagnostic
+    // ("internal error (a ksc bug): ..."); do not also print it as a panic.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !ksc_ad::panic_is_guarded() {
+            default_hook(info);
+        }
+    }));
     let cli = Cli::parse();
     let worker = std::thread::Builder::new().stack_size(COMPILER_STACK).spawn(move || command(cli));
     match worker.map(|w| w.join()) {
