@@ -210,13 +210,38 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// The stack every command runs on. The passes recurse on the nesting of
+/// Core IR, which the reader bounds (`ksc_syntax::sexpr::MAX_DEPTH` brackets,
+/// `ksc_syntax::MAX_LET_DEPTH` `let` bindings); at those bounds they need
+/// more than a main thread's 8 MiB. Only the pages touched are allocated.
+const COMPILER_STACK: usize = 1 << 30;
+
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    // A panic inside a derivation is turned into a located diagnostic
+    // ("internal error (a ksc bug): ..."); do not also print it as a panic.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !ksc_ad::panic_is_guarded() {
+            default_hook(info);
+        }
+    }));
     let cli = Cli::parse();
     if let Err(e) = set_limits() {
         eprintln!("error: {e}");
         return ExitCode::from(USAGE);
     }
+    let worker = std::thread::Builder::new().stack_size(COMPILER_STACK).spawn(move || command(cli));
+    match worker.map(|w| w.join()) {
+        Ok(Ok(code)) => code,
+        // A panic has printed its message already.
+        Ok(Err(_)) => ExitCode::from(101),
+        // No thread with a large stack: run here.
+        Err(_) => command(Cli::parse()),
+    }
+}
+
+fn command(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check { file } => check(&file),
         Command::Run { file, interp: true, .. } => run(&file),

@@ -170,3 +170,39 @@ fn at_errors_are_shown_in_the_at_text() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--at:1:"), "{stderr}");
 }
+
+/// `ts_add` of values with Integer parts, whose tangents are not of their
+/// own type, is differentiated (its Jacobian built an ill-typed `lmHCat`
+/// and panicked), in a tuple and in a vector of tuples: the Jacobians at a
+/// point (in the interpreter) are the analytic ones, and the shipped
+/// example `prim_ts_ops.ks` has one.
+#[test]
+fn ts_add_with_integer_parts_is_differentiated() {
+    let dir = crate::common::work_dir("ts_add");
+    let path = dir.join("ts_add.ks");
+    std::fs::write(
+        &path,
+        "(def f Float (x : Float) (get$1$2 (ts_add (tuple x 7) (tuple (mul x x) (tuple)))))
+(gdef rev [f Float])
+(def g Float (v : Vec Float)
+  (let (p (ts_add (build (size v) (lam (i : Integer) (tuple (index i v) i)))
+                  (build (size v) (lam (i : Integer) (tuple (sin (index i v)) (tuple))))))
+    (sumbuild (size p) (lam (i : Integer) (mul (get$1$2 (index i p)) (get$1$2 (index i p)))))))
+(gdef rev [g (Vec Float)])
+",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    // d(x + x^2)/dx = 1 + 2x at 0.5.
+    let stdout = stdout_of(&["jacobian", file, "f", "--at", "0.5"]);
+    assert_eq!(stdout.lines().nth(1), Some("2"), "{stdout}");
+    // d(sum (v_i + sin v_i)^2)/dv_i = 2 (v_i + sin v_i)(1 + cos v_i).
+    let stdout = stdout_of(&["jacobian", file, "g", "--at", "(Vec_init 0.5 1.0)"]);
+    let row: Vec<f64> = stdout.lines().nth(1).unwrap().split(' ').map(|x| x.parse().unwrap()).collect();
+    let want: Vec<f64> = [0.5f64, 1.0].iter().map(|v| 2.0 * (v + v.sin()) * (1.0 + v.cos())).collect();
+    assert!(row.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-4), "{stdout}");
+    let out = ksc(&["check", file]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ksc(&["jacobian", "ksc-examples/prim_ts_ops.ks", "main"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}

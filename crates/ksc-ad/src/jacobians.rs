@@ -57,6 +57,66 @@ fn zero_map(b: &mut Builder, args: &[ExprId], y: ExprId) -> ExprId {
     b.prim(Prim::LmZero, vec![s, t])
 }
 
+/// The map `LM D T` from a tangent `dx : D` of a `T` (witness `x`) to
+/// `T`'s tangents that leaves every Float where it is: `lmOne` when `D` is
+/// `T`, a zero map where `T` has no Float, otherwise component by
+/// component (tuples) or element by element (tensors).
+fn tangent_embedding(b: &mut Builder, dx: ExprId, x: ExprId) -> Result<ExprId, NoJacobian> {
+    let (d, t) = (b.ty(dx), b.ty(x));
+    if d == t {
+        return Ok(one(b, dx));
+    }
+    if !has_float(&t) {
+        return Ok(zero(b, dx, x));
+    }
+    match (&d, &t) {
+        (Type::Tuple(ds), Type::Tuple(ts)) if ds.len() == ts.len() => {
+            let n = ts.len() as u32;
+            let mut parts = Vec::with_capacity(ts.len());
+            for k in 1..=n {
+                let get = Prim::Get { index: k, arity: n };
+                let dx_k = {
+                    let c = b.copy(dx);
+                    b.prim(get, vec![c])
+                };
+                let x_k = {
+                    let c = b.copy(x);
+                    b.prim(get, vec![c])
+                };
+                let inner = tangent_embedding(b, dx_k, x_k)?;
+                let c = b.copy(dx);
+                let select = b.prim(Prim::LmGet { index: k, arity: n }, vec![c]);
+                parts.push(b.prim(Prim::LmCompose, vec![inner, select]));
+            }
+            Ok(b.prim(Prim::LmVCat, parts))
+        }
+        (Type::Tensor(r, _), Type::Tensor(s, _)) if r == s => {
+            // lmVCatV dx (build (size dx) (lam i (embedding (index i dx)
+            // (index i x)) . lmIndex i dx))
+            let i_ty = Type::index_type(*r);
+            let i = b.fresh_name("i");
+            let iv = b.var(&i, i_ty.clone());
+            let c = b.copy(dx);
+            let dx_i = b.prim(Prim::Index, vec![iv, c]);
+            let iv = b.var(&i, i_ty.clone());
+            let c = b.copy(x);
+            let x_i = b.prim(Prim::Index, vec![iv, c]);
+            let inner = tangent_embedding(b, dx_i, x_i)?;
+            let iv = b.var(&i, i_ty.clone());
+            let c = b.copy(dx);
+            let select = b.prim(Prim::LmIndex, vec![iv, c]);
+            let elem = b.prim(Prim::LmCompose, vec![inner, select]);
+            let lam = b.lam(&i, i_ty, elem);
+            let c = b.copy(dx);
+            let n = b.prim(Prim::Size, vec![c]);
+            let maps = b.prim(Prim::Build, vec![n, lam]);
+            let w = b.copy(dx);
+            Ok(b.prim(Prim::LmVCatV, vec![w, maps]))
+        }
+        _ => Err(format!("`ts_add` of a `{t}` and a `{d}`, which is not its tangent")),
+    }
+}
+
 /// The Jacobian of a primitive call.
 pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Result<ExprId, NoJacobian> {
     let ty_y = b.ty(y);
@@ -85,7 +145,13 @@ pub fn prim_jacobian(b: &mut Builder, p: Prim, args: &[ExprId], y: ExprId) -> Re
             b.prim(Prim::LmHCatV, vec![w, ones])
         }
         Prim::TsAdd => {
-            let (o1, o2) = (one(b, args[0]), one(b, args[1]));
+            // `ts_add x dx : (T, dT) -> T` is the identity in both: on x,
+            // and on dx through the tangent space dT shares with T (`dT`
+            // differs from `T` where T has Integers: `(Tuple Float Integer)`
+            // and `(Tuple Float (Tuple))`).
+            let (x, dx) = (args[0], args[1]);
+            let o1 = one(b, x);
+            let o2 = tangent_embedding(b, dx, x)?;
             hcat(b, vec![o1, o2])
         }
         Prim::TsNeg => {

@@ -379,10 +379,32 @@ fn jacobian_of<'j>(
     Ok(&jacobians[&f.name])
 }
 
+thread_local! {
+    /// How many [`guard`]s the current thread is inside.
+    static GUARDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Is the current thread inside a derivation whose panics become errors
+/// ([`AdError`], reported as located diagnostics)? A panic hook can stay
+/// silent for those, so that a panic is never how an error is shown.
+pub fn panic_is_guarded() -> bool {
+    GUARDED.with(|g| g.get() > 0)
+}
+
 /// Runs a derivation, turning an internal failure (a compiler bug: an
 /// ill-typed term built by a rule) into an error instead of a crash.
 fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+    struct Inside;
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            GUARDED.with(|g| g.set(g.get() - 1));
+        }
+    }
+    GUARDED.with(|g| g.set(g.get() + 1));
+    let inside = Inside;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    drop(inside);
+    result.unwrap_or_else(|p| {
         let what = p
             .downcast_ref::<String>()
             .cloned()
@@ -516,4 +538,22 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         }
     }
     warnings
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    /// A panic inside a derivation is an error value, and the thread knows
+    /// it is guarded while it runs (the binary's panic hook stays silent).
+    #[test]
+    fn a_guarded_panic_is_an_error() {
+        assert!(!panic_is_guarded());
+        let r: Result<(), AdError> = guard(|| {
+            assert!(panic_is_guarded());
+            panic!("ill-typed");
+        });
+        assert!(r.unwrap_err().message.contains("internal error (a ksc bug): ill-typed"));
+        assert!(!panic_is_guarded());
+    }
 }

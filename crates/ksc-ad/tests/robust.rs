@@ -257,3 +257,49 @@ fn type_has_values(t: &Type) -> bool {
         _ => false,
     }
 }
+
+/// `[D f]` of every function of every shipped example (`ksc-examples`,
+/// its subdirectories too) is built without an internal error: the
+/// derivative builder never meets a term it cannot type (`ts_add` of a
+/// value with Integer parts and its tangent used to build an ill-typed
+/// `lmHCat` and panic).
+#[test]
+fn every_example_function_has_a_jacobian_without_internal_errors() {
+    struct Defs<'d>(&'d [&'d ksc_ir::Def]);
+    impl ksc_ad::Program for Defs<'_> {
+        fn written(&self, name: &ksc_ir::FunName) -> Option<&ksc_ir::Def> {
+            self.0.iter().copied().find(|d| &d.name == name)
+        }
+    }
+    fn ks_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                ks_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "ks") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    ks_files(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ksc-examples"), &mut files);
+    files.sort();
+    let (mut tried, mut failures) = (0, Vec::new());
+    for path in &files {
+        let analysis = ksc_types::analyze(&std::fs::read_to_string(path).unwrap());
+        if analysis.has_errors() {
+            continue;
+        }
+        let defs = analysis.defs();
+        for d in &defs {
+            tried += 1;
+            if let Err(e) = ksc_ad::jacobian_in(&Defs(&defs), d) {
+                if e.message.contains("internal error") {
+                    failures.push(format!("{}: [D {}]: {}", path.display(), d.name, e.message));
+                }
+            }
+        }
+    }
+    assert!(tried > 100, "only {tried} functions");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

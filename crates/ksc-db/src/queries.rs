@@ -97,7 +97,7 @@ pub struct Item<'db> {
 pub struct ParsedFile<'db> {
     pub items: Vec<Item<'db>>,
     pub syntax: Vec<Diagnostic>,
-    pub unreadable: Vec<String>,
+    pub unreadable: std::sync::Arc<rustc_hash::FxHashSet<String>>,
 }
 
 /// Reads and lowers the file (the only query reading its text).
@@ -117,12 +117,11 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile<'_> {
         })
         .collect();
     let (decls, spans) = lower::lower_file(&ast);
-    let mut unreadable: Vec<String> = if syntax.is_empty() {
-        Vec::new()
+    let unreadable = std::sync::Arc::new(if syntax.is_empty() {
+        Default::default()
     } else {
-        ksc_types::unreadable_declarations(text, &decls).into_iter().collect()
-    };
-    unreadable.sort();
+        ksc_types::unreadable_declarations(text, &decls)
+    });
     let items = decls
         .into_iter()
         .zip(spans)
@@ -202,8 +201,9 @@ pub struct Scopes {
 fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
     let parsed = parse_file(db, file);
     let mut table = prelude(db).table.clone();
+    let mut layers = ksc_types::Layers::new(&table);
     let mut checker = Checker::new(&mut table, FileRef::Source);
-    checker.unreadable = parsed.unreadable.iter().cloned().collect();
+    checker.unreadable = parsed.unreadable.clone();
     let sigs: Vec<(Item<'_>, Option<&Decl>)> =
         parsed.items.iter().map(|&it| (it, signature(db, it).as_ref())).collect();
     for (it, sig) in &sigs {
@@ -211,10 +211,10 @@ fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
             checker.declared_in_file(base, if located { it.spans(db).name } else { Span::default() });
         }
     }
-    let (mut before, mut resolved) = (Vec::new(), Vec::new());
+    checker.table.start_journal();
+    let mut resolved = Vec::with_capacity(sigs.len());
     let unlocated = DeclSpans::default();
     for (i, (it, sig)) in sigs.iter().enumerate() {
-        before.push(checker.table.clone());
         resolved.push(sig.map(|s| {
             let mut d = s.clone();
             if located {
@@ -224,8 +224,13 @@ fn register_signatures(db: &dyn Db, file: SourceFile, located: bool) -> Scopes {
             }
             declared_name(&d)
         }));
+        // What declaration i registered: layer i + 1, seen from i + 1 on.
+        layers.push(checker.table.take_journal());
     }
     drop(checker);
+    let layers = std::sync::Arc::new(layers);
+    // Declaration i sees layers 0 (the prelude) to i.
+    let before = (0..sigs.len()).map(|i| layers.view(i + 1)).collect();
     Scopes { before, resolved: resolved.into_iter().map(Option::flatten).collect(), table }
 }
 
@@ -237,16 +242,32 @@ fn declared_base_name(d: &Decl) -> Option<&str> {
     }
 }
 
-/// The base names the file's `def`s and `edef`s declare, in order (for the
-/// note that a function is declared later in the file).
+/// The base names the file's `def`s and `edef`s declare (for the note that
+/// a function is declared later in the file), without positions; shared
+/// by the checkers of all its declarations.
 #[salsa::tracked(returns(ref))]
-pub fn declared_names(db: &dyn Db, file: SourceFile) -> Vec<String> {
+pub fn declared_names(db: &dyn Db, file: SourceFile) -> std::sync::Arc<FxHashMap<String, Span>> {
     db.log_execution("declared_names".to_string());
-    parse_file(db, file)
-        .items
-        .iter()
-        .filter_map(|&it| signature(db, it).as_ref().and_then(declared_base_name).map(str::to_string))
-        .collect()
+    let mut names = FxHashMap::default();
+    for &it in &parse_file(db, file).items {
+        if let Some(base) = signature(db, it).as_ref().and_then(declared_base_name) {
+            names.entry(base.to_string()).or_insert(Span::default());
+        }
+    }
+    std::sync::Arc::new(names)
+}
+
+/// [`declared_names`] with the spans of the names (for diagnostics).
+#[salsa::tracked(returns(ref))]
+pub fn located_declared_names(db: &dyn Db, file: SourceFile) -> std::sync::Arc<FxHashMap<String, Span>> {
+    db.log_execution("located_declared_names".to_string());
+    let mut names = FxHashMap::default();
+    for &it in &parse_file(db, file).items {
+        if let Some(base) = signature(db, it).as_ref().and_then(declared_base_name) {
+            names.entry(base.to_string()).or_insert(it.spans(db).name);
+        }
+    }
+    std::sync::Arc::new(names)
 }
 
 fn declared_name(d: &Decl) -> Option<FunName> {
@@ -332,10 +353,8 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     let parsed = parse_file(db, item.file(db));
     let mut table = scope(db, item).clone();
     let mut checker = Checker::new(&mut table, FileRef::Source);
-    checker.unreadable = parsed.unreadable.iter().cloned().collect();
-    for base in declared_names(db, item.file(db)) {
-        checker.declared_in_file(base, Span::default());
-    }
+    checker.unreadable = parsed.unreadable.clone();
+    checker.set_declared_in_file(declared_names(db, item.file(db)).clone());
     let mut decl = item.decl(db).clone();
     checker.check_decl(0, &mut decl, &DeclSpans::default());
     Checked { decl, clean: checker.diagnostics.is_empty() }
@@ -355,12 +374,8 @@ pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic
     let index = item.index(db);
     let mut table = located_scopes(db, file).before[index].clone();
     let mut checker = Checker::new(&mut table, FileRef::Source);
-    checker.unreadable = parsed.unreadable.iter().cloned().collect();
-    for &it in &parsed.items {
-        if let Some(base) = signature(db, it).as_ref().and_then(declared_base_name) {
-            checker.declared_in_file(base, it.spans(db).name);
-        }
-    }
+    checker.unreadable = parsed.unreadable.clone();
+    checker.set_declared_in_file(located_declared_names(db, file).clone());
     let mut decl = item.decl(db).clone();
     checker.check_decl(index, &mut decl, item.spans(db));
     checker.diagnostics
@@ -565,6 +580,10 @@ pub struct Closure {
     /// (derived function, the request of [`derived_one`] that made it).
     pub defs: Vec<(FunName, FunName)>,
     pub errors: Vec<DeriveError>,
+    /// The position in `defs` of every derived function (lookups in
+    /// constant time: a search of `defs` per lookup was quadratic in the
+    /// number of derived functions).
+    pub position: FxHashMap<FunName, usize>,
 }
 
 /// Whether a derived function is generated as code: every kind is but
@@ -608,6 +627,9 @@ pub fn closure<'db>(db: &'db dyn Db, request: Request<'db>) -> Closure {
         out.errors.extend(one.errors.iter().cloned());
         work.extend(one.demands.iter().rev().cloned());
     }
+    for (i, (n, _)) in out.defs.iter().enumerate() {
+        out.position.entry(n.clone()).or_insert(i);
+    }
     out
 }
 
@@ -637,7 +659,7 @@ impl<'db> DbDefs<'db> {
     }
 
     fn derived(&self, name: &FunName) -> Option<&'db Def> {
-        let (_, producer) = self.closure.defs.iter().find(|(n, _)| n == name)?;
+        let (_, producer) = &self.closure.defs[*self.closure.position.get(name)?];
         derived_one(self.db, self.file, producer.clone()).defs.iter().map(|d| &d.0).find(|d| d.name == *name)
     }
 }
@@ -647,7 +669,7 @@ impl ksc_opt::Defs for DbDefs<'_> {
         def_of(self.db, self.file, name.clone()).as_ref().map(|d| &d.0).or_else(|| self.derived(name))
     }
     fn has_def(&self, name: &FunName) -> bool {
-        is_defined(self.db, self.file, name.clone()) || self.closure.defs.iter().any(|(n, _)| n == name)
+        is_defined(self.db, self.file, name.clone()) || self.closure.position.contains_key(name)
     }
     fn small_def(&self, name: &FunName, limit: usize, measure: ksc_opt::Measure) -> Option<&Def> {
         let arena = measure == ksc_opt::Measure::Arena;
@@ -668,9 +690,29 @@ impl ksc_opt::Defs for DbDefs<'_> {
 #[salsa::tracked(returns(copy))]
 pub fn facts_of<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> (bool, bool) {
     db.log_execution(format!("facts_of({name})"));
+    if let Some(f) = request_facts(db, request).0.get(&name) {
+        return (f.effect, f.recursive);
+    }
     let defs = DbDefs::new(db, request, false);
     let f = ksc_opt::Globals::new(&defs).facts(&name);
     (f.effect, f.recursive)
+}
+
+/// The facts of every function a request's derived functions reach
+/// ([`facts_of`] reads them): one pass over the program, where a search
+/// per function was quadratic on a chain of calls.
+#[derive(Debug, PartialEq)]
+pub struct RequestFacts(pub FxHashMap<FunName, ksc_opt::Facts>);
+
+#[salsa::tracked(returns(ref))]
+pub fn request_facts<'db>(db: &'db dyn Db, request: Request<'db>) -> RequestFacts {
+    db.log_execution(format!("request_facts({})", request.name(db)));
+    let defs = DbDefs::new(db, request, false);
+    let globals = ksc_opt::Globals::new(&defs);
+    for (name, _) in &closure(db, request).defs {
+        globals.facts(name);
+    }
+    RequestFacts(globals.known_facts().into_iter().collect())
 }
 
 /// A definition (written, or derived for the request) if its body has at

@@ -101,9 +101,9 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             // (two limits: with its primal call, and alone; chain.rs).
             "small_def_of([rev [sq Float]])",
             "small_def_of([rev [sq Float]])",
-            // Whether they print or recurse: read again, the same.
-            "facts_of([sq Float])",
-            "facts_of([rev [sq Float]])",
+            // Whether they print or recurse: the request's facts are
+            // computed again, the same, so nothing reads them again.
+            "request_facts([rev [cube Float]])",
             // [fwd shifted] is not derived again.
             "gdef_derived(gdef rev [cube Float])",
             "file_diagnostics",
@@ -133,8 +133,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "optimised([rev [wave Float]])",
             "small_def_of([rev [wave Float]])",
             "small_def_of([rev [wave Float]])",
-            "facts_of([wave Float])",
-            "facts_of([rev [wave Float]])",
+            "request_facts([rev [cube Float]])",
             "gdef_derived(gdef rev [cube Float])",
             "file_diagnostics",
             "derived_functions",
@@ -162,8 +161,7 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "closure([fwd [shifted Float]])",
             "optimised([fwd [shift Float]])",
             "small_def_of([fwd [shift Float]])",
-            "facts_of([shift Float])",
-            "facts_of([fwd [shift Float]])",
+            "request_facts([fwd [shifted Float]])",
             "analysis",
         ])
     );
@@ -186,9 +184,11 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "closure([fwd [shifted Float]])",
             "optimised([fwd [shift Float]])",
             "small_def_of([fwd [shift Float]])",
+            // `shift` now calls `mul`, which is new to [fwd shift]: the
+            // request's facts change, and are read again.
+            "request_facts([fwd [shifted Float]])",
             "facts_of([shift Float])",
             "facts_of([fwd [shift Float]])",
-            // `shift` now calls `mul`, which is new to [fwd shift].
             "facts_of([mul (Tuple Float Float)])",
             "gdef_derived(gdef fwd [shifted Float])",
             "file_diagnostics",
@@ -258,6 +258,7 @@ fn changing_a_signature_rechecks_the_declarations_that_see_it() {
             "item_diagnostics(def shift)",
             "item_diagnostics(def shifted)",
             "declared_names",
+            "located_declared_names",
             // With an error, nothing is derived.
             "file_diagnostics",
             "analysis",
@@ -425,6 +426,7 @@ fn jacobians_and_requests_without_a_gdef_are_queries() {
         asked.extend([format!("def_of({g})").leak() as &str, format!("is_defined({g})").leak()]);
     }
     asked.push("facts_of([add (Tuple Float Float)])");
+    asked.push("request_facts([D [cube Float]])");
     assert_eq!(executed(&db), strings(&asked));
     // Asked again: nothing runs.
     assert_eq!(jacobian(&db), before);

@@ -26,6 +26,12 @@
 //!   form without parentheses, as in the original).
 //! * Nesting deeper than [`sexpr::MAX_DEPTH`] is reported, in the reader and
 //!   in the parser; at that depth parsing needs about 1 MiB of stack.
+//! * An expression inside more than [`MAX_LET_DEPTH`] `let` bindings (a
+//!   `let` of n bindings nests what follows each binding one level deeper in
+//!   Core IR) is reported, as deep bracket nesting is.
+//! * The rank of a `Tensor` type is at most [`MAX_RANK`] (a located error
+//!   beyond), so nothing later allocates in proportion to a number written
+//!   in the source.
 //!
 //! ```
 //! let (file, errors) = ksc_syntax::parse_source("(def f Float (x : Float) (mul x 2.0))");
@@ -38,7 +44,7 @@ mod parse;
 pub mod sexpr;
 
 pub use ast::Span;
-pub use parse::{edit_distance, is_reserved, RESERVED};
+pub use parse::{edit_distance, is_reserved, MAX_LET_DEPTH, MAX_RANK, RESERVED};
 
 /// A syntax error: where, and what is wrong.
 #[derive(Clone, Debug, PartialEq)]

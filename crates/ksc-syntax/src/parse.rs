@@ -16,6 +16,20 @@
 
 use crate::ast::*;
 use crate::sexpr::{Atom, Bracket, SExpr, SExprKind, MAX_DEPTH};
+
+/// The highest rank a `Tensor` type may have. A rank is a number of
+/// dimensions, and later stages make things proportional to it (the index
+/// type `Tuple Integer ..` of a rank-n tensor, n sizes in its C struct), so
+/// a rank written in the source is bounded, as the nesting of brackets is.
+pub const MAX_RANK: usize = 32;
+
+/// The most `let` bindings an expression may be inside. A `let` of n
+/// bindings nests its body n levels deep in Core IR, whose passes (checking,
+/// derivation, optimisation, interpretation, lowering to loops) recurse on
+/// that nesting, so the bound plays for `let` chains the part [`MAX_DEPTH`]
+/// plays for brackets: every pass of ksc survives the deepest program the
+/// parser accepts (the binary runs them on a thread with a large stack).
+pub const MAX_LET_DEPTH: usize = 10_000;
 use crate::SyntaxError;
 
 /// Words that cannot be variables, parameters or function names.
@@ -32,7 +46,7 @@ const DECL_WORDS: [&str; 4] = ["def", "edef", "gdef", "rule"];
 
 /// Parse the top-level forms read from `text`.
 pub(crate) fn parse_forms(text: &str, forms: &[SExpr]) -> (SourceFile, Vec<SyntaxError>) {
-    let mut p = Parser { text, errors: Vec::new(), suppress: false, depth: 0 };
+    let mut p = Parser { text, errors: Vec::new(), suppress: false, depth: 0, lets: 0 };
     let mut decls = Vec::new();
     for form in forms {
         p.suppress = !form.brackets_balanced();
@@ -146,6 +160,8 @@ struct Parser<'t> {
     suppress: bool,
     /// Current nesting depth of expressions, types and names.
     depth: usize,
+    /// The number of `let` bindings around the current expression.
+    lets: usize,
 }
 
 impl Parser<'_> {
@@ -412,7 +428,13 @@ impl Parser<'_> {
                     return Err(self.error(span, msg));
                 }
                 let rank = match &args[0].kind {
-                    SExprKind::Atom(Atom::Integer(n)) if *n >= 1 => usize::try_from(*n).map_err(|_| Failed),
+                    SExprKind::Atom(Atom::Integer(n)) if (1..=MAX_RANK as i64).contains(n) => {
+                        usize::try_from(*n).map_err(|_| Failed)
+                    }
+                    SExprKind::Atom(Atom::Integer(n)) if *n > MAX_RANK as i64 => {
+                        let msg = format!("the rank of a `Tensor` is at most {MAX_RANK}, found {n}");
+                        Err(self.error(args[0].span, msg))
+                    }
                     SExprKind::Atom(Atom::Invalid) => Err(Failed),
                     _ => {
                         let found = self.snippet(args[0].span);
@@ -793,7 +815,11 @@ impl Parser<'_> {
             );
         };
         let bindings = self.bindings(bind);
+        // The body is inside every binding (Core IR nests one `let` per binding).
+        let n = bindings.as_ref().map_or(0, Vec::len);
+        self.lets += n;
         let body = self.single_body(span, "let", &rest[1..]);
+        self.lets -= n;
         Ok(ExprKind::Let { bindings: bindings?, body: Box::new(body?) })
     }
 
@@ -813,12 +839,22 @@ impl Parser<'_> {
         if first.as_symbol().is_some() || (rhs.len() == 1 && names_only()) {
             // `(x e)` or `((a b) e)`: one binding. (With a name first, any
             // other count is an error: a list of bindings cannot start with a name.)
+            if self.lets >= MAX_LET_DEPTH {
+                return Err(self.too_many_lets(bind.span));
+            }
             return Ok(vec![self.binding(bind.span, first, &rhs)?]);
         }
         let mut out = Vec::with_capacity(b.len());
         let mut failed = false;
-        for item in b {
-            match self.binding_item(item) {
+        for (j, item) in b.iter().enumerate() {
+            // The j-th binding's expression is inside the j bindings before it.
+            if self.lets + j >= MAX_LET_DEPTH {
+                return Err(self.too_many_lets(item.span));
+            }
+            self.lets += j;
+            let binding = self.binding_item(item);
+            self.lets -= j;
+            match binding {
                 Ok(binding) => out.push(binding),
                 Err(Failed) => failed = true,
             }
@@ -874,6 +910,13 @@ impl Parser<'_> {
 
     #[cold]
     #[inline(never)]
+    fn too_many_lets(&mut self, span: Span) -> Failed {
+        let msg = format!("more than {MAX_LET_DEPTH} `let` bindings around this expression");
+        let note = Some("each binding of a `let` nests what follows it one level deeper; split the function into several");
+        self.error_note(span, msg, note)
+    }
+
+    #[cold]
     fn too_deep(&mut self, span: Span) -> Failed {
         self.error(span, format!("nesting deeper than {MAX_DEPTH} levels"))
     }
@@ -1059,6 +1102,25 @@ mod tests {
             kind: SExprKind::List { bracket: Bracket::Paren, items, closed_by: Some(Bracket::Paren) },
             span: Span::new(0, 1),
         }
+    }
+
+    #[test]
+    fn let_bindings_around_an_expression_are_bounded() {
+        let binds = |v: &str, n: usize| (0..n).map(|i| format!("({v}{i} 1.0)")).collect::<Vec<_>>().join(" ");
+        // One let at the limit is fine; the nested lets of two count together.
+        let ok = format!("(def f Float (x : Float) (let ({}) x))", binds("a", MAX_LET_DEPTH));
+        let (_, errors) = crate::parse_source(&ok);
+        assert!(errors.is_empty(), "{errors:?}");
+        let nested = format!(
+            "(def f Float (x : Float) (let ({}) (let ({}) (let (c 2.0) x))))",
+            binds("a", MAX_LET_DEPTH / 2),
+            binds("b", MAX_LET_DEPTH / 2)
+        );
+        let (file, errors) = crate::parse_source(&nested);
+        assert!(file.decls.is_empty());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].message, format!("more than {MAX_LET_DEPTH} `let` bindings around this expression"));
+        assert_eq!(&nested[errors[0].span.range()], "(c 2.0)");
     }
 
     #[test]

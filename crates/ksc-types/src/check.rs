@@ -8,7 +8,9 @@
 //! type `Unknown`, which is compatible with everything, so one mistake gives
 //! one diagnostic.
 
-use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::{Body, Callee, Decl, Def, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
 use ksc_syntax::Span;
@@ -17,7 +19,7 @@ use crate::diagnostic::{similar_names, Diagnostic, FileRef};
 use crate::lower::DeclSpans;
 
 /// How a global function came to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SigKind {
     /// `def`: it has a body.
     Def,
@@ -30,14 +32,14 @@ pub enum SigKind {
 
 /// Where a declaration is: file, index among that file's declarations, and the
 /// span of its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Origin {
     pub file: FileRef,
     pub decl: usize,
     pub span: Span,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Signature {
     /// The full identity, with its base type.
     pub name: FunName,
@@ -47,41 +49,192 @@ pub struct Signature {
     pub origin: Origin,
 }
 
-/// The global functions in scope: identity to signature. Tables compare
-/// equal when they hold the same signatures (the incremental database
-/// compares the scopes of declarations to avoid re-checking them).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The global functions in scope: identity to signature.
+///
+/// A table may see a frozen, shared [`Layers`] up to a layer (the file's
+/// declarations before the one being checked) plus signatures of its own,
+/// so that the scope of every declaration of a file costs O(1) to make and
+/// to copy instead of a copy of everything before it (which made checking
+/// quadratic in the number of declarations).
+///
+/// Tables compare equal when they hold the same signatures (the incremental
+/// database compares the scopes of declarations to avoid re-checking them):
+/// the shared part is compared by a 128-bit fingerprint of its layers, as
+/// rustc's incremental compilation compares query results, so comparing two
+/// scopes costs O(1) instead of O(size).
+#[derive(Clone, Debug, Default)]
 pub struct GlobalTable {
+    /// Frozen layers, of which this table sees those below `upto`.
+    shared: Option<Arc<Layers>>,
+    upto: usize,
     sigs: FxHashMap<FunName, Signature>,
-    /// Every identity registered under (derivations, base name), in order.
+    /// Every identity registered under (derivations, base name), in order
+    /// (after the shared part's).
     overloads: FxHashMap<(Vec<Derivation>, String), Vec<FunName>>,
+    /// Signatures inserted since [`GlobalTable::start_journal`], if started.
+    journal: Option<Vec<Signature>>,
+}
+
+impl PartialEq for GlobalTable {
+    fn eq(&self, o: &GlobalTable) -> bool {
+        self.fingerprint() == o.fingerprint() && self.sigs == o.sigs && self.overloads == o.overloads
+    }
+}
+
+/// Signatures registered layer by layer (layer 0: the prelude; layer i + 1:
+/// what the file's i-th declaration registers); a name registered again
+/// (a definition replacing a built-in or an `edef`) has one version per
+/// layer.
+#[derive(Debug, Default)]
+pub struct Layers {
+    sigs: FxHashMap<FunName, Vec<(usize, Signature)>>,
+    overloads: FxHashMap<(Vec<Derivation>, String), Vec<(usize, FunName)>>,
+    /// `fingerprints[k]`: of the signatures of layers below k.
+    fingerprints: Vec<u128>,
+}
+
+fn overload_key(name: &FunName) -> (Vec<Derivation>, String) {
+    (name.derivs.clone(), name.base.clone())
+}
+
+impl Layers {
+    /// Layer 0: the signatures of `base` (in the order of their names, so
+    /// that the fingerprint does not depend on a hash map's order).
+    pub fn new(base: &GlobalTable) -> Layers {
+        let mut layers = Layers { fingerprints: vec![0], ..Layers::default() };
+        let mut sigs: Vec<Signature> = base.signatures().cloned().collect();
+        sigs.sort_by(|a, b| a.name.cmp(&b.name));
+        // Overloads in the base's order.
+        for s in base.signatures() {
+            for n in base.overloads_of(&s.name) {
+                let list = layers.overloads.entry(overload_key(&n)).or_default();
+                if !list.iter().any(|(_, m)| *m == n) {
+                    list.push((0, n));
+                }
+            }
+        }
+        layers.push_sigs(sigs);
+        layers
+    }
+
+    /// The next layer.
+    pub fn push(&mut self, sigs: Vec<Signature>) {
+        let k = self.fingerprints.len() - 1;
+        for s in &sigs {
+            let list = self.overloads.entry(overload_key(&s.name)).or_default();
+            if !list.iter().any(|(_, m)| *m == s.name) {
+                list.push((k, s.name.clone()));
+            }
+        }
+        self.push_sigs(sigs);
+    }
+
+    fn push_sigs(&mut self, sigs: Vec<Signature>) {
+        use std::hash::{Hash, Hasher};
+        let k = self.fingerprints.len() - 1;
+        let last = self.fingerprints[k];
+        let half = |salt: u8| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (salt, last, &sigs).hash(&mut h);
+            h.finish() as u128
+        };
+        self.fingerprints.push(half(1) << 64 | half(2));
+        for s in sigs {
+            self.sigs.entry(s.name.clone()).or_default().push((k, s));
+        }
+    }
+
+    /// The number of layers.
+    pub fn len(&self) -> usize {
+        self.fingerprints.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The table seeing layers below `upto`.
+    pub fn view(self: &Arc<Layers>, upto: usize) -> GlobalTable {
+        GlobalTable { shared: Some(self.clone()), upto: upto.min(self.len()), ..GlobalTable::default() }
+    }
 }
 
 impl GlobalTable {
+    fn fingerprint(&self) -> Option<u128> {
+        self.shared.as_ref().map(|l| l.fingerprints[self.upto])
+    }
+
+    fn shared_get(&self, name: &FunName) -> Option<&Signature> {
+        let l = self.shared.as_ref()?;
+        l.sigs.get(name)?.iter().rev().find(|(k, _)| *k < self.upto).map(|(_, s)| s)
+    }
+
     pub fn get(&self, name: &FunName) -> Option<&Signature> {
-        self.sigs.get(name)
+        self.sigs.get(name).or_else(|| self.shared_get(name))
     }
 
     pub fn signatures(&self) -> impl Iterator<Item = &Signature> {
-        self.sigs.values()
+        let shared = self.shared.iter().flat_map(move |l| {
+            l.sigs.iter().filter(move |(n, _)| !self.sigs.contains_key(*n)).filter_map(move |(_, vs)| {
+                vs.iter().rev().find(|(k, _)| *k < self.upto).map(|(_, s)| s)
+            })
+        });
+        shared.chain(self.sigs.values())
     }
 
     /// The identities sharing this name's derivations and base name.
-    pub fn overloads_of(&self, name: &FunName) -> &[FunName] {
-        self.overloads.get(&(name.derivs.clone(), name.base.clone())).map(Vec::as_slice).unwrap_or(&[])
+    pub fn overloads_of(&self, name: &FunName) -> Vec<FunName> {
+        let key = overload_key(name);
+        let mut out: Vec<FunName> = match &self.shared {
+            Some(l) => l
+                .overloads
+                .get(&key)
+                .map(|v| v.iter().take_while(|(k, _)| *k < self.upto).map(|(_, n)| n.clone()).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if let Some(own) = self.overloads.get(&key) {
+            out.extend(own.iter().filter(|n| !out.contains(n)).cloned().collect::<Vec<_>>());
+        }
+        out
+    }
+
+    /// Records the signatures inserted from now on, for
+    /// [`GlobalTable::take_journal`].
+    pub fn start_journal(&mut self) {
+        self.journal = Some(Vec::new());
+    }
+
+    /// The signatures inserted since the journal was started or last taken.
+    pub fn take_journal(&mut self) -> Vec<Signature> {
+        self.journal.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     fn insert(&mut self, sig: Signature) {
-        let key = (sig.name.derivs.clone(), sig.name.base.clone());
-        let list = self.overloads.entry(key).or_default();
-        if !list.contains(&sig.name) {
-            list.push(sig.name.clone());
+        if let Some(j) = &mut self.journal {
+            j.push(sig.clone());
+        }
+        let key = overload_key(&sig.name);
+        let in_shared = self.shared.as_ref().is_some_and(|l| {
+            l.overloads.get(&key).is_some_and(|v| v.iter().any(|(k, n)| *k < self.upto && *n == sig.name))
+        });
+        if !in_shared {
+            let list = self.overloads.entry(key).or_default();
+            if !list.contains(&sig.name) {
+                list.push(sig.name.clone());
+            }
         }
         self.sigs.insert(sig.name.clone(), sig);
     }
 
     fn base_names(&self) -> impl Iterator<Item = &str> {
-        self.overloads.keys().filter(|(d, _)| d.is_empty()).map(|(_, b)| b.as_str())
+        let shared = self.shared.iter().flat_map(move |l| {
+            l.overloads
+                .iter()
+                .filter(move |((d, _), v)| d.is_empty() && v.first().is_some_and(|(k, _)| *k < self.upto))
+                .map(|((_, b), _)| b.as_str())
+        });
+        shared.chain(self.overloads.keys().filter(|(d, _)| d.is_empty()).map(|(_, b)| b.as_str()))
     }
 }
 
@@ -174,10 +327,10 @@ pub struct Checker<'a> {
     pub diagnostics: Vec<Diagnostic>,
     /// Names of functions defined anywhere in this file, for the note that a
     /// function is only in scope after its declaration.
-    later: FxHashMap<String, Span>,
+    later: Arc<FxHashMap<String, Span>>,
     /// Base names of declarations that could not be read (a syntax error was
     /// reported); their uses are not reported again.
-    pub unreadable: rustc_hash::FxHashSet<String>,
+    pub unreadable: Arc<FxHashSet<String>>,
 }
 
 impl<'a> Checker<'a> {
@@ -186,7 +339,7 @@ impl<'a> Checker<'a> {
             table,
             file,
             diagnostics: Vec::new(),
-            later: FxHashMap::default(),
+            later: Arc::default(),
             unreadable: Default::default(),
         }
     }
@@ -212,7 +365,14 @@ impl<'a> Checker<'a> {
     /// [`check_file`]: Checker::check_file
     /// [`check_decl`]: Checker::check_decl
     pub fn declared_in_file(&mut self, base_name: &str, name_span: Span) {
-        self.later.entry(base_name.to_string()).or_insert(name_span);
+        Arc::make_mut(&mut self.later).entry(base_name.to_string()).or_insert(name_span);
+    }
+
+    /// [`declared_in_file`](Checker::declared_in_file) for every `def` and
+    /// `edef` of a file at once, from a map shared between the checkers of
+    /// its declarations (base name to the span of its first declaration).
+    pub fn set_declared_in_file(&mut self, names: Arc<FxHashMap<String, Span>>) {
+        self.later = names;
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) -> &mut Diagnostic {

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use ksc_ir::{Decl, Def, ExprId, FunName, Type};
 use ksc_syntax::Span;
 
-pub use check::{GlobalTable, Origin, SigKind, Signature};
+pub use check::{GlobalTable, Layers, Origin, SigKind, Signature};
 pub use diagnostic::{Diagnostic, FileRef, Label, Severity};
 pub use lower::DeclSpans;
 
@@ -86,7 +86,7 @@ fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFil
     let (mut decls, spans) = lower::lower_file(&ast);
     let mut checker = check::Checker::new(table, file);
     if !diagnostics.is_empty() {
-        checker.unreadable = unreadable_declarations(text, &decls);
+        checker.unreadable = std::sync::Arc::new(unreadable_declarations(text, &decls));
     }
     checker.check_file(&mut decls, &spans);
     diagnostics.extend(checker.diagnostics);
