@@ -52,22 +52,6 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
     echo "warning: no C compiler (\$CC, else cc): the native target will compare nothing" >&2
 fi
 
-# The seed corpus: every example program, once per target.
-for t in "${TARGETS[@]}"; do
-    if [ ! -d "corpus/$t" ] || [ -z "$(ls -A "corpus/$t")" ]; then
-        mkdir -p "corpus/$t"
-        find "$ROOT/ksc-examples" -name '*.ks' | sort | while read -r f; do
-            rel=${f#"$ROOT/ksc-examples/"}
-            # The native target runs every seed: leave out the benchmark
-            # workloads, whose interpreted runs take seconds to minutes.
-            if [ "$t" = native ] && { [[ $rel == adbench/* ]] || ! grep -q '(def main ' "$f"; }; then
-                continue
-            fi
-            cp "$f" "corpus/$t/${rel//\//_}"
-        done
-    fi
-done
-
 # Per target: the longest input, and how long one may run before it is a
 # finding (a timeout).
 max_len() { case $1 in reader) echo 4096 ;; *) echo 16384 ;; esac; }
@@ -76,12 +60,36 @@ timeout_of() { case $1 in native) echo 60 ;; *) echo 20 ;; esac; }
 echo "building the fuzz targets (nightly, no sanitizer, debug assertions on)..." >&2
 "${CARGO[@]}" fuzz build -s none --debug-assertions
 
+# The seed corpus: the example programs, once per target. libFuzzer runs
+# every seed before it mutates any, so the targets past the reader leave
+# out ksc-examples/ad/ and ksc-examples/adbench/, whose derivations take
+# seconds each (the top-level examples have gdefs of every kind), and the
+# native target the programs without a `main`.
+for t in "${TARGETS[@]}"; do
+    if [ ! -d "corpus/$t" ] || [ -z "$(ls -A "corpus/$t")" ]; then
+        mkdir -p "corpus/$t"
+        if [ "$t" = reader ]; then
+            seeds=$(find "$ROOT/ksc-examples" -name '*.ks')
+        else
+            seeds=$(find "$ROOT/ksc-examples" -maxdepth 1 -name '*.ks' -size -8k)
+        fi
+        for f in $seeds; do
+            if [ "$t" = native ] && ! grep -q '(def main ' "$f"; then
+                continue
+            fi
+            rel=${f#"$ROOT/ksc-examples/"}
+            cp "$f" "corpus/$t/${rel//\//_}"
+        done
+    fi
+done
+
 mkdir -p logs
 export KSC_FUZZ_DIR="$FUZZ_DIR/target/native-runs"
 mkdir -p "$KSC_FUZZ_DIR"
 summary=()
 for t in "${TARGETS[@]}"; do
     mkdir -p "artifacts/$t"
+    rm -f "$KSC_FUZZ_DIR/compared"
     before=$(ls "artifacts/$t" | wc -l)
     echo "fuzzing $t for ${SECONDS_PER_TARGET}s (log: fuzz/logs/$t.log)..." >&2
     # One job at a time (-fork=1) that goes on past a finding, so one run
@@ -96,7 +104,11 @@ for t in "${TARGETS[@]}"; do
     execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")
     found=$(sed -nE 's/.*oom\/timeout\/crash: ([0-9]+\/[0-9]+\/[0-9]+).*/\1/p' <<<"$last")
     after=$(ls "artifacts/$t" | wc -l)
-    summary+=("$(printf '%-8s executions: %-8s oom/timeout/crash: %-8s new artifacts: %s' "$t" "${execs:-?}" "${found:-?}" "$((after - before))")")
+    line=$(printf '%-8s executions: %-8s oom/timeout/crash: %-8s new artifacts: %s' "$t" "${execs:-?}" "${found:-?}" "$((after - before))")
+    if [ "$t" = native ]; then
+        line="$line (run natively and by the interpreter, and compared: $(cat "$KSC_FUZZ_DIR/compared" 2>/dev/null | wc -l))"
+    fi
+    summary+=("$line")
 done
 
 echo

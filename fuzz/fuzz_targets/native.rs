@@ -15,7 +15,13 @@ fuzz_target!(|data: &[u8]| {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("ksc-fuzz-native"));
     let _ = std::fs::create_dir_all(&dir);
-    ksc_fuzz::native_against_interpreter(&text, &dir);
+    if ksc_fuzz::native_against_interpreter(&text, &dir) {
+        // One line per compared program, for run.sh's summary.
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("compared")) {
+            let _ = writeln!(f, "{}", text.len());
+        }
+    }
 });
 
 fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
