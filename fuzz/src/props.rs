@@ -178,6 +178,8 @@ pub fn native(db: &ksc_db::Database, file: ksc_db::SourceFile, main: &ksc_ir::Fu
     let prog = ksc_db::c_unit(db, file, "fuzz.ks".into(), vec![main.clone()], true, Target::Executable, String::new())
         .as_ref()
         .unwrap_or_else(|e| panic!("ksc cannot compile a well-typed program natively: {e}"));
+    // The last C compiled, for reproducing a finding by hand.
+    let _ = std::fs::write(dir.join("last.c"), &prog.c);
     let mut cfg = CcConfig::from_env();
     cfg.cflags = ksc_codegen_c::driver::split_flags(&std::env::var("KSC_FUZZ_CFLAGS").unwrap_or_else(|_| "-O1".into()));
     cfg.cache_dir = Some(dir.to_path_buf());

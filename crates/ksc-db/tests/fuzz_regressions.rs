@@ -68,6 +68,7 @@ fn replay_all(dir: &Path) -> (usize, Vec<String>) {
 #[test]
 fn fuzz_findings_stay_fixed() {
     let (n, failures) = replay_all(&root());
+    assert!(n > 0, "no reproducers found in {}", root().display());
     assert!(failures.is_empty(), "{} of {n} fuzz reproducers fail:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -563,11 +563,23 @@ impl<'t> Reader<'t> {
                     return if ok { Atom::String(out) } else { Atom::Invalid };
                 }
                 '\n' | '\r' => break,
-                '\\' => match self.escape() {
-                    Ok(Some(c)) => out.push(c),
-                    Ok(None) => {}
-                    Err(()) => ok = false,
-                },
+                '\\' => {
+                    let at = self.pos;
+                    match self.escape() {
+                        Ok(Some('\0')) => {
+                            self.nul_in_string(at, self.pos);
+                            ok = false;
+                        }
+                        Ok(Some(c)) => out.push(c),
+                        Ok(None) => {}
+                        Err(()) => ok = false,
+                    }
+                }
+                '\0' => {
+                    self.nul_in_string(self.pos, self.pos + 1);
+                    ok = false;
+                    self.pos += 1;
+                }
                 c => {
                     out.push(c);
                     self.pos += c.len_utf8();
@@ -577,6 +589,14 @@ impl<'t> Reader<'t> {
         self.error(start, start + 1, "unterminated string literal: no closing `\"` on this line").note =
             Some("a string cannot span lines; write a newline as `\\n`".to_string());
         Atom::Invalid
+    }
+
+    /// A NUL character in a string literal is an error: native code's
+    /// strings are C strings, which end at it, so `ksc run` would print less
+    /// than the interpreter (found by the fuzzer, issue 38).
+    fn nul_in_string(&mut self, start: usize, end: usize) {
+        self.error(start, end, "a string literal cannot contain the NUL character").note =
+            Some("strings are C strings in native code, which end at NUL".to_string());
     }
 
     /// An escape sequence; `pos` is at the backslash. Returns the character it
@@ -899,10 +919,22 @@ mod tests {
     }
 
     #[test]
+    fn nul_in_a_string_is_an_error() {
+        // Raw, and by every escape that makes it: native code's strings end
+        // at NUL (a fuzzer finding: `ksc run` printed less than `--interp`).
+        for text in ["\"a\0b\"", r#""a\0b""#, r#""\x0""#, r#""\o0""#, r#""\^@""#] {
+            let errs = errors(text);
+            assert_eq!(errs.len(), 1, "{text:?}: {errs:?}");
+            assert!(errs[0].message.contains("NUL"), "{}", errs[0].message);
+        }
+        assert_eq!(atom(r#""\1""#), Atom::String("\u{1}".into()));
+    }
+
+    #[test]
     fn strings_and_escapes() {
         assert_eq!(atom(r#""hello""#), Atom::String("hello".into()));
         assert_eq!(atom(r#""""#), Atom::String(String::new()));
-        assert_eq!(atom(r#""\n\t\r\\\"\'\a\b\f\v\0""#), Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}\0".into()));
+        assert_eq!(atom(r#""\n\t\r\\\"\'\a\b\f\v""#), Atom::String("\n\t\r\\\"'\u{7}\u{8}\u{c}\u{b}".into()));
         assert_eq!(atom(r#""\65\x41\o101\x3bb""#), Atom::String("AAA\u{3bb}".into()));
         assert_eq!(atom(r#""\1234\&5""#), Atom::String("\u{4d2}5".into()));
         assert_eq!(atom(r#""a\^Ab""#), Atom::String("a\u{1}b".into()));
