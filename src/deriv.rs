@@ -175,13 +175,7 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
     if !errors.is_empty() || forms.len() != 1 {
         let mut ds: Vec<Diagnostic> = errors
             .into_iter()
-            .map(|e| {
-                let mut d = Diagnostic::error(FileRef::Source, e.span, e.message);
-                if let Some(n) = e.note {
-                    d.note(n);
-                }
-                d
-            })
+            .map(|e| Diagnostic::syntax(FileRef::Source, e))
             .collect();
         if ds.is_empty() {
             ds.push(Diagnostic::error(

@@ -444,6 +444,28 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
     report("loop-IR snapshots", failures, files.len());
 }
 
+/// Compiles a C program `driver` (with `-Wall -Werror`) against the
+/// libraries `libs` built by `ksc build --emit so` into its directory, and
+/// returns the executable's path.
+fn compile_c_host(driver: &std::path::Path, libs: &[&str]) -> PathBuf {
+    let dir = driver.parent().unwrap();
+    let exe = driver.with_extension("");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(driver)
+        .arg(format!("-I{}", dir.display()))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(libs.iter().map(|l| format!("-l{l}")))
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    exe
+}
+
 #[test]
 fn a_shared_library_is_callable_from_c() {
     let dir = work_dir("abi");
@@ -485,19 +507,7 @@ fn a_shared_library_is_callable_from_c() {
          }\n",
     )
     .unwrap();
-    let exe = dir.join("driver");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(&cc)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&driver)
-        .arg(format!("-I{}", dir.display()))
-        .arg(format!("-L{}", dir.display()))
-        .arg(format!("-Wl,-rpath,{}", dir.display()))
-        .args(["-lvecops", "-lm"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let exe = compile_c_host(&driver, &["vecops"]);
     let out = Command::new(&exe).output().unwrap();
     assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
 }
@@ -838,21 +848,7 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
          }\n",
     )
     .unwrap();
-    let exe = dir.join("driver");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(&cc)
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&driver)
-        .arg(format!("-I{}", dir.display()))
-        .arg(format!("-L{}", dir.display()))
-        .arg(format!("-Wl,-rpath,{}", dir.display()))
-        .args(["-lone", "-ltwo", "-lm"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let exe = compile_c_host(&driver, &["one", "two"]);
     let out = Command::new(&exe).output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "the host process died ({}):\n{stdout}{}", out.status, text(&out.stderr));

@@ -108,13 +108,7 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile<'_> {
     let (ast, errors) = ksc_syntax::parse_source(text);
     let syntax: Vec<Diagnostic> = errors
         .into_iter()
-        .map(|e| {
-            let mut d = Diagnostic::error(FileRef::Source, e.span, e.message);
-            if let Some(n) = e.note {
-                d.note(n);
-            }
-            d
-        })
+        .map(|e| Diagnostic::syntax(FileRef::Source, e))
         .collect();
     let (decls, spans) = lower::lower_file(&ast);
     let unreadable = std::sync::Arc::new(if syntax.is_empty() {

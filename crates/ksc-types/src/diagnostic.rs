@@ -52,6 +52,13 @@ impl Diagnostic {
         }
     }
 
+    /// The diagnostic of an error of the reader or parser.
+    pub fn syntax(file: FileRef, e: ksc_syntax::SyntaxError) -> Diagnostic {
+        let mut d = Diagnostic::error(file, e.span, e.message);
+        d.notes.extend(e.note);
+        d
+    }
+
     pub fn warning(file: FileRef, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic { severity: Severity::Warning, ..Diagnostic::error(file, span, message) }
     }

@@ -75,13 +75,7 @@ fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFil
     let (ast, syntax_errors) = ksc_syntax::parse_source(text);
     let mut diagnostics: Vec<Diagnostic> = syntax_errors
         .into_iter()
-        .map(|e| {
-            let mut d = Diagnostic::error(file, e.span, e.message);
-            if let Some(n) = e.note {
-                d.note(n);
-            }
-            d
-        })
+        .map(|e| Diagnostic::syntax(file, e))
         .collect();
     let (mut decls, spans) = lower::lower_file(&ast);
     let mut checker = check::Checker::new(table, file);
