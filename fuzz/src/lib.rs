@@ -7,7 +7,7 @@ mod props;
 pub use props::*;
 
 /// Swaps that tend to keep a program well typed: one prelude function or
-/// literal for another of the same type (those of `tests/native_mutants.rs`,
+/// literal for another of the same type (those of `tests/it/native_mutants.rs`,
 /// and a few more).
 pub const SWAPS: &[(&str, &str)] = &[
     ("mul", "add"),

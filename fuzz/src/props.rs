@@ -271,7 +271,7 @@ pub const MAX_LITERAL: u64 = 1000;
 
 /// The native target: a well-typed program with a `main` and small
 /// literals runs natively as the interpreter runs it (the property of
-/// `tests/native_mutants.rs`). Returns whether the two runs were compared.
+/// `tests/it/native_mutants.rs`). Returns whether the two runs were compared.
 pub fn native_against_interpreter(text: &str, dir: &Path) -> bool {
     if !small_literals(text, MAX_LITERAL) {
         return false;

@@ -3,7 +3,7 @@
 //! or literal for another of the same type) of the example programs
 //! (`ksc-examples/*.ks` with a `main`), and of the AD examples
 //! (`ksc-examples/ad/*.ks`, given a `main` that prints `[rev f]` and `[jac
-//! f]` of every `gdef rev`, as `tests/native.rs` does), are run both ways.
+//! f]` of every `gdef rev`, as `native.rs` does), are run both ways.
 //! Where the interpreter succeeds, `ksc run` must succeed and print the same
 //! (the same numbers within 1e-5 for derivatives, whose cotangents native
 //! code adds in another order); where the interpreter fails (a run-time
