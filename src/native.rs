@@ -67,7 +67,7 @@ fn check_output(p: &Path, input: &Path, kind: &str, force: bool) -> Result<(), E
         return Ok(());
     }
     let why = if same_file(p, input) {
-        format!("it is the input file; write elsewhere with `-o DIR`")
+        "it is the input file; write elsewhere with `-o DIR`".to_string()
     } else if p.is_dir() {
         "it is a directory".to_string()
     } else if !force && !written_by_ksc(p, kind) {

@@ -70,7 +70,7 @@ pub struct GlobalTable {
     sigs: FxHashMap<FunName, Signature>,
     /// Every identity registered under (derivations, base name), in order
     /// (after the shared part's).
-    overloads: FxHashMap<(Vec<Derivation>, String), Vec<FunName>>,
+    overloads: FxHashMap<OverloadKey, Vec<FunName>>,
     /// Signatures inserted since [`GlobalTable::start_journal`], if started.
     journal: Option<Vec<Signature>>,
 }
@@ -88,12 +88,16 @@ impl PartialEq for GlobalTable {
 #[derive(Debug, Default)]
 pub struct Layers {
     sigs: FxHashMap<FunName, Vec<(usize, Signature)>>,
-    overloads: FxHashMap<(Vec<Derivation>, String), Vec<(usize, FunName)>>,
+    overloads: FxHashMap<OverloadKey, Vec<(usize, FunName)>>,
     /// `fingerprints[k]`: of the signatures of layers below k.
     fingerprints: Vec<u128>,
 }
 
-fn overload_key(name: &FunName) -> (Vec<Derivation>, String) {
+/// The overloads of a name are the functions of one base name and
+/// derivations, whatever their types.
+type OverloadKey = (Vec<Derivation>, String);
+
+fn overload_key(name: &FunName) -> OverloadKey {
     (name.derivs.clone(), name.base.clone())
 }
 
