@@ -26,13 +26,12 @@ pub fn cl(path: &Path, func: &str, check: bool) -> ExitCode {
         println!("{}", term.pretty());
         if check {
             // Γ: the program's functions, derived ones included.
-            let sigs = |g: &FunName| -> Option<(Type, Type)> {
-                analysis
-                    .table
-                    .get(g)
-                    .map(|s| (s.arg_ty.clone(), s.ret_ty.clone()))
-                    .or_else(|| analysis.derived.iter().find(|d| &d.name == g).map(|d| (d.arg_ty(), d.ret_ty.clone())))
-            };
+            let sigs =
+                |g: &FunName| -> Option<(Type, Type)> {
+                    analysis.table.get(g).map(|s| (s.arg_ty.clone(), s.ret_ty.clone())).or_else(|| {
+                        analysis.derived.iter().find(|d| &d.name == g).map(|d| (d.arg_ty(), d.ret_ty.clone()))
+                    })
+                };
             let (s, t) = ksc_cl::def_type(f);
             match ksc_cl::check(&term, &s, &t, &sigs) {
                 Ok(()) => println!("; {} : {s} => {t}", f.name.short()),

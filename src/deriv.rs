@@ -90,12 +90,14 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCod
     // `[D f]` as derived, or simplified (with the rules that fired).
     let result = match how {
         Show::Raw => ksc_db::jacobian_of(&c.db, c.file, f.name.clone()).as_ref().map(|j| j.0 .0.clone()),
-        _ => ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), how == Show::Trace).as_ref().map(|(d, fired)| {
-            for line in fired {
-                eprintln!("{line}");
-            }
-            d.0.clone()
-        }),
+        _ => {
+            ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), how == Show::Trace).as_ref().map(|(d, fired)| {
+                for line in fired {
+                    eprintln!("{line}");
+                }
+                d.0.clone()
+            })
+        }
     };
     match result {
         Ok(d) => {
@@ -173,10 +175,7 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
     // definition it is put in).
     let (forms, errors) = ksc_syntax::sexpr::read_sexprs(args);
     if !errors.is_empty() || forms.len() != 1 {
-        let mut ds: Vec<Diagnostic> = errors
-            .into_iter()
-            .map(|e| Diagnostic::syntax(FileRef::Source, e))
-            .collect();
+        let mut ds: Vec<Diagnostic> = errors.into_iter().map(|e| Diagnostic::syntax(FileRef::Source, e)).collect();
         if ds.is_empty() {
             ds.push(Diagnostic::error(
                 FileRef::Source,
@@ -285,7 +284,11 @@ fn draw_sparsity(rows: usize, cols: usize, nonzero: impl Fn(usize, usize) -> boo
             .step_by(bw)
             .map(|bc| {
                 let any = (br..(br + bh).min(rows)).any(|r| (bc..(bc + bw).min(cols)).any(|c| nonzero(r, c)));
-                if any { '#' } else { '.' }
+                if any {
+                    '#'
+                } else {
+                    '.'
+                }
             })
             .collect();
         println!("{line}");

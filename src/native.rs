@@ -135,7 +135,9 @@ fn build_error(e: &ksc_codegen_c::driver::BuildError) -> ExitCode {
 }
 
 fn internal_error(what: &str) -> ExitCode {
-    eprintln!("error: {what}\n  = note: this is a bug in ksc; `ksc run --interp` runs the program with the interpreter");
+    eprintln!(
+        "error: {what}\n  = note: this is a bug in ksc; `ksc run --interp` runs the program with the interpreter"
+    );
     ExitCode::from(FAILURE)
 }
 
@@ -167,7 +169,8 @@ pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
             if e.location.is_none() {
                 // A failure with no site of its own (running out of memory
                 // in `main` itself): blame `main`'s body.
-                e.location = analysis.defs().into_iter().find(|d| d.name == main_name).map(|d| (d.name.clone(), d.root));
+                e.location =
+                    analysis.defs().into_iter().find(|d| d.name == main_name).map(|d| (d.name.clone(), d.root));
             }
             sources.emit(&[runtime_diagnostic(&analysis, &e)]);
             ExitCode::from(FAILURE)

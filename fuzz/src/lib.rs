@@ -56,7 +56,6 @@ impl Rng {
     }
 }
 
-
 /// The mutator of the derivation and native targets: half the time one to
 /// three type-preserving swaps of `SWAPS`, otherwise libFuzzer's own byte
 /// mutations (which explore the rest, and mostly make ill-typed text).

@@ -238,7 +238,10 @@ pub fn native(db: &ksc_db::Database, file: ksc_db::SourceFile, main: &ksc_ir::Fu
             let _ = std::fs::remove_file(&report);
             Run::Failed(text.lines().next().unwrap_or_default().to_string())
         }
-        Err(_) => panic!("the compiled program ended abnormally ({status}); output so far:\n{}", String::from_utf8_lossy(&out)),
+        Err(_) => panic!(
+            "the compiled program ended abnormally ({status}); output so far:\n{}",
+            String::from_utf8_lossy(&out)
+        ),
     }
 }
 
@@ -261,9 +264,10 @@ pub fn same_output(a: &str, b: &str) -> bool {
     let (na, nb) = (numbers(a), numbers(b));
     words(a) == words(b)
         && na.len() == nb.len()
-        && na.iter().zip(&nb).all(|(x, y)| {
-            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs()))
-        })
+        && na
+            .iter()
+            .zip(&nb)
+            .all(|(x, y)| (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())))
 }
 
 /// The largest integer literal a compared program may have.
@@ -291,7 +295,10 @@ pub fn native_against_interpreter(text: &str, dir: &Path) -> bool {
     match (&interp, &native) {
         (_, Run::Skipped(_)) => false,
         (Run::Ok(a), Run::Ok(b)) => {
-            assert!(same_output(a, b), "native output differs from the interpreter's:\n--- interpreter\n{a}\n--- native\n{b}");
+            assert!(
+                same_output(a, b),
+                "native output differs from the interpreter's:\n--- interpreter\n{a}\n--- native\n{b}"
+            );
             true
         }
         (Run::Failed(_), Run::Failed(_)) => true,

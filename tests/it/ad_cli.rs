@@ -6,13 +6,20 @@ use crate::common::ksc;
 fn stdout_of(args: &[&str]) -> String {
     let out = ksc(args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "ksc {}: {}\n{stdout}{}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ksc {}: {}\n{stdout}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
 #[test]
 fn jacobian_at_a_point_is_the_dense_matrix() {
-    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
+    let stdout =
+        stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
     // d(a sin v_i)/da = sin v_i, d/dv_i = a cos v_i.
     let rows: Vec<&str> = stdout.lines().skip(1).collect();
     assert_eq!(rows, ["0 2 0 0", "0.841471 0 1.0806 0", "0.14112 0 0 -1.97998"], "{stdout}");
@@ -20,7 +27,14 @@ fn jacobian_at_a_point_is_the_dense_matrix() {
 
 #[test]
 fn jacobian_sparsity_pattern() {
-    let stdout = stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))", "--sparsity"]);
+    let stdout = stdout_of(&[
+        "jacobian",
+        "ksc-examples/ad/vectors.ks",
+        "scaled",
+        "--at",
+        "(tuple 2.0 (Vec_init 0.0 1.0 3.0))",
+        "--sparsity",
+    ]);
     // sin 0 = 0: the first row depends only on its element.
     let rows: Vec<&str> = stdout.lines().skip(1).collect();
     assert_eq!(rows, [".#..", "#.#.", "#..#"], "{stdout}");
@@ -82,8 +96,15 @@ fn deriv_prints_the_sparse_jacobian_and_its_blocks() {
     );
     // One block function for the stencil's elements, of the three values it
     // reads, whose Jacobian is taken per element.
-    assert!(defs[0].contains("[jac1 [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)]]"), "{}", defs[0]);
-    assert!(stdout.contains("(def [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)] Float"), "{stdout}");
+    assert!(
+        defs[0].contains("[jac1 [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)]]"),
+        "{}",
+        defs[0]
+    );
+    assert!(
+        stdout.contains("(def [ksc$jacsparse$laplace$1 (Tuple (Tuple Float Float Float) Integer)] Float"),
+        "{stdout}"
+    );
     // The stencil reads i, i + 2, i + 1: its columns are sorted at run time.
     assert!(defs[0].contains("ksc$sortedBlock"), "{}", defs[0]);
 }

@@ -12,11 +12,8 @@ fn bad_programs_get_precise_diagnostics() {
     for f in &files {
         let path = f.to_str().unwrap();
         let text = std::fs::read_to_string(root().join(f)).unwrap();
-        let expects: Vec<String> = text
-            .lines()
-            .map_while(|l| l.strip_prefix("; expect:"))
-            .map(|e| e.trim().to_lowercase())
-            .collect();
+        let expects: Vec<String> =
+            text.lines().map_while(|l| l.strip_prefix("; expect:")).map(|e| e.trim().to_lowercase()).collect();
         if expects.is_empty() {
             failures.push(format!("{path}: the first line must be `; expect: <text>`"));
             continue;
@@ -54,8 +51,9 @@ fn let_chains_are_bounded_and_the_deepest_accepted_runs() {
     let dir = std::env::temp_dir().join(format!("ksc-deep-lets-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let chain = |n: usize| {
-        let binds: Vec<String> =
-            (0..n).map(|i| if i == 0 { "(x0 x)".to_string() } else { format!("(x{i} (add x{} 1.0))", i - 1) }).collect();
+        let binds: Vec<String> = (0..n)
+            .map(|i| if i == 0 { "(x0 x)".to_string() } else { format!("(x{i} (add x{} 1.0))", i - 1) })
+            .collect();
         format!(
             "(def f Float (x : Float)\n  (let ({})\n    x{}))\n(def main Integer () (print (f 1.0) \"\\n\"))\n",
             binds.join("\n"),

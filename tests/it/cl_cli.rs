@@ -6,7 +6,11 @@ fn cl(args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["cl"];
     all.extend_from_slice(args);
     let out = ksc(&all);
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -16,7 +20,10 @@ fn prints_the_term_pruned_to_free_variables_and_its_type() {
     // The unused third parameter is pruned away first; the condition sees
     // only x and lo.
     assert!(stdout.starts_with("(comp\n  (P 1 2 4 / 4)\n  (if\n"), "{stdout}");
-    assert!(stdout.contains("(comp (P 1 3 / 3) (tuple (F get$2$2) (F get$1$2)) (F [lt (Tuple Float Float)]))"), "{stdout}");
+    assert!(
+        stdout.contains("(comp (P 1 3 / 3) (tuple (F get$2$2) (F get$1$2)) (F [lt (Tuple Float Float)]))"),
+        "{stdout}"
+    );
     assert_eq!(stdout.lines().last(), Some("; clamp : (Tuple Float Float Integer Float) => Float"), "{stdout}");
     // Without --check, no type line.
     let (ok, plain, _) = cl(&["ksc-examples/gdef_cl.ks", "clamp"]);
@@ -34,7 +41,10 @@ fn build_sumbuild_fold_and_lets_have_their_forms() {
     let (ok, stats, _) = cl(&["ksc-examples/gdef_cl.ks", "stats", "--check"]);
     assert!(ok);
     // One parameter: its environment is the 1-tuple (tuple id).
-    assert!(stats.starts_with("(comp\n  (tuple id)\n  (fold (acc_x : Tuple (Tuple Float Float Integer) Float)"), "{stats}");
+    assert!(
+        stats.starts_with("(comp\n  (tuple id)\n  (fold (acc_x : Tuple (Tuple Float Float Integer) Float)"),
+        "{stats}"
+    );
     assert!(stats.contains("(let (smn : Tuple Float Float Integer)"), "{stats}");
     let (ok, poly, _) = cl(&["ksc-examples/gdef_cl.ks", "poly"]);
     assert!(ok && poly.starts_with("(let (a : Float)\n  (comp (P 1 / 2) (F get$1$1) (F [sq Float]))"), "{poly}");
@@ -81,10 +91,16 @@ fn gdef_cl_of_what_cl_cannot_express_is_a_located_error() {
 #[test]
 fn what_cl_cannot_express_is_an_error() {
     let out = on_file("twice", TWICE, &["cl", "twice"]);
-    let (ok, stdout, stderr) =
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (ok, stdout, stderr) = (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     assert!(!ok && stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("error: `twice` cannot be translated to CL: a lambda that is not an argument of a primitive"), "{stderr}");
+    assert!(
+        stderr.contains("error: `twice` cannot be translated to CL: a lambda that is not an argument of a primitive"),
+        "{stderr}"
+    );
     let out = ksc(&["cl", "ksc-examples/gdef_cl.ks", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no function `nosuch`"));

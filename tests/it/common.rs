@@ -190,15 +190,20 @@ pub fn rev_program(text: &str, analysis: &ksc_types::Analysis, first: usize) -> 
         if g.derivation != ksc_ir::Derivation::Rev {
             continue;
         }
-        let jac_declared = analysis.source.decls.iter().any(
-            |d| matches!(d, ksc_ir::Decl::Gdef(h) if h.fun == g.fun && h.derivation == ksc_ir::Derivation::Jac),
-        );
+        let jac_declared =
+            analysis.source.decls.iter().any(
+                |d| matches!(d, ksc_ir::Decl::Gdef(h) if h.fun == g.fun && h.derivation == ksc_ir::Derivation::Jac),
+            );
         if !jac_declared {
             gdefs.push_str(&format!("\n(gdef jac {})", g.fun));
         }
         let sig = analysis.table.get(&g.fun)?;
         let has_at = g.fun.derivs.is_empty()
-            && analysis.source.decls.iter().any(|d| matches!(d, ksc_ir::Decl::Def(x) if x.name.base == format!("{}$at", g.fun.base)));
+            && analysis
+                .source
+                .decls
+                .iter()
+                .any(|d| matches!(d, ksc_ir::Decl::Def(x) if x.name.base == format!("{}$at", g.fun.base)));
         for trial in 0..3 {
             let seed = format!("{}", 1000 * calls + 10 * trial + 1);
             let x = if has_at { Some(format!("({}$at)", g.fun.base)) } else { ks_value(&sig.arg_ty, &seed, 0) };

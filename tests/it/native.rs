@@ -66,7 +66,8 @@ fn examples_run_with_expected_output_in_both_backends() {
                 failures.push(format!("{path}: {how} run failed ({}):\n{}", out.status, text(&out.stderr)));
             } else if let Some((first, expected)) = &reference {
                 if stdout != *expected {
-                    failures.push(format!("{path}: {how} and {first} output differ:\n{}", common::diff(expected, &stdout)));
+                    failures
+                        .push(format!("{path}: {how} and {first} output differ:\n{}", common::diff(expected, &stdout)));
                 }
             } else {
                 failures.extend(expect_file(&f.with_extension("expected"), &stdout));
@@ -115,9 +116,7 @@ fn runtime_errors_match_the_interpreter() {
         let message = interp_err.lines().next().unwrap_or_default();
         // The interpreter's `┌─ file:line:col` line.
         let location = interp_err.lines().nth(1).unwrap_or_default().trim_start_matches([' ', '┌', '─']).trim();
-        if run.status.code() != Some(1)
-            || !stderr.starts_with(message)
-            || !stderr.contains(&format!("--> {location}"))
+        if run.status.code() != Some(1) || !stderr.starts_with(message) || !stderr.contains(&format!("--> {location}"))
         {
             failures.push(format!(
                 "{path}: the executable should fail with `{message}` at `{location}`, got {}:\n{stderr}",
@@ -624,7 +623,12 @@ impl TermGen {
                 let j = self.name("j");
                 format!("(build 3 (lam ({j} : Integer) (mul (to_float {j}) {})))", self.float(1, floats))
             }
-            _ => format!("(if (gt (index {} v) x) {} {})", self.ix.clone(), self.vec3(depth - 1, floats), self.vec3(depth - 1, floats)),
+            _ => format!(
+                "(if (gt (index {} v) x) {} {})",
+                self.ix.clone(),
+                self.vec3(depth - 1, floats),
+                self.vec3(depth - 1, floats)
+            ),
         }
     }
     /// A `(Tuple (Vec Float) Float)`, through `let`, `if`, tuples and
@@ -649,7 +653,13 @@ impl TermGen {
                 scope.push(y.clone());
                 format!("(let ({y} {rhs}) {})", self.pair(depth - 1, &scope))
             }
-            3 => format!("(if (eq {} {}) {} {})", self.ix.clone(), self.below(4), self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
+            3 => format!(
+                "(if (eq {} {}) {} {})",
+                self.ix.clone(),
+                self.below(4),
+                self.pair(depth - 1, floats),
+                self.pair(depth - 1, floats)
+            ),
             _ => format!("(ts_add {} {})", self.pair(depth - 1, floats), self.pair(depth - 1, floats)),
         }
     }
@@ -699,7 +709,14 @@ impl RowSumGen {
     /// A term of the sum over `i` in row `j`: `v` has 40 elements, `m` 32
     /// rows of 40, and `i` stays below 40.
     fn term(&mut self, depth: u32, wj: bool) -> String {
-        let leaves = ["(index i v)", "(index (sub (size v) (add i 1)) v)", "(index (div i 2) v)", "(index i (index j m))", "x", "(to_float (add i j))"];
+        let leaves = [
+            "(index i v)",
+            "(index (sub (size v) (add i 1)) v)",
+            "(index (div i 2) v)",
+            "(index i (index j m))",
+            "x",
+            "(to_float (add i j))",
+        ];
         if depth == 0 || self.g.below(3) == 0 {
             return if wj && self.g.below(4) == 0 { "wj".into() } else { self.pick(&leaves).into() };
         }
@@ -774,7 +791,11 @@ fn random_row_sums_are_added_in_the_interpreters_order() {
         let native = ksc(&[&["run"][..], flags, &[p][..]].concat());
         assert!(native.status.success(), "{flags:?}: {}", text(&native.stderr));
         let out = text(&native.stdout);
-        assert!(out == expected, "{flags:?}: native output differs from the interpreter's:\n{}", common::diff(&expected, &out));
+        assert!(
+            out == expected,
+            "{flags:?}: native output differs from the interpreter's:\n{}",
+            common::diff(&expected, &out)
+        );
     }
     // The generated loops are blocked natively (else this tests nothing).
     let loops = ksc(&["build", p, "--unchecked", "--emit", "loops", "-o", dir.to_str().unwrap()]);
@@ -803,7 +824,11 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
     )
     .unwrap();
     let two = dir.join("two.ks");
-    std::fs::write(&two, "(def total Float (v : Vec Float) (sum v))\n(def idiv Integer ((a : Integer) (b : Integer)) (div a b))\n").unwrap();
+    std::fs::write(
+        &two,
+        "(def total Float (v : Vec Float) (sum v))\n(def idiv Integer ((a : Integer) (b : Integer)) (div a b))\n",
+    )
+    .unwrap();
     for f in [&one, &two] {
         let built = ksc(&["build", f.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
         assert!(built.status.success(), "{}", text(&built.stderr));
@@ -854,7 +879,10 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
     assert!(out.status.success(), "the host process died ({}):\n{stdout}{}", out.status, text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     assert!(stdout.ends_with("error 0: \n3 6 100 0 1.5 1\nsurvived\n"), "{stdout}");
-    assert!(stdout.contains("error 1: recursion too deep\n") && stdout.contains("  ... and more calling frames\n"), "{stdout}");
+    assert!(
+        stdout.contains("error 1: recursion too deep\n") && stdout.contains("  ... and more calling frames\n"),
+        "{stdout}"
+    );
     assert!(stdout.contains("error 1: index out of range: index 7 in a tensor of size 3\n  --> "), "{stdout}");
     assert!(stdout.contains("one.ks:1:47 (in `at`)"), "{stdout}");
     assert!(stdout.contains("error 1: assertion failed"), "{stdout}");
@@ -912,7 +940,11 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
             "($buildSum 1001 0.0 (lam (i : Integer) (tuple 1.0 2.0)))".into(),
             Some("`$buildSum` of size 1001"),
         ),
-        ("ragged", "(sum (map (lam (r : Vec Float) (sum r)) (build 100 (lam (i : Integer) (constVec 100 1.0)))))".into(), None),
+        (
+            "ragged",
+            "(sum (map (lam (r : Vec Float) (sum r)) (build 100 (lam (i : Integer) (constVec 100 1.0)))))".into(),
+            None,
+        ),
         ("sumbuild", format!("(sumbuild 5000 {f})"), None),
     ];
     let mut failures = Vec::new();
@@ -925,7 +957,10 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
         let interp = ksc_env(&["run", "--interp", p], &limit);
         for flags in [&[][..], &["--unchecked"][..]] {
             let native = ksc_env(&[&["run"][..], flags, &[p][..]].concat(), &limit);
-            if native.status.code() != interp.status.code() || native.stdout != interp.stdout || native.stderr != interp.stderr {
+            if native.status.code() != interp.status.code()
+                || native.stdout != interp.stdout
+                || native.stderr != interp.stderr
+            {
                 failures.push(format!(
                     "{name} {flags:?}: native ({}) and interpreter ({}) differ:\n{}{}",
                     native.status,
@@ -943,7 +978,9 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
                     failures.push(format!("{name}: expected `{message}` at line 5, got {}:\n{err}", interp.status));
                 }
             }
-            None if !interp.status.success() => failures.push(format!("{name}: should run, got {}:\n{err}", interp.status)),
+            None if !interp.status.success() => {
+                failures.push(format!("{name}: should run, got {}:\n{err}", interp.status))
+            }
             None => {}
         }
     }
@@ -965,7 +1002,11 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
     // A malformed limit is a usage error.
     let bad = ksc_env(&["run", "--interp", p], &[("KSC_MAX_ELEMENTS", "0")]);
     if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_ELEMENTS must be") {
-        failures.push(format!("KSC_MAX_ELEMENTS=0: expected a usage error, got {}:\n{}", bad.status, text(&bad.stderr)));
+        failures.push(format!(
+            "KSC_MAX_ELEMENTS=0: expected a usage error, got {}:\n{}",
+            bad.status,
+            text(&bad.stderr)
+        ));
     }
     report("tensor size limits", failures, cases.len() + 2);
 }
@@ -1011,7 +1052,11 @@ fn memory_limit_stops_both_backends() {
     }
     let bad = ksc_env(&["run", "--interp", s], &[("KSC_MAX_MEMORY", "lots")]);
     if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_MEMORY must be") {
-        failures.push(format!("KSC_MAX_MEMORY=lots: expected a usage error, got {}:\n{}", bad.status, text(&bad.stderr)));
+        failures.push(format!(
+            "KSC_MAX_MEMORY=lots: expected a usage error, got {}:\n{}",
+            bad.status,
+            text(&bad.stderr)
+        ));
     }
     report("memory limit", failures, 5);
 }

@@ -132,7 +132,9 @@ fn check_mutant(path: &std::path::Path, ad: bool) -> Verdict {
         return Verdict::Skipped;
     };
     let out_dir = path.with_extension("exe.d");
-    let built = ksc_command(&["build", p, "--emit", "exe", "-o", out_dir.to_str().unwrap()]).output().expect("cannot start ksc");
+    let built = ksc_command(&["build", p, "--emit", "exe", "-o", out_dir.to_str().unwrap()])
+        .output()
+        .expect("cannot start ksc");
     let native: Run = if !built.status.success() {
         (false, String::new(), String::from_utf8_lossy(&built.stderr).into_owned())
     } else {
@@ -141,7 +143,11 @@ fn check_mutant(path: &std::path::Path, ad: bool) -> Verdict {
         exe.current_dir(root());
         match run_limited(exe, limit) {
             Some((r, _)) => r,
-            None => return Verdict::Failed(format!("the native run took over {limit:?} (10 times the interpreter's time and 10 s)")),
+            None => {
+                return Verdict::Failed(format!(
+                    "the native run took over {limit:?} (10 times the interpreter's time and 10 s)"
+                ))
+            }
         }
     };
     let bad = |r: &Run| r.2.contains("internal error") || r.2.contains("panicked");
@@ -170,8 +176,11 @@ fn mutants_run_natively_as_the_interpreter_runs_them() {
         ks_files(dir).into_iter().map(|f| (f.clone(), std::fs::read_to_string(root().join(&f)).unwrap())).collect()
     };
     // (file, text, whether it is an AD example, compared by its numbers)
-    let mut sources: Vec<(PathBuf, String, bool)> =
-        read("ksc-examples").into_iter().filter(|(_, t)| t.contains("(def main ")).map(|(f, t)| (f, t, false)).collect();
+    let mut sources: Vec<(PathBuf, String, bool)> = read("ksc-examples")
+        .into_iter()
+        .filter(|(_, t)| t.contains("(def main "))
+        .map(|(f, t)| (f, t, false))
+        .collect();
     sources.extend(read("ksc-examples/ad").into_iter().map(|(f, t)| (f, t, true)));
     let n = env_number("KSC_MUTANTS", 20);
     let mut rng = Rng(env_number("KSC_MUTANT_SEED", 0x6b73_632d_6d75_7461) | 1);
@@ -215,6 +224,9 @@ fn mutants_run_natively_as_the_interpreter_runs_them() {
     }
     // Skips depend on the machine's speed; the number of mutants that are
     // well typed and differ from their source does not.
-    assert!(n < 8 || (compared + skipped + failures.len()) * 3 >= n as usize, "only {compared} of {n} mutants could be compared");
+    assert!(
+        n < 8 || (compared + skipped + failures.len()) * 3 >= n as usize,
+        "only {compared} of {n} mutants could be compared"
+    );
     report("mutants run natively", failures, n as usize);
 }

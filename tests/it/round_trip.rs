@@ -29,7 +29,9 @@ fn printed_programs_read_back_the_same() {
         let printed = first.to_string();
         match lowered(&printed) {
             Ok(second) if second == first => {}
-            Ok(_) => failures.push(format!("{path}: re-reading the printed program gives a different program:\n{printed}")),
+            Ok(_) => {
+                failures.push(format!("{path}: re-reading the printed program gives a different program:\n{printed}"))
+            }
             Err(e) => failures.push(format!("{path}: the printed program does not parse: {e}\n{printed}")),
         }
         // Printing is deterministic and idempotent.
@@ -52,7 +54,8 @@ fn printed_checked_programs_check_to_the_same_program() {
         let printed = Program { decls: first.source.decls.clone() }.to_string();
         let second = ksc_types::analyze(&printed);
         if second.has_errors() {
-            failures.push(format!("{path}: the printed checked program has errors: {:?}\n{printed}", second.diagnostics));
+            failures
+                .push(format!("{path}: the printed checked program has errors: {:?}\n{printed}", second.diagnostics));
         } else if second.source.decls != first.source.decls {
             failures.push(format!("{path}: the printed checked program checks to a different program:\n{printed}"));
         }

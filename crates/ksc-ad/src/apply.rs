@@ -61,7 +61,13 @@ fn import_with(b: &mut Builder, src: &Body, e: ExprId, retype: &dyn Fn(&Type) ->
 /// copied (reverse mode reads the results of recursive calls from a tape).
 pub(crate) type Hook<'h> = Option<&'h dyn Fn(&mut Builder, ExprId) -> Option<ExprId>>;
 
-pub(crate) fn import_hooked(b: &mut Builder, src: &Body, e: ExprId, retype: &dyn Fn(&Type) -> Type, hook: Hook) -> ExprId {
+pub(crate) fn import_hooked(
+    b: &mut Builder,
+    src: &Body,
+    e: ExprId,
+    retype: &dyn Fn(&Type) -> Type,
+    hook: Hook,
+) -> ExprId {
     if let Some(r) = hook.and_then(|h| h(b, e)) {
         return r;
     }
@@ -192,7 +198,11 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
             _ => None,
         };
         if let Some(m) = elem {
-            return Some(if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) });
+            return Some(if fwd {
+                b.prim(Prim::LmApply, vec![m, other])
+            } else {
+                b.prim(Prim::LmApplyR, vec![other, m])
+            });
         }
     }
     // A vector of maps written out element by element (the Jacobian of
@@ -221,7 +231,8 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
     // Through binding forms: (let x = r in m) ⊙ dx = let x = r in (m ⊙ dx).
     match b.expr(map).clone() {
         Expr::Let(pat, r, m) => {
-            let inner = if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
+            let inner =
+                if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
             let ty = b.ty(inner);
             return Some(b.body.alloc_typed(Expr::Let(pat, r, inner), ty));
         }
@@ -236,12 +247,14 @@ fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>) -
             return Some(b.body.alloc_typed(Expr::If(c, a1, a2), ty));
         }
         Expr::Assert(c, m) => {
-            let inner = if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
+            let inner =
+                if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
             let ty = b.ty(inner);
             return Some(b.body.alloc_typed(Expr::Assert(c, inner), ty));
         }
         Expr::Call(Callee::Fun(name), a) if name.derivs.first() == Some(&Derivation::D) => {
-            let inner = FunName { derivs: name.derivs[1..].to_vec(), base: name.base.clone(), base_ty: name.base_ty.clone() };
+            let inner =
+                FunName { derivs: name.derivs[1..].to_vec(), base: name.base.clone(), base_ty: name.base_ty.clone() };
             let d = if fwd { Derivation::Fwd } else { Derivation::Rev };
             let target = inner.derived(d);
             demands.push(target.clone());
@@ -294,14 +307,26 @@ pub(crate) fn fresh_start(f: &Def, d: &Def) -> u32 {
 /// `[fwd f]` from `[D f]`. `pairs` says whether a callee's value and
 /// tangent may come from one call of `[fwdt g]` (not when `[fwd g]` is
 /// written by hand and `[fwdt g]` is not).
-pub fn fwd_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
+pub fn fwd_def(
+    f: &Def,
+    d: &Def,
+    witnesses: &Witnesses,
+    demands: &mut Vec<FunName>,
+    pairs: &dyn Fn(&FunName) -> bool,
+) -> R<Def> {
     fwd_like(Derivation::Fwd, f, d, witnesses, demands, pairs)
 }
 
 /// `[fwdt f] (x, dx) = (f x, [fwd f] (x, dx))` from `[D f]`: the value is
 /// the primal of the Jacobian's result (its witness), so both come from one
 /// run of the let-program.
-pub fn fwdt_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>, pairs: &dyn Fn(&FunName) -> bool) -> R<Def> {
+pub fn fwdt_def(
+    f: &Def,
+    d: &Def,
+    witnesses: &Witnesses,
+    demands: &mut Vec<FunName>,
+    pairs: &dyn Fn(&FunName) -> bool,
+) -> R<Def> {
     fwd_like(Derivation::FwdT, f, d, witnesses, demands, pairs)
 }
 
@@ -315,7 +340,8 @@ fn fwd_like(
 ) -> R<Def> {
     let s_ty = f.arg_ty();
     let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", s_ty), at: None })?;
-    let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
+    let dt_ty =
+        f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
     let mut body = Body::new();
     let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
@@ -580,7 +606,8 @@ impl Fwd<'_, '_> {
     /// ends in) where that is known, so the step computes it once.
     fn ffold_pair(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
-        let (Expr::Lam(fp, _, fbody), Expr::Lam(t2, tty, dbody)) = (self.src.exprs[f].clone(), self.src.exprs[df].clone())
+        let (Expr::Lam(fp, _, fbody), Expr::Lam(t2, tty, dbody)) =
+            (self.src.exprs[f].clone(), self.src.exprs[df].clone())
         else {
             return internal("lmFold without lambdas");
         };
@@ -618,7 +645,8 @@ impl Fwd<'_, '_> {
         });
         // The step: (a, da), (x, dx) -> (f (a, x), df(a, x) ⊙ (dsc, (da, dx)))
         let p = b.fresh_name("p");
-        let p_ty = Type::Tuple(vec![Type::Tuple(vec![a_ty.clone(), da_ty.clone()]), Type::Tuple(vec![b_ty.clone(), db_ty])]);
+        let p_ty =
+            Type::Tuple(vec![Type::Tuple(vec![a_ty.clone(), da_ty.clone()]), Type::Tuple(vec![b_ty.clone(), db_ty])]);
         let get = |b: &mut Builder, outer: u32, inner: u32| {
             let pv = b.var(&p, p_ty.clone());
             let o = b.prim(Prim::Get { index: outer, arity: 2 }, vec![pv]);
@@ -674,7 +702,13 @@ impl Fwd<'_, '_> {
     /// (for a scan, the vector of the accumulators' tangents).
     fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
         let pair = self.ffold_pair(b, fold, x, scan)?;
-        Ok(map_tail(b, pair, &mut |b, e| if scan { components(b, e, 2) } else { b.prim(Prim::Get { index: 2, arity: 2 }, vec![e]) }))
+        Ok(map_tail(b, pair, &mut |b, e| {
+            if scan {
+                components(b, e, 2)
+            } else {
+                b.prim(Prim::Get { index: 2, arity: 2 }, vec![e])
+            }
+        }))
     }
 
     /// `let y = fold f acc v` (or `$scan`) followed, a few bindings later,
@@ -783,7 +817,12 @@ impl Fwd<'_, '_> {
 /// The value of a fold's step, `f`'s result, as the primal of its
 /// derivative's let-program `dbody` (the witness of the map it ends in), if
 /// that is known and has the accumulator's type.
-fn step_value<'w>(src: &Body, witnesses: &'w Witnesses, dbody: ExprId, a_ty: &Type) -> Option<&'w crate::derive::ExprTemplate> {
+fn step_value<'w>(
+    src: &Body,
+    witnesses: &'w Witnesses,
+    dbody: ExprId,
+    a_ty: &Type,
+) -> Option<&'w crate::derive::ExprTemplate> {
     let (_, tail) = let_chain(src, dbody);
     let Expr::Var(g) = &src.exprs[tail] else { return None };
     let w = witnesses.get(g)?;
@@ -850,7 +889,8 @@ fn call_args(body: &Body, p: Prim, arg: ExprId) -> Vec<ExprId> {
 pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>) -> R<Def> {
     let s_ty = f.arg_ty();
     let ds_ty = s_ty.tangent().ok_or_else(|| AdError { message: format!("`{s_ty}` has no tangent"), at: None })?;
-    let dt_ty = f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
+    let dt_ty =
+        f.ret_ty.tangent().ok_or_else(|| AdError { message: format!("`{}` has no tangent", f.ret_ty), at: None })?;
     let mut body = Body::new();
     let mut fresh = fresh_start(f, d);
     let mut b = Builder::new(&mut body, &mut fresh);
@@ -959,7 +999,11 @@ fn is_empty(b: &mut Builder, n: &(String, Type)) -> ExprId {
             let mut acc = zero_at(b, Some((1, r)));
             for k in 2..=r {
                 let next = zero_at(b, Some((k, r)));
-                acc = b.call(FunName::typed("or", Type::Tuple(vec![Type::Bool, Type::Bool])), vec![acc, next], Type::Bool);
+                acc = b.call(
+                    FunName::typed("or", Type::Tuple(vec![Type::Bool, Type::Bool])),
+                    vec![acc, next],
+                    Type::Bool,
+                );
             }
             acc
         }
@@ -1087,7 +1131,12 @@ impl Rev<'_, '_> {
         (name, ty)
     }
 
-    fn sum_or_zero(&mut self, b: &mut Builder, cs: Vec<(String, Type)>, zero: impl FnOnce(&mut Builder) -> ExprId) -> ExprId {
+    fn sum_or_zero(
+        &mut self,
+        b: &mut Builder,
+        cs: Vec<(String, Type)>,
+        zero: impl FnOnce(&mut Builder) -> ExprId,
+    ) -> ExprId {
         let mut it = cs.into_iter();
         match it.next() {
             None => zero(b),
@@ -1164,9 +1213,9 @@ impl Rev<'_, '_> {
         };
         match p {
             Prim::LmCompose => {
-                if let Some(g) = self.indexed.iter().find_map(|(g, iv)| {
-                    indexed_read(self.src, m, iv).filter(|h| h == g)
-                }) {
+                if let Some(g) =
+                    self.indexed.iter().find_map(|(g, iv)| indexed_read(self.src, m, iv).filter(|h| h == g))
+                {
                     // An element of a vector the loop reads at its index.
                     self.contribs.entry(g).or_default().push(r);
                     return Ok(());
@@ -1378,7 +1427,9 @@ impl Rev<'_, '_> {
         let taped = self.tape.clone().filter(|t| t.folds.contains(&at));
         let accs = match &taped {
             Some(t) => {
-                let Expr::Lam(ft, ftty, fbody) = self.src.exprs[f].clone() else { return internal("lmFold without lambdas") };
+                let Expr::Lam(ft, ftty, fbody) = self.src.exprs[f].clone() else {
+                    return internal("lmFold without lambdas");
+                };
                 let mut step = |b: &mut Builder, it: &str| t.in_step(at, it, || self.import_primal(b, fbody));
                 crate::tape::counted(b, Prim::Scan, (&ft, &strip_type(&ftty)), a1, v2, &mut step)
             }
@@ -1409,7 +1460,19 @@ impl Rev<'_, '_> {
             let vv = import(b, this.src, v);
             let x = b.prim(Prim::Index, vec![i2, vv]);
             let t_val = b.tuple(vec![a, x]);
-            let transpose = || transpose_program(b, this.src, dbody, this.witnesses, this.demands, &st_ty, &params, seed, taped.clone());
+            let transpose = || {
+                transpose_program(
+                    b,
+                    this.src,
+                    dbody,
+                    this.witnesses,
+                    this.demands,
+                    &st_ty,
+                    &params,
+                    seed,
+                    taped.clone(),
+                )
+            };
             let inner = match &taped {
                 Some(t) => t.in_step(at, i_name, transpose)?,
                 None => transpose()?,

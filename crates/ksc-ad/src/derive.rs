@@ -140,7 +140,13 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     let root = wrap(&mut cx.b, block, result);
     let witnesses = std::mem::take(&mut cx.witnesses);
     Ok((
-        Def { name: f.name.derived(Derivation::D), params: f.params.clone(), ret_ty: Type::lm(s_ty, f.ret_ty.clone()), body, root },
+        Def {
+            name: f.name.derived(Derivation::D),
+            params: f.params.clone(),
+            ret_ty: Type::lm(s_ty, f.ret_ty.clone()),
+            body,
+            root,
+        },
         witnesses,
     ))
 }
@@ -741,8 +747,7 @@ impl Ctx<'_, '_> {
     /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2), and
     /// `$scan (λt. b) acc v` (all the accumulators) through `lmScan`.
     fn grad_fold(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let (parts, lam_parts) =
-            self.lambda_args(e, p, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
+        let (parts, lam_parts) = self.lambda_args(e, p, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
         let [lam, acc, vec] = parts[..] else { unreachable!("three arguments") };
         let (accv, gacc) = self.grad(acc)?;
         let (vv, gv) = self.grad(vec)?;
@@ -841,14 +846,8 @@ impl Ctx<'_, '_> {
     /// `z` plus the second components of `b` at each accumulator and
     /// element, whose map is `g_z + H(1..1) ∘ V(s, build n (λi. get$2 ∘ g_i))`.
     fn grad_scan_sum(&mut self, e: ExprId, arg: ExprId) -> R<(Atom, (String, Type))> {
-        let (parts, lam_parts) = self.lambda_args(
-            e,
-            Prim::ScanSum,
-            arg,
-            "a lambda, an accumulator, a zero and a vector",
-            Some(4),
-            0,
-        )?;
+        let (parts, lam_parts) =
+            self.lambda_args(e, Prim::ScanSum, arg, "a lambda, an accumulator, a zero and a vector", Some(4), 0)?;
         let [lam, acc, z, vec] = parts[..] else { unreachable!("four arguments") };
         let (t, _, body) = lam_parts.clone();
         let (accv, gacc) = self.grad(acc)?;

@@ -328,14 +328,23 @@ mod tests {
         let printed = print_def(&hoisted).split_whitespace().collect::<Vec<_>>().join(" ");
         // The whole read, `index 0 (index t xs)`, moves; `index k ws` in a
         // branch stays.
-        assert!(printed.contains("(if (eq (size ksc$w2) 0) ($dummy Float) (index 0 (index ([add (Tuple Integer Integer)] t k) xs)))"), "{printed}");
+        assert!(
+            printed.contains(
+                "(if (eq (size ksc$w2) 0) ($dummy Float) (index 0 (index ([add (Tuple Integer Integer)] t k) xs)))"
+            ),
+            "{printed}"
+        );
         assert!(printed.contains("w 0.0) (index k ws) w)"), "the read in a branch moved: {printed}");
         let run = |d: &ksc_ir::Def, ws: Vec<f64>, k: i64| {
             let mut interp = Interpreter::new([d]);
             let row = Value::vector(vec![Value::Float(2.0), Value::Float(3.0)]);
             let xs = Value::vector(vec![row.clone(), row]);
-            let arg = Value::tuple(vec![xs, Value::vector(ws.into_iter().map(Value::Float).collect()), Value::Integer(k)]);
-            interp.call(&FunName::typed("f", d.arg_ty()), arg, &mut std::io::sink()).map(|v| v.to_string()).map_err(|e| e.message)
+            let arg =
+                Value::tuple(vec![xs, Value::vector(ws.into_iter().map(Value::Float).collect()), Value::Integer(k)]);
+            interp
+                .call(&FunName::typed("f", d.arg_ty()), arg, &mut std::io::sink())
+                .map(|v| v.to_string())
+                .map_err(|e| e.message)
         };
         // Steps that run, and none (where row 5 does not exist).
         for (ws, k) in [(vec![0.5, -1.0, 2.0], 0), (vec![0.5], 5)] {
@@ -379,7 +388,10 @@ mod tests {
             let row = |x: f64| Value::vector(vec![Value::Float(x), Value::Float(-x)]);
             let xs = Value::vector(vec![row(2.0), row(-3.0), row(0.5)]);
             let arg = Value::tuple(vec![xs, Value::Integer(k)]);
-            interp.call(&FunName::typed("f", d.arg_ty()), arg, &mut std::io::sink()).map(|v| v.to_string()).map_err(|e| e.message)
+            interp
+                .call(&FunName::typed("f", d.arg_ty()), arg, &mut std::io::sink())
+                .map(|v| v.to_string())
+                .map_err(|e| e.message)
         };
         let cases = carried.iter().map(|s| (s, "(size xs)", true)).chain(kept.iter().map(|s| (s, "(size xs)", false)));
         for (step, range, moved) in cases.chain([(&carried[0], "(sub (size xs) 1)", false)]) {

@@ -18,8 +18,8 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_opt::term::var_name;
 use ksc_linmap::builder::Builder;
+use ksc_opt::term::var_name;
 
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode); [`hoist_loop_invariants`] recognises the loops by it.
@@ -138,7 +138,11 @@ pub fn jac_def(name: Derivation, f: &FunName, s: &Type, t: &Type, active: &Activ
             let dims: Vec<ExprId> = (0..rank)
                 .map(|k| {
                     let sh = b.var("ksc$shape", shape_ty.clone());
-                    if rank == 1 { sh } else { b.prim(Prim::Get { index: k as u32 + 1, arity: rank as u32 }, vec![sh]) }
+                    if rank == 1 {
+                        sh
+                    } else {
+                        b.prim(Prim::Get { index: k as u32 + 1, arity: rank as u32 }, vec![sh])
+                    }
                 })
                 .collect();
             dims.into_iter().reduce(|p, q| b.int_op("mul", p, q)).expect("a rank of at least 1")
@@ -390,7 +394,9 @@ fn values_of_pair_fold(
             Some((Prim::Get { index, arity }, a)) if var_name(body, a[0]) == Some(&x) => Some((index, arity)),
             _ => None,
         };
-        let only_projected = lets[k + 1..].iter().all(|(_, e)| projected(b.body, *e).is_some() || !cache.free_vars(b.body, *e).contains(&x))
+        let only_projected = lets[k + 1..]
+            .iter()
+            .all(|(_, e)| projected(b.body, *e).is_some() || !cache.free_vars(b.body, *e).contains(&x))
             && !cache.free_vars(b.body, tail).contains(&x);
         if !only_projected {
             continue;
@@ -433,7 +439,10 @@ fn values_of_pair_fold(
                     Pat::Var(x) => vec![(x.clone(), path)],
                     Pat::Tuple(xs) => {
                         let k = xs.len() as u32;
-                        xs.iter().enumerate().map(|(j, x)| (x.clone(), [path.clone(), vec![(j as u32 + 1, k)]].concat())).collect()
+                        xs.iter()
+                            .enumerate()
+                            .map(|(j, x)| (x.clone(), [path.clone(), vec![(j as u32 + 1, k)]].concat()))
+                            .collect()
                     }
                 };
                 for (x, path) in parts {

@@ -337,7 +337,8 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             // d(x^n) = n x^(n-1) dx
             let n = args[1];
             let (n1, one_i) = (b.copy(n), b.integer(1));
-            let nm1 = b.call(FunName::typed("sub", T::Tuple(vec![T::Integer, T::Integer])), vec![n1, one_i], T::Integer);
+            let nm1 =
+                b.call(FunName::typed("sub", T::Tuple(vec![T::Integer, T::Integer])), vec![n1, one_i], T::Integer);
             let x1 = b.copy(x);
             let p = b.call(FunName::typed("pow", T::Tuple(vec![T::Float, T::Integer])), vec![x1, nm1], T::Float);
             let n2 = b.copy(n);

@@ -107,8 +107,9 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
     let mut failed: FxHashSet<FunName> = FxHashSet::default();
     // A callee's value and tangent come from one `[fwdt g]`, unless `[fwd
     // g]` is written by hand and `[fwdt g]` is not.
-    let pairs =
-        |g: &FunName| !program.is_written(&g.derived(Derivation::Fwd)) || program.is_written(&g.derived(Derivation::FwdT));
+    let pairs = |g: &FunName| {
+        !program.is_written(&g.derived(Derivation::Fwd)) || program.is_written(&g.derived(Derivation::FwdT))
+    };
     while let Some(name) = work.pop() {
         if program.is_written(&name) || by_name.contains_key(&name) || failed.contains(&name) {
             continue;
@@ -153,7 +154,9 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         let f = match inner.inner() {
             Some((Derivation::Rev, g)) if written.is_none() && d != Derivation::CL && by_passes(&f) => {
                 let gdef = program.written(&g).or_else(|| by_name.get(&g)).or_else(|| program.derived(&g)).cloned();
-                match gdef.map(|gdef| derive_from_jacobian(Derivation::Rev, &gdef, &mut jacobians, &mut work, &pairs, has_body)) {
+                match gdef.map(|gdef| {
+                    derive_from_jacobian(Derivation::Rev, &gdef, &mut jacobians, &mut work, &pairs, has_body)
+                }) {
                     Some(Ok(plain)) => plain,
                     _ => f,
                 }
@@ -196,9 +199,7 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufFwdTape => {
                 split_passes(d, &f, &mut jacobians, &mut work, has_body)
             }
-            Derivation::Rev if is_recursive(&f) => {
-                split_passes(d, &f, &mut jacobians, &mut work, has_body)
-            }
+            Derivation::Rev if is_recursive(&f) => split_passes(d, &f, &mut jacobians, &mut work, has_body),
             // `[CL f]`: f's definition through the categorical language and back.
             Derivation::CL => {
                 guard(|| ksc_cl::cl_def(&f).map_err(|e| AdError { message: format!("CL: {e}"), at: None }))
@@ -256,7 +257,10 @@ fn split_passes(
                 Ok(tape::checkpoint_passes(d, &f.name, &s, &t))
             }
             Derivation::Rev => derive_from_jacobian(d, f, jacobians, work, &|_| true, has_body),
-            _ => Err(AdError { message: format!("`{}` has a recursive call inside a lambda: no tape", f.name), at: None }),
+            _ => Err(AdError {
+                message: format!("`{}` has a recursive call inside a lambda: no tape", f.name),
+                at: None,
+            }),
         };
     };
     match d {
@@ -504,7 +508,12 @@ pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::R
         // loops, inner folds first, then fused into the scans, outer
         // first; each step followed by the optimiser, a fusion also by the
         // loops' sharing.
-        let has_scan = |def: &Def| def.body.exprs.iter().any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)));
+        let has_scan = |def: &Def| {
+            def.body
+                .exprs
+                .iter()
+                .any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)))
+        };
         for _ in 0..chain::MAX_LEVELS {
             if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {
                 break;

@@ -141,10 +141,18 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
         let (chain, result) = let_chain(src, f.root);
         let mut names: FxHashSet<&Var> = f.params.iter().map(|p| &p.name).collect();
         let rebinds = chain.iter().flat_map(|(p, _)| p.vars()).any(|v| !names.insert(v));
-        if rebinds { (Vec::new(), f.root) } else { (chain, result) }
+        if rebinds {
+            (Vec::new(), f.root)
+        } else {
+            (chain, result)
+        }
     };
-    let mut scope =
-        Scope { types: FxHashMap::default(), active: FxHashMap::default(), inner: FxHashMap::default(), chain: chain.clone() };
+    let mut scope = Scope {
+        types: FxHashMap::default(),
+        active: FxHashMap::default(),
+        inner: FxHashMap::default(),
+        chain: chain.clone(),
+    };
     // The sparse function's lets before its result, in order.
     let mut outer: Vec<(Pat, ExprId)> = Vec::new();
 
@@ -266,13 +274,7 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
     }
     let root = assemble(&mut b, &mut outer, &parts, &n_columns_var);
     let root = wrap(&mut b, outer, root);
-    let def = Def {
-        name: f.name.derived(d),
-        params: f.params.clone(),
-        ret_ty: Type::sparse_matrix(),
-        body,
-        root,
-    };
+    let def = Def { name: f.name.derived(d), params: f.params.clone(), ret_ty: Type::sparse_matrix(), body, root };
     Sparse { def, blocks }
 }
 
@@ -491,10 +493,8 @@ fn block_def(
     let gvar = b.var(&gathered, gathered_ty.clone());
     let pat = if names.len() == 1 { Pat::Var(names[0].clone()) } else { Pat::Tuple(names.clone()) };
     let root = wrap(&mut b, vec![(pat, gvar)], inner);
-    let mut params = vec![
-        Param { name: gathered.clone(), ty: gathered_ty },
-        Param { name: index.to_string(), ty: Type::Integer },
-    ];
+    let mut params =
+        vec![Param { name: gathered.clone(), ty: gathered_ty }, Param { name: index.to_string(), ty: Type::Integer }];
     let mut fv_cache = Cache::new();
     for v in fv_cache.free_vars(&body, root).iter() {
         if *v != gathered && v != index {
@@ -659,7 +659,13 @@ impl ElementBlock {
 /// values and their columns, and the block function's arguments. The
 /// gathers' columns are in ascending order if `in_order`, else they are
 /// sorted at run time.
-fn element_block(b: &mut Builder, src: &Body, scope: &Scope, (block, gathers, in_order): (&Def, &[Gather], bool), index: &str) -> ElementBlock {
+fn element_block(
+    b: &mut Builder,
+    src: &Body,
+    scope: &Scope,
+    (block, gathers, in_order): (&Def, &[Gather], bool),
+    index: &str,
+) -> ElementBlock {
     let mut lets: Vec<(Pat, ExprId)> = Vec::new();
     let mut values = Vec::new();
     let (mut starts, mut widths) = (Vec::new(), Vec::new());

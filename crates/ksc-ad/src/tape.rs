@@ -170,7 +170,14 @@ fn loop_lambdas(body: &Body, e: ExprId) -> Option<(Range, bool, Vec<ExprId>)> {
 /// The calls of f in `e` outside lambdas (in the order they are evaluated)
 /// and the loops whose lambdas call f; `ok` is cleared by a call in any
 /// other lambda.
-fn scan(body: &Body, e: ExprId, is_f: &dyn Fn(ExprId) -> bool, calls: &mut Vec<ExprId>, loops: &mut Vec<Loop>, ok: &mut bool) {
+fn scan(
+    body: &Body,
+    e: ExprId,
+    is_f: &dyn Fn(ExprId) -> bool,
+    calls: &mut Vec<ExprId>,
+    loops: &mut Vec<Loop>,
+    ok: &mut bool,
+) {
     if let Some((vector, of_maps, lams)) = loop_lambdas(body, e) {
         let Some((_, args)) = prim_call(body, e) else { return };
         for a in args.into_iter().filter(|a| !lams.contains(a)) {
@@ -214,7 +221,12 @@ impl Plan {
         if !ok {
             return None;
         }
-        let mut plan = Plan { sites: FxHashMap::default(), jacobians: FxHashMap::default(), slots: 0, loops: FxHashMap::default() };
+        let mut plan = Plan {
+            sites: FxHashMap::default(),
+            jacobians: FxHashMap::default(),
+            slots: 0,
+            loops: FxHashMap::default(),
+        };
         for e in top {
             plan.sites.insert(e, Site { slot: plan.slots, loops: Vec::new() });
             plan.slots += 1;
@@ -237,7 +249,8 @@ impl Plan {
         }
         // Pair each site with the map bound right after it.
         let mut dcalls = 0;
-        let jacobian_of_f = |g: &FunName| g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f);
+        let jacobian_of_f =
+            |g: &FunName| g.derivs.first() == Some(&Derivation::D) && g.inner().is_some_and(|(_, i)| &i == f);
         walk(body, d.root, false, &mut |e, _| {
             if let Expr::Call(Callee::Fun(g), _) = &body.exprs[e] {
                 if jacobian_of_f(g) {
@@ -309,7 +322,15 @@ impl Plan {
 
     /// Places `calls` and `inner`, the calls and loops of a copy of the
     /// body of `v`.
-    fn copies(&mut self, body: &Body, v: &Loop, calls: &[ExprId], inner: &[Loop], path: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
+    fn copies(
+        &mut self,
+        body: &Body,
+        v: &Loop,
+        calls: &[ExprId],
+        inner: &[Loop],
+        path: &[Iter],
+        slots: &FxHashMap<ExprId, usize>,
+    ) -> bool {
         if !self.calls(v, calls, path, slots) || inner.len() != v.inner.len() {
             return false;
         }
@@ -318,7 +339,15 @@ impl Plan {
 
     /// Places `calls` and `inner`, the calls and loops of the map of the
     /// body of `v`: each of v's loops is copied, with its map.
-    fn mapped(&mut self, body: &Body, v: &Loop, calls: &[ExprId], inner: &[Loop], path: &[Iter], slots: &FxHashMap<ExprId, usize>) -> bool {
+    fn mapped(
+        &mut self,
+        body: &Body,
+        v: &Loop,
+        calls: &[ExprId],
+        inner: &[Loop],
+        path: &[Iter],
+        slots: &FxHashMap<ExprId, usize>,
+    ) -> bool {
         let (copies, maps): (Vec<&Loop>, Vec<&Loop>) = inner.iter().partition(|l| !l.of_maps);
         if !self.calls(v, calls, path, slots) || copies.len() != v.inner.len() || maps.len() != v.inner.len() {
             return false;
@@ -416,7 +445,12 @@ pub fn prepare(f: &Def) -> Option<Def> {
                 let renames: Vec<(String, String)> = p
                     .vars()
                     .iter()
-                    .map(|v| (v.clone(), if v.starts_with("ksc$") { v.clone() } else { b.fresh_name(&ksc_opt::term::hint_of(v)) }))
+                    .map(|v| {
+                        (
+                            v.clone(),
+                            if v.starts_with("ksc$") { v.clone() } else { b.fresh_name(&ksc_opt::term::hint_of(v)) },
+                        )
+                    })
                     .collect();
                 let x = ksc_opt::term::rename(&mut b, &mut cache, x, &renames);
                 let p = match p {
@@ -737,14 +771,15 @@ impl TapeFwd<'_> {
         let nv = b.var(&n_name, n_ty.clone());
         let range = b.build(nv, |_, j| j);
         let none = b.body.alloc_typed(Expr::Dummy(vals_ty.clone()), vals_ty.clone());
-        let vals = self.threaded(b, &slots, (vals_ty.clone(), none), (range, Type::Integer), &mut |b, this, vals, j| {
-            let jv = b.var(j, Type::Integer);
-            this.block.push((Pat::Var(i.clone()), jv));
-            let v = this.expr(b, lbody)?;
-            let (v_name, v_ty) = this.bind(b, "elem", v);
-            let (vals, vv) = (b.var(vals, vals_ty.clone()), b.var(&v_name, v_ty));
-            Ok(b.prim(Prim::TapePush, vec![vals, vv]))
-        })?;
+        let vals =
+            self.threaded(b, &slots, (vals_ty.clone(), none), (range, Type::Integer), &mut |b, this, vals, j| {
+                let jv = b.var(j, Type::Integer);
+                this.block.push((Pat::Var(i.clone()), jv));
+                let v = this.expr(b, lbody)?;
+                let (v_name, v_ty) = this.bind(b, "elem", v);
+                let (vals, vv) = (b.var(vals, vals_ty.clone()), b.var(&v_name, v_ty));
+                Ok(b.prim(Prim::TapePush, vec![vals, vv]))
+            })?;
         if p == Prim::Build {
             return Ok(vals);
         }
@@ -761,7 +796,9 @@ impl TapeFwd<'_> {
     fn taped_fold(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
         let slots = self.plan.loops[&e].clone();
         let Some((Prim::Fold, args)) = prim_call(self.src, e) else { return internal("a taped fold that is not one") };
-        let Expr::Lam(t, tty, lbody) = self.src.exprs[args[0]].clone() else { return internal("a taped fold without a lambda") };
+        let Expr::Lam(t, tty, lbody) = self.src.exprs[args[0]].clone() else {
+            return internal("a taped fold without a lambda");
+        };
         let Type::Tuple(ab) = strip_type(&tty) else { return internal("a fold's step over a non-pair") };
         let (acc, v) = (self.expr(b, args[1])?, self.expr(b, args[2])?);
         let (a_ty, x_ty) = (ab[0].clone(), ab[1].clone());
@@ -945,7 +982,9 @@ impl RevTape {
             let by_iteration = b.prim(Prim::Get { index: 2, arity: 2 }, vec![index_record]);
             let name = match i {
                 Iter::Var(v) => v.clone(),
-                Iter::Fold(at) => self.iters.borrow().get(at).cloned().expect("a fold's step copied without its iteration"),
+                Iter::Fold(at) => {
+                    self.iters.borrow().get(at).cloned().expect("a fold's step copied without its iteration")
+                }
             };
             let iv = b.var(&name, Type::Integer);
             p = b.prim(Prim::Index, vec![iv, by_iteration]);
@@ -1062,8 +1101,17 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
         (param_name("x", f), param_name("tape", f), param_name("pos", f), param_name("kids", f));
     let tape = Rc::new(RevTape::new(f, (tape_name.clone(), tape_ty.clone()), kids_name.clone(), plan));
     let seed = (dr_name.clone(), dt_ty.clone());
-    let inner =
-        crate::apply::transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
+    let inner = crate::apply::transpose_program(
+        &mut b,
+        &d.body,
+        d.root,
+        witnesses,
+        demands,
+        &s_ty,
+        &f.params,
+        seed,
+        Some(tape),
+    )?;
     demands.push(f.name.derived(Derivation::SufRevPass));
     // kids = get$2$2 (index pos tape)
     let (pv, tv) = (b.var(&pos_name, Type::Integer), b.var(&tape_name, tape_ty.clone()));
@@ -1105,7 +1153,13 @@ pub fn suffwdpass_def(f: &FunName, s: &Type, t: &Type) -> Def {
     let out = b.let_("ksc$tape", tape, out);
     let root = b.let_("ksc$run", call, out);
     let ret = b.ty(root);
-    Def { name: f.derived(Derivation::SufFwdPass), params: vec![Param { name: "ksc$x".into(), ty: s.clone() }], ret_ty: ret, body, root }
+    Def {
+        name: f.derived(Derivation::SufFwdPass),
+        params: vec![Param { name: "ksc$x".into(), ty: s.clone() }],
+        ret_ty: ret,
+        body,
+        root,
+    }
 }
 
 /// `[rev f] (x, dr) = [sufrevpass f] (dr, get$2$2 ([suffwdpass f] x))`.
@@ -1151,7 +1205,13 @@ pub fn checkpoint_passes(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def 
             let res = b.tuple(vec![x2, empty, none]);
             let root = b.tuple(vec![y, res]);
             let ret = b.ty(root);
-            Def { name: f.derived(d), params: vec![Param { name: "ksc$x".into(), ty: s.clone() }], ret_ty: ret, body, root }
+            Def {
+                name: f.derived(d),
+                params: vec![Param { name: "ksc$x".into(), ty: s.clone() }],
+                ret_ty: ret,
+                body,
+                root,
+            }
         }
         _ => {
             let res = b.var("ksc$res", res_ty.clone());
@@ -1168,4 +1228,3 @@ pub fn checkpoint_passes(d: Derivation, f: &FunName, s: &Type, t: &Type) -> Def 
         }
     }
 }
-

@@ -9,9 +9,8 @@ use ksc_ir::{Derivation, FunName, Type};
 /// on the input `input(n)`.
 fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
     let f = "f";
-    let text = format!(
-        "{program}\n(gdef fwd [{f} {arg_ty}])\n(gdef rev [{f} {arg_ty}])\n(def input {arg_ty} () {input})\n"
-    );
+    let text =
+        format!("{program}\n(gdef fwd [{f} {arg_ty}])\n(gdef rev [{f} {arg_ty}])\n(def input {arg_ty} () {input})\n");
     let mut analysis = ksc_types::analyze(&text);
     assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
     let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
@@ -272,7 +271,9 @@ fn recursive(name: &'static str, body: String, input: fn(usize) -> String) -> Fa
 fn loops_in_loops() -> Vec<Family> {
     let family = |name, outer: &str| {
         let call = "(f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1))";
-        recursive(name, outer.replace("CALL", call), |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)"))
+        recursive(name, outer.replace("CALL", call), |n| {
+            format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)")
+        })
     };
     vec![
         family("loop in a loop", "(sumbuild 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))"),
@@ -329,9 +330,14 @@ fn loops_in_folds() -> Vec<Family> {
                                           (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
                                  (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
                            (to_float k) (Vec_init 0.5 1.5))";
-        recursive(name, outer.replace("FOLD", fold), |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)"))
+        recursive(name, outer.replace("FOLD", fold), |n| {
+            format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)")
+        })
     };
-    vec![family("fold of a loop", "(let (k 1) FOLD)"), family("loop, fold, loop", "(sumbuild 2 (lam (k : Integer) FOLD))")]
+    vec![
+        family("fold of a loop", "(let (k 1) FOLD)"),
+        family("loop, fold, loop", "(sumbuild 2 (lam (k : Integer) FOLD))"),
+    ]
 }
 
 /// A recurrent network (`ksc-examples/ad/recurrent.ks`: a fold over n time

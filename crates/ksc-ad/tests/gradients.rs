@@ -85,20 +85,20 @@ fn check_all(optimise: bool) {
                 }
                 v
             });
-        let requests: Vec<FunName> =
-            funs.iter()
-                .flat_map(|f| {
-                    [
-                        Derivation::Fwd,
-                        Derivation::Rev,
-                        Derivation::Jac,
-                        Derivation::Jac1,
-                        Derivation::JacSparse,
-                        Derivation::JacSparse1,
-                    ]
-                    .map(|d| f.derived(d))
-                })
-                .collect();
+        let requests: Vec<FunName> = funs
+            .iter()
+            .flat_map(|f| {
+                [
+                    Derivation::Fwd,
+                    Derivation::Rev,
+                    Derivation::Jac,
+                    Derivation::Jac1,
+                    Derivation::JacSparse,
+                    Derivation::JacSparse1,
+                ]
+                .map(|d| f.derived(d))
+            })
+            .collect();
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
         if optimise {
@@ -167,11 +167,15 @@ fn check_all(optimise: bool) {
                 });
                 if let Some(m) = lm {
                     lm_checked += 1;
-                    let jdx = lm_interp.apply_linear_map(&m, dx.clone()).unwrap_or_else(|e| panic!("[D {f}] ⊙ dx: {}", e.message));
+                    let jdx = lm_interp
+                        .apply_linear_map(&m, dx.clone())
+                        .unwrap_or_else(|e| panic!("[D {f}] ⊙ dx: {}", e.message));
                     if !close_all(&flat(&jdx), &flat(&fwd), 1e-9) {
                         failures.push(format!("{}: [D {f}] ⊙ dx at {x}: {jdx}, [fwd {f}] {fwd}", path.display()));
                     }
-                    let rj = lm_interp.apply_linear_map_r(dr.clone(), &m).unwrap_or_else(|e| panic!("dr ⊙ [D {f}]: {}", e.message));
+                    let rj = lm_interp
+                        .apply_linear_map_r(dr.clone(), &m)
+                        .unwrap_or_else(|e| panic!("dr ⊙ [D {f}]: {}", e.message));
                     if !close_all(&flat(&rj), &flat(&rev), 1e-9) {
                         failures.push(format!("{}: dr ⊙ᴿ [D {f}] at {x}: {rj}, [rev {f}] {rev}", path.display()));
                     }
@@ -184,18 +188,29 @@ fn check_all(optimise: bool) {
                 let Value::Tensor(j) = &jac else { panic!("[jac {f}] is not a tensor: {jac}") };
                 let entries = flat(&jac);
                 if j.shape != [drs.len(), dxs.len()] {
-                    failures.push(format!("{}: [jac {f}] at {x} is {:?}, not {} x {}", path.display(), j.shape, drs.len(), dxs.len()));
+                    failures.push(format!(
+                        "{}: [jac {f}] at {x} is {:?}, not {} x {}",
+                        path.display(),
+                        j.shape,
+                        drs.len(),
+                        dxs.len()
+                    ));
                 } else {
                     sweeps[usize::from(dxs.len() > drs.len())] += 1;
                     let row = |r: usize| &entries[r * dxs.len()..(r + 1) * dxs.len()];
                     let j_dx: Vec<f64> = (0..drs.len()).map(|r| dot(row(r), &dxs)).collect();
                     if j_dx.iter().zip(&fd).any(|(a, b)| (a - b).abs() > 1e-5 * (1.0 + b.abs())) {
-                        failures.push(format!("{}: [jac {f}] at {x}: J dx = {j_dx:?}, finite differences {fd:?}", path.display()));
+                        failures.push(format!(
+                            "{}: [jac {f}] at {x}: J dx = {j_dx:?}, finite differences {fd:?}",
+                            path.display()
+                        ));
                     }
-                    let dr_j: Vec<f64> = (0..dxs.len()).map(|c| (0..drs.len()).map(|r| drs[r] * row(r)[c]).sum()).collect();
+                    let dr_j: Vec<f64> =
+                        (0..dxs.len()).map(|c| (0..drs.len()).map(|r| drs[r] * row(r)[c]).sum()).collect();
                     let rev = flat(&rev);
                     if dr_j.iter().zip(&rev).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
-                        failures.push(format!("{}: [jac {f}] at {x}: dr^T J = {dr_j:?}, [rev f] {rev:?}", path.display()));
+                        failures
+                            .push(format!("{}: [jac {f}] at {x}: dr^T J = {dr_j:?}, [rev f] {rev:?}", path.display()));
                     }
                     // [jac1 f]: the columns of the first parameter.
                     let params = defs.iter().find(|d| d.name == f).map_or(1, |d| d.params.len());
@@ -208,23 +223,38 @@ fn check_all(optimise: bool) {
                         .unwrap_or_else(|e| panic!("[jac1 {f}]: {}", e.message));
                     let expected: Vec<f64> = (0..drs.len()).flat_map(|r| row(r)[..first].to_vec()).collect();
                     let got = flat(&jac1);
-                    if got.len() != expected.len() || got.iter().zip(&expected).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
-                        failures.push(format!("{}: [jac1 {f}] at {x}: {got:?}, the first {first} columns of [jac f]: {expected:?}", path.display()));
+                    if got.len() != expected.len()
+                        || got.iter().zip(&expected).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs()))
+                    {
+                        failures.push(format!(
+                            "{}: [jac1 {f}] at {x}: {got:?}, the first {first} columns of [jac f]: {expected:?}",
+                            path.display()
+                        ));
                     }
                     partial += usize::from(first < dxs.len());
                     // The sparse forms: the same matrices.
-                    for (d, cols, dense) in [(Derivation::JacSparse, dxs.len(), entries.clone()), (Derivation::JacSparse1, first, expected)] {
+                    for (d, cols, dense) in
+                        [(Derivation::JacSparse, dxs.len(), entries.clone()), (Derivation::JacSparse1, first, expected)]
+                    {
                         let sparse = interp
                             .call(&f.derived(d), x.clone(), &mut sink)
                             .unwrap_or_else(|e| panic!("[{} {f}]: {}", d.keyword(), e.message));
                         match densify(&sparse, drs.len(), cols) {
                             Ok((got, nnz)) => {
                                 if got.iter().zip(&dense).any(|(a, b)| (a - b).abs() > 1e-9 * (1.0 + b.abs())) {
-                                    failures.push(format!("{}: [{} {f}] at {x}: {sparse}, dense {dense:?}", path.display(), d.keyword()));
+                                    failures.push(format!(
+                                        "{}: [{} {f}] at {x}: {sparse}, dense {dense:?}",
+                                        path.display(),
+                                        d.keyword()
+                                    ));
                                 }
                                 sparser += usize::from(nnz < dense.len());
                             }
-                            Err(m) => failures.push(format!("{}: [{} {f}] at {x}: {m}: {sparse}", path.display(), d.keyword())),
+                            Err(m) => failures.push(format!(
+                                "{}: [{} {f}] at {x}: {m}: {sparse}",
+                                path.display(),
+                                d.keyword()
+                            )),
                         }
                     }
                 }

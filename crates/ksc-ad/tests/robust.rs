@@ -18,7 +18,11 @@ fn examples() -> &'static [String] {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ksc-examples/ad");
         let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
-        files.iter().filter(|p| p.extension().is_some_and(|x| x == "ks")).map(|p| std::fs::read_to_string(p).unwrap()).collect()
+        files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "ks"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect()
     })
 }
 
@@ -113,13 +117,17 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
             let (m, n) = (d.shape[0], d.shape[1]);
             let got = match interp.call(&sparse, x.clone(), &mut sink) {
                 Ok(v) => v,
-                Err(e) => return TestResult::error(format!("{sparse} at {x} fails where {jac} runs: {}\n{text}", e.message)),
+                Err(e) => {
+                    return TestResult::error(format!("{sparse} at {x} fails where {jac} runs: {}\n{text}", e.message))
+                }
             };
             let want = common::flat(&dense);
             match common::densify(&got, m, n) {
                 // (A mutant may be undefined at the point: NaN where the dense one has NaN.)
                 Ok((g, _))
-                    if g.iter().zip(&want).all(|(a, b)| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * (1.0 + b.abs())) => {}
+                    if g.iter()
+                        .zip(&want)
+                        .all(|(a, b)| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * (1.0 + b.abs())) => {}
                 Ok(_) => return TestResult::error(format!("{sparse} at {x}: {got}, dense {dense}\n{text}")),
                 Err(m) => return TestResult::error(format!("{sparse} at {x}: {m}: {got}\n{text}")),
             }
@@ -158,8 +166,11 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
             };
             let Ok(y) = interp.call(&f, x.clone(), &mut sink) else { continue };
             let (dx, dr) = (common::random_tangent(&x, &mut rng), common::random_tangent(&y, &mut rng));
-            let pair = |a: &ksc_eval::Value, b: &ksc_eval::Value| ksc_eval::Value::Tuple(vec![a.clone(), b.clone()].into());
-            let (Ok(jv), Ok(jr)) = (interp.call(&fwd, pair(&x, &dx), &mut sink), interp.call(&rev, pair(&x, &dr), &mut sink)) else {
+            let pair =
+                |a: &ksc_eval::Value, b: &ksc_eval::Value| ksc_eval::Value::Tuple(vec![a.clone(), b.clone()].into());
+            let (Ok(jv), Ok(jr)) =
+                (interp.call(&fwd, pair(&x, &dx), &mut sink), interp.call(&rev, pair(&x, &dr), &mut sink))
+            else {
                 continue;
             };
             let (jv, jr, y) = (common::flat(&jv), common::flat(&jr), common::flat(&y));
@@ -176,7 +187,9 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
                 (p.len() == m.len()).then(|| p.iter().zip(&m).map(|(p, m)| (p - m) / (2.0 * h)).collect())
             };
             let (Some(fine), Some(coarse)) = (fd(1e-6, &mut interp), fd(1e-4, &mut interp)) else { continue };
-            let near = |a: &[f64], b: &[f64], tol: f64| a.len() == b.len() && a.iter().zip(b).all(|(a, b)| (a - b).abs() <= tol * (1.0 + a.abs() + b.abs()));
+            let near = |a: &[f64], b: &[f64], tol: f64| {
+                a.len() == b.len() && a.iter().zip(b).all(|(a, b)| (a - b).abs() <= tol * (1.0 + a.abs() + b.abs()))
+            };
             if !finite(&fine) || !near(&fine, &coarse, 1e-4) {
                 continue;
             }

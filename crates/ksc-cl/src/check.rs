@@ -64,7 +64,10 @@ impl Checker<'_> {
 
     fn env(&self, c: &Cl, s: &Type, r: &Type) -> Result<Type, ClError> {
         extend(s, r).ok_or_else(|| {
-            err(c, format!("a binder extends its input environment, which must be a tuple, but the input has type `{s}`"))
+            err(
+                c,
+                format!("a binder extends its input environment, which must be a tuple, but the input has type `{s}`"),
+            )
         })
     }
 
@@ -93,7 +96,12 @@ impl Checker<'_> {
                     }
                     Type::Tuple(out)
                 }
-                _ => return Err(err(c, format!("pruning needs a tuple of {of} components, but its input has type `{s}`"))),
+                _ => {
+                    return Err(err(
+                        c,
+                        format!("pruning needs a tuple of {of} components, but its input has type `{s}`"),
+                    ))
+                }
             },
             Cl::Fun(f) => self.fun(c, f, s)?,
             Cl::Comp(a, b) => {
@@ -117,7 +125,10 @@ impl Checker<'_> {
             Cl::Build { size, ty, elem, .. } => {
                 let n = self.infer(size, s, d)?;
                 let Some(rank) = n.index_rank() else {
-                    return Err(err(c, format!("the size must be an Integer or a tuple of Integers, but it has type `{n}`")));
+                    return Err(err(
+                        c,
+                        format!("the size must be an Integer or a tuple of Integers, but it has type `{n}`"),
+                    ));
                 };
                 self.same(c, "the index", &n, ty)?;
                 let t = self.infer(elem, &self.env(c, s, &n)?, d)?;

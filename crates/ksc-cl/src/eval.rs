@@ -25,8 +25,8 @@
 use std::rc::Rc;
 
 use ksc_eval::support::{
-    dummy, fmt_size, index_at, index_components, int, iterations, new_tensor, pair, sizes, tensor, tensor_count, zero_from_shape,
-    zero_like,
+    dummy, fmt_size, index_at, index_components, int, iterations, new_tensor, pair, sizes, tensor, tensor_count,
+    zero_from_shape, zero_like,
 };
 use ksc_eval::{Tensor, Value};
 use ksc_ir::{Callee, FunName, Prim, Type};
@@ -124,7 +124,9 @@ impl Eval<'_> {
             Cl::Fun(f) => match &f.callee {
                 Callee::Prim(Prim::Get { index, arity }) => {
                     let vs = tuple_of(&t, *arity as usize, &format!("`get${index}${arity}`"))?;
-                    vs.get((*index as usize).wrapping_sub(1)).cloned().ok_or("internal error: projection out of range")?
+                    vs.get((*index as usize).wrapping_sub(1))
+                        .cloned()
+                        .ok_or("internal error: projection out of range")?
                 }
                 Callee::Prim(p) => self.rt.call_prim(*p, &f.src, &f.tgt, t)?,
                 Callee::Fun(name) => self.rt.call_fun(name, t)?,
@@ -211,7 +213,10 @@ impl Eval<'_> {
             }
         }
         let lam = |i: usize| -> R<&ClLam> {
-            lams.get(i).copied().flatten().ok_or_else(|| format!("internal error: argument {} of `{p}` is not a lambda", i + 1))
+            lams.get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| format!("internal error: argument {} of `{p}` is not a lambda", i + 1))
         };
         let val = |i: usize| -> R<&Value> {
             vals.get(i).ok_or_else(|| format!("internal error: `{p}` has no argument {}", i + 1))

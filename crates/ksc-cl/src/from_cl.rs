@@ -140,9 +140,14 @@ impl FromCl {
             Sym::Atom(a, tt @ Type::Tuple(ts)) if ts.len() == n => Ok(ts
                 .iter()
                 .enumerate()
-                .map(|(i, t)| Sym::Atom(Atom::Get(i as u32 + 1, n as u32, Box::new((a.clone(), tt.clone()))), t.clone()))
+                .map(|(i, t)| {
+                    Sym::Atom(Atom::Get(i as u32 + 1, n as u32, Box::new((a.clone(), tt.clone()))), t.clone())
+                })
                 .collect()),
-            s => Err(ClError::new(ErrorKind::Type, format!("a tuple of {n} components is needed, but the value has type `{}`", s.ty()))),
+            s => Err(ClError::new(
+                ErrorKind::Type,
+                format!("a tuple of {n} components is needed, but the value has type `{}`", s.ty()),
+            )),
         }
     }
 
@@ -180,14 +185,20 @@ impl FromCl {
                 let cs = self.components(&input, *of)?;
                 let mut out = Vec::with_capacity(keep.len());
                 for &i in keep {
-                    out.push(cs.get(i).cloned().ok_or_else(|| malformed(format!("pruning keeps component {} of {of}", i + 1)))?);
+                    out.push(
+                        cs.get(i)
+                            .cloned()
+                            .ok_or_else(|| malformed(format!("pruning keeps component {} of {of}", i + 1)))?,
+                    );
                 }
                 Sym::Tuple(out)
             }
             Cl::Fun(f) => match &f.callee {
                 Callee::Prim(Prim::Get { index, arity }) => {
                     let cs = self.components(&input, *arity as usize)?;
-                    cs.get((*index as usize).wrapping_sub(1)).cloned().ok_or_else(|| malformed(format!("`get${index}${arity}`")))?
+                    cs.get((*index as usize).wrapping_sub(1))
+                        .cloned()
+                        .ok_or_else(|| malformed(format!("`get${index}${arity}`")))?
                 }
                 Callee::Prim(p) if p.splats_arguments() => {
                     let k = match &f.src {

@@ -52,7 +52,8 @@ pub fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     let mut f = Some(f);
     let spawned = std::thread::scope(|s| {
         let job = &mut f;
-        let handle = std::thread::Builder::new().stack_size(STACK_SIZE).spawn_scoped(s, move || job.take().map(|f| f()));
+        let handle =
+            std::thread::Builder::new().stack_size(STACK_SIZE).spawn_scoped(s, move || job.take().map(|f| f()));
         match handle {
             Ok(h) => match h.join() {
                 Ok(r) => r,

@@ -367,7 +367,10 @@ mod tests {
         let x = Cl::Fun(Fun::projection(0, &env).unwrap());
         let t = Cl::comp(
             Cl::Prune { keep: vec![0, 2], of: 3 },
-            Cl::comp(Cl::Tuple(vec![x, Cl::comp(Cl::Prune { keep: vec![], of: 2 }, Cl::Konst(Konst::Lit(Lit::Float(1.0))))]), Cl::Fun(add)),
+            Cl::comp(
+                Cl::Tuple(vec![x, Cl::comp(Cl::Prune { keep: vec![], of: 2 }, Cl::Konst(Konst::Lit(Lit::Float(1.0))))]),
+                Cl::Fun(add),
+            ),
         );
         assert_eq!(
             t.flat(),

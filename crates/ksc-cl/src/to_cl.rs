@@ -86,7 +86,10 @@ impl ToCl {
         if t.contains_unknown() {
             return Err(ClError::new(
                 ErrorKind::Malformed,
-                format!("`{}` has no type: the definition is not type-checked", ksc_ir::print::print_expr(&self.body, e)),
+                format!(
+                    "`{}` has no type: the definition is not type-checked",
+                    ksc_ir::print::print_expr(&self.body, e)
+                ),
             ));
         }
         Ok(t.clone())
@@ -147,9 +150,9 @@ impl ToCl {
         }
         let env_ty = Type::Tuple(env.iter().map(|(_, t)| t.clone()).collect());
         let position = |v: &Var| {
-            env.iter().rposition(|(w, _)| w == v).ok_or_else(|| {
-                ClError::new(ErrorKind::Malformed, format!("variable `{v}` is not in scope"))
-            })
+            env.iter()
+                .rposition(|(w, _)| w == v)
+                .ok_or_else(|| ClError::new(ErrorKind::Malformed, format!("variable `{v}` is not in scope")))
         };
         if let Expr::Var(v) = &self.body.exprs[e] {
             let i = position(v)?;
@@ -175,7 +178,9 @@ impl ToCl {
             Expr::Lit(l) => Cl::Konst(Konst::Lit(l)),
             Expr::Dummy(t) => Cl::Konst(Konst::Dummy(t)),
             Expr::Var(_) => self.expr(e, env, d)?,
-            Expr::Call(Callee::Prim(p), arg) if !lambda_positions(p).is_empty() => self.higher_order(e, p, arg, env, d)?,
+            Expr::Call(Callee::Prim(p), arg) if !lambda_positions(p).is_empty() => {
+                self.higher_order(e, p, arg, env, d)?
+            }
             Expr::Call(Callee::Prim(Prim::Print), arg) if self.body.call_args(arg).len() >= 2 => {
                 self.print(&self.body.call_args(arg), env, d)?
             }
@@ -212,9 +217,7 @@ impl ToCl {
             ),
             Expr::Assert(a, b) => Cl::Assert(Box::new(self.expr(a, env, d)?), Box::new(self.expr(b, env, d)?)),
             Expr::Lam(..) => {
-                return Err(unsupported(
-                    "a lambda that is not an argument of a primitive: CL has no function values",
-                ))
+                return Err(unsupported("a lambda that is not an argument of a primitive: CL has no function values"))
             }
         })
     }
@@ -269,14 +272,7 @@ impl ToCl {
     /// A primitive with lambda arguments: `build` and `fold` as the paper's
     /// `B` and `Fold`, `sumbuild` as `B(..) ; F(sum)`, the others as
     /// [`Cl::Prim`].
-    fn higher_order(
-        &mut self,
-        e: ExprId,
-        p: Prim,
-        arg: ExprId,
-        env: &[(Var, Type)],
-        d: usize,
-    ) -> Result<Cl, ClError> {
+    fn higher_order(&mut self, e: ExprId, p: Prim, arg: ExprId, env: &[(Var, Type)], d: usize) -> Result<Cl, ClError> {
         let lams = lambda_positions(p);
         let es = match &self.body.exprs[arg] {
             Expr::Tuple(es) if Some(es.len()) == p.arity() => es.clone(),

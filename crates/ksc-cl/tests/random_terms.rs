@@ -165,7 +165,10 @@ impl Gen<'_> {
         match t {
             Type::Tuple(ts) => Cl::Tuple(ts.iter().map(|u| self.gen(s, u, fuel)).collect()),
             Type::Float => match self.rng.below(6) {
-                0 => comp(self.gen(s, &pair(f(), f()), fuel), fun(["add", "mul", "sub"][self.rng.below(3)], pair(f(), f()), f())),
+                0 => comp(
+                    self.gen(s, &pair(f(), f()), fuel),
+                    fun(["add", "mul", "sub"][self.rng.below(3)], pair(f(), f()), f()),
+                ),
                 1 => comp(self.gen(s, &vf(), fuel), prim(Prim::Sum, vf(), f())),
                 2 => comp(self.gen(s, &i(), fuel), fun("to_float", i(), f())),
                 3 => comp(self.gen(s, &pair(i(), vf()), fuel), prim(Prim::Index, pair(i(), vf()), f())),
@@ -211,11 +214,18 @@ impl Gen<'_> {
                 1 if env => {
                     let inner = ksc_cl::check::extend(s, &f()).unwrap();
                     let lam = ClLam { var: self.var("e"), ty: f(), ret: f(), body: self.gen(&inner, &f(), fuel) };
-                    Cl::Prim { prim: Prim::Map, args: vec![ClArg::Lam(lam), ClArg::Term(self.gen(s, &vf(), fuel))], ty: vf() }
+                    Cl::Prim {
+                        prim: Prim::Map,
+                        args: vec![ClArg::Lam(lam), ClArg::Term(self.gen(s, &vf(), fuel))],
+                        ty: vf(),
+                    }
                 }
                 2 => {
                     let args = Type::Tuple(vec![f(), f()]);
-                    comp(Cl::Tuple(vec![self.gen(s, &f(), fuel), self.gen(s, &f(), fuel)]), prim(Prim::VecInit, args, vf()))
+                    comp(
+                        Cl::Tuple(vec![self.gen(s, &f(), fuel), self.gen(s, &f(), fuel)]),
+                        prim(Prim::VecInit, args, vf()),
+                    )
                 }
                 _ => self.leaf(s, t),
             },
@@ -242,8 +252,12 @@ fn random_value(t: &Type, rng: &mut Rng) -> Value {
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-        (Value::Tuple(xs), Value::Tuple(ys)) => xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same(x, y)),
-        (Value::Tensor(x), Value::Tensor(y)) => x.shape == y.shape && x.data.iter().zip(&y.data).all(|(p, q)| same(p, q)),
+        (Value::Tuple(xs), Value::Tuple(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same(x, y))
+        }
+        (Value::Tensor(x), Value::Tensor(y)) => {
+            x.shape == y.shape && x.data.iter().zip(&y.data).all(|(p, q)| same(p, q))
+        }
         (a, b) => a == b,
     }
 }

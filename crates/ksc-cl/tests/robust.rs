@@ -175,7 +175,8 @@ fn lambdas_outside_primitives_are_unsupported() {
     let lam = body.alloc_typed(Expr::Lam("x".into(), Type::Float, x), Type::lam(Type::Float, Type::Float));
     let g = body.alloc_typed(Expr::Var("g".into()), Type::lam(Type::Float, Type::Float));
     let v = body.alloc_typed(Expr::Var("v".into()), vf.clone());
-    let args = body.alloc_typed(Expr::Tuple(vec![g, v]), Type::Tuple(vec![Type::lam(Type::Float, Type::Float), vf.clone()]));
+    let args =
+        body.alloc_typed(Expr::Tuple(vec![g, v]), Type::Tuple(vec![Type::lam(Type::Float, Type::Float), vf.clone()]));
     let map = body.alloc_typed(Expr::Call(Callee::Prim(Prim::Map), args), vf.clone());
     let root = body.alloc_typed(Expr::Let(Pat::Var("g".into()), lam, map), vf.clone());
     let d = Def {

@@ -65,7 +65,9 @@ fn random_value(t: &Type, n: usize, rng: &mut Rng) -> Option<Value> {
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-        (Value::Tuple(xs), Value::Tuple(ys)) => xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same(x, y)),
+        (Value::Tuple(xs), Value::Tuple(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same(x, y))
+        }
         (Value::Tensor(x), Value::Tensor(y)) => {
             x.shape == y.shape && x.data.len() == y.data.len() && x.data.iter().zip(&y.data).all(|(p, q)| same(p, q))
         }
@@ -164,9 +166,10 @@ fn check_file(path: &std::path::Path, tally: &mut Tally) {
         checker.check_decl(0, &mut Decl::Def(d.clone()), &DeclSpans::default());
     }
     let sigs = |f: &FunName| {
-        table.get(f).map(|s| (s.arg_ty.clone(), s.ret_ty.clone())).or_else(|| {
-            analysis.derived.iter().find(|d| &d.name == f).map(|d| (d.arg_ty(), d.ret_ty.clone()))
-        })
+        table
+            .get(f)
+            .map(|s| (s.arg_ty.clone(), s.ret_ty.clone()))
+            .or_else(|| analysis.derived.iter().find(|d| &d.name == f).map(|d| (d.arg_ty(), d.ret_ty.clone())))
     };
     let mut functions: Vec<&Def> = analysis
         .source

@@ -68,12 +68,23 @@ fn default_cache_dir() -> Option<PathBuf> {
 #[derive(Debug)]
 pub enum BuildError {
     /// The C compiler could not be started.
-    NoCompiler { cc: String, reason: String },
+    NoCompiler {
+        cc: String,
+        reason: String,
+    },
     /// The C compiler rejected the generated code: a ksc bug. The C file is kept.
-    CompilerFailed { cc: String, stderr: String, c_file: PathBuf },
+    CompilerFailed {
+        cc: String,
+        stderr: String,
+        c_file: PathBuf,
+    },
     /// The C compiler rejects the flags it was given (`--cflags`,
     /// `$KSC_CFLAGS`): it fails on an empty program with them too.
-    BadFlags { cc: String, flags: String, stderr: String },
+    BadFlags {
+        cc: String,
+        flags: String,
+        stderr: String,
+    },
     Io(String),
 }
 
@@ -122,7 +133,12 @@ pub fn content_hash(parts: &[&[u8]]) -> String {
 /// Compiles C text (and, for a library, its header `header_name`) into an
 /// artefact, reusing a cached one with the same content hash. Returns the
 /// path of the artefact.
-pub fn compile_c(c_text: &str, header: Option<(&str, &str)>, kind: Artefact, cfg: &CcConfig) -> Result<PathBuf, BuildError> {
+pub fn compile_c(
+    c_text: &str,
+    header: Option<(&str, &str)>,
+    kind: Artefact,
+    cfg: &CcConfig,
+) -> Result<PathBuf, BuildError> {
     let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
     for f in &cfg.cflags {
         parts.push(f.as_bytes());
@@ -159,7 +175,9 @@ pub fn compile_c(c_text: &str, header: Option<(&str, &str)>, kind: Artefact, cfg
         if matches!(e, BuildError::CompilerFailed { .. }) {
             let probe = work.join("flags.c");
             if std::fs::write(&probe, "int main(void) { return 0; }\n").is_ok() {
-                if let Err(BuildError::CompilerFailed { stderr, .. }) = run_cc(cfg, &probe, &work.join("flags.out"), kind) {
+                if let Err(BuildError::CompilerFailed { stderr, .. }) =
+                    run_cc(cfg, &probe, &work.join("flags.out"), kind)
+                {
                     let _ = std::fs::remove_dir_all(&work);
                     return Err(BuildError::BadFlags { cc: cfg.cc.clone(), flags: cfg.cflags.join(" "), stderr });
                 }
@@ -209,7 +227,11 @@ pub enum Outcome {
     Success,
     /// A run-time error: the message, the site, and the sites of the calls
     /// it happened under (innermost first).
-    Failed { message: String, site: i64, frames: Vec<i64> },
+    Failed {
+        message: String,
+        site: i64,
+        frames: Vec<i64>,
+    },
     /// Any other exit (a signal, an exit code other than 0 and 1).
     Abnormal(String),
 }
@@ -217,7 +239,11 @@ pub enum Outcome {
 /// Runs a compiled program with stdout and stderr inherited; a run-time
 /// error is reported through a file rather than printed.
 pub fn run_executable(exe: &Path, args: &[String]) -> Result<Outcome, String> {
-    let report = std::env::temp_dir().join(format!("ksc-error-{}-{}", std::process::id(), content_hash(&[exe.as_os_str().as_encoded_bytes()])));
+    let report = std::env::temp_dir().join(format!(
+        "ksc-error-{}-{}",
+        std::process::id(),
+        content_hash(&[exe.as_os_str().as_encoded_bytes()])
+    ));
     let _ = std::fs::remove_file(&report);
     let status = Command::new(exe)
         .args(args)

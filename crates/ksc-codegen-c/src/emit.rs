@@ -318,10 +318,8 @@ pub fn emit_with<'f>(
 /// `KSC_VECOPS_H`), so that headers of several libraries can be included
 /// together.
 pub fn header_guard(header_name: &str) -> String {
-    let stem: String = header_name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
-        .collect();
+    let stem: String =
+        header_name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
     format!("KSC_{stem}")
 }
 
@@ -558,7 +556,8 @@ fn print_fn(t: &Type) -> String {
             .join("\n    "),
         Type::Tensor(r, e) => {
             // Nested brackets per dimension, elements row-major.
-            let dims: Vec<String> = if *r == 1 { vec!["x.size".into()] } else { (0..*r).map(|k| format!("x.size[{k}]")).collect() };
+            let dims: Vec<String> =
+                if *r == 1 { vec!["x.size".into()] } else { (0..*r).map(|k| format!("x.size[{k}]")).collect() };
             let mut s = String::from("int64_t k = 0;\n    (void)k;\n");
             let mut close = String::new();
             for (d, n) in dims.iter().enumerate() {
@@ -587,13 +586,18 @@ fn copy_fn(t: &Type) -> String {
             s
         }
         Type::Tensor(r, e) => {
-            let n = if *r == 1 { "x.size".to_string() } else { (0..*r).map(|k| format!("x.size[{k}]")).collect::<Vec<_>>().join(" * ") };
+            let n = if *r == 1 {
+                "x.size".to_string()
+            } else {
+                (0..*r).map(|k| format!("x.size[{k}]")).collect::<Vec<_>>().join(" * ")
+            };
             let ce = c_type(e);
             let mut s = format!(
                 "    int64_t n = {n};\n    {ce} *data = ({ce} *)ksrt_alloc_n(A, n, sizeof({ce}));\n    if (n > 0) memcpy(data, x.data, (size_t)n * sizeof({ce}));\n"
             );
             if needs_heap(e) {
-                writeln!(s, "    for (int64_t i = 0; i < n; i++) data[i] = ks_copy_{}(A, data[i]);", mangle_type(e)).ok();
+                writeln!(s, "    for (int64_t i = 0; i < n; i++) data[i] = ks_copy_{}(A, data[i]);", mangle_type(e))
+                    .ok();
             }
             s.push_str("    x.data = data;\n");
             s
@@ -624,7 +628,6 @@ impl Emitter {
             self.types.push(t.clone());
         }
     }
-
 }
 
 /// The C of one function, and what it needs; `callees` are the functions
@@ -890,7 +893,9 @@ impl W<'_> {
                 let ce = c_type(elem);
                 let (tape, val) = (self.op_as(tape, &t), self.op_as(val, elem));
                 self.line(&format!("{} {name};", c_type(&t)));
-                self.line(&format!("{name}.data = ({ce} *)ksrt_tape_reserve(A, (void *){tape}.data, {tape}.size, sizeof({ce}));"));
+                self.line(&format!(
+                    "{name}.data = ({ce} *)ksrt_tape_reserve(A, (void *){tape}.data, {tape}.size, sizeof({ce}));"
+                ));
                 self.line(&format!("{name}.data[{tape}.size] = {val};"));
                 self.line(&format!("{name}.size = {tape}.size + 1;"));
             }
@@ -1127,7 +1132,14 @@ impl W<'_> {
                 true
             }
             [Stmt::Let(x, Rhs::Load { arr: src, idx: Op::Var(i) }), Stmt::Store { arr: dst, idx: Op::Var(pos), val: Op::Var(y) }, Stmt::Let(next, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(p), Op::Int(1))), Stmt::Set(p2, Op::Var(n2))]
-                if *i == idx && x == y && pos == p && p == p2 && next == n2 && src != dst && floats(src) && floats(dst) =>
+                if *i == idx
+                    && x == y
+                    && pos == p
+                    && p == p2
+                    && next == n2
+                    && src != dst
+                    && floats(src)
+                    && floats(dst) =>
             {
                 let (n, pos) = (self.op(n), self.var(*pos));
                 self.line(&format!("if ({n} > 0) {{"));

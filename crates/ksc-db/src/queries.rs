@@ -106,10 +106,7 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> ParsedFile<'_> {
     db.log_execution("parse_file".to_string());
     let text = file.text(db);
     let (ast, errors) = ksc_syntax::parse_source(text);
-    let syntax: Vec<Diagnostic> = errors
-        .into_iter()
-        .map(|e| Diagnostic::syntax(FileRef::Source, e))
-        .collect();
+    let syntax: Vec<Diagnostic> = errors.into_iter().map(|e| Diagnostic::syntax(FileRef::Source, e)).collect();
     let (decls, spans) = lower::lower_file(&ast);
     let unreadable = std::sync::Arc::new(if syntax.is_empty() {
         Default::default()
@@ -171,7 +168,13 @@ pub fn signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Option<Decl> {
         Decl::Def(d) => {
             let mut body = Body::new();
             let root = body.alloc(Expr::Dummy(d.ret_ty.clone()));
-            Some(Decl::Def(Def { name: d.name.clone(), params: d.params.clone(), ret_ty: d.ret_ty.clone(), body, root }))
+            Some(Decl::Def(Def {
+                name: d.name.clone(),
+                params: d.params.clone(),
+                ret_ty: d.ret_ty.clone(),
+                body,
+                root,
+            }))
         }
         d @ (Decl::Edef(_) | Decl::Gdef(_)) => Some(d.clone()),
         Decl::Rule(_) => None,
@@ -532,9 +535,11 @@ pub fn jacobian_of(db: &dyn Db, file: SourceFile, f: FunName) -> Result<Jacobian
     let Some(def) = def else {
         return Err(DeriveError { name: f.clone(), message: format!("`{f}` has no definition"), at: None });
     };
-    ksc_ad::jacobian_in(&program, def)
-        .map(Jacobian)
-        .map_err(|e| DeriveError { name: f.derived(Derivation::D), message: e.message, at: e.at })
+    ksc_ad::jacobian_in(&program, def).map(Jacobian).map_err(|e| DeriveError {
+        name: f.derived(Derivation::D),
+        message: e.message,
+        at: e.at,
+    })
 }
 
 /// Derives one function (not optimised). Reads the definition of the
@@ -782,7 +787,12 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
 /// (`ksc_ad::simplify_jacobian`), and, if `trace`, the rules that fired,
 /// in order: what `ksc jacobian` prints.
 #[salsa::tracked(returns(ref))]
-pub fn simplified_jacobian(db: &dyn Db, file: SourceFile, f: FunName, trace: bool) -> Result<(TypedDef, Vec<String>), DeriveError> {
+pub fn simplified_jacobian(
+    db: &dyn Db,
+    file: SourceFile,
+    f: FunName,
+    trace: bool,
+) -> Result<(TypedDef, Vec<String>), DeriveError> {
     db.log_execution(format!("simplified_jacobian({f})"));
     let mut d = jacobian_of(db, file, f.clone()).as_ref().map_err(Clone::clone)?.0 .0.clone();
     let defs = DbDefs::new(db, Request::new(db, file, f.derived(Derivation::D)), true);

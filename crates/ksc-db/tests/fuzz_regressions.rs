@@ -52,16 +52,17 @@ fn replay(target: &str, path: &Path) -> Result<(), String> {
         }
     });
     worker.unwrap().join().map_err(|p| {
-        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     })
 }
 
 fn replay_all(dir: &Path) -> (usize, Vec<String>) {
     let files = reproducers(dir);
-    let failures: Vec<String> = files
-        .iter()
-        .filter_map(|(t, f)| replay(t, f).err().map(|m| format!("{} ({t}): {m}", f.display())))
-        .collect();
+    let failures: Vec<String> =
+        files.iter().filter_map(|(t, f)| replay(t, f).err().map(|m| format!("{} ({t}): {m}", f.display()))).collect();
     (files.len(), failures)
 }
 
@@ -76,5 +77,10 @@ fn fuzz_findings_stay_fixed() {
 #[ignore = "open fuzz findings: replay with --ignored"]
 fn open_fuzz_findings() {
     let (n, failures) = replay_all(&root().join("open"));
-    assert!(failures.is_empty(), "{} of {n} open fuzz reproducers still fail:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {n} open fuzz reproducers still fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

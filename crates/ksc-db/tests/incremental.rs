@@ -325,15 +325,24 @@ fn library_roots(db: &Database, file: SourceFile) -> Vec<ksc_ir::FunName> {
 /// Compiles through C and returns the native stage's queries that ran.
 fn compile_native(db: &Database, file: SourceFile) -> Vec<String> {
     let roots = library_roots(db, file);
-    let c = ksc_db::c_unit(db, file, "p.ks".to_string(), roots, true, ksc_codegen_c::Target::Library, "p.h".to_string());
+    let c =
+        ksc_db::c_unit(db, file, "p.ks".to_string(), roots, true, ksc_codegen_c::Target::Library, "p.h".to_string());
     assert!(c.is_ok(), "{c:?}");
     executed(db)
         .into_iter()
         .filter(|q| {
-            ["lowering_facts", "lowering_body", "loop_unit", "module_layout", "layout_row", "callee_sig", "native_module"]
-                .iter()
-                .chain(&["linked_function", "c_function", "c_unit"])
-                .any(|s| q.starts_with(s))
+            [
+                "lowering_facts",
+                "lowering_body",
+                "loop_unit",
+                "module_layout",
+                "layout_row",
+                "callee_sig",
+                "native_module",
+            ]
+            .iter()
+            .chain(&["linked_function", "c_function", "c_unit"])
+            .any(|s| q.starts_with(s))
         })
         .collect()
 }
@@ -412,7 +421,9 @@ fn jacobians_and_requests_without_a_gdef_are_queries() {
     use ksc_db::{derive_request, simplified_jacobian, Request};
     let (mut db, file) = setup();
     let cube = ksc_ir::FunName::typed("cube", ksc_ir::Type::Float);
-    let jacobian = |db: &Database| ksc_ir::print::print_def(&simplified_jacobian(db, file, cube.clone(), false).as_ref().unwrap().0 .0);
+    let jacobian = |db: &Database| {
+        ksc_ir::print::print_def(&simplified_jacobian(db, file, cube.clone(), false).as_ref().unwrap().0 .0)
+    };
     let before = jacobian(&db);
     // The simplifier inlines the small `sq` (its value, `x * x`).
     assert!(before.contains("([mul (Tuple Float Float)] x x)") && !before.contains("([sq Float] x)"), "{before}");

@@ -8,7 +8,6 @@ mod common;
 use ksc_db::{native_module, Database};
 use ksc_ir::{Decl, FunName};
 
-
 #[test]
 fn linked_units_are_the_whole_program_lowering() {
     let mut compared = 0;
@@ -53,7 +52,8 @@ fn linked_units_are_the_whole_program_lowering() {
                         let locations = ksc_db::site_locations(&w.sites, &a, "p.ks", &text);
                         let target = ksc_codegen_c::Target::Library;
                         let c = ksc_codegen_c::emit(&w, &locations, target, checked, "p.h");
-                        let by_function = ksc_db::c_unit(&db, file, "p.ks".into(), roots.clone(), checked, target, "p.h".into());
+                        let by_function =
+                            ksc_db::c_unit(&db, file, "p.ks".into(), roots.clone(), checked, target, "p.h".into());
                         assert_eq!(Ok(&c), by_function.as_ref(), "{}", path.display());
                         compared += w.funcs.len();
                     }

@@ -3,7 +3,6 @@
 
 mod common;
 
-
 #[test]
 fn every_file_checks_as_with_the_whole_file_checker() {
     let files = common::ks_files(&["ksc-examples", "tests/bad"]);

@@ -75,8 +75,7 @@ impl Aux {
         match (self, other) {
             (Aux::Slot(a), Aux::Slot(b)) | (Aux::Lam(a), Aux::Lam(b)) => a == b,
             (Aux::Unbound, Aux::Unbound) => true,
-            (Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound, _)
-            | (_, Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound) => false,
+            (Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound, _) | (_, Aux::Slot(_) | Aux::Lam(_) | Aux::Unbound) => false,
             _ => true,
         }
     }
@@ -118,11 +117,7 @@ impl<'a> Prog<'a> {
             // The first definition of a name wins (the front end rejects duplicates).
             by_name.entry(&d.name).or_insert(i as u32);
         }
-        let defs = defs
-            .iter()
-            .enumerate()
-            .map(|(i, d)| compile(i as u32, d, &by_name))
-            .collect();
+        let defs = defs.iter().enumerate().map(|(i, d)| compile(i as u32, d, &by_name)).collect();
         Prog { defs, by_name }
     }
 
@@ -202,12 +197,7 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
             }
             Expr::Let(pat, rhs, next) => {
                 let vars = pat.vars();
-                tasks.extend([
-                    Task::Unbind(vars.len()),
-                    Task::Visit(*next),
-                    Task::Bind(vars),
-                    Task::Visit(*rhs),
-                ]);
+                tasks.extend([Task::Unbind(vars.len()), Task::Visit(*next), Task::Bind(vars), Task::Visit(*rhs)]);
                 Aux::Nothing
             }
             Expr::If(c, t, f) => {
@@ -219,31 +209,19 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
                 Aux::Nothing
             }
             Expr::Lam(v, _, lam_body) => {
-                tasks.extend([
-                    Task::Unbind(1),
-                    Task::Visit(*lam_body),
-                    Task::Bind(std::slice::from_ref(v)),
-                ]);
+                tasks.extend([Task::Unbind(1), Task::Visit(*lam_body), Task::Bind(std::slice::from_ref(v))]);
                 Aux::Lam(scope.len() as u32)
             }
         };
         let i = raw(e);
         if seen[i] && !aux[i].agrees(resolved) {
-            malformed = Some(format!(
-                "expression {e:?} is shared between different scopes"
-            ));
+            malformed = Some(format!("expression {e:?} is shared between different scopes"));
             break;
         }
         seen[i] = true;
         aux[i] = resolved;
     }
-    Compiled {
-        id,
-        def,
-        aux,
-        strings,
-        malformed,
-    }
+    Compiled { id, def, aux, strings, malformed }
 }
 
 /// The arguments of a call of a definition, before they are bound.
@@ -293,30 +271,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         max_depth: usize,
         stack_limit: usize,
     ) -> Self {
-        Machine {
-            prog,
-            stack,
-            out,
-            depth: 0,
-            ops: 0,
-            max_depth,
-            stack_origin: stack_address(),
-            stack_limit,
-        }
+        Machine { prog, stack, out, depth: 0, ops: 0, max_depth, stack_origin: stack_address(), stack_limit }
     }
 
     /// An error at expression `at` of `cx`'s body.
-    pub(crate) fn fail(
-        &self,
-        cx: &Compiled,
-        at: ExprId,
-        message: impl Into<String>,
-    ) -> Box<RuntimeError> {
-        Box::new(RuntimeError {
-            message: message.into(),
-            location: Some((cx.def.name.clone(), at)),
-            stack: Vec::new(),
-        })
+    pub(crate) fn fail(&self, cx: &Compiled, at: ExprId, message: impl Into<String>) -> Box<RuntimeError> {
+        Box::new(RuntimeError { message: message.into(), location: Some((cx.def.name.clone(), at)), stack: Vec::new() })
     }
 
     /// Attaches a location to a plain error message.
@@ -326,18 +286,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// Calls a function by name from outside.
     pub(crate) fn call_top(&mut self, name: &FunName, arg: Value) -> R<Value> {
-        let top = |message: String| {
-            Box::new(RuntimeError {
-                message,
-                location: None,
-                stack: Vec::new(),
-            })
-        };
+        let top = |message: String| Box::new(RuntimeError { message, location: None, stack: Vec::new() });
         if let Some(cx) = self.prog.by_name.get(name).and_then(|&d| self.prog.def(d)) {
             if let Some(why) = &cx.malformed {
-                return Err(top(format!(
-                    "internal error: the body of `{name}` is malformed: {why}"
-                )));
+                return Err(top(format!("internal error: the body of `{name}` is malformed: {why}")));
             }
             self.bind_args(cx, Args::Whole(arg)).map_err(top)?;
             self.depth = 1;
@@ -357,13 +309,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     /// With `tail`, `e` is in tail position of a function body whose frame
     /// starts at `base`: a call of a definition then reuses the frame, and the
     /// caller of `eval` pops the frame.
-    pub(crate) fn eval(
-        &mut self,
-        mut cx: &'p Compiled<'a>,
-        base: usize,
-        mut e: ExprId,
-        tail: bool,
-    ) -> R<Value> {
+    pub(crate) fn eval(&mut self, mut cx: &'p Compiled<'a>, base: usize, mut e: ExprId, tail: bool) -> R<Value> {
         let entry = self.stack.len();
         let value = loop {
             match &cx.def.body.exprs[e] {
@@ -388,9 +334,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     };
                     match found {
                         Some(value) => break value,
-                        None => {
-                            return Err(self.fail(cx, e, format!("variable `{v}` is not in scope")))
-                        }
+                        None => return Err(self.fail(cx, e, format!("variable `{v}` is not in scope"))),
                     }
                 }
                 Expr::Let(pat, rhs, next) => {
@@ -399,11 +343,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     e = *next;
                 }
                 Expr::If(c, t, f) => {
-                    e = if self.eval_bool(cx, base, *c)? {
-                        *t
-                    } else {
-                        *f
-                    };
+                    e = if self.eval_bool(cx, base, *c)? { *t } else { *f };
                 }
                 Expr::Assert(c, next) => {
                     if !self.eval_bool(cx, base, *c)? {
@@ -456,11 +396,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     fn eval_bool(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<bool> {
         match self.eval(cx, base, e, false)? {
             Value::Bool(b) => Ok(b),
-            v => Err(self.fail(
-                cx,
-                e,
-                format!("internal error: expected a Bool, found {}", v.kind()),
-            )),
+            v => Err(self.fail(cx, e, format!("internal error: expected a Bool, found {}", v.kind()))),
         }
     }
 
@@ -474,11 +410,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     return Err(self.fail(
                         cx,
                         at,
-                        format!(
-                            "internal error: a pattern of {} variables bound to {}",
-                            vars.len(),
-                            v.kind()
-                        ),
+                        format!("internal error: a pattern of {} variables bound to {}", vars.len(), v.kind()),
                     ))
                 }
             },
@@ -497,25 +429,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// A lambda outside the argument list of a primitive: a closure copying the frame.
     #[inline(never)]
-    pub(crate) fn make_closure(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        e: ExprId,
-    ) -> R<Value> {
+    pub(crate) fn make_closure(&mut self, cx: &'p Compiled<'a>, base: usize, e: ExprId) -> R<Value> {
         let env = match cx.aux(e) {
-            Aux::Lam(d) => self
-                .stack
-                .get(base..base + d as usize)
-                .map(<[Value]>::to_vec),
+            Aux::Lam(d) => self.stack.get(base..base + d as usize).map(<[Value]>::to_vec),
             _ => None,
         };
         match env {
-            Some(env) => Ok(Value::Closure(Rc::new(Closure {
-                def: cx.id,
-                lam: e,
-                env,
-            }))),
+            Some(env) => Ok(Value::Closure(Rc::new(Closure { def: cx.id, lam: e, env }))),
             None => Err(self.fail(cx, e, "internal error: a lambda out of its scope")),
         }
     }
@@ -527,10 +447,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             return Err(self.fail(cx, call, "internal error: a call of a missing definition"));
         };
         if let Some(why) = &callee.malformed {
-            let msg = format!(
-                "internal error: the body of `{}` is malformed: {why}",
-                callee.def.name
-            );
+            let msg = format!("internal error: the body of `{}` is malformed: {why}", callee.def.name);
             return Err(self.fail(cx, call, msg));
         }
         Ok(callee)
@@ -538,13 +455,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// Evaluates the argument of a call of `callee`, spreading a literal
     /// tuple over the parameters without building the tuple.
-    fn eval_args(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        arg: ExprId,
-        callee: &Compiled,
-    ) -> R<Args> {
+    fn eval_args(&mut self, cx: &'p Compiled<'a>, base: usize, arg: ExprId, callee: &Compiled) -> R<Args> {
         let n = callee.def.params.len();
         match &cx.def.body.exprs[arg] {
             Expr::Tuple(es) if n != 1 && es.len() == n => {
@@ -585,19 +496,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// A nested (non-tail) call of a definition.
     #[inline(never)]
-    fn call_def(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        call: ExprId,
-        arg: ExprId,
-        d: u32,
-    ) -> R<Value> {
+    fn call_def(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId, d: u32) -> R<Value> {
         let callee = self.callee(cx, call, d)?;
         let args = self.eval_args(cx, base, arg, callee)?;
-        if self.depth >= self.max_depth
-            || self.stack_origin.abs_diff(stack_address()) > self.stack_limit
-        {
+        if self.depth >= self.max_depth || self.stack_origin.abs_diff(stack_address()) > self.stack_limit {
             return Err(self.fail(cx, call, "recursion too deep"));
         }
         let new_base = self.stack.len();
@@ -615,23 +517,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// A call of a native prelude function.
     #[inline(never)]
-    fn call_native(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        call: ExprId,
-        arg: ExprId,
-        f: NativeFn,
-    ) -> R<Value> {
+    fn call_native(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId, f: NativeFn) -> R<Value> {
         let r = match &cx.def.body.exprs[arg] {
             // The common case `(add x y)`: no tuple is built.
             Expr::Tuple(es) if f.arity != 1 && es.len() == f.arity && es.len() <= 4 => {
-                let mut buf = [
-                    Value::Integer(0),
-                    Value::Integer(0),
-                    Value::Integer(0),
-                    Value::Integer(0),
-                ];
+                let mut buf = [Value::Integer(0), Value::Integer(0), Value::Integer(0), Value::Integer(0)];
                 for (slot, &c) in buf.iter_mut().zip(es) {
                     *slot = self.eval(cx, base, c, false)?;
                 }
@@ -647,12 +537,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// Prepares the lambda written at `lam` (a `Lam` expression of `cx`) for
     /// application in the current frame.
-    pub(crate) fn open_in_frame(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        lam: ExprId,
-    ) -> Option<Lambda<'p, 'a>> {
+    pub(crate) fn open_in_frame(&mut self, cx: &'p Compiled<'a>, base: usize, lam: ExprId) -> Option<Lambda<'p, 'a>> {
         let Expr::Lam(_, _, body) = &cx.def.body.exprs[lam] else {
             return None;
         };
@@ -660,13 +545,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             return None;
         };
         let frame = base + d as usize;
-        (frame == self.stack.len()).then_some(Lambda {
-            cx,
-            base,
-            frame,
-            body: *body,
-            restore: frame,
-        })
+        (frame == self.stack.len()).then_some(Lambda { cx, base, frame, body: *body, restore: frame })
     }
 
     /// Prepares a closure value for application: pushes its frame.
@@ -684,13 +563,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         }
         let restore = self.stack.len();
         self.stack.extend(c.env.iter().cloned());
-        Some(Lambda {
-            cx,
-            base: restore,
-            frame: self.stack.len(),
-            body: *body,
-            restore,
-        })
+        Some(Lambda { cx, base: restore, frame: self.stack.len(), body: *body, restore })
     }
 
     /// Applies an open lambda.

@@ -39,8 +39,8 @@ use std::io::Write;
 
 use ksc_ir::{Def, ExprId, FunName};
 
-pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeImpl};
 pub use crate::linmap::{flatten_tangent, tangent_basis, tangent_dim, LinMap, Matrix};
+pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeImpl};
 pub use crate::value::{format_float, Closure, Tensor, Value};
 
 /// The interpreter's helpers on values, with its messages, for other
@@ -195,15 +195,9 @@ impl<'a> Interpreter<'a> {
     // The error is returned by value (the front end maps it to a diagnostic);
     // it is built only once per failed run, so its size does not matter.
     #[allow(clippy::result_large_err)]
-    pub fn call(
-        &mut self,
-        name: &FunName,
-        arg: Value,
-        out: &mut dyn Write,
-    ) -> Result<Value, RuntimeError> {
+    pub fn call(&mut self, name: &FunName, arg: Value, out: &mut dyn Write) -> Result<Value, RuntimeError> {
         let stack = std::mem::take(&mut self.stack);
-        let mut machine =
-            eval::Machine::new(&self.prog, stack, out, self.max_depth, self.stack_limit);
+        let mut machine = eval::Machine::new(&self.prog, stack, out, self.max_depth, self.stack_limit);
         let result = machine.call_top(name, arg);
         self.ops += machine.ops;
         self.stack = machine.stack;

@@ -17,7 +17,10 @@ use crate::value::{Closure, Tensor, Value};
 #[derive(Debug)]
 pub enum LinMap {
     /// `lmZero (s, t)`
-    Zero { source: Value, target: Value },
+    Zero {
+        source: Value,
+        target: Value,
+    },
     /// `lmOne t`
     One(Value),
     /// `lmScale (t, k)`
@@ -32,17 +35,36 @@ pub enum LinMap {
     VCat(Vec<Rc<LinMap>>),
     HCat(Vec<Rc<LinMap>>),
     /// `lmVCatV (s, v)`: a tensor of maps, each from S.
-    VCatV { source: Value, maps: Rc<Tensor> },
+    VCatV {
+        source: Value,
+        maps: Rc<Tensor>,
+    },
     /// `lmHCatV (t, v)`: a tensor of maps, each to T.
-    HCatV { target: Value, maps: Rc<Tensor> },
+    HCatV {
+        target: Value,
+        maps: Rc<Tensor>,
+    },
     Transpose(Rc<LinMap>),
     /// `lmIndex (i, v)`: selects element `index` of tensors shaped like `vector`.
-    Index { index: Value, vector: Value },
+    Index {
+        index: Value,
+        vector: Value,
+    },
     /// `lmGet$i$n t`: selects component `index` (0-based) of tuples shaped like `tuple`.
-    Get { index: usize, tuple: Value },
+    Get {
+        index: usize,
+        tuple: Value,
+    },
     /// `lmFold (s, f, df, acc, v)`, or `lmScan` (the same arguments) when
     /// `scan`: the map to all n + 1 accumulators rather than the last.
-    Fold { scope: Value, f: Rc<Closure>, df: Rc<Closure>, acc: Value, vector: Rc<Tensor>, scan: bool },
+    Fold {
+        scope: Value,
+        f: Rc<Closure>,
+        df: Rc<Closure>,
+        acc: Value,
+        vector: Rc<Tensor>,
+        scan: bool,
+    },
 }
 
 /// The tangent of a primal value: Floats kept, Integers, Bools and Strings
@@ -143,10 +165,7 @@ fn components(v: &Value, n: usize, what: &str) -> Result<Rc<[Value]>, String> {
 fn tensor_like(v: &Value, shape: &[usize], what: &str) -> Result<Rc<Tensor>, String> {
     match v {
         Value::Tensor(t) if t.shape == shape => Ok(t.clone()),
-        Value::Tensor(t) => Err(format!(
-            "{what}: a tensor of size {:?} where size {:?} was expected",
-            t.shape, shape
-        )),
+        Value::Tensor(t) => Err(format!("{what}: a tensor of size {:?} where size {:?} was expected", t.shape, shape)),
         v => Err(format!("{what}: expected a tensor, found {}", v.kind())),
     }
 }
@@ -255,7 +274,10 @@ impl LinMap {
             LinMap::Fold { acc, scan: false, .. } => zero_tangent(acc)?,
             LinMap::Fold { acc, vector, scan: true, .. } => {
                 let z = zero_tangent(acc)?;
-                Value::Tensor(Rc::new(Tensor { shape: vec![vector.data.len() + 1], data: vec![z; vector.data.len() + 1] }))
+                Value::Tensor(Rc::new(Tensor {
+                    shape: vec![vector.data.len() + 1],
+                    data: vec![z; vector.data.len() + 1],
+                }))
             }
         })
     }
@@ -417,11 +439,7 @@ impl LinMap {
                     a = ev.call_closure(f, Value::Tuple(vec![a, x.clone()].into()))?;
                 }
                 let n = vector.data.len();
-                let rs = if *scan {
-                    Some(tensor_like(&dr, &[n + 1], "the cotangent of an lmScan")?)
-                } else {
-                    None
-                };
+                let rs = if *scan { Some(tensor_like(&dr, &[n + 1], "the cotangent of an lmScan")?) } else { None };
                 let part = |k: usize| rs.as_ref().map(|rs| rs.data[k].clone());
                 let mut r = part(n).unwrap_or(dr);
                 let mut dscope = zero_tangent(scope)?;

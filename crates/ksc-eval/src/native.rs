@@ -37,11 +37,7 @@ impl NativeFn {
         }
         match arg {
             Value::Tuple(vs) if vs.len() == self.arity => (self.imp)(vs),
-            _ => Err(format!(
-                "expected a tuple of {} components, found {}",
-                self.arity,
-                arg.kind()
-            )),
+            _ => Err(format!("expected a tuple of {} components, found {}", self.arity, arg.kind())),
         }
     }
 }
@@ -87,9 +83,7 @@ fn c_lgamma(x: f64) -> f64 {
 
 /// The "ranhash" mixer of `$ranhashdoub`.
 pub fn ranhash(v: u64) -> u64 {
-    let mut v = v
-        .wrapping_mul(3935559000370003845)
-        .wrapping_add(2691343689449507681);
+    let mut v = v.wrapping_mul(3935559000370003845).wrapping_add(2691343689449507681);
     v ^= v >> 21;
     v ^= v << 37;
     v ^= v >> 4;
@@ -110,10 +104,7 @@ pub fn ranhashdoub(seed: i64) -> f64 {
 
 fn bad(want: &str, args: &[Value]) -> String {
     let found: Vec<&str> = args.iter().map(Value::kind).collect();
-    format!(
-        "internal error: expected {want}, found {}",
-        found.join(", ")
-    )
+    format!("internal error: expected {want}, found {}", found.join(", "))
 }
 
 fn float1(a: &[Value]) -> Result<f64, String> {
@@ -200,11 +191,7 @@ fn mat_vec(a: &[Value]) -> Result<Value, String> {
         return Err(bad("a matrix and a vector", a));
     };
     if cols != v.len() {
-        return Err(format!(
-            "`mul` of a matrix of size {} and a vector of size {}",
-            fmt_size(&m.shape),
-            v.len()
-        ));
+        return Err(format!("`mul` of a matrix of size {} and a vector of size {}", fmt_size(&m.shape), v.len()));
     }
     let mut out = Vec::with_capacity(rows);
     if cols == 0 {
@@ -341,11 +328,7 @@ fn lookup(base: &str, ty: &str) -> Option<NativeImpl> {
             };
             let (x, y) = (float_vec(x)?, float_vec(y)?);
             if x.len() != y.len() {
-                return Err(format!(
-                    "`dot` of vectors of sizes {} and {}",
-                    x.len(),
-                    y.len()
-                ));
+                return Err(format!("`dot` of vectors of sizes {} and {}", x.len(), y.len()));
             }
             Ok(Value::Float(x.iter().zip(&y).fold(0.0, |acc, (x, y)| acc + x * y)))
         },
@@ -372,8 +355,11 @@ mod tests {
         let cases = [
             (1.0, -gamma),
             (0.5, -gamma - 2.0 * 2f64.ln()),
-            (7.25, -gamma - std::f64::consts::FRAC_PI_2 - 3.0 * 2f64.ln()
-                + (0..7).map(|k| 1.0 / (k as f64 + 0.25)).sum::<f64>()),
+            (
+                7.25,
+                -gamma - std::f64::consts::FRAC_PI_2 - 3.0 * 2f64.ln()
+                    + (0..7).map(|k| 1.0 / (k as f64 + 0.25)).sum::<f64>(),
+            ),
             (-1.5, 0.7031566406452432),
             (100.0, 4.600161852738087),
         ];

@@ -19,8 +19,7 @@ pub(crate) const OVERFLOW: &str = "integer overflow";
 pub(crate) fn alloc_elements(n: usize) -> Result<Vec<Value>, String> {
     ksc_ir::limits::check_memory(n, n.saturating_mul(std::mem::size_of::<Value>()))?;
     let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;
+    v.try_reserve_exact(n).map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;
     Ok(v)
 }
 
@@ -42,11 +41,7 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
         (Value::Bool(_), Value::Bool(_)) | (Value::String(_), Value::String(_)) => {}
         (Value::Tuple(xs), Value::Tuple(ys)) => {
             if xs.len() != ys.len() {
-                return Err(format!(
-                    "`ts_add` of tuples of {} and {} components",
-                    xs.len(),
-                    ys.len()
-                ));
+                return Err(format!("`ts_add` of tuples of {} and {} components", xs.len(), ys.len()));
             }
             for (x, y) in Rc::make_mut(xs).iter_mut().zip(ys.iter()) {
                 add_in_place(x, y)?;
@@ -87,13 +82,8 @@ pub(crate) fn ts_scale(k: f64, mut v: Value) -> Value {
 fn scale_in_place(k: f64, v: &mut Value) {
     match v {
         Value::Float(x) => *x *= k,
-        Value::Tuple(xs) => Rc::make_mut(xs)
-            .iter_mut()
-            .for_each(|x| scale_in_place(k, x)),
-        Value::Tensor(t) => Rc::make_mut(t)
-            .data
-            .iter_mut()
-            .for_each(|x| scale_in_place(k, x)),
+        Value::Tuple(xs) => Rc::make_mut(xs).iter_mut().for_each(|x| scale_in_place(k, x)),
+        Value::Tensor(t) => Rc::make_mut(t).data.iter_mut().for_each(|x| scale_in_place(k, x)),
         _ => {}
     }
 }
@@ -123,11 +113,7 @@ pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
         (Value::Tuple(xs), Value::Tuple(ys)) if xs.is_empty() || ys.is_empty() => 0.0,
         (Value::Tuple(xs), Value::Tuple(ys)) => {
             if xs.len() != ys.len() {
-                return Err(format!(
-                    "`ts_dot` of tuples of {} and {} components",
-                    xs.len(),
-                    ys.len()
-                ));
+                return Err(format!("`ts_dot` of tuples of {} and {} components", xs.len(), ys.len()));
             }
             let mut sum = 0.0;
             for (x, y) in xs.iter().zip(ys.iter()) {
@@ -164,10 +150,9 @@ pub fn zero_like(v: &Value) -> Value {
         Value::Bool(_) => Value::Bool(false),
         Value::String(_) => Value::string(""),
         Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like).collect()),
-        Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
-            shape: t.shape.clone(),
-            data: t.data.iter().map(zero_like).collect(),
-        })),
+        Value::Tensor(t) => {
+            Value::Tensor(Rc::new(Tensor { shape: t.shape.clone(), data: t.data.iter().map(zero_like).collect() }))
+        }
         Value::Closure(_) | Value::LinMap(_) => v.clone(),
         Value::Tape(..) => zero_like(&v.untape()),
     }
@@ -181,10 +166,7 @@ pub fn dummy(ty: &Type) -> Result<Value, String> {
         Type::Bool => Value::Bool(false),
         Type::String => Value::string(""),
         Type::Tuple(ts) => Value::Tuple(ts.iter().map(dummy).collect::<Result<_, _>>()?),
-        Type::Tensor(rank, _) => Value::Tensor(Rc::new(Tensor {
-            shape: vec![0; (*rank).max(1)],
-            data: Vec::new(),
-        })),
+        Type::Tensor(rank, _) => Value::Tensor(Rc::new(Tensor { shape: vec![0; (*rank).max(1)], data: Vec::new() })),
         Type::Lam(..) | Type::LM(..) | Type::Unknown => {
             return Err(format!("there is no default value of type `{ty}`"))
         }
@@ -200,10 +182,7 @@ fn type_of_value(v: &Value) -> Type {
         Value::Bool(_) => Type::Bool,
         Value::String(_) => Type::String,
         Value::Tuple(xs) => Type::Tuple(xs.iter().map(type_of_value).collect()),
-        Value::Tensor(t) => Type::tensor(
-            t.rank(),
-            t.data.first().map(type_of_value).unwrap_or(Type::Unknown),
-        ),
+        Value::Tensor(t) => Type::tensor(t.rank(), t.data.first().map(type_of_value).unwrap_or(Type::Unknown)),
         Value::Closure(_) | Value::LinMap(_) => Type::Unknown,
         Value::Tape(..) => type_of_value(&v.untape()),
     }
@@ -227,27 +206,17 @@ fn shape_known(v: &Value, ty: &Type) -> Result<Value, String> {
         return Ok(Value::unit());
     }
     match (ty, v) {
-        (Type::Tuple(ts), Value::Tuple(xs)) if ts.len() == xs.len() => Ok(Value::Tuple(
-            xs.iter()
-                .zip(ts)
-                .map(|(x, t)| shape_known(x, t))
-                .collect::<Result<_, _>>()?,
-        )),
+        (Type::Tuple(ts), Value::Tuple(xs)) if ts.len() == xs.len() => {
+            Ok(Value::Tuple(xs.iter().zip(ts).map(|(x, t)| shape_known(x, t)).collect::<Result<_, _>>()?))
+        }
         (Type::Tensor(_, e), Value::Tensor(t)) if e.shape_is_trivial() => {
             t.check()?;
             Ok(t.size_value())
         }
         (Type::Tensor(_, e), Value::Tensor(t)) => {
             t.check()?;
-            let data = t
-                .data
-                .iter()
-                .map(|x| shape_known(x, e))
-                .collect::<Result<_, _>>()?;
-            Ok(Value::Tensor(Rc::new(Tensor {
-                shape: t.shape.clone(),
-                data,
-            })))
+            let data = t.data.iter().map(|x| shape_known(x, e)).collect::<Result<_, _>>()?;
+            Ok(Value::Tensor(Rc::new(Tensor { shape: t.shape.clone(), data })))
         }
         _ => Err(format!("`shape` of {} whose type is `{ty}`", v.kind())),
     }
@@ -262,38 +231,24 @@ pub fn zero_from_shape(sh: &Value, ty: &Type) -> Value {
         (Type::Integer, _) => Value::Integer(0),
         (Type::Bool, _) => Value::Bool(false),
         (Type::String, _) => Value::string(""),
-        (Type::Tuple(ts), Value::Tuple(ss)) if ts.len() == ss.len() => Value::Tuple(
-            ss.iter()
-                .zip(ts)
-                .map(|(s, t)| zero_from_shape(s, t))
-                .collect(),
-        ),
-        (Type::Tuple(ts), _) => Value::Tuple(
-            ts.iter()
-                .map(|t| zero_from_shape(&Value::unit(), t))
-                .collect(),
-        ),
+        (Type::Tuple(ts), Value::Tuple(ss)) if ts.len() == ss.len() => {
+            Value::Tuple(ss.iter().zip(ts).map(|(s, t)| zero_from_shape(s, t)).collect())
+        }
+        (Type::Tuple(ts), _) => Value::Tuple(ts.iter().map(|t| zero_from_shape(&Value::unit(), t)).collect()),
         (Type::Tensor(_, e), Value::Tensor(st)) => Value::Tensor(Rc::new(Tensor {
             shape: st.shape.clone(),
             data: st.data.iter().map(|s| zero_from_shape(s, e)).collect(),
         })),
-        (Type::Tensor(rank, _), _) => Value::Tensor(Rc::new(Tensor {
-            shape: vec![0; (*rank).max(1)],
-            data: Vec::new(),
-        })),
+        (Type::Tensor(rank, _), _) => {
+            Value::Tensor(Rc::new(Tensor { shape: vec![0; (*rank).max(1)], data: Vec::new() }))
+        }
         // Unknown static type: follow the shape value, scalars being Floats.
-        (_, Value::Tuple(ss)) if !ss.is_empty() => Value::Tuple(
-            ss.iter()
-                .map(|s| zero_from_shape(s, &Type::Unknown))
-                .collect(),
-        ),
+        (_, Value::Tuple(ss)) if !ss.is_empty() => {
+            Value::Tuple(ss.iter().map(|s| zero_from_shape(s, &Type::Unknown)).collect())
+        }
         (_, Value::Tensor(st)) => Value::Tensor(Rc::new(Tensor {
             shape: st.shape.clone(),
-            data: st
-                .data
-                .iter()
-                .map(|s| zero_from_shape(s, &Type::Unknown))
-                .collect(),
+            data: st.data.iter().map(|s| zero_from_shape(s, &Type::Unknown)).collect(),
         })),
         _ => Value::Float(0.0),
     }

@@ -6,8 +6,8 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 
 use crate::eval::{Compiled, Lambda, Machine, R};
 use crate::linmap::{CallClosure, LinMap, LmFail};
-use crate::value::Closure;
 use crate::ops::{self, add_in_place, alloc_elements, zero_from_shape, zero_like, OVERFLOW};
+use crate::value::Closure;
 use crate::value::{fmt_size, index_value_of, num_elements, Tensor, Value};
 
 /// The most arguments a primitive of fixed arity takes (`$check`).
@@ -28,9 +28,7 @@ struct PrimArgs {
 
 impl PrimArgs {
     fn take(&mut self, i: usize) -> Value {
-        self.vals
-            .get_mut(i)
-            .map_or(Value::unit(), |v| std::mem::replace(v, Value::Integer(0)))
+        self.vals.get_mut(i).map_or(Value::unit(), |v| std::mem::replace(v, Value::Integer(0)))
     }
 
     fn get(&self, i: usize) -> &Value {
@@ -42,20 +40,14 @@ impl PrimArgs {
 pub fn int(v: &Value) -> Result<i64, String> {
     match v {
         Value::Integer(i) => Ok(*i),
-        _ => Err(format!(
-            "internal error: expected an Integer, found {}",
-            v.kind()
-        )),
+        _ => Err(format!("internal error: expected an Integer, found {}", v.kind())),
     }
 }
 
 fn float(v: &Value) -> Result<f64, String> {
     match v {
         Value::Float(x) => Ok(*x),
-        _ => Err(format!(
-            "internal error: expected a Float, found {}",
-            v.kind()
-        )),
+        _ => Err(format!("internal error: expected a Float, found {}", v.kind())),
     }
 }
 
@@ -69,10 +61,7 @@ pub fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
             Value::Tensor(t) => Ok(t),
             _ => unreachable!(),
         },
-        _ => Err(format!(
-            "internal error: expected a tensor, found {}",
-            v.kind()
-        )),
+        _ => Err(format!("internal error: expected a tensor, found {}", v.kind())),
     }
 }
 
@@ -81,10 +70,7 @@ pub fn index_components(v: &Value) -> Result<Vec<i64>, String> {
     match v {
         Value::Integer(i) => Ok(vec![*i]),
         Value::Tuple(vs) if !vs.is_empty() => vs.iter().map(int).collect(),
-        _ => Err(format!(
-            "internal error: expected an index, found {}",
-            v.kind()
-        )),
+        _ => Err(format!("internal error: expected an index, found {}", v.kind())),
     }
 }
 
@@ -95,12 +81,7 @@ pub fn sizes(v: &Value, prim: impl std::fmt::Display) -> Result<Vec<usize>, Stri
         .iter()
         .map(|&n| usize::try_from(n))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| {
-            format!(
-                "`{prim}` with a negative size {}",
-                crate::value::fmt_index(&components)
-            )
-        })
+        .map_err(|_| format!("`{prim}` with a negative size {}", crate::value::fmt_index(&components)))
 }
 
 /// The number of elements of a shape.
@@ -167,18 +148,11 @@ fn index(t: &Tensor, i: &Value) -> Result<Value, String> {
         // The common case, without allocating.
         (Value::Integer(i), [n]) => match usize::try_from(*i) {
             Ok(k) if k < *n && k < t.data.len() => k,
-            _ => {
-                return Err(format!(
-                    "index out of range: index {i} in a tensor of size {n}"
-                ))
-            }
+            _ => return Err(format!("index out of range: index {i} in a tensor of size {n}")),
         },
         _ => t.flat_index(&index_components(i)?)?,
     };
-    t.data
-        .get(flat)
-        .cloned()
-        .ok_or_else(|| "internal error: malformed tensor".to_string())
+    t.data.get(flat).cloned().ok_or_else(|| "internal error: malformed tensor".to_string())
 }
 
 /// The pair `(a, b)`, in one allocation.
@@ -205,7 +179,9 @@ fn loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
     let body = &cx.def.body;
     let written = body.call_args(arg);
     read.iter()
-        .filter(|&&k| !matches!(written.get(k).map(|&e| &body.exprs[e]), Some(Expr::Call(Callee::Prim(Prim::Build), _))))
+        .filter(|&&k| {
+            !matches!(written.get(k).map(|&e| &body.exprs[e]), Some(Expr::Call(Callee::Prim(Prim::Build), _)))
+        })
         .map(|&k| match args.get(k) {
             Value::Tensor(t) => t.data.len() as u64,
             Value::Tape(_, len) => *len as u64,
@@ -260,22 +236,9 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     /// Evaluates the arguments of a primitive of fixed arity `k`: the
     /// components of a literal k-tuple, or the components of the value of a
     /// single k-tuple argument (a single argument if k = 1).
-    fn prim_args(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        call: ExprId,
-        arg: ExprId,
-        k: usize,
-    ) -> R<PrimArgs> {
+    fn prim_args(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId, k: usize) -> R<PrimArgs> {
         let mut args = PrimArgs {
-            vals: [
-                Value::Integer(0),
-                Value::Integer(0),
-                Value::Integer(0),
-                Value::Integer(0),
-                Value::Integer(0),
-            ],
+            vals: [Value::Integer(0), Value::Integer(0), Value::Integer(0), Value::Integer(0), Value::Integer(0)],
             lams: [None; MAX_ARITY],
         };
         if k == 1 {
@@ -311,22 +274,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     }
 
     /// Opens argument `i` as a lambda.
-    fn lambda(
-        &mut self,
-        cx: &'p Compiled<'a>,
-        base: usize,
-        args: &PrimArgs,
-        i: usize,
-    ) -> Result<Lambda<'p, 'a>, Fail> {
+    fn lambda(&mut self, cx: &'p Compiled<'a>, base: usize, args: &PrimArgs, i: usize) -> Result<Lambda<'p, 'a>, Fail> {
         let opened = match (args.lams.get(i).copied().flatten(), args.get(i)) {
             (Some(lam), _) => self.open_in_frame(cx, base, lam),
             (None, Value::Closure(c)) => self.open_closure(c),
-            (None, v) => {
-                return Err(Fail::Here(format!(
-                    "internal error: expected a lambda, found {}",
-                    v.kind()
-                )))
-            }
+            (None, v) => return Err(Fail::Here(format!("internal error: expected a lambda, found {}", v.kind()))),
         };
         opened.ok_or_else(|| Fail::Here("internal error: a lambda out of its scope".to_string()))
     }
@@ -372,10 +324,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let shape = sizes(args.get(0), p)?;
                 let n = iterations(&shape);
                 if n == 0 {
-                    return Err(Fail::Here(format!(
-                        "`sumbuild` of an empty range (size {})",
-                        fmt_size(&shape)
-                    )));
+                    return Err(Fail::Here(format!("`sumbuild` of an empty range (size {})", fmt_size(&shape))));
                 }
                 let l = self.lambda(cx, base, args, 1)?;
                 let mut acc = self.apply(&l, index_at(0, &shape))?;
@@ -415,10 +364,14 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let l = self.lambda(cx, base, args, 2)?;
                 for k in 0..n {
                     let Value::Tuple(es) = self.apply(&l, index_at(k, &shape))? else {
-                        return Err(Fail::Here("the lambda of `$buildSum` returned something other than a pair".into()));
+                        return Err(Fail::Here(
+                            "the lambda of `$buildSum` returned something other than a pair".into(),
+                        ));
                     };
                     let [e, s] = &es[..] else {
-                        return Err(Fail::Here("the lambda of `$buildSum` returned something other than a pair".into()));
+                        return Err(Fail::Here(
+                            "the lambda of `$buildSum` returned something other than a pair".into(),
+                        ));
                     };
                     data.push(e.clone());
                     add_in_place(&mut acc, s)?;
@@ -482,15 +435,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     let i = int(args.get(0))?;
                     match usize::try_from(i).ok().filter(|&k| k < *len) {
                         Some(k) => buf.borrow()[k].clone(),
-                        None => return Err(Fail::Here(format!("index out of range: index {i} in a tensor of size {len}"))),
+                        None => {
+                            return Err(Fail::Here(format!("index out of range: index {i} in a tensor of size {len}")))
+                        }
                     }
                 }
-                v => {
-                    return Err(Fail::Here(format!(
-                        "internal error: expected a tensor, found {}",
-                        v.kind()
-                    )))
-                }
+                v => return Err(Fail::Here(format!("internal error: expected a tensor, found {}", v.kind()))),
             },
             Prim::Size => match args.get(0) {
                 Value::Tape(_, len) => Value::Integer(*len as i64),
@@ -559,8 +509,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     (_, Some(Value::Tuple(vs))) => vs.len(),
                     _ => 0,
                 };
-                let mut columns: Vec<Vec<Value>> =
-                    (0..n).map(|_| Vec::with_capacity(v.len())).collect();
+                let mut columns: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(v.len())).collect();
                 for x in &v.data {
                     match x {
                         Value::Tuple(vs) if vs.len() == n => {
@@ -568,20 +517,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                                 col.push(c.clone());
                             }
                         }
-                        _ => {
-                            return Err(Fail::Here(format!(
-                                "internal error: `unzip` of {}",
-                                x.kind()
-                            )))
-                        }
+                        _ => return Err(Fail::Here(format!("internal error: `unzip` of {}", x.kind()))),
                     }
                 }
-                Value::Tuple(
-                    columns
-                        .into_iter()
-                        .map(|data| new_tensor(v.shape.clone(), data))
-                        .collect(),
-                )
+                Value::Tuple(columns.into_iter().map(|data| new_tensor(v.shape.clone(), data)).collect())
             }
             Prim::ConstVec => {
                 let shape = sizes(args.get(0), p)?;
@@ -613,8 +552,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         "`diag` needs as many rows as columns, but has {rows} rows and {cols} columns"
                     )));
                 }
-                let n = usize::try_from(rows)
-                    .map_err(|_| format!("`diag` with a negative size {rows}"))?;
+                let n = usize::try_from(rows).map_err(|_| format!("`diag` with a negative size {rows}"))?;
                 // Refuse a result too large to build before building any of it.
                 tensor_count(&[n, n], p)?;
                 let mut out = alloc_elements(n)?;
@@ -683,20 +621,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         }
                         v => {
                             return Err(Fail::Here(format!(
-                            "internal error: expected a tuple of {} (index, value) pairs, found {}",
-                            results.len(),
-                            v.kind()
-                        )))
+                                "internal error: expected a tuple of {} (index, value) pairs, found {}",
+                                results.len(),
+                                v.kind()
+                            )))
                         }
                     }
                 }
                 self.close(l);
-                Value::Tuple(
-                    results
-                        .into_iter()
-                        .map(|t| Value::Tensor(Rc::new(t)))
-                        .collect(),
-                )
+                Value::Tuple(results.into_iter().map(|t| Value::Tensor(Rc::new(t))).collect())
             }
             Prim::TsAdd => ops::ts_add(args.take(0), args.get(1))?,
             Prim::TsScale => ops::ts_scale(float(args.get(0))?, args.take(1)),
@@ -731,14 +664,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Copydown | Prim::Inline => args.take(0),
             Prim::Get { index, arity } => match args.get(0) {
-                Value::Tuple(vs) if vs.len() == arity as usize && index >= 1 => {
-                    vs.get(index as usize - 1).cloned().ok_or_else(|| {
-                        format!(
-                            "internal error: `{p}` of a tuple of {} components",
-                            vs.len()
-                        )
-                    })?
-                }
+                Value::Tuple(vs) if vs.len() == arity as usize && index >= 1 => vs
+                    .get(index as usize - 1)
+                    .cloned()
+                    .ok_or_else(|| format!("internal error: `{p}` of a tuple of {} components", vs.len()))?,
                 v => return Err(Fail::Here(format!("internal error: `{p}` of {}", v.kind()))),
             },
             Prim::LmZero => lm(LinMap::Zero { source: args.take(0), target: args.take(1) }),
@@ -795,9 +724,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     }
 
     fn write(&mut self, text: std::fmt::Arguments) -> Result<(), String> {
-        self.out
-            .write_fmt(text)
-            .map_err(|e| format!("cannot write the output: {e}"))
+        self.out.write_fmt(text).map_err(|e| format!("cannot write the output: {e}"))
     }
 }
 
@@ -876,29 +803,16 @@ impl From<Box<crate::RuntimeError>> for Fail {
 /// shape tensor `sh`, each element a zero of `elem_ty` of the element's shape.
 fn zeros_of_shape(sh: &Value, elem_ty: &Type) -> Result<Tensor, String> {
     let sh = tensor(sh)?;
-    Ok(Tensor {
-        shape: sh.shape.clone(),
-        data: sh
-            .data
-            .iter()
-            .map(|s| zero_from_shape(s, elem_ty))
-            .collect(),
-    })
+    Ok(Tensor { shape: sh.shape.clone(), data: sh.data.iter().map(|s| zero_from_shape(s, elem_ty)).collect() })
 }
 
 /// Adds one `(index, value)` entry of `buildFromSparse` into the result.
 fn accumulate(result: &mut Tensor, entry: &Value) -> Result<(), String> {
     let Value::Tuple(pair) = entry else {
-        return Err(format!(
-            "internal error: expected an (index, value) pair, found {}",
-            entry.kind()
-        ));
+        return Err(format!("internal error: expected an (index, value) pair, found {}", entry.kind()));
     };
     let [i, v] = &pair[..] else {
-        return Err(format!(
-            "internal error: expected an (index, value) pair, found {} components",
-            pair.len()
-        ));
+        return Err(format!("internal error: expected an (index, value) pair, found {} components", pair.len()));
     };
     let k = result.flat_index(&index_components(i)?)?;
     match result.data.get_mut(k) {

@@ -57,16 +57,12 @@ pub struct Closure {
 impl Tensor {
     /// A rank-1 tensor.
     pub fn vector(data: Vec<Value>) -> Tensor {
-        Tensor {
-            shape: vec![data.len()],
-            data,
-        }
+        Tensor { shape: vec![data.len()], data }
     }
 
     /// A tensor of the given shape, if `data` has the right number of elements.
     pub fn new(shape: Vec<usize>, data: Vec<Value>) -> Option<Tensor> {
-        (!shape.is_empty() && num_elements(&shape) == Some(data.len()))
-            .then_some(Tensor { shape, data })
+        (!shape.is_empty() && num_elements(&shape) == Some(data.len())).then_some(Tensor { shape, data })
     }
 
     pub fn rank(&self) -> usize {
@@ -87,11 +83,7 @@ impl Tensor {
         if !self.shape.is_empty() && num_elements(&self.shape) == Some(self.data.len()) {
             Ok(())
         } else {
-            Err(format!(
-                "malformed tensor: shape {} but {} elements",
-                fmt_size(&self.shape),
-                self.data.len()
-            ))
+            Err(format!("malformed tensor: shape {} but {} elements", fmt_size(&self.shape), self.data.len()))
         }
     }
 
@@ -104,11 +96,7 @@ impl Tensor {
     pub fn flat_index(&self, idx: &[i64]) -> Result<usize, String> {
         self.check()?;
         if idx.len() != self.shape.len() {
-            return Err(format!(
-                "an index of rank {} used on a tensor of rank {}",
-                idx.len(),
-                self.shape.len()
-            ));
+            return Err(format!("an index of rank {} used on a tensor of rank {}", idx.len(), self.shape.len()));
         }
         let mut flat = 0usize;
         for (&i, &n) in idx.iter().zip(&self.shape) {
@@ -136,10 +124,7 @@ pub(crate) fn num_elements(shape: &[usize]) -> Option<usize> {
 pub fn fmt_index(idx: &[i64]) -> String {
     match idx {
         [i] => i.to_string(),
-        _ => format!(
-            "({})",
-            idx.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-        ),
+        _ => format!("({})", idx.iter().map(i64::to_string).collect::<Vec<_>>().join(",")),
     }
 }
 
@@ -345,12 +330,7 @@ pub fn format_float(x: f64) -> String {
     let exp: i32 = exp.parse().unwrap_or(0);
     if !(-4..PRECISION).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
-        format!(
-            "{}e{}{:02}",
-            strip_trailing_zeros(mantissa),
-            sign,
-            exp.unsigned_abs()
-        )
+        format!("{}e{}{:02}", strip_trailing_zeros(mantissa), sign, exp.unsigned_abs())
     } else {
         let fixed = format!("{:.*}", (PRECISION - 1 - exp) as usize, x);
         strip_trailing_zeros(&fixed).to_string()

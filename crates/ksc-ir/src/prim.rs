@@ -77,7 +77,10 @@ pub enum Prim {
     Copydown,
     Inline,
     /// `get$i$n`: the i-th (1-based) component of an n-tuple.
-    Get { index: u32, arity: u32 },
+    Get {
+        index: u32,
+        arity: u32,
+    },
 
     // Linear maps (knossos-reference.md 4, linear-maps-and-ad.md 1). A map
     // `LM S T` goes from the tangent space of S to that of T. Arguments that
@@ -110,7 +113,10 @@ pub enum Prim {
     /// transpose is the one-hot injection.
     LmIndex,
     /// `lmGet$i$n t : LM (Tuple T1 .. Tn) Ti`: selects component i.
-    LmGet { index: u32, arity: u32 },
+    LmGet {
+        index: u32,
+        arity: u32,
+    },
     /// `lmFold (s, f, df, acc, v) : LM (Tuple S (Tuple A (Vec B))) A`: the
     /// derivative of `fold f acc v` in a scope with parameter `s`, where
     /// `df : Lam (Tuple A B) (LM (Tuple S (Tuple A B)) A)` is the derivative of `f`.
@@ -247,16 +253,51 @@ impl Prim {
     /// number (as written, see [`Prim::splats_arguments`]).
     pub fn arity(self) -> Option<usize> {
         match self {
-            Prim::Build | Prim::Sumbuild | Prim::Index | Prim::ConstVec | Prim::TsAdd | Prim::TsScale
-            | Prim::TsDot | Prim::Eq | Prim::Ne | Prim::Map | Prim::TangentBasis | Prim::TapePush | Prim::ConcatN => Some(2),
-            Prim::Fold | Prim::Scan | Prim::BuildSum | Prim::Map2 | Prim::Delta | Prim::DeltaVec | Prim::Diag | Prim::BuildFromSparse
+            Prim::Build
+            | Prim::Sumbuild
+            | Prim::Index
+            | Prim::ConstVec
+            | Prim::TsAdd
+            | Prim::TsScale
+            | Prim::TsDot
+            | Prim::Eq
+            | Prim::Ne
+            | Prim::Map
+            | Prim::TangentBasis
+            | Prim::TapePush
+            | Prim::ConcatN => Some(2),
+            Prim::Fold
+            | Prim::Scan
+            | Prim::BuildSum
+            | Prim::Map2
+            | Prim::Delta
+            | Prim::DeltaVec
+            | Prim::Diag
+            | Prim::BuildFromSparse
             | Prim::BuildFromSparseTupled => Some(3),
             Prim::Check => Some(5),
             Prim::ScanSum => Some(4),
-            Prim::Size | Prim::Sum | Prim::Shape | Prim::Unzip | Prim::TsNeg | Prim::Trace
-            | Prim::TangentDim | Prim::TangentFlatten | Prim::Concat | Prim::Copydown | Prim::Inline | Prim::Get { .. } => Some(1),
-            Prim::LmZero | Prim::LmScale | Prim::LmAdd | Prim::LmCompose | Prim::LmVCatV | Prim::LmHCatV
-            | Prim::LmIndex | Prim::LmApply | Prim::LmApplyR => Some(2),
+            Prim::Size
+            | Prim::Sum
+            | Prim::Shape
+            | Prim::Unzip
+            | Prim::TsNeg
+            | Prim::Trace
+            | Prim::TangentDim
+            | Prim::TangentFlatten
+            | Prim::Concat
+            | Prim::Copydown
+            | Prim::Inline
+            | Prim::Get { .. } => Some(1),
+            Prim::LmZero
+            | Prim::LmScale
+            | Prim::LmAdd
+            | Prim::LmCompose
+            | Prim::LmVCatV
+            | Prim::LmHCatV
+            | Prim::LmIndex
+            | Prim::LmApply
+            | Prim::LmApplyR => Some(2),
             Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
             Prim::LmFold | Prim::LmScan => Some(5),
             Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat => None,
@@ -302,9 +343,8 @@ impl Prim {
 }
 
 fn expect_index(what: &str, t: &Type) -> Result<usize, String> {
-    t.index_rank().ok_or_else(|| {
-        format!("{what} must be an index: `Integer` or a tuple of Integers, but it has type `{t}`")
-    })
+    t.index_rank()
+        .ok_or_else(|| format!("{what} must be an index: `Integer` or a tuple of Integers, but it has type `{t}`"))
 }
 
 fn expect_lam<'a>(what: &str, t: &'a Type) -> Result<(&'a Type, &'a Type), String> {
@@ -367,7 +407,11 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                     expect_eq("the second component of the lambda's result (a term of the sum)", &a[1], &ts[1])?;
                     T::Tuple(vec![T::tensor(rank, ts[0].clone()), a[1].clone()])
                 }
-                t => return Err(format!("the lambda of `$buildSum` must return a pair (element, term), but it returns `{t}`")),
+                t => {
+                    return Err(format!(
+                        "the lambda of `$buildSum` must return a pair (element, term), but it returns `{t}`"
+                    ))
+                }
             }
         }
         Prim::ScanSum => {
@@ -378,7 +422,11 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             }
             let want = T::Tuple(vec![a[1].clone(), elem.clone()]);
             expect_eq("the lambda's parameter (accumulator, element)", &want, x)?;
-            expect_eq("the lambda's result (new accumulator, term)", &T::Tuple(vec![a[1].clone(), a[2].clone()]), body)?;
+            expect_eq(
+                "the lambda's result (new accumulator, term)",
+                &T::Tuple(vec![a[1].clone(), a[2].clone()]),
+                body,
+            )?;
             T::Tuple(vec![T::vec(a[1].clone()), a[2].clone()])
         }
         Prim::Fold | Prim::Scan => {
@@ -430,7 +478,11 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
         Prim::Shape => a[0].shape().ok_or_else(|| format!("values of type `{}` have no shape", a[0]))?,
         Prim::TangentDim | Prim::TangentFlatten => {
             a[0].tangent().ok_or_else(|| format!("values of type `{}` have no tangent", a[0]))?;
-            if p == Prim::TangentDim { T::Integer } else { T::tensor(1, T::Float) }
+            if p == Prim::TangentDim {
+                T::Integer
+            } else {
+                T::tensor(1, T::Float)
+            }
         }
         Prim::TangentBasis => {
             expect_eq("the position (second argument)", &T::Integer, &a[1])?;
@@ -505,7 +557,11 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                         expect_eq("each index the lambda returns", &T::index_type(rank), &iv[0])?;
                         out.push(T::tensor(rank, iv[1].clone()));
                     }
-                    t => return Err(format!("each component the lambda returns must be a pair (index, value), found `{t}`")),
+                    t => {
+                        return Err(format!(
+                            "each component the lambda returns must be a pair (index, value), found `{t}`"
+                        ))
+                    }
                 }
             }
             T::Tuple(out)

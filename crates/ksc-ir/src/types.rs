@@ -52,12 +52,7 @@ impl Type {
     /// returns it: `(Tuple (Tuple rows cols) row_offsets columns values)`.
     pub fn sparse_matrix() -> Type {
         let ints = Type::vec(Type::Integer);
-        Type::Tuple(vec![
-            Type::Tuple(vec![Type::Integer, Type::Integer]),
-            ints.clone(),
-            ints,
-            Type::vec(Type::Float),
-        ])
+        Type::Tuple(vec![Type::Tuple(vec![Type::Integer, Type::Integer]), ints.clone(), ints, Type::vec(Type::Float)])
     }
 
     /// The type of the argument of a function with these parameter types: the
@@ -85,9 +80,7 @@ impl Type {
     pub fn index_rank(&self) -> Option<usize> {
         match self {
             Type::Integer => Some(1),
-            Type::Tuple(ts) if ts.len() >= 2 && ts.iter().all(|t| *t == Type::Integer) => {
-                Some(ts.len())
-            }
+            Type::Tuple(ts) if ts.len() >= 2 && ts.iter().all(|t| *t == Type::Integer) => Some(ts.len()),
             _ => None,
         }
     }
@@ -111,13 +104,9 @@ impl Type {
     pub fn compatible(&self, other: &Type) -> bool {
         match (self, other) {
             (Type::Unknown, _) | (_, Type::Unknown) => true,
-            (Type::Tuple(a), Type::Tuple(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
-            }
+            (Type::Tuple(a), Type::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y)),
             (Type::Tensor(r, a), Type::Tensor(s, b)) => r == s && a.compatible(b),
-            (Type::Lam(a, b), Type::Lam(c, d)) | (Type::LM(a, b), Type::LM(c, d)) => {
-                a.compatible(c) && b.compatible(d)
-            }
+            (Type::Lam(a, b), Type::Lam(c, d)) | (Type::LM(a, b), Type::LM(c, d)) => a.compatible(c) && b.compatible(d),
             _ => self == other,
         }
     }
@@ -252,10 +241,7 @@ mod tests {
     fn shape_types() {
         // The example of knossos-reference.md 5.6.
         let t = Type::Tuple(vec![Type::vec(Type::Float), Type::Float, Type::vec(Type::vec(Type::Float))]);
-        assert_eq!(
-            t.shape(),
-            Some(Type::Tuple(vec![Type::Integer, Type::unit(), Type::vec(Type::Integer)]))
-        );
+        assert_eq!(t.shape(), Some(Type::Tuple(vec![Type::Integer, Type::unit(), Type::vec(Type::Integer)])));
         assert_eq!(Type::tensor(2, Type::Float).shape(), Some(Type::Tuple(vec![Type::Integer; 2])));
     }
 

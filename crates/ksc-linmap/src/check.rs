@@ -126,9 +126,8 @@ fn run_instance(law: &Law, inst: &Instance) -> Outcome {
     let lhs_text = ksc_ir::print::print_expr(b.body, lhs);
     let Some(rhs) = (law.rewrite)(&mut b, lhs) else { return Outcome::NotApplicable };
     let rhs_text = ksc_ir::print::print_expr(&body, rhs);
-    let differ = |detail: String| {
-        Outcome::Differ(Counterexample { lhs: lhs_text.clone(), rhs: rhs_text.clone(), detail })
-    };
+    let differ =
+        |detail: String| Outcome::Differ(Counterexample { lhs: lhs_text.clone(), rhs: rhs_text.clone(), detail });
     if body.ty(lhs) != body.ty(rhs) {
         return differ(format!("the law changed the type from `{}` to `{}`", body.ty(lhs), body.ty(rhs)));
     }

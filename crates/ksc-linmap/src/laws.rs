@@ -595,7 +595,10 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let s = float_shape(g);
-            Instance::Map(M::Compose(bx(M::Dot(s.clone(), Numbers::arbitrary(g))), bx(M::ScaleR(s, Numbers::arbitrary(g)))))
+            Instance::Map(M::Compose(
+                bx(M::Dot(s.clone(), Numbers::arbitrary(g))),
+                bx(M::ScaleR(s, Numbers::arbitrary(g))),
+            ))
         },
     },
     // ----- Transposition -----
@@ -952,7 +955,10 @@ pub static LAWS: &[Law] = &[
         instance: |g| {
             let (s, t) = (shape(g), shape(g));
             let n = usize::arbitrary(g) % 3;
-            Instance::Apply(M::VCatV(s.clone(), t.clone(), (0..n).map(|_| map(g, &s, &t)).collect()), Numbers::arbitrary(g))
+            Instance::Apply(
+                M::VCatV(s.clone(), t.clone(), (0..n).map(|_| map(g, &s, &t)).collect()),
+                Numbers::arbitrary(g),
+            )
         },
     },
     Law {
@@ -981,7 +987,10 @@ pub static LAWS: &[Law] = &[
         instance: |g| {
             let (s, t) = (shape(g), shape(g));
             let n = usize::arbitrary(g) % 3;
-            Instance::Apply(M::HCatV(t.clone(), s.clone(), (0..n).map(|_| map(g, &s, &t)).collect()), Numbers::arbitrary(g))
+            Instance::Apply(
+                M::HCatV(t.clone(), s.clone(), (0..n).map(|_| map(g, &s, &t)).collect()),
+                Numbers::arbitrary(g),
+            )
         },
     },
     Law {
@@ -1026,7 +1035,10 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let n = arity(g);
-            Instance::Apply(M::Get(usize::arbitrary(g) % n, Shape::Tuple((0..n).map(|_| shape(g)).collect())), Numbers::arbitrary(g))
+            Instance::Apply(
+                M::Get(usize::arbitrary(g) % n, Shape::Tuple((0..n).map(|_| shape(g)).collect())),
+                Numbers::arbitrary(g),
+            )
         },
     },
     // ----- Reverse application -----
@@ -1217,7 +1229,10 @@ pub static LAWS: &[Law] = &[
         instance: |g| {
             let (s, t) = (shape(g), shape(g));
             let n = usize::arbitrary(g) % 3;
-            Instance::ApplyR(Numbers::arbitrary(g), M::VCatV(s.clone(), t.clone(), (0..n).map(|_| map(g, &s, &t)).collect()))
+            Instance::ApplyR(
+                Numbers::arbitrary(g),
+                M::VCatV(s.clone(), t.clone(), (0..n).map(|_| map(g, &s, &t)).collect()),
+            )
         },
     },
     Law {
@@ -1242,7 +1257,10 @@ pub static LAWS: &[Law] = &[
         instance: |g| {
             let (s, t) = (shape(g), shape(g));
             let n = usize::arbitrary(g) % 3;
-            Instance::ApplyR(Numbers::arbitrary(g), M::HCatV(t.clone(), s.clone(), (0..n).map(|_| map(g, &s, &t)).collect()))
+            Instance::ApplyR(
+                Numbers::arbitrary(g),
+                M::HCatV(t.clone(), s.clone(), (0..n).map(|_| map(g, &s, &t)).collect()),
+            )
         },
     },
     Law {
@@ -1278,7 +1296,10 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let n = usize::arbitrary(g) % 3 + 1;
-            Instance::ApplyR(Numbers::arbitrary(g), M::Index(usize::arbitrary(g) % n, Shape::Vec(n, Box::new(shape(g)))))
+            Instance::ApplyR(
+                Numbers::arbitrary(g),
+                M::Index(usize::arbitrary(g) % n, Shape::Vec(n, Box::new(shape(g)))),
+            )
         },
     },
     Law {
@@ -1307,7 +1328,10 @@ pub static LAWS: &[Law] = &[
         },
         instance: |g| {
             let n = arity(g);
-            Instance::ApplyR(Numbers::arbitrary(g), M::Get(usize::arbitrary(g) % n, Shape::Tuple((0..n).map(|_| shape(g)).collect())))
+            Instance::ApplyR(
+                Numbers::arbitrary(g),
+                M::Get(usize::arbitrary(g) % n, Shape::Tuple((0..n).map(|_| shape(g)).collect())),
+            )
         },
     },
 ];

@@ -36,8 +36,8 @@ use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    bin, flat_index, in_range, index_lval, index_ops, internal, lval_op, occurs, parts, tensor_ty, tuple_tys, Bound, Ctx,
-    FnState, LVal, Lowerer, R,
+    bin, flat_index, in_range, index_lval, index_ops, internal, lval_op, occurs, parts, tensor_ty, tuple_tys, Bound,
+    Ctx, FnState, LVal, Lowerer, R,
 };
 use crate::prims::Acc;
 
@@ -167,7 +167,13 @@ fn one_hot_build(body: &Body, a: ExprId) -> Option<(ExprId, String, ExprId, Expr
     let Expr::Tuple(xy) = &body.exprs[*args] else { return None };
     let [x, y] = xy[..] else { return None };
     let is_i = |e: ExprId| matches!(&body.exprs[e], Expr::Var(v) if v == i);
-    let at = if is_i(x) { y } else if is_i(y) { x } else { return None };
+    let at = if is_i(x) {
+        y
+    } else if is_i(y) {
+        x
+    } else {
+        return None;
+    };
     (!occurs(body, at, i) && is_zero(body, *miss)).then(|| (n, i.clone(), at, *hit, *miss))
 }
 
@@ -238,7 +244,8 @@ impl Lowerer<'_> {
                 u
             }
             Expr::Let(pat, r, n) => {
-                let mut u = if pat.vars().iter().any(|v| v == x) { Vec::new() } else { self.uses_of(ctx, *n, x, proj, acc) };
+                let mut u =
+                    if pat.vars().iter().any(|v| v == x) { Vec::new() } else { self.uses_of(ctx, *n, x, proj, acc) };
                 if occurs(body, *r, x) {
                     match (pat, alias_path(body, *r, x)) {
                         // `let y = get$..(x)`: y's uses are uses of x.
@@ -253,7 +260,9 @@ impl Lowerer<'_> {
                 u
             }
             // A one-hot `build`'s hit is added in where the index is (once).
-            Expr::Call(Callee::Prim(Prim::Build), a) if acc && proj.is_empty() && one_hot_build(body, *a).is_some_and(|(_, i, ..)| i != x) => {
+            Expr::Call(Callee::Prim(Prim::Build), a)
+                if acc && proj.is_empty() && one_hot_build(body, *a).is_some_and(|(_, i, ..)| i != x) =>
+            {
                 let (n, _, at, hit, zero) = one_hot_build(body, *a).expect("a one-hot build");
                 let mut u = self.uses_of(ctx, hit, x, &[], true);
                 // (The zero too: a build lowered as a value evaluates it.)
@@ -277,7 +286,14 @@ impl Lowerer<'_> {
     /// if it is only added in (and each use evaluates only its own part of
     /// it), component by component if it is a tuple; `None` if it is to be
     /// evaluated now.
-    fn bind_deferred(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, r: ExprId, us: &[(Path, Kind)]) -> R<Option<Bound>> {
+    fn bind_deferred(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        r: ExprId,
+        us: &[(Path, Kind)],
+    ) -> R<Option<Bound>> {
         if self.has_effect(ctx, r) {
             return Ok(None);
         }
@@ -332,14 +348,30 @@ impl Lowerer<'_> {
     }
 
     /// `ctx` with `pat` bound to the value of `r` (evaluated now), for `scope`.
-    fn bind_now(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, pat: &Pat, r: ExprId, scope: ExprId) -> R<Ctx> {
+    fn bind_now(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        pat: &Pat,
+        r: ExprId,
+        scope: ExprId,
+    ) -> R<Ctx> {
         let ty = self.type_of(ctx, r)?;
         let v = self.lower_expr(fb, st, ctx, r)?;
         self.bind_pat(fb, st, ctx, pat, v, &ty, scope)
     }
 
     /// `acc += e` in place.
-    pub(crate) fn accumulate_expr(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, acc: &Acc, e: ExprId, site: SiteId) -> R<()> {
+    pub(crate) fn accumulate_expr(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        acc: &Acc,
+        e: ExprId,
+        site: SiteId,
+    ) -> R<()> {
         self.accumulate_proj(fb, st, ctx, acc, e, &[], site)
     }
 
@@ -426,7 +458,9 @@ impl Lowerer<'_> {
                     return self.accumulate_prefix(fb, st, ctx, arr, t, (n, i, k, hit), site);
                 }
             }
-            Expr::Call(Callee::Prim(Prim::Sumbuild), a) if proj.is_empty() && !matches!(acc, Acc::Keep(_) | Acc::Set(..)) => {
+            Expr::Call(Callee::Prim(Prim::Sumbuild), a)
+                if proj.is_empty() && !matches!(acc, Acc::Keep(_) | Acc::Set(..)) =>
+            {
                 if let Expr::Tuple(es) = &body.exprs[a] {
                     if let [n, lam] = es[..] {
                         if let Expr::Lam(i, _, term) = body.exprs[lam].clone() {
@@ -582,7 +616,17 @@ impl Lowerer<'_> {
                                 let cond = self.lower_expr(fb, st, ctx, c)?;
                                 let cond = lval_op(&cond)?;
                                 if let Op::Bool(k) = cond {
-                                    return self.accumulate_let(fb, st, ctx, acc, pat, if k { a } else { b }, n, proj, site);
+                                    return self.accumulate_let(
+                                        fb,
+                                        st,
+                                        ctx,
+                                        acc,
+                                        pat,
+                                        if k { a } else { b },
+                                        n,
+                                        proj,
+                                        site,
+                                    );
                                 }
                                 return self.emit_branches(fb, st, cond, [a, b], &mut |this, fb, st, branch| {
                                     this.accumulate_let(fb, st, ctx, acc, pat, branch, n, proj, site)

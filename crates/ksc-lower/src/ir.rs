@@ -199,17 +199,34 @@ pub enum Rhs {
     Select(Op, Op, Op),
     /// A call of a function of the module. `frame` is the site pushed on the
     /// shadow call stack while it runs (none for calls in tail position).
-    Call { func: FuncId, args: Vec<Op>, frame: Option<SiteId> },
+    Call {
+        func: FuncId,
+        args: Vec<Op>,
+        frame: Option<SiteId>,
+    },
     /// A fresh tensor of these sizes with uninitialised elements.
-    Alloc { dims: Vec<Op>, elem: Type },
+    Alloc {
+        dims: Vec<Op>,
+        elem: Type,
+    },
     /// A tensor of these sizes (one) with uninitialised elements, in the
     /// memory of the vector `dead` when that has as many elements, else in
     /// fresh memory. `dead` dies as the new tensor is filled (`reuse.rs`).
-    Reuse { dead: Op, dims: Vec<Op>, elem: Type },
+    Reuse {
+        dead: Op,
+        dims: Vec<Op>,
+        elem: Type,
+    },
     /// Element `idx` (row-major, flat) of a tensor.
-    Load { arr: Op, idx: Op },
+    Load {
+        arr: Op,
+        idx: Op,
+    },
     /// Size `dim` of a tensor.
-    Dim { arr: Op, dim: usize },
+    Dim {
+        arr: Op,
+        dim: usize,
+    },
     /// The tuple of these components, as one value of type `ty`.
     Pack(Vec<Op>, Type),
     /// Component `i` of a tuple value.
@@ -221,7 +238,11 @@ pub enum Rhs {
     /// `$tapePush`: the vector `tape` (of `elem`s) with `val` appended, in
     /// place when `tape` is the latest version of a tape (see the runtime's
     /// `ksrt_tape_reserve`), else in a fresh buffer.
-    TapePush { tape: Op, val: Op, elem: Type },
+    TapePush {
+        tape: Op,
+        val: Op,
+        elem: Type,
+    },
 }
 
 impl Rhs {
@@ -233,7 +254,15 @@ impl Rhs {
     /// Is this a pure computation of its operands (same operands, same
     /// value; no effect, no allocation)? Calls are judged separately.
     pub fn is_pure(&self) -> bool {
-        !matches!(self, Rhs::Alloc { .. } | Rhs::Reuse { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_) | Rhs::Mark | Rhs::TapePush { .. })
+        !matches!(
+            self,
+            Rhs::Alloc { .. }
+                | Rhs::Reuse { .. }
+                | Rhs::Call { .. }
+                | Rhs::DeepCopy(_)
+                | Rhs::Mark
+                | Rhs::TapePush { .. }
+        )
     }
 
     /// The operands, in order.
@@ -297,9 +326,9 @@ impl ErrorKind {
     pub fn operands_mut(&mut self) -> Vec<&mut Op> {
         match self {
             ErrorKind::IndexOutOfRange { index, size } => index.iter_mut().chain(size.iter_mut()).collect(),
-            ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } | ErrorKind::TooLarge { size, .. } => {
-                size.iter_mut().collect()
-            }
+            ErrorKind::NegativeSize { size, .. }
+            | ErrorKind::SumbuildEmpty { size }
+            | ErrorKind::TooLarge { size, .. } => size.iter_mut().collect(),
             ErrorKind::Sizes { a, b, .. } => a.iter_mut().chain(b.iter_mut()).collect(),
             ErrorKind::Diag { rows, cols } => vec![rows, cols],
             ErrorKind::MatVec { rows, cols, n } => vec![rows, cols, n],
@@ -322,25 +351,57 @@ pub enum Stmt {
     /// only if it runs at least once. With `reset`, the arena is reset after
     /// every iteration to where it was before the first (nothing allocated
     /// in an iteration outlives it).
-    For { idx: VarId, n: Op, pre: Block, body: Block, reset: bool },
-    If { cond: Op, then: Block, els: Block },
+    For {
+        idx: VarId,
+        n: Op,
+        pre: Block,
+        body: Block,
+        reset: bool,
+    },
+    If {
+        cond: Op,
+        then: Block,
+        els: Block,
+    },
     /// `arr[idx] = val` (flat index) on a tensor being built.
-    Store { arr: Op, idx: Op, val: Op },
+    Store {
+        arr: Op,
+        idx: Op,
+        val: Op,
+    },
     /// `arr[idx] += val`: in-place accumulation into a scalar element
     /// (Integer additions are checked and blame `site`).
-    Accum { arr: Op, idx: Op, val: Op, site: SiteId },
+    Accum {
+        arr: Op,
+        idx: Op,
+        val: Op,
+        site: SiteId,
+    },
     /// Fails with `err` at `site` unless `cond` holds.
-    Check { cond: Op, site: SiteId, err: ErrorKind },
+    Check {
+        cond: Op,
+        site: SiteId,
+        err: ErrorKind,
+    },
     /// Fails unconditionally.
-    Fail { site: SiteId, err: ErrorKind },
+    Fail {
+        site: SiteId,
+        err: ErrorKind,
+    },
     /// Writes a value in the original's print format (a `$trace` is a
     /// print of `Trace[`, the value and `]\n`).
-    Print { val: Op, ty: Type },
+    Print {
+        val: Op,
+        ty: Type,
+    },
     /// Copies the values of these mutable variables to where `mark` points
     /// and resets the arena just after them (a fold's accumulator between
     /// iterations), so a loop whose state holds tensors runs in constant
     /// memory.
-    CopyDown { mark: VarId, vars: Vec<VarId> },
+    CopyDown {
+        mark: VarId,
+        vars: Vec<VarId>,
+    },
     /// Resets the arena to a mark.
     Reset(VarId),
     /// Returns from the function (only at the end of the function's body or

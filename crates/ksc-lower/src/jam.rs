@@ -204,8 +204,10 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
         match x {
             Op::Var(v) if v == i => Some(Op::Int(0)),
             Op::Var(v) => match lets.get(v)? {
-                Rhs::IChecked(IOp::Add, a, Op::Var(w), _) | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(w))
-                | Rhs::IChecked(IOp::Add, Op::Var(w), a, _) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(w), a)
+                Rhs::IChecked(IOp::Add, a, Op::Var(w), _)
+                | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(w))
+                | Rhs::IChecked(IOp::Add, Op::Var(w), a, _)
+                | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(w), a)
                     if w == i && !step_var(a) =>
                 {
                     Some(a.clone())
@@ -292,7 +294,9 @@ fn find_sum(block: &Block, vars: &[VarInfo], path: &mut Vec<(usize, bool)>) -> O
 fn levels<'b>(body: &'b Block, path: &[(usize, bool)]) -> Vec<&'b Block> {
     let mut out = vec![body];
     for &(k, branch) in path {
-        let Stmt::If { then, els, .. } = &out.last().expect("the body")[k] else { unreachable!("the path goes through ifs") };
+        let Stmt::If { then, els, .. } = &out.last().expect("the body")[k] else {
+            unreachable!("the path goes through ifs")
+        };
         out.push(if branch { then } else { els });
     }
     out
@@ -330,7 +334,12 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
         Stmt::Set(v, _) => {
             assigned.insert(*v);
         }
-        Stmt::Accum { .. } | Stmt::Keep(_) | Stmt::CopyDown { .. } | Stmt::Reset(_) | Stmt::Return(_) | Stmt::TailCall(_) => plain = false,
+        Stmt::Accum { .. }
+        | Stmt::Keep(_)
+        | Stmt::CopyDown { .. }
+        | Stmt::Reset(_)
+        | Stmt::Return(_)
+        | Stmt::TailCall(_) => plain = false,
         Stmt::Let(_, Rhs::Mark | Rhs::TapePush { .. }) => plain = false,
         _ => {}
     });
@@ -367,7 +376,9 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
                 // aside (which what follows may rely on): not this loop.
                 Stmt::Fail { .. } | Stmt::For { .. } | Stmt::If { .. } => {
                     let mut fails = false;
-                    walk(std::slice::from_ref(s), &mut |s| fails |= matches!(s, Stmt::Check { .. } | Stmt::Fail { .. }));
+                    walk(std::slice::from_ref(s), &mut |s| {
+                        fails |= matches!(s, Stmt::Check { .. } | Stmt::Fail { .. })
+                    });
                     if fails {
                         return None;
                     }
@@ -426,9 +437,7 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
                 _ => 0,
             };
             let b = blocks[stop.depth];
-            (from..stop.at)
-                .find(|&p| matches!(&b[p], Stmt::Let(w, _) | Stmt::DeclMut(w, _) if *w == v))
-                .map(|p| (k, p))
+            (from..stop.at).find(|&p| matches!(&b[p], Stmt::Let(w, _) | Stmt::DeclMut(w, _) if *w == v)).map(|p| (k, p))
         })?;
         let b = blocks[stops[stop].0.depth];
         match &b[p] {
@@ -480,7 +489,18 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
     for (_, lets) in &mut stops {
         lets.sort_unstable();
     }
-    Some(Sum { path, at, acc, init: init.clone(), idx: *i, terms: terms.clone(), step: fast, ranges, pre: pre.clone(), stops })
+    Some(Sum {
+        path,
+        at,
+        acc,
+        init: init.clone(),
+        idx: *i,
+        terms: terms.clone(),
+        step: fast,
+        ranges,
+        pre: pre.clone(),
+        stops,
+    })
 }
 
 fn new_var(vars: &mut Vec<VarInfo>, like: VarId, mutable: bool) -> VarId {
@@ -660,7 +680,8 @@ impl Jam<'_> {
                     out.push(s);
                     fewest = m;
                 }
-                let (s, enough) = fresh_let(vars, Rhs::Bin(BinOp::IGe, fewest.clone(), Op::Int(JAM_MIN_TERMS)), Type::Bool);
+                let (s, enough) =
+                    fresh_let(vars, Rhs::Bin(BinOp::IGe, fewest.clone(), Op::Int(JAM_MIN_TERMS)), Type::Bool);
                 out.push(s);
                 test = Some(enough);
                 self.jammed(maps, fewest, rowwise, vars)
@@ -743,10 +764,13 @@ impl Jam<'_> {
         }
         // The row's sum goes on from its first `fewest` terms.
         let placeholder = new_var(vars, s.acc, false);
-        let Stmt::For { idx: i, n: terms, pre, body: step, reset } = std::mem::replace(&mut block[s.at], Stmt::Set(s.acc, Op::Var(placeholder))) else {
+        let Stmt::For { idx: i, n: terms, pre, body: step, reset } =
+            std::mem::replace(&mut block[s.at], Stmt::Set(s.acc, Op::Var(placeholder)))
+        else {
             unreachable!("a sum loop")
         };
-        let (st, left) = fresh_let(vars, Rhs::IChecked(IOp::Sub, terms, fewest.clone(), SiteId::UNCHECKED), Type::Integer);
+        let (st, left) =
+            fresh_let(vars, Rhs::IChecked(IOp::Sub, terms, fewest.clone(), SiteId::UNCHECKED), Type::Integer);
         let k = new_var(vars, i, false);
         let mut rest = vec![Stmt::Let(i, Rhs::Bin(BinOp::IAddNoCheck, fewest, Op::Var(k)))];
         rest.extend(step);
@@ -809,7 +833,8 @@ mod tests {
             var(&mut f, Type::Float, false),
             var(&mut f, Type::Float, false),
         );
-        let (c, w, xw) = (var(&mut f, Type::Bool, false), var(&mut f, Type::Float, false), var(&mut f, Type::Float, false));
+        let (c, w, xw) =
+            (var(&mut f, Type::Bool, false), var(&mut f, Type::Float, false), var(&mut f, Type::Float, false));
         let arr = Op::Var(if read_out { out } else { a });
         let offset = if read_m { Op::Var(m) } else { Op::Int(0) };
         let step = vec![
@@ -864,7 +889,9 @@ mod tests {
         assert!(kept(&f.body));
         // The rows' loads of `a[j]` only once every row passed its check:
         // nothing is loaded in the block's loop before the test.
-        let Some(Stmt::For { body, .. }) = f.body.iter().find(|s| matches!(s, Stmt::For { .. })) else { panic!("no loop") };
+        let Some(Stmt::For { body, .. }) = f.body.iter().find(|s| matches!(s, Stmt::For { .. })) else {
+            panic!("no loop")
+        };
         assert!(body.iter().all(|s| !matches!(s, Stmt::Let(_, Rhs::Load { .. }))), "a row's load ahead of its check");
     }
 

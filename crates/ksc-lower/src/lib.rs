@@ -25,8 +25,8 @@
 
 mod accum;
 mod builder;
-mod jam;
 pub mod ir;
+mod jam;
 pub mod lower;
 pub mod names;
 pub mod opt;
@@ -64,7 +64,8 @@ pub fn compile_unit(
     if optimize {
         let callee = |n: &FunName| defs.iter().find(|d| d.name == *n);
         let effectful: Vec<bool> = u.calls.iter().map(|n| facts.effectful(n)).collect();
-        let heap_ret: Vec<bool> = u.calls.iter().map(|n| callee(n).is_some_and(|d| ir::needs_heap(&d.ret_ty))).collect();
+        let heap_ret: Vec<bool> =
+            u.calls.iter().map(|n| callee(n).is_some_and(|d| ir::needs_heap(&d.ret_ty))).collect();
         opt::optimize_func(&mut u.func, &effectful, &heap_ret);
     }
     Ok(u)

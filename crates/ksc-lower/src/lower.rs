@@ -332,7 +332,14 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         }
     }
     let c_names = crate::names::c_names(&defs.iter().map(|d| &d.name).collect::<Vec<_>>());
-    ProgramFacts { names: defs.iter().map(|d| d.name.clone()).collect(), effectful, inlinable, recursive, fresh_results, c_names }
+    ProgramFacts {
+        names: defs.iter().map(|d| d.name.clone()).collect(),
+        effectful,
+        inlinable,
+        recursive,
+        fresh_results,
+        c_names,
+    }
 }
 
 impl ProgramFacts {
@@ -634,7 +641,11 @@ impl<'a> Lowerer<'a> {
             .map(|d| float_bin(fb, BinOp::IGe, d.clone(), Op::Int(0)))
             .collect();
         let cond = all_of(fb, conds);
-        fb.emit(Stmt::Check { cond, site, err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() } });
+        fb.emit(Stmt::Check {
+            cond,
+            site,
+            err: ErrorKind::NegativeSize { prim: prim.to_string(), size: dims.to_vec() },
+        });
     }
 
     /// Checks that a tensor of sizes `dims` (not negative: checked first)
@@ -648,15 +659,27 @@ impl<'a> Lowerer<'a> {
             count = float_bin(fb, BinOp::IMulSat, count, d.clone());
         }
         let cond = float_bin(fb, BinOp::ILe, count, Op::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
-        fb.emit(Stmt::Check { cond, site, err: ErrorKind::TooLarge { prim: prim.to_string(), size: dims.to_vec(), limit } });
+        fb.emit(Stmt::Check {
+            cond,
+            site,
+            err: ErrorKind::TooLarge { prim: prim.to_string(), size: dims.to_vec(), limit },
+        });
     }
 
     /// Checks that two tensors have the same sizes.
     fn check_same_dims(&mut self, fb: &mut FnBuilder, a: &[Op], b: &[Op], what: &str, site: SiteId) {
-        let conds: Vec<Op> =
-            a.iter().zip(b).filter(|(x, y)| x != y).map(|(x, y)| float_bin(fb, BinOp::IEq, x.clone(), y.clone())).collect();
+        let conds: Vec<Op> = a
+            .iter()
+            .zip(b)
+            .filter(|(x, y)| x != y)
+            .map(|(x, y)| float_bin(fb, BinOp::IEq, x.clone(), y.clone()))
+            .collect();
         let cond = all_of(fb, conds);
-        fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what: what.to_string(), a: a.to_vec(), b: b.to_vec() } });
+        fb.emit(Stmt::Check {
+            cond,
+            site,
+            err: ErrorKind::Sizes { what: what.to_string(), a: a.to_vec(), b: b.to_vec() },
+        });
     }
 
     // ---------------------------------------------------------------------
@@ -674,7 +697,15 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Element `idx` of a tensor value (no bounds check).
-    fn elem(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: &LVal, elem_ty: &Type, idx: &[Op], flat: Option<Op>) -> R<LVal> {
+    fn elem(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: &LVal,
+        elem_ty: &Type,
+        idx: &[Op],
+        flat: Option<Op>,
+    ) -> R<LVal> {
         match v {
             LVal::Delayed(d) => match &d.elem {
                 DelayedElem::Const(c) => Ok(c.clone()),
@@ -714,7 +745,14 @@ impl<'a> Lowerer<'a> {
         self.returned_part(fb, st, v, ty, &fresh)
     }
 
-    fn returned_part(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type, fresh: &crate::prims::Fresh) -> R<Op> {
+    fn returned_part(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: LVal,
+        ty: &Type,
+        fresh: &crate::prims::Fresh,
+    ) -> R<Op> {
         use crate::prims::Fresh;
         match v {
             LVal::Tuple(vs) if !matches!(fresh, Fresh::Yes) => {
@@ -922,11 +960,8 @@ impl<'a> Lowerer<'a> {
                     }
                     Ok(())
                 })?;
-                let ops: Vec<Op> = vars
-                    .iter()
-                    .zip(&leaf_tys)
-                    .map(|(&v, t)| fb.let_(Rhs::Copy(Op::Var(v)), t.clone(), None))
-                    .collect();
+                let ops: Vec<Op> =
+                    vars.iter().zip(&leaf_tys).map(|(&v, t)| fb.let_(Rhs::Copy(Op::Var(v)), t.clone(), None)).collect();
                 Ok(rebuild(&ty, &mut ops.into_iter()))
             }
             Expr::Assert(c, next) => {
@@ -952,8 +987,7 @@ impl<'a> Lowerer<'a> {
             Expr::Call(Callee::Fun(name), arg) => self.lower_call(fb, st, ctx, e, name, *arg, tail, false),
             // `$inline (f a)`: f's body in place of the call, whatever its
             // size (the original's meaning), unless f is recursive.
-            Expr::Call(Callee::Prim(Prim::Inline), call)
-                if matches!(&self.defs[ctx.def].body.exprs[*call], Expr::Call(Callee::Fun(f), _) if self.facts.inlined_where_marked(f)) =>
+            Expr::Call(Callee::Prim(Prim::Inline), call) if matches!(&self.defs[ctx.def].body.exprs[*call], Expr::Call(Callee::Fun(f), _) if self.facts.inlined_where_marked(f)) =>
             {
                 let Expr::Call(Callee::Fun(name), arg) = &self.defs[ctx.def].body.exprs[*call] else { unreachable!() };
                 self.lower_call(fb, st, ctx, *call, name, *arg, tail, true)
@@ -1160,7 +1194,9 @@ impl<'a> Lowerer<'a> {
             st.loops = true;
             return Ok(LVal::Never);
         }
-        let inline = self.opts.inline && (self.facts.inlinable[d] || marked && !self.facts.recursive[d]) && ctx.depth < INLINE_DEPTH;
+        let inline = self.opts.inline
+            && (self.facts.inlinable[d] || marked && !self.facts.recursive[d])
+            && ctx.depth < INLINE_DEPTH;
         if inline {
             let chain = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
             let mut env = Env::default();
@@ -1331,7 +1367,11 @@ impl<'a> Lowerer<'a> {
                 let x = self.elem(fb, st, v, &Type::Float, &nest.idx, Some(nest.flat.clone()))?;
                 let x = lval_op(&x)?;
                 let gt = float_bin(fb, BinOp::FGt, x.clone(), Op::Var(best));
-                fb.emit(Stmt::If { cond: gt, then: vec![Stmt::Set(best, x), Stmt::Set(at, nest.flat.clone())], els: vec![] });
+                fb.emit(Stmt::If {
+                    cond: gt,
+                    then: vec![Stmt::Set(best, x), Stmt::Set(at, nest.flat.clone())],
+                    els: vec![],
+                });
                 self.close_nest(fb, nest);
                 let at = fb.let_(Rhs::Copy(Op::Var(at)), Type::Integer, None);
                 let best = fb.let_(Rhs::Copy(Op::Var(best)), Type::Float, None);
@@ -1355,7 +1395,8 @@ impl<'a> Lowerer<'a> {
                     site,
                     err: ErrorKind::MatVec { rows: dm[0].clone(), cols: dm[1].clone(), n: dv[0].clone() },
                 });
-                let out = fb.let_(Rhs::Alloc { dims: vec![dm[0].clone()], elem: Type::Float }, Type::vec(Type::Float), None);
+                let out =
+                    fb.let_(Rhs::Alloc { dims: vec![dm[0].clone()], elem: Type::Float }, Type::vec(Type::Float), None);
                 let rows = self.open_nest(fb, &dm[..1]);
                 let acc = fb.var(Type::Float, Some("sum"), true);
                 fb.emit(Stmt::DeclMut(acc, Some(Op::Float(0.0))));
@@ -1711,7 +1752,9 @@ impl<'a> Lowerer<'a> {
             if let Op::Bool(b) = cond {
                 return self.with_branches(fb, st, ctx, if b { t } else { f }, k);
             }
-            return self.emit_branches(fb, st, cond, [t, f], &mut |this, fb, st, branch| this.with_branches(fb, st, ctx, branch, k));
+            return self.emit_branches(fb, st, cond, [t, f], &mut |this, fb, st, branch| {
+                this.with_branches(fb, st, ctx, branch, k)
+            });
         }
         match self.lower(fb, st, ctx, e, Tail::No)? {
             LVal::Never => Ok(()),

@@ -607,12 +607,19 @@ fn is_root(s: &Stmt, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bo
 
 /// Marks live the variables that the needed statements of `b` read;
 /// returns whether `b` has a needed statement.
-fn mark_needed(b: &Block, live: &mut FxHashSet<VarId>, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bool]) -> bool {
+fn mark_needed(
+    b: &Block,
+    live: &mut FxHashSet<VarId>,
+    fresh: &FxHashSet<VarId>,
+    vars: &[VarInfo],
+    effectful: &[bool],
+) -> bool {
     let mut any = false;
     for s in b {
         let needed = match s {
             Stmt::For { n, pre, body, .. } => {
-                let inner = mark_needed(pre, live, fresh, vars, effectful) | mark_needed(body, live, fresh, vars, effectful);
+                let inner =
+                    mark_needed(pre, live, fresh, vars, effectful) | mark_needed(body, live, fresh, vars, effectful);
                 if inner {
                     if let Op::Var(v) = n {
                         live.insert(*v);
@@ -621,7 +628,8 @@ fn mark_needed(b: &Block, live: &mut FxHashSet<VarId>, fresh: &FxHashSet<VarId>,
                 inner
             }
             Stmt::If { cond, then, els } => {
-                let inner = mark_needed(then, live, fresh, vars, effectful) | mark_needed(els, live, fresh, vars, effectful);
+                let inner =
+                    mark_needed(then, live, fresh, vars, effectful) | mark_needed(els, live, fresh, vars, effectful);
                 if inner {
                     if let Op::Var(v) = cond {
                         live.insert(*v);
@@ -658,7 +666,13 @@ pub(crate) fn count_stmts(b: &Block) -> usize {
     n
 }
 
-fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bool]) -> Block {
+fn dce_block(
+    block: Block,
+    used: &dyn Fn(&VarId) -> bool,
+    fresh: &FxHashSet<VarId>,
+    vars: &[VarInfo],
+    effectful: &[bool],
+) -> Block {
     let mut out = Vec::with_capacity(block.len());
     for s in block {
         match s {
@@ -696,7 +710,8 @@ fn dce_block(block: Block, used: &dyn Fn(&VarId) -> bool, fresh: &FxHashSet<VarI
                 }
             }
             // A fresh tensor that is never read.
-            Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } if fresh.contains(&a) && !used(&a) => {}
+            Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. }
+                if fresh.contains(&a) && !used(&a) => {}
             Stmt::CopyDown { mark, mut vars } => {
                 vars.retain(|v| used(v));
                 out.push(Stmt::CopyDown { mark, vars });
@@ -855,19 +870,26 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>) -> Block {
                             test.push(s);
                             v
                         };
-                        let a_ok = let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
-                        let m_ok = let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
-                        let room = let_(Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED), ksc_ir::Type::Integer, &mut test, vars);
+                        let a_ok =
+                            let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                        let m_ok =
+                            let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                        let room = let_(
+                            Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED),
+                            ksc_ir::Type::Integer,
+                            &mut test,
+                            vars,
+                        );
                         let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test, vars);
                         let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test, vars);
                         let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test, vars);
                         let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
-                        let fast = renamed(
-                            Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset },
-                            vars,
-                        );
-                        let nonempty = lifted.then(|| fresh_let(vars, Rhs::Bin(BinOp::IGt, n.clone(), Op::Int(0)), ksc_ir::Type::Bool));
-                        let versioned = Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] };
+                        let fast =
+                            renamed(Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset }, vars);
+                        let nonempty = lifted
+                            .then(|| fresh_let(vars, Rhs::Bin(BinOp::IGt, n.clone(), Op::Int(0)), ksc_ir::Type::Bool));
+                        let versioned =
+                            Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] };
                         match nonempty {
                             Some((ne, cond)) => {
                                 let mut then = lifted_pre;
@@ -936,15 +958,19 @@ fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(
             return None;
         }
         let Rhs::Bin(BinOp::And, p, q) = def(cond)? else { return None };
-        let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else { return None };
+        let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else {
+            return None;
+        };
         if x != x2 || !invariant(m) {
             return None;
         }
         let a = match x {
             Op::Var(v) if *v == idx => Op::Int(0),
             _ => match def(x)? {
-                Rhs::IChecked(IOp::Add, a, Op::Var(i), _) | Rhs::IChecked(IOp::Add, Op::Var(i), a, _)
-                | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
+                Rhs::IChecked(IOp::Add, a, Op::Var(i), _)
+                | Rhs::IChecked(IOp::Add, Op::Var(i), a, _)
+                | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i))
+                | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
                     if *i == idx && invariant(a) =>
                 {
                     a.clone()
@@ -986,7 +1012,11 @@ fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
 
 /// Renames every variable the statements define to a fresh one, and the
 /// variables of `map` (read, not defined, here) as it says; the mapping.
-pub(crate) fn rename_in(b: &mut [Stmt], vars: &mut Vec<VarInfo>, mut map: FxHashMap<VarId, VarId>) -> FxHashMap<VarId, VarId> {
+pub(crate) fn rename_in(
+    b: &mut [Stmt],
+    vars: &mut Vec<VarInfo>,
+    mut map: FxHashMap<VarId, VarId>,
+) -> FxHashMap<VarId, VarId> {
     for v in defined_in(b) {
         vars.push(vars[v.0 as usize].clone());
         map.insert(v, VarId(vars.len() as u32 - 1));
@@ -1076,7 +1106,8 @@ impl Packed<'_> {
     /// A tensor allocated in the function and only ever indexed, measured
     /// or written through its own variable (no copy of it could alias it).
     fn private(&self, a: VarId) -> bool {
-        matches!(self.defs.get(&a), Some(Rhs::Alloc { .. })) && self.uses(a) == self.as_array.get(&a).copied().unwrap_or(0)
+        matches!(self.defs.get(&a), Some(Rhs::Alloc { .. }))
+            && self.uses(a) == self.as_array.get(&a).copied().unwrap_or(0)
     }
 }
 
@@ -1179,7 +1210,9 @@ fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option
     let mut measured = FxHashMap::default();
     let mut consumers = FxHashMap::default();
     walk(rest, &mut |s| match s {
-        Stmt::Let(_, Rhs::Dim { arr: Op::Var(a), .. }) if fields.contains(a) => *measured.entry(*a).or_insert(0usize) += 1,
+        Stmt::Let(_, Rhs::Dim { arr: Op::Var(a), .. }) if fields.contains(a) => {
+            *measured.entry(*a).or_insert(0usize) += 1
+        }
         Stmt::For { idx: q2, n: m, body, .. } => {
             for s in body {
                 if let Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: Op::Var(i) }) = s {
@@ -1198,7 +1231,15 @@ fn packed_plan(block: &Block, p: usize, cx: &Packed, vars: &[VarInfo]) -> Option
         let c = consumers.get(a).copied().unwrap_or(0);
         c == 1 && cx.uses(*a) == 1 + measured.get(a).copied().unwrap_or(0)
     });
-    (!fields.is_empty() && all_consumed).then(|| PackedPlan { q: *q, b: b.to_vec(), x: x.clone(), fields, t: *t, n: n.clone(), pk })
+    (!fields.is_empty() && all_consumed).then(|| PackedPlan {
+        q: *q,
+        b: b.to_vec(),
+        x: x.clone(),
+        fields,
+        t: *t,
+        n: n.clone(),
+        pk,
+    })
 }
 
 /// Is there, anywhere in `rest`, a check that `m == dim a`?
@@ -1233,7 +1274,9 @@ fn apply_packed(block: &mut Block, p: usize, plan: PackedPlan, vars: &mut Vec<Va
         body.splice(at..=at, copy);
     });
     walk_mut(&mut block[p..], &mut |s| match s {
-        Stmt::Let(_, r) if matches!(&*r, Rhs::Dim { arr: Op::Var(a), .. } if plan.fields.contains(a)) => *r = Rhs::Copy(plan.n.clone()),
+        Stmt::Let(_, r) if matches!(&*r, Rhs::Dim { arr: Op::Var(a), .. } if plan.fields.contains(a)) => {
+            *r = Rhs::Copy(plan.n.clone())
+        }
         Stmt::Let(v, Rhs::Pack(ops, _)) if *v == plan.pk => {
             for o in ops.iter_mut().filter(|o| **o == Op::Var(plan.t)) {
                 *o = Op::Unit;
@@ -1316,9 +1359,7 @@ fn consumer_guard(m: &Op, n: &Op, defs: &FxHashMap<VarId, Rhs>, between: &[Stmt]
         }
     }
     // Checked equal to n before the consumer.
-    let equal = |o: &Op| {
-        matches!(o, Op::Var(k) if matches!(defs.get(k), Some(Rhs::Bin(BinOp::IEq, x, y)) if (x == m && y == n) || (x == n && y == m)))
-    };
+    let equal = |o: &Op| matches!(o, Op::Var(k) if matches!(defs.get(k), Some(Rhs::Bin(BinOp::IEq, x, y)) if (x == m && y == n) || (x == n && y == m)));
     between.iter().any(|s| matches!(s, Stmt::Check { cond, .. } if equal(cond))).then(|| Some(m.clone()))
 }
 
@@ -1371,8 +1412,9 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
     }
     // `t` is made before the producer, `alloc [n]`, and read after it only by
     // consumers (its size, read by `dim`, is `n` after `fold_alloc_dims`).
-    if b[..p].iter().any(|s| mentions(s, t) && !matches!(s, Stmt::Let(v, Rhs::Alloc { dims, .. }) if *v == t && *dims == [n.clone()]))
-        || !b[..p].iter().any(|s| matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == t))
+    if b[..p].iter().any(|s| {
+        mentions(s, t) && !matches!(s, Stmt::Let(v, Rhs::Alloc { dims, .. }) if *v == t && *dims == [n.clone()])
+    }) || !b[..p].iter().any(|s| matches!(s, Stmt::Let(v, Rhs::Alloc { .. }) if *v == t))
     {
         return;
     }
@@ -1397,8 +1439,10 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
         walk(cb, &mut |s| {
             simple &= !matches!(
                 s,
-                Stmt::Let(_, Rhs::Call { .. } | Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. } | Rhs::Mark)
-                    | Stmt::Print { .. }
+                Stmt::Let(
+                    _,
+                    Rhs::Call { .. } | Rhs::Alloc { .. } | Rhs::DeepCopy(_) | Rhs::TapePush { .. } | Rhs::Mark
+                ) | Stmt::Print { .. }
                     | Stmt::Return(_)
                     | Stmt::TailCall(_)
                     | Stmt::CopyDown { .. }
@@ -1489,7 +1533,9 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) {
     }
     // `t` is not read any more: the element is used up in its iteration.
     pb.pop();
-    if let Some(cd) = pb.iter().position(|s| matches!(s, Stmt::CopyDown { vars, .. } if vars.iter().all(|k| val == Op::Var(*k)))) {
+    if let Some(cd) =
+        pb.iter().position(|s| matches!(s, Stmt::CopyDown { vars, .. } if vars.iter().all(|k| val == Op::Var(*k))))
+    {
         let Stmt::CopyDown { mark, .. } = pb.remove(cd) else { unreachable!() };
         drop_unused_mark(pb, mark);
     }
@@ -1594,7 +1640,12 @@ fn first_adds_into_zeros(f: &mut Func) {
         let Stmt::For { idx, n, pre, body, .. } = fill else { return None };
         match &body[..] {
             [Stmt::Store { arr: Op::Var(x), idx: Op::Var(i), val: Op::Float(z) }]
-                if x == a && dims[..] == [n.clone()] && pre.is_empty() && i == idx && *z == 0.0 && z.is_sign_positive() =>
+                if x == a
+                    && dims[..] == [n.clone()]
+                    && pre.is_empty()
+                    && i == idx
+                    && *z == 0.0
+                    && z.is_sign_positive() =>
             {
                 Some(*a)
             }
@@ -1770,7 +1821,10 @@ mod tests {
             Stmt::Return(Op::Float(0.0)),
         ];
         let mut m = Module {
-            funcs: vec![func(vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float, Type::Float], body)],
+            funcs: vec![func(
+                vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float, Type::Float],
+                body,
+            )],
             ..Module::default()
         };
         optimize(&mut m);
@@ -1790,7 +1844,13 @@ mod tests {
         let alloc = |k: u32| Stmt::Let(VarId(k), Rhs::Alloc { dims: vec![v(0)], elem: Type::Float });
         let mut body = vec![
             alloc(2),
-            Stmt::For { idx: VarId(16), n: v(0), pre: vec![], body: vec![Stmt::Store { arr: v(2), idx: v(16), val: Op::Float(1.0) }], reset: false },
+            Stmt::For {
+                idx: VarId(16),
+                n: v(0),
+                pre: vec![],
+                body: vec![Stmt::Store { arr: v(2), idx: v(16), val: Op::Float(1.0) }],
+                reset: false,
+            },
             alloc(3),
             Stmt::For {
                 idx: VarId(4),
@@ -1828,8 +1888,23 @@ mod tests {
             Stmt::Return(Op::Float(0.0)),
         ]);
         let tys = [
-            Type::Integer, vf.clone(), vf.clone(), vf.clone(), Type::Integer, Type::Float, Type::Float, pair.clone(),
-            pair.clone(), pair, vf, Type::Integer, Type::Integer, Type::Bool, Type::Integer, Type::Float, Type::Integer,
+            Type::Integer,
+            vf.clone(),
+            vf.clone(),
+            vf.clone(),
+            Type::Integer,
+            Type::Float,
+            Type::Float,
+            pair.clone(),
+            pair.clone(),
+            pair,
+            vf,
+            Type::Integer,
+            Type::Integer,
+            Type::Bool,
+            Type::Integer,
+            Type::Float,
+            Type::Integer,
         ];
         let mut f = func(tys.to_vec(), body);
         f.vars[8].mutable = true;

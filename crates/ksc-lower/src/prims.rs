@@ -8,8 +8,8 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 use crate::builder::FnBuilder;
 use crate::ir::*;
 use crate::lower::{
-    all_of, bin, check_type, components, default_lval, flat_index, in_range, index_lval, index_ops, internal, lval_op, parts,
-    split, tensor_ty, tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
+    all_of, bin, check_type, components, default_lval, flat_index, in_range, index_lval, index_ops, internal, lval_op,
+    parts, split, tensor_ty, tuple_tys, Ctx, Delayed, FnState, LVal, Lowerer, R,
 };
 
 /// An accumulator being added into in place.
@@ -76,10 +76,8 @@ fn flat_tensors(t: &Type) -> bool {
 /// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add` of
 /// flat tensors, whose accumulator is new.)
 fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
-    matches!(
-        &body.exprs[e],
-        Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _)
-    ) && flat_tensors(body.ty(e))
+    matches!(&body.exprs[e], Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _))
+        && flat_tensors(body.ty(e))
 }
 
 /// Which parts of a value are storage nothing else refers to: `Yes` for a
@@ -131,7 +129,12 @@ impl Fresh {
 /// again). With `ret` (`e` is what a definition returns), neither is a
 /// vector that copies a variable ([`passed_through`]): the definition
 /// returns the variable itself when the sizes agree.
-pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, ret: bool, results: &dyn Fn(&ksc_ir::FunName) -> Fresh) -> Fresh {
+pub(crate) fn fresh_expr(
+    body: &ksc_ir::Body,
+    e: ExprId,
+    ret: bool,
+    results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+) -> Fresh {
     let ty = body.ty(e);
     if !crate::ir::needs_heap(ty) {
         return Fresh::Yes;
@@ -147,7 +150,9 @@ pub(crate) fn fresh_expr(body: &ksc_ir::Body, e: ExprId, ret: bool, results: &dy
         Expr::Call(Callee::Fun(g), _) => results(g),
         // The elements are a fresh `build`; the sum may be the start itself.
         Expr::Call(Callee::Prim(Prim::BuildSum), _) => Fresh::Tuple(vec![Fresh::Yes, Fresh::No]),
-        Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => fresh(*a).component(*index as usize - 1, *arity as usize),
+        Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => {
+            fresh(*a).component(*index as usize - 1, *arity as usize)
+        }
         Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh(x)).collect()),
         Expr::If(_, t, f) => fresh(*t).meet(fresh(*f)),
         Expr::Let(_, _, x) | Expr::Assert(_, x) => fresh(*x),
@@ -435,7 +440,11 @@ impl Lowerer<'_> {
                 if self.checked() {
                     let cond = in_range(fb, &idx, &dims);
                     if cond != Op::Bool(true) {
-                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims } });
+                        fb.emit(Stmt::Check {
+                            cond,
+                            site,
+                            err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims },
+                        });
                     }
                 }
                 self.elem_of(fb, st, v, &elem_ty, &idx, None)
@@ -507,18 +516,19 @@ impl Lowerer<'_> {
                     this.nest_close(fb, nest);
                     Ok(())
                 };
-                let lazy = given.is_some() || matches!(v, LVal::Delayed(_)) && {
-                    fb.push_block();
-                    sizes(self, fb, st, &v)?;
-                    let pass = fb.pop_block();
-                    let cheap = !crate::builder::allocates(&pass);
-                    if cheap {
-                        for s in pass {
-                            fb.emit(s);
+                let lazy = given.is_some()
+                    || matches!(v, LVal::Delayed(_)) && {
+                        fb.push_block();
+                        sizes(self, fb, st, &v)?;
+                        let pass = fb.pop_block();
+                        let cheap = !crate::builder::allocates(&pass);
+                        if cheap {
+                            for s in pass {
+                                fb.emit(s);
+                            }
                         }
-                    }
-                    cheap
-                };
+                        cheap
+                    };
                 let v = if lazy {
                     v
                 } else {
@@ -545,14 +555,21 @@ impl Lowerer<'_> {
                         let count = this.count_of(fb, &d);
                         let end = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), count);
                         let cond = bin(fb, BinOp::ILe, end.clone(), n.clone());
-                        let what = "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
-                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] } });
+                        let what =
+                            "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
+                        fb.emit(Stmt::Check {
+                            cond,
+                            site,
+                            err: ErrorKind::Sizes { what, a: vec![end], b: vec![n.clone()] },
+                        });
                     }
                     // A materialised tensor of scalars is copied by one loop
                     // over its row-major elements (emitted as `ksrt_copy_f`
                     // for Floats).
                     let flat_src = match &x {
-                        LVal::Op(o) if rank > 1 && matches!(elem_ty, Type::Float | Type::Integer | Type::Bool) => Some(o.clone()),
+                        LVal::Op(o) if rank > 1 && matches!(elem_ty, Type::Float | Type::Integer | Type::Bool) => {
+                            Some(o.clone())
+                        }
                         _ => None,
                     };
                     let inner = match &flat_src {
@@ -580,7 +597,11 @@ impl Lowerer<'_> {
                 if let Some(n) = given {
                     let cond = bin(fb, BinOp::IEq, Op::Var(pos), n.clone());
                     let what = "`$concatN` of tensors of fewer elements than its size (elements, size):".to_string();
-                    fb.emit(Stmt::Check { cond, site, err: ErrorKind::Sizes { what, a: vec![Op::Var(pos)], b: vec![n] } });
+                    fb.emit(Stmt::Check {
+                        cond,
+                        site,
+                        err: ErrorKind::Sizes { what, a: vec![Op::Var(pos)], b: vec![n] },
+                    });
                 }
                 Ok(LVal::Op(out))
             }
@@ -720,10 +741,8 @@ impl Lowerer<'_> {
             }
             Prim::Map | Prim::Map2 => {
                 let (rank, out_elem) = tensor_ty(&ty)?;
-                let srcs: Vec<(LVal, Type)> = args[1..]
-                    .iter()
-                    .map(|a| a.val().map(|(v, t)| (v.clone(), t.clone())))
-                    .collect::<R<_>>()?;
+                let srcs: Vec<(LVal, Type)> =
+                    args[1..].iter().map(|a| a.val().map(|(v, t)| (v.clone(), t.clone()))).collect::<R<_>>()?;
                 let dims = self.dims_of(fb, &srcs[0].0, rank)?;
                 if p == Prim::Map2 {
                     let d2 = self.dims_of(fb, &srcs[1].0, rank)?;
@@ -751,7 +770,9 @@ impl Lowerer<'_> {
                 let dims = self.dims_of(fb, &v, rank)?;
                 let outs: Vec<Op> = comps
                     .iter()
-                    .map(|t| fb.let_(Rhs::Alloc { dims: dims.clone(), elem: t.clone() }, Type::tensor(rank, t.clone()), None))
+                    .map(|t| {
+                        fb.let_(Rhs::Alloc { dims: dims.clone(), elem: t.clone() }, Type::tensor(rank, t.clone()), None)
+                    })
                     .collect();
                 let nest = self.nest_open(fb, &dims);
                 // As in `build`: components that live on the heap are copied
@@ -890,14 +911,17 @@ impl Lowerer<'_> {
                 let entries = if p == Prim::BuildFromSparse { vec![entry] } else { components(entry, outs.len())? };
                 for ((entry, out), ot) in entries.into_iter().zip(&outs).zip(&out_tys) {
                     let (rank, elem) = tensor_ty(ot)?;
-                    let [i, v] = <[LVal; 2]>::try_from(components(entry, 2)?).map_err(|_| crate::lower::LowerError {
-                        message: "an entry that is not a pair".into(),
-                    })?;
+                    let [i, v] = <[LVal; 2]>::try_from(components(entry, 2)?)
+                        .map_err(|_| crate::lower::LowerError { message: "an entry that is not a pair".into() })?;
                     let idx = index_ops(&i)?;
                     let dims = self.dims_of(fb, &LVal::Op(out.clone()), rank)?;
                     let cond = in_range(fb, &idx, &dims);
                     if cond != Op::Bool(true) {
-                        fb.emit(Stmt::Check { cond, site, err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims.clone() } });
+                        fb.emit(Stmt::Check {
+                            cond,
+                            site,
+                            err: ErrorKind::IndexOutOfRange { index: idx.clone(), size: dims.clone() },
+                        });
                     }
                     let flat = flat_index(fb, &idx, &dims);
                     let slot = self.slot_acc(fb, out.clone(), flat, &elem);
@@ -1045,7 +1069,15 @@ impl Lowerer<'_> {
 
     /// `acc += v` in place (`ts_add` semantics: Integers checked, Bools and
     /// Strings keep the accumulator, tensors must have equal sizes).
-    pub(crate) fn accumulate_lval(&mut self, fb: &mut FnBuilder, st: &mut FnState, acc: &Acc, v: LVal, ty: &Type, site: SiteId) -> R<()> {
+    pub(crate) fn accumulate_lval(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        acc: &Acc,
+        v: LVal,
+        ty: &Type,
+        site: SiteId,
+    ) -> R<()> {
         match acc {
             Acc::Scalar(var, t) => {
                 let x = lval_op(&v)?;
@@ -1100,7 +1132,16 @@ impl Lowerer<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn ts_add_vals(&mut self, fb: &mut FnBuilder, st: &mut FnState, a: LVal, at: &Type, b: LVal, bt: &Type, site: SiteId) -> R<LVal> {
+    fn ts_add_vals(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        a: LVal,
+        at: &Type,
+        b: LVal,
+        bt: &Type,
+        site: SiteId,
+    ) -> R<LVal> {
         if *bt == Type::unit() {
             return Ok(a);
         }
@@ -1183,7 +1224,9 @@ impl Lowerer<'_> {
                 Ok(LVal::Tuple(out))
             }
             Type::Tensor(rank, elem) => {
-                let Some(out_elem) = result(elem) else { return internal(format!("a result for elements of type `{elem}`")) };
+                let Some(out_elem) = result(elem) else {
+                    return internal(format!("a result for elements of type `{elem}`"));
+                };
                 check_type(&out_elem)?;
                 let dims = self.dims_of(fb, &v, *rank)?;
                 let out_ty = Type::tensor(*rank, out_elem.clone());
@@ -1314,16 +1357,22 @@ impl Lowerer<'_> {
     fn select(&mut self, fb: &mut FnBuilder, st: &mut FnState, c: Op, a: LVal, b: LVal, t: &Type) -> R<LVal> {
         let la = self.leaves_of(fb, st, a, t)?;
         let lb = self.leaves_of(fb, st, b, t)?;
-        let ops: Vec<Op> = la
-            .into_iter()
-            .zip(lb)
-            .map(|((x, ty), (y, _))| fb.let_(Rhs::Select(c.clone(), x, y), ty, None))
-            .collect();
+        let ops: Vec<Op> =
+            la.into_iter().zip(lb).map(|((x, ty), (y, _))| fb.let_(Rhs::Select(c.clone(), x, y), ty, None)).collect();
         Ok(crate::lower::rebuild(t, &mut ops.into_iter()))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn delta_vec(&mut self, fb: &mut FnBuilder, st: &mut FnState, dims: &[Op], idx: &[Op], v: LVal, vt: &Type, ty: &Type) -> R<LVal> {
+    fn delta_vec(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        dims: &[Op],
+        idx: &[Op],
+        v: LVal,
+        vt: &Type,
+        ty: &Type,
+    ) -> R<LVal> {
         let v = self.force_val(fb, st, v, vt)?;
         let zero = self.zero_like(fb, st, &v, vt)?;
         let zeros = LVal::Delayed(Rc::new(Delayed::constant(dims.to_vec(), zero)));
@@ -1357,7 +1406,8 @@ impl Lowerer<'_> {
                 let dims = self.dims_of(fb, &v, *rank)?;
                 let Some(se) = e.shape() else { return internal(format!("the shape of `{t}`")) };
                 check_type(&se)?;
-                let out = fb.let_(Rhs::Alloc { dims: dims.clone(), elem: se.clone() }, Type::tensor(*rank, se.clone()), None);
+                let out =
+                    fb.let_(Rhs::Alloc { dims: dims.clone(), elem: se.clone() }, Type::tensor(*rank, se.clone()), None);
                 let nest = self.nest_open(fb, &dims);
                 let x = self.elem_of(fb, st, &v, e, nest.idx(), Some(nest.flat()))?;
                 let s = self.shape(fb, st, x, e)?;
@@ -1440,7 +1490,15 @@ impl Lowerer<'_> {
 
     /// `$tangentBasis v k`: the tangent shaped like `v`, 1.0 at the Float
     /// whose position (counted in `pos`) is `k`.
-    fn tangent_basis(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, t: &Type, k: &Op, pos: VarId) -> R<LVal> {
+    fn tangent_basis(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        v: LVal,
+        t: &Type,
+        k: &Op,
+        pos: VarId,
+    ) -> R<LVal> {
         self.map_leaves_to(fb, st, v, t, &Type::tangent, &mut |_, fb, _, t| match t {
             Type::Float => {
                 let hit = bin(fb, BinOp::IEq, Op::Var(pos), k.clone());
@@ -1527,4 +1585,3 @@ impl Lowerer<'_> {
         Ok(LVal::Op(bin(fb, BinOp::FDiv, num, den)))
     }
 }
-

@@ -126,7 +126,9 @@ fn owned_classes(f: &Func) -> Classes {
         // The operands a statement may read a tensor as without sharing
         // its memory further (or only within its class, by the edges above).
         let allowed: Vec<&Op> = match s {
-            Stmt::Let(_, Rhs::Load { arr, .. } | Rhs::Dim { arr, .. } | Rhs::DeepCopy(arr) | Rhs::Copy(arr)) => vec![arr],
+            Stmt::Let(_, Rhs::Load { arr, .. } | Rhs::Dim { arr, .. } | Rhs::DeepCopy(arr) | Rhs::Copy(arr)) => {
+                vec![arr]
+            }
             Stmt::Store { arr, .. } | Stmt::Accum { arr, .. } => vec![arr],
             Stmt::DeclMut(_, Some(o)) | Stmt::Set(_, o) => vec![o],
             _ => vec![],

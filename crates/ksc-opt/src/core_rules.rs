@@ -539,7 +539,10 @@ fn let_build_lazy(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         return None;
     }
     let mut reads = Vec::new();
-    if !lazy_reads(ctx, &x, b, &mut Vec::new(), &mut Vec::new(), &mut reads) || reads.is_empty() || reads.len() > LAZY_READS {
+    if !lazy_reads(ctx, &x, b, &mut Vec::new(), &mut Vec::new(), &mut reads)
+        || reads.is_empty()
+        || reads.len() > LAZY_READS
+    {
         return None;
     }
     // A read in a loop of n iterations asks for at least n elements.
@@ -602,7 +605,9 @@ fn read_through_if(ctx: &mut Ctx, e: ExprId, c: &str) -> ExprId {
     let node = ctx.expr(e).clone();
     let kids = term::children(&node);
     let new: Vec<ExprId> = kids.iter().map(|&k| read_through_if(ctx, k, c)).collect();
-    let e = if new == kids { e } else {
+    let e = if new == kids {
+        e
+    } else {
         let ty = ctx.ty(e);
         let n = term::with_children(&node, &new);
         ctx.alloc(n, ty)
@@ -668,9 +673,9 @@ fn lazy_reads(
         if is_x(ctx, *v) {
             // By the innermost loop's index: the name bound at that loop's
             // position of `bound`, not bound again by a let since.
-            let by_loop_index = loops.last().is_some_and(|&(_, at)| {
-                matches!(ctx.expr(*i), Expr::Var(j) if bound.iter().rposition(|v| v == j) == Some(at))
-            });
+            let by_loop_index = loops.last().is_some_and(
+                |&(_, at)| matches!(ctx.expr(*i), Expr::Var(j) if bound.iter().rposition(|v| v == j) == Some(at)),
+            );
             reads.push(Read { loops: loops.iter().map(|&(m, _)| m).collect(), by_loop_index });
             return lazy_reads(ctx, x, *i, loops, bound, reads);
         }
@@ -844,7 +849,8 @@ fn only_uses(ctx: &Ctx, x: &str, e: ExprId, added: bool) -> bool {
             ok = false;
             Some(Vec::new())
         }
-        Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd) {
+        Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd)
+        {
             Some(args) => Some(args.into_iter().filter(|&a| !is_x(a)).collect()),
             None => Some(vec![*arg]),
         },
@@ -976,7 +982,9 @@ fn trivial(ctx: &Ctx, e: ExprId) -> bool {
         Expr::Var(_) | Expr::Lit(_) | Expr::Tuple(_) => true,
         Expr::Call(Callee::Prim(Prim::Index | Prim::Get { .. } | Prim::Size | Prim::TsScale | Prim::TsNeg), _) => true,
         Expr::Call(Callee::Fun(f), _) => {
-            f.derivs.is_empty() && matches!(f.base.as_str(), "add" | "sub" | "mul" | "neg") && matches!(ctx.ty(x), Type::Float | Type::Integer)
+            f.derivs.is_empty()
+                && matches!(f.base.as_str(), "add" | "sub" | "mul" | "neg")
+                && matches!(ctx.ty(x), Type::Float | Type::Integer)
         }
         _ => false,
     })
@@ -1122,7 +1130,10 @@ fn sumbuild_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
             .enumerate()
             .map(|(k, &x)| {
                 let n = copy_atom(ctx, n);
-                let copies = lets.iter().map(|(p, r)| (p.clone(), if k == 0 { *r } else { term::deep_copy(ctx.b, *r) })).collect();
+                let copies = lets
+                    .iter()
+                    .map(|(p, r)| (p.clone(), if k == 0 { *r } else { term::deep_copy(ctx.b, *r) }))
+                    .collect();
                 let t = term::wrap(ctx.b, copies, x);
                 let l = lam(ctx, &i, &ity, t);
                 let ty = ctx.ty(x);
@@ -1272,9 +1283,11 @@ fn build_index_same(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
                 matches!(ctx.expr(size), Expr::Var(m) if *m == nn) && bound_before(ctx, &nn, at)
             });
             // n was bound to `size v`, v meaning the same there as here.
-            let measured = ctx.scope.lookup(&nn).and_then(|(p, b)| Some((p, b.value?))).is_some_and(|(p, value)| {
-                sized(ctx, value) && bound_before(ctx, &vn, p)
-            });
+            let measured = ctx
+                .scope
+                .lookup(&nn)
+                .and_then(|(p, b)| Some((p, b.value?)))
+                .is_some_and(|(p, value)| sized(ctx, value) && bound_before(ctx, &vn, p));
             made || measured
         }
         _ => false,
@@ -1334,10 +1347,14 @@ impl LoopBody<'_> {
         match ctx.expr(e) {
             Expr::Call(Callee::Prim(Prim::TsScale), a) => Some((pair(*a)?, false)),
             Expr::Call(Callee::Prim(Prim::TsNeg), a) => Some((vec![*a], false)),
-            Expr::Call(Callee::Fun(f), a) if builtin(f) && matches!(f.base.as_str(), "mul" | "div") && float_arith(f).is_some() => {
+            Expr::Call(Callee::Fun(f), a)
+                if builtin(f) && matches!(f.base.as_str(), "mul" | "div") && float_arith(f).is_some() =>
+            {
                 Some((pair(*a)?, f.base == "div"))
             }
-            Expr::Call(Callee::Fun(f), a) if builtin(f) && f.base == "neg" && ctx.ty(*a) == Type::Float => Some((vec![*a], false)),
+            Expr::Call(Callee::Fun(f), a) if builtin(f) && f.base == "neg" && ctx.ty(*a) == Type::Float => {
+                Some((vec![*a], false))
+            }
             _ => None,
         }
     }
@@ -1560,9 +1577,14 @@ fn assert_true(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 fn fold_float(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (c, comps, _) = call_parts(ctx, e)?;
     let result = match (&c, &comps[..]) {
-        (Callee::Fun(f), [a, b]) if ctx.globals.is_builtin(f) => float_arith(f)?(float_lit(ctx, *a)?, float_lit(ctx, *b)?),
+        (Callee::Fun(f), [a, b]) if ctx.globals.is_builtin(f) => {
+            float_arith(f)?(float_lit(ctx, *a)?, float_lit(ctx, *b)?)
+        }
         (Callee::Fun(f), [a])
-            if f.base == "neg" && f.derivs.is_empty() && f.base_ty == Some(Type::Float) && ctx.globals.is_builtin(f) =>
+            if f.base == "neg"
+                && f.derivs.is_empty()
+                && f.base_ty == Some(Type::Float)
+                && ctx.globals.is_builtin(f) =>
         {
             -float_lit(ctx, *a)?
         }
@@ -1602,9 +1624,9 @@ fn fold_compare(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let value = match &c {
         Callee::Prim(p @ (Prim::Eq | Prim::Ne)) => {
             let same = match (&la, &lb) {
-                (Lit::Integer(_), Lit::Integer(_)) | (Lit::Bool(_), Lit::Bool(_)) | (Lit::String(_), Lit::String(_)) => {
-                    la == lb
-                }
+                (Lit::Integer(_), Lit::Integer(_))
+                | (Lit::Bool(_), Lit::Bool(_))
+                | (Lit::String(_), Lit::String(_)) => la == lb,
                 _ => return None,
             };
             same == (*p == Prim::Eq)
@@ -1805,7 +1827,8 @@ const SHAPE_INLINE: usize = 2000;
 fn shape_inline(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let x = shape_arg(ctx, e)?;
     let Expr::Call(Callee::Fun(f), _) = ctx.expr(x).clone() else { return None };
-    if ctx.globals.def(&f.derived(ksc_ir::Derivation::Shape)).is_some() || ctx.globals.is_recursive(&f) || !ctx.pure(x) {
+    if ctx.globals.def(&f.derived(ksc_ir::Derivation::Shape)).is_some() || ctx.globals.is_recursive(&f) || !ctx.pure(x)
+    {
         return None;
     }
     ctx.globals.small_def(&f, SHAPE_INLINE, crate::Measure::Tree)?;

@@ -472,7 +472,9 @@ impl Machine<'_, '_, '_> {
     fn record_value_of_pair(&mut self, pat: &Pat, r: ExprId) {
         let ty = self.b.ty(r);
         let Expr::Call(Callee::Fun(h), arg) = self.b.expr(r) else { return };
-        let (Some((ksc_ir::Derivation::FwdT, g)), Expr::Tuple(xs), Type::Tuple(ts)) = (h.inner(), self.b.expr(*arg), &ty) else {
+        let (Some((ksc_ir::Derivation::FwdT, g)), Expr::Tuple(xs), Type::Tuple(ts)) =
+            (h.inner(), self.b.expr(*arg), &ty)
+        else {
             return;
         };
         let ([a, _], [value_ty, _]) = (&xs[..], &ts[..]) else { return };

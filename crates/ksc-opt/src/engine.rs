@@ -219,10 +219,7 @@ fn slots(b: &Builder, e: ExprId) -> Vec<Slot> {
                     })
                     .collect()
             }
-            _ => vec![Slot {
-                splat_arg: matches!(c, Callee::Prim(p) if p.splats_arguments()),
-                ..plain(*arg)
-            }],
+            _ => vec![Slot { splat_arg: matches!(c, Callee::Prim(p) if p.splats_arguments()), ..plain(*arg) }],
         },
         Expr::Let(p, r, s) => {
             let value = matches!(p, Pat::Var(_)).then_some(*r);
@@ -318,7 +315,9 @@ impl Run<'_, '_, '_> {
                     .dispatch
                     .entry((Arc::as_ptr(set), key))
                     .or_insert_with(|| {
-                        Rc::new(set.rules().iter().enumerate().filter(|(_, r)| r.may_match(key)).map(|(i, _)| i).collect())
+                        Rc::new(
+                            set.rules().iter().enumerate().filter(|(_, r)| r.may_match(key)).map(|(i, _)| i).collect(),
+                        )
                     })
                     .clone();
                 if dispatch.is_empty() {
@@ -416,7 +415,14 @@ impl Run<'_, '_, '_> {
                         break Some(cur);
                     }
                     let slots = slots(self.b, x);
-                    path.push(Frame { node: x, here: self.here, slots, next: 0, done: Vec::new(), mark: self.scope.len() });
+                    path.push(Frame {
+                        node: x,
+                        here: self.here,
+                        slots,
+                        next: 0,
+                        done: Vec::new(),
+                        mark: self.scope.len(),
+                    });
                 } else {
                     // Nothing to find below `x`: on to its next sibling.
                     let Some(parent) = path.last_mut() else { break None };
@@ -452,7 +458,8 @@ impl Run<'_, '_, '_> {
     fn bottom_up(&mut self, s: &Strategy, root: ExprId) -> Option<ExprId> {
         let (base_scope, base_here) = (self.scope.len(), self.here);
         let slots0 = slots(self.b, root);
-        let mut path = vec![Frame { node: root, here: self.here, slots: slots0, next: 0, done: Vec::new(), mark: base_scope }];
+        let mut path =
+            vec![Frame { node: root, here: self.here, slots: slots0, next: 0, done: Vec::new(), mark: base_scope }];
         let result = loop {
             let f = path.last().expect("frame");
             if f.next < f.slots.len() {
@@ -549,7 +556,8 @@ impl Run<'_, '_, '_> {
                     }
                 } else {
                     let slots = slots(self.b, x);
-                    let frame = Frame { node: x, here: self.here, slots, next: 0, done: Vec::new(), mark: self.scope.len() };
+                    let frame =
+                        Frame { node: x, here: self.here, slots, next: 0, done: Vec::new(), mark: self.scope.len() };
                     path.push((frame, changed));
                 }
             }

@@ -92,7 +92,12 @@ fn loop_parts(body: &Body, e: ExprId, p: Prim) -> Option<(ExprId, Var, ExprId)> 
 /// [`loop_parts`] of `e`, or, for a `sumbuild`, of the loop of `if (eq n
 /// 0) z (sumbuild n ..)` (with `lets` the chain, where the condition may be
 /// bound): (the loop, its size, index and body).
-fn guarded_parts(body: &Body, lets: &[(ExprId, Pat, ExprId)], e: ExprId, p: Prim) -> Option<(ExprId, ExprId, Var, ExprId)> {
+fn guarded_parts(
+    body: &Body,
+    lets: &[(ExprId, Pat, ExprId)],
+    e: ExprId,
+    p: Prim,
+) -> Option<(ExprId, ExprId, Var, ExprId)> {
     if let Some((n, i, b)) = loop_parts(body, e, p) {
         return Some((e, n, i, b));
     }
@@ -151,7 +156,9 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
                 break;
             }
             let candidate = match (p2, guarded_parts(b.body, &lets, *r2, kind)) {
-                (Pat::Var(x2), Some((loop2, n2, i2, body2))) if same_size(b.body, n1, n2) => Some((x2, loop2, i2, body2)),
+                (Pat::Var(x2), Some((loop2, n2, i2, body2))) if same_size(b.body, n1, n2) => {
+                    Some((x2, loop2, i2, body2))
+                }
                 _ => None,
             };
             let Some((x2, loop2, i2, body2)) = candidate else { continue };
@@ -162,7 +169,8 @@ fn fuse_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
             let captured = kind != Prim::Fold && (free2.contains(&i1) || (i2 != i1 && free1.contains(&i2)));
             let (called1, paired1) = calls1.get_or_insert_with(|| calls(b.body, body1));
             let (called2, paired2) = calls(b.body, body2);
-            let shares_a_call = paired2.iter().any(|g| called1.contains(g)) || paired1.iter().any(|g| called2.contains(g));
+            let shares_a_call =
+                paired2.iter().any(|g| called1.contains(g)) || paired1.iter().any(|g| called2.contains(g));
             if captured || !(kind == Prim::Sumbuild || shares_a_call) {
                 continue;
             }
@@ -224,7 +232,9 @@ fn lets_to_move(body: &Body, cache: &mut Cache, segment: &[(ExprId, Pat, ExprId)
 fn reorder(b: &mut Builder, segment: &[(ExprId, Pat, ExprId)], up: &[bool]) -> (ExprId, ExprId) {
     let last = segment.len() - 1;
     let ty = b.ty(segment[0].0);
-    let link = |b: &mut Builder, (p, r): (&Pat, ExprId), next: ExprId| b.body.alloc_typed(Expr::Let(p.clone(), r, next), ty.clone());
+    let link = |b: &mut Builder, (p, r): (&Pat, ExprId), next: ExprId| {
+        b.body.alloc_typed(Expr::Let(p.clone(), r, next), ty.clone())
+    };
     let Expr::Let(_, _, next2) = b.body.exprs[segment[last].0].clone() else { unreachable!("a let") };
     let new2 = link(b, (&segment[last].1, segment[last].2), next2);
     let mut tail = new2;
@@ -282,7 +292,9 @@ fn fuse_folds(
     // The initial accumulator and the step's parameter type.
     let parts = |b: &Builder, node: ExprId| {
         let Expr::Let(_, r, _) = b.body.exprs[node] else { unreachable!("a let") };
-        let Some(&[lam, a, _]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else { unreachable!("a fold") };
+        let Some(&[lam, a, _]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else {
+            unreachable!("a fold")
+        };
         let Expr::Lam(_, tty, _) = b.body.exprs[lam].clone() else { unreachable!("a lambda") };
         (a, tty)
     };

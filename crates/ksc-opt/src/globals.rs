@@ -170,7 +170,12 @@ impl<'g> Globals<'g> {
     /// The whole program's definitions: a function without a definition is
     /// a built-in (native prelude or `edef`), which has no effect.
     pub fn new(defs: &'g dyn Defs) -> Globals<'g> {
-        Globals { defs: Some(defs), scans: RefCell::default(), info: RefCell::default(), scan_calls: Default::default() }
+        Globals {
+            defs: Some(defs),
+            scans: RefCell::default(),
+            info: RefCell::default(),
+            scan_calls: Default::default(),
+        }
     }
 
     /// Is the program known (see [`Globals::new`])?
@@ -379,7 +384,13 @@ mod tests {
             parts.push(body.alloc_typed(Expr::Call(Callee::Prim(Prim::Print), x), Type::Integer));
         }
         let root = body.alloc(Expr::Tuple(parts));
-        Def { name: name(i), params: vec![Param { name: "x".into(), ty: Type::Float }], ret_ty: Type::Float, body, root }
+        Def {
+            name: name(i),
+            params: vec![Param { name: "x".into(), ty: Type::Float }],
+            ret_ty: Type::Float,
+            body,
+            root,
+        }
     }
 
     #[test]

@@ -69,9 +69,9 @@ pub fn scan_extras(b: &mut Builder, globals: &Globals, root: ExprId, inline: usi
 /// functions of at most `inline` nodes to be inlined; whether it fused
 /// one. Nodes are changed in place; run the optimiser afterwards.
 pub fn fuse_scan_extras(b: &mut Builder, globals: &Globals, root: ExprId, inline: usize) -> bool {
-    chain_heads(b.body, root).into_iter().any(|head| {
-        each_pair(b, globals, head, &mut |b, cx, scan, later| fuse_pair(b, cx, scan, later, inline))
-    })
+    chain_heads(b.body, root)
+        .into_iter()
+        .any(|head| each_pair(b, globals, head, &mut |b, cx, scan, later| fuse_pair(b, cx, scan, later, inline)))
 }
 
 /// The two arguments of `sub` of Integers at `e`.
@@ -119,9 +119,9 @@ impl Context<'_> {
 
     /// Is `e` (through the chain's variables) `size v`?
     fn is_size_of(&self, body: &Body, e: ExprId, v: &Var) -> bool {
-        call_of(body, self.resolve(body, e), Prim::Size).is_some_and(|s| s.len() == 1 && var_name(body, s[0]) == Some(v))
+        call_of(body, self.resolve(body, e), Prim::Size)
+            .is_some_and(|s| s.len() == 1 && var_name(body, s[0]) == Some(v))
     }
-
 
     /// The cheap lets in between that lets reading `reads` need, in order;
     /// their names join `names`.
@@ -151,12 +151,7 @@ type PairPass<'p> = dyn FnMut(&mut Builder, &mut Context, &Scan, (ExprId, ExprId
 
 /// Offers each scan of the chain at `head` with each later let (node and
 /// right side) to `pair`, until it changes something; whether it did.
-fn each_pair(
-    b: &mut Builder,
-    globals: &Globals,
-    head: ExprId,
-    pair: &mut PairPass,
-) -> bool {
+fn each_pair(b: &mut Builder, globals: &Globals, head: ExprId, pair: &mut PairPass) -> bool {
     let (outer, _) = chain(b.body, head);
     let value = outer
         .iter()
@@ -230,9 +225,7 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
         })
         .collect();
     let through = |e: ExprId| var_name(body, e).and_then(|x| local_value.get(x).copied()).unwrap_or(e);
-    let is_k = |e: ExprId| {
-        matches!(&body.exprs[through(e)], Expr::Call(Callee::Prim(Prim::Get { index: 2, arity: 2 }), x) if var_name(body, *x) == Some(p))
-    };
+    let is_k = |e: ExprId| matches!(&body.exprs[through(e)], Expr::Call(Callee::Prim(Prim::Get { index: 2, arity: 2 }), x) if var_name(body, *x) == Some(p));
     let index = lets2.iter().find_map(|(_, _, r)| {
         let Expr::Call(Callee::Prim(Prim::Index), a) = &body.exprs[*r] else { return None };
         let Expr::Tuple(xs) = &body.exprs[*a] else { return None };
@@ -245,7 +238,8 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
         || int_sub(body, at).is_some_and(|(last, kk)| {
             is_k(kk)
                 && int_sub(body, cx.resolve(body, last)).is_some_and(|(n2, one)| {
-                    matches!(&body.exprs[one], Expr::Lit(ksc_ir::Lit::Integer(1))) && cx.is_size_of(body, n2, &scan.vname)
+                    matches!(&body.exprs[one], Expr::Lit(ksc_ir::Lit::Integer(1)))
+                        && cx.is_size_of(body, n2, &scan.vname)
                 })
         });
     if !steps_all {
@@ -307,7 +301,8 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
             continue;
         }
         let Some((size, j, lb)) = loop_parts(body, *r, false) else { continue };
-        let outside = |x: &Var| moved_names.contains(x) || (!local.contains(x) && x != p && in_scope_at_scan(between, scan, x));
+        let outside =
+            |x: &Var| moved_names.contains(x) || (!local.contains(x) && x != p && in_scope_at_scan(between, scan, x));
         if !reads_only(body, size, &index, (&scan.accs, &scan.vname), &outside) {
             continue;
         }
@@ -352,7 +347,8 @@ fn extras_pair(b: &mut Builder, cx: &mut Context, scan: &Scan, (_, r2): (ExprId,
     // Those loops' values: `w = build size (lam j (tuple ..))` just before
     // the loop, moved and stored; the loop reads `index j w`.
     for (node, size, j, picked, costly_lets) in inner {
-        let lets: Vec<(Pat, ExprId)> = picked.iter().map(|(_, q, r)| (q.clone(), term::copy_tree(b.body, None, *r))).collect();
+        let lets: Vec<(Pat, ExprId)> =
+            picked.iter().map(|(_, q, r)| (q.clone(), term::copy_tree(b.body, None, *r))).collect();
         let costly_picked: Vec<(ExprId, Pat, ExprId)> = costly_lets.iter().map(|&c| picked[c].clone()).collect();
         let (val, val_ty) = tuple_of(b, &costly_picked);
         let loop_body = term::wrap(b, lets, val);

@@ -188,7 +188,11 @@ fn known_read(body: &Body, r: ExprId, index: &Var, known: &FxHashMap<Var, u32>) 
 }
 
 /// `(g, a)` if `r` is `get$1$2 p` with `p` bound to `[fwdt g] (a, da)`.
-fn value_of_pair<'p>(body: &Body, r: ExprId, pairs: &'p FxHashMap<&Var, (FunName, ExprId)>) -> Option<(&'p FunName, ExprId)> {
+fn value_of_pair<'p>(
+    body: &Body,
+    r: ExprId,
+    pairs: &'p FxHashMap<&Var, (FunName, ExprId)>,
+) -> Option<(&'p FunName, ExprId)> {
     let Expr::Call(Callee::Prim(Prim::Get { index: 1, arity: 2 }), arg) = &body.exprs[r] else { return None };
     let Expr::Var(p) = &body.exprs[*arg] else { return None };
     pairs.get(p).map(|(g, a)| (g, *a))
@@ -201,7 +205,14 @@ pub fn costly(body: &Body, r: ExprId) -> bool {
         Expr::Call(Callee::Fun(f), _) => !elementary(f),
         Expr::Call(Callee::Prim(p), _) => matches!(
             p,
-            Prim::Build | Prim::Sumbuild | Prim::Fold | Prim::BuildSum | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2
+            Prim::Build
+                | Prim::Sumbuild
+                | Prim::Fold
+                | Prim::BuildSum
+                | Prim::Scan
+                | Prim::ScanSum
+                | Prim::Map
+                | Prim::Map2
         ),
         _ => false,
     }
@@ -210,7 +221,8 @@ pub fn costly(body: &Body, r: ExprId) -> bool {
 /// Arithmetic and comparisons of scalars: cheaper to redo than to store in
 /// a vector and load back (`exp`, `tanh` and the like are not).
 fn elementary(f: &ksc_ir::FunName) -> bool {
-    const NAMES: [&str; 15] = ["add", "sub", "mul", "div", "neg", "abs", "max", "min", "to_float", "eq", "ne", "lt", "gt", "lte", "gte"];
+    const NAMES: [&str; 15] =
+        ["add", "sub", "mul", "div", "neg", "abs", "max", "min", "to_float", "eq", "ne", "lt", "gt", "lte", "gte"];
     let scalar = |t: &Type| matches!(t, Type::Float | Type::Integer | Type::Bool);
     let scalars = |t: &Type| match t {
         Type::Tuple(ts) => ts.iter().all(scalar),
@@ -444,7 +456,13 @@ fn fold_from_scan(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
 /// The let at `node` reads its value from element `i` of the stored
 /// vector `vector` (of type `vec_ty`), or from component `get` (index,
 /// arity) of that element.
-pub(crate) fn read_stored(b: &mut Builder, node: ExprId, i: &Var, (vector, vec_ty): (&Var, Type), get: Option<(u32, u32)>) {
+pub(crate) fn read_stored(
+    b: &mut Builder,
+    node: ExprId,
+    i: &Var,
+    (vector, vec_ty): (&Var, Type),
+    get: Option<(u32, u32)>,
+) {
     let Expr::Let(p, _, rest) = b.body.exprs[node].clone() else { unreachable!("a let") };
     let iv = b.var(i, Type::Integer);
     let sv = b.var(vector, vec_ty);
@@ -475,14 +493,15 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         // name of the component.
         let mut returned: FxHashMap<Var, (usize, Var)> = FxHashMap::default();
         if let Expr::Tuple(es) = &b.body.exprs[result1] {
-            let unzip = outer.iter().enumerate().skip(k1 + 1).find_map(|(ku, (_, p, r))| match (p, &b.body.exprs[*r]) {
-                (Pat::Tuple(ns), Expr::Call(Callee::Prim(Prim::Unzip), a))
-                    if matches!(&b.body.exprs[*a], Expr::Var(v) if v == x1) && ns.len() == es.len() =>
-                {
-                    Some((ku, ns.clone()))
-                }
-                _ => None,
-            });
+            let unzip =
+                outer.iter().enumerate().skip(k1 + 1).find_map(|(ku, (_, p, r))| match (p, &b.body.exprs[*r]) {
+                    (Pat::Tuple(ns), Expr::Call(Callee::Prim(Prim::Unzip), a))
+                        if matches!(&b.body.exprs[*a], Expr::Var(v) if v == x1) && ns.len() == es.len() =>
+                    {
+                        Some((ku, ns.clone()))
+                    }
+                    _ => None,
+                });
             if let Some((ku, ns)) = unzip {
                 for (e, n) in es.iter().zip(ns) {
                     if let Expr::Var(v) = &b.body.exprs[*e] {
@@ -559,11 +578,8 @@ fn share_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> usize {
         // The first loop returns the stored values too.
         // A summed loop keeps its values in one vector (of tuples, for
         // several); a built one in a vector each.
-        let names: Vec<Var> = if summed {
-            vec![b.fresh_name("stored")]
-        } else {
-            stores.iter().map(|_| b.fresh_name("stored")).collect()
-        };
+        let names: Vec<Var> =
+            if summed { vec![b.fresh_name("stored")] } else { stores.iter().map(|_| b.fresh_name("stored")).collect() };
         let mut stored = Vec::new();
         let mut tys = Vec::new();
         for &k in &stores {
@@ -692,8 +708,7 @@ fn same_vectors(
             })
             .collect();
         let Some(vectors) = vectors else { continue };
-        let parts: Option<Vec<ExprId>> =
-            vectors.iter().map(|n| vector_ty(b, n).map(|t| b.var(n, t))).collect();
+        let parts: Option<Vec<ExprId>> = vectors.iter().map(|n| vector_ty(b, n).map(|t| b.var(n, t))).collect();
         let Some(parts) = parts else { continue };
         let tuple = b.tuple(parts);
         let Expr::Let(p3, r3, rest3) = b.body.exprs[node3].clone() else { unreachable!("a let") };

@@ -456,13 +456,7 @@ pub fn numeric_leaves(t: &Type) -> bool {
 /// With `move_first`, the first occurrence of each variable takes the
 /// replacement node itself instead of a copy: use it when the replacement's
 /// old position is being discarded.
-pub fn substitute(
-    b: &mut Builder,
-    cache: &mut Cache,
-    e: ExprId,
-    map: &[(Var, ExprId)],
-    move_first: bool,
-) -> ExprId {
+pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, ExprId)], move_first: bool) -> ExprId {
     if map.is_empty() {
         return e;
     }
@@ -489,9 +483,10 @@ pub fn substitute(
         match t {
             Task::Push(entries) => env.extend(entries),
             Task::Visit(x) => {
-                let active = cache.free_vars(b.body, x).iter().any(|v| {
-                    matches!(env.iter().rev().find(|(n, _)| n == v), Some((_, Some(_))))
-                });
+                let active = cache
+                    .free_vars(b.body, x)
+                    .iter()
+                    .any(|v| matches!(env.iter().rev().find(|(n, _)| n == v), Some((_, Some(_)))));
                 if !active {
                     results.push(x);
                     continue;

@@ -49,11 +49,7 @@ impl UserRule {
             }
         }
         if r.body.ty(r.lhs) != r.body.ty(r.rhs) {
-            return Err(format!(
-                "its sides have different types, `{}` and `{}`",
-                r.body.ty(r.lhs),
-                r.body.ty(r.rhs)
-            ));
+            return Err(format!("its sides have different types, `{}` and `{}`", r.body.ty(r.lhs), r.body.ty(r.rhs)));
         }
         let mut cache = Cache::new();
         let lhs_free = cache.free_vars(&r.body, r.lhs);
@@ -64,12 +60,17 @@ impl UserRule {
             }
         }
         let order = first_occurrences(&r.body, r.lhs, &r.params);
-        let text = format!(
-            "{} ⇒ {}",
-            ksc_ir::print::print_expr(&r.body, r.lhs),
-            ksc_ir::print::print_expr(&r.body, r.rhs)
-        );
-        Ok(UserRule { name: r.name.clone(), params: r.params.clone(), body: r.body.clone(), lhs: r.lhs, rhs: r.rhs, order, text })
+        let text =
+            format!("{} ⇒ {}", ksc_ir::print::print_expr(&r.body, r.lhs), ksc_ir::print::print_expr(&r.body, r.rhs));
+        Ok(UserRule {
+            name: r.name.clone(),
+            params: r.params.clone(),
+            body: r.body.clone(),
+            lhs: r.lhs,
+            rhs: r.rhs,
+            order,
+            text,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -169,7 +170,12 @@ impl UserRule {
                     };
                     let pairs: Vec<(Var, Var)> = pp.vars().iter().cloned().zip(tp.vars().iter().cloned()).collect();
                     let n = pairs.len();
-                    tasks.extend([Task::Pop(n), Task::Match(*pb, *tb, lazy), Task::Push(pairs), Task::Match(*pr, *tr, lazy)]);
+                    tasks.extend([
+                        Task::Pop(n),
+                        Task::Match(*pb, *tb, lazy),
+                        Task::Push(pairs),
+                        Task::Match(*pr, *tr, lazy),
+                    ]);
                     shape
                 }
                 (Expr::If(c, x, y), Expr::If(d, u, w)) => {
@@ -194,7 +200,15 @@ impl UserRule {
     }
 
     /// Binds parameter `k` to target `t` (or checks a repeated one).
-    fn bind(&self, ctx: &mut Ctx, assign: &mut [Option<ExprId>], k: usize, t: ExprId, lazy: bool, env: &[(Var, Var)]) -> bool {
+    fn bind(
+        &self,
+        ctx: &mut Ctx,
+        assign: &mut [Option<ExprId>],
+        k: usize,
+        t: ExprId,
+        lazy: bool,
+        env: &[(Var, Var)],
+    ) -> bool {
         if ctx.ty(t) != self.params[k].ty {
             return false;
         }

@@ -135,10 +135,7 @@ fn effects_are_not_merged() {
 fn a_shadowed_variable_is_not_confused_with_the_outer_one() {
     let text = "(def f Float ((x : Float) (y : Float)) (let (a (add x 1.0)) (let (x 5.0) (mul a (add x 1.0)))))";
     let (_, cse) = anf_cse(text, "f", xy(3.0, 4.0));
-    assert_eq!(
-        cse,
-        "(let ((a (add x 1.0)) (ksc$x2 5.0) (ksc$t1 (add ksc$x2 1.0))) (mul a ksc$t1))"
-    );
+    assert_eq!(cse, "(let ((a (add x 1.0)) (ksc$x2 5.0) (ksc$t1 (add ksc$x2 1.0))) (mul a ksc$t1))");
 }
 
 #[test]
@@ -171,7 +168,10 @@ fn optimise_def_runs_the_whole_pipeline() {
                   (let (unused (mul x 100.0))
                     (mul (add x (mul 2.0 3.0)) (sub (add x (mul 2.0 3.0)) (sum (build 3 (lam (i : Integer) y)))))))";
     let d = optimised(text, "f", xy(1.0, 2.0));
-    assert_eq!(short_def(&d), "(let (ksc$t1 (add x 6.0)) (mul ksc$t1 (sub ksc$t1 (sumbuild 3 (lam (i : Integer) y)))))");
+    assert_eq!(
+        short_def(&d),
+        "(let (ksc$t1 (add x 6.0)) (mul ksc$t1 (sub ksc$t1 (sumbuild 3 (lam (i : Integer) y)))))"
+    );
     // The arena holds only the result.
     let mut reachable = 0;
     let mut stack = vec![d.root];

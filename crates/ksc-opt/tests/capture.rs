@@ -113,13 +113,10 @@ fn floating_out_of_an_if_condition_renames_over_the_branches() {
 #[test]
 fn index_of_build_binds_the_index_outside_the_element() {
     // index j (build n (lam j ..)): the outer j is the index, bound by let.
-    let text = "(def f Float ((j : Integer) (n : Integer)) (index j (build n (lam (j : Integer) (to_float (mul j 2))))))";
-    let d = rewrite(
-        text,
-        "f",
-        &normalize(core("index-build")),
-        Value::tuple(vec![Value::Integer(2), Value::Integer(5)]),
-    );
+    let text =
+        "(def f Float ((j : Integer) (n : Integer)) (index j (build n (lam (j : Integer) (to_float (mul j 2))))))";
+    let d =
+        rewrite(text, "f", &normalize(core("index-build")), Value::tuple(vec![Value::Integer(2), Value::Integer(5)]));
     assert_eq!(body_text(&d), "(let (j j) (to_float (mul j 2)))");
 }
 

@@ -157,8 +157,5 @@ fn the_argument_tuple_is_looked_through() {
 #[test]
 fn strategies_print_as_combinator_expressions() {
     let s = seq(top_down(fold()), lchoice(bottom_up(try_(id())), repeat(all(one(fail())))));
-    assert_eq!(
-        s.to_string(),
-        "seq(topDown(rule(fold-float)), lchoice(bottomUp(try(id)), repeat(all(one(fail)))))"
-    );
+    assert_eq!(s.to_string(), "seq(topDown(rule(fold-float)), lchoice(bottomUp(try(id)), repeat(all(one(fail)))))");
 }

@@ -774,7 +774,8 @@ fn template(rule: &str) -> Option<Template> {
                     };
                     for name in names[..loops as usize].iter().rev() {
                         g.env.pop();
-                        let k = if g.rng.chance(60) { b.integer(g.rng.below(3) as i64) } else { g.atom(b, &Type::Integer) };
+                        let k =
+                            if g.rng.chance(60) { b.integer(g.rng.below(3) as i64) } else { g.atom(b, &Type::Integer) };
                         let lam = b.lam(name, Type::Integer, read);
                         read = b.prim(Prim::Sumbuild, vec![k, lam]);
                     }

@@ -76,7 +76,9 @@ fn nested_calls() -> Def {
 
 /// Runs `f` on a thread with a small stack.
 fn small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| std::thread::Builder::new().stack_size(SMALL_STACK).spawn_scoped(s, f).unwrap().join().unwrap())
+    std::thread::scope(|s| {
+        std::thread::Builder::new().stack_size(SMALL_STACK).spawn_scoped(s, f).unwrap().join().unwrap()
+    })
 }
 
 /// Evaluates `deep` of both on a big stack and compares.
@@ -118,9 +120,12 @@ fn a_deep_let_chain_is_simplified_and_optimised() {
     let cleaned = with_strategy(&d, &core_cleanup());
     same_result(&d, &cleaned);
     // Every let but the two shared ones was inlined.
-    let lets = cleaned.body.exprs.iter().filter(|(id, e)| matches!(e, Expr::Let(..)) && reachable(&cleaned, *id)).count();
+    let lets =
+        cleaned.body.exprs.iter().filter(|(id, e)| matches!(e, Expr::Let(..)) && reachable(&cleaned, *id)).count();
     assert_eq!(lets, 1);
-    for s in [simplify_lm(), push_apply(), top_down(ksc_opt::strategy::fail()), bottom_up(try_(ksc_opt::strategy::id()))] {
+    for s in
+        [simplify_lm(), push_apply(), top_down(ksc_opt::strategy::fail()), bottom_up(try_(ksc_opt::strategy::id()))]
+    {
         let out = with_strategy(&d, &s);
         same_result(&d, &out);
     }
@@ -166,4 +171,3 @@ fn reachable(d: &Def, target: ExprId) -> bool {
     }
     false
 }
-

@@ -93,7 +93,8 @@ fn simplify_lm_keeps_the_matrix_of_random_maps() {
         }
         let defs = [def_of("before", &body, before), def_of("after", &body, after)];
         let (mut interp, vb) = eval(&defs, "before");
-        let va = interp.call(&FunName::typed("after", Type::unit()), Value::unit(), &mut std::io::sink()).expect("runs");
+        let va =
+            interp.call(&FunName::typed("after", Type::unit()), Value::unit(), &mut std::io::sink()).expect("runs");
         let (db, da) = (interp.dense_matrix(&vb).expect("dense"), interp.dense_matrix(&va).expect("dense"));
         assert_eq!((db.rows, db.cols), (da.rows, da.cols), "{text}");
         for (x, y) in db.data.iter().zip(&da.data) {
@@ -135,7 +136,8 @@ fn push_apply_leaves_no_linear_map_and_keeps_the_value() {
         pushed += 1;
         let defs = [def_of("before", &body, before), def_of("after", &body, after)];
         let (mut interp, vb) = eval(&defs, "before");
-        let va = interp.call(&FunName::typed("after", Type::unit()), Value::unit(), &mut std::io::sink()).expect("runs");
+        let va =
+            interp.call(&FunName::typed("after", Type::unit()), Value::unit(), &mut std::io::sink()).expect("runs");
         let (mut fb, mut fa) = (Vec::new(), Vec::new());
         ksc_eval::flatten_tangent(&vb, &mut fb);
         ksc_eval::flatten_tangent(&va, &mut fa);
@@ -204,7 +206,8 @@ fn a_jacobian_simplifies_to_its_essentials() {
 
 #[test]
 fn the_trace_records_rules_in_order_with_before_and_after() {
-    let text = "(def jac (LM Float Float) (x : Float) (lmCompose (lmOne 0.0) (lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0))))";
+    let text =
+        "(def jac (LM Float Float) (x : Float) (lmCompose (lmOne 0.0) (lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0))))";
     let a = common::checked(text);
     let mut d = common::user_def(&a, "jac");
     let mut fresh = 0;
@@ -218,7 +221,11 @@ fn the_trace_records_rules_in_order_with_before_and_after() {
     assert_eq!(
         fired,
         vec![
-            ("compose-one-left", "(lmCompose (lmOne 0.0) (lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0)))", "(lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0))"),
+            (
+                "compose-one-left",
+                "(lmCompose (lmOne 0.0) (lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0)))",
+                "(lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0))"
+            ),
             ("add-zero-right", "(lmAdd (lmScale 0.0 x) (lmZero 0.0 0.0))", "(lmScale 0.0 x)"),
         ]
     );

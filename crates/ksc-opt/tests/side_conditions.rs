@@ -59,10 +59,7 @@ fn sum_of_deltavec_needs_the_index_in_range() {
     // An index that is not the build's.
     let text = "(def f (Vec Float) ((n : Integer) (j : Integer) (x : Float))
                   (build n (lam (i : Integer) (sum (deltaVec n j x)))))";
-    assert_eq!(
-        after(text, "f", &core("sum-deltavec")),
-        "(build n (lam (i : Integer) (sum (deltaVec n j x))))"
-    );
+    assert_eq!(after(text, "f", &core("sum-deltavec")), "(build n (lam (i : Integer) (sum (deltaVec n j x))))");
 }
 
 #[test]
@@ -107,10 +104,7 @@ fn effects_are_never_dropped() {
     let map = DefMap::new(defs.iter().copied());
     // `noisy` is small: it is inlined, and its effect stays.
     rewrite(&mut d, &Globals::new(&map), &core_cleanup());
-    assert_eq!(
-        short_def(&d),
-        "(let ((a (print \"hello\")) (b ($trace x)) (c ($trace x))) 0)"
-    );
+    assert_eq!(short_def(&d), "(let ((a (print \"hello\")) (b ($trace x)) (c ($trace x))) 0)");
     // A pure unused binding goes.
     let text = "(def f Integer (x : Float) (let (a (mul x 2.0)) 0))";
     assert_eq!(after(text, "f", &core_cleanup()), "0");
@@ -166,20 +160,14 @@ fn a_rewrite_that_changes_the_type_is_refused() {
 fn single_use_inlining_never_moves_work_into_a_lambda() {
     let text = "(def f (Vec Float) ((n : Integer) (x : Float))
                   (let (a (mul x x)) (build n (lam (i : Integer) (add a 1.0)))))";
-    assert_eq!(
-        after(text, "f", &core("let-once")),
-        "(let (a (mul x x)) (build n (lam (i : Integer) (add a 1.0))))"
-    );
+    assert_eq!(after(text, "f", &core("let-once")), "(let (a (mul x x)) (build n (lam (i : Integer) (add a 1.0))))");
 }
 
 #[test]
 fn a_recursive_function_is_not_inlined_but_a_marked_call_is() {
     let text = "(def fact Integer (k : Integer) (if (lt k 1) 1 (mul k (fact (sub k 1)))))
                 (def f Integer (k : Integer) (add (fact k) ($inline (fact 3))))";
-    assert_eq!(
-        after(text, "f", &core("inline-small")),
-        "(add (fact k) ($inline (fact 3)))"
-    );
+    assert_eq!(after(text, "f", &core("inline-small")), "(add (fact k) ($inline (fact 3)))");
     assert_eq!(
         after(text, "f", &top_down(rule(Rule::Core(core_rule("inline-marked").unwrap())))),
         "(add (fact k) (let (k 3) (if (lt k 1) 1 (mul k (fact (sub k 1))))))"

@@ -136,14 +136,20 @@ fn commutativity_applied_first_match_terminates() {
 #[test]
 fn commutativity_normalized_runs_out_of_fuel_and_says_so() {
     let text = format!("{COMM}\n(def f Float ((x : Float) (y : Float)) (add x y))");
-    let out = apply(&text, "f", |s| normalize_with_fuel(rules(s.clone()), 1000), Value::tuple(vec![Value::Float(2.0), Value::Float(5.0)]));
+    let out = apply(
+        &text,
+        "f",
+        |s| normalize_with_fuel(rules(s.clone()), 1000),
+        Value::tuple(vec![Value::Float(2.0), Value::Float(5.0)]),
+    );
     assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
     assert_eq!(out.warnings[0].kind, WarningKind::FuelExhausted);
     assert!(out.warnings[0].message.contains("comm"), "{}", out.warnings[0].message);
     // After an even number of swaps.
     assert_eq!(out.text, "(add x y)");
     // With the default fuel, too.
-    let out = apply(&text, "f", |s| normalize(rules(s.clone())), Value::tuple(vec![Value::Float(2.0), Value::Float(5.0)]));
+    let out =
+        apply(&text, "f", |s| normalize(rules(s.clone())), Value::tuple(vec![Value::Float(2.0), Value::Float(5.0)]));
     assert_eq!(out.warnings[0].kind, WarningKind::FuelExhausted);
 }
 

@@ -266,15 +266,31 @@ pub enum ExprKind {
     Var(Ident),
     /// `(f e1 .. en)`; `args` are the written arguments (the call means `f` applied
     /// to `e1` when n = 1 and to `(tuple e1 .. en)` otherwise).
-    Call { fun: FunName, args: Vec<Expr> },
+    Call {
+        fun: FunName,
+        args: Vec<Expr>,
+    },
     /// `(tuple e1 .. en)`
     Tuple(Vec<Expr>),
     /// `(let (p e) body)` or `(let ((p1 e1) ..) body)`: bindings are sequential.
-    Let { bindings: Vec<Binding>, body: Box<Expr> },
-    If { cond: Box<Expr>, then_branch: Box<Expr>, else_branch: Box<Expr> },
-    Assert { cond: Box<Expr>, body: Box<Expr> },
+    Let {
+        bindings: Vec<Binding>,
+        body: Box<Expr>,
+    },
+    If {
+        cond: Box<Expr>,
+        then_branch: Box<Expr>,
+        else_branch: Box<Expr>,
+    },
+    Assert {
+        cond: Box<Expr>,
+        body: Box<Expr>,
+    },
     /// `(lam (x : T) body)`
-    Lam { param: Param, body: Box<Expr> },
+    Lam {
+        param: Param,
+        body: Box<Expr>,
+    },
     /// `($dummy T)`
     Dummy(Type),
 }

@@ -912,7 +912,8 @@ impl Parser<'_> {
     #[inline(never)]
     fn too_many_lets(&mut self, span: Span) -> Failed {
         let msg = format!("more than {MAX_LET_DEPTH} `let` bindings around this expression");
-        let note = Some("each binding of a `let` nests what follows it one level deeper; split the function into several");
+        let note =
+            Some("each binding of a `let` nests what follows it one level deeper; split the function into several");
         self.error_note(span, msg, note)
     }
 

@@ -179,9 +179,10 @@ impl GlobalTable {
 
     pub fn signatures(&self) -> impl Iterator<Item = &Signature> {
         let shared = self.shared.iter().flat_map(move |l| {
-            l.sigs.iter().filter(move |(n, _)| !self.sigs.contains_key(*n)).filter_map(move |(_, vs)| {
-                vs.iter().rev().find(|(k, _)| *k < self.upto).map(|(_, s)| s)
-            })
+            l.sigs
+                .iter()
+                .filter(move |(n, _)| !self.sigs.contains_key(*n))
+                .filter_map(move |(_, vs)| vs.iter().rev().find(|(k, _)| *k < self.upto).map(|(_, s)| s))
         });
         shared.chain(self.sigs.values())
     }
@@ -339,13 +340,7 @@ pub struct Checker<'a> {
 
 impl<'a> Checker<'a> {
     pub fn new(table: &'a mut GlobalTable, file: FileRef) -> Checker<'a> {
-        Checker {
-            table,
-            file,
-            diagnostics: Vec::new(),
-            later: Arc::default(),
-            unreadable: Default::default(),
-        }
+        Checker { table, file, diagnostics: Vec::new(), later: Arc::default(), unreadable: Default::default() }
     }
 
     /// Check all declarations of a file, resolving names in place.
@@ -406,7 +401,11 @@ impl<'a> Checker<'a> {
                 if !t.compatible(&def.ret_ty) {
                     self.error(spans.expr(def.root), format!("the body of `{}` has the wrong type", def.name.short()))
                         .caret(format!("this has type `{t}`"))
-                        .label(file, spans.ret_ty, format!("but `{}` is declared to return `{}`", def.name.short(), def.ret_ty));
+                        .label(
+                            file,
+                            spans.ret_ty,
+                            format!("but `{}` is declared to return `{}`", def.name.short(), def.ret_ty),
+                        );
                 }
                 let _ = registered;
             }
@@ -468,8 +467,11 @@ impl<'a> Checker<'a> {
         };
         if let Some(written) = &name.base_ty {
             if !written.compatible(&inferred) {
-                self.error(span, format!("the base type `{written}` written in the name does not match the parameters"))
-                    .note(format!("with these parameters the base argument type of `{}` is `{inferred}`", name.short()));
+                self.error(
+                    span,
+                    format!("the base type `{written}` written in the name does not match the parameters"),
+                )
+                .note(format!("with these parameters the base argument type of `{}` is `{inferred}`", name.short()));
                 return None;
             }
         }
@@ -512,7 +514,11 @@ impl<'a> Checker<'a> {
                 true
             }
             (SigKind::Edef | SigKind::Def, SigKind::Def, FileRef::Prelude) => {
-                let mut d = Diagnostic::warning(self.file, here, format!("this definition replaces the built-in `{}`", sig.name));
+                let mut d = Diagnostic::warning(
+                    self.file,
+                    here,
+                    format!("this definition replaces the built-in `{}`", sig.name),
+                );
                 d.label(FileRef::Prelude, old.origin.span, "the built-in declaration");
                 self.diagnostics.push(d);
                 self.table.insert(sig);
@@ -576,7 +582,11 @@ impl<'a> Checker<'a> {
                 "`{}` exists for these argument types; write the one you mean as `[{} T]`: {}",
                 name.short(),
                 name.base,
-                candidates.iter().map(|c| format!("`{}`", c.base_ty.clone().unwrap_or(Type::Unknown))).collect::<Vec<_>>().join(", ")
+                candidates
+                    .iter()
+                    .map(|c| format!("`{}`", c.base_ty.clone().unwrap_or(Type::Unknown)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         None
@@ -624,9 +634,15 @@ impl<'a> Checker<'a> {
                             Type::Unknown => vec![Type::Unknown; vs.len()],
                             _ => {
                                 let (file, rspan) = (self.file, spans.expr(rhs));
-                                self.error(span, format!("a tuple pattern of {} variables cannot bind a value of type `{rt}`", vs.len()))
-                                    .label(file, rspan, format!("this has type `{rt}`"));
-                                            vec![Type::Unknown; vs.len()]
+                                self.error(
+                                    span,
+                                    format!(
+                                        "a tuple pattern of {} variables cannot bind a value of type `{rt}`",
+                                        vs.len()
+                                    ),
+                                )
+                                .label(file, rspan, format!("this has type `{rt}`"));
+                                vec![Type::Unknown; vs.len()]
                             }
                         };
                         for (i, v) in vs.iter().enumerate() {
@@ -647,7 +663,11 @@ impl<'a> Checker<'a> {
                 let tt = self.expr(body, t, env, spans);
                 let ft = self.expr(body, f, env, spans);
                 if tt.compatible(&ft) {
-                    if tt.is_unknown() { ft } else { tt }
+                    if tt.is_unknown() {
+                        ft
+                    } else {
+                        tt
+                    }
                 } else {
                     let (ts, fs) = (spans.expr(t), spans.expr(f));
                     let file = self.file;
@@ -800,4 +820,3 @@ impl<'a> Checker<'a> {
         self.diagnostics.push(d);
     }
 }
-

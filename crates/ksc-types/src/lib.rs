@@ -73,10 +73,7 @@ pub fn prelude_diagnostics() -> &'static [Diagnostic] {
 /// Read, lower and check one text against `table`, extending it.
 fn check_text(text: &str, file: FileRef, table: &mut GlobalTable) -> (CheckedFile, Vec<Diagnostic>) {
     let (ast, syntax_errors) = ksc_syntax::parse_source(text);
-    let mut diagnostics: Vec<Diagnostic> = syntax_errors
-        .into_iter()
-        .map(|e| Diagnostic::syntax(file, e))
-        .collect();
+    let mut diagnostics: Vec<Diagnostic> = syntax_errors.into_iter().map(|e| Diagnostic::syntax(file, e)).collect();
     let (mut decls, spans) = lower::lower_file(&ast);
     let mut checker = check::Checker::new(table, file);
     if !diagnostics.is_empty() {

@@ -6,9 +6,9 @@
 //! binding-list `let`s into nested `let`s and multi-argument calls into calls
 //! of a literal tuple.
 
-use la_arena::ArenaMap;
 use ksc_ir::{Body, Callee, Decl, Def, Edef, Expr, ExprId, FunName, Gdef, Lit, Param, Pat, Prim, Rule, Type};
 use ksc_syntax::{ast, Span};
+use la_arena::ArenaMap;
 
 /// Where the parts of one declaration are in the source.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -103,14 +103,10 @@ pub fn lower_type(t: &ast::Type) -> Type {
 
 pub fn lower_fun_name(n: &ast::FunName) -> FunName {
     match &n.kind {
-        ast::FunNameKind::Base { name, base_ty } => FunName {
-            derivs: Vec::new(),
-            base: name.text.clone(),
-            base_ty: base_ty.as_ref().map(lower_type),
-        },
-        ast::FunNameKind::Derived { derivation, inner } => {
-            lower_fun_name(inner).derived(*derivation)
+        ast::FunNameKind::Base { name, base_ty } => {
+            FunName { derivs: Vec::new(), base: name.text.clone(), base_ty: base_ty.as_ref().map(lower_type) }
         }
+        ast::FunNameKind::Derived { derivation, inner } => lower_fun_name(inner).derived(*derivation),
     }
 }
 

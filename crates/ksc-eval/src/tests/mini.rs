@@ -134,15 +134,8 @@ pub fn parse_type(sx: &Sx) -> Type {
 fn parse_param(sx: &Sx) -> Param {
     let l = list(sx);
     assert_eq!(atom(&l[1]), ":");
-    let ty = if l.len() == 3 {
-        parse_type(&l[2])
-    } else {
-        parse_type(&Sx::List(l[2..].to_vec()))
-    };
-    Param {
-        name: atom(&l[0]).to_string(),
-        ty,
-    }
+    let ty = if l.len() == 3 { parse_type(&l[2]) } else { parse_type(&Sx::List(l[2..].to_vec())) };
+    Param { name: atom(&l[0]).to_string(), ty }
 }
 
 struct Sig {
@@ -157,9 +150,7 @@ fn native_ret(base: &str, arg: &Type) -> Option<Type> {
         "gt" | "lt" | "gte" | "lte" | "or" | "and" => Type::Bool,
         "imax" => Type::Integer,
         "to_float" | "bool_to_float" | "$ranhashdoub" | "dot" | "pow" | "max" => Type::Float,
-        "mul" if matches!(arg, Type::Tuple(ts) if ts[0] == Type::tensor(2, Type::Float)) => {
-            Type::vec(Type::Float)
-        }
+        "mul" if matches!(arg, Type::Tuple(ts) if ts[0] == Type::tensor(2, Type::Float)) => Type::vec(Type::Float),
         _ => match arg {
             Type::Tuple(ts) => ts[0].clone(),
             t => t.clone(),
@@ -193,9 +184,7 @@ impl Lowerer<'_> {
             _ => {}
         }
         let numeric = a.starts_with(|c: char| c.is_ascii_digit())
-            || (a.len() > 1
-                && a.starts_with(['-', '+'])
-                && a[1..].starts_with(|c: char| c.is_ascii_digit()));
+            || (a.len() > 1 && a.starts_with(['-', '+']) && a[1..].starts_with(|c: char| c.is_ascii_digit()));
         if numeric {
             if a.contains(['.', 'e', 'E']) {
                 return self.typed(Expr::Lit(Lit::Float(a.parse().unwrap())), Type::Float);
@@ -226,10 +215,7 @@ impl Lowerer<'_> {
                             Type::Tuple(ts) => ts,
                             _ => vec![Type::Unknown; names.len()],
                         };
-                        (
-                            Pat::Tuple(names.clone()),
-                            names.into_iter().zip(tys).collect(),
-                        )
+                        (Pat::Tuple(names.clone()), names.into_iter().zip(tys).collect())
                     }
                     Sx::Str(_) => panic!("bad pattern"),
                 };
@@ -271,37 +257,19 @@ impl Lowerer<'_> {
 
     fn call(&mut self, head: &str, args: &[Sx]) -> (ExprId, Type) {
         let (es, ts): (Vec<_>, Vec<_>) = args.iter().map(|x| self.expr(x)).unzip();
-        let (arg, arg_ty) = if es.len() == 1 {
-            (es[0], ts[0].clone())
-        } else {
-            self.typed(Expr::Tuple(es), Type::Tuple(ts.clone()))
-        };
+        let (arg, arg_ty) =
+            if es.len() == 1 { (es[0], ts[0].clone()) } else { self.typed(Expr::Tuple(es), Type::Tuple(ts.clone())) };
         if let Some(p) = Prim::from_name(head) {
-            let written: Vec<Type> = self
-                .body
-                .call_args(arg)
-                .iter()
-                .map(|&e| self.body.ty(e).clone())
-                .collect();
-            let ty = p
-                .result_type(&written)
-                .unwrap_or_else(|e| panic!("{head}: {e}"));
+            let written: Vec<Type> = self.body.call_args(arg).iter().map(|&e| self.body.ty(e).clone()).collect();
+            let ty = p.result_type(&written).unwrap_or_else(|e| panic!("{head}: {e}"));
             return self.typed(Expr::Call(Callee::Prim(p), arg), ty);
         }
-        if let Some(sig) = self
-            .sigs
-            .iter()
-            .find(|s| s.name.base == head && s.name.base_ty.as_ref() == Some(&arg_ty))
-        {
+        if let Some(sig) = self.sigs.iter().find(|s| s.name.base == head && s.name.base_ty.as_ref() == Some(&arg_ty)) {
             let (name, ret) = (sig.name.clone(), sig.ret.clone());
             return self.typed(Expr::Call(Callee::Fun(name), arg), ret);
         }
-        let ret =
-            native_ret(head, &arg_ty).unwrap_or_else(|| panic!("no function {head} at {arg_ty}"));
-        self.typed(
-            Expr::Call(Callee::Fun(FunName::typed(head, arg_ty)), arg),
-            ret,
-        )
+        let ret = native_ret(head, &arg_ty).unwrap_or_else(|| panic!("no function {head} at {arg_ty}"));
+        self.typed(Expr::Call(Callee::Fun(FunName::typed(head, arg_ty)), arg), ret)
     }
 }
 
@@ -324,15 +292,9 @@ pub fn program(src: &str) -> Vec<Def> {
             "def" => {
                 let params = params_of(&l[3]);
                 let arg = Type::of_params(params.iter().map(|p| p.ty.clone()));
-                sigs.push(Sig {
-                    name: FunName::typed(atom(&l[1]), arg),
-                    ret: parse_type(&l[2]),
-                });
+                sigs.push(Sig { name: FunName::typed(atom(&l[1]), arg), ret: parse_type(&l[2]) });
             }
-            "edef" => sigs.push(Sig {
-                name: FunName::typed(atom(&l[1]), parse_type(&l[3])),
-                ret: parse_type(&l[2]),
-            }),
+            "edef" => sigs.push(Sig { name: FunName::typed(atom(&l[1]), parse_type(&l[3])), ret: parse_type(&l[2]) }),
             other => panic!("unknown declaration {other}"),
         }
     }
@@ -346,10 +308,7 @@ pub fn program(src: &str) -> Vec<Def> {
         let mut lw = Lowerer {
             sigs: &sigs,
             body: Body::new(),
-            env: params
-                .iter()
-                .map(|p| (p.name.clone(), p.ty.clone()))
-                .collect(),
+            env: params.iter().map(|p| (p.name.clone(), p.ty.clone())).collect(),
         };
         let (root, _) = lw.expr(&l[4]);
         let arg = Type::of_params(params.iter().map(|p| p.ty.clone()));

@@ -15,12 +15,7 @@ use ksc_ir::{Def, Expr, FunName, Type};
 use crate::{Interpreter, RuntimeError, Tensor, Value};
 
 /// Runs `name` (with argument type `arg_ty`) of the program `src`.
-pub fn run_fn(
-    src: &str,
-    name: &str,
-    arg_ty: Type,
-    arg: Value,
-) -> (Result<Value, RuntimeError>, String, Vec<Def>) {
+pub fn run_fn(src: &str, name: &str, arg_ty: Type, arg: Value) -> (Result<Value, RuntimeError>, String, Vec<Def>) {
     let defs = mini::program(src);
     let mut out = Vec::new();
     let r = Interpreter::new(&defs).call(&FunName::typed(name, arg_ty), arg, &mut out);
@@ -36,18 +31,13 @@ pub fn run_main(src: &str) -> (Result<Value, RuntimeError>, String, Vec<Def>) {
 pub fn eval(expr: &str) -> String {
     let (r, out, _) = run_main(&format!("(def main Integer () {expr})"));
     assert_eq!(out, "", "unexpected output");
-    r.unwrap_or_else(|e| panic!("{expr}: {}", e.message))
-        .to_string()
+    r.unwrap_or_else(|e| panic!("{expr}: {}", e.message)).to_string()
 }
 
 /// The output and the printed value of an expression.
 pub fn eval_out(expr: &str) -> (String, String) {
     let (r, out, _) = run_main(&format!("(def main Integer () {expr})"));
-    (
-        out,
-        r.unwrap_or_else(|e| panic!("{expr}: {}", e.message))
-            .to_string(),
-    )
+    (out, r.unwrap_or_else(|e| panic!("{expr}: {}", e.message)).to_string())
 }
 
 /// The error of an expression, and the expression it is located at.
@@ -64,10 +54,7 @@ pub fn eval_err(expr: &str) -> (String, Expr) {
 #[track_caller]
 pub fn assert_fails(expr: &str, msg: &str, at: &str) {
     let (m, e) = eval_err(expr);
-    assert!(
-        m.contains(msg),
-        "{expr}: message {m:?} does not contain {msg:?}"
-    );
+    assert!(m.contains(msg), "{expr}: message {m:?} does not contain {msg:?}");
     let name = match &e {
         Expr::Call(ksc_ir::Callee::Prim(p), _) => p.to_string(),
         Expr::Call(ksc_ir::Callee::Fun(f), _) => f.base.clone(),
@@ -98,13 +85,9 @@ fn format_float_special_values() {
     assert_eq!(crate::format_float(f64::NEG_INFINITY), "-inf");
     assert_eq!(crate::format_float(-0.0), "-0");
     // The examples of knossos-reference.md 7.7.
-    for (x, s) in [
-        (2.0, "2"),
-        (100000.0, "100000"),
-        (-1e38, "-1e+38"),
-        (0.0015, "0.0015"),
-        (1.86265e-11, "1.86265e-11"),
-    ] {
+    for (x, s) in
+        [(2.0, "2"), (100000.0, "100000"), (-1e38, "-1e+38"), (0.0015, "0.0015"), (1.86265e-11, "1.86265e-11")]
+    {
         assert_eq!(crate::format_float(x), s);
     }
 }
@@ -116,32 +99,19 @@ fn display_of_values() {
     assert_eq!(Value::Bool(true).to_string(), "1");
     assert_eq!(Value::Bool(false).to_string(), "0");
     assert_eq!(Value::string("a \"b\"\n").to_string(), "a \"b\"\n");
-    assert_eq!(
-        t(vec![Value::Integer(1), Value::Float(2.5)]).to_string(),
-        "1,2.5"
-    );
+    assert_eq!(t(vec![Value::Integer(1), Value::Float(2.5)]).to_string(), "1,2.5");
     assert_eq!(Value::unit().to_string(), "");
     assert_eq!(t(vec![Value::unit(), Value::Float(2.0)]).to_string(), ",2");
-    let nested = t(vec![
-        Value::Integer(1),
-        t(vec![Value::Integer(2), Value::Integer(3)]),
-        Value::Integer(4),
-    ]);
+    let nested = t(vec![Value::Integer(1), t(vec![Value::Integer(2), Value::Integer(3)]), Value::Integer(4)]);
     assert_eq!(nested.to_string(), "1,2,3,4");
     assert_eq!(floats(&[1.0, 0.5, 1e6]).to_string(), "[1, 0.5, 1e+06]");
     assert_eq!(floats(&[]).to_string(), "[]");
     let m = Tensor::new(vec![2, 3], (0..6).map(Value::Integer).collect()).unwrap();
-    assert_eq!(
-        Value::Tensor(Rc::new(m)).to_string(),
-        "[[0, 1, 2], [3, 4, 5]]"
-    );
+    assert_eq!(Value::Tensor(Rc::new(m)).to_string(), "[[0, 1, 2], [3, 4, 5]]");
     let m = Tensor::new(vec![2, 0], vec![]).unwrap();
     assert_eq!(Value::Tensor(Rc::new(m)).to_string(), "[[], []]");
     let m = Tensor::new(vec![2, 1, 2], (0..4).map(Value::Integer).collect()).unwrap();
-    assert_eq!(
-        Value::Tensor(Rc::new(m)).to_string(),
-        "[[[0, 1]], [[2, 3]]]"
-    );
+    assert_eq!(Value::Tensor(Rc::new(m)).to_string(), "[[[0, 1]], [[2, 3]]]");
     let ragged = Value::vector(vec![floats(&[1.0]), floats(&[]), floats(&[2.0, 3.0])]);
     assert_eq!(ragged.to_string(), "[[1], [], [2, 3]]");
     let pairs = Value::vector(vec![
@@ -150,10 +120,7 @@ fn display_of_values() {
     ]);
     assert_eq!(pairs.to_string(), "[1,2, 3,4]");
     // A malformed tensor built by hand prints what it has, without panicking.
-    let bad = Tensor {
-        shape: vec![3, 2],
-        data: vec![Value::Integer(1)],
-    };
+    let bad = Tensor { shape: vec![3, 2], data: vec![Value::Integer(1)] };
     assert_eq!(Value::Tensor(Rc::new(bad)).to_string(), "[[], [], []]");
 }
 
@@ -164,12 +131,7 @@ fn ranhash_values() {
         (0, 8882115565503647203u64, 0.4815004496193184, "0.4815"),
         (1, 13738603025981410947, 0.7447711623842486, "0.744771"),
         (20000, 10057253250411273171, 0.5452047911666401, "0.545205"),
-        (
-            123456789,
-            12024371466665708517,
-            0.6518424833465836,
-            "0.651842",
-        ),
+        (123456789, 12024371466665708517, 0.6518424833465836, "0.651842"),
         (-1, 10017675707735882228, 0.5430592882791253, "0.543059"),
     ];
     for (seed, hash, x, printed) in cases {

@@ -25,16 +25,8 @@ fn integer_errors() {
     assert_fails("(sub -9223372036854775808 1)", "integer overflow", "sub");
     assert_fails("(mul 4611686018427387904 2)", "integer overflow", "mul");
     assert_fails("(neg -9223372036854775808)", "integer overflow", "neg");
-    assert_fails(
-        "(ts_add 9223372036854775807 1)",
-        "integer overflow",
-        "ts_add",
-    );
-    assert_fails(
-        "(ts_neg -9223372036854775808)",
-        "integer overflow",
-        "ts_neg",
-    );
+    assert_fails("(ts_add 9223372036854775807 1)", "integer overflow", "ts_add");
+    assert_fails("(ts_neg -9223372036854775808)", "integer overflow", "ts_neg");
 }
 
 #[test]
@@ -56,18 +48,9 @@ fn float_arithmetic() {
 
 #[test]
 fn comparisons_and_logic() {
-    assert_eq!(
-        eval("(tuple (gt 2.0 1.0) (lt 2.0 1.0) (gte 1.0 1.0) (lte 1.0 0.5))"),
-        "1,0,1,0"
-    );
-    assert_eq!(
-        eval("(tuple (gt 2 1) (lt 2 1) (gte 1 1) (lte 1 0))"),
-        "1,0,1,0"
-    );
-    assert_eq!(
-        eval("(tuple (or true false) (and true false) (or false false) (and true true))"),
-        "1,0,0,1"
-    );
+    assert_eq!(eval("(tuple (gt 2.0 1.0) (lt 2.0 1.0) (gte 1.0 1.0) (lte 1.0 0.5))"), "1,0,1,0");
+    assert_eq!(eval("(tuple (gt 2 1) (lt 2 1) (gte 1 1) (lte 1 0))"), "1,0,1,0");
+    assert_eq!(eval("(tuple (or true false) (and true false) (or false false) (and true true))"), "1,0,0,1");
 }
 
 #[test]
@@ -108,51 +91,26 @@ fn max_and_imax() {
     assert_eq!(eval("(imax (Vec_init 1.0 3.0 2.0 3.0))"), "1");
     assert_eq!(eval("(max (Vec_init 1.0 3.0 2.0 3.0))"), "3");
     assert_eq!(eval("(imax (Vec_init 5.0))"), "0");
-    assert_fails(
-        "(imax (build 0 (lam (i : Integer) 1.0)))",
-        "`imax` of an empty vector",
-        "imax",
-    );
-    assert_fails(
-        "(max (build 0 (lam (i : Integer) 1.0)))",
-        "`max` of an empty vector",
-        "max",
-    );
+    assert_fails("(imax (build 0 (lam (i : Integer) 1.0)))", "`imax` of an empty vector", "imax");
+    assert_fails("(max (build 0 (lam (i : Integer) 1.0)))", "`max` of an empty vector", "max");
 }
 
 #[test]
 fn dot_and_mat_vec() {
     assert_eq!(eval("(dot (Vec_init 1.0 2.0) (Vec_init 3.0 4.0))"), "11");
-    assert_fails(
-        "(dot (Vec_init 1.0 2.0) (Vec_init 3.0))",
-        "sizes 2 and 1",
-        "dot",
-    );
+    assert_fails("(dot (Vec_init 1.0 2.0) (Vec_init 3.0))", "sizes 2 and 1", "dot");
     let m = "(build (tuple 2 3) (lam (ij : Tuple Integer Integer) (let ((i j) ij) (to_float (add (mul 3 i) j)))))";
-    assert_eq!(
-        eval(&format!("(mul {m} (Vec_init 1.0 1.0 2.0))")),
-        "[5, 17]"
-    );
-    assert_fails(
-        &format!("(mul {m} (Vec_init 1.0 1.0))"),
-        "size (2,3) and a vector of size 2",
-        "mul",
-    );
+    assert_eq!(eval(&format!("(mul {m} (Vec_init 1.0 1.0 2.0))")), "[5, 17]");
+    assert_fails(&format!("(mul {m} (Vec_init 1.0 1.0))"), "size (2,3) and a vector of size 2", "mul");
     let empty = "(build (tuple 2 0) (lam (ij : Tuple Integer Integer) 1.0))";
-    assert_eq!(
-        eval(&format!("(mul {empty} (build 0 (lam (i : Integer) 1.0)))")),
-        "[0, 0]"
-    );
+    assert_eq!(eval(&format!("(mul {empty} (build 0 (lam (i : Integer) 1.0)))")), "[0, 0]");
 }
 
 #[test]
 fn edef_without_implementation() {
     let (r, _, _) = super::run_main("(edef frob Float Float) (def main Float () (frob 1.0))");
     let e = r.unwrap_err();
-    assert_eq!(
-        e.message,
-        "`[frob Float]` has no definition to run: it is only declared"
-    );
+    assert_eq!(e.message, "`[frob Float]` has no definition to run: it is only declared");
     assert!(e.location.is_some());
 }
 
@@ -186,26 +144,17 @@ fn every_prelude_edef_is_native() {
     ];
     for (name, ty) in sigs {
         let ty = super::mini::parse_type(&super::mini::read(ty)[0]);
-        assert!(
-            native_prelude(&FunName::typed(name, ty.clone())).is_some(),
-            "{name} {ty}"
-        );
+        assert!(native_prelude(&FunName::typed(name, ty.clone())).is_some(), "{name} {ty}");
     }
     for name in ["add", "sub", "mul", "div", "gt", "lt", "gte", "lte"] {
         for t in [Type::Float, Type::Integer] {
             let ty = Type::Tuple(vec![t.clone(), t]);
-            assert!(
-                native_prelude(&FunName::typed(name, ty.clone())).is_some(),
-                "{name} {ty}"
-            );
+            assert!(native_prelude(&FunName::typed(name, ty.clone())).is_some(), "{name} {ty}");
         }
     }
     // Not natives: derived names, unknown names, other types.
     assert!(native_prelude(&FunName::typed("add", Type::Float)).is_none());
-    assert!(
-        native_prelude(&FunName::typed("exp", Type::Float).derived(ksc_ir::Derivation::Rev))
-            .is_none()
-    );
+    assert!(native_prelude(&FunName::typed("exp", Type::Float).derived(ksc_ir::Derivation::Rev)).is_none());
     assert!(native_prelude(&FunName::plain("exp")).is_none());
 }
 
@@ -217,37 +166,19 @@ fn native_call_with_a_tuple_variable() {
 
 #[test]
 fn build_and_index() {
-    assert_eq!(
-        eval("(build 4 (lam (i : Integer) (mul i i)))"),
-        "[0, 1, 4, 9]"
-    );
+    assert_eq!(eval("(build 4 (lam (i : Integer) (mul i i)))"), "[0, 1, 4, 9]");
     assert_eq!(eval("(build 0 (lam (i : Integer) (mul i i)))"), "[]");
     let m = "(build (tuple 2 3) (lam (ij : Tuple Integer Integer) ij))";
     assert_eq!(eval(m), "[[0,0, 0,1, 0,2], [1,0, 1,1, 1,2]]");
     assert_eq!(eval(&format!("(index (tuple 1 2) {m})")), "1,2");
     assert_eq!(eval(&format!("(size {m})")), "2,3");
     assert_eq!(eval("(size (build 5 (lam (i : Integer) i)))"), "5");
-    assert_eq!(
-        eval("(index 2 (build 5 (lam (i : Integer) (add i 10))))"),
-        "12"
-    );
+    assert_eq!(eval("(index 2 (build 5 (lam (i : Integer) (add i 10))))"), "12");
     let t3 = "(build (tuple 2 2 2) (lam (ijk : Tuple Integer Integer Integer) (let ((i j k) ijk) (add (mul 4 i) (add (mul 2 j) k)))))";
     assert_eq!(eval(t3), "[[[0, 1], [2, 3]], [[4, 5], [6, 7]]]");
-    assert_fails(
-        "(build -3 (lam (i : Integer) i))",
-        "`build` with a negative size -3",
-        "build",
-    );
-    assert_fails(
-        "(build (tuple 2 -1) (lam (ij : Tuple Integer Integer) 1))",
-        "negative size (2,-1)",
-        "build",
-    );
-    assert_fails(
-        "(build 4611686018427387904 (lam (i : Integer) i))",
-        "too large",
-        "build",
-    );
+    assert_fails("(build -3 (lam (i : Integer) i))", "`build` with a negative size -3", "build");
+    assert_fails("(build (tuple 2 -1) (lam (ij : Tuple Integer Integer) 1))", "negative size (2,-1)", "build");
+    assert_fails("(build 4611686018427387904 (lam (i : Integer) i))", "too large", "build");
     // Too many elements for an Integer: the limit's error, not an overflow.
     assert_fails(
         "(build (tuple 4294967296 4294967296) (lam (ij : Tuple Integer Integer) 1))",
@@ -265,11 +196,7 @@ fn build_and_index() {
         "index out of range: index 5 in a tensor of size 3",
         "index",
     );
-    assert_fails(
-        "(index -1 (build 3 (lam (i : Integer) i)))",
-        "index out of range: index -1",
-        "index",
-    );
+    assert_fails("(index -1 (build 3 (lam (i : Integer) i)))", "index out of range: index -1", "index");
     assert_fails(
         &format!("(index (tuple 2 0) {m})"),
         "index out of range: index (2,0) in a tensor of size (2,3)",
@@ -280,9 +207,7 @@ fn build_and_index() {
 #[test]
 fn build_sees_enclosing_variables() {
     assert_eq!(
-        eval(
-            "(let (a 10) (let (b 2) (build 3 (lam (i : Integer) (let (c (mul i b)) (add a c))))))"
-        ),
+        eval("(let (a 10) (let (b 2) (build 3 (lam (i : Integer) (let (c (mul i b)) (add a c))))))"),
         "[10, 12, 14]"
     );
     // Nested builds: the inner lambda sees the outer one's parameter.
@@ -296,30 +221,11 @@ fn build_sees_enclosing_variables() {
 fn sumbuild() {
     assert_eq!(eval("(sumbuild 4 (lam (i : Integer) (to_float i)))"), "6");
     assert_eq!(eval("(sumbuild 4 (lam (i : Integer) i))"), "6");
-    assert_eq!(
-        eval(
-            "(sumbuild (tuple 2 3) (lam (ij : Tuple Integer Integer) (let ((i j) ij) (mul i j))))"
-        ),
-        "3"
-    );
-    assert_eq!(
-        eval("(sumbuild 3 (lam (i : Integer) (build 2 (lam (j : Integer) (to_float (add i j))))))"),
-        "[3, 6]"
-    );
-    assert_eq!(
-        eval("(sumbuild 2 (lam (i : Integer) (tuple (to_float i) 1)))"),
-        "1,2"
-    );
-    assert_fails(
-        "(sumbuild 0 (lam (i : Integer) 1.0))",
-        "`sumbuild` of an empty range",
-        "sumbuild",
-    );
-    assert_fails(
-        "(sumbuild -1 (lam (i : Integer) 1.0))",
-        "negative size",
-        "sumbuild",
-    );
+    assert_eq!(eval("(sumbuild (tuple 2 3) (lam (ij : Tuple Integer Integer) (let ((i j) ij) (mul i j))))"), "3");
+    assert_eq!(eval("(sumbuild 3 (lam (i : Integer) (build 2 (lam (j : Integer) (to_float (add i j))))))"), "[3, 6]");
+    assert_eq!(eval("(sumbuild 2 (lam (i : Integer) (tuple (to_float i) 1)))"), "1,2");
+    assert_fails("(sumbuild 0 (lam (i : Integer) 1.0))", "`sumbuild` of an empty range", "sumbuild");
+    assert_fails("(sumbuild -1 (lam (i : Integer) 1.0))", "negative size", "sumbuild");
     assert_fails(
         "(sumbuild 2 (lam (i : Integer) (build (add i 1) (lam (j : Integer) 1.0))))",
         "`ts_add` of tensors of different sizes: 1 and 2",
@@ -333,19 +239,10 @@ fn fold_map_map2() {
         eval("(fold (lam (acc_x : Tuple Float Float) (let ((acc x) acc_x) (add (mul acc 10.0) x))) 0.0 (Vec_init 1.0 2.0 3.0))"),
         "123"
     );
-    assert_eq!(
-        eval("(fold (lam (ax : Tuple Integer Integer) 0) 7 (build 0 (lam (i : Integer) i)))"),
-        "7"
-    );
-    assert_eq!(
-        eval("(map (lam (x : Float) (mul x 2.0)) (Vec_init 1.0 2.5))"),
-        "[2, 5]"
-    );
+    assert_eq!(eval("(fold (lam (ax : Tuple Integer Integer) 0) 7 (build 0 (lam (i : Integer) i)))"), "7");
+    assert_eq!(eval("(map (lam (x : Float) (mul x 2.0)) (Vec_init 1.0 2.5))"), "[2, 5]");
     let m = "(build (tuple 2 2) (lam (ij : Tuple Integer Integer) (let ((i j) ij) (add i j))))";
-    assert_eq!(
-        eval(&format!("(map (lam (x : Integer) (mul x 10)) {m})")),
-        "[[0, 10], [10, 20]]"
-    );
+    assert_eq!(eval(&format!("(map (lam (x : Integer) (mul x 10)) {m})")), "[[0, 10], [10, 20]]");
     assert_eq!(
         eval("(map2 (lam (xy : Tuple Float Integer) (let ((x y) xy) (mul x (to_float y)))) (Vec_init 1.5 2.0) (Vec_init 2 3))"),
         "[3, 6]"
@@ -362,33 +259,17 @@ fn sum() {
     assert_eq!(eval("(sum (Vec_init 1.0 2.0 3.5))"), "6.5");
     assert_eq!(eval("(sum (Vec_init 1 2 3))"), "6");
     assert_eq!(eval("(sum (Vec_init (tuple 1.0 2) (tuple 3.0 4)))"), "4,6");
-    assert_eq!(
-        eval("(sum (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0 4.0)))"),
-        "[4, 6]"
-    );
-    assert_eq!(
-        eval("(sum (build (tuple 2 2) (lam (ij : Tuple Integer Integer) 1.5)))"),
-        "6"
-    );
-    assert_fails(
-        "(sum (build 0 (lam (i : Integer) 1.0)))",
-        "`sum` of an empty tensor",
-        "sum",
-    );
-    assert_fails(
-        "(sum (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0)))",
-        "different sizes: 2 and 1",
-        "sum",
-    );
+    assert_eq!(eval("(sum (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0 4.0)))"), "[4, 6]");
+    assert_eq!(eval("(sum (build (tuple 2 2) (lam (ij : Tuple Integer Integer) 1.5)))"), "6");
+    assert_fails("(sum (build 0 (lam (i : Integer) 1.0)))", "`sum` of an empty tensor", "sum");
+    assert_fails("(sum (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0)))", "different sizes: 2 and 1", "sum");
 }
 
 #[test]
 fn sum_does_not_modify_its_argument() {
     // `sum` accumulates in place: the vector's first element must be copied first.
     assert_eq!(
-        eval(
-            "(let (v (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0 4.0))) (tuple (sum v) v (sum v)))"
-        ),
+        eval("(let (v (Vec_init (Vec_init 1.0 2.0) (Vec_init 3.0 4.0))) (tuple (sum v) v (sum v)))"),
         "[4, 6],[[1, 2], [3, 4]],[4, 6]"
     );
 }
@@ -398,10 +279,7 @@ fn shape() {
     assert_eq!(eval("(shape 1.5)"), "");
     assert_eq!(eval("(shape (tuple 1.5 2 \"s\"))"), "");
     assert_eq!(eval("(shape (Vec_init 1.0 2.0 3.0))"), "3");
-    assert_eq!(
-        eval("(shape (build (tuple 2 3) (lam (ij : Tuple Integer Integer) 1.0)))"),
-        "2,3"
-    );
+    assert_eq!(eval("(shape (build (tuple 2 3) (lam (ij : Tuple Integer Integer) 1.0)))"), "2,3");
     assert_eq!(eval("(shape (Vec_init (tuple 1.0 2) (tuple 3.0 4)))"), "2");
     // The example of knossos-reference.md 5.6.
     assert_eq!(
@@ -409,10 +287,7 @@ fn shape() {
         "2,,[0, 1, 2]"
     );
     // An empty vector of vectors has an empty vector of sizes as shape.
-    assert_eq!(
-        eval("(shape (build 0 (lam (i : Integer) (Vec_init 1.0))))"),
-        "[]"
-    );
+    assert_eq!(eval("(shape (build 0 (lam (i : Integer) (Vec_init 1.0))))"), "[]");
 }
 
 #[test]
@@ -421,10 +296,7 @@ fn unzip() {
         eval("(unzip (build 3 (lam (i : Integer) (tuple i (to_float i) (gt i 0)))))"),
         "[0, 1, 2],[0, 1, 2],[0, 1, 1]"
     );
-    assert_eq!(
-        eval("(unzip (build 0 (lam (i : Integer) (tuple i 1.0))))"),
-        "[],[]"
-    );
+    assert_eq!(eval("(unzip (build 0 (lam (i : Integer) (tuple i 1.0))))"), "[],[]");
 }
 
 #[test]
@@ -432,38 +304,17 @@ fn const_vec_delta_vec_diag() {
     assert_eq!(eval("(constVec 3 1.5)"), "[1.5, 1.5, 1.5]");
     assert_eq!(eval("(constVec (tuple 2 2) 1)"), "[[1, 1], [1, 1]]");
     assert_eq!(eval("(constVec 0 1)"), "[]");
-    assert_fails(
-        "(constVec -2 1.0)",
-        "`constVec` with a negative size -2",
-        "constVec",
-    );
+    assert_fails("(constVec -2 1.0)", "`constVec` with a negative size -2", "constVec");
     assert_eq!(eval("(deltaVec 4 1 2.5)"), "[0, 2.5, 0, 0]");
     assert_eq!(eval("(deltaVec 3 7 2.5)"), "[0, 0, 0]");
     assert_eq!(eval("(deltaVec 3 -1 2.5)"), "[0, 0, 0]");
-    assert_eq!(
-        eval("(deltaVec 2 0 (tuple 1.5 3 (Vec_init 2.0 4.0)))"),
-        "[1.5,3,[2, 4], 0,0,[0, 0]]"
-    );
-    assert_eq!(
-        eval("(deltaVec (tuple 2 2) (tuple 1 0) 5)"),
-        "[[0, 0], [5, 0]]"
-    );
+    assert_eq!(eval("(deltaVec 2 0 (tuple 1.5 3 (Vec_init 2.0 4.0)))"), "[1.5,3,[2, 4], 0,0,[0, 0]]");
+    assert_eq!(eval("(deltaVec (tuple 2 2) (tuple 1 0) 5)"), "[[0, 0], [5, 0]]");
     assert_fails("(deltaVec -1 0 1.0)", "negative size", "deltaVec");
-    assert_eq!(
-        eval("(diag 3 3 (lam (i : Integer) (add (to_float i) 1.0)))"),
-        "[[1, 0, 0], [0, 2, 0], [0, 0, 3]]"
-    );
+    assert_eq!(eval("(diag 3 3 (lam (i : Integer) (add (to_float i) 1.0)))"), "[[1, 0, 0], [0, 2, 0], [0, 0, 3]]");
     assert_eq!(eval("(diag 0 0 (lam (i : Integer) 1.0))"), "[]");
-    assert_fails(
-        "(diag 2 3 (lam (i : Integer) 1.0))",
-        "has 2 rows and 3 columns",
-        "diag",
-    );
-    assert_fails(
-        "(diag -2 -2 (lam (i : Integer) 1.0))",
-        "negative size -2",
-        "diag",
-    );
+    assert_fails("(diag 2 3 (lam (i : Integer) 1.0))", "has 2 rows and 3 columns", "diag");
+    assert_fails("(diag -2 -2 (lam (i : Integer) 1.0))", "negative size -2", "diag");
 }
 
 #[test]
@@ -479,33 +330,18 @@ fn vec_init() {
 
 #[test]
 fn print_and_trace() {
-    assert_eq!(
-        eval_out("(print \"a\" 1 2.5 true (tuple 1 2) \"\\n\")"),
-        ("a12.511,2\n".to_string(), "5".to_string())
-    );
-    assert_eq!(
-        eval_out("(print \"x\")"),
-        ("x".to_string(), "0".to_string())
-    );
+    assert_eq!(eval_out("(print \"a\" 1 2.5 true (tuple 1 2) \"\\n\")"), ("a12.511,2\n".to_string(), "5".to_string()));
+    assert_eq!(eval_out("(print \"x\")"), ("x".to_string(), "0".to_string()));
     assert_eq!(eval_out("(print)"), ("".to_string(), "-1".to_string()));
     // A one-tuple argument is one argument.
-    assert_eq!(
-        eval_out("(print (tuple 7))"),
-        ("7".to_string(), "0".to_string())
-    );
-    assert_eq!(
-        eval_out("($trace (tuple 1 (Vec_init 2.0)))"),
-        ("Trace[1,[2]]\n".to_string(), "1,[2]".to_string())
-    );
+    assert_eq!(eval_out("(print (tuple 7))"), ("7".to_string(), "0".to_string()));
+    assert_eq!(eval_out("($trace (tuple 1 (Vec_init 2.0)))"), ("Trace[1,[2]]\n".to_string(), "1,[2]".to_string()));
     // Arguments are printed as soon as each is evaluated.
     assert_eq!(
         eval_out("(print \"first \" ($trace 1.5) \" last\")"),
         ("first Trace[1.5]\n1.5 last".to_string(), "2".to_string())
     );
-    assert_eq!(
-        eval_out("($copydown ($inline (add 1 2)))"),
-        ("".to_string(), "3".to_string())
-    );
+    assert_eq!(eval_out("($copydown ($inline (add 1 2)))"), ("".to_string(), "3".to_string()));
 }
 
 #[test]
@@ -513,41 +349,18 @@ fn tangent_arithmetic() {
     assert_eq!(eval("(ts_add 1.5 2.0)"), "3.5");
     assert_eq!(eval("(ts_add 3 4)"), "7");
     assert_eq!(eval("(ts_add 3 (tuple))"), "3");
-    assert_eq!(
-        eval("(ts_add (tuple 1.0 2 true) (tuple 0.5 (tuple) (tuple)))"),
-        "1.5,2,1"
-    );
-    assert_eq!(
-        eval("(ts_add (Vec_init 1.0 2.0) (Vec_init 0.5 0.25))"),
-        "[1.5, 2.25]"
-    );
+    assert_eq!(eval("(ts_add (tuple 1.0 2 true) (tuple 0.5 (tuple) (tuple)))"), "1.5,2,1");
+    assert_eq!(eval("(ts_add (Vec_init 1.0 2.0) (Vec_init 0.5 0.25))"), "[1.5, 2.25]");
     assert_eq!(
         eval("(let (a (tuple 1.0 2)) (let (b (tuple 2.0 (tuple))) (ts_add (Vec_init a) (Vec_init b))))"),
         "[3,2]"
     );
-    assert_fails(
-        "(ts_add (Vec_init 1.0 2.0) (Vec_init 1.0))",
-        "different sizes: 2 and 1",
-        "ts_add",
-    );
-    assert_eq!(
-        eval("(ts_scale 2.0 (tuple 1.5 3 (Vec_init 1.0 -2.0)))"),
-        "3,3,[2, -4]"
-    );
-    assert_eq!(
-        eval("(ts_dot (tuple 1.5 3 (Vec_init 1.0 2.0)) (tuple 2.0 4 (Vec_init 3.0 4.0)))"),
-        "14"
-    );
+    assert_fails("(ts_add (Vec_init 1.0 2.0) (Vec_init 1.0))", "different sizes: 2 and 1", "ts_add");
+    assert_eq!(eval("(ts_scale 2.0 (tuple 1.5 3 (Vec_init 1.0 -2.0)))"), "3,3,[2, -4]");
+    assert_eq!(eval("(ts_dot (tuple 1.5 3 (Vec_init 1.0 2.0)) (tuple 2.0 4 (Vec_init 3.0 4.0)))"), "14");
     assert_eq!(eval("(ts_dot (tuple) (tuple))"), "0");
-    assert_fails(
-        "(ts_dot (Vec_init 1.0 2.0) (Vec_init 1.0))",
-        "different sizes: 2 and 1",
-        "ts_dot",
-    );
-    assert_eq!(
-        eval("(ts_neg (tuple 1.5 3 (Vec_init 1.0 -2.0)))"),
-        "-1.5,-3,[-1, 2]"
-    );
+    assert_fails("(ts_dot (Vec_init 1.0 2.0) (Vec_init 1.0))", "different sizes: 2 and 1", "ts_dot");
+    assert_eq!(eval("(ts_neg (tuple 1.5 3 (Vec_init 1.0 -2.0)))"), "-1.5,-3,[-1, 2]");
 }
 
 #[test]
@@ -560,22 +373,13 @@ fn ts_add_does_not_modify_shared_values() {
 
 #[test]
 fn equality_and_delta() {
-    assert_eq!(
-        eval("(tuple (eq 1 1) (eq 1 2) (ne 1 2) (eq 1.5 1.5) (eq \"a\" \"a\") (eq true false))"),
-        "1,0,1,1,1,0"
-    );
-    assert_eq!(
-        eval("(eq (tuple 1 (Vec_init 2.0)) (tuple 1 (Vec_init 2.0)))"),
-        "1"
-    );
+    assert_eq!(eval("(tuple (eq 1 1) (eq 1 2) (ne 1 2) (eq 1.5 1.5) (eq \"a\" \"a\") (eq true false))"), "1,0,1,1,1,0");
+    assert_eq!(eval("(eq (tuple 1 (Vec_init 2.0)) (tuple 1 (Vec_init 2.0)))"), "1");
     assert_eq!(eval("(eq (Vec_init 1.0 2.0) (Vec_init 1.0 2.5))"), "0");
     // Tensors of different sizes are different (the original compares sizes first).
     assert_eq!(eval("(eq (Vec_init 1.0 2.0) (Vec_init 1.0))"), "0");
     assert_eq!(eval("(ne (Vec_init 1.0 2.0) (Vec_init 1.0))"), "1");
-    assert_eq!(
-        eval("(let (nan (div 0.0 0.0)) (tuple (eq nan nan) (ne nan nan)))"),
-        "0,1"
-    );
+    assert_eq!(eval("(let (nan (div 0.0 0.0)) (tuple (eq nan nan) (ne nan nan)))"), "0,1");
     assert_eq!(eval("(delta 1 1 2.5)"), "2.5");
     assert_eq!(eval("(delta 1 2 (tuple 2.5 (Vec_init 1.0)))"), "0,[0]");
     assert_eq!(eval("(delta (tuple 1 2) (tuple 1 2) 3)"), "3");
@@ -585,10 +389,7 @@ fn equality_and_delta() {
 fn get() {
     assert_eq!(eval("(get$2$3 (tuple 1 2.5 \"x\"))"), "2.5");
     assert_eq!(eval("(get$1$2 (tuple (tuple 1 2) 3))"), "1,2");
-    assert_eq!(
-        eval("(let (t (tuple 1 2)) (add (get$1$2 t) (get$2$2 t)))"),
-        "3"
-    );
+    assert_eq!(eval("(let (t (tuple 1 2)) (add (get$1$2 t) (get$2$2 t)))"), "3");
 }
 
 #[test]
@@ -596,21 +397,16 @@ fn build_from_sparse() {
     // Entries k -> (k mod 3, k): repeated indices add up.
     let shape = "(constVec 3 (tuple))";
     assert_eq!(
-        eval(&format!("(buildFromSparse {shape} 5 (lam (k : Integer) (tuple (sub k (mul 3 (div k 3))) (to_float k))))")),
+        eval(&format!(
+            "(buildFromSparse {shape} 5 (lam (k : Integer) (tuple (sub k (mul 3 (div k 3))) (to_float k))))"
+        )),
         "[3, 5, 2]"
     );
-    assert_eq!(
-        eval(&format!(
-            "(buildFromSparse {shape} 0 (lam (k : Integer) (tuple 0 1.0)))"
-        )),
-        "[0, 0, 0]"
-    );
+    assert_eq!(eval(&format!("(buildFromSparse {shape} 0 (lam (k : Integer) (tuple 0 1.0)))")), "[0, 0, 0]");
     // Integer values, and a rank-2 result.
     let shape2 = "(constVec (tuple 2 2) (tuple))";
     assert_eq!(
-        eval(&format!(
-            "(buildFromSparse {shape2} 3 (lam (k : Integer) (tuple (tuple 1 (div k 2)) k)))"
-        )),
+        eval(&format!("(buildFromSparse {shape2} 3 (lam (k : Integer) (tuple (tuple 1 (div k 2)) k)))")),
         "[[0, 0], [1, 2]]"
     );
     // Vector-valued elements, zero-initialised from the element shapes.
@@ -638,15 +434,11 @@ fn check() {
     // f x = x * x, a correct reverse derivative: the result is 0 up to rounding.
     let f = "(lam (x : Float) (mul x x))";
     let rev = "(lam (xr : Tuple Float Float) (let ((x r) xr) (mul 2.0 (mul x r))))";
-    let ok: f64 = eval(&format!("($check {f} {rev} 3.0 0.001 1.0)"))
-        .parse()
-        .unwrap();
+    let ok: f64 = eval(&format!("($check {f} {rev} 3.0 0.001 1.0)")).parse().unwrap();
     assert!(ok < 1e-3, "{ok}");
     // A wrong one.
     let bad = "(lam (xr : Tuple Float Float) (let ((x r) xr) (mul 3.0 (mul x r))))";
-    let wrong: f64 = eval(&format!("($check {f} {bad} 3.0 0.001 1.0)"))
-        .parse()
-        .unwrap();
+    let wrong: f64 = eval(&format!("($check {f} {bad} 3.0 0.001 1.0)")).parse().unwrap();
     assert!((wrong - 0.2).abs() < 1e-3, "{wrong}");
     // Vector-valued f of a tuple: (x, v) -> x * v.
     let fv = "(lam (xv : Tuple Float (Vec Float)) (let ((x v) xv) (build (size v) (lam (i : Integer) (mul x (index i v))))))";
@@ -656,21 +448,14 @@ fn check() {
                            (build (size v) (lam (i : Integer) (mul x (index i r))))))))";
     let point = "(tuple 2.0 (Vec_init 1.0 3.0))";
     let dx = "(tuple 0.001 (Vec_init 0.002 -0.001))";
-    let c: f64 = eval(&format!(
-        "($check {fv} {revv} {point} {dx} (Vec_init 0.5 1.0))"
-    ))
-    .parse()
-    .unwrap();
+    let c: f64 = eval(&format!("($check {fv} {revv} {point} {dx} (Vec_init 0.5 1.0))")).parse().unwrap();
     assert!(c < 1e-3, "{c}");
 }
 
 #[test]
 fn dummy_values() {
     assert_eq!(eval("($dummy Float)"), "0");
-    assert_eq!(
-        eval("($dummy (Tuple Integer Bool String (Vec Float)))"),
-        "0,0,,[]"
-    );
+    assert_eq!(eval("($dummy (Tuple Integer Bool String (Vec Float)))"), "0,0,,[]");
     assert_eq!(eval("(size ($dummy (Tensor 2 Float)))"), "0,0");
 }
 
@@ -688,10 +473,7 @@ fn assert_and_if() {
 #[test]
 fn let_forms() {
     assert_eq!(eval("(let (x 1) (let (x (add x 1)) x))"), "2");
-    assert_eq!(
-        eval("(let ((a b c) (tuple 1 2.5 \"s\")) (tuple c b a))"),
-        "s,2.5,1"
-    );
+    assert_eq!(eval("(let ((a b c) (tuple 1 2.5 \"s\")) (tuple c b a))"), "s,2.5,1");
     assert_eq!(eval("(let (x 1) (tuple (let (x 2) x) x))"), "2,1");
     // A tuple pattern may repeat a name; the last binding wins.
     assert_eq!(eval("(let ((x x) (tuple 1 2)) x)"), "2");
@@ -711,7 +493,10 @@ fn tape_push_appends_in_place_only_to_the_latest_version() {
     let u = Value::tape_push(&t1, Value::Float(9.0)).unwrap();
     let Value::Tape(bu, 2) = &u else { panic!("{u:?}") };
     assert!(!Rc::ptr_eq(b1, bu));
-    assert_eq!((t1.to_string(), t2.to_string(), t3.to_string(), u.to_string()), ("[1]".into(), "[1, 2]".into(), "[1, 2, 3]".into(), "[1, 9]".into()));
+    assert_eq!(
+        (t1.to_string(), t2.to_string(), t3.to_string(), u.to_string()),
+        ("[1]".into(), "[1, 2]".into(), "[1, 2, 3]".into(), "[1, 9]".into())
+    );
     assert_eq!(eval("(size ($tapePush ($tapePush (build 2 (lam (i : Integer) i)) 5) 6))"), "4");
     assert_eq!(eval("(index 3 ($tapePush ($tapePush (build 2 (lam (i : Integer) i)) 5) 6))"), "6");
     assert_eq!(eval("(sum ($tapePush (build 2 (lam (i : Integer) (to_float i))) 5.0))"), "6");

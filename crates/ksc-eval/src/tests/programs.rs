@@ -11,12 +11,7 @@ use crate::{Interpreter, RuntimeError, Value};
 
 /// Runs `f` on a thread with a big stack, as the CLI does.
 fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new()
-        .stack_size(512 << 20)
-        .spawn(f)
-        .unwrap()
-        .join()
-        .unwrap()
+    std::thread::Builder::new().stack_size(512 << 20).spawn(f).unwrap().join().unwrap()
 }
 
 fn ff() -> Type {
@@ -44,32 +39,14 @@ fn top_level_calls() {
     let mut interp = Interpreter::new(&defs);
     let mut out = Vec::new();
     let arg = Value::tuple(vec![Value::Float(5.0), Value::Float(1.5)]);
-    assert_eq!(
-        interp
-            .call(&FunName::typed("two", ff()), arg.clone(), &mut out)
-            .unwrap(),
-        Value::Float(3.5)
-    );
+    assert_eq!(interp.call(&FunName::typed("two", ff()), arg.clone(), &mut out).unwrap(), Value::Float(3.5));
     assert!(interp.is_defined(&FunName::typed("two", ff())));
     // Native prelude functions can be called directly.
-    assert_eq!(
-        interp
-            .call(&FunName::typed("add", ff()), arg, &mut out)
-            .unwrap(),
-        Value::Float(6.5)
-    );
-    let e = interp
-        .call(&FunName::typed("two", ff()), Value::Float(1.0), &mut out)
-        .unwrap_err();
+    assert_eq!(interp.call(&FunName::typed("add", ff()), arg, &mut out).unwrap(), Value::Float(6.5));
+    let e = interp.call(&FunName::typed("two", ff()), Value::Float(1.0), &mut out).unwrap_err();
     assert!(e.message.contains("takes 2 arguments"), "{}", e.message);
     assert_eq!(e.location, None);
-    let e = interp
-        .call(
-            &FunName::typed("nope", Type::Float),
-            Value::Float(1.0),
-            &mut out,
-        )
-        .unwrap_err();
+    let e = interp.call(&FunName::typed("nope", Type::Float), Value::Float(1.0), &mut out).unwrap_err();
     assert_eq!(e.message, "there is no definition of `[nope Float]`");
 }
 
@@ -79,10 +56,7 @@ fn recursion() {
       (def fact Integer (n : Integer) (if (eq n 0) 1 (mul n (fact (sub n 1)))))
       (def fib Integer (n : Integer) (if (lt n 2) n (add (fib (sub n 1)) (fib (sub n 2)))))
       (def main Integer () (tuple (fact 20) (fib 20)))";
-    assert_eq!(
-        run_main(src).0.unwrap().to_string(),
-        "2432902008176640000,6765"
-    );
+    assert_eq!(run_main(src).0.unwrap().to_string(), "2432902008176640000,6765");
     let (r, _, _) = run_main(
         "(def fact Integer (n : Integer) (if (eq n 0) 1 (mul n (fact (sub n 1))))) (def main Integer () (add 0 (fact 21)))",
     );
@@ -99,9 +73,8 @@ fn recursion() {
     assert_eq!(e.stack.iter().filter(|(f, _)| f.base == "f").count(), 20);
     assert_eq!(e.stack.last().unwrap().0.base, "main");
     // A call in tail position leaves no call site behind.
-    let (r, _, _) = run_main(
-        "(def f Integer (n : Integer) (if (eq n 0) (div 1 0) (f (sub n 1)))) (def main Integer () (f 20))",
-    );
+    let (r, _, _) =
+        run_main("(def f Integer (n : Integer) (if (eq n 0) (div 1 0) (f (sub n 1)))) (def main Integer () (f 20))");
     assert_eq!(r.unwrap_err().stack.len(), 0);
 }
 
@@ -124,12 +97,8 @@ const DEEP: &str = "(def deep Integer (n : Integer) (if (eq n 0) 0 (add 1 (deep 
 fn recursion_too_deep() {
     let (ok, err) = on_big_stack(|| {
         // (Values are not `Send`: return their text.)
-        let a = run_fn(DEEP, "deep", Type::Integer, Value::Integer(9_000))
-            .0
-            .map(|v| v.to_string());
-        let b = run_fn(DEEP, "deep", Type::Integer, Value::Integer(20_000))
-            .0
-            .map(|v| v.to_string());
+        let a = run_fn(DEEP, "deep", Type::Integer, Value::Integer(9_000)).0.map(|v| v.to_string());
+        let b = run_fn(DEEP, "deep", Type::Integer, Value::Integer(20_000)).0.map(|v| v.to_string());
         (a, b)
     });
     assert_eq!(ok.unwrap(), "9000");
@@ -151,11 +120,7 @@ fn stack_limit_and_stack_use_per_call() {
             interp.set_max_depth(usize::MAX);
             interp.set_stack_limit(limit);
             interp
-                .call(
-                    &FunName::typed("deep", Type::Integer),
-                    Value::Integer(10_000_000),
-                    &mut Vec::new(),
-                )
+                .call(&FunName::typed("deep", Type::Integer), Value::Integer(10_000_000), &mut Vec::new())
                 .unwrap_err()
         })
         .unwrap()
@@ -179,10 +144,7 @@ fn backtrace() {
     assert_eq!(e.message, "index out of range: index 5 in a tensor of size 1");
     let (name, at) = e.location.unwrap();
     assert_eq!(name, defs[0].name);
-    assert!(matches!(
-        defs[0].body.exprs[at],
-        Expr::Call(Callee::Prim(Prim::Index), _)
-    ));
+    assert!(matches!(defs[0].body.exprs[at], Expr::Call(Callee::Prim(Prim::Index), _)));
     let sites: Vec<String> = e
         .stack
         .iter()
@@ -199,8 +161,7 @@ fn backtrace() {
 
 #[test]
 fn errors_inside_lambdas_point_into_the_lambda() {
-    let (r, _, defs) =
-        run_main("(def main Integer () (sum (build 3 (lam (i : Integer) (div 6 (sub 2 i))))))");
+    let (r, _, defs) = run_main("(def main Integer () (sum (build 3 (lam (i : Integer) (div 6 (sub 2 i))))))");
     let e = r.unwrap_err();
     assert_eq!(e.message, "division by zero");
     let (_, at) = e.location.unwrap();
@@ -218,18 +179,8 @@ fn the_interpreter_is_reusable_after_an_error() {
     );
     let mut interp = Interpreter::new(&defs);
     let mut out = Vec::new();
-    assert!(interp
-        .call(
-            &FunName::typed("bad", Type::Integer),
-            Value::Integer(1),
-            &mut out
-        )
-        .is_err());
-    let r = interp.call(
-        &FunName::typed("good", Type::Integer),
-        Value::Integer(1),
-        &mut out,
-    );
+    assert!(interp.call(&FunName::typed("bad", Type::Integer), Value::Integer(1), &mut out).is_err());
+    let r = interp.call(&FunName::typed("good", Type::Integer), Value::Integer(1), &mut out);
     assert_eq!(r.unwrap(), Value::Integer(6));
 }
 
@@ -279,10 +230,7 @@ fn hand_built_core_ir() {
     let x = body.alloc_typed(Expr::Var("x".into()), Type::Float);
     let x2 = body.alloc_typed(Expr::Var("x".into()), Type::Float);
     let arg = body.alloc_typed(Expr::Tuple(vec![x, x2]), ff());
-    let sq = body.alloc_typed(
-        Expr::Call(Callee::Fun(FunName::typed("mul", ff())), arg),
-        Type::Float,
-    );
+    let sq = body.alloc_typed(Expr::Call(Callee::Fun(FunName::typed("mul", ff())), arg), Type::Float);
     let y = body.alloc_typed(Expr::Var("y".into()), Type::Float);
     let one = body.alloc_typed(Expr::Lit(Lit::Float(1.0)), Type::Float);
     let arg = body.alloc_typed(Expr::Tuple(vec![y, one]), ff());
@@ -290,10 +238,7 @@ fn hand_built_core_ir() {
     let root = body.alloc_typed(Expr::Let(Pat::Var("y".into()), sq, inc), Type::Float);
     let def = Def {
         name: FunName::typed("f", Type::Float),
-        params: vec![Param {
-            name: "x".into(),
-            ty: Type::Float,
-        }],
+        params: vec![Param { name: "x".into(), ty: Type::Float }],
         ret_ty: Type::Float,
         body,
         root,
@@ -304,19 +249,11 @@ fn hand_built_core_ir() {
 }
 
 fn one_def(body: Body, root: ksc_ir::ExprId) -> Def {
-    Def {
-        name: FunName::typed("f", Type::unit()),
-        params: vec![],
-        ret_ty: Type::Float,
-        body,
-        root,
-    }
+    Def { name: FunName::typed("f", Type::unit()), params: vec![], ret_ty: Type::Float, body, root }
 }
 
 fn run_def(def: &Def) -> RuntimeError {
-    Interpreter::new([def])
-        .call(&def.name, Value::unit(), &mut Vec::new())
-        .unwrap_err()
+    Interpreter::new([def]).call(&def.name, Value::unit(), &mut Vec::new()).unwrap_err()
 }
 
 #[test]
@@ -352,11 +289,7 @@ fn ill_formed_bodies_are_errors() {
     let pair = body.alloc(Expr::Tuple(vec![v, inner]));
     let root = body.alloc(Expr::Let(Pat::Var("x".into()), one, pair));
     let e = run_def(&one_def(body, root));
-    assert!(
-        e.message.contains("shared between different scopes"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("shared between different scopes"), "{}", e.message);
 
     // A caller of a malformed definition fails at the call.
     let mut body = Body::new();
@@ -365,23 +298,15 @@ fn ill_formed_bodies_are_errors() {
     let mut body = Body::new();
     let unit = body.alloc(Expr::Tuple(vec![]));
     let root = body.alloc(Expr::Call(Callee::Fun(bad.name.clone()), unit));
-    let caller = Def {
-        name: FunName::typed("g", Type::unit()),
-        ..one_def(body, root)
-    };
-    let e = Interpreter::new([&bad, &caller])
-        .call(&caller.name, Value::unit(), &mut Vec::new())
-        .unwrap_err();
+    let caller = Def { name: FunName::typed("g", Type::unit()), ..one_def(body, root) };
+    let e = Interpreter::new([&bad, &caller]).call(&caller.name, Value::unit(), &mut Vec::new()).unwrap_err();
     assert!(e.message.contains("is malformed"), "{}", e.message);
     assert_eq!(e.location, Some((caller.name.clone(), root)));
 
     // An ill-typed argument.
     let mut body = Body::new();
     let s = body.alloc(Expr::Lit(Lit::String("s".into())));
-    let root = body.alloc(Expr::Call(
-        Callee::Fun(FunName::typed("exp", Type::Float)),
-        s,
-    ));
+    let root = body.alloc(Expr::Call(Callee::Fun(FunName::typed("exp", Type::Float)), s));
     let e = run_def(&one_def(body, root));
     assert!(e.message.starts_with("internal error"), "{}", e.message);
 }
@@ -402,9 +327,7 @@ fn speed() {
     let (r, _, _) = run_main(src);
     let elapsed = start.elapsed();
     eprintln!("speed test: {elapsed:?}");
-    let Value::Float(x) = r.unwrap() else {
-        panic!()
-    };
+    let Value::Float(x) = r.unwrap() else { panic!() };
     assert!(x.is_finite());
     assert!(elapsed.as_secs_f64() < 10.0, "too slow: {elapsed:?}");
 }

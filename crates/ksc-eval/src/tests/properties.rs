@@ -18,13 +18,7 @@ fn format_float_round_trips(x: f64) -> TestResult {
     }
     let s = format_float(x);
     let back: f64 = s.parse().unwrap();
-    let digits = s
-        .split('e')
-        .next()
-        .unwrap()
-        .chars()
-        .filter(char::is_ascii_digit)
-        .collect::<String>();
+    let digits = s.split('e').next().unwrap().chars().filter(char::is_ascii_digit).collect::<String>();
     let significant = digits.trim_start_matches('0').len();
     TestResult::from_bool((back - x).abs() <= x.abs() * 5.0000001e-6 && significant <= 6)
 }
@@ -61,10 +55,7 @@ fn tangent_algebra(xs: Vec<(f64, f64, f64)>, k: f64) -> TestResult {
     let b = vector(&xs.iter().map(|t| t.1).collect::<Vec<_>>());
     let c = vector(&xs.iter().map(|t| t.2).collect::<Vec<_>>());
     // Rounding errors are relative to the size of the terms summed.
-    let scale_abc: f64 = xs
-        .iter()
-        .map(|(a, b, c)| (a.abs() + b.abs()) * c.abs())
-        .sum();
+    let scale_abc: f64 = xs.iter().map(|(a, b, c)| (a.abs() + b.abs()) * c.abs()).sum();
     let scale_kab: f64 = xs.iter().map(|(a, b, _)| (k * a * b).abs()).sum();
     let close = |x: f64, y: f64, scale: f64| (x - y).abs() <= 1e-12 * (1.0 + scale);
     let ab_c = ts_dot(&ts_add(a.clone(), &b).unwrap(), &c).unwrap();

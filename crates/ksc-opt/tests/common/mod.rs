@@ -62,9 +62,13 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
         (Value::Integer(x), Value::Integer(y)) => x == y,
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
-        (Value::Tuple(xs), Value::Tuple(ys)) => xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same_value(x, y)),
+        (Value::Tuple(xs), Value::Tuple(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| same_value(x, y))
+        }
         (Value::Tensor(x), Value::Tensor(y)) => {
-            x.shape == y.shape && x.data.len() == y.data.len() && x.data.iter().zip(&y.data).all(|(p, q)| same_value(p, q))
+            x.shape == y.shape
+                && x.data.len() == y.data.len()
+                && x.data.iter().zip(&y.data).all(|(p, q)| same_value(p, q))
         }
         _ => false,
     }

@@ -143,7 +143,12 @@ impl<'r> G<'r> {
     }
 
     /// `(build size (lam (i : Integer) body))` with the body from `f`.
-    pub fn build_with(&mut self, b: &mut Builder, size: ExprId, f: impl FnOnce(&mut Self, &mut Builder) -> ExprId) -> ExprId {
+    pub fn build_with(
+        &mut self,
+        b: &mut Builder,
+        size: ExprId,
+        f: impl FnOnce(&mut Self, &mut Builder) -> ExprId,
+    ) -> ExprId {
         let i = self.name();
         self.env.push((i.clone(), Type::Integer));
         let body = f(self, b);
