@@ -10,6 +10,7 @@ mod cl_cli;
 mod common;
 mod emit_ks;
 mod laws_cli;
+mod mutate;
 mod native;
 mod native_mutants;
 mod random_input;

@@ -21,56 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{ks_files, report, root};
-
-/// Swaps that tend to keep a program well typed.
-const SWAPS: &[(&str, &str)] = &[
-    ("mul", "add"),
-    ("add", "sub"),
-    ("sub", "mul"),
-    ("div", "mul"),
-    ("sin", "cos"),
-    ("exp", "tanh"),
-    ("log", "sqrt"),
-    ("1.0", "2.5"),
-    ("0.0", "-1.5"),
-    ("2.0", "0.0"),
-    (" 1)", " 0)"),
-    (" 0)", " 2)"),
-    (" 2)", " 1)"),
-    (" 3)", " 0)"),
-    ("gt", "lt"),
-    ("lte", "gte"),
-    ("eq", "ne"),
-    ("true", "false"),
-];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn mutate(text: &str, rng: &mut Rng) -> String {
-    let mut t = text.to_string();
-    for _ in 0..1 + rng.below(3) {
-        let (from, to) = SWAPS[rng.below(SWAPS.len())];
-        let hits: Vec<usize> = t.match_indices(from).map(|(i, _)| i).collect();
-        if !hits.is_empty() {
-            let i = hits[rng.below(hits.len())];
-            t.replace_range(i..i + from.len(), to);
-        }
-    }
-    t
-}
+use crate::mutate::{mutate, Rng, SWAPS};
 
 /// A run's outcome: exit success, stdout, stderr.
 type Run = (bool, String, String);
@@ -190,7 +141,7 @@ fn mutants_run_natively_as_the_interpreter_runs_them() {
     let mut mutants = Vec::new();
     for k in 0..n as usize {
         let (from, text, ad) = &sources[rng.below(sources.len())];
-        let mut mutant = mutate(text, &mut rng);
+        let mut mutant = mutate(text, &mut rng, SWAPS);
         if mutant == *text {
             continue;
         }
