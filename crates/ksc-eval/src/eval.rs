@@ -35,7 +35,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::native::{native_prelude, NativeFn};
 use crate::value::{Closure, Value};
@@ -87,6 +87,10 @@ pub(crate) struct Compiled<'a> {
     pub(crate) def: &'a Def,
     /// Indexed by the raw expression id.
     aux: Vec<Aux>,
+    /// Indexed by the raw expression id: may evaluating this variable take
+    /// its value out of the frame? (It is the variable's last use: see
+    /// `last_uses`.)
+    moves: Vec<bool>,
     strings: Vec<Rc<str>>,
     /// Why the body cannot run, if it is not a well-formed tree.
     malformed: Option<String>,
@@ -95,6 +99,10 @@ pub(crate) struct Compiled<'a> {
 impl Compiled<'_> {
     fn aux(&self, e: ExprId) -> Aux {
         self.aux.get(raw(e)).copied().unwrap_or(Aux::Nothing)
+    }
+
+    fn moves(&self, e: ExprId) -> bool {
+        self.moves.get(raw(e)).copied().unwrap_or(false)
     }
 
     /// Is `e` an expression of this body?
@@ -140,25 +148,43 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
         Visit(ExprId),
         Bind(&'e [String]),
         Unbind(usize),
+        /// Marks the trace (see `Event`) after the children of an `if`'s
+        /// branch, of a lambda, or of a call.
+        Mark(Event),
     }
     let body = &def.body;
     let n = body.exprs.len();
     let mut aux = vec![Aux::Nothing; n];
     let mut seen = vec![false; n];
+    let mut shared = vec![false; n];
     let mut strings = Vec::new();
     let mut scope: Vec<&str> = param_names(def).collect();
     let mut tasks = vec![Task::Visit(def.root)];
     let mut visits = 0usize;
     let mut malformed = None;
+    // The evaluation order of the body, for the analysis of last uses; and
+    // the slots of the frame each lambda reads (by the lambda's id).
+    let mut trace: Vec<Event> = Vec::new();
+    let mut lambdas: Vec<(ExprId, u32)> = Vec::new();
+    let mut captured: FxHashMap<ExprId, Vec<u32>> = FxHashMap::default();
     while let Some(task) = tasks.pop() {
         let e = match task {
             Task::Visit(e) => e,
             Task::Bind(vars) => {
+                trace.push(Event::Bind(scope.len() as u32, vars.len() as u32));
                 scope.extend(vars.iter().map(String::as_str));
                 continue;
             }
             Task::Unbind(k) => {
                 scope.truncate(scope.len().saturating_sub(k));
+                trace.push(Event::Unbind(scope.len() as u32, k as u32));
+                continue;
+            }
+            Task::Mark(ev) => {
+                if let Event::LamEnd(..) = ev {
+                    lambdas.pop();
+                }
+                trace.push(ev);
                 continue;
             }
         };
@@ -178,10 +204,33 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
             }
             Expr::Lit(_) | Expr::Dummy(_) => Aux::Nothing,
             Expr::Var(v) => match scope.iter().rposition(|w| w == v) {
-                Some(slot) => Aux::Slot(slot as u32),
+                Some(slot) => {
+                    trace.push(Event::Use(e, slot as u32));
+                    // Lambdas it is inside of, that read it from the frame.
+                    for &(lam, boundary) in lambdas.iter().rev() {
+                        if slot as u32 >= boundary {
+                            break;
+                        }
+                        captured.entry(lam).or_default().push(slot as u32);
+                    }
+                    Aux::Slot(slot as u32)
+                }
                 None => Aux::Unbound,
             },
             Expr::Call(callee, arg) => {
+                // Lambdas written among a primitive's arguments run after
+                // every argument is evaluated.
+                let expr_at = |x: ExprId| (raw(x) < n).then(|| &body.exprs[x]);
+                let lams: Vec<ExprId> = match expr_at(*arg) {
+                    Some(Expr::Tuple(es)) => {
+                        es.iter().copied().filter(|&c| matches!(expr_at(c), Some(Expr::Lam(..)))).collect()
+                    }
+                    Some(Expr::Lam(..)) => vec![*arg],
+                    _ => Vec::new(),
+                };
+                if !lams.is_empty() {
+                    tasks.push(Task::Mark(Event::CallEnd(lams)));
+                }
                 tasks.push(Task::Visit(*arg));
                 match callee {
                     Callee::Prim(_) => Aux::Nothing,
@@ -201,7 +250,14 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
                 Aux::Nothing
             }
             Expr::If(c, t, f) => {
-                tasks.extend([Task::Visit(*f), Task::Visit(*t), Task::Visit(*c)]);
+                tasks.extend([
+                    Task::Mark(Event::IfEnd),
+                    Task::Visit(*f),
+                    Task::Mark(Event::Else),
+                    Task::Visit(*t),
+                    Task::Mark(Event::Then),
+                    Task::Visit(*c),
+                ]);
                 Aux::Nothing
             }
             Expr::Assert(c, next) => {
@@ -209,7 +265,14 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
                 Aux::Nothing
             }
             Expr::Lam(v, _, lam_body) => {
-                tasks.extend([Task::Unbind(1), Task::Visit(*lam_body), Task::Bind(std::slice::from_ref(v))]);
+                tasks.extend([
+                    Task::Mark(Event::LamEnd(scope.len() as u32)),
+                    Task::Unbind(1),
+                    Task::Visit(*lam_body),
+                    Task::Bind(std::slice::from_ref(v)),
+                ]);
+                trace.push(Event::LamStart(e, scope.len() as u32));
+                lambdas.push((e, scope.len() as u32));
                 Aux::Lam(scope.len() as u32)
             }
         };
@@ -218,10 +281,98 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
             malformed = Some(format!("expression {e:?} is shared between different scopes"));
             break;
         }
+        if seen[i] {
+            shared[i] = true;
+        }
         seen[i] = true;
         aux[i] = resolved;
     }
-    Compiled { id, def, aux, strings, malformed }
+    let moves = if malformed.is_some() { Vec::new() } else { last_uses(n, &trace, &captured, &shared) };
+    Compiled { id, def, aux, moves, strings, malformed }
+}
+
+/// What evaluating a body does, in order, as far as the analysis of last
+/// uses needs it.
+enum Event {
+    /// The variable expression reads this slot of the frame.
+    Use(ExprId, u32),
+    /// `let` (or a lambda's parameter) binds these slots (first, count).
+    Bind(u32, u32),
+    /// Their scope ends.
+    Unbind(u32, u32),
+    /// An `if`'s condition is done and its first branch begins; the
+    /// second branch begins; both are done.
+    Then,
+    Else,
+    IfEnd,
+    /// A lambda (its id, and the slots in scope where it stands) and its
+    /// end.
+    LamStart(ExprId, u32),
+    LamEnd(u32),
+    /// The arguments of a primitive are evaluated; its lambdas, written
+    /// among them, run now.
+    CallEnd(Vec<ExprId>),
+}
+
+/// Which variable expressions are the last use of their slot's value, so
+/// that evaluating them may take the value out of the frame (and an
+/// operation that writes into a tensor, such as `ts_add` of an
+/// accumulator, finds it unshared and writes in place instead of copying).
+/// A backward walk over the trace with the set of slots read later: a use
+/// is last if its slot is not in the set; an `if`'s branches each start
+/// from the set after the `if`; a lambda's reads of slots outside it are
+/// never last (it may run many times), and those slots are read wherever
+/// the lambda runs: where it stands (a closure copies them), and when its
+/// primitive runs, after all of the primitive's arguments. An expression
+/// evaluated at two places (a shared subtree) never moves.
+fn last_uses(n: usize, trace: &[Event], captured: &FxHashMap<ExprId, Vec<u32>>, shared: &[bool]) -> Vec<bool> {
+    let mut moves = vec![false; n];
+    let mut live: FxHashSet<u32> = FxHashSet::default();
+    // Per `if` being walked: the set after it, and that before its second
+    // branch once walked.
+    let mut ifs: Vec<(FxHashSet<u32>, FxHashSet<u32>)> = Vec::new();
+    // The slots in scope at each lambda being walked.
+    let mut boundaries: Vec<u32> = Vec::new();
+    let read_by = |lams: &[ExprId], live: &mut FxHashSet<u32>| {
+        for lam in lams {
+            live.extend(captured.get(lam).into_iter().flatten().copied());
+        }
+    };
+    for ev in trace.iter().rev() {
+        match ev {
+            Event::Use(e, slot) => {
+                let inside_lambda = boundaries.last().is_some_and(|&b| *slot < b);
+                if !inside_lambda && !live.contains(slot) && !shared.get(raw(*e)).copied().unwrap_or(true) {
+                    moves[raw(*e)] = true;
+                }
+                live.insert(*slot);
+            }
+            Event::Bind(first, k) | Event::Unbind(first, k) => {
+                for s in *first..first + k {
+                    live.remove(&s);
+                }
+            }
+            Event::IfEnd => ifs.push((live.clone(), FxHashSet::default())),
+            Event::Else => {
+                if let Some((after, second)) = ifs.last_mut() {
+                    *second = std::mem::replace(&mut live, after.clone());
+                }
+            }
+            Event::Then => {
+                if let Some((_, second)) = ifs.pop() {
+                    live.extend(second);
+                }
+            }
+            Event::LamEnd(boundary) => boundaries.push(*boundary),
+            Event::LamStart(lam, boundary) => {
+                boundaries.pop();
+                live.retain(|&s| s < *boundary);
+                read_by(std::slice::from_ref(lam), &mut live);
+            }
+            Event::CallEnd(lams) => read_by(lams, &mut live),
+        }
+    }
+    moves
 }
 
 /// The arguments of a call of a definition, before they are bound.
@@ -329,6 +480,9 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 Expr::Var(v) => {
                     let found = match cx.aux(e) {
+                        Aux::Slot(slot) if cx.moves(e) => {
+                            self.stack.get_mut(base + slot as usize).map(|v| std::mem::replace(v, Value::moved()))
+                        }
                         Aux::Slot(slot) => self.stack.get(base + slot as usize).cloned(),
                         _ => None,
                     };
@@ -404,8 +558,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     fn bind(&mut self, cx: &Compiled, at: ExprId, pat: &Pat, v: Value) -> R<()> {
         match pat {
             Pat::Var(_) => self.stack.push(v),
-            Pat::Tuple(vars) => match &v {
-                Value::Tuple(vs) if vs.len() == vars.len() => self.stack.extend(vs.iter().cloned()),
+            Pat::Tuple(vars) => match v {
+                // Unshared (its variable's last use): its components move.
+                Value::Tuple(mut vs) if vs.len() == vars.len() => match Rc::get_mut(&mut vs) {
+                    Some(owned) => self.stack.extend(owned.iter_mut().map(|c| std::mem::replace(c, Value::moved()))),
+                    None => self.stack.extend(vs.iter().cloned()),
+                },
                 _ => {
                     return Err(self.fail(
                         cx,
@@ -523,12 +681,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Expr::Tuple(es) if f.arity != 1 && es.len() == f.arity && es.len() <= 4 => {
                 let mut buf = [Value::Integer(0), Value::Integer(0), Value::Integer(0), Value::Integer(0)];
                 for (slot, &c) in buf.iter_mut().zip(es) {
-                    *slot = self.eval(cx, base, c, false)?;
+                    *slot = self.eval(cx, base, c, false)?.densified();
                 }
                 (f.imp)(buf.get(..es.len()).unwrap_or_default())
             }
             _ => {
-                let v = self.eval(cx, base, arg, false)?;
+                let v = self.eval(cx, base, arg, false)?.densified();
                 f.call(&v)
             }
         };

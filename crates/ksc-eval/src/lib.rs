@@ -91,15 +91,28 @@ pub struct Interpreter<'a> {
 }
 
 impl<'a> Interpreter<'a> {
-    /// The number of calls (of functions, prelude functions and primitives
-    /// other than the tuple projections `get$i$n`, which compiled code does
-    /// not execute) evaluated since the interpreter was made, plus the
-    /// loads of loops: `fold`, `$scan`, `$scanSum`, `map` and `map2` read
-    /// each element of the vectors they are given, one operation each as
-    /// `index` is, except a vector written in place as a `build` (the
-    /// backend fuses it into the loop, which computes the element instead).
-    /// A deterministic measure of the work a program does, used to check
-    /// the cost of derivatives.
+    /// The work done since the interpreter was made, over all runs: a
+    /// deterministic measure of what a program costs, used to check the
+    /// cost of derivatives. It counts
+    /// - each call (of functions, prelude functions and primitives other
+    ///   than the tuple projections `get$i$n`, which compiled code does not
+    ///   execute);
+    /// - the loads of loops: `fold`, `$scan`, `$scanSum`, `map` and `map2`
+    ///   read each element of the vectors they are given, one each as
+    ///   `index` is, except a vector written in place as a `build` (the
+    ///   backend fuses it into the loop, which computes the element
+    ///   instead);
+    /// - element work: each element of a tensor made (`build`, `constVec`,
+    ///   `$scan`'s results, ...) or copied (a shared tensor written into, a
+    ///   tape's prefix, a sparse tensor made dense), each scalar that
+    ///   `ts_add`, `ts_scale`, `ts_neg`, `ts_dot`, `sum` and `sumbuild`'s
+    ///   accumulation combine, each element a prelude function reads of a
+    ///   vector (`dot`, a matrix-vector product), each element compared by
+    ///   `eq`; and one per entry of a one-hot vector (`deltaVec`), which is
+    ///   kept sparse (`Value::Sparse`) until something needs it dense.
+    ///
+    /// So a program whose interpretation does quadratic work has a
+    /// quadratic count, whatever the number of its calls.
     pub fn operations(&self) -> u64 {
         self.ops
     }
@@ -144,8 +157,9 @@ impl<'a> Interpreter<'a> {
         let stack = std::mem::take(&mut self.stack);
         let mut sink = std::io::sink();
         let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.max_depth, self.stack_limit);
+        let work = ops::work_done();
         let result = f(&mut machine);
-        self.ops += machine.ops;
+        self.ops += machine.ops + ops::work_done().wrapping_sub(work);
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| match e {
@@ -164,13 +178,13 @@ impl<'a> Interpreter<'a> {
     /// `m ⊙ dx` for a linear-map value `m` made by this interpreter.
     #[allow(clippy::result_large_err)]
     pub fn apply_linear_map(&mut self, m: &Value, dx: Value) -> Result<Value, RuntimeError> {
-        self.with_machine(|mc| Self::as_linear_map(m)?.apply(mc, dx))
+        self.with_machine(|mc| Self::as_linear_map(m)?.apply(mc, dx)).map(Value::densified)
     }
 
     /// `dr ⊙ᴿ m` for a linear-map value `m` made by this interpreter.
     #[allow(clippy::result_large_err)]
     pub fn apply_linear_map_r(&mut self, dr: Value, m: &Value) -> Result<Value, RuntimeError> {
-        self.with_machine(|mc| Self::as_linear_map(m)?.apply_r(mc, dr))
+        self.with_machine(|mc| Self::as_linear_map(m)?.apply_r(mc, dr)).map(Value::densified)
     }
 
     /// The linear map as a dense matrix over the flattened tangent spaces
@@ -198,8 +212,9 @@ impl<'a> Interpreter<'a> {
     pub fn call(&mut self, name: &FunName, arg: Value, out: &mut dyn Write) -> Result<Value, RuntimeError> {
         let stack = std::mem::take(&mut self.stack);
         let mut machine = eval::Machine::new(&self.prog, stack, out, self.max_depth, self.stack_limit);
-        let result = machine.call_top(name, arg);
-        self.ops += machine.ops;
+        let work = ops::work_done();
+        let result = machine.call_top(name, arg).map(Value::densified);
+        self.ops += machine.ops + ops::work_done().wrapping_sub(work);
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| *e)

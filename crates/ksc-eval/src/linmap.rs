@@ -80,7 +80,7 @@ pub(crate) fn to_tangent(v: &Value) -> Result<Value, String> {
             data: t.data.iter().map(to_tangent).collect::<Result<_, _>>()?,
         })),
         Value::Closure(_) | Value::LinMap(_) => return Err(format!("{} has no tangent", v.kind())),
-        Value::Tape(..) => to_tangent(&v.untape())?,
+        Value::Tape(..) | Value::Sparse(_) => to_tangent(&v.dense())?,
     })
 }
 
@@ -96,6 +96,7 @@ pub fn flatten_tangent(v: &Value, out: &mut Vec<f64>) {
         Value::Float(x) => out.push(*x),
         Value::Tuple(xs) => xs.iter().for_each(|x| flatten_tangent(x, out)),
         Value::Tensor(t) => t.data.iter().for_each(|x| flatten_tangent(x, out)),
+        Value::Tape(..) | Value::Sparse(_) => flatten_tangent(&v.dense(), out),
         _ => {}
     }
 }
@@ -106,6 +107,7 @@ pub fn tangent_dim(v: &Value) -> usize {
         Value::Float(_) => 1,
         Value::Tuple(xs) => xs.iter().map(tangent_dim).sum(),
         Value::Tensor(t) => t.data.iter().map(tangent_dim).sum(),
+        Value::Tape(..) | Value::Sparse(_) => tangent_dim(&v.dense()),
         _ => 0,
     }
 }
@@ -123,6 +125,7 @@ pub fn tangent_basis(x: &Value, k: i64, next: &mut i64) -> Value {
             shape: t.shape.clone(),
             data: t.data.iter().map(|v| tangent_basis(v, k, next)).collect(),
         })),
+        Value::Tape(..) | Value::Sparse(_) => tangent_basis(&x.dense(), k, next),
         _ => Value::unit(),
     }
 }
@@ -133,6 +136,7 @@ fn unflatten(like: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
     match like {
         Value::Float(_) => Value::Float(xs.next().unwrap_or(0.0)),
         Value::Tuple(cs) => Value::Tuple(cs.iter().map(|c| unflatten(c, xs)).collect()),
+        Value::Tape(..) | Value::Sparse(_) => unflatten(&like.dense(), xs),
         Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
             shape: t.shape.clone(),
             data: t.data.iter().map(|c| unflatten(c, xs)).collect(),
@@ -163,7 +167,7 @@ fn components(v: &Value, n: usize, what: &str) -> Result<Rc<[Value]>, String> {
 }
 
 fn tensor_like(v: &Value, shape: &[usize], what: &str) -> Result<Rc<Tensor>, String> {
-    match v {
+    match &v.dense() {
         Value::Tensor(t) if t.shape == shape => Ok(t.clone()),
         Value::Tensor(t) => Err(format!("{what}: a tensor of size {:?} where size {:?} was expected", t.shape, shape)),
         v => Err(format!("{what}: expected a tensor, found {}", v.kind())),
@@ -325,7 +329,7 @@ impl LinMap {
                 sum
             }
             LinMap::Transpose(m) => m.apply_r(ev, dx)?,
-            LinMap::Index { index, .. } => match &dx {
+            LinMap::Index { index, .. } => match &dx.dense() {
                 Value::Tensor(t) => crate::prims::index_value(t, index)?,
                 v => return Err(LmFail::Here(format!("`lmIndex` applied to {}", v.kind()))),
             },

@@ -137,6 +137,9 @@ fn bools2(a: &[Value]) -> Result<(bool, bool), String> {
 
 /// The elements of a vector of Floats.
 fn float_vec(v: &Value) -> Result<Vec<f64>, String> {
+    if let Value::Tensor(t) = v {
+        crate::ops::count_work(t.data.len());
+    }
     match v {
         Value::Tensor(t) if t.rank() == 1 => t
             .data
@@ -186,6 +189,7 @@ fn mat_vec(a: &[Value]) -> Result<Value, String> {
         return Err(bad("a matrix and a vector", a));
     };
     m.check()?;
+    crate::ops::count_work(m.data.len());
     let v = float_vec(v)?;
     let &[rows, cols] = m.shape.as_slice() else {
         return Err(bad("a matrix and a vector", a));

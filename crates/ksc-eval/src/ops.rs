@@ -7,9 +7,39 @@ use std::rc::Rc;
 
 use ksc_ir::Type;
 
-use crate::value::{fmt_size, Tensor, Value};
+use crate::value::{fmt_size, Sparse, Tensor, Value};
 
 pub(crate) const OVERFLOW: &str = "integer overflow";
+
+thread_local! {
+    /// Element work done on this thread (see `Interpreter::operations`).
+    static WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` units of element work: elements made, copied or combined.
+pub(crate) fn count_work(n: usize) {
+    WORK.with(|w| w.set(w.get().wrapping_add(n as u64)));
+}
+
+/// Takes back `n` units of element work counted before (see `count_loads`).
+pub(crate) fn uncount_work(n: usize) {
+    WORK.with(|w| w.set(w.get().wrapping_sub(n as u64)));
+}
+
+/// The element work done on this thread so far (wrapping: compare two
+/// readings with `wrapping_sub`).
+pub(crate) fn work_done() -> u64 {
+    WORK.with(|w| w.get())
+}
+
+/// The tensor to write into: `t` itself when nothing else holds it, else a
+/// copy (counted).
+fn tensor_mut(t: &mut Rc<Tensor>) -> &mut Tensor {
+    if Rc::strong_count(t) > 1 {
+        count_work(t.data.len());
+    }
+    Rc::make_mut(t)
+}
 
 /// Reserves room for `n` elements, or explains why it cannot. Sizes given
 /// to primitives are checked against the limit on a tensor's elements
@@ -17,6 +47,7 @@ pub(crate) const OVERFLOW: &str = "integer overflow";
 /// into an error instead of an abort, and keeps the heap within the limit
 /// on memory (`ksc_ir::limits::check_memory`).
 pub(crate) fn alloc_elements(n: usize) -> Result<Vec<Value>, String> {
+    count_work(n);
     ksc_ir::limits::check_memory(n, n.saturating_mul(std::mem::size_of::<Value>()))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| format!("out of memory allocating a tensor of {n} elements"))?;
@@ -34,6 +65,35 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
     if a.is_unit() {
         *a = b.clone();
         return Ok(());
+    }
+    if let Value::Tape(..) = b {
+        return add_in_place(a, &b.dense());
+    }
+    if let Value::Tape(..) = a {
+        *a = a.dense();
+    }
+    if let Value::Sparse(xs) = a {
+        // A sum of one-hots stays sparse while it may have at most half as
+        // many entries as elements, and while what is added to it is not
+        // much smaller than it (an accumulator of one-hots, which would be
+        // merged anew for each, is made dense once and added into in
+        // place); past that, or added a dense tensor, it is made dense.
+        if let Value::Sparse(ys) = b {
+            same_size(&xs.shape, &ys.shape)?;
+            let (m, k) = (xs.entries.len(), ys.entries.len());
+            let accumulating = m > 16 && 8 * k < m;
+            if 2 * (m + k) <= xs.len() && !accumulating {
+                count_work(xs.entries.len() + ys.entries.len());
+                *a = Value::Sparse(Rc::new(xs.plus(ys)?));
+                return Ok(());
+            }
+        }
+        *a = Value::Tensor(Rc::new(xs.to_dense()?));
+    }
+    if let Value::Sparse(ys) = b {
+        if !is_zero(&ys.fill) {
+            return add_in_place(a, &b.dense());
+        }
     }
     match (a, b) {
         (Value::Float(x), Value::Float(y)) => *x += y,
@@ -57,13 +117,44 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
                     fmt_size(&yt.shape)
                 ));
             }
-            for (x, y) in Rc::make_mut(xt).data.iter_mut().zip(&yt.data) {
+            count_work(yt.data.len());
+            for (x, y) in tensor_mut(xt).data.iter_mut().zip(&yt.data) {
                 add_in_place(x, y)?;
+            }
+        }
+        (Value::Tensor(xt), Value::Sparse(ys)) => {
+            xt.check()?;
+            same_size(&xt.shape, &ys.shape)?;
+            // Adding zeros leaves an element as it is (a -0.0 too, as native
+            // code, which adds a one-hot in place, leaves it).
+            let xt = tensor_mut(xt);
+            count_work(ys.entries.len());
+            for (k, y) in &ys.entries {
+                add_in_place(&mut xt.data[*k], y)?;
             }
         }
         (a, b) => return Err(format!("`ts_add` cannot add {} to {}", b.kind(), a.kind())),
     }
     Ok(())
+}
+
+/// Is `v` a zero (every Float `0.0` or `-0.0`, every Integer 0)?
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Float(x) => *x == 0.0,
+        Value::Integer(i) => *i == 0,
+        Value::Tuple(xs) => xs.iter().all(is_zero),
+        Value::Tensor(t) => t.data.iter().all(is_zero),
+        _ => true,
+    }
+}
+
+fn same_size(a: &[usize], b: &[usize]) -> Result<(), String> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(format!("`ts_add` of tensors of different sizes: {} and {}", fmt_size(a), fmt_size(b)))
+    }
 }
 
 /// `ts_add a b`, reusing `a`'s storage when it is not shared.
@@ -83,9 +174,31 @@ fn scale_in_place(k: f64, v: &mut Value) {
     match v {
         Value::Float(x) => *x *= k,
         Value::Tuple(xs) => Rc::make_mut(xs).iter_mut().for_each(|x| scale_in_place(k, x)),
-        Value::Tensor(t) => Rc::make_mut(t).data.iter_mut().for_each(|x| scale_in_place(k, x)),
+        Value::Tensor(t) => {
+            count_work(t.data.len());
+            tensor_mut(t).data.iter_mut().for_each(|x| scale_in_place(k, x))
+        }
+        Value::Sparse(s) => {
+            count_work(s.entries.len());
+            let s = sparse_mut(s);
+            s.entries.iter_mut().for_each(|(_, x)| scale_in_place(k, x));
+            scale_in_place(k, &mut s.fill)
+        }
+        Value::Tape(..) => {
+            *v = v.dense();
+            scale_in_place(k, v)
+        }
         _ => {}
     }
+}
+
+/// The sparse tensor to write into: `s` itself when nothing else holds it,
+/// else a copy (counted).
+fn sparse_mut(s: &mut Rc<Sparse>) -> &mut Sparse {
+    if Rc::strong_count(s) > 1 {
+        count_work(s.entries.len());
+    }
+    Rc::make_mut(s)
 }
 
 /// `ts_neg v`: negates every Float and Integer inside `v`.
@@ -99,7 +212,20 @@ fn neg_in_place(v: &mut Value) -> Result<(), String> {
         Value::Float(x) => *x = -*x,
         Value::Integer(i) => *i = i.checked_neg().ok_or(OVERFLOW)?,
         Value::Tuple(xs) => Rc::make_mut(xs).iter_mut().try_for_each(neg_in_place)?,
-        Value::Tensor(t) => Rc::make_mut(t).data.iter_mut().try_for_each(neg_in_place)?,
+        Value::Tensor(t) => {
+            count_work(t.data.len());
+            tensor_mut(t).data.iter_mut().try_for_each(neg_in_place)?
+        }
+        Value::Sparse(s) => {
+            count_work(s.entries.len());
+            let s = sparse_mut(s);
+            s.entries.iter_mut().try_for_each(|(_, x)| neg_in_place(x))?;
+            neg_in_place(&mut s.fill)?
+        }
+        Value::Tape(..) => {
+            *v = v.dense();
+            neg_in_place(v)?
+        }
         _ => {}
     }
     Ok(())
@@ -110,6 +236,10 @@ fn neg_in_place(v: &mut Value) -> Result<(), String> {
 pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
     Ok(match (a, b) {
         (Value::Float(x), Value::Float(y)) => x * y,
+        // Over every element in order, as native code sums (an infinite
+        // element times a zero is NaN).
+        (Value::Sparse(_) | Value::Tape(..), _) => ts_dot(&a.dense(), b)?,
+        (_, Value::Sparse(_) | Value::Tape(..)) => ts_dot(a, &b.dense())?,
         (Value::Tuple(xs), Value::Tuple(ys)) if xs.is_empty() || ys.is_empty() => 0.0,
         (Value::Tuple(xs), Value::Tuple(ys)) => {
             if xs.len() != ys.len() {
@@ -131,6 +261,7 @@ pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
                     fmt_size(&yt.shape)
                 ));
             }
+            count_work(xt.data.len());
             let mut sum = 0.0;
             for (x, y) in xt.data.iter().zip(&yt.data) {
                 sum += ts_dot(x, y)?;
@@ -151,10 +282,13 @@ pub fn zero_like(v: &Value) -> Value {
         Value::String(_) => Value::string(""),
         Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like).collect()),
         Value::Tensor(t) => {
+            count_work(t.data.len());
             Value::Tensor(Rc::new(Tensor { shape: t.shape.clone(), data: t.data.iter().map(zero_like).collect() }))
         }
         Value::Closure(_) | Value::LinMap(_) => v.clone(),
-        Value::Tape(..) => zero_like(&v.untape()),
+        Value::Tape(..) => zero_like(&v.dense()),
+        // A sparse zero: no entries.
+        Value::Sparse(s) => Value::Sparse(Rc::new(Sparse::new(s.shape.clone(), zero_like(&s.fill), Vec::new()))),
     }
 }
 
@@ -184,7 +318,8 @@ fn type_of_value(v: &Value) -> Type {
         Value::Tuple(xs) => Type::Tuple(xs.iter().map(type_of_value).collect()),
         Value::Tensor(t) => Type::tensor(t.rank(), t.data.first().map(type_of_value).unwrap_or(Type::Unknown)),
         Value::Closure(_) | Value::LinMap(_) => Type::Unknown,
-        Value::Tape(..) => type_of_value(&v.untape()),
+        Value::Tape(..) => type_of_value(&v.dense()),
+        Value::Sparse(s) => Type::tensor(s.shape.len(), type_of_value(&s.fill)),
     }
 }
 
@@ -204,6 +339,9 @@ pub(crate) fn shape_of(v: &Value, ty: &Type) -> Result<Value, String> {
 fn shape_known(v: &Value, ty: &Type) -> Result<Value, String> {
     if ty.shape_is_trivial() {
         return Ok(Value::unit());
+    }
+    if let Value::Tape(..) | Value::Sparse(_) = v {
+        return shape_known(&v.dense(), ty);
     }
     match (ty, v) {
         (Type::Tuple(ts), Value::Tuple(xs)) if ts.len() == xs.len() => {

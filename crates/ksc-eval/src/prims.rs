@@ -6,9 +6,9 @@ use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
 
 use crate::eval::{Compiled, Lambda, Machine, R};
 use crate::linmap::{CallClosure, LinMap, LmFail};
-use crate::ops::{self, add_in_place, alloc_elements, zero_from_shape, zero_like, OVERFLOW};
+use crate::ops::{self, add_in_place, alloc_elements, count_work, zero_from_shape, zero_like, OVERFLOW};
 use crate::value::Closure;
-use crate::value::{fmt_size, index_value_of, num_elements, Tensor, Value};
+use crate::value::{flat_index, fmt_size, index_value_of, num_elements, Sparse, Tensor, Value};
 
 /// The most arguments a primitive of fixed arity takes (`$check`).
 const MAX_ARITY: usize = 5;
@@ -57,10 +57,11 @@ pub fn tensor(v: &Value) -> Result<Rc<Tensor>, String> {
             t.check()?;
             Ok(t.clone())
         }
-        Value::Tape(..) => match v.untape() {
+        Value::Tape(..) => match v.dense() {
             Value::Tensor(t) => Ok(t),
             _ => unreachable!(),
         },
+        Value::Sparse(s) => Ok(Rc::new(s.to_dense()?)),
         _ => Err(format!("internal error: expected a tensor, found {}", v.kind())),
     }
 }
@@ -166,10 +167,14 @@ pub fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
 
 /// The operation count's loads of a loop primitive: reading an element of
 /// a vector the loop is given counts one, as `index` does, unless the vector
-/// is written in place as a `build`, which the backend fuses into the loop
-/// (the element is computed there, not loaded).
-fn loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
+/// is written in place as a `build`, which the backend fuses into the loop:
+/// the element is computed there, neither stored nor loaded, so the
+/// elements the interpreter's `build` made are not counted either. (So for
+/// `unzip` of a `build`, whose columns the backend writes in place: `unzip`
+/// counts the elements it writes, no loads.)
+fn count_loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
     let read: &[usize] = match p {
+        Prim::Unzip => &[0],
         Prim::Fold | Prim::Scan => &[2],
         Prim::ScanSum => &[3],
         Prim::Map => &[1],
@@ -178,16 +183,21 @@ fn loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
     };
     let body = &cx.def.body;
     let written = body.call_args(arg);
-    read.iter()
-        .filter(|&&k| {
-            !matches!(written.get(k).map(|&e| &body.exprs[e]), Some(Expr::Call(Callee::Prim(Prim::Build), _)))
-        })
-        .map(|&k| match args.get(k) {
-            Value::Tensor(t) => t.data.len() as u64,
-            Value::Tape(_, len) => *len as u64,
+    let mut loads = 0;
+    for &k in read {
+        let len = match args.get(k) {
+            Value::Tensor(t) => t.data.len(),
+            Value::Tape(_, len) => *len,
+            Value::Sparse(s) => s.len(),
             _ => 0,
-        })
-        .sum()
+        };
+        match written.get(k).map(|&e| &body.exprs[e]) {
+            Some(Expr::Call(Callee::Prim(Prim::Build), _)) => ops::uncount_work(len),
+            _ if p == Prim::Unzip => {}
+            _ => loads += len as u64,
+        }
+    }
+    loads
 }
 
 impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
@@ -224,7 +234,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             _ => {}
         }
         let mut args = self.prim_args(cx, base, call, arg, arity(p))?;
-        self.ops += loads(cx, p, arg, &args);
+        self.ops += count_loads(cx, p, arg, &args);
         let r = self.prim(cx, base, call, p, arg, &mut args);
         // Errors from inside a lambda already have their location.
         r.map_err(|e| match e {
@@ -440,10 +450,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         }
                     }
                 }
+                Value::Sparse(s) => {
+                    let idx = index_components(args.get(0))?;
+                    s.element(flat_index(s.shape(), &idx)?).clone()
+                }
                 v => return Err(Fail::Here(format!("internal error: expected a tensor, found {}", v.kind()))),
             },
             Prim::Size => match args.get(0) {
                 Value::Tape(_, len) => Value::Integer(*len as i64),
+                Value::Sparse(s) => index_value_of(s.shape().iter().map(|&n| n as i64)),
                 v => tensor(v)?.size_value(),
             },
             Prim::TapePush => Value::tape_push(args.get(0), args.get(1).clone())?,
@@ -464,6 +479,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::TangentFlatten => {
                 let mut xs = Vec::new();
                 crate::linmap::flatten_tangent(args.get(0), &mut xs);
+                count_work(xs.len());
                 new_tensor(vec![xs.len()], xs.into_iter().map(Value::Float).collect())
             }
             Prim::Concat => {
@@ -509,6 +525,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     (_, Some(Value::Tuple(vs))) => vs.len(),
                     _ => 0,
                 };
+                count_work(v.len().saturating_mul(n));
                 let mut columns: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(v.len())).collect();
                 for x in &v.data {
                     match x {
@@ -533,17 +550,14 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let shape = sizes(args.get(0), p)?;
                 let idx = index_components(args.get(1))?;
                 let v = args.take(2);
-                let n = tensor_count(&shape, p)?;
-                let mut data = alloc_elements(n)?;
-                data.resize(n, zero_like(&v));
-                let mut t = Tensor { shape, data };
-                // Out of range: all zeros.
-                if let Ok(k) = t.flat_index(&idx) {
-                    if let Some(slot) = t.data.get_mut(k) {
-                        *slot = v;
-                    }
-                }
-                Value::Tensor(Rc::new(t))
+                tensor_count(&shape, p)?;
+                // Sparse: one entry, or none out of range (all zeros).
+                let entries = match flat_index(&shape, &idx) {
+                    Ok(k) => vec![(k, v.clone())],
+                    Err(_) => Vec::new(),
+                };
+                count_work(1);
+                Value::Sparse(Rc::new(Sparse::new(shape, zero_like(&v), entries)))
             }
             Prim::Diag => {
                 let (rows, cols) = (int(args.get(0))?, int(args.get(1))?);
@@ -635,8 +649,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::TsScale => ops::ts_scale(float(args.get(0))?, args.take(1)),
             Prim::TsDot => Value::Float(ops::ts_dot(args.get(0), args.get(1))?),
             Prim::TsNeg => ops::ts_neg(args.take(0))?,
-            Prim::Eq => Value::Bool(args.get(0) == args.get(1)),
-            Prim::Ne => Value::Bool(args.get(0) != args.get(1)),
+            Prim::Eq | Prim::Ne => {
+                if let Value::Tensor(t) = args.get(0) {
+                    count_work(t.data.len());
+                }
+                Value::Bool((args.get(0) == args.get(1)) == (p == Prim::Eq))
+            }
             Prim::Delta => {
                 let v = args.take(2);
                 if args.get(0) == args.get(1) {
@@ -663,11 +681,18 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 Value::Float((d1 - d2).abs() / (d1.abs() + d2.abs()))
             }
             Prim::Copydown | Prim::Inline => args.take(0),
-            Prim::Get { index, arity } => match args.get(0) {
-                Value::Tuple(vs) if vs.len() == arity as usize && index >= 1 => vs
-                    .get(index as usize - 1)
-                    .cloned()
-                    .ok_or_else(|| format!("internal error: `{p}` of a tuple of {} components", vs.len()))?,
+            Prim::Get { index, arity } => match args.take(0) {
+                // An unshared tuple gives its component up.
+                Value::Tuple(mut vs) if vs.len() == arity as usize && index >= 1 => {
+                    let k = index as usize - 1;
+                    match Rc::get_mut(&mut vs) {
+                        Some(owned) if k < owned.len() => std::mem::replace(&mut owned[k], Value::moved()),
+                        _ => vs
+                            .get(k)
+                            .cloned()
+                            .ok_or_else(|| format!("internal error: `{p}` of a tuple of {} components", vs.len()))?,
+                    }
+                }
                 v => return Err(Fail::Here(format!("internal error: `{p}` of {}", v.kind()))),
             },
             Prim::LmZero => lm(LinMap::Zero { source: args.take(0), target: args.take(1) }),

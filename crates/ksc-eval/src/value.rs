@@ -27,6 +27,89 @@ pub enum Value {
     /// operation but `$tapePush`, `index` and `size` sees it as the
     /// vector of its elements (`Value::untape`).
     Tape(Rc<std::cell::RefCell<Vec<Value>>>, usize),
+    /// A tensor that is zero but for a few entries: a `deltaVec` (one-hot)
+    /// and sums of them, whose cost is that of their entries, as in native
+    /// code, which adds them into its accumulator in place. `ts_add`,
+    /// `ts_scale`, `ts_neg`, `ts_dot`, `index` and `size` work on the
+    /// entries; every other operation sees the dense tensor
+    /// (`Value::dense`), and no value leaves the interpreter sparse.
+    Sparse(Rc<Sparse>),
+}
+
+/// The value of a [`Value::Sparse`]: a tensor of `shape` whose elements
+/// are `fill` (a zero, negated or scaled as the dense tensor's zeros would
+/// be) but at the flat positions of `entries`, where they are the entries'
+/// values. Invariants: positions are in range and strictly increasing,
+/// values are shaped like `fill`, and there are at most half as many
+/// entries as elements (a larger sum is made dense).
+#[derive(Clone, Debug)]
+pub struct Sparse {
+    pub(crate) shape: Vec<usize>,
+    pub(crate) fill: Value,
+    pub(crate) entries: Vec<(usize, Value)>,
+}
+
+impl Sparse {
+    pub(crate) fn new(shape: Vec<usize>, fill: Value, entries: Vec<(usize, Value)>) -> Sparse {
+        Sparse { shape, fill, entries }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The number of elements of the dense tensor.
+    pub fn len(&self) -> usize {
+        num_elements(&self.shape).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The dense tensor (one unit of work per element).
+    pub fn to_dense(&self) -> Result<Tensor, String> {
+        let n = self.len();
+        let mut data = crate::ops::alloc_elements(n)?;
+        data.resize(n, self.fill.clone());
+        for (k, v) in &self.entries {
+            data[*k] = v.clone();
+        }
+        Ok(Tensor { shape: self.shape.clone(), data })
+    }
+
+    /// The element at flat position `k` (in range).
+    pub(crate) fn element(&self, k: usize) -> &Value {
+        crate::ops::count_work(1);
+        match self.entries.binary_search_by_key(&k, |(j, _)| *j) {
+            Ok(i) => &self.entries[i].1,
+            Err(_) => &self.fill,
+        }
+    }
+
+    /// The elementwise sum, as of the dense tensors: the fills add, and so
+    /// do the elements at each position listed on either side (a merge of
+    /// the two lists). The shapes must be equal.
+    pub(crate) fn plus(&self, other: &Sparse) -> Result<Sparse, String> {
+        let add = |x: &Value, y: &Value| -> Result<Value, String> {
+            let mut v = x.clone();
+            crate::ops::add_in_place(&mut v, y)?;
+            Ok(v)
+        };
+        let (xs, ys) = (&self.entries, &other.entries);
+        let mut entries = Vec::with_capacity(xs.len() + ys.len());
+        let (mut i, mut j) = (0, 0);
+        while i < xs.len() || j < ys.len() {
+            let (kx, ky) = (xs.get(i).map_or(usize::MAX, |e| e.0), ys.get(j).map_or(usize::MAX, |e| e.0));
+            let k = kx.min(ky);
+            let x = if kx == k { &xs[i].1 } else { &self.fill };
+            let y = if ky == k { &ys[j].1 } else { &other.fill };
+            entries.push((k, add(x, y)?));
+            i += usize::from(kx == k);
+            j += usize::from(ky == k);
+        }
+        Ok(Sparse { shape: self.shape.clone(), fill: add(&self.fill, &other.fill)?, entries })
+    }
 }
 
 /// A tensor of rank `shape.len() >= 1`, elements stored row-major (last index
@@ -95,24 +178,30 @@ impl Tensor {
     /// The row-major position of a multi-index, bounds-checked.
     pub fn flat_index(&self, idx: &[i64]) -> Result<usize, String> {
         self.check()?;
-        if idx.len() != self.shape.len() {
-            return Err(format!("an index of rank {} used on a tensor of rank {}", idx.len(), self.shape.len()));
-        }
-        let mut flat = 0usize;
-        for (&i, &n) in idx.iter().zip(&self.shape) {
-            match usize::try_from(i) {
-                Ok(i) if i < n => flat = flat * n + i,
-                _ => {
-                    return Err(format!(
-                        "index out of range: index {} in a tensor of size {}",
-                        fmt_index(idx),
-                        fmt_size(&self.shape)
-                    ))
-                }
+        flat_index(&self.shape, idx)
+    }
+}
+
+/// The row-major position of a multi-index in a tensor of this shape,
+/// bounds-checked.
+pub(crate) fn flat_index(shape: &[usize], idx: &[i64]) -> Result<usize, String> {
+    if idx.len() != shape.len() {
+        return Err(format!("an index of rank {} used on a tensor of rank {}", idx.len(), shape.len()));
+    }
+    let mut flat = 0usize;
+    for (&i, &n) in idx.iter().zip(shape) {
+        match usize::try_from(i) {
+            Ok(i) if i < n => flat = flat * n + i,
+            _ => {
+                return Err(format!(
+                    "index out of range: index {} in a tensor of size {}",
+                    fmt_index(idx),
+                    fmt_size(shape)
+                ))
             }
         }
-        Ok(flat)
     }
+    Ok(flat)
 }
 
 /// The number of elements of a tensor of this shape, if it fits in `usize`.
@@ -147,6 +236,13 @@ impl Value {
         Value::Tuple(Rc::from(Vec::new()))
     }
 
+    /// What a variable's slot holds once its value has moved out (after
+    /// its last use): a value no operation takes for another, so a wrong
+    /// read would be an error, not a silent unit.
+    pub(crate) fn moved() -> Value {
+        Value::String(Rc::from("<moved>"))
+    }
+
     pub fn tuple(components: Vec<Value>) -> Value {
         Value::Tuple(Rc::from(components))
     }
@@ -160,11 +256,42 @@ impl Value {
         Value::String(Rc::from(s))
     }
 
-    /// A tape as the vector of its elements (a copy); other values as they are.
-    pub fn untape(&self) -> Value {
+    /// A tape or a sparse tensor as the tensor of its elements (a copy,
+    /// counted as work); other values as they are.
+    pub fn dense(&self) -> Value {
         match self {
-            Value::Tape(buf, len) => Value::Tensor(Rc::new(Tensor::vector(buf.borrow()[..*len].to_vec()))),
+            Value::Tape(buf, len) => {
+                crate::ops::count_work(*len);
+                Value::Tensor(Rc::new(Tensor::vector(buf.borrow()[..*len].to_vec())))
+            }
+            // Its entries fit its elements and add as they did when made,
+            // and its size was checked when it was made: cannot fail.
+            Value::Sparse(s) => s.to_dense().map_or_else(|_| self.clone(), |t| Value::Tensor(Rc::new(t))),
             v => v.clone(),
+        }
+    }
+
+    /// The value with every sparse tensor and tape inside it made dense:
+    /// what leaves the interpreter, and what native functions are given.
+    pub fn densified(self) -> Value {
+        fn has_sparse(v: &Value) -> bool {
+            match v {
+                Value::Sparse(_) | Value::Tape(..) => true,
+                Value::Tuple(xs) => xs.iter().any(has_sparse),
+                Value::Tensor(t) => t.data.iter().any(has_sparse),
+                _ => false,
+            }
+        }
+        if !has_sparse(&self) {
+            return self;
+        }
+        match self {
+            Value::Tuple(xs) => Value::Tuple(xs.iter().map(|x| x.clone().densified()).collect()),
+            Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
+                shape: t.shape.clone(),
+                data: t.data.iter().map(|x| x.clone().densified()).collect(),
+            })),
+            v => v.dense().densified(),
         }
     }
 
@@ -177,11 +304,14 @@ impl Value {
                 Ok(Value::Tape(buf.clone(), len + 1))
             }
             Value::Tape(buf, len) => {
+                crate::ops::count_work(*len);
                 let mut v = buf.borrow()[..*len].to_vec();
                 v.push(r);
                 Ok(Value::Tape(Rc::new(std::cell::RefCell::new(v)), len + 1))
             }
+            Value::Sparse(_) => Value::tape_push(&t.dense(), r),
             Value::Tensor(t) if t.rank() == 1 => {
+                crate::ops::count_work(t.data.len());
                 let mut v = t.data.clone();
                 v.push(r);
                 let n = v.len();
@@ -204,7 +334,7 @@ impl Value {
             Value::String(_) => "a String",
             Value::Tuple(vs) if vs.is_empty() => "the unit value",
             Value::Tuple(_) => "a tuple",
-            Value::Tensor(_) | Value::Tape(..) => "a tensor",
+            Value::Tensor(_) | Value::Tape(..) | Value::Sparse(_) => "a tensor",
             Value::Closure(_) => "a lambda",
             Value::LinMap(_) => "a linear map",
         }
@@ -224,7 +354,9 @@ impl PartialEq for Value {
             (Value::Tensor(a), Value::Tensor(b)) => a == b,
             (Value::Closure(a), Value::Closure(b)) => Rc::ptr_eq(a, b),
             (Value::LinMap(a), Value::LinMap(b)) => Rc::ptr_eq(a, b),
-            (Value::Tape(..), _) | (_, Value::Tape(..)) => self.untape() == other.untape(),
+            (Value::Tape(..) | Value::Sparse(_), _) | (_, Value::Tape(..) | Value::Sparse(_)) => {
+                self.dense() == other.dense()
+            }
             _ => false,
         }
     }
@@ -270,7 +402,7 @@ impl fmt::Display for Value {
             Value::Tensor(t) => t.fmt(f),
             Value::Closure(_) => f.write_str("<lambda>"),
             Value::LinMap(_) => f.write_str("<linear map>"),
-            Value::Tape(..) => fmt::Display::fmt(&self.untape(), f),
+            Value::Tape(..) | Value::Sparse(_) => fmt::Display::fmt(&self.dense(), f),
         }
     }
 }

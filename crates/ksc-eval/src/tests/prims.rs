@@ -3,7 +3,7 @@
 use ksc_ir::{FunName, Type};
 
 use super::{assert_fails, eval, eval_err, eval_out};
-use crate::{native_prelude, Value};
+use crate::{native_prelude, Interpreter, Value};
 
 #[test]
 fn integer_arithmetic() {
@@ -501,4 +501,74 @@ fn tape_push_appends_in_place_only_to_the_latest_version() {
     assert_eq!(eval("(index 3 ($tapePush ($tapePush (build 2 (lam (i : Integer) i)) 5) 6))"), "6");
     assert_eq!(eval("(sum ($tapePush (build 2 (lam (i : Integer) (to_float i))) 5.0))"), "6");
     assert_fails("(index 3 ($tapePush (build 2 (lam (i : Integer) i)) 5))", "index out of range", "index");
+}
+
+/// One-hot vectors are kept sparse (`Value::Sparse`): each operation on
+/// them gives what it gives on the dense vector, and sums of them added
+/// into a vector cost their entries, not the vector's size.
+#[test]
+fn one_hot_vectors_are_sparse_and_mean_their_dense_value() {
+    let d = "(deltaVec 6 2 1.5)";
+    for (expr, dense) in [
+        (format!("(index 2 {d})"), "1.5"),
+        (format!("(index 3 {d})"), "0"),
+        (format!("(size {d})"), "6"),
+        (format!("(sum {d})"), "1.5"),
+        (format!("(ts_add {d} (deltaVec 6 2 1.0))"), "[0, 0, 2.5, 0, 0, 0]"),
+        (format!("(ts_add {d} (deltaVec 6 0 1.0))"), "[1, 0, 1.5, 0, 0, 0]"),
+        // Past half the elements, the sum is made dense.
+        (
+            format!("(ts_add (ts_add {d} (deltaVec 6 0 1.0)) (ts_add (deltaVec 6 5 1.0) (deltaVec 6 4 1.0)))"),
+            "[1, 0, 1.5, 0, 1, 1]",
+        ),
+        (format!("(ts_add (constVec 6 1.0) {d})"), "[1, 1, 2.5, 1, 1, 1]"),
+        (format!("(ts_add {d} (constVec 6 1.0))"), "[1, 1, 2.5, 1, 1, 1]"),
+        (format!("(ts_scale 2.0 {d})"), "[0, 0, 3, 0, 0, 0]"),
+        (format!("(ts_neg {d})"), "[-0, -0, -1.5, -0, -0, -0]"),
+        (format!("(ts_scale -2.0 {d})"), "[-0, -0, -3, -0, -0, -0]"),
+        // Adding a one-hot leaves the other elements as they are, a -0 too.
+        (format!("(ts_add (ts_neg (constVec 6 0.0)) {d})"), "[-0, -0, 1.5, -0, -0, -0]"),
+        (format!("(ts_add (constVec 6 1.0) (ts_neg {d}))"), "[1, 1, -0.5, 1, 1, 1]"),
+        (format!("(ts_dot (Vec_init 1.0 (div 1.0 0.0) 2.0 0.0 0.0 0.0) {d})"), "nan"),
+        (format!("(ts_dot {d} (build 6 (lam (i : Integer) (to_float i))))"), "3"),
+        (format!("(ts_dot (build 6 (lam (i : Integer) (to_float i))) (ts_add {d} {d}))"), "6"),
+        (format!("(eq {d} (Vec_init 0.0 0.0 1.5 0.0 0.0 0.0))"), "1"),
+        (format!("(build 2 (lam (i : Integer) (index (add i 1) {d})))"), "[0, 1.5]"),
+        (format!("(tuple {d} (deltaVec (tuple 2 2) (tuple 1 1) 2.0))"), "[0, 0, 1.5, 0, 0, 0],[[0, 0], [0, 2]]"),
+        (
+            format!("(ts_add (deltaVec 3 1 (Vec_init 1.0 2.0)) (deltaVec 3 1 (Vec_init 1.0 1.0)))"),
+            "[[0, 0], [2, 3], [0, 0]]",
+        ),
+        (format!("(dot {d} (constVec 6 2.0))"), "3"),
+    ] {
+        assert_eq!(eval(&expr), dense, "{expr}");
+    }
+    assert_fails("(ts_add (deltaVec 3 0 1.0) (deltaVec 4 0 1.0))", "different sizes: 3 and 4", "ts_add");
+}
+
+/// The operation count includes element work: a `constVec` counts its
+/// elements, a one-hot one, and adding n one-hots into a vector not shared
+/// counts n (not n times its size).
+#[test]
+fn the_operation_count_counts_element_work() {
+    let ops = |body: &str| {
+        let defs = crate::tests::mini::program(&format!("(def main Float () {body})"));
+        let mut it = Interpreter::new(&defs);
+        it.call(&FunName::typed("main", Type::unit()), Value::unit(), &mut std::io::sink()).unwrap();
+        it.operations()
+    };
+    let n = 1000;
+    // `constVec`: the call and its elements.
+    assert_eq!(ops(&format!("(index 0 (constVec {n} 1.0))")), 2 + n);
+    // One-hot vectors: a call and an entry each; `index` reads the entry.
+    assert_eq!(ops(&format!("(index 0 (deltaVec {n} 0 1.0))")), 2 + 1 + 1);
+    // A fold adding a one-hot per step into its accumulator: the steps'
+    // calls and one entry each, the accumulator's elements once.
+    let fold = |k: u64| {
+        ops(&format!(
+            "(index 0 (fold (lam (acc_i : Tuple (Vec Float) Integer) (let ((acc i) acc_i) (ts_add acc (deltaVec {n} i 1.0)))) (constVec {n} 0.0) (build {k} (lam (i : Integer) i))))"
+        ))
+    };
+    let (small, large) = (fold(10), fold(40));
+    assert!(large - small < 30 * 10, "{small} {large}");
 }

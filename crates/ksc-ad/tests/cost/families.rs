@@ -1,0 +1,305 @@
+//! The cost tests' families of programs, shared by the interpreter's
+//! cost tests (`cost.rs`) and native code's (`tests/it/cost_native.rs`):
+//! each a program defining `f`, the type of its argument, and an input of
+//! size n.
+
+#![allow(dead_code)]
+
+use ksc_ir::Type;
+
+pub struct Family {
+    pub name: &'static str,
+    pub program: String,
+    pub arg_ty: Type,
+    pub input: fn(usize) -> String,
+}
+
+/// A chain of `levels` functions, each a loop over the result of the one
+/// below (`g1` over the argument), and `f`, the sum over the last.
+fn call_chain(levels: usize) -> String {
+    let step = |name: &str, ty: &str, loop_: &str, below: &str| {
+        format!(
+            "(def {name} {ty} (v : Vec Float) (let (w {below}) ({loop_} (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))\n"
+        )
+    };
+    let mut text = step("g1", "(Vec Float)", "build", "v");
+    for k in 2..=levels {
+        text += &step(&format!("g{k}"), "(Vec Float)", "build", &format!("(g{} v)", k - 1));
+    }
+    text + &step("f", "Float", "sumbuild", &format!("(g{levels} v)"))
+}
+
+/// Loops (gathers, mat-vec, mat-mat, the GMM objective, a fold), a chain
+/// of eight calls, and recursion (linear, non-linear, over a vector,
+/// tree-shaped).
+pub fn families() -> Vec<Family> {
+    let vf = Type::vec(Type::Float);
+    vec![
+        Family {
+            name: "gather",
+            program: "(def f Float (v : Vec Float) (sumbuild (size v) (lam (i : Integer) (mul (index i v) (index (sub (sub (size v) 1) i) v)))))".into(),
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) (to_float i)))"),
+        },
+        Family {
+            name: "mat-vec",
+            program: "(def f (Vec Float) ((m : Vec (Vec Float)) (v : Vec Float)) (build (size m) (lam (i : Integer) (sumbuild (size v) (lam (j : Integer) (mul (index j (index i m)) (index j v)))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), vf.clone()]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 8 (lam (j : Integer) 1.5)))) (build 8 (lam (j : Integer) 0.5)))"),
+        },
+        Family {
+            name: "mat-mat",
+            program: "(def f (Vec (Vec Float)) ((a : Vec (Vec Float)) (b : Vec (Vec Float))) (build (size a) (lam (i : Integer) (build (size (index 0 b)) (lam (j : Integer) (sumbuild (size b) (lam (k : Integer) (mul (index k (index i a)) (index j (index k b))))))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), Type::vec(vf.clone())]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (build 6 (lam (j : Integer) (to_float (add i j)))))) (build 6 (lam (i : Integer) (build 6 (lam (j : Integer) (div 1.0 (to_float (add 1 (add i j)))))))))"),
+        },
+        Family {
+            name: "GMM objective",
+            program: concat!(
+                include_str!("../../../../ksc-examples/ad/gmm.ks"),
+                "(def f Float ((x : Vec (Vec Float)) (alphas : Vec Float) (means : Vec (Vec Float)) (icf : Vec (Vec Float)) (g : Float) (m : Integer)) (gmm_objective x alphas means icf g m))"
+            ).into(),
+            arg_ty: Type::Tuple(vec![
+                Type::vec(vf.clone()),
+                vf.clone(),
+                Type::vec(vf.clone()),
+                Type::vec(vf.clone()),
+                Type::Float,
+                Type::Integer,
+            ]),
+            // n points of dimension 3, 4 components.
+            input: |n| {
+                format!(
+                    "(tuple (build {n} (lam (i : Integer) (build 3 (lam (j : Integer) (sin (to_float (add i j)))))))
+                            (build 4 (lam (c : Integer) (mul 0.1 (to_float c))))
+                            (build 4 (lam (c : Integer) (build 3 (lam (j : Integer) (cos (to_float (mul c j)))))))
+                            (build 4 (lam (c : Integer) (build 6 (lam (j : Integer) (mul 0.05 (to_float (add c j)))))))
+                            1.5 3)"
+                )
+            },
+        },
+        Family {
+            name: "fold product",
+            program: "(def f Float (v : Vec Float) (fold (lam (a_x : Tuple Float Float) (let ((a x) a_x) (mul a x))) 1.0 v))".into(),
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) 1.001))"),
+        },
+        Family {
+            name: "call chain",
+            // g1 <- g2 <- ... <- g8 <- f, each a loop over the vector the
+            // one below returns: reverse mode must not recompute the levels
+            // below each level.
+            program: call_chain(8),
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
+        },
+        Family {
+            name: "recursive product",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))".into(),
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple 1.001 {n})"),
+        },
+        Family {
+            name: "recursive chain",
+            // x_{i+1} = x_i * x_i + sin(x_i), from a point where it stays bounded.
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (f (add (mul x x) (sin x)) (sub n 1))))".into(),
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple -0.5 {n})"),
+        },
+        Family {
+            name: "recursive sin",
+            program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) x (sin (f x (sub n 1)))))".into(),
+            arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
+            input: |n| format!("(tuple 0.5 {n})"),
+        },
+        Family {
+            name: "recursive vector",
+            program: "(def f Float ((v : Vec Float) (i : Integer)) (if (eq i 0) 1.0 (let (a (index (sub i 1) v)) (add (mul a (f v (sub i 1))) (sin a)))))".into(),
+            arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) {n})"),
+        },
+        Family {
+            name: "tree recursion",
+            program: "(def f Float ((v : Vec Float) (lo : Integer) (hi : Integer)) (if (eq (sub hi lo) 1) (index lo v) (let (mid (div (add lo hi) 2)) (mul (f v lo mid) (cos (f v mid hi))))))".into(),
+            arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer, Type::Integer]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 0 {n})"),
+        },
+    ]
+}
+
+/// Recursion inside a loop's lambda whose results the derivative reads:
+/// `sin (f ..)` of each of two recursive calls in a `sumbuild`, a `build`
+/// whose lambda binds a call's result with a `let` and tests it, and a
+/// `map` (taped as the `build` it equals).
+pub fn recursion_in_loops() -> Vec<Family> {
+    let depth8 = |n: usize| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 8)");
+    vec![
+        Family {
+            name: "recursion in a loop",
+            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sumbuild 2 (lam (k : Integer) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k 1))))) (sub n 1)))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+            input: depth8,
+        },
+        Family {
+            name: "let in a loop",
+            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sum (build 2 (lam (k : Integer) (let (s (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k 1))))) (sub n 1))) (if (gt s 0.0) (mul s s) (cos s))))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+            input: depth8,
+        },
+        Family {
+            name: "map in a recursion",
+            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sum (map (lam (x : Float) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) x))) (sub n 1)))) (build 2 (lam (k : Integer) (to_float (add k 1))))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+            input: depth8,
+        },
+    ]
+}
+
+/// `f (v, n)`: the sum of `sin v` at `n = 0`, else `body`, which calls f at
+/// `n - 1`.
+fn recursive(name: &'static str, body: String, input: fn(usize) -> String) -> Family {
+    Family {
+        name,
+        program: format!(
+            "(def f Float ((v : Vec Float) (n : Integer))
+               (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                   {body}))"
+        ),
+        arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+        input,
+    }
+}
+
+/// Recursive calls in a loop inside a loop (depth 4: 4^4 calls at the
+/// bottom), `sumbuild`s or `build`s outside or inside: reverse mode reads
+/// them from the tape through the outer loop's index record (2.9 times f);
+/// forward mode fuses the loop of values with the loop of tangents, the
+/// inner ones too, and reads the values from the tangents' pairs (2.1
+/// times f; computing them again was 4.9 to 5.8 times f, growing with the
+/// depth).
+pub fn loops_in_loops() -> Vec<Family> {
+    let family = |name, outer: &str| {
+        let call = "(f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k j))))) (sub n 1))";
+        recursive(name, outer.replace("CALL", call), |n| {
+            format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 4)")
+        })
+    };
+    vec![
+        family("loop in a loop", "(sumbuild 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))"),
+        family(
+            "build of sumbuilds",
+            "(let (w (build 2 (lam (k : Integer) (sumbuild 2 (lam (j : Integer) (sin CALL)))))) (add (index 0 w) (mul 2.0 (index 1 w))))",
+        ),
+        family(
+            "sumbuild of builds",
+            "(sumbuild 2 (lam (k : Integer) (let (w (build 2 (lam (j : Integer) CALL))) (mul (index 0 w) (sin (index 1 w))))))",
+        ),
+    ]
+}
+
+/// Recursive calls in a `fold`'s step (depth 7, three steps per level),
+/// and builds calling f in a fold's step.
+pub fn recursion_in_folds() -> Vec<Family> {
+    let mut v = vec![
+        Family {
+            name: "fold of recursion",
+            program: "(def f Float ((v : Vec Float) (n : Integer))
+                        (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v))))
+                            (fold (lam (acc_k : Tuple Float Float)
+                                    (let ((acc k) acc_k)
+                                      (add acc (sin (f (build (size v) (lam (i : Integer) (mul (index i v) k))) (sub n 1))))))
+                                  0.0 (Vec_init 0.5 1.5 2.0))))"
+                .into(),
+            arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 7)"),
+        },
+    ];
+    v.extend(loops_in_folds());
+    v
+}
+
+/// A build calling f in a fold's step, alone and in a sumbuild's lambda
+/// (depth 3: four and eight calls per level); forward mode fuses the fold
+/// of values with the fold of pairs, then the builds in their steps.
+fn loops_in_folds() -> Vec<Family> {
+    let family = |name, outer: &str| {
+        let fold = "(fold (lam (acc_x : Tuple Float Float)
+                             (let ((acc x) acc_x)
+                               (let (w (build 2 (lam (j : Integer)
+                                          (f (build (size v) (lam (i : Integer) (mul (index i v) (add x (to_float (add j k)))))) (sub n 1)))))
+                                 (add (mul acc (sin (index 0 w))) (sin (index 1 w))))))
+                           (to_float k) (Vec_init 0.5 1.5))";
+        recursive(name, outer.replace("FOLD", fold), |n| {
+            format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 3)")
+        })
+    };
+    vec![
+        family("fold of a loop", "(let (k 1) FOLD)"),
+        family("loop, fold, loop", "(sumbuild 2 (lam (k : Integer) FOLD))"),
+    ]
+}
+
+/// A recurrent network (`ksc-examples/ad/recurrent.ks`: a fold over n time
+/// steps whose step folds over three layers, each a call computing gates
+/// with `exp` and `tanh`, ADBench's LSTM in small).
+pub fn recurrent_network() -> Family {
+    let vf = Type::vec(Type::Float);
+    Family {
+        name: "recurrent network",
+        program: concat!(
+            include_str!("../../../../ksc-examples/ad/recurrent.ks"),
+            "(def f Float ((ws : Vec (Vec Float)) (xs : Vec (Vec Float))) (recurrent ws xs))"
+        )
+        .into(),
+        arg_ty: Type::Tuple(vec![Type::vec(vf.clone()), Type::vec(vf)]),
+        input: |n| {
+            format!(
+                "(tuple (build 3 (lam (l : Integer) (build 4 (lam (j : Integer) (mul 0.1 (to_float (sub j l)))))))
+                        (build {n} (lam (t : Integer) (build 4 (lam (j : Integer) (sin (to_float (add t j))))))))"
+            )
+        },
+    }
+}
+
+/// Loops whose reverse mode adds one-hot cotangents of vectors they read
+/// (`a` and `b`, at the loop's index): one family per kind of loop,
+/// `$scan`, `fold`, `sumbuild` and `build`. (See `cost.rs` for recursion.)
+pub fn captured_reads() -> Vec<Family> {
+    let vf = Type::vec(Type::Float);
+    let two = Type::Tuple(vec![vf.clone(), vf.clone()]);
+    let input = |n: usize| {
+        format!("(tuple (build {n} (lam (i : Integer) (div 1.0 (to_float (add i 1))))) (build {n} (lam (i : Integer) 0.5)))")
+    };
+    [
+        (
+            "$scan",
+            "(def f Float ((a : Vec Float) (b : Vec Float))
+               (let (s ($scan (lam (acc_i : Tuple (Tuple Float Float) Integer)
+                                 (let ((pq i) acc_i) (let ((p q) pq)
+                                   (tuple (mul p (index i a)) (add (mul (index i a) q) (index i b))))))
+                               (tuple 1.0 0.0) (build (size a) (lam (i : Integer) i))))
+                 (sumbuild (size s) (lam (j : Integer) (get$2$2 (index j s))))))",
+        ),
+        (
+            "fold",
+            "(def f Float ((a : Vec Float) (b : Vec Float))
+               (fold (lam (acc_i : Tuple Float Integer)
+                       (let ((acc i) acc_i) (add (mul acc (index i a)) (index (sub (sub (size b) 1) i) b))))
+                     0.0 (build (size a) (lam (i : Integer) i))))",
+        ),
+        (
+            "sumbuild",
+            "(def f Float ((a : Vec Float) (b : Vec Float))
+               (sumbuild (size a) (lam (i : Integer) (mul (index i a) (index (div i 2) b)))))",
+        ),
+        (
+            "build",
+            "(def f Float ((a : Vec Float) (b : Vec Float))
+               (let (c (build (size a) (lam (i : Integer) (mul (sin (index i a)) (index (div i 2) b)))))
+                 (sumbuild (size c) (lam (i : Integer) (mul (index i c) (index i c))))))",
+        ),
+    ]
+    .into_iter()
+    .map(|(name, program)| Family { name, program: program.into(), arg_ty: two.clone(), input })
+    .collect()
+}
