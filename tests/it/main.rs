@@ -8,6 +8,7 @@ mod ad_cli;
 mod bad_input;
 mod cl_cli;
 mod common;
+mod cost_native;
 mod emit_ks;
 mod laws_cli;
 mod mutate;

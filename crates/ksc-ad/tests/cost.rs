@@ -171,26 +171,34 @@ fn recurrent_network_costs_a_small_constant_times_the_function() {
 /// keeps them sparse and adds them into the accumulator in place, so its
 /// work is linear too: at 4n, at most 4.5 times that at n (dense one-hot
 /// vectors would make it 16 times). One family per kind of loop: `$scan`,
-/// `fold`, `sumbuild` and `build`.
-///
-/// Not yet recursion: the reverse pass of `g a b i = a[i-1] * g a b (i-1)
-/// + b[i-1]` returns each level's cotangent of `a` and `b` as a vector that
-/// the level above copies to add its one-hot to, in both backends
-/// (quadratic time, and in native code quadratic memory: 1 GB at n =
-/// 8000). It needs the cotangent threaded down as an accumulator.
+/// `fold`, `sumbuild` and `build`; recursion is known to be quadratic
+/// (`families::KNOWN_QUADRATIC`), and asserted to be until it is fixed.
 #[test]
 fn reverse_mode_of_loops_reading_captured_vectors_is_linear() {
-    let mut failures = Vec::new();
-    for fam in families::captured_reads() {
-        let (n, m) = (500usize, 2000usize);
-        let (p1, _, r1) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(n));
-        let (p4, _, r4) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(m));
-        let ratio = r4 as f64 / r1 as f64;
-        println!("{:<10} rev at n={n}: {r1:<8} at n={m}: {r4:<8} ratio {ratio:.2} (f: {p1} and {p4})", fam.name);
-        // Linear, and within the bound of the other families.
-        if 2 * r4 > 9 * r1 || 4 * r4 > REV * p4 + 4 * C {
-            failures.push(format!("{}: rev {r1} at n = {n}, {r4} at n = {m} (f {p1}, {p4})", fam.name));
+    // The interpreter nests each recursive call in Rust's stack: depth 2000
+    // needs more than a test thread's.
+    let run = || {
+        let mut failures = Vec::new();
+        for fam in families::captured_reads() {
+            let (n, m) = (500usize, 2000usize);
+            let (p1, _, r1) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(n));
+            let (p4, _, r4) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(m));
+            let ratio = r4 as f64 / r1 as f64;
+            println!("{:<10} rev at n={n}: {r1:<8} at n={m}: {r4:<8} ratio {ratio:.2} (f: {p1} and {p4})", fam.name);
+            let linear = 2 * r4 <= 9 * r1;
+            if families::known_quadratic(fam.name, false) {
+                if linear {
+                    failures.push(format!(
+                        "{}: now linear (rev {r1} at n = {n}, {r4} at n = {m}): remove it from KNOWN_QUADRATIC",
+                        fam.name
+                    ));
+                }
+            } else if !linear || 4 * r4 > REV * p4 + 4 * C {
+                failures.push(format!("{}: rev {r1} at n = {n}, {r4} at n = {m} (f {p1}, {p4})", fam.name));
+            }
         }
-    }
+        failures
+    };
+    let failures = std::thread::Builder::new().stack_size(1 << 30).spawn(run).unwrap().join().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

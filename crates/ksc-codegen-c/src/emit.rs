@@ -599,7 +599,7 @@ fn copy_fn(t: &Type) -> String {
                 writeln!(s, "    for (int64_t i = 0; i < n; i++) data[i] = ks_copy_{}(A, data[i]);", mangle_type(e))
                     .ok();
             }
-            s.push_str("    x.data = data;\n");
+            s.push_str("    KS_WORK(n);\n    x.data = data;\n");
             s
         }
         _ => String::new(),
@@ -673,7 +673,7 @@ pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, check
 fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
-    writeln!(out, "static {} {{", prototype_named(f, &local_name(&f.c_name, target), false)).ok();
+    writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(&f.body)).ok();
     let mut w = W { f, callees, target, checked, out: String::new(), depth: 1, loop_marks: Vec::new() };
     if let Some(m) = f.entry_mark {
         w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
@@ -690,6 +690,19 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     out.push_str(&w.out);
     out.push_str("}\n\n");
     out
+}
+
+/// What a run of block `b` counts in a build that counts work (`KS_WORK`,
+/// defined by the runtime; nothing unless `KS_COUNT_WORK` is defined): one,
+/// and one per element it loads, stores or adds into (statements directly
+/// in it; nested blocks count for themselves). Written on the line that
+/// opens the block, so the C has as many lines either way.
+fn work(b: &Block) -> String {
+    let elements = b
+        .iter()
+        .filter(|s| matches!(s, Stmt::Let(_, Rhs::Load { .. }) | Stmt::Store { .. } | Stmt::Accum { .. }))
+        .count();
+    format!(" KS_WORK({});", 1 + elements)
 }
 
 struct W<'a> {
@@ -953,7 +966,7 @@ impl W<'_> {
                 let i = self.var(*idx);
                 let guarded = !pre.is_empty();
                 if guarded {
-                    self.line(&format!("if ({n} > 0) {{"));
+                    self.line(&format!("if ({n} > 0) {{{}", work(pre)));
                     self.depth += 1;
                     self.block(pre);
                 }
@@ -962,7 +975,7 @@ impl W<'_> {
                     self.depth += 1;
                     self.line(&format!("ks_mark mark_{i} = ksrt_mark(A);"));
                 }
-                self.line(&format!("for (int64_t {i} = 0; {i} < {n}; {i}++) {{"));
+                self.line(&format!("for (int64_t {i} = 0; {i} < {n}; {i}++) {{{}", work(body)));
                 self.depth += 1;
                 let mut marks = FxHashSet::default();
                 walk(body, &mut |s| {
@@ -989,12 +1002,12 @@ impl W<'_> {
             }
             Stmt::If { cond, then, els } => {
                 let c = self.op(cond);
-                self.line(&format!("if ({c}) {{"));
+                self.line(&format!("if ({c}) {{{}", work(then)));
                 self.depth += 1;
                 self.block(then);
                 self.depth -= 1;
                 if !els.is_empty() {
-                    self.line("} else {");
+                    self.line(&format!("}} else {{{}", work(els)));
                     self.depth += 1;
                     self.block(els);
                     self.depth -= 1;

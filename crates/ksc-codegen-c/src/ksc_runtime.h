@@ -31,6 +31,18 @@
 
 /* The deepest nesting of calls, as in the interpreter. */
 #define KSRT_MAX_DEPTH 10000
+
+/* Work counting, for the cost tests' second backend: built with
+ * -DKS_COUNT_WORK, every block the generated code runs adds one and one
+ * per element it loads, stores or adds into (`KS_WORK` at its opening
+ * brace), and the runtime adds the elements it fills or copies; the total
+ * is ks_work_count. Otherwise nothing is counted. */
+#ifdef KS_COUNT_WORK
+uint64_t ks_work_count;
+#define KS_WORK(n) (ks_work_count += (uint64_t)(n))
+#else
+#define KS_WORK(n) ((void)0)
+#endif
 /* The first arena block; later blocks double. */
 #define KSRT_FIRST_BLOCK (1u << 20)
 
@@ -222,6 +234,7 @@ static void *ksrt_tape_reserve(ks_arena *A, void *data, int64_t size, size_t ele
     ksrt_tape_hdr *h = (ksrt_tape_hdr *)ksrt_alloc_n(A, 1, sizeof(ksrt_tape_hdr) + (size_t)cap * elem);
     void *fresh = h + 1;
     if (size > 0) memcpy(fresh, data, (size_t)size * elem);
+    KS_WORK(size);
     h->magic = KSRT_TAPE_MAGIC;
     h->self = fresh;
     h->used = size + 1;
@@ -245,6 +258,7 @@ static inline void ksrt_reset(ks_arena *A, ks_mark m) {
  * one of its elements wait for it to retire, and a zero-filled cotangent's
  * elements are read back at once (`+=`). A big fill is memset's. */
 static inline void ksrt_zero_f(double *p, int64_t n) {
+    KS_WORK(n);
     if (n > 32) {
         memset(p, 0, (size_t)n * sizeof(double));
         return;
@@ -259,6 +273,7 @@ static inline void ksrt_zero_f(double *p, int64_t n) {
  * stores up to 32 (the source is often a small block just written by
  * scalar stores, which a vector load would wait on), memcpy above. */
 static inline void ksrt_copy_f(double *restrict dst, const double *restrict src, int64_t n) {
+    KS_WORK(n);
     if (n > 32) {
         memcpy(dst, src, (size_t)n * sizeof(double));
         return;
