@@ -364,16 +364,14 @@ static void ksrt_where(ks_arena *A, int32_t site, FILE *f, char *buf, size_t cap
         for (;;) {
             while (frame >= 0 && frame < A->nsites) {
                 const ksrt_site *c = &A->sites[frame];
-                if (shown++ == max_frames) {
-                    KSRT_PUT("  ... and more calling frames\n");
-                    return;
-                }
-                KSRT_PUT("  = called from `%s` at %s:%d:%d\n", c->fun, c->file, (int)c->line, (int)c->col);
+                if (shown++ < max_frames)
+                    KSRT_PUT("  = called from `%s` at %s:%d:%d\n", c->fun, c->file, (int)c->line, (int)c->col);
                 frame = c->inlined_at;
             }
             if (k <= 0) break;
             frame = A->frames[--k];
         }
+        if (shown > max_frames) KSRT_PUT("  ... and %d more calling frames\n", (int)(shown - max_frames));
     }
 #undef KSRT_PUT
 }
@@ -405,7 +403,7 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
         exit(1);
     }
     fprintf(stderr, "error: run-time error: %s\n", msg);
-    ksrt_where(A, site, stderr, NULL, 0, INT32_MAX);
+    ksrt_where(A, site, stderr, NULL, 0, 6);
     exit(1);
 }
 
