@@ -35,7 +35,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::native::{native_prelude, NativeFn};
 use crate::value::{Closure, Value};
@@ -291,6 +291,49 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
     Compiled { id, def, aux, moves, strings, malformed }
 }
 
+/// A set of slots of a frame, as bits (an `if` copies the set live after
+/// it: a word per 64 slots).
+#[derive(Clone, Default)]
+struct Slots(Vec<u64>);
+
+impl Slots {
+    fn contains(&self, s: u32) -> bool {
+        self.0.get(s as usize / 64).is_some_and(|w| w >> (s % 64) & 1 == 1)
+    }
+
+    fn insert(&mut self, s: u32) {
+        let i = s as usize / 64;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] |= 1 << (s % 64);
+    }
+
+    fn remove(&mut self, s: u32) {
+        if let Some(w) = self.0.get_mut(s as usize / 64) {
+            *w &= !(1 << (s % 64));
+        }
+    }
+
+    fn union(&mut self, other: &Slots) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (w, o) in self.0.iter_mut().zip(&other.0) {
+            *w |= o;
+        }
+    }
+
+    /// Removes every slot from `n` on.
+    fn truncate(&mut self, n: u32) {
+        let i = n as usize / 64;
+        self.0.truncate(i + 1);
+        if let Some(w) = self.0.get_mut(i) {
+            *w &= (1u64 << (n % 64)) - 1;
+        }
+    }
+}
+
 /// What evaluating a body does, in order, as far as the analysis of last
 /// uses needs it.
 enum Event {
@@ -327,32 +370,32 @@ enum Event {
 /// evaluated at two places (a shared subtree) never moves.
 fn last_uses(n: usize, trace: &[Event], captured: &FxHashMap<ExprId, Vec<u32>>, shared: &[bool]) -> Vec<bool> {
     let mut moves = vec![false; n];
-    let mut live: FxHashSet<u32> = FxHashSet::default();
+    let mut live = Slots::default();
     // Per `if` being walked: the set after it, and that before its second
     // branch once walked.
-    let mut ifs: Vec<(FxHashSet<u32>, FxHashSet<u32>)> = Vec::new();
+    let mut ifs: Vec<(Slots, Slots)> = Vec::new();
     // The slots in scope at each lambda being walked.
     let mut boundaries: Vec<u32> = Vec::new();
-    let read_by = |lams: &[ExprId], live: &mut FxHashSet<u32>| {
+    let read_by = |lams: &[ExprId], live: &mut Slots| {
         for lam in lams {
-            live.extend(captured.get(lam).into_iter().flatten().copied());
+            captured.get(lam).into_iter().flatten().for_each(|&s| live.insert(s));
         }
     };
     for ev in trace.iter().rev() {
         match ev {
             Event::Use(e, slot) => {
                 let inside_lambda = boundaries.last().is_some_and(|&b| *slot < b);
-                if !inside_lambda && !live.contains(slot) && !shared.get(raw(*e)).copied().unwrap_or(true) {
+                if !inside_lambda && !live.contains(*slot) && !shared.get(raw(*e)).copied().unwrap_or(true) {
                     moves[raw(*e)] = true;
                 }
                 live.insert(*slot);
             }
             Event::Bind(first, k) | Event::Unbind(first, k) => {
                 for s in *first..first + k {
-                    live.remove(&s);
+                    live.remove(s);
                 }
             }
-            Event::IfEnd => ifs.push((live.clone(), FxHashSet::default())),
+            Event::IfEnd => ifs.push((live.clone(), Slots::default())),
             Event::Else => {
                 if let Some((after, second)) = ifs.last_mut() {
                     *second = std::mem::replace(&mut live, after.clone());
@@ -360,13 +403,13 @@ fn last_uses(n: usize, trace: &[Event], captured: &FxHashMap<ExprId, Vec<u32>>, 
             }
             Event::Then => {
                 if let Some((_, second)) = ifs.pop() {
-                    live.extend(second);
+                    live.union(&second);
                 }
             }
             Event::LamEnd(boundary) => boundaries.push(*boundary),
             Event::LamStart(lam, boundary) => {
                 boundaries.pop();
-                live.retain(|&s| s < *boundary);
+                live.truncate(*boundary);
                 read_by(std::slice::from_ref(lam), &mut live);
             }
             Event::CallEnd(lams) => read_by(lams, &mut live),

@@ -572,3 +572,34 @@ fn the_operation_count_counts_element_work() {
     let (small, large) = (fold(10), fold(40));
     assert!(large - small < 30 * 10, "{small} {large}");
 }
+
+/// A variable's last use moves its value out of the frame; every other use
+/// still reads it: after an `if` whose one branch used it, in a lambda a
+/// primitive runs after evaluating an argument that uses it, in a closure,
+/// and in both components of a tuple.
+#[test]
+fn values_move_only_at_their_last_use() {
+    for (expr, value) in [
+        // `v` is the fold's start and read by its step, which runs after.
+        (
+            "(let (v (constVec 2 1.0)) (fold (lam (acc_x : Tuple (Vec Float) Float) (ts_add (get$1$2 acc_x) v)) v (Vec_init 1.0 2.0)))",
+            "[3, 3]",
+        ),
+        // Used in one branch, then after the `if`.
+        ("(let (v (constVec 2 1.0)) (let (w (if (gt 1 0) (ts_add v v) v)) (ts_add w v)))", "[3, 3]"),
+        ("(let (v (constVec 2 1.0)) (let (w (if (gt 0 1) v (ts_scale 2.0 v))) (ts_add w v)))", "[3, 3]"),
+        // Twice in one call, and in a tuple.
+        ("(let (v (constVec 2 1.0)) (ts_add v v))", "[2, 2]"),
+        ("(let (v (constVec 2 1.0)) (tuple (ts_add v v) v))", "[2, 2],[1, 1]"),
+        // A build's lambda reading `v` after `v` is a size argument's.
+        ("(let (v (constVec 2 1.5)) (build (size v) (lam (i : Integer) (index i v))))", "[1.5, 1.5]"),
+        // A tuple pattern moves the components of an unshared tuple, and
+        // copies those of a shared one.
+        ("(let (p (tuple (constVec 2 1.0) 2.0)) (let ((a b) p) (ts_scale b a)))", "[2, 2]"),
+        ("(let (p (tuple (constVec 2 1.0) 2.0)) (let ((a b) p) (tuple (ts_scale b a) (get$1$2 p))))", "[2, 2],[1, 1]"),
+        // A recursion's accumulator.
+        ("(let (v (constVec 3 0.0)) (get$1$2 (fold (lam (s_i : Tuple (Tuple (Vec Float) Integer) Integer) (let ((sk i) s_i) (let ((s k) sk) (tuple (ts_add s (deltaVec 3 i 1.0)) k)))) (tuple v 0) (Vec_init 0 2 2))))", "[1, 0, 2]"),
+    ] {
+        assert_eq!(eval(expr), value, "{expr}");
+    }
+}
