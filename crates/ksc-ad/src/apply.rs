@@ -1566,7 +1566,13 @@ impl Rev<'_, '_> {
                 let ty = b.ty(t);
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
             }
-            Expr::Assert(_, x) => self.sub_block(b, x, r, &outer, true)?,
+            // The derivative fails where the function does.
+            Expr::Assert(c, x) => {
+                let c = self.import_primal(b, c);
+                let x = self.sub_block(b, x, r, &outer, true)?;
+                let ty = b.ty(x);
+                b.body.alloc_typed(Expr::Assert(c, x), ty)
+            }
             _ => return internal("a pair that is not an `if` or `assert`"),
         };
         self.scatter(b, result, &outer);
