@@ -171,8 +171,10 @@ fn recurrent_network_costs_a_small_constant_times_the_function() {
 /// keeps them sparse and adds them into the accumulator in place, so its
 /// work is linear too: at 4n, at most 4.5 times that at n (dense one-hot
 /// vectors would make it 16 times). One family per kind of loop: `$scan`,
-/// `fold`, `sumbuild` and `build`; recursion is known to be quadratic
-/// (`families::KNOWN_QUADRATIC`), and asserted to be until it is fixed.
+/// `fold`, `sumbuild`, `build` and recursion (whose reverse pass returns
+/// the cotangent vector each level adds its one-hot to: the interpreter
+/// takes the vector out of the tuple the call returned, so the addition is
+/// in place; it was 15.8 times at 4n, copying it).
 #[test]
 fn reverse_mode_of_loops_reading_captured_vectors_is_linear() {
     // The interpreter nests each recursive call in Rust's stack: depth 2000

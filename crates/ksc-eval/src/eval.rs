@@ -34,7 +34,7 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat};
+use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim};
 use rustc_hash::FxHashMap;
 
 use crate::native::{native_prelude, NativeFn};
@@ -88,9 +88,9 @@ pub(crate) struct Compiled<'a> {
     /// Indexed by the raw expression id.
     aux: Vec<Aux>,
     /// Indexed by the raw expression id: may evaluating this variable take
-    /// its value out of the frame? (It is the variable's last use: see
-    /// `last_uses`.)
-    moves: Vec<bool>,
+    /// its value (or, under `get$i$n`, that component of it) out of the
+    /// frame? (It is the last use: see `last_uses`.)
+    moves: Vec<Move>,
     strings: Vec<Rc<str>>,
     /// Why the body cannot run, if it is not a well-formed tree.
     malformed: Option<String>,
@@ -101,8 +101,8 @@ impl Compiled<'_> {
         self.aux.get(raw(e)).copied().unwrap_or(Aux::Nothing)
     }
 
-    fn moves(&self, e: ExprId) -> bool {
-        self.moves.get(raw(e)).copied().unwrap_or(false)
+    fn moves(&self, e: ExprId) -> Move {
+        self.moves.get(raw(e)).copied().unwrap_or(Move::No)
     }
 
     /// Is `e` an expression of this body?
@@ -167,6 +167,7 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
     let mut trace: Vec<Event> = Vec::new();
     let mut lambdas: Vec<(ExprId, u32)> = Vec::new();
     let mut captured: FxHashMap<ExprId, Vec<u32>> = FxHashMap::default();
+    let mut projected: FxHashMap<ExprId, u32> = FxHashMap::default();
     while let Some(task) = tasks.pop() {
         let e = match task {
             Task::Visit(e) => e,
@@ -231,6 +232,10 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
                 if !lams.is_empty() {
                     tasks.push(Task::Mark(Event::CallEnd(lams)));
                 }
+                // `get$i$n x` reads one component of x.
+                if let (Callee::Prim(Prim::Get { index, .. }), Some(Expr::Var(_))) = (callee, expr_at(*arg)) {
+                    projected.insert(*arg, index.saturating_sub(1));
+                }
                 tasks.push(Task::Visit(*arg));
                 match callee {
                     Callee::Prim(_) => Aux::Nothing,
@@ -287,8 +292,20 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
         seen[i] = true;
         aux[i] = resolved;
     }
-    let moves = if malformed.is_some() { Vec::new() } else { last_uses(n, &trace, &captured, &shared) };
+    let moves = if malformed.is_some() { Vec::new() } else { last_uses(n, &trace, &captured, &projected, &shared) };
     Compiled { id, def, aux, moves, strings, malformed }
+}
+
+/// What evaluating a variable expression may take out of its slot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Move {
+    No,
+    /// The value: this is its last use.
+    Whole,
+    /// Component i of the tuple (the variable is the argument of a
+    /// `get$i$n`): the last use of that component, and the tuple is not
+    /// used whole again.
+    Component,
 }
 
 /// A set of slots of a frame, as bits (an `if` copies the set live after
@@ -334,6 +351,13 @@ impl Slots {
     }
 }
 
+/// What is read later, in the backward walk of `last_uses`.
+#[derive(Clone, Default)]
+struct Live {
+    whole: Slots,
+    comps: FxHashMap<u32, u64>,
+}
+
 /// What evaluating a body does, in order, as far as the analysis of last
 /// uses needs it.
 enum Event {
@@ -368,34 +392,56 @@ enum Event {
 /// the lambda runs: where it stands (a closure copies them), and when its
 /// primitive runs, after all of the primitive's arguments. An expression
 /// evaluated at two places (a shared subtree) never moves.
-fn last_uses(n: usize, trace: &[Event], captured: &FxHashMap<ExprId, Vec<u32>>, shared: &[bool]) -> Vec<bool> {
-    let mut moves = vec![false; n];
-    let mut live = Slots::default();
+fn last_uses(
+    n: usize,
+    trace: &[Event],
+    captured: &FxHashMap<ExprId, Vec<u32>>,
+    projected: &FxHashMap<ExprId, u32>,
+    shared: &[bool],
+) -> Vec<Move> {
+    let mut moves = vec![Move::No; n];
+    // The slots read whole later, and the components (below 64) of those
+    // read through `get$i$n` later, by slot.
+    let mut live = Live::default();
     // Per `if` being walked: the set after it, and that before its second
     // branch once walked.
-    let mut ifs: Vec<(Slots, Slots)> = Vec::new();
+    let mut ifs: Vec<(Live, Live)> = Vec::new();
     // The slots in scope at each lambda being walked.
     let mut boundaries: Vec<u32> = Vec::new();
-    let read_by = |lams: &[ExprId], live: &mut Slots| {
+    let read_by = |lams: &[ExprId], live: &mut Live| {
         for lam in lams {
-            captured.get(lam).into_iter().flatten().for_each(|&s| live.insert(s));
+            captured.get(lam).into_iter().flatten().for_each(|&s| live.whole.insert(s));
         }
     };
     for ev in trace.iter().rev() {
         match ev {
             Event::Use(e, slot) => {
                 let inside_lambda = boundaries.last().is_some_and(|&b| *slot < b);
-                if !inside_lambda && !live.contains(*slot) && !shared.get(raw(*e)).copied().unwrap_or(true) {
-                    moves[raw(*e)] = true;
+                let may =
+                    !inside_lambda && !shared.get(raw(*e)).copied().unwrap_or(true) && !live.whole.contains(*slot);
+                let comps = live.comps.get(slot).copied().unwrap_or(0);
+                match projected.get(e).filter(|&&k| k < 64) {
+                    Some(&k) => {
+                        if may && comps & (1 << k) == 0 {
+                            moves[raw(*e)] = Move::Component;
+                        }
+                        *live.comps.entry(*slot).or_insert(0) |= 1 << k;
+                    }
+                    None => {
+                        if may && comps == 0 {
+                            moves[raw(*e)] = Move::Whole;
+                        }
+                        live.whole.insert(*slot);
+                    }
                 }
-                live.insert(*slot);
             }
             Event::Bind(first, k) | Event::Unbind(first, k) => {
                 for s in *first..first + k {
-                    live.remove(s);
+                    live.whole.remove(s);
+                    live.comps.remove(&s);
                 }
             }
-            Event::IfEnd => ifs.push((live.clone(), Slots::default())),
+            Event::IfEnd => ifs.push((live.clone(), Live::default())),
             Event::Else => {
                 if let Some((after, second)) = ifs.last_mut() {
                     *second = std::mem::replace(&mut live, after.clone());
@@ -403,13 +449,17 @@ fn last_uses(n: usize, trace: &[Event], captured: &FxHashMap<ExprId, Vec<u32>>, 
             }
             Event::Then => {
                 if let Some((_, second)) = ifs.pop() {
-                    live.union(&second);
+                    live.whole.union(&second.whole);
+                    for (s, m) in second.comps {
+                        *live.comps.entry(s).or_insert(0) |= m;
+                    }
                 }
             }
             Event::LamEnd(boundary) => boundaries.push(*boundary),
             Event::LamStart(lam, boundary) => {
                 boundaries.pop();
-                live.truncate(*boundary);
+                live.whole.truncate(*boundary);
+                live.comps.retain(|&s, _| s < *boundary);
                 read_by(std::slice::from_ref(lam), &mut live);
             }
             Event::CallEnd(lams) => read_by(lams, &mut live),
@@ -523,7 +573,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 Expr::Var(v) => {
                     let found = match cx.aux(e) {
-                        Aux::Slot(slot) if cx.moves(e) => {
+                        Aux::Slot(slot) if cx.moves(e) == Move::Whole => {
                             self.stack.get_mut(base + slot as usize).map(|v| std::mem::replace(v, Value::moved()))
                         }
                         Aux::Slot(slot) => self.stack.get(base + slot as usize).cloned(),
@@ -572,6 +622,14 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         }
                     }
                 }
+                // The last read of a component of a tuple variable takes it
+                // out of the tuple, if nothing else holds the tuple.
+                Expr::Call(Callee::Prim(p @ Prim::Get { index, arity }), arg) if cx.moves(*arg) == Move::Component => {
+                    match self.take_component(cx, base, *arg, *index, *arity) {
+                        Some(v) => break v,
+                        None => break self.eval_prim(cx, base, e, *p, *arg)?,
+                    }
+                }
                 Expr::Call(Callee::Prim(p), arg) => {
                     // Projections are free once tuples are scalar-replaced.
                     if !matches!(p, ksc_ir::Prim::Get { .. }) {
@@ -598,6 +656,22 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     }
 
     /// Binds a `let` pattern by pushing its variables' values.
+    /// Component `index` (of `arity`) of the tuple in the slot of the
+    /// variable `var`, taken out of it if nothing else holds the tuple
+    /// (else a copy); `None` if the slot holds no such tuple.
+    fn take_component(&mut self, cx: &Compiled, base: usize, var: ExprId, index: u32, arity: u32) -> Option<Value> {
+        let Aux::Slot(slot) = cx.aux(var) else { return None };
+        let Some(Value::Tuple(t)) = self.stack.get_mut(base + slot as usize) else { return None };
+        let k = (index as usize).checked_sub(1)?;
+        if t.len() != arity as usize || k >= t.len() {
+            return None;
+        }
+        Some(match Rc::get_mut(t) {
+            Some(owned) => std::mem::replace(&mut owned[k], Value::moved()),
+            None => t[k].clone(),
+        })
+    }
+
     fn bind(&mut self, cx: &Compiled, at: ExprId, pat: &Pat, v: Value) -> R<()> {
         match pat {
             Pat::Var(_) => self.stack.push(v),

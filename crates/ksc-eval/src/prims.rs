@@ -645,6 +645,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 self.close(l);
                 Value::Tuple(results.into_iter().map(|t| Value::Tensor(Rc::new(t))).collect())
             }
+            // A one-hot plus a tensor: the one-hot is added into the tensor
+            // (in place if nothing else holds it), as native code does.
+            Prim::TsAdd if matches!((args.get(0), args.get(1)), (Value::Sparse(_), Value::Tensor(_))) => {
+                let one_hot = args.take(0);
+                ops::ts_add(args.take(1), &one_hot)?
+            }
             Prim::TsAdd => ops::ts_add(args.take(0), args.get(1))?,
             Prim::TsScale => ops::ts_scale(float(args.get(0))?, args.take(1)),
             Prim::TsDot => Value::Float(ops::ts_dot(args.get(0), args.get(1))?),

@@ -1532,7 +1532,7 @@ pub(crate) struct Uses {
 
 /// Is there exactly one free occurrence of `x` in `e` that reads all of it
 /// or (with `comp`) its component `comp` by `get$k$n`, outside any lambda?
-fn sole_use(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usize>) -> bool {
+pub(crate) fn sole_use(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usize>) -> bool {
     let mut count = 0;
     let mut stack = vec![(e, false)];
     while let Some((e, lam)) = stack.pop() {

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
+use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Type};
 
 use crate::builder::FnBuilder;
 use crate::ir::*;
@@ -124,16 +124,31 @@ impl Fresh {
 
 /// How fresh the value of `e` is, given how fresh the results of the
 /// program's functions are (`results`): new vectors of scalars
-/// ([`fresh_value`]), scalars, tuples of those, branches that both are, and
-/// calls of functions whose results are. A variable is not (it may be read
-/// again). With `ret` (`e` is what a definition returns), neither is a
-/// vector that copies a variable ([`passed_through`]): the definition
-/// returns the variable itself when the sizes agree.
+/// ([`fresh_value`]), scalars, tuples of those, branches that both are,
+/// calls of functions whose results are, and variables a `let` around `e`
+/// bound to such a value and reads nowhere else (a component of a tuple
+/// variable, where no other use reads that component). A parameter is not
+/// (the caller may read it again). With `ret` (`e` is what a definition
+/// returns), neither is a vector that copies a variable
+/// ([`passed_through`]): the definition returns the variable itself when
+/// the sizes agree.
 pub(crate) fn fresh_expr(
     body: &ksc_ir::Body,
     e: ExprId,
     ret: bool,
     results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+) -> Fresh {
+    fresh_in(body, e, ret, results, &mut Vec::new())
+}
+
+/// [`fresh_expr`] under the `let`s around `e` (innermost last): the
+/// freshness of each variable they bind, as read from `e`.
+fn fresh_in(
+    body: &ksc_ir::Body,
+    e: ExprId,
+    ret: bool,
+    results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+    env: &mut Vec<(String, Fresh)>,
 ) -> Fresh {
     let ty = body.ty(e);
     if !crate::ir::needs_heap(ty) {
@@ -145,17 +160,61 @@ pub(crate) fn fresh_expr(
     if fresh_value(body, e) {
         return Fresh::Yes;
     }
-    let fresh = |x: ExprId| fresh_expr(body, x, ret, results);
+    let var = |env: &[(String, Fresh)], x: ExprId| match &body.exprs[x] {
+        Expr::Var(v) => env.iter().rev().find(|(w, _)| w == v).map(|(_, f)| f.clone()),
+        _ => None,
+    };
     match &body.exprs[e] {
+        Expr::Var(_) => var(env, e).unwrap_or(Fresh::No),
         Expr::Call(Callee::Fun(g), _) => results(g),
         // The elements are a fresh `build`; the sum may be the start itself.
         Expr::Call(Callee::Prim(Prim::BuildSum), _) => Fresh::Tuple(vec![Fresh::Yes, Fresh::No]),
         Expr::Call(Callee::Prim(Prim::Get { index, arity }), a) => {
-            fresh(*a).component(*index as usize - 1, *arity as usize)
+            let whole = var(env, *a).unwrap_or_else(|| fresh_in(body, *a, ret, results, env));
+            whole.component(*index as usize - 1, *arity as usize)
         }
-        Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh(x)).collect()),
-        Expr::If(_, t, f) => fresh(*t).meet(fresh(*f)),
-        Expr::Let(_, _, x) | Expr::Assert(_, x) => fresh(*x),
+        Expr::Tuple(es) => Fresh::Tuple(es.iter().map(|&x| fresh_in(body, x, ret, results, env)).collect()),
+        Expr::If(_, t, f) => fresh_in(body, *t, ret, results, env).meet(fresh_in(body, *f, ret, results, env)),
+        Expr::Let(pat, rhs, x) => {
+            // A variable (or a tuple variable's component) read once in
+            // the body, outside any lambda, hands its storage over.
+            let value = fresh_in(body, *rhs, ret, results, env);
+            let sole = |x_name: &str, comp: Option<usize>| crate::lower::sole_use(body, *x, x_name, comp);
+            let bound: Vec<(String, Fresh)> = match pat {
+                Pat::Var(v) => {
+                    // A tuple read through its components: each by itself.
+                    let value = match (value, body.ty(*rhs)) {
+                        (f @ (Fresh::Yes | Fresh::Top), Type::Tuple(ts)) => Fresh::Tuple(vec![f; ts.len()]),
+                        (f, _) => f,
+                    };
+                    let f = match &value {
+                        Fresh::Tuple(fs) => Fresh::Tuple(
+                            fs.iter()
+                                .enumerate()
+                                .map(|(k, f)| if sole(v, Some(k)) { f.clone() } else { Fresh::No })
+                                .collect(),
+                        ),
+                        f if sole(v, None) => f.clone(),
+                        _ => Fresh::No,
+                    };
+                    vec![(v.clone(), f)]
+                }
+                Pat::Tuple(vs) => vs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| {
+                        let f = value.component(k, vs.len());
+                        (v.clone(), if sole(v, None) { f } else { Fresh::No })
+                    })
+                    .collect(),
+            };
+            let depth = env.len();
+            env.extend(bound);
+            let r = fresh_in(body, *x, ret, results, env);
+            env.truncate(depth);
+            r
+        }
+        Expr::Assert(_, x) => fresh_in(body, *x, ret, results, env),
         _ => Fresh::No,
     }
 }
@@ -370,6 +429,32 @@ impl Lowerer<'_> {
                 // place through its structure, so a chain of one-hot
                 // contributions is `acc[i] += v` each, not a vector each.
                 if let [a, b] = self.body(ctx).call_args(arg)[..] {
+                    // `ts_add (deltaVec ..) v` with v a tensor this code owns
+                    // (a variable read nowhere else, whose reading cannot
+                    // fail, so the order does not matter): the one-hot is
+                    // added into v, not v into a vector of zeros (the
+                    // cotangent a recursion's reverse pass returns, added
+                    // to at each level).
+                    let body = self.body(ctx);
+                    let one_hot = matches!(&body.exprs[a], Expr::Call(Callee::Prim(Prim::DeltaVec), _));
+                    let var_read = match &body.exprs[b] {
+                        Expr::Var(_) => true,
+                        Expr::Call(Callee::Prim(Prim::Get { .. }), t) => matches!(&body.exprs[*t], Expr::Var(_)),
+                        _ => false,
+                    };
+                    if one_hot && var_read {
+                        let second = self.lower_expr(fb, st, ctx, b)?;
+                        let body = self.body(ctx);
+                        if self.owned_operand(fb, body, b, &second) {
+                            let acc = self.new_acc_owned(fb, st, second, &ty, true)?;
+                            self.accumulate_expr(fb, st, ctx, &acc, a, site)?;
+                            return self.acc_value(fb, &acc);
+                        }
+                        let first = self.lower_expr(fb, st, ctx, a)?;
+                        let acc = self.new_acc_owned(fb, st, first, &ty, true)?;
+                        self.accumulate_lval(fb, st, &acc, second, &ty, site)?;
+                        return self.acc_value(fb, &acc);
+                    }
                     let first = self.lower_expr(fb, st, ctx, a)?;
                     if matches!(first, LVal::Never) {
                         return Ok(LVal::Never);

@@ -312,17 +312,17 @@ pub fn captured_reads() -> Vec<Family> {
 }
 
 /// Families whose reverse mode is known to do quadratic work, in the
-/// interpreter (`.0`) and in native code (`.1`): recursion whose reverse
-/// pass returns each level's cotangent of a vector the recursion reads, as
-/// a vector the level above adds its own cotangent to. Native code copies
-/// it at each level (quadratic time, and memory: 1 GB at n = 8000 for
-/// "recursion"); the interpreter keeps sums of one-hots sparse, which
-/// saves the tree (its sums merge) but not the chain (each level's sum is
-/// made dense). Reverse mode needs the cotangent threaded down the
-/// recursion as an accumulator instead. The tests assert that these are
-/// still quadratic, so that fixing one fails them until it is removed from
-/// here and held to the bounds.
-pub const KNOWN_QUADRATIC: &[(&str, bool, bool)] = &[("tree recursion", false, true), ("recursion", true, true)];
+/// interpreter (`.1`) and in native code (`.2`): tree recursion, whose
+/// reverse pass returns each call's cotangent of the vector it reads, one
+/// dense vector per call in native code (each leaf's one-hot made dense);
+/// the interpreter keeps sums of one-hots sparse and merges them. Reverse
+/// mode needs the cotangent threaded down the recursion as an accumulator
+/// instead. The tests assert that these are still quadratic, so that
+/// fixing one fails them until it is removed from here and held to the
+/// bounds. (A chain of calls reading `a[i]` and `b[i]`, the family
+/// "recursion", was quadratic in both until the level above added its
+/// one-hot into the vector the level below returned, in place.)
+pub const KNOWN_QUADRATIC: &[(&str, bool, bool)] = &[("tree recursion", false, true)];
 
 /// Is the family's reverse mode known to be quadratic in this backend?
 pub fn known_quadratic(name: &str, native: bool) -> bool {

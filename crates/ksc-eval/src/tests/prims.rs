@@ -597,6 +597,12 @@ fn values_move_only_at_their_last_use() {
         // copies those of a shared one.
         ("(let (p (tuple (constVec 2 1.0) 2.0)) (let ((a b) p) (ts_scale b a)))", "[2, 2]"),
         ("(let (p (tuple (constVec 2 1.0) 2.0)) (let ((a b) p) (tuple (ts_scale b a) (get$1$2 p))))", "[2, 2],[1, 1]"),
+        // A component's last read takes it; other components, and reads
+        // of the same component or of the whole tuple later, still see
+        // theirs.
+        ("(let (p (tuple (constVec 2 1.0) (constVec 2 2.0))) (tuple (ts_add (get$1$2 p) (get$2$2 p)) (get$1$2 p)))", "[3, 3],[1, 1]"),
+        ("(let (p (tuple (constVec 2 1.0) 2.0)) (tuple (ts_scale (get$2$2 p) (get$1$2 p)) p))", "[2, 2],[1, 1],2"),
+        ("(let (p (tuple (constVec 2 1.0) 2.0)) (let (q p) (tuple (ts_scale 3.0 (get$1$2 p)) (get$1$2 q))))", "[3, 3],[1, 1]"),
         // A recursion's accumulator.
         ("(let (v (constVec 3 0.0)) (get$1$2 (fold (lam (s_i : Tuple (Tuple (Vec Float) Integer) Integer) (let ((sk i) s_i) (let ((s k) sk) (tuple (ts_add s (deltaVec 3 i 1.0)) k)))) (tuple v 0) (Vec_init 0 2 2))))", "[1, 0, 2]"),
     ] {
