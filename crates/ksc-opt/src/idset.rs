@@ -111,6 +111,8 @@ fn union(a: &Rc<Node>, b: &Rc<Node>) -> Rc<Node> {
         return a.clone();
     }
     match (&**a, &**b) {
+        // A tip into a tip that holds it already is that tip: either side.
+        (Node::Tip { prefix: p, bits: x }, Node::Tip { prefix: q, bits: y }) if p == q && x | y == *x => a.clone(),
         (Node::Tip { prefix, bits }, _) => insert_tip(b, *prefix, *bits),
         (_, Node::Tip { prefix, bits }) => insert_tip(a, *prefix, *bits),
         (

@@ -181,6 +181,26 @@ impl Cache {
         self.known(e).expect("computed").clone()
     }
 
+    /// Keeps the facts of the nodes that survive a compaction of the arena
+    /// (`map[old index]` is the node's new id), dropping the others.
+    pub fn remap(&mut self, map: &[Option<ExprId>]) {
+        let mut free: Vec<Option<IdSet>> = Vec::new();
+        for (old, set) in std::mem::take(&mut self.free).into_iter().enumerate() {
+            if let (Some(set), Some(Some(new))) = (set, map.get(old)) {
+                let i = index(*new);
+                if free.len() <= i {
+                    free.resize(i + 1, None);
+                }
+                free[i] = Some(set);
+            }
+        }
+        self.free = free;
+        self.effect = std::mem::take(&mut self.effect)
+            .into_iter()
+            .filter_map(|(e, f)| map.get(index(e)).copied().flatten().map(|n| (n, f)))
+            .collect();
+    }
+
     /// The name of an interned variable of [`Cache::free_set`].
     pub fn name(&self, id: u32) -> &Var {
         &self.names[id as usize]
@@ -405,6 +425,51 @@ pub fn var_name(body: &Body, e: ExprId) -> Option<&Var> {
 /// A fresh copy of the tree at `e` in the builder's body.
 pub fn deep_copy(b: &mut Builder, e: ExprId) -> ExprId {
     copy_tree(b.body, None, e)
+}
+
+/// Compacts `body` in place to the nodes reachable from `roots`, keeping
+/// their order (a node's new id is the number of surviving nodes before
+/// it), so comparisons of ids keep their answers. Returns, for every old
+/// index, the node's new id (None: dropped). Every id into the body held
+/// elsewhere must be renamed with it.
+pub fn compact_in_place(body: &mut Body, roots: impl IntoIterator<Item = ExprId>) -> Vec<Option<ExprId>> {
+    let n = body.exprs.len();
+    let mut live = vec![false; n];
+    let mut stack: Vec<ExprId> = roots.into_iter().collect();
+    while let Some(x) = stack.pop() {
+        let i = u32::from(x.into_raw()) as usize;
+        if !live[i] {
+            live[i] = true;
+            stack.extend(children(&body.exprs[x]));
+        }
+    }
+    let old = std::mem::take(body);
+    let ids: Vec<ExprId> = old.exprs.iter().map(|(id, _)| id).collect();
+    // New ids are allocated in order: the k-th surviving node is the k-th
+    // node of the new arena.
+    let mut map: Vec<Option<ExprId>> = vec![None; n];
+    let mut next = 0u32;
+    for (slot, &alive) in map.iter_mut().zip(&live) {
+        if alive {
+            *slot = Some(ExprId::from_raw(next.into()));
+            next += 1;
+        }
+    }
+    let rename = |e: ExprId| map[u32::from(e.into_raw()) as usize].expect("a child of a live node is live");
+    for (i, &id) in ids.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let node = &old.exprs[id];
+        let kids: Vec<ExprId> = children(node).into_iter().map(rename).collect();
+        let copy = with_children(node, &kids);
+        let new = match old.types.get(id) {
+            Some(t) => body.alloc_typed(copy, t.clone()),
+            None => body.alloc(copy),
+        };
+        debug_assert_eq!(Some(new), map[i]);
+    }
+    map
 }
 
 /// Copies the reachable tree at `root` into a fresh body (dropping the
