@@ -32,7 +32,13 @@ fn prim(b: &mut Body, p: Prim, args: Vec<ExprId>, t: Type) -> ExprId {
 
 /// `(def name ret (v : Vec Float) body)`.
 fn def(name: &str, ret: Type, body: Body, root: ExprId) -> Def {
-    Def { name: FunName::typed(name, vf()), params: vec![Param { name: "v".into(), ty: vf() }], ret_ty: ret, body, root }
+    Def {
+        name: FunName::typed(name, vf()),
+        params: vec![Param { name: "v".into(), ty: vf() }],
+        ret_ty: ret,
+        body,
+        root,
+    }
 }
 
 /// The loop IR of `d` as lowered (not optimised), as text.
@@ -69,7 +75,8 @@ fn tapes_scans_and_flattened_tangents_check_the_limit_on_elements() {
     let x = b.alloc_typed(Expr::Lit(ksc_ir::Lit::Float(1.0)), Type::Float);
     let y = b.alloc_typed(Expr::Lit(ksc_ir::Lit::Float(1.0)), Type::Float);
     let pair = b.alloc_typed(Expr::Tuple(vec![x, y]), ff());
-    let lam = b.alloc_typed(Expr::Lam("i".into(), Type::Integer, pair), Type::Lam(Box::new(Type::Integer), Box::new(ff())));
+    let lam =
+        b.alloc_typed(Expr::Lam("i".into(), Type::Integer, pair), Type::Lam(Box::new(Type::Integer), Box::new(ff())));
     let pairs = prim(&mut b, Prim::Build, vec![n, lam], Type::vec(ff()));
     let w = var(&mut b, "w", Type::vec(ff()));
     let flat = prim(&mut b, Prim::TangentFlatten, vec![w], vf());
