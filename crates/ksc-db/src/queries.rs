@@ -399,15 +399,21 @@ pub fn defs_in_force(db: &dyn Db, file: SourceFile) -> DefsInForce {
     db.log_execution("defs_in_force".to_string());
     let scopes = file_scopes(db, file);
     let items = &parse_file(db, file).items;
+    // The first `def` item of each resolved name (one pass: a search of
+    // the items per signature was quadratic in the file's definitions).
+    let mut first_def: FxHashMap<&FunName, usize> = FxHashMap::default();
+    for (i, (it, r)) in items.iter().zip(&scopes.resolved).enumerate() {
+        if let Some(name) = r {
+            if it.key(db).kind == ItemKind::Def {
+                first_def.entry(name).or_insert(i);
+            }
+        }
+    }
     let mut map = FxHashMap::default();
     for sig in scopes.table.signatures().filter(|s| s.kind == SigKind::Def) {
         let source = match sig.origin.file {
             FileRef::Prelude => Some(DefSource::Prelude(sig.origin.decl)),
-            FileRef::Source => items
-                .iter()
-                .zip(&scopes.resolved)
-                .position(|(it, r)| it.key(db).kind == ItemKind::Def && r.as_ref() == Some(&sig.name))
-                .map(DefSource::Item),
+            FileRef::Source => first_def.get(&sig.name).map(|&i| DefSource::Item(i)),
         };
         if let Some(s) = source {
             map.insert(sig.name.clone(), s);

@@ -509,6 +509,10 @@ impl Lowerer<'_> {
                 let (t, tt, r, rt) = (t.clone(), tt.clone(), r.clone(), rt.clone());
                 let tape = self.materialize_val(fb, st, t, &tt)?;
                 let val = self.materialize_val(fb, st, r, &rt)?;
+                // The tape grows by one record: within the limit on elements.
+                let len = fb.let_(Rhs::Dim { arr: tape.clone(), dim: 0 }, Type::Integer, None);
+                let n = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, len, Op::Int(1)), Type::Integer, None);
+                self.limit_check(fb, &[n], "$tapePush", site);
                 Ok(LVal::Op(fb.let_(Rhs::TapePush { tape, val, elem: rt }, ty.clone(), Some("tape"))))
             }
             Prim::Sum => {
@@ -552,6 +556,7 @@ impl Lowerer<'_> {
                 let (v, vt) = args[0].val()?;
                 let (v, vt) = (v.clone(), vt.clone());
                 let n = self.tangent_dim(fb, st, v.clone(), &vt)?;
+                self.limit_check(fb, std::slice::from_ref(&n), "$tangentFlatten", site);
                 let out = fb.let_(Rhs::Alloc { dims: vec![n], elem: Type::Float }, ty.clone(), None);
                 let pos = fb.var(Type::Integer, Some("pos"), true);
                 fb.emit(Stmt::DeclMut(pos, Some(Op::Int(0))));
@@ -789,6 +794,8 @@ impl Lowerer<'_> {
                 let vars = fold_vars(fb, &leaves);
                 let dims = self.dims_of(fb, &v, 1)?;
                 let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
+                // n + 1 accumulators: within the limit on elements.
+                self.limit_check(fb, std::slice::from_ref(&n1), &p.to_string(), site);
                 let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, accs_ty, Some("accs"));
                 let nest = self.nest_open(fb, &dims);
                 let acc = read_fold_vars(fb, &vars, &acc_ty);

@@ -1707,13 +1707,20 @@ fn inline_marked(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     inline_call(ctx, call)
 }
 
-/// `f a ⇒ let params = a in body of f` when f is not recursive and its body is small.
+/// `f a ⇒ let params = a in body of f` when f is not recursive and its
+/// body is small, counting the bodies of the small functions it calls
+/// (which are inlined in turn) ([`crate::Globals::expanded_size`]).
 fn inline_small(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let Expr::Call(Callee::Fun(f), _) = ctx.expr(e).clone() else { return None };
     ctx.globals.small_def(&f, ctx.options.inline_size, crate::Measure::Tree)?;
     if ctx.globals.is_recursive(&f) {
         return None;
     }
+    // Small with the small calls it brings in inlined too: the engine goes
+    // on to inline those, so a chain of small functions (g1 calls g0, g2
+    // calls g1, ...) was inlined whole, and every derivative of gN held
+    // a copy of the chain (quadratic in the program).
+    ctx.globals.expanded_size(&f, ctx.options.inline_size, ctx.options.inline_size)?;
     inline_call(ctx, e)
 }
 
@@ -1929,5 +1936,5 @@ pub static CORE_RULES: &[CoreRule] = &[
     CoreRule { name: "shape-call", statement: "shape (f a) ⇒ [shape f] a when the program defines [shape f] other than as the shape of f", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_call },
     CoreRule { name: "shape-inline", statement: "shape (f a) ⇒ shape ($inline (f a)) when f has a body of at most 2000 nodes, is not recursive, has no effect and no [shape f]", group: SHAPE, head: Head::Prim(Prim::Shape), rewrite: shape_inline },
     CoreRule { name: "inline-marked", statement: "$inline (f a) ⇒ let params = a in (body of f)", group: INLINE, head: Head::Prim(Prim::Inline), rewrite: inline_marked },
-    CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small", group: INLINE, head: Head::Fun, rewrite: inline_small },
+    CoreRule { name: "inline-small", statement: "f a ⇒ let params = a in (body of f) when f is not recursive and its body is small (with the small functions it calls inlined in turn)", group: INLINE, head: Head::Fun, rewrite: inline_small },
 ];

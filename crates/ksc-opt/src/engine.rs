@@ -44,6 +44,10 @@ use crate::scope::Scope;
 use crate::strategy::Strategy;
 use crate::term::{self, Cache};
 
+/// The fewest nodes an arena has before a run may compact it (see
+/// [`Rewriter::set_compacting`]): small bodies are never compacted.
+const COMPACT_FROM: usize = 50_000;
+
 /// Settings of a rewriting run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -115,6 +119,8 @@ pub struct Rewriter<'g> {
     pub options: Options,
     trace: Vec<Fired>,
     warnings: Vec<Warning>,
+    /// May a run compact the body (see [`Rewriter::set_compacting`])?
+    compacting: bool,
 }
 
 /// Applies `s` at `root` with default options and nothing known about the
@@ -131,7 +137,21 @@ impl<'g> Rewriter<'g> {
     }
 
     pub fn with_options(globals: &'g Globals<'g>, options: Options) -> Rewriter<'g> {
-        Rewriter { globals, options, trace: Vec::new(), warnings: Vec::new() }
+        Rewriter { globals, options, trace: Vec::new(), warnings: Vec::new(), compacting: false }
+    }
+
+    /// Lets a `normalize` applied at the top ([`Rewriter::apply`] of a
+    /// `normalize` strategy) compact the body's arena while it runs, once
+    /// the garbage of copy-on-write rewriting outgrows what is reachable
+    /// from the term: a rewrite copies the path to what it changes, so
+    /// rewriting a let chain of n bindings (each `let-atom` substituting
+    /// down to the end of the chain) allocates O(n^2) nodes, of which O(n)
+    /// stay reachable. Compaction keeps the order of the surviving nodes,
+    /// so the result is the same; but every other id into the body is
+    /// invalidated: only for a caller that keeps nothing of the body but
+    /// the term it rewrites.
+    pub fn set_compacting(&mut self, on: bool) {
+        self.compacting = on;
     }
 
     pub fn globals(&self) -> &'g Globals<'g> {
@@ -143,7 +163,12 @@ impl<'g> Rewriter<'g> {
     /// every `ksc$` name of the term, so fresh names cannot clash.
     pub fn apply(&mut self, s: &Strategy, b: &mut Builder, root: ExprId) -> Option<ExprId> {
         term::bump_fresh(b, root);
+        let compact = self.compacting && matches!(s, Strategy::Normalize(..));
+        let live = b.body.exprs.len();
         let mut run = Run {
+            compact,
+            live,
+            normalizing: 0,
             b,
             globals: self.globals,
             options: &self.options,
@@ -269,6 +294,13 @@ fn rebuild_at(b: &mut Builder, e: ExprId, k: usize, child: ExprId) -> ExprId {
 
 /// One run of a strategy over one term.
 struct Run<'a, 'b, 'g> {
+    /// May the arena be compacted (see [`Rewriter::set_compacting`])?
+    compact: bool,
+    /// The arena's size after the last compaction (or at the start).
+    live: usize,
+    /// How many `normalize`s are running (only the outermost compacts:
+    /// an inner one does not know the outer one's ids).
+    normalizing: u32,
     b: &'a mut Builder<'b>,
     globals: &'a Globals<'g>,
     options: &'a Options,
@@ -366,7 +398,12 @@ impl Run<'_, '_, '_> {
             }
             Strategy::TopDown(s) => self.top_down(s, e, None),
             Strategy::BottomUp(s) => self.bottom_up(s, e),
-            Strategy::Normalize(s, fuel) => Some(self.normalize(s, e, fuel.unwrap_or(self.options.fuel))),
+            Strategy::Normalize(s, fuel) => {
+                self.normalizing += 1;
+                let r = self.normalize(s, e, fuel.unwrap_or(self.options.fuel));
+                self.normalizing -= 1;
+                Some(r)
+            }
         }
     }
 
@@ -532,6 +569,14 @@ impl Run<'_, '_, '_> {
                 let mut changed = false;
                 if !memo.contains(&x) {
                     while *left > 0 {
+                        // Between rewrites (many may happen here: the
+                        // bindings of a let chain go one by one at its top).
+                        if self.compact
+                            && self.normalizing == 1
+                            && self.b.body.exprs.len() > (2 * self.live).max(COMPACT_FROM)
+                        {
+                            x = self.compact_sweep(&mut path, x, memo);
+                        }
                         match self.apply(s, x) {
                             Some(y) => {
                                 x = y;
@@ -589,6 +634,47 @@ impl Run<'_, '_, '_> {
         self.scope.truncate(base_scope);
         self.here = base_here;
         result
+    }
+
+    /// Compacts the arena to what a sweep can still reach: the node `x`
+    /// about to be visited, the path above it (its nodes, their children
+    /// visited or not, the results so far) and the scope; the memo and
+    /// the cache keep what survives. Returns `x`'s new id.
+    fn compact_sweep(&mut self, path: &mut [(Frame, bool)], x: ExprId, memo: &mut FxHashSet<ExprId>) -> ExprId {
+        let mut roots = vec![x];
+        let here_nodes = |h: &Here| h.range;
+        roots.extend(here_nodes(&self.here));
+        for (f, _) in path.iter() {
+            roots.push(f.node);
+            roots.extend(here_nodes(&f.here));
+            roots.extend(f.done.iter().copied());
+            for slot in &f.slots {
+                roots.push(slot.id);
+                roots.extend(slot.lam_range);
+                roots.extend(slot.value);
+            }
+        }
+        roots.extend(self.scope.nodes());
+        let map = term::compact_in_place(self.b.body, roots);
+        let rename = |e: ExprId| map[u32::from(e.into_raw()) as usize].expect("a root survives");
+        self.here.range = self.here.range.map(rename);
+        for (f, _) in path.iter_mut() {
+            f.node = rename(f.node);
+            f.here.range = f.here.range.map(rename);
+            for d in &mut f.done {
+                *d = rename(*d);
+            }
+            for slot in &mut f.slots {
+                slot.id = rename(slot.id);
+                slot.lam_range = slot.lam_range.map(rename);
+                slot.value = slot.value.map(rename);
+            }
+        }
+        self.scope.remap(&rename);
+        *memo = memo.iter().filter_map(|e| map[u32::from(e.into_raw()) as usize]).collect();
+        self.cache.remap(&map);
+        self.live = self.b.body.exprs.len();
+        rename(x)
     }
 
     /// Applies one rule at `e` (whose type is `before_ty`, known), checking the result.

@@ -152,6 +152,9 @@ pub struct Globals<'g> {
     defs: Option<&'g dyn Defs>,
     scans: RefCell<FxHashMap<FunName, Scan>>,
     info: RefCell<FxHashMap<FunName, Facts>>,
+    /// [`Globals::expanded_size`] so far: per function and limit, its size
+    /// if known, else a size it is known to exceed.
+    expanded: RefCell<FxHashMap<(FunName, usize), Result<usize, usize>>>,
     /// How many times a body's calls were asked for (the work of
     /// [`Globals::facts`], counted by tests).
     scan_calls: std::cell::Cell<usize>,
@@ -162,7 +165,13 @@ impl Globals<'static> {
     /// may have an effect, nothing is inlined, no call is constant-folded
     /// (the user may have replaced `add`).
     pub fn unknown() -> Globals<'static> {
-        Globals { defs: None, scans: RefCell::default(), info: RefCell::default(), scan_calls: Default::default() }
+        Globals {
+            defs: None,
+            scans: RefCell::default(),
+            info: RefCell::default(),
+            expanded: RefCell::default(),
+            scan_calls: Default::default(),
+        }
     }
 }
 
@@ -174,6 +183,7 @@ impl<'g> Globals<'g> {
             defs: Some(defs),
             scans: RefCell::default(),
             info: RefCell::default(),
+            expanded: RefCell::default(),
             scan_calls: Default::default(),
         }
     }
@@ -343,6 +353,51 @@ impl<'g> Globals<'g> {
             }
         }
         self.info.borrow()[name]
+    }
+
+    /// The nodes `name`'s body has once every call in it of a small
+    /// function (at most `limit` nodes, counted from the root, and not
+    /// recursive) is inlined, and so on in what that brings in: what
+    /// inlining `name` and then the small calls it exposes makes. None if
+    /// `name` is not small itself, or that comes to more than `budget`
+    /// nodes. It stops counting past `budget`, so it reads at most
+    /// `budget` levels of calls.
+    pub fn expanded_size(&self, name: &FunName, limit: usize, budget: usize) -> Option<usize> {
+        let key = (name.clone(), limit);
+        match self.expanded.borrow().get(&key) {
+            Some(&Ok(n)) => return (n <= budget).then_some(n),
+            Some(&Err(above)) if above >= budget => return None,
+            _ => {}
+        }
+        let def = self.small_def(name, limit, Measure::Tree)?;
+        let mut n = 0;
+        let mut stack = vec![def.root];
+        while let Some(x) = stack.pop() {
+            n += 1;
+            if n > budget {
+                self.expanded.borrow_mut().insert(key, Err(budget));
+                return None;
+            }
+            let node = &def.body.exprs[x];
+            if let Expr::Call(Callee::Fun(h), _) = node {
+                if h != name && self.small_def(h, limit, Measure::Tree).is_some() && !self.is_recursive(h) {
+                    match self.expanded_size(h, limit, budget - n) {
+                        Some(m) => n += m,
+                        None => {
+                            self.expanded.borrow_mut().insert(key, Err(budget));
+                            return None;
+                        }
+                    }
+                }
+            }
+            stack.extend(children(node));
+        }
+        if n > budget {
+            self.expanded.borrow_mut().insert(key, Err(budget));
+            return None;
+        }
+        self.expanded.borrow_mut().insert(key, Ok(n));
+        Some(n)
     }
 
     /// The facts computed so far (of every function asked for with

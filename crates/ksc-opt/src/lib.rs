@@ -38,6 +38,7 @@ pub mod cse;
 pub mod engine;
 pub mod fuse;
 pub mod globals;
+pub mod idset;
 pub mod residuals;
 pub mod rule;
 pub mod schedule;

@@ -75,6 +75,9 @@ pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &
     let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = Rewriter::with_options(globals, options.clone());
+    // Nothing of the body but the term is kept here: the simplifier may
+    // compact the arena as it goes.
+    rw.set_compacting(true);
     let mut root = def.root;
     {
         let mut b = Builder::new(&mut def.body, &mut fresh);

@@ -68,6 +68,22 @@ impl Scope {
         mark
     }
 
+    /// Renames the nodes the bindings refer to (after the arena is
+    /// compacted: see `engine`).
+    pub(crate) fn remap(&mut self, f: &dyn Fn(ExprId) -> ExprId) {
+        for b in &mut self.binds {
+            if let Some(r) = &mut b.range {
+                r.size = f(r.size);
+            }
+            b.value = b.value.map(f);
+        }
+    }
+
+    /// The nodes the bindings refer to.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = ExprId> + '_ {
+        self.binds.iter().flat_map(|b| b.range.map(|r| r.size).into_iter().chain(b.value))
+    }
+
     /// Unbinds everything bound since `mark`.
     pub(crate) fn truncate(&mut self, mark: usize) {
         self.binds.truncate(mark);

@@ -10,7 +10,6 @@
 //! Every walk here is iterative (an explicit stack), so bodies nested
 //! thousands deep cannot overflow the native stack.
 
-use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use ksc_ir::{Body, Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
@@ -18,6 +17,7 @@ use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
 
 use crate::globals::Globals;
+use crate::idset::IdSet;
 
 /// The direct sub-expressions of a node, in evaluation order (the argument
 /// of a call is one child, even when it is a literal tuple).
@@ -99,10 +99,24 @@ pub fn wrap(b: &mut Builder, lets: Vec<(Pat, ExprId)>, result: ExprId) -> ExprId
 }
 
 /// Per-node facts of one body, computed once per node on demand.
+///
+/// Free variables are kept as persistent sets of interned names
+/// ([`IdSet`]): a node's set shares all but a path or two with its
+/// children's, so a chain of n bindings that read n variables costs
+/// O(n log n) memory, where a full sorted vector per node was O(n^2) (a
+/// 400-deep nested expression took gigabytes to differentiate).
 #[derive(Default)]
 pub struct Cache {
-    free: FxHashMap<ExprId, Rc<[Var]>>,
+    /// Interned variable names: `ids[names[i]] == i`.
+    ids: FxHashMap<Var, u32>,
+    names: Vec<Var>,
+    /// The free variables of each node asked about, by arena index.
+    free: Vec<Option<IdSet>>,
     effect: FxHashMap<ExprId, bool>,
+}
+
+fn index(e: ExprId) -> usize {
+    u32::from(e.into_raw()) as usize
 }
 
 impl Cache {
@@ -110,42 +124,105 @@ impl Cache {
         Cache::default()
     }
 
-    /// The free variables of `e`, sorted.
-    pub fn free_vars(&mut self, body: &Body, e: ExprId) -> Rc<[Var]> {
-        if let Some(f) = self.free.get(&e) {
+    fn intern(&mut self, v: &Var) -> u32 {
+        if let Some(&i) = self.ids.get(v) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.ids.insert(v.clone(), i);
+        self.names.push(v.clone());
+        i
+    }
+
+    fn known(&self, e: ExprId) -> Option<&IdSet> {
+        self.free.get(index(e)).and_then(Option::as_ref)
+    }
+
+    /// The free variables of `e` as a set of interned names (see
+    /// [`Cache::name`]).
+    pub fn free_set(&mut self, body: &Body, e: ExprId) -> IdSet {
+        if let Some(f) = self.known(e) {
             return f.clone();
         }
         let mut stack = vec![(e, false)];
         while let Some((x, expanded)) = stack.pop() {
-            if self.free.contains_key(&x) {
+            if self.known(x).is_some() {
                 continue;
             }
             let node = &body.exprs[x];
             if !expanded {
                 stack.push((x, true));
-                stack.extend(children(node).into_iter().filter(|c| !self.free.contains_key(c)).map(|c| (c, false)));
+                stack.extend(children(node).into_iter().filter(|c| self.known(*c).is_none()).map(|c| (c, false)));
                 continue;
             }
-            let fv: Rc<[Var]> = match node {
-                Expr::Var(v) => Rc::from(vec![v.clone()]),
-                Expr::Lit(_) | Expr::Dummy(_) => Rc::from(Vec::new()),
+            let fv = match node {
+                Expr::Var(v) => IdSet::singleton(self.intern(v)),
+                Expr::Lit(_) | Expr::Dummy(_) => IdSet::new(),
                 _ => {
-                    let mut set: BTreeSet<&Var> = BTreeSet::new();
+                    let mut set = IdSet::new();
                     for (i, c) in children(node).into_iter().enumerate() {
-                        let bound = binds_for_child(node, i);
-                        set.extend(self.free[&c].iter().filter(|v| !bound.contains(v)));
+                        let mut s = self.known(c).expect("children first").clone();
+                        for v in binds_for_child(node, i) {
+                            if let Some(&id) = self.ids.get(v) {
+                                s = s.without(id);
+                            }
+                        }
+                        set = set.union(&s);
                     }
-                    Rc::from(set.into_iter().cloned().collect::<Vec<_>>())
+                    set
                 }
             };
-            self.free.insert(x, fv);
+            let i = index(x);
+            if self.free.len() <= i {
+                self.free.resize(i + 1, None);
+            }
+            self.free[i] = Some(fv);
         }
-        self.free[&e].clone()
+        self.known(e).expect("computed").clone()
+    }
+
+    /// Keeps the facts of the nodes that survive a compaction of the arena
+    /// (`map[old index]` is the node's new id), dropping the others.
+    pub fn remap(&mut self, map: &[Option<ExprId>]) {
+        let mut free: Vec<Option<IdSet>> = Vec::new();
+        for (old, set) in std::mem::take(&mut self.free).into_iter().enumerate() {
+            if let (Some(set), Some(Some(new))) = (set, map.get(old)) {
+                let i = index(*new);
+                if free.len() <= i {
+                    free.resize(i + 1, None);
+                }
+                free[i] = Some(set);
+            }
+        }
+        self.free = free;
+        self.effect = std::mem::take(&mut self.effect)
+            .into_iter()
+            .filter_map(|(e, f)| map.get(index(e)).copied().flatten().map(|n| (n, f)))
+            .collect();
+    }
+
+    /// The name of an interned variable of [`Cache::free_set`].
+    pub fn name(&self, id: u32) -> &Var {
+        &self.names[id as usize]
+    }
+
+    /// The interned number of a variable, if the cache has seen it.
+    pub fn id(&self, v: &str) -> Option<u32> {
+        self.ids.get(v).copied()
+    }
+
+    /// The free variables of `e`, sorted.
+    pub fn free_vars(&mut self, body: &Body, e: ExprId) -> Rc<[Var]> {
+        let set = self.free_set(body, e);
+        let mut vars: Vec<Var> = set.to_vec().into_iter().map(|i| self.names[i as usize].clone()).collect();
+        vars.sort();
+        Rc::from(vars)
     }
 
     /// Does `x` occur free in `e`?
     pub fn is_free(&mut self, body: &Body, x: &str, e: ExprId) -> bool {
-        self.free_vars(body, e).binary_search_by(|v| v.as_str().cmp(x)).is_ok()
+        let set = self.free_set(body, e);
+        self.ids.get(x).is_some_and(|&i| set.contains(i))
     }
 
     /// May evaluating `e` have an effect besides its value (`print`,
@@ -350,6 +427,51 @@ pub fn deep_copy(b: &mut Builder, e: ExprId) -> ExprId {
     copy_tree(b.body, None, e)
 }
 
+/// Compacts `body` in place to the nodes reachable from `roots`, keeping
+/// their order (a node's new id is the number of surviving nodes before
+/// it), so comparisons of ids keep their answers. Returns, for every old
+/// index, the node's new id (None: dropped). Every id into the body held
+/// elsewhere must be renamed with it.
+pub fn compact_in_place(body: &mut Body, roots: impl IntoIterator<Item = ExprId>) -> Vec<Option<ExprId>> {
+    let n = body.exprs.len();
+    let mut live = vec![false; n];
+    let mut stack: Vec<ExprId> = roots.into_iter().collect();
+    while let Some(x) = stack.pop() {
+        let i = u32::from(x.into_raw()) as usize;
+        if !live[i] {
+            live[i] = true;
+            stack.extend(children(&body.exprs[x]));
+        }
+    }
+    let old = std::mem::take(body);
+    let ids: Vec<ExprId> = old.exprs.iter().map(|(id, _)| id).collect();
+    // New ids are allocated in order: the k-th surviving node is the k-th
+    // node of the new arena.
+    let mut map: Vec<Option<ExprId>> = vec![None; n];
+    let mut next = 0u32;
+    for (slot, &alive) in map.iter_mut().zip(&live) {
+        if alive {
+            *slot = Some(ExprId::from_raw(next.into()));
+            next += 1;
+        }
+    }
+    let rename = |e: ExprId| map[u32::from(e.into_raw()) as usize].expect("a child of a live node is live");
+    for (i, &id) in ids.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let node = &old.exprs[id];
+        let kids: Vec<ExprId> = children(node).into_iter().map(rename).collect();
+        let copy = with_children(node, &kids);
+        let new = match old.types.get(id) {
+            Some(t) => body.alloc_typed(copy, t.clone()),
+            None => body.alloc(copy),
+        };
+        debug_assert_eq!(Some(new), map[i]);
+    }
+    map
+}
+
 /// Copies the reachable tree at `root` into a fresh body (dropping the
 /// garbage that copy-on-write rewriting leaves in the arena).
 pub fn compact(body: &Body, root: ExprId) -> (Body, ExprId) {
@@ -461,9 +583,9 @@ pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, Ex
         return e;
     }
     // Names a binder must not take inside the scope of a substitution.
-    let mut capture: Vec<Var> = Vec::new();
+    let mut capture = IdSet::new();
     for (_, r) in map {
-        capture.extend(cache.free_vars(b.body, *r).iter().cloned());
+        capture = capture.union(&cache.free_set(b.body, *r));
     }
     // The innermost entry for a name decides: Some(r) substitutes, None
     // means the name is bound here (shadowed, or renamed below).
@@ -483,10 +605,13 @@ pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, Ex
         match t {
             Task::Push(entries) => env.extend(entries),
             Task::Visit(x) => {
-                let active = cache
-                    .free_vars(b.body, x)
-                    .iter()
-                    .any(|v| matches!(env.iter().rev().find(|(n, _)| n == v), Some((_, Some(_)))));
+                // Is a name free here whose innermost entry substitutes?
+                let free = cache.free_set(b.body, x);
+                let active = env.iter().enumerate().rev().any(|(i, (n, r))| {
+                    r.is_some()
+                        && !env[i + 1..].iter().any(|(m, _)| m == n)
+                        && cache.id(n).is_some_and(|id| free.contains(id))
+                });
                 if !active {
                     results.push(x);
                     continue;
@@ -511,7 +636,7 @@ pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, Ex
                         results.push(out);
                     }
                     Expr::Let(p, r, body) => {
-                        let (names, entries) = binder_entries(b, p.vars(), &capture);
+                        let (names, entries) = binder_entries(b, cache, p.vars(), &capture, &env);
                         let n = entries.len();
                         tasks.push(Task::Build(x, Some(names), n));
                         tasks.push(Task::Visit(*body));
@@ -519,7 +644,7 @@ pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, Ex
                         tasks.push(Task::Visit(*r));
                     }
                     Expr::Lam(v, _, body) => {
-                        let (names, entries) = binder_entries(b, std::slice::from_ref(v), &capture);
+                        let (names, entries) = binder_entries(b, cache, std::slice::from_ref(v), &capture, &env);
                         let n = entries.len();
                         tasks.push(Task::Build(x, Some(names), n));
                         tasks.push(Task::Visit(*body));
@@ -556,17 +681,27 @@ pub fn substitute(b: &mut Builder, cache: &mut Cache, e: ExprId, map: &[(Var, Ex
 /// The names binders get under a substitution, and the env entries for
 /// their scope: a binder that would capture a replacement's free variable
 /// is renamed (its occurrences then map to the new name), any other binder
-/// shadows.
-fn binder_entries(b: &mut Builder, vars: &[Var], capture: &[Var]) -> (Vec<Var>, Vec<(Var, Option<ExprId>)>) {
+/// shadows. A shadowing entry is made only for a name `env` has an entry
+/// for (it changes nothing for other names), so the env of a substitution
+/// down a long `let` chain stays short.
+fn binder_entries(
+    b: &mut Builder,
+    cache: &Cache,
+    vars: &[Var],
+    capture: &IdSet,
+    env: &[(Var, Option<ExprId>)],
+) -> (Vec<Var>, Vec<(Var, Option<ExprId>)>) {
     let mut names = Vec::new();
     let mut entries = Vec::new();
     for v in vars {
-        if capture.contains(v) {
+        if cache.id(v).is_some_and(|id| capture.contains(id)) {
             let fresh = b.fresh_name(&hint_of(v));
             entries.push((v.clone(), Some(rename_marker(b, &fresh))));
             names.push(fresh);
         } else {
-            entries.push((v.clone(), None));
+            if env.iter().any(|(n, _)| n == v) || entries.iter().any(|(n, _)| n == v) {
+                entries.push((v.clone(), None));
+            }
             names.push(v.clone());
         }
     }
