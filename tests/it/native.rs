@@ -951,6 +951,24 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
             None,
         ),
         ("sumbuild", format!("(sumbuild 5000 {f})"), None),
+        // Sizes that come from values already made: a tape's next record,
+        // a scan's n + 1 accumulators, the Floats of a value.
+        ("tapepush", format!("(size ($tapePush (build 1000 {f}) 1.0))"), Some("`$tapePush` of size 1001")),
+        (
+            "scan",
+            format!("(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 1000 {f})))"),
+            Some("`$scan` of size 1001"),
+        ),
+        (
+            "scan_within",
+            format!("(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 999 {f})))"),
+            None,
+        ),
+        (
+            "tangentflatten",
+            "(size ($tangentFlatten (build 2 (lam (i : Integer) (constVec 600 1.0)))))".into(),
+            Some("`$tangentFlatten` of size 1200"),
+        ),
     ];
     let mut failures = Vec::new();
     for (name, body, refused) in cases {

@@ -347,7 +347,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::ScanSum => {
                 let v = tensor(args.get(3))?;
-                let mut accs = alloc_elements(v.len() + 1)?;
+                let mut accs = alloc_elements(tensor_count(&[v.len().saturating_add(1)], p)?)?;
                 let mut acc = args.take(1);
                 let mut total = args.take(2);
                 let l = self.lambda(cx, base, args, 0)?;
@@ -401,7 +401,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Scan => {
                 let v = tensor(args.get(2))?;
-                let mut accs = alloc_elements(v.len() + 1)?;
+                let mut accs = alloc_elements(tensor_count(&[v.len().saturating_add(1)], p)?)?;
                 let mut acc = args.take(1);
                 let l = self.lambda(cx, base, args, 0)?;
                 for x in &v.data {
@@ -461,7 +461,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 Value::Sparse(s) => index_value_of(s.shape().iter().map(|&n| n as i64)),
                 v => tensor(v)?.size_value(),
             },
-            Prim::TapePush => Value::tape_push(args.get(0), args.get(1).clone())?,
+            Prim::TapePush => {
+                // The tape grows by one record: within the limit on elements.
+                let len = match args.get(0) {
+                    Value::Tape(_, len) => *len,
+                    v => tensor(v)?.len(),
+                };
+                tensor_count(&[len.saturating_add(1)], p)?;
+                Value::tape_push(args.get(0), args.get(1).clone())?
+            }
             Prim::Sum => {
                 let v = tensor(args.get(0))?;
                 let Some((first, rest)) = v.data.split_first() else {
@@ -477,6 +485,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::TangentDim => Value::Integer(crate::linmap::tangent_dim(args.get(0)) as i64),
             Prim::TangentBasis => crate::linmap::tangent_basis(args.get(0), int(args.get(1))?, &mut 0),
             Prim::TangentFlatten => {
+                tensor_count(&[crate::linmap::tangent_dim(args.get(0))], p)?;
                 let mut xs = Vec::new();
                 crate::linmap::flatten_tangent(args.get(0), &mut xs);
                 count_work(xs.len());
