@@ -956,12 +956,16 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
         ("tapepush", format!("(size ($tapePush (build 1000 {f}) 1.0))"), Some("`$tapePush` of size 1001")),
         (
             "scan",
-            format!("(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 1000 {f})))"),
+            format!(
+                "(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 1000 {f})))"
+            ),
             Some("`$scan` of size 1001"),
         ),
         (
             "scan_within",
-            format!("(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 999 {f})))"),
+            format!(
+                "(size ($scan (lam (a_x : Tuple Float Float) (add (get$1$2 a_x) (get$2$2 a_x))) 0.0 (build 999 {f})))"
+            ),
             None,
         ),
         (

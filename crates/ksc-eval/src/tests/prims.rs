@@ -536,7 +536,7 @@ fn one_hot_vectors_are_sparse_and_mean_their_dense_value() {
         (format!("(build 2 (lam (i : Integer) (index (add i 1) {d})))"), "[0, 1.5]"),
         (format!("(tuple {d} (deltaVec (tuple 2 2) (tuple 1 1) 2.0))"), "[0, 0, 1.5, 0, 0, 0],[[0, 0], [0, 2]]"),
         (
-            format!("(ts_add (deltaVec 3 1 (Vec_init 1.0 2.0)) (deltaVec 3 1 (Vec_init 1.0 1.0)))"),
+            "(ts_add (deltaVec 3 1 (Vec_init 1.0 2.0)) (deltaVec 3 1 (Vec_init 1.0 1.0)))".to_string(),
             "[[0, 0], [2, 3], [0, 0]]",
         ),
         (format!("(dot {d} (constVec 6 2.0))"), "3"),
