@@ -1087,3 +1087,34 @@ fn memory_limit_stops_both_backends() {
     }
     report("memory limit", failures, 5);
 }
+
+/// A run-time error in a derived function no `gdef` asked for (the forward
+/// pass of a recursive g, which `[rev f]` calls) is located at g's name in
+/// its definition, by the interpreter, `ksc run` and a standalone
+/// executable alike (the executable said `0:0`).
+#[test]
+fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
+    let program = "(def g Float ((a : Vec Float) (i : Integer))
+  (if (eq i 0) 0.0 (add (mul (index (sub i 1) a) (g a (sub i 1))) 1.0)))
+(def f Float (a : Vec Float) (g a (size a)))
+(gdef rev [f (Vec Float)])
+(def main Integer ()
+  (print (index 0 ([rev f] (build 20000 (lam (i : Integer) 0.5)) 1.0)) \"\\n\"))
+";
+    let path = write_program("derived_error", program);
+    let p = path.to_str().unwrap();
+    let at = format!("{p}:1:6");
+    for args in [&["run", "--interp", p][..], &["run", p][..]] {
+        let out = ksc(args);
+        let err = text(&out.stderr);
+        assert!(out.status.code() == Some(1) && err.contains(&format!("┌─ {at}\n")), "{args:?}: {err}");
+        assert!(err.contains("in `[suffwdtape g]`"), "{args:?}: {err}");
+    }
+    let dir = path.parent().unwrap();
+    let built = ksc(&["build", p, "--emit", "exe", "-o", dir.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let run = Command::new(dir.join("derived_error")).output().unwrap();
+    let err = text(&run.stderr);
+    assert!(err.contains(&format!("--> {at} (in `[suffwdtape g]`)")), "{err}");
+    assert!(!err.contains(":0:0"), "{err}");
+}

@@ -179,11 +179,22 @@ impl Analysis {
             .collect()
     }
 
-    /// Where an expression of a function's body is in the source.
+    /// Where an expression of a function's body is in the source. A
+    /// derived function no `gdef` asked for (a callee's derivative, a split
+    /// pass of a recursive function) is at the name of the function it
+    /// derives, in its definition.
     pub fn locate(&self, fun: &FunName, e: ExprId) -> Option<(FileRef, Span)> {
-        let sig = self.table.get(fun)?;
+        if let Some(sig) = self.table.get(fun) {
+            let (_, spans) = self.decl(sig.origin);
+            return Some((sig.origin.file, spans.expr(e)));
+        }
+        if fun.derivs.is_empty() {
+            return None;
+        }
+        let base = FunName { derivs: Vec::new(), ..fun.clone() };
+        let sig = self.table.get(&base)?;
         let (_, spans) = self.decl(sig.origin);
-        Some((sig.origin.file, spans.expr(e)))
+        Some((sig.origin.file, spans.name))
     }
 
     /// The user's `main`, if there is one: `(def main T () ...)`.
