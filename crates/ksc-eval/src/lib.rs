@@ -104,12 +104,14 @@ impl<'a> Interpreter<'a> {
     ///   instead);
     /// - element work: each element of a tensor made (`build`, `constVec`,
     ///   `$scan`'s results, ...) or copied (a shared tensor written into, a
-    ///   tape's prefix, a sparse tensor made dense), each scalar that
-    ///   `ts_add`, `ts_scale`, `ts_neg`, `ts_dot`, `sum` and `sumbuild`'s
-    ///   accumulation combine, each element a prelude function reads of a
-    ///   vector (`dot`, a matrix-vector product), each element compared by
-    ///   `eq`; and one per entry of a one-hot vector (`deltaVec`), which is
-    ///   kept sparse (`Value::Sparse`) until something needs it dense.
+    ///   tape's prefix, a sparse tensor made dense), each element of the
+    ///   tensors that `ts_add`, `ts_scale`, `ts_neg`, `ts_dot`, `sum` and
+    ///   `sumbuild`'s accumulation combine (a scalar operation is its call),
+    ///   each element a prelude function reads of a vector (`dot`, a
+    ///   matrix-vector product), each element compared by `eq`; and one per
+    ///   entry of a one-hot vector (`deltaVec`), which is kept sparse
+    ///   (`Value::Sparse`) until something needs it dense; a `build` fused
+    ///   into the loop that reads it counts no elements.
     ///
     /// So a program whose interpretation does quadratic work has a
     /// quadratic count, whatever the number of its calls.

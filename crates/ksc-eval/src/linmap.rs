@@ -80,7 +80,7 @@ pub(crate) fn to_tangent(v: &Value) -> Result<Value, String> {
             data: t.data.iter().map(to_tangent).collect::<Result<_, _>>()?,
         })),
         Value::Closure(_) | Value::LinMap(_) => return Err(format!("{} has no tangent", v.kind())),
-        Value::Tape(..) | Value::Sparse(_) => to_tangent(&v.dense())?,
+        Value::Tape(..) | Value::Sparse(_) => to_tangent(&v.try_dense()?)?,
     })
 }
 
@@ -167,7 +167,7 @@ fn components(v: &Value, n: usize, what: &str) -> Result<Rc<[Value]>, String> {
 }
 
 fn tensor_like(v: &Value, shape: &[usize], what: &str) -> Result<Rc<Tensor>, String> {
-    match &v.dense() {
+    match &v.try_dense()? {
         Value::Tensor(t) if t.shape == shape => Ok(t.clone()),
         Value::Tensor(t) => Err(format!("{what}: a tensor of size {:?} where size {:?} was expected", t.shape, shape)),
         v => Err(format!("{what}: expected a tensor, found {}", v.kind())),
@@ -329,7 +329,7 @@ impl LinMap {
                 sum
             }
             LinMap::Transpose(m) => m.apply_r(ev, dx)?,
-            LinMap::Index { index, .. } => match &dx.dense() {
+            LinMap::Index { index, .. } => match &dx.try_dense()? {
                 Value::Tensor(t) => crate::prims::index_value(t, index)?,
                 v => return Err(LmFail::Here(format!("`lmIndex` applied to {}", v.kind()))),
             },

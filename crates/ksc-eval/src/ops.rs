@@ -92,7 +92,7 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
     }
     if let Value::Sparse(ys) = b {
         if !is_zero(&ys.fill) {
-            return add_in_place(a, &b.dense());
+            return add_in_place(a, &b.try_dense()?);
         }
     }
     match (a, b) {
@@ -238,8 +238,8 @@ pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
         (Value::Float(x), Value::Float(y)) => x * y,
         // Over every element in order, as native code sums (an infinite
         // element times a zero is NaN).
-        (Value::Sparse(_) | Value::Tape(..), _) => ts_dot(&a.dense(), b)?,
-        (_, Value::Sparse(_) | Value::Tape(..)) => ts_dot(a, &b.dense())?,
+        (Value::Sparse(_) | Value::Tape(..), _) => ts_dot(&a.try_dense()?, b)?,
+        (_, Value::Sparse(_) | Value::Tape(..)) => ts_dot(a, &b.try_dense()?)?,
         (Value::Tuple(xs), Value::Tuple(ys)) if xs.is_empty() || ys.is_empty() => 0.0,
         (Value::Tuple(xs), Value::Tuple(ys)) => {
             if xs.len() != ys.len() {
@@ -341,7 +341,7 @@ fn shape_known(v: &Value, ty: &Type) -> Result<Value, String> {
         return Ok(Value::unit());
     }
     if let Value::Tape(..) | Value::Sparse(_) = v {
-        return shape_known(&v.dense(), ty);
+        return shape_known(&v.try_dense()?, ty);
     }
     match (ty, v) {
         (Type::Tuple(ts), Value::Tuple(xs)) if ts.len() == xs.len() => {

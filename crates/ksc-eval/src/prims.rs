@@ -757,6 +757,9 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         let parts = cx.def.body.call_args(arg);
         for &c in &parts {
             let v = self.eval(cx, base, c, false)?;
+            // Printed as its elements: a one-hot made dense, within the
+            // limit on memory.
+            let v = self.at(cx, call, v.try_densified())?;
             let r = self.write(format_args!("{v}"));
             self.at(cx, call, r)?;
         }

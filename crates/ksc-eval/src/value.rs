@@ -25,14 +25,14 @@ pub enum Value {
     /// (`len` is the buffer's length) pushes in place; any other version
     /// copies its prefix first, so every version keeps its elements. Every
     /// operation but `$tapePush`, `index` and `size` sees it as the
-    /// vector of its elements (`Value::untape`).
+    /// vector of its elements (`Value::dense`).
     Tape(Rc<std::cell::RefCell<Vec<Value>>>, usize),
     /// A tensor that is zero but for a few entries: a `deltaVec` (one-hot)
     /// and sums of them, whose cost is that of their entries, as in native
     /// code, which adds them into its accumulator in place. `ts_add`,
-    /// `ts_scale`, `ts_neg`, `ts_dot`, `index` and `size` work on the
-    /// entries; every other operation sees the dense tensor
-    /// (`Value::dense`), and no value leaves the interpreter sparse.
+    /// `ts_scale`, `ts_neg`, `index` and `size` work on the entries; every
+    /// other operation sees the dense tensor (`Value::try_dense`), and no
+    /// value leaves the interpreter sparse.
     Sparse(Rc<Sparse>),
 }
 
@@ -67,15 +67,21 @@ impl Sparse {
         self.len() == 0
     }
 
-    /// The dense tensor (one unit of work per element).
+    /// The dense tensor (one unit of work per element), or the error of
+    /// an allocation past the limit on memory.
     pub fn to_dense(&self) -> Result<Tensor, String> {
         let n = self.len();
         let mut data = crate::ops::alloc_elements(n)?;
         data.resize(n, self.fill.clone());
+        Ok(self.filled(data))
+    }
+
+    /// `data` (the fill, `len` times) with the entries written in.
+    fn filled(&self, mut data: Vec<Value>) -> Tensor {
         for (k, v) in &self.entries {
             data[*k] = v.clone();
         }
-        Ok(Tensor { shape: self.shape.clone(), data })
+        Tensor { shape: self.shape.clone(), data }
     }
 
     /// The element at flat position `k` (in range).
@@ -257,23 +263,47 @@ impl Value {
     }
 
     /// A tape or a sparse tensor as the tensor of its elements (a copy,
-    /// counted as work); other values as they are.
+    /// counted as work); other values as they are. Making a sparse tensor
+    /// dense fails past the limit on memory.
+    pub fn try_dense(&self) -> Result<Value, String> {
+        match self {
+            Value::Sparse(s) => Ok(Value::Tensor(Rc::new(s.to_dense()?))),
+            v => Ok(v.dense()),
+        }
+    }
+
+    /// [`Value::try_dense`] where no error can be reported (printing,
+    /// equality, what leaves the interpreter): past the limit on memory,
+    /// the tensor is allocated all the same (its number of elements was
+    /// checked against the limit on elements when it was made).
     pub fn dense(&self) -> Value {
         match self {
             Value::Tape(buf, len) => {
                 crate::ops::count_work(*len);
                 Value::Tensor(Rc::new(Tensor::vector(buf.borrow()[..*len].to_vec())))
             }
-            // Its entries fit its elements and add as they did when made,
-            // and its size was checked when it was made: cannot fail.
-            Value::Sparse(s) => s.to_dense().map_or_else(|_| self.clone(), |t| Value::Tensor(Rc::new(t))),
+            Value::Sparse(s) => Value::Tensor(Rc::new(s.to_dense().unwrap_or_else(|_| {
+                crate::ops::count_work(s.len());
+                s.filled(vec![s.fill.clone(); s.len()])
+            }))),
             v => v.clone(),
         }
     }
 
     /// The value with every sparse tensor and tape inside it made dense:
-    /// what leaves the interpreter, and what native functions are given.
+    /// what leaves the interpreter, and what native functions are given
+    /// ([`Value::dense`] of each).
     pub fn densified(self) -> Value {
+        self.densify_with(&|v| Ok(v.dense())).unwrap_or_else(|_| unreachable!("`dense` cannot fail"))
+    }
+
+    /// [`Value::densified`] within the limit on memory ([`Value::try_dense`]
+    /// of each): what `print` writes.
+    pub fn try_densified(self) -> Result<Value, String> {
+        self.densify_with(&Value::try_dense)
+    }
+
+    fn densify_with(self, dense: &dyn Fn(&Value) -> Result<Value, String>) -> Result<Value, String> {
         fn has_sparse(v: &Value) -> bool {
             match v {
                 Value::Sparse(_) | Value::Tape(..) => true,
@@ -283,16 +313,18 @@ impl Value {
             }
         }
         if !has_sparse(&self) {
-            return self;
+            return Ok(self);
         }
-        match self {
-            Value::Tuple(xs) => Value::Tuple(xs.iter().map(|x| x.clone().densified()).collect()),
+        Ok(match self {
+            Value::Tuple(xs) => {
+                Value::Tuple(xs.iter().map(|x| x.clone().densify_with(dense)).collect::<Result<_, _>>()?)
+            }
             Value::Tensor(t) => Value::Tensor(Rc::new(Tensor {
                 shape: t.shape.clone(),
-                data: t.data.iter().map(|x| x.clone().densified()).collect(),
+                data: t.data.iter().map(|x| x.clone().densify_with(dense)).collect::<Result<_, _>>()?,
             })),
-            v => v.dense().densified(),
-        }
+            v => dense(&v)?.densify_with(dense)?,
+        })
     }
 
     /// `$tapePush t r`: `t` with `r` appended, in place when `t` is the
@@ -309,7 +341,7 @@ impl Value {
                 v.push(r);
                 Ok(Value::Tape(Rc::new(std::cell::RefCell::new(v)), len + 1))
             }
-            Value::Sparse(_) => Value::tape_push(&t.dense(), r),
+            Value::Sparse(_) => Value::tape_push(&t.try_dense()?, r),
             Value::Tensor(t) if t.rank() == 1 => {
                 crate::ops::count_work(t.data.len());
                 let mut v = t.data.clone();
