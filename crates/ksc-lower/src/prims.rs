@@ -442,18 +442,16 @@ impl Lowerer<'_> {
                         Expr::Call(Callee::Prim(Prim::Get { .. }), t) => matches!(&body.exprs[*t], Expr::Var(_)),
                         _ => false,
                     };
+                    let mut second = None;
                     if one_hot && var_read {
-                        let second = self.lower_expr(fb, st, ctx, b)?;
+                        let v = self.lower_expr(fb, st, ctx, b)?;
                         let body = self.body(ctx);
-                        if self.owned_operand(fb, body, b, &second) {
-                            let acc = self.new_acc_owned(fb, st, second, &ty, true)?;
+                        if self.owned_operand(fb, body, b, &v) {
+                            let acc = self.new_acc_owned(fb, st, v, &ty, true)?;
                             self.accumulate_expr(fb, st, ctx, &acc, a, site)?;
                             return self.acc_value(fb, &acc);
                         }
-                        let first = self.lower_expr(fb, st, ctx, a)?;
-                        let acc = self.new_acc_owned(fb, st, first, &ty, true)?;
-                        self.accumulate_lval(fb, st, &acc, second, &ty, site)?;
-                        return self.acc_value(fb, &acc);
+                        second = Some(v);
                     }
                     let first = self.lower_expr(fb, st, ctx, a)?;
                     if matches!(first, LVal::Never) {
@@ -462,7 +460,10 @@ impl Lowerer<'_> {
                     let body = self.body(ctx);
                     let fresh = fresh_value(body, a) || self.fresh(body, a) || self.owned_operand(fb, body, a, &first);
                     let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
-                    self.accumulate_expr(fb, st, ctx, &acc, b, site)?;
+                    match second {
+                        Some(v) => self.accumulate_lval(fb, st, &acc, v, &ty, site)?,
+                        None => self.accumulate_expr(fb, st, ctx, &acc, b, site)?,
+                    }
                     return self.acc_value(fb, &acc);
                 }
             }
