@@ -7,6 +7,7 @@
 pub mod core;
 pub mod limits;
 pub mod names;
+pub mod pass;
 pub mod prim;
 pub mod print;
 pub mod types;
