@@ -16,7 +16,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
 use ksc_eval::{Interpreter, RuntimeError, Value};
 use ksc_types::{Analysis, Diagnostic, FileRef};
 use render::{error_summary, Sources};
@@ -61,6 +62,8 @@ enum Command {
         interp: bool,
         #[command(flatten)]
         native: native::NativeOptions,
+        #[command(flatten)]
+        passes: PassArgs,
     },
     /// Property-check every law of linear maps the optimiser uses.
     ///
@@ -117,6 +120,8 @@ enum Command {
         /// Which derivative.
         #[arg(long, value_enum, default_value = "rev")]
         mode: deriv::Mode,
+        #[command(flatten)]
+        passes: PassArgs,
     },
     /// Print a function as a term of the categorical language CL (seed 003
     /// sections 6 and 7; what `(gdef CL [f T])` goes through).
@@ -169,6 +174,8 @@ enum Command {
         force: bool,
         #[command(flatten)]
         native: native::NativeOptions,
+        #[command(flatten)]
+        passes: PassArgs,
     },
     /// Print a file in canonical layout to stdout.
     ///
@@ -189,6 +196,41 @@ enum Command {
     /// file stops, so a `main` that never ends does not stop the watcher.
     /// Stop with Ctrl-C.
     Watch(watch::WatchArgs),
+}
+
+/// The optimisation passes to skip or to print the IR after: what bisects
+/// a miscompile to one pass.
+#[derive(Args, Clone, Debug, Default)]
+struct PassArgs {
+    /// Do not run this optimisation pass (repeatable): if a program is
+    /// wrong with the pass and right without it, the pass is at fault. The
+    /// derived-function passes run on Core IR (`ksc deriv` shows their
+    /// result); the others on the loop IR (`ksc build --emit loops`).
+    #[arg(long = "skip-pass", value_name = "PASS", value_parser = PossibleValuesParser::new(pass_names()))]
+    skip_pass: Vec<String>,
+    /// Print, on stderr, each function after every run of this pass
+    /// (repeatable): derived functions as `.ks`, loop-IR functions as
+    /// `--emit loops` prints them.
+    #[arg(long = "dump-after", value_name = "PASS", value_parser = PossibleValuesParser::new(pass_names()))]
+    dump_after: Vec<String>,
+}
+
+/// The names of the passes of both pipelines, derived functions' first.
+fn pass_names() -> Vec<&'static str> {
+    ksc_opt::pipeline::names()
+}
+
+impl PassArgs {
+    /// Sets this process's pass options (before anything is compiled).
+    fn configure(&self) {
+        let options = ksc_ir::pass::PassOptions {
+            skip: self.skip_pass.clone(),
+            dump_after: self.dump_after.clone(),
+            sink: Some(|text| eprint!("{text}")),
+        };
+        // The only call, made before any compilation.
+        let _ = ksc_ir::pass::configure(options);
+    }
 }
 
 /// A reader that stops early (`ksc deriv ... | head`) closes standard
@@ -242,11 +284,14 @@ fn main() -> ExitCode {
 }
 
 fn command(cli: Cli) -> ExitCode {
+    if let Command::Run { passes, .. } | Command::Build { passes, .. } | Command::Deriv { passes, .. } = &cli.command {
+        passes.configure();
+    }
     match cli.command {
         Command::Check { file } => check(&file),
         Command::Run { file, interp: true, .. } => run(&file),
         Command::Run { file, native, .. } => native::run(&file, &native),
-        Command::Build { file, out_dir, emit, force, native } => {
+        Command::Build { file, out_dir, emit, force, native, .. } => {
             native::build(&file, out_dir.as_deref(), emit, force, &native)
         }
         Command::Fmt { file } => fmt(&file),
@@ -264,7 +309,7 @@ fn command(cli: Cli) -> ExitCode {
             };
             deriv::jacobian(&file, &func, at.as_deref(), how)
         }
-        Command::Deriv { file, func, mode } => deriv::deriv(&file, &func, mode),
+        Command::Deriv { file, func, mode, .. } => deriv::deriv(&file, &func, mode),
         Command::Cl { file, func, check } => cl::cl(&file, &func, check),
     }
 }

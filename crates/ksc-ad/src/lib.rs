@@ -4,7 +4,6 @@
 //! for, and the derivatives of callees on demand.
 
 pub mod apply;
-pub mod chain;
 pub mod derive;
 pub mod hoist;
 pub mod jac;
@@ -315,61 +314,6 @@ fn derive_from_jacobian(
     result
 }
 
-/// Forward mode's loops of values and of tangents fused
-/// ([`ksc_opt::fuse_loops`], then CSE at once, which reads the values
-/// from the tangents' pairs before the cleanup could split the loops
-/// again), then [`ksc_opt::share_loop_values`] and
-/// [`ksc_opt::folds_from_scans`] on `def` in A-normal form; whether it
-/// fused or shared anything.
-fn share_loop_values(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
-    let forward = matches!(def.name.derivs.first(), Some(Derivation::Fwd | Derivation::FwdT));
-    let fused = forward
-        && in_anf_to(def, |b, root, params| {
-            // CSE first: loops over sizes computed twice have one size.
-            let root = ksc_opt::cse(b, globals, root, params);
-            (ksc_opt::fuse_loops(b, globals, root) > 0).then(|| {
-                // The fused bodies' chains are nested in the lambda's: one
-                // chain again, so CSE sees across them.
-                let root = ksc_opt::anf(b, root, params);
-                ksc_opt::cse(b, globals, root, params)
-            })
-        });
-    let shared = in_anf(def, |b, root| {
-        ksc_opt::share_loop_values(b, globals, root) + ksc_opt::folds_from_scans(b, globals, root) > 0
-    });
-    fused || shared
-}
-
-/// Runs `pass` on `def`'s body in A-normal form; whether it changed it.
-/// Unchanged, the definition is left as it was (the A-normal form's nodes
-/// would count against inlining it).
-fn in_anf(def: &mut Def, pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId) -> bool) -> bool {
-    in_anf_to(def, |b, root, _| pass(b, root).then_some(root))
-}
-
-/// [`in_anf`] with a pass that is also given the definition's parameters
-/// and returns the new root (`None`: unchanged).
-fn in_anf_to(
-    def: &mut Def,
-    pass: impl FnOnce(&mut ksc_linmap::builder::Builder, ksc_ir::ExprId, &[String]) -> Option<ksc_ir::ExprId>,
-) -> bool {
-    let saved = def.clone();
-    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, params.iter());
-    let mut b = ksc_linmap::builder::Builder::new(&mut def.body, &mut fresh);
-    let root = ksc_opt::anf(&mut b, def.root, &params);
-    match pass(&mut b, root, &params) {
-        Some(root) => {
-            def.root = root;
-            true
-        }
-        None => {
-            *def = saved;
-            false
-        }
-    }
-}
-
 /// `[D f]` and its witnesses, derived once per f and kept in `jacobians`.
 fn jacobian_of<'j>(
     f: &Def,
@@ -427,126 +371,6 @@ fn derivable(n: &FunName, program: &dyn Program) -> bool {
         }
         _ => false,
     }
-}
-
-/// Simplifies a Jacobian `[D f]` with the optimiser (map laws, Core rules,
-/// ANF, CSE). With `trace`, returns the rules that fired, in order, as
-/// lines `rule: before  =>  after`.
-pub fn simplify_jacobian(d: &mut Def, globals: &ksc_opt::Globals, trace: bool) -> Vec<String> {
-    let none = ksc_opt::RuleSet::new("none");
-    let options = ksc_opt::Options { trace, ..ksc_opt::Options::default() };
-    let report = ksc_opt::optimise_def(d, &none, globals, &options);
-    report.trace.iter().map(|f| f.to_string()).collect()
-}
-
-/// Simplifies derived functions with the optimiser's schedule (the
-/// program's `rule`s once, then laws, Core rules, ANF, CSE), in place.
-/// `existing` are the program's definitions, for inlining small functions.
-/// Returns the optimiser's warnings (a rule that cannot be used, a rule set
-/// that ran out of fuel), as messages.
-pub fn optimise(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule]) -> Vec<String> {
-    let snapshot: Vec<Def> = derived.to_vec();
-    let all = ksc_opt::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
-    let globals = ksc_opt::Globals::new(&all);
-    let (user, mut warnings) = user_rule_set(rules);
-    for def in derived.iter_mut() {
-        warnings.extend(optimise_one(def, &globals, &user));
-    }
-    warnings
-}
-
-/// The program's `rule`s as the optimiser's first rule set, and warnings
-/// for those it cannot use.
-pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (ksc_opt::RuleSet, Vec<String>) {
-    let (user, rejected) = ksc_opt::RuleSet::user(rules.iter().copied());
-    (user, rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect())
-}
-
-/// Simplifies one derived function (see [`optimise`]); `globals` knows the
-/// program's definitions and the other derived functions. Returns the
-/// optimiser's warnings.
-pub fn optimise_one(def: &mut Def, globals: &ksc_opt::Globals, user: &ksc_opt::RuleSet) -> Vec<String> {
-    let options = ksc_opt::Options::default();
-    let mut warnings = Vec::new();
-    let mut run = |def: &mut Def| {
-        let report = ksc_opt::optimise_def(def, user, globals, &options);
-        warnings.extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
-    };
-    run(def);
-    // The primal values its loops compute twice, computed once, until
-    // nothing more is shared (a loop that reads values another one stores
-    // may then be seen to compute what it returns), at most three times.
-    let share = |def: &mut Def, run: &mut dyn FnMut(&mut Def)| {
-        for _ in 0..3 {
-            if !(matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
-                && share_loop_values(def, globals))
-            {
-                break;
-            }
-            run(def);
-        }
-    };
-    share(def, &mut run);
-    if def.name.derivs.first() == Some(&Derivation::Rev) {
-        // A callee's primal and reverse pass inlined together, level by
-        // level, so its primal values are computed once (`chain.rs`),
-        // and then shared between loops again.
-        let mut inlined = false;
-        for _ in 0..chain::MAX_LEVELS {
-            if !chain::mark_paired_calls(def, globals) {
-                break;
-            }
-            run(def);
-            inlined = true;
-        }
-        if inlined {
-            share(def, &mut run);
-        }
-        // The values backward loops compute again from the accumulators of
-        // a fold, computed by its scan's steps (`ksc_opt::scan_extras`,
-        // `ksc_opt::fuse_scan_extras`): first moved out of the backward
-        // loops, inner folds first, then fused into the scans, outer
-        // first; each step followed by the optimiser, a fusion also by the
-        // loops' sharing.
-        let has_scan = |def: &Def| {
-            def.body
-                .exprs
-                .iter()
-                .any(|(_, e)| matches!(e, ksc_ir::Expr::Call(ksc_ir::Callee::Prim(ksc_ir::Prim::Scan), _)))
-        };
-        for _ in 0..chain::MAX_LEVELS {
-            if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::scan_extras(b, globals, root, chain::CALLEE)) {
-                break;
-            }
-            run(def);
-        }
-        for _ in 0..chain::MAX_LEVELS {
-            if !has_scan(def) || !in_anf(def, |b, root| ksc_opt::fuse_scan_extras(b, globals, root, chain::CALLEE)) {
-                break;
-            }
-            run(def);
-            share(def, &mut run);
-        }
-    }
-    if matches!(def.name.derivs.first(), Some(Derivation::Jac | Derivation::Jac1)) {
-        // The functions the loops call, inlined (three levels), so that
-        // their primal work is hoisted with the rest, and then shared.
-        for _ in 0..3 {
-            if !jac::mark_calls_in_loops(def, globals) {
-                break;
-            }
-            run(def);
-        }
-        jac::hoist_loop_invariants(def, globals);
-        // CSE merges the hoisted primal work with f's own, and the
-        // cleanup undoes the A-normal form hoisting needed.
-        run(def);
-        // The primal values of the loops inside, once for all columns.
-        if jac::hoist_inner_invariants(def, globals) {
-            run(def);
-        }
-    }
-    warnings
 }
 
 #[cfg(test)]

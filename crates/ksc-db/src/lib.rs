@@ -30,7 +30,7 @@
 //! Request(file, f)       interned: a derived function asked for, by a gdef
 //!                         or by `ksc deriv`/`ksc jacobian`
 //! closure(request)        the derived functions it needs, transitively
-//! optimised(request, f)   one of them optimised (ksc_ad::optimise_one); the
+//! optimised(request, f)   one of them optimised (ksc_opt::pipeline::optimise_derived); the
 //!                         optimiser reads callees through the next two
 //! small_def_of(request, f, ..)  f's body if small enough to inline, else None
 //! facts_of(request, f)    whether f may print, whether it recurses

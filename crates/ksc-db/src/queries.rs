@@ -746,9 +746,9 @@ pub fn optimised<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> 
     let mut def = defs.derived(&name).expect("optimised: a derived function of the request").clone();
     let rules = user_rules(db, request.file(db));
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    let (user, _) = ksc_ad::user_rule_set(&rules);
+    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
     let globals = ksc_opt::Globals::new(&defs);
-    let warnings = ksc_ad::optimise_one(&mut def, &globals, &user);
+    let warnings = ksc_opt::pipeline::optimise_derived(&mut def, &globals, &user);
     Optimised { def: TypedDef(def), warnings }
 }
 
@@ -768,7 +768,7 @@ pub fn derive_request(db: &dyn Db, request: Request<'_>) -> GdefOutput {
     }
     let rules = user_rules(db, request.file(db));
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    out.warnings = ksc_ad::user_rule_set(&rules).1;
+    out.warnings = ksc_opt::pipeline::user_rule_set(&rules).1;
     for (name, _) in &closure.defs {
         let o = optimised(db, request, name.clone());
         out.defs.push(o.def.0.clone());
@@ -790,7 +790,7 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
 }
 
 /// `[D f]` of a written function simplified by the laws of linear maps
-/// (`ksc_ad::simplify_jacobian`), and, if `trace`, the rules that fired,
+/// (`ksc_opt::pipeline::simplify_jacobian`), and, if `trace`, the rules that fired,
 /// in order: what `ksc jacobian` prints.
 #[salsa::tracked(returns(ref))]
 pub fn simplified_jacobian(
@@ -802,7 +802,7 @@ pub fn simplified_jacobian(
     db.log_execution(format!("simplified_jacobian({f})"));
     let mut d = jacobian_of(db, file, f.clone()).as_ref().map_err(Clone::clone)?.0 .0.clone();
     let defs = DbDefs::new(db, Request::new(db, file, f.derived(Derivation::D)), true);
-    let fired = ksc_ad::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
+    let fired = ksc_opt::pipeline::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
     Ok((TypedDef(d), fired))
 }
 

@@ -461,7 +461,7 @@ fn jacobians_and_requests_without_a_gdef_are_queries() {
     let a = analysis(&db, file);
     let written = a.defs();
     let mut whole = ksc_ad::derive_requested(&written, std::slice::from_ref(&fwd));
-    ksc_ad::optimise(&mut whole.defs, &written, &[]);
+    ksc_opt::pipeline::optimise_all(&mut whole.defs, &written, &[]);
     let print = |defs: &[ksc_ir::Def]| defs.iter().map(ksc_ir::print::print_def).collect::<Vec<_>>();
     assert_eq!(print(&out.defs), print(&whole.defs), "{names:?}");
     assert!(names.contains(&"[fwd [cube Float]]".to_string()), "{names:?}");

@@ -185,6 +185,62 @@ impl Def {
     pub fn arg_ty(&self) -> Type {
         Type::of_params(self.params.iter().map(|p| p.ty.clone()))
     }
+
+    /// What is wrong with the body's scoping, if anything: a variable read
+    /// where no parameter, `let` or lambda binds it. The pass pipelines run
+    /// it after every pass in debug builds (`crate::pass::Runner`). It walks
+    /// the tree with a stack of its own, so bodies of any depth are checked.
+    pub fn scope_error(&self) -> Option<String> {
+        enum Task<'a> {
+            Visit(ExprId),
+            Bind(&'a [Var]),
+            Unbind(usize),
+        }
+        // The names in scope, innermost last, and how many times each is.
+        let mut bound: Vec<&str> = Vec::new();
+        let mut count: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+        for p in &self.params {
+            bound.push(&p.name);
+            *count.entry(&p.name).or_default() += 1;
+        }
+        let mut tasks = vec![Task::Visit(self.root)];
+        while let Some(t) = tasks.pop() {
+            let e = match t {
+                Task::Visit(e) => e,
+                Task::Bind(vs) => {
+                    for v in vs {
+                        bound.push(v);
+                        *count.entry(v).or_default() += 1;
+                    }
+                    continue;
+                }
+                Task::Unbind(n) => {
+                    for v in bound.drain(bound.len() - n..) {
+                        *count.get_mut(v).expect("bound") -= 1;
+                    }
+                    continue;
+                }
+            };
+            match &self.body.exprs[e] {
+                Expr::Var(v) if count.get(v.as_str()).is_none_or(|&n| n == 0) => {
+                    return Some(format!("`{v}` is read where nothing binds it"));
+                }
+                Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
+                Expr::Call(_, a) => tasks.push(Task::Visit(*a)),
+                Expr::Tuple(es) => tasks.extend(es.iter().map(|&x| Task::Visit(x))),
+                Expr::Let(p, r, b) => {
+                    let vs = p.vars();
+                    tasks.extend([Task::Unbind(vs.len()), Task::Visit(*b), Task::Bind(vs), Task::Visit(*r)]);
+                }
+                Expr::If(c, t, f) => tasks.extend([Task::Visit(*c), Task::Visit(*t), Task::Visit(*f)]),
+                Expr::Assert(c, b) => tasks.extend([Task::Visit(*c), Task::Visit(*b)]),
+                Expr::Lam(v, _, b) => {
+                    tasks.extend([Task::Unbind(1), Task::Visit(*b), Task::Bind(std::slice::from_ref(v))]);
+                }
+            }
+        }
+        None
+    }
 }
 
 /// `(edef name ret_ty arg_ty)`: a function implemented outside `.ks`.
@@ -265,5 +321,54 @@ impl PartialEq for Program {
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&crate::print::print_program(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(def f Float (x : Float) body)` with the body `make` builds.
+    fn def(make: impl FnOnce(&mut Body) -> ExprId) -> Def {
+        let mut body = Body::new();
+        let root = make(&mut body);
+        let params = vec![Param { name: "x".into(), ty: Type::Float }];
+        Def { name: FunName::plain("f"), params, ret_ty: Type::Float, body, root }
+    }
+
+    #[test]
+    fn scope_errors_are_variables_read_outside_their_binders() {
+        // (let (y x) y): fine.
+        let ok = def(|b| {
+            let x = b.alloc(Expr::Var("x".into()));
+            let y = b.alloc(Expr::Var("y".into()));
+            b.alloc(Expr::Let(Pat::Var("y".into()), x, y))
+        });
+        assert_eq!(ok.scope_error(), None);
+        // (let (y y) x): the right side does not see its own binder.
+        let rhs = def(|b| {
+            let y = b.alloc(Expr::Var("y".into()));
+            let x = b.alloc(Expr::Var("x".into()));
+            b.alloc(Expr::Let(Pat::Var("y".into()), y, x))
+        });
+        assert_eq!(rhs.scope_error().as_deref(), Some("`y` is read where nothing binds it"));
+        // (tuple (lam (z : Float) z) z): a lambda's binder ends with it.
+        let lam = def(|b| {
+            let z = b.alloc(Expr::Var("z".into()));
+            let l = b.alloc(Expr::Lam("z".into(), Type::Float, z));
+            let z2 = b.alloc(Expr::Var("z".into()));
+            b.alloc(Expr::Tuple(vec![l, z2]))
+        });
+        assert!(lam.scope_error().is_some());
+        // (tuple (let (x 1.0) x) x): shadowing ends with the let, and the
+        // parameter is seen again.
+        let shadow = def(|b| {
+            let one = b.alloc(Expr::Lit(Lit::Float(1.0)));
+            let x = b.alloc(Expr::Var("x".into()));
+            let l = b.alloc(Expr::Let(Pat::Var("x".into()), one, x));
+            let x2 = b.alloc(Expr::Var("x".into()));
+            b.alloc(Expr::Tuple(vec![l, x2]))
+        });
+        assert_eq!(shadow.scope_error(), None);
     }
 }

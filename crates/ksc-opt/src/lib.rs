@@ -39,6 +39,7 @@ pub mod engine;
 pub mod fuse;
 pub mod globals;
 pub mod idset;
+pub mod pipeline;
 pub mod residuals;
 pub mod rule;
 pub mod schedule;

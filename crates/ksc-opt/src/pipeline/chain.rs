@@ -23,8 +23,8 @@
 //! inlined `[rev lstm_predict]` of the step re-runs the layer fold, read
 //! from the `$scan` of its reverse pass instead).
 
+use crate::Measure;
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, FunName, Prim};
-use ksc_opt::Measure;
 
 /// The most nodes `[rev f]`'s body may have for more calls to be inlined
 /// into it.
@@ -44,7 +44,7 @@ pub const CALLEE: usize = 6_000;
 
 /// Marks the paired calls of `[rev f]` (see the module) with `$inline`;
 /// whether it marked any.
-pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
+pub fn mark_paired_calls(def: &mut Def, globals: &crate::Globals) -> bool {
     if !Measure::Arena.at_most(def, BUDGET) {
         return false;
     }
@@ -71,7 +71,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
             },
             _ => {}
         }
-        stack.extend(ksc_opt::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
+        stack.extend(crate::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
     }
     let small = |g: &FunName, limit, measure| globals.small_def(g, limit, measure).is_some();
     let mut marked = Vec::new();
@@ -92,7 +92,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &ksc_opt::Globals) -> bool {
     marked.sort();
     marked.dedup();
     for &e in &marked {
-        ksc_opt::term::mark_inline(&mut def.body, e);
+        crate::term::mark_inline(&mut def.body, e);
     }
     !marked.is_empty()
 }

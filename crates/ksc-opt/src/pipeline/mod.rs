@@ -1,0 +1,415 @@
+//! The derived-function pipeline: what happens to `[fwd f]`, `[rev f]`,
+//! `[jac f]` and the other functions AD derives, from the body `ksc_ad`
+//! writes to the body the backends lower. [`steps`] is the pipeline as a
+//! list, in the order things happen; each pass is a [`Pass`] on a
+//! [`Def`] (`ksc_ir::pass`), so `--skip-pass NAME` and `--dump-after NAME`
+//! work on them, and in debug builds the body's scoping is checked after
+//! every pass.
+//!
+//! Most passes find an opportunity and mark or restructure it; the
+//! simplifier (`simplify`: the program's rules, the laws of linear maps,
+//! the Core rules, ANF and CSE, [`crate::optimise_def`]) then does the
+//! work. So the pipeline repeats "pass, then simplify" until the pass
+//! finds nothing, at most a fixed number of times.
+
+pub mod chain;
+pub mod jac;
+
+use std::cell::RefCell;
+
+use ksc_ir::pass::{Pass, Runner};
+use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, Prim};
+use ksc_linmap::builder::Builder;
+
+use crate::{Globals, RuleSet};
+
+/// What the derived-function passes read besides the definition.
+pub struct DerivedCx<'a> {
+    /// The program's definitions and the other derived functions.
+    pub globals: &'a Globals<'a>,
+    /// The program's `rule`s.
+    pub user: &'a RuleSet,
+    /// The simplifier's warnings, as messages.
+    pub warnings: RefCell<Vec<String>>,
+}
+
+type DerivedPass<'a> = &'a dyn Pass<Def, DerivedCx<'a>>;
+
+/// One step of the pipeline.
+pub enum Step<'a> {
+    /// Run the pass once.
+    Once(DerivedPass<'a>),
+    /// Run `pass`; if it changed nothing, stop; else run `then` and start
+    /// again, at most `times` times. If any round ran, run `after`.
+    Repeat { pass: DerivedPass<'a>, times: usize, then: Vec<Step<'a>>, after: Vec<Step<'a>> },
+    /// The steps, for derived functions of these kinds only.
+    Only(&'static [Derivation], Vec<Step<'a>>),
+}
+
+/// The pipeline, in the order it runs.
+pub fn steps<'a>() -> Vec<Step<'a>> {
+    use Step::*;
+    let simplify = || Once(&Simplify);
+    // The primal values its loops compute twice, computed once, until
+    // nothing more is shared (a loop that reads values another one stores
+    // may then be seen to compute what it returns), at most three times.
+    let share = || Repeat { pass: &ShareLoopValues, times: 3, then: vec![simplify()], after: vec![] };
+    vec![
+        simplify(),
+        share(),
+        Only(
+            &[Derivation::Rev],
+            vec![
+                // A callee's primal and reverse pass inlined together, level
+                // by level, so its primal values are computed once
+                // (`chain.rs`), and then shared between loops again.
+                Repeat {
+                    pass: &MarkPairedCalls,
+                    times: chain::MAX_LEVELS,
+                    then: vec![simplify()],
+                    after: vec![share()],
+                },
+                // The values backward loops compute again from the
+                // accumulators of a fold, computed by its scan's steps
+                // (`crate::scan_extras`, `crate::fuse_scan_extras`): first
+                // moved out of the backward loops, inner folds first, then
+                // fused into the scans, outer first; each step followed by
+                // the simplifier, a fusion also by the loops' sharing.
+                Repeat { pass: &ScanExtras, times: chain::MAX_LEVELS, then: vec![simplify()], after: vec![] },
+                Repeat {
+                    pass: &FuseScanExtras,
+                    times: chain::MAX_LEVELS,
+                    then: vec![simplify(), share()],
+                    after: vec![],
+                },
+            ],
+        ),
+        Only(
+            &[Derivation::Jac, Derivation::Jac1],
+            vec![
+                // The functions the loops call, inlined (three levels), so
+                // that their primal work is hoisted with the rest, and then
+                // shared.
+                Repeat { pass: &MarkCallsInLoops, times: 3, then: vec![simplify()], after: vec![] },
+                Once(&HoistLoopInvariants),
+                // CSE merges the hoisted primal work with f's own, and the
+                // cleanup undoes the A-normal form hoisting needed.
+                simplify(),
+                // The primal values of the loops inside, once for all
+                // columns.
+                Repeat { pass: &HoistInnerInvariants, times: 1, then: vec![simplify()], after: vec![] },
+            ],
+        ),
+    ]
+}
+
+/// The names of the pipeline's passes, for the command line.
+pub fn names() -> Vec<&'static str> {
+    fn walk(steps: &[Step], out: &mut Vec<&'static str>) {
+        for s in steps {
+            let mut add = |p: DerivedPass| {
+                if !out.contains(&p.name()) {
+                    out.push(p.name());
+                }
+            };
+            match s {
+                Step::Once(p) => add(*p),
+                Step::Repeat { pass, then, after, .. } => {
+                    add(*pass);
+                    walk(then, out);
+                    walk(after, out);
+                }
+                Step::Only(_, inner) => walk(inner, out),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&steps(), &mut out);
+    out
+}
+
+/// Runs the pipeline on one derived function; `globals` knows the
+/// program's definitions and the other derived functions, `user` holds the
+/// program's rules. Returns the simplifier's warnings.
+pub fn optimise_derived(def: &mut Def, globals: &Globals, user: &RuleSet) -> Vec<String> {
+    let cx = DerivedCx { globals, user, warnings: RefCell::new(Vec::new()) };
+    let runner = Runner {
+        cx: &cx,
+        unit_name: |d: &Def| d.name.to_string(),
+        print: ksc_ir::print::print_def,
+        verify: Def::scope_error,
+    };
+    run_steps(&runner, &steps(), def);
+    cx.warnings.into_inner()
+}
+
+fn run_steps<'a>(runner: &Runner<'a, Def, DerivedCx<'a>>, steps: &[Step<'a>], def: &mut Def) {
+    for s in steps {
+        match s {
+            Step::Once(p) => {
+                runner.run(*p, def);
+            }
+            Step::Repeat { pass, times, then, after } => {
+                let mut any = false;
+                for _ in 0..*times {
+                    if !runner.run(*pass, def) {
+                        break;
+                    }
+                    run_steps(runner, then, def);
+                    any = true;
+                }
+                if any {
+                    run_steps(runner, after, def);
+                }
+            }
+            Step::Only(kinds, inner) => {
+                if def.name.derivs.first().is_some_and(|d| kinds.contains(d)) {
+                    run_steps(runner, inner, def);
+                }
+            }
+        }
+    }
+}
+
+/// Simplifies derived functions with the pipeline, in place. `existing`
+/// are the program's definitions (for inlining small functions); `rules`
+/// its `rule`s. Returns the warnings (a rule that cannot be used, a rule
+/// set that ran out of fuel), as messages.
+pub fn optimise_all(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule]) -> Vec<String> {
+    let snapshot: Vec<Def> = derived.to_vec();
+    let all = crate::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
+    let globals = Globals::new(&all);
+    let (user, mut warnings) = user_rule_set(rules);
+    for def in derived.iter_mut() {
+        warnings.extend(optimise_derived(def, &globals, &user));
+    }
+    warnings
+}
+
+/// The program's `rule`s as the simplifier's first rule set, and warnings
+/// for those it cannot use.
+pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
+    let (user, rejected) = RuleSet::user(rules.iter().copied());
+    (user, rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect())
+}
+
+/// Simplifies a Jacobian `[D f]` (the laws of linear maps, Core rules,
+/// ANF, CSE; no program rules). With `trace`, returns the rules that fired,
+/// in order, as lines `rule: before  =>  after`.
+pub fn simplify_jacobian(d: &mut Def, globals: &Globals, trace: bool) -> Vec<String> {
+    let none = RuleSet::new("none");
+    let options = crate::Options { trace, ..crate::Options::default() };
+    let report = crate::optimise_def(d, &none, globals, &options);
+    report.trace.iter().map(|f| f.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The passes, in the order `steps` first runs them.
+
+/// `simplify`: the program's rules once, then the laws, the Core rules,
+/// ANF and CSE ([`crate::optimise_def`]).
+struct Simplify;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for Simplify {
+    fn name(&self) -> &'static str {
+        "simplify"
+    }
+
+    /// Always `true`: whether the simplifier changed anything is not known
+    /// cheaply, and no step repeats on it.
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        let report = crate::optimise_def(def, cx.user, cx.globals, &crate::Options::default());
+        cx.warnings.borrow_mut().extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
+        true
+    }
+}
+
+/// `share-loop-values`: forward mode's loops of values and of tangents
+/// fused ([`crate::fuse_loops`], then CSE at once, which reads the values
+/// from the tangents' pairs before the cleanup could split the loops
+/// again), then [`crate::share_loop_values`] and
+/// [`crate::folds_from_scans`], on the body in A-normal form.
+struct ShareLoopValues;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for ShareLoopValues {
+    fn name(&self) -> &'static str {
+        "share-loop-values"
+    }
+
+    fn enabled(&self, def: &Def, _: &DerivedCx<'a>) -> bool {
+        matches!(def.name.derivs.first(), Some(Derivation::Rev | Derivation::Fwd | Derivation::FwdT))
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        let globals = cx.globals;
+        let forward = matches!(def.name.derivs.first(), Some(Derivation::Fwd | Derivation::FwdT));
+        let fused = forward
+            && in_anf_to(def, |b, root, params| {
+                // CSE first: loops over sizes computed twice have one size.
+                let root = crate::cse(b, globals, root, params);
+                (crate::fuse_loops(b, globals, root) > 0).then(|| {
+                    // The fused bodies' chains are nested in the lambda's:
+                    // one chain again, so CSE sees across them.
+                    let root = crate::anf(b, root, params);
+                    crate::cse(b, globals, root, params)
+                })
+            });
+        let shared = in_anf(def, |b, root| {
+            crate::share_loop_values(b, globals, root) + crate::folds_from_scans(b, globals, root) > 0
+        });
+        fused || shared
+    }
+}
+
+/// `mark-paired-calls`: a callee's primal call and its reverse pass marked
+/// for inlining together ([`chain::mark_paired_calls`]).
+struct MarkPairedCalls;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for MarkPairedCalls {
+    fn name(&self) -> &'static str {
+        "mark-paired-calls"
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        chain::mark_paired_calls(def, cx.globals)
+    }
+}
+
+/// Does the body hold a `$scan` (a fold's reverse pass)?
+fn has_scan(def: &Def) -> bool {
+    def.body.exprs.iter().any(|(_, e)| matches!(e, Expr::Call(Callee::Prim(Prim::Scan), _)))
+}
+
+/// `scan-extras`: values backward loops compute again from a fold's
+/// accumulators, moved out of the loops ([`crate::scan_extras`]).
+struct ScanExtras;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for ScanExtras {
+    fn name(&self) -> &'static str {
+        "scan-extras"
+    }
+
+    fn enabled(&self, def: &Def, _: &DerivedCx<'a>) -> bool {
+        has_scan(def)
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        in_anf(def, |b, root| crate::scan_extras(b, cx.globals, root, chain::CALLEE))
+    }
+}
+
+/// `fuse-scan-extras`: those values computed by the scan's steps
+/// ([`crate::fuse_scan_extras`]).
+struct FuseScanExtras;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for FuseScanExtras {
+    fn name(&self) -> &'static str {
+        "fuse-scan-extras"
+    }
+
+    fn enabled(&self, def: &Def, _: &DerivedCx<'a>) -> bool {
+        has_scan(def)
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        in_anf(def, |b, root| crate::fuse_scan_extras(b, cx.globals, root, chain::CALLEE))
+    }
+}
+
+/// `mark-calls-in-loops`: the calls in a `[jac f]`'s column (row) loops
+/// marked for inlining ([`jac::mark_calls_in_loops`]).
+struct MarkCallsInLoops;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for MarkCallsInLoops {
+    fn name(&self) -> &'static str {
+        "mark-calls-in-loops"
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        jac::mark_calls_in_loops(def, cx.globals)
+    }
+}
+
+/// `hoist-loop-invariants`: the primal work of a `[jac f]` moved out of its
+/// column (row) loops ([`jac::hoist_loop_invariants`]).
+struct HoistLoopInvariants;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for HoistLoopInvariants {
+    fn name(&self) -> &'static str {
+        "hoist-loop-invariants"
+    }
+
+    /// Always `true` (the body is put in A-normal form either way).
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        jac::hoist_loop_invariants(def, cx.globals);
+        true
+    }
+}
+
+/// `hoist-inner-invariants`: the primal values of the loops inside the
+/// column loops, computed once for all columns
+/// ([`jac::hoist_inner_invariants`]).
+struct HoistInnerInvariants;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for HoistInnerInvariants {
+    fn name(&self) -> &'static str {
+        "hoist-inner-invariants"
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        jac::hoist_inner_invariants(def, cx.globals)
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+/// Runs `pass` on `def`'s body in A-normal form; whether it changed it.
+/// Unchanged, the definition is left as it was (the A-normal form's nodes
+/// would count against inlining it).
+fn in_anf(def: &mut Def, pass: impl FnOnce(&mut Builder, ExprId) -> bool) -> bool {
+    in_anf_to(def, |b, root, _| pass(b, root).then_some(root))
+}
+
+/// [`in_anf`] with a pass that is also given the definition's parameters
+/// and returns the new root (`None`: unchanged).
+fn in_anf_to(def: &mut Def, pass: impl FnOnce(&mut Builder, ExprId, &[String]) -> Option<ExprId>) -> bool {
+    let saved = def.clone();
+    let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = crate::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut b = Builder::new(&mut def.body, &mut fresh);
+    let root = crate::anf(&mut b, def.root, &params);
+    match pass(&mut b, root, &params) {
+        Some(root) => {
+            def.root = root;
+            true
+        }
+        None => {
+            *def = saved;
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names the command line selects passes by, in the order they
+    /// first run: renaming or adding a pass changes what users type.
+    #[test]
+    fn the_pipeline_names_its_passes_in_order() {
+        assert_eq!(
+            names(),
+            [
+                "simplify",
+                "share-loop-values",
+                "mark-paired-calls",
+                "scan-extras",
+                "fuse-scan-extras",
+                "mark-calls-in-loops",
+                "hoist-loop-invariants",
+                "hoist-inner-invariants"
+            ]
+        );
+    }
+}
