@@ -6,6 +6,7 @@
 //! semantics ([`check`]), driven by random well-typed terms ([`spec`]).
 
 pub mod builder;
+#[cfg(feature = "check")]
 pub mod check;
 pub mod laws;
 pub mod spec;
