@@ -5,9 +5,11 @@
 
 pub mod apply;
 pub mod derive;
+pub mod fwd;
 pub mod hoist;
 pub mod jac;
 pub mod jacobians;
+pub mod rev;
 pub mod sparse;
 pub mod tape;
 
@@ -188,10 +190,10 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 }
                 sp.def
             }),
-            Derivation::Shape => Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty)),
+            Derivation::Shape => Ok(rev::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty)),
             Derivation::SufRev => {
                 work.push(inner.derived(Derivation::Rev));
-                Ok(apply::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty))
+                Ok(rev::split_pass(d, &inner, &f.arg_ty(), &f.ret_ty))
             }
             // The split passes with a tape (`tape.rs`), and `[rev f]` by
             // them when f is recursive.
@@ -304,9 +306,9 @@ fn derive_from_jacobian(
     let (jd, witnesses) = jacobian_of(f, jacobians, &has_body)?;
     let mut demands = Vec::new();
     let result = guard(|| match d {
-        Derivation::Fwd => apply::fwd_def(f, jd, witnesses, &mut demands, pairs),
-        Derivation::FwdT => apply::fwdt_def(f, jd, witnesses, &mut demands, pairs),
-        _ => apply::rev_def(f, jd, witnesses, &mut demands),
+        Derivation::Fwd => fwd::fwd_def(f, jd, witnesses, &mut demands, pairs),
+        Derivation::FwdT => fwd::fwdt_def(f, jd, witnesses, &mut demands, pairs),
+        _ => rev::rev_def(f, jd, witnesses, &mut demands),
     });
     if result.is_ok() {
         work.extend(demands);

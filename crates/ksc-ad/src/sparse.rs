@@ -36,8 +36,9 @@ use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Typ
 use ksc_linmap::builder::Builder;
 use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
 
-use crate::apply::{int_pair, let_chain, wrap};
+use crate::apply::int_pair;
 use crate::jacobians::has_float;
+use ksc_opt::term::{let_chain, wrap};
 
 /// ksc's own .ks functions that `[jacsparse f]` calls.
 const LIBRARY: &str = include_str!("sparse.ks");

@@ -56,9 +56,10 @@ use rustc_hash::FxHashMap;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 use ksc_linmap::builder::{prim_call, Builder};
 
-use crate::apply::{bind_params, checked_def, internal, is_lm, let_chain, param_name, strip_expr, strip_type, wrap};
+use crate::apply::{bind_params, checked_def, internal, is_lm, param_name, strip_expr, strip_type};
 use crate::derive::{Witnesses, R};
 use ksc_opt::share::same_size;
+use ksc_opt::term::{let_chain, wrap};
 
 /// Where the record of a recursive call (or of the call a Jacobian call
 /// differentiates) is found: `kids[slot]` of the caller's record; for a
@@ -1101,17 +1102,8 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
         (param_name("x", f), param_name("tape", f), param_name("pos", f), param_name("kids", f));
     let tape = Rc::new(RevTape::new(f, (tape_name.clone(), tape_ty.clone()), kids_name.clone(), plan));
     let seed = (dr_name.clone(), dt_ty.clone());
-    let inner = crate::apply::transpose_program(
-        &mut b,
-        &d.body,
-        d.root,
-        witnesses,
-        demands,
-        &s_ty,
-        &f.params,
-        seed,
-        Some(tape),
-    )?;
+    let inner =
+        crate::rev::transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
     demands.push(f.name.derived(Derivation::SufRevPass));
     // kids = get$2$2 (index pos tape)
     let (pv, tv) = (b.var(&pos_name, Type::Integer), b.var(&tape_name, tape_ty.clone()));
