@@ -7,7 +7,7 @@
 //! Coefficients are ordinary primal expressions (`cos x`, `1 / y`), built
 //! from atoms so they cost one operation each.
 
-use ksc_ir::{ExprId, FunName, Prim, Type};
+use ksc_ir::{Builtin, ExprId, FunName, Prim, Type};
 use ksc_linmap::builder::Builder;
 
 /// Why a function has no Jacobian here.
@@ -275,39 +275,56 @@ pub fn has_float(t: &Type) -> bool {
 pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId) -> Result<ExprId, NoJacobian> {
     use Type as T;
     let unknown = || format!("`{name}` is declared with `edef` and ksc knows no derivative for it");
-    let Some(base_ty) = name.base_ty.as_ref().filter(|_| name.derivs.is_empty()) else {
-        return Err(unknown());
-    };
-    if b.ty(y).tangent().is_none_or(|t| !has_float(&t)) {
+    let typed_base = name.derivs.is_empty() && name.base_ty.is_some();
+    if typed_base && b.ty(y).tangent().is_none_or(|t| !has_float(&t)) {
         return Ok(zero_map(b, args, y));
     }
+    let Some(builtin) = Builtin::resolve(name) else { return Err(unknown()) };
     let ff = T::Tuple(vec![T::Float, T::Float]);
-    let unary = *base_ty == T::Float;
-    let binary = *base_ty == ff;
     let x = args[0];
-    let j = match name.base.as_str() {
-        // Functions of arguments without Floats.
-        "to_float" | "bool_to_float" | "$ranhashdoub" => zero_map(b, args, y),
-        "neg" if unary => {
+    use Builtin as B;
+    let j = match builtin {
+        // Functions of arguments without Floats, and those whose results
+        // have none (returned above).
+        B::ToFloat | B::BoolToFloat | B::RanHashDoub => zero_map(b, args, y),
+        B::IAdd
+        | B::ISub
+        | B::IMul
+        | B::IDiv
+        | B::INeg
+        | B::IGt
+        | B::ILt
+        | B::IGte
+        | B::ILte
+        | B::FGt
+        | B::FLt
+        | B::FGte
+        | B::FLte
+        | B::Or
+        | B::And
+        | B::IMax => zero_map(b, args, y),
+        // Its derivative, trigamma, is not in the prelude.
+        B::Digamma => return Err(unknown()),
+        B::FNeg => {
             let k = b.float(-1.0);
             scale(b, x, k)
         }
-        "add" if binary => {
+        B::FAdd => {
             let (o1, o2) = (one(b, args[0]), one(b, args[1]));
             hcat(b, vec![o1, o2])
         }
-        "sub" if binary => {
+        B::FSub => {
             let o = one(b, args[0]);
             let k = b.float(-1.0);
             let s = scale(b, args[1], k);
             hcat(b, vec![o, s])
         }
-        "mul" if binary => {
+        B::FMul => {
             let (x2, z2) = (b.copy(args[1]), b.copy(args[0]));
             let (s1, s2) = (scale(b, args[0], x2), scale(b, args[1], z2));
             hcat(b, vec![s1, s2])
         }
-        "div" if binary => {
+        B::FDiv => {
             // d(x/z) = dx / z - x dz / z^2 = dx (1/z) - dz y (1/z): one
             // division besides the primal's (CSE shares 1/z).
             let (one_, z) = (b.float(1.0), b.copy(args[1]));
@@ -320,7 +337,7 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let s2 = scale(b, args[1], nq);
             hcat(b, vec![s1, s2])
         }
-        "max" if binary => {
+        B::FMax => {
             // std::max(a, b) = a < b ? b : a
             let (a, c) = (b.copy(args[0]), b.copy(args[1]));
             let lt = b.call(FunName::typed("lt", ff.clone()), vec![a, c], T::Bool);
@@ -333,7 +350,7 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let (s1, s2) = (scale(b, args[0], ka), scale(b, args[1], kb));
             hcat(b, vec![s1, s2])
         }
-        "pow" if *base_ty == T::Tuple(vec![T::Float, T::Integer]) => {
+        B::Pow => {
             // d(x^n) = n x^(n-1) dx
             let n = args[1];
             let (n1, one_i) = (b.copy(n), b.integer(1));
@@ -348,27 +365,27 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let z = zero(b, n, y);
             hcat(b, vec![s, z])
         }
-        "exp" if unary => {
+        B::Exp => {
             let k = b.copy(y);
             scale(b, x, k)
         }
-        "log" if unary => {
+        B::Log => {
             let (o, x1) = (b.float(1.0), b.copy(x));
             let k = float2(b, "div", o, x1);
             scale(b, x, k)
         }
-        "sin" if unary => {
+        B::Sin => {
             let x1 = b.copy(x);
             let k = float_fn(b, "cos", x1);
             scale(b, x, k)
         }
-        "cos" if unary => {
+        B::Cos => {
             let x1 = b.copy(x);
             let s = float_fn(b, "sin", x1);
             let k = float_fn(b, "neg", s);
             scale(b, x, k)
         }
-        "tanh" if unary => {
+        B::Tanh => {
             // 1 - tanh^2
             let (y1, y2) = (b.copy(y), b.copy(y));
             let yy = float2(b, "mul", y1, y2);
@@ -376,7 +393,7 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let k = float2(b, "sub", o, yy);
             scale(b, x, k)
         }
-        "cosh" if unary => {
+        B::Cosh => {
             // sinh x = (exp x - exp (-x)) / 2
             let x1 = b.copy(x);
             let e = float_fn(b, "exp", x1);
@@ -388,12 +405,12 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let k = float2(b, "mul", h, d);
             scale(b, x, k)
         }
-        "sqrt" if unary => {
+        B::Sqrt => {
             let (h, y1) = (b.float(0.5), b.copy(y));
             let k = float2(b, "div", h, y1);
             scale(b, x, k)
         }
-        "erf" if unary => {
+        B::Erf => {
             // 2/sqrt(pi) exp(-x^2)
             let (x1, x2) = (b.copy(x), b.copy(x));
             let xx = float2(b, "mul", x1, x2);
@@ -403,25 +420,25 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let k = float2(b, "mul", c, e);
             scale(b, x, k)
         }
-        "lgamma" if unary => {
+        B::Lgamma => {
             let x1 = b.copy(x);
             let k = float_fn(b, "digamma", x1);
             scale(b, x, k)
         }
-        "abs" if unary => {
+        B::Abs => {
             let (x1, z) = (b.copy(x), b.float(0.0));
             let pos = b.call(FunName::typed("gt", ff.clone()), vec![x1, z], T::Bool);
             let (p1, m1) = (b.float(1.0), b.float(-1.0));
             let k = b.body.alloc_typed(ksc_ir::Expr::If(pos, p1, m1), T::Float);
             scale(b, x, k)
         }
-        "dot" if *base_ty == T::Tuple(vec![T::vec(T::Float), T::vec(T::Float)]) => {
+        B::Dot => {
             let (v, w) = (args[0], args[1]);
             let (w1, v1) = (b.copy(w), b.copy(v));
             let (d1, d2) = (b.prim(Prim::LmDot, vec![w1]), b.prim(Prim::LmDot, vec![v1]));
             hcat(b, vec![d1, d2])
         }
-        "mul" if *base_ty == T::Tuple(vec![T::tensor(2, T::Float), T::vec(T::Float)]) => {
+        B::MatVec => {
             // y = M v: dy_i = <row_i(dM), v> + <row_i(M), dv>.
             let (m, v) = (args[0], args[1]);
             let row_of = |b: &mut Builder, i: ExprId, elem: &dyn Fn(&mut Builder, ExprId) -> ExprId| {
@@ -462,13 +479,12 @@ pub fn edef_jacobian(b: &mut Builder, name: &FunName, args: &[ExprId], y: ExprId
             let dv = b.prim(Prim::LmVCatV, vec![vv, by_v]);
             hcat(b, vec![dm, dv])
         }
-        "max" if *base_ty == T::vec(T::Float) => {
+        B::VMax => {
             let v1 = b.copy(x);
             let i = b.call(FunName::typed("imax", T::vec(T::Float)), vec![v1], T::Integer);
             let v2 = b.copy(x);
             b.prim(Prim::LmIndex, vec![i, v2])
         }
-        _ => return Err(unknown()),
     };
     Ok(j)
 }

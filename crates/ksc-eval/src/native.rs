@@ -1,10 +1,10 @@
 //! Native implementations of the built-in prelude's `edef`s
-//! (knossos-reference.md 3.2), keyed by base name and base argument type.
+//! (knossos-reference.md 3.2): one per [`Builtin`].
 
 use std::fmt;
 use std::rc::Rc;
 
-use ksc_ir::{FunName, Type};
+use ksc_ir::{Builtin, FunName, Type};
 
 use crate::ops::OVERFLOW;
 use crate::value::{fmt_size, Tensor, Value};
@@ -222,7 +222,7 @@ pub fn native_prelude(name: &FunName) -> Option<NativeFn> {
         return None;
     }
     let ty = name.base_ty.as_ref()?;
-    let imp = lookup(&name.base, &ty.to_string())?;
+    let imp = implementation(Builtin::resolve(name)?);
     let arity = match ty {
         Type::Tuple(ts) if ts.len() != 1 => ts.len(),
         _ => 1,
@@ -265,68 +265,65 @@ fn checked(r: Option<i64>) -> Result<i64, String> {
     r.ok_or_else(|| OVERFLOW.to_string())
 }
 
-fn lookup(base: &str, ty: &str) -> Option<NativeImpl> {
-    const F: &str = "Float";
-    const I: &str = "Integer";
-    const FF: &str = "(Tuple Float Float)";
-    const II: &str = "(Tuple Integer Integer)";
-    const VF: &str = "(Vec Float)";
-    let imp: NativeImpl = match (base, ty) {
-        ("to_float", I) => |a| match a {
+/// The interpreter's implementation of a built-in.
+fn implementation(b: Builtin) -> NativeImpl {
+    use Builtin as B;
+    let imp: NativeImpl = match b {
+        B::ToFloat => |a| match a {
             [Value::Integer(i)] => Ok(Value::Float(*i as f64)),
             _ => Err(bad("an Integer", a)),
         },
-        ("bool_to_float", "Bool") => |a| match a {
+        B::BoolToFloat => |a| match a {
             [Value::Bool(b)] => Ok(Value::Float(if *b { 1.0 } else { 0.0 })),
             _ => Err(bad("a Bool", a)),
         },
-        ("neg", F) => float_unary!(|x: f64| -x),
-        ("neg", I) => |a| match a {
+        B::FNeg => float_unary!(|x: f64| -x),
+        B::INeg => |a| match a {
             [Value::Integer(i)] => Ok(Value::Integer(checked(i.checked_neg())?)),
             _ => Err(bad("an Integer", a)),
         },
-        ("add", FF) => float_binary!(|x: f64, y: f64| x + y),
-        ("sub", FF) => float_binary!(|x: f64, y: f64| x - y),
-        ("mul", FF) => float_binary!(|x: f64, y: f64| x * y),
-        ("div", FF) => float_binary!(|x: f64, y: f64| x / y),
-        ("add", II) => int_binary!(|x: i64, y: i64| checked(x.checked_add(y))),
-        ("sub", II) => int_binary!(|x: i64, y: i64| checked(x.checked_sub(y))),
-        ("mul", II) => int_binary!(|x: i64, y: i64| checked(x.checked_mul(y))),
-        ("div", II) => int_binary!(int_div),
-        ("mul", "(Tuple (Tensor 2 Float) (Vec Float))") => mat_vec,
-        ("pow", "(Tuple Float Integer)") => |a| match a {
+        B::FAdd => float_binary!(|x: f64, y: f64| x + y),
+        B::FSub => float_binary!(|x: f64, y: f64| x - y),
+        B::FMul => float_binary!(|x: f64, y: f64| x * y),
+        B::FDiv => float_binary!(|x: f64, y: f64| x / y),
+        B::IAdd => int_binary!(|x: i64, y: i64| checked(x.checked_add(y))),
+        B::ISub => int_binary!(|x: i64, y: i64| checked(x.checked_sub(y))),
+        B::IMul => int_binary!(|x: i64, y: i64| checked(x.checked_mul(y))),
+        B::IDiv => int_binary!(int_div),
+        B::MatVec => mat_vec,
+        B::Pow => |a| match a {
             [Value::Float(x), Value::Integer(n)] => Ok(Value::Float(x.powf(*n as f64))),
             _ => Err(bad("a Float and an Integer", a)),
         },
         // C++ `std::max(a, b)` is `a < b ? b : a`, which differs from
         // `f64::max` when an operand is NaN.
-        ("max", FF) => float_binary!(|x: f64, y: f64| if x < y { y } else { x }),
-        ("gt", FF) => float_binary!(|x: f64, y: f64| x > y),
-        ("lt", FF) => float_binary!(|x: f64, y: f64| x < y),
-        ("gte", FF) => float_binary!(|x: f64, y: f64| x >= y),
-        ("lte", FF) => float_binary!(|x: f64, y: f64| x <= y),
-        ("gt", II) => int_compare!(i64::gt),
-        ("lt", II) => int_compare!(i64::lt),
-        ("gte", II) => int_compare!(i64::ge),
-        ("lte", II) => int_compare!(i64::le),
-        ("or", "(Tuple Bool Bool)") => |a| bools2(a).map(|(x, y)| Value::Bool(x || y)),
-        ("and", "(Tuple Bool Bool)") => |a| bools2(a).map(|(x, y)| Value::Bool(x && y)),
-        ("log", F) => float_unary!(f64::ln),
-        ("exp", F) => float_unary!(f64::exp),
-        ("sin", F) => float_unary!(f64::sin),
-        ("cos", F) => float_unary!(f64::cos),
-        ("cosh", F) => float_unary!(f64::cosh),
-        ("tanh", F) => float_unary!(f64::tanh),
-        ("sqrt", F) => float_unary!(f64::sqrt),
-        ("abs", F) => float_unary!(f64::abs),
-        ("erf", F) => float_unary!(c_erf),
-        ("lgamma", F) => float_unary!(c_lgamma),
-        ("digamma", F) => float_unary!(digamma),
-        ("$ranhashdoub", I) => |a| match a {
+        B::FMax => float_binary!(|x: f64, y: f64| if x < y { y } else { x }),
+        B::FGt => float_binary!(|x: f64, y: f64| x > y),
+        B::FLt => float_binary!(|x: f64, y: f64| x < y),
+        B::FGte => float_binary!(|x: f64, y: f64| x >= y),
+        B::FLte => float_binary!(|x: f64, y: f64| x <= y),
+        B::IGt => int_compare!(i64::gt),
+        B::ILt => int_compare!(i64::lt),
+        B::IGte => int_compare!(i64::ge),
+        B::ILte => int_compare!(i64::le),
+        B::Or => |a| bools2(a).map(|(x, y)| Value::Bool(x || y)),
+        B::And => |a| bools2(a).map(|(x, y)| Value::Bool(x && y)),
+        B::Log => float_unary!(f64::ln),
+        B::Exp => float_unary!(f64::exp),
+        B::Sin => float_unary!(f64::sin),
+        B::Cos => float_unary!(f64::cos),
+        B::Cosh => float_unary!(f64::cosh),
+        B::Tanh => float_unary!(f64::tanh),
+        B::Sqrt => float_unary!(f64::sqrt),
+        B::Abs => float_unary!(f64::abs),
+        B::Erf => float_unary!(c_erf),
+        B::Lgamma => float_unary!(c_lgamma),
+        B::Digamma => float_unary!(digamma),
+        B::RanHashDoub => |a| match a {
             [Value::Integer(i)] => Ok(Value::Float(ranhashdoub(*i))),
             _ => Err(bad("an Integer", a)),
         },
-        ("dot", "(Tuple (Vec Float) (Vec Float))") => |a| {
+        B::Dot => |a| {
             let [x, y] = a else {
                 return Err(bad("two vectors of Floats", a));
             };
@@ -336,15 +333,14 @@ fn lookup(base: &str, ty: &str) -> Option<NativeImpl> {
             }
             Ok(Value::Float(x.iter().zip(&y).fold(0.0, |acc, (x, y)| acc + x * y)))
         },
-        ("imax", VF) => |a| Ok(Value::Integer(imax(&float_vec1(a)?)? as i64)),
-        ("max", VF) => |a| {
+        B::IMax => |a| Ok(Value::Integer(imax(&float_vec1(a)?)? as i64)),
+        B::VMax => |a| {
             let xs = float_vec1(a)?;
             let i = imax(&xs).map_err(|_| "`max` of an empty vector".to_string())?;
             Ok(Value::Float(xs.get(i).copied().unwrap_or(f64::NAN)))
         },
-        _ => return None,
     };
-    Some(imp)
+    imp
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //!
 //! This crate depends on nothing else of ksc and does no I/O.
 
+pub mod builtin;
 pub mod core;
 pub mod limits;
 pub mod names;
@@ -12,6 +13,7 @@ pub mod prim;
 pub mod print;
 pub mod types;
 
+pub use crate::builtin::Builtin;
 pub use crate::core::{Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, Var};
 pub use crate::names::{Derivation, FunName};
 pub use crate::prim::Prim;

@@ -29,7 +29,7 @@
 
 use std::rc::Rc;
 
-use ksc_ir::{Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
+use ksc_ir::{Builtin, Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
 use rustc_hash::FxHashMap;
 
 use crate::builder::FnBuilder;
@@ -1229,38 +1229,8 @@ impl<'a> Lowerer<'a> {
         name: &FunName,
         arg: ExprId,
     ) -> R<Option<LVal>> {
-        if !name.derivs.is_empty() {
-            return Ok(None);
-        }
-        let Some(base_ty) = &name.base_ty else { return Ok(None) };
-        let ty = base_ty.to_string();
-        let n = match base_ty {
-            Type::Tuple(ts) if ts.len() != 1 => ts.len(),
-            _ => 1,
-        };
-        const F: &str = "Float";
-        const I: &str = "Integer";
-        const FF: &str = "(Tuple Float Float)";
-        const II: &str = "(Tuple Integer Integer)";
-        const VF: &str = "(Vec Float)";
-        let known = matches!(
-            (name.base.as_str(), ty.as_str()),
-            ("to_float", I)
-                | ("bool_to_float", "Bool")
-                | ("neg", F | I)
-                | ("add" | "sub" | "mul" | "div" | "max" | "gt" | "lt" | "gte" | "lte", FF)
-                | ("add" | "sub" | "mul" | "div" | "gt" | "lt" | "gte" | "lte", II)
-                | ("mul", "(Tuple (Tensor 2 Float) (Vec Float))")
-                | ("pow", "(Tuple Float Integer)")
-                | ("or" | "and", "(Tuple Bool Bool)")
-                | ("log" | "exp" | "sin" | "cos" | "cosh" | "tanh" | "sqrt" | "abs" | "erf" | "lgamma" | "digamma", F)
-                | ("$ranhashdoub", I)
-                | ("dot", "(Tuple (Vec Float) (Vec Float))")
-                | ("imax" | "max", VF)
-        );
-        if !known {
-            return Ok(None);
-        }
+        let Some(builtin) = Builtin::resolve(name) else { return Ok(None) };
+        let n = builtin.arity();
         let args = self.call_args(fb, st, ctx, arg, n)?;
         if args.iter().any(|a| matches!(a, LVal::Never)) {
             return Ok(Some(LVal::Never));
@@ -1268,67 +1238,78 @@ impl<'a> Lowerer<'a> {
         let site = self.site(ctx, e);
         let checked = self.opts.checked;
         let op = |i: usize| lval_op(&args[i]);
-        let v = match (name.base.as_str(), ty.as_str()) {
-            ("to_float", _) => fb.let_(Rhs::Un(UnOp::ToFloat, op(0)?, None), Type::Float, None),
-            ("bool_to_float", _) => fb.let_(Rhs::Un(UnOp::BoolToFloat, op(0)?, None), Type::Float, None),
-            ("neg", F) => fb.let_(Rhs::Un(UnOp::FNeg, op(0)?, None), Type::Float, None),
-            ("neg", I) => {
+        use Builtin as B;
+        let v = match builtin {
+            B::ToFloat => fb.let_(Rhs::Un(UnOp::ToFloat, op(0)?, None), Type::Float, None),
+            B::BoolToFloat => fb.let_(Rhs::Un(UnOp::BoolToFloat, op(0)?, None), Type::Float, None),
+            B::FNeg => fb.let_(Rhs::Un(UnOp::FNeg, op(0)?, None), Type::Float, None),
+            B::INeg => {
                 let s = checked.then_some(site);
                 fb.let_(Rhs::Un(UnOp::INeg, op(0)?, s), Type::Integer, None)
             }
-            (f, FF) => {
-                let b = match f {
-                    "add" => BinOp::FAdd,
-                    "sub" => BinOp::FSub,
-                    "mul" => BinOp::FMul,
-                    "div" => BinOp::FDiv,
-                    "max" => BinOp::FMax,
-                    "gt" => BinOp::FGt,
-                    "lt" => BinOp::FLt,
-                    "gte" => BinOp::FGe,
+            B::FAdd | B::FSub | B::FMul | B::FDiv | B::FMax | B::FGt | B::FLt | B::FGte | B::FLte => {
+                let b = match builtin {
+                    B::FAdd => BinOp::FAdd,
+                    B::FSub => BinOp::FSub,
+                    B::FMul => BinOp::FMul,
+                    B::FDiv => BinOp::FDiv,
+                    B::FMax => BinOp::FMax,
+                    B::FGt => BinOp::FGt,
+                    B::FLt => BinOp::FLt,
+                    B::FGte => BinOp::FGe,
                     _ => BinOp::FLe,
                 };
                 float_bin(fb, b, op(0)?, op(1)?)
             }
-            (f @ ("add" | "sub" | "mul" | "div"), II) => {
-                let i = match f {
-                    "add" => IOp::Add,
-                    "sub" => IOp::Sub,
-                    "mul" => IOp::Mul,
+            B::IAdd | B::ISub | B::IMul | B::IDiv => {
+                let i = match builtin {
+                    B::IAdd => IOp::Add,
+                    B::ISub => IOp::Sub,
+                    B::IMul => IOp::Mul,
                     _ => IOp::Div,
                 };
                 self.int_op(fb, i, op(0)?, op(1)?, site)
             }
-            (f, II) => {
-                let b = match f {
-                    "gt" => BinOp::IGt,
-                    "lt" => BinOp::ILt,
-                    "gte" => BinOp::IGe,
+            B::IGt | B::ILt | B::IGte | B::ILte => {
+                let b = match builtin {
+                    B::IGt => BinOp::IGt,
+                    B::ILt => BinOp::ILt,
+                    B::IGte => BinOp::IGe,
                     _ => BinOp::ILe,
                 };
                 float_bin(fb, b, op(0)?, op(1)?)
             }
-            ("pow", _) => float_bin(fb, BinOp::FPowI, op(0)?, op(1)?),
-            ("or", _) => float_bin(fb, BinOp::Or, op(0)?, op(1)?),
-            ("and", _) => float_bin(fb, BinOp::And, op(0)?, op(1)?),
-            ("$ranhashdoub", _) => fb.let_(Rhs::Un(UnOp::RanHashDoub, op(0)?, None), Type::Float, None),
-            (f, F) => {
-                let m = match f {
-                    "log" => MathFn::Log,
-                    "exp" => MathFn::Exp,
-                    "sin" => MathFn::Sin,
-                    "cos" => MathFn::Cos,
-                    "cosh" => MathFn::Cosh,
-                    "tanh" => MathFn::Tanh,
-                    "sqrt" => MathFn::Sqrt,
-                    "abs" => MathFn::Fabs,
-                    "erf" => MathFn::Erf,
-                    "digamma" => MathFn::Digamma,
+            B::Pow => float_bin(fb, BinOp::FPowI, op(0)?, op(1)?),
+            B::Or => float_bin(fb, BinOp::Or, op(0)?, op(1)?),
+            B::And => float_bin(fb, BinOp::And, op(0)?, op(1)?),
+            B::RanHashDoub => fb.let_(Rhs::Un(UnOp::RanHashDoub, op(0)?, None), Type::Float, None),
+            B::Log
+            | B::Exp
+            | B::Sin
+            | B::Cos
+            | B::Cosh
+            | B::Tanh
+            | B::Sqrt
+            | B::Abs
+            | B::Erf
+            | B::Digamma
+            | B::Lgamma => {
+                let m = match builtin {
+                    B::Log => MathFn::Log,
+                    B::Exp => MathFn::Exp,
+                    B::Sin => MathFn::Sin,
+                    B::Cos => MathFn::Cos,
+                    B::Cosh => MathFn::Cosh,
+                    B::Tanh => MathFn::Tanh,
+                    B::Sqrt => MathFn::Sqrt,
+                    B::Abs => MathFn::Fabs,
+                    B::Erf => MathFn::Erf,
+                    B::Digamma => MathFn::Digamma,
                     _ => MathFn::Lgamma,
                 };
                 fb.let_(Rhs::Un(UnOp::Math(m), op(0)?, None), Type::Float, None)
             }
-            ("dot", _) => {
+            B::Dot => {
                 let (a, b) = (&args[0], &args[1]);
                 let da = self.dims(fb, a, 1)?;
                 let db = self.dims(fb, b, 1)?;
@@ -1344,7 +1325,8 @@ impl<'a> Lowerer<'a> {
                 self.close_nest(fb, nest);
                 fb.let_(Rhs::Copy(Op::Var(acc)), Type::Float, None)
             }
-            (f @ ("imax" | "max"), VF) => {
+            B::IMax | B::VMax => {
+                let imax = builtin == B::IMax;
                 let v = &args[0];
                 // `max v` and `imax v` share one loop.
                 let operand = match v {
@@ -1352,11 +1334,11 @@ impl<'a> Lowerer<'a> {
                     _ => None,
                 };
                 if let Some((best, at)) = operand.and_then(|x| fb.reduction(x)) {
-                    return Ok(Some(LVal::Op(if f == "imax" { at } else { best })));
+                    return Ok(Some(LVal::Op(if imax { at } else { best })));
                 }
                 let d = self.dims(fb, v, 1)?;
                 let nonempty = float_bin(fb, BinOp::IGt, d[0].clone(), Op::Int(0));
-                let msg = if f == "imax" { "`imax` of an empty vector" } else { "`max` of an empty vector" };
+                let msg = if imax { "`imax` of an empty vector" } else { "`max` of an empty vector" };
                 fb.emit(Stmt::Check { cond: nonempty, site, err: ErrorKind::Message(msg.into()) });
                 let first = self.elem(fb, st, v, &Type::Float, &[Op::Int(0)], Some(Op::Int(0)))?;
                 let best = fb.var(Type::Float, Some("best"), true);
@@ -1378,13 +1360,13 @@ impl<'a> Lowerer<'a> {
                 if let Some(x) = operand {
                     fb.remember_reduction(x, best.clone(), at.clone());
                 }
-                if f == "imax" {
+                if imax {
                     at
                 } else {
                     best
                 }
             }
-            ("mul", _) => {
+            B::MatVec => {
                 // Matrix-vector product.
                 let (m, v) = (&args[0], &args[1]);
                 let dm = self.dims(fb, m, 2)?;
@@ -1412,7 +1394,6 @@ impl<'a> Lowerer<'a> {
                 self.close_nest(fb, rows);
                 out
             }
-            _ => return internal(format!("no native lowering of `{name}`")),
         };
         Ok(Some(LVal::Op(v)))
     }
