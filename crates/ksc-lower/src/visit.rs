@@ -31,6 +31,19 @@ pub fn walk(b: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     }
 }
 
+/// Does `f` hold of a statement, nested ones included? (Stops at the
+/// first.)
+pub(crate) fn any_stmt(b: &[Stmt], f: &mut impl FnMut(&Stmt) -> bool) -> bool {
+    b.iter().any(|s| {
+        f(s) || match s {
+            Stmt::For { pre, body, .. } => any_stmt(pre, f) || any_stmt(body, f),
+            Stmt::If { then, els, .. } => any_stmt(then, f) || any_stmt(els, f),
+            _ => false,
+        }
+    })
+}
+
+/// Calls `f` on every statement, nested ones included, mutably.
 pub(crate) fn walk_mut(b: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     for s in b {
         f(s);
@@ -166,14 +179,12 @@ pub(crate) fn count_stmts(b: &Block) -> usize {
 /// the variable a `Set` assigns, or as the mark or a variable of a
 /// copy-down or reset?
 pub(crate) fn mentions(s: &Stmt, v: VarId) -> bool {
-    let mut found = false;
-    walk(std::slice::from_ref(s), &mut |s| {
-        found |= stmt_operands(s).iter().any(|o| **o == Op::Var(v))
+    any_stmt(std::slice::from_ref(s), &mut |s| {
+        stmt_operands(s).iter().any(|o| **o == Op::Var(v))
             || matches!(s, Stmt::CopyDown { mark, vars } if *mark == v || vars.contains(&v))
             || matches!(s, Stmt::Reset(m) if *m == v)
-            || matches!(s, Stmt::Set(k, _) if *k == v);
-    });
-    found
+            || matches!(s, Stmt::Set(k, _) if *k == v)
+    })
 }
 
 /// The right-hand sides of the lets of a block (not of nested blocks).

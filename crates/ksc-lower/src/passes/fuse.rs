@@ -27,8 +27,8 @@ use rustc_hash::FxHashMap;
 use super::LoopCx;
 use crate::ir::*;
 use crate::visit::{
-    defined_in, definitions, drop_unused_mark, mentions, nested_blocks, stmt_operands, stmt_operands_mut, walk,
-    walk_mut,
+    any_stmt, defined_in, definitions, drop_unused_mark, mentions, nested_blocks, stmt_operands, stmt_operands_mut,
+    walk, walk_mut,
 };
 
 /// The `fuse-consumers` pass.
@@ -138,10 +138,9 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) -> boo
     let (c, n) = (*c, n.clone());
     // A consumer's failing check must not come before output the producer
     // would have printed.
-    let mut prints = false;
-    walk(pb, &mut |s| {
-        prints |= matches!(s, Stmt::Print { .. })
-            || matches!(s, Stmt::Let(_, Rhs::Call { func, .. }) if cx.effectful.get(func.0 as usize).copied().unwrap_or(true));
+    let prints = any_stmt(pb, &mut |s| {
+        matches!(s, Stmt::Print { .. })
+            || matches!(s, Stmt::Let(_, Rhs::Call { func, .. }) if cx.effectful.get(func.0 as usize).copied().unwrap_or(true))
     });
     if prints {
         return false;

@@ -35,7 +35,7 @@ use ksc_ir::pass::{Pass, Runner};
 
 use crate::ir::*;
 pub use crate::visit::scope_error;
-use crate::visit::walk;
+use crate::visit::{any_stmt, walk};
 
 /// What the loop-IR passes know of the rest of the module.
 pub struct LoopCx<'a> {
@@ -101,13 +101,10 @@ pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
     }
 }
 
-/// Which functions print, directly or through calls.
-fn effectful_funcs(m: &Module) -> Vec<bool> {
-    fn prints(b: &Block) -> bool {
-        let mut p = false;
-        walk(b, &mut |s| p |= matches!(s, Stmt::Print { .. }));
-        p
-    }
+/// Which functions of the module print, directly or through calls (the
+/// `effectful` of [`LoopCx`]).
+pub fn effectful_funcs(m: &Module) -> Vec<bool> {
+    let prints = |b: &Block| any_stmt(b, &mut |s| matches!(s, Stmt::Print { .. }));
     let mut eff: Vec<bool> = m.funcs.iter().map(|f| prints(&f.body)).collect();
     loop {
         let mut changed = false;
@@ -213,5 +210,31 @@ pub(crate) mod tests {
         let text = m.pretty();
         assert_eq!(text.matches("exp").count(), 1, "{text}");
         assert!(text.contains("print %3"), "{text}");
+    }
+
+    /// The command line validates `--skip-pass` against these: every pass
+    /// of the pipeline, each once, in the order they first run.
+    #[test]
+    fn names_are_the_pipelines_passes_each_once() {
+        let names = names();
+        assert_eq!(PIPELINE.len(), 14);
+        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
+        assert_eq!(names.first(), Some(&"share-guarded"));
+        assert_eq!(names.last(), Some(&"place-arena-scopes"));
+        for n in &names {
+            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{n}");
+            assert!(PIPELINE.iter().any(|p| p.name() == *n));
+        }
+    }
+
+    /// A function prints alone as in its module, but for its callees.
+    #[test]
+    fn a_function_prints_alone_as_in_its_module() {
+        let call = Stmt::Let(VarId(2), Rhs::Call { func: FuncId(0), args: vec![Op::Var(VarId(0))], frame: None });
+        let f = func(vec![Type::Float, Type::Integer, Type::Float], vec![call, Stmt::Return(Op::Var(VarId(2)))]);
+        let m = Module { funcs: vec![f.clone()], ..Module::default() };
+        assert_eq!(m.pretty_func(&f).replace("call f(", "call fn#0("), f.pretty());
+        assert!(f.pretty().contains("%2 = call fn#0(%0)"), "{}", f.pretty());
     }
 }
