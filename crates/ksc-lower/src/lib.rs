@@ -12,6 +12,8 @@
 //!   and projections of their terms.
 //! - [`passes`]: the optimiser, one pass per file, and the pipeline that
 //!   runs them ([`passes::PIPELINE`]).
+//! - [`parse`]: the loop IR's text format read back (what [`Module::pretty`]
+//!   prints), for file tests of the passes.
 //! - [`visit`]: traversals and def-use helpers on the loop IR, and the
 //!   scope check run after every pass in debug builds.
 //! - [`names`]: C names of definitions (the original's mangling).
@@ -27,6 +29,7 @@ mod builder;
 pub mod ir;
 pub mod lower;
 pub mod names;
+pub mod parse;
 pub mod passes;
 mod prims;
 pub mod visit;
