@@ -112,6 +112,7 @@ pub fn stmt_operands(s: &Stmt) -> Vec<&Op> {
     }
 }
 
+/// The operands an error's message reports.
 fn err_operands(e: &ErrorKind) -> Vec<&Op> {
     match e {
         ErrorKind::IndexOutOfRange { index, size } => index.iter().chain(size).collect(),
@@ -125,6 +126,7 @@ fn err_operands(e: &ErrorKind) -> Vec<&Op> {
     }
 }
 
+/// [`stmt_operands`], to rewrite them.
 pub(crate) fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
     match s {
         Stmt::Let(_, r) => r.operands_mut(),
@@ -169,6 +171,7 @@ pub(crate) fn stmt_defines(s: &Stmt) -> Option<VarId> {
     }
 }
 
+/// The number of statements, nested ones included.
 pub(crate) fn count_stmts(b: &Block) -> usize {
     let mut n = 0;
     walk(b, &mut |_| n += 1);

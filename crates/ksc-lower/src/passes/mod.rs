@@ -14,8 +14,10 @@
 //! each other. The traversal helpers the passes share are in
 //! [`crate::visit`].
 //!
-//! Each pass's `run` says whether it changed the function; a pass that
-//! cannot tell cheaply says `true`.
+//! Each pass's `run` says whether it changed the function. A pass that
+//! could not tell cheaply would say `true`, never a wrong `false`; every
+//! pass here tells exactly (`ksc-db`'s `tests/loop_passes.rs` checks the
+//! `false`s on every example).
 
 pub mod alloc_dims;
 pub mod arena;
