@@ -608,7 +608,7 @@ fn copy_fn(t: &Type) -> String {
 }
 
 fn walk(b: &Block, f: &mut impl FnMut(&Stmt)) {
-    ksc_lower::opt::walk(b, f)
+    ksc_lower::visit::walk(b, f)
 }
 
 impl Emitter {

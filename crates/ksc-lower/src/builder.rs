@@ -6,6 +6,7 @@ use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ir::{Block, Op, Rhs, Stmt, VarId, VarInfo};
+use crate::visit::any_stmt;
 
 /// A function under construction.
 #[derive(Default)]
@@ -280,23 +281,14 @@ impl FnBuilder {
 /// May these statements allocate arena memory (an allocation, a call, a
 /// copy)? Calls count too: they are also the statements that may cost much.
 pub(crate) fn allocates(block: &[Stmt]) -> bool {
-    block.iter().any(|s| match s {
-        Stmt::Let(_, rhs) => matches!(rhs, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_)),
-        Stmt::For { pre, body, .. } => allocates(pre) || allocates(body),
-        Stmt::If { then, els, .. } => allocates(then) || allocates(els),
-        Stmt::CopyDown { .. } => true,
-        _ => false,
+    any_stmt(block, &mut |s| {
+        matches!(s, Stmt::Let(_, Rhs::Alloc { .. } | Rhs::Call { .. } | Rhs::DeepCopy(_)) | Stmt::CopyDown { .. })
     })
 }
 
 /// Do these statements append to a tape (`$tapePush`)?
 pub(crate) fn pushes_tape(block: &[Stmt]) -> bool {
-    block.iter().any(|s| match s {
-        Stmt::Let(_, Rhs::TapePush { .. }) => true,
-        Stmt::For { pre, body, .. } => pushes_tape(pre) || pushes_tape(body),
-        Stmt::If { then, els, .. } => pushes_tape(then) || pushes_tape(els),
-        _ => false,
-    })
+    any_stmt(block, &mut |s| matches!(s, Stmt::Let(_, Rhs::TapePush { .. })))
 }
 
 /// A variable name usable inside a C identifier: letters, digits and `_`.

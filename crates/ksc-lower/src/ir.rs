@@ -522,8 +522,24 @@ impl Module {
         out
     }
 
+    /// One function of the module as text (as [`Module::pretty`] prints
+    /// it).
     pub fn pretty_func(&self, func: &Func) -> String {
-        let mut p = Printer { m: self, f: func, out: String::new() };
+        func.print(Some(self))
+    }
+}
+
+impl Func {
+    /// The function as text, as [`Module::pretty`] prints it but for the
+    /// functions it calls, which print as `fn#k` (`FuncId(k)`): without
+    /// its module it does not know their names.
+    pub fn pretty(&self) -> String {
+        self.print(None)
+    }
+
+    fn print(&self, m: Option<&Module>) -> String {
+        let func = self;
+        let mut p = Printer { m, f: func, out: String::new() };
         let params: Vec<String> = func.params.iter().map(|&v| format!("{}: {}", p.def(v), func.ty(v))).collect();
         p.out.push_str(&format!("fn {} ({}) -> {}", func.c_name, params.join(", "), func.ret));
         if func.loops {
@@ -540,7 +556,9 @@ impl Module {
 }
 
 struct Printer<'a> {
-    m: &'a Module,
+    /// The module, for the names of called functions (without it they
+    /// print as `fn#k`).
+    m: Option<&'a Module>,
     f: &'a Func,
     out: String,
 }
@@ -566,7 +584,11 @@ impl Printer<'_> {
             Rhs::Select(c, a, b) => format!("select {c}, {a}, {b}"),
             Rhs::Call { func, args, frame } => {
                 let frame = frame.map(|s| format!(" {}", self.site(s))).unwrap_or_default();
-                format!("call {}({}){frame}", self.m.func(*func).c_name, ops(args))
+                let name = match self.m {
+                    Some(m) => m.func(*func).c_name.clone(),
+                    None => format!("fn#{}", func.0),
+                };
+                format!("call {name}({}){frame}", ops(args))
             }
             Rhs::Alloc { dims, elem } => format!("alloc [{}] of {elem}", ops(dims)),
             Rhs::Reuse { dead, dims, elem } => format!("alloc [{}] of {elem} in {dead}", ops(dims)),

@@ -10,11 +10,12 @@
 //!   scalar replacement of tuples, in-place accumulation, hash-consing.
 //! - `accum`: in-place accumulation of sums through tuples, `if`, `let`
 //!   and projections of their terms.
-//! - [`opt`]: loop-invariant code motion, CSE, DCE, arena scopes.
-//! - `reuse`: a vector written into the memory of one that dies as the
-//!   loop filling it reads it.
-//! - `jam`: register blocking of sums (the rows of a matrix-vector product
-//!   summed together).
+//! - [`passes`]: the optimiser, one pass per file, and the pipeline that
+//!   runs them ([`passes::PIPELINE`]).
+//! - [`parse`]: the loop IR's text format read back (what [`Module::pretty`]
+//!   prints), for file tests of the passes.
+//! - [`visit`]: traversals and def-use helpers on the loop IR, and the
+//!   scope check run after every pass in debug builds.
 //! - [`names`]: C names of definitions (the original's mangling).
 //!
 //! [`compile`] runs the whole pipeline. [`compile_unit`] lowers and
@@ -26,12 +27,12 @@
 mod accum;
 mod builder;
 pub mod ir;
-mod jam;
 pub mod lower;
 pub mod names;
-pub mod opt;
+pub mod parse;
+pub mod passes;
 mod prims;
-mod reuse;
+pub mod visit;
 
 pub use ir::Module;
 pub use lower::{program_facts, LowerError, Options, ProgramFacts, Unit};
@@ -46,7 +47,7 @@ use rustc_hash::FxHashMap;
 pub fn compile(defs: &[&Def], roots: &[FunName], opts: Options, optimize: bool) -> Result<Module, LowerError> {
     let mut m = lower::lower_program(defs, roots, opts)?;
     if optimize {
-        opt::optimize(&mut m);
+        passes::optimize(&mut m);
     }
     Ok(m)
 }
@@ -66,7 +67,7 @@ pub fn compile_unit(
         let effectful: Vec<bool> = u.calls.iter().map(|n| facts.effectful(n)).collect();
         let heap_ret: Vec<bool> =
             u.calls.iter().map(|n| callee(n).is_some_and(|d| ir::needs_heap(&d.ret_ty))).collect();
-        opt::optimize_func(&mut u.func, &effectful, &heap_ret);
+        passes::optimize_func(&mut u.func, &effectful, &heap_ret);
     }
     Ok(u)
 }
@@ -149,7 +150,7 @@ pub fn link_one(u: &Unit, calls: &[FuncId], site_ids: &[SiteId]) -> ir::Func {
     let mut f = u.func.clone();
     let func = |f: FuncId| calls[f.0 as usize];
     let site = |s: SiteId| if s == SiteId::UNCHECKED { s } else { site_ids[s.0 as usize] };
-    opt::walk_mut(&mut f.body, &mut |s| renumber(s, &func, &site));
+    visit::walk_mut(&mut f.body, &mut |s| renumber(s, &func, &site));
     f
 }
 

@@ -1,4 +1,4 @@
-//! Register blocking of sums (unroll-and-jam).
+//! Register blocking of sums (unroll-and-jam, `jam-sums`).
 //!
 //! A loop whose every iteration computes a Float sum in an inner loop
 //! (`build m (lam j (.. sumbuild t (lam i e) ..))`: the rows of a
@@ -53,11 +53,13 @@
 //! `i / 2`, an overflow) is left alone, so checked code has fewer such
 //! loops than `--unchecked` code.
 
+use ksc_ir::pass::Pass;
 use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::LoopCx;
 use crate::ir::*;
-use crate::opt::{count_stmts, defined_in, definitions, fresh_let, lets_of, rename_in, stmt_operands, walk};
+use crate::visit::{count_stmts, defined_in, definitions, fresh_let, lets_of, rename_in, stmt_operands, walk};
 
 /// Rows per block.
 const JAM: i64 = 8;
@@ -70,28 +72,48 @@ const JAM_BODY: usize = 48;
 
 type Map = FxHashMap<VarId, VarId>;
 
-/// Jams every loop of the function that qualifies (innermost first).
-pub(crate) fn jam_sums(f: &mut Func) {
-    let defs = definitions(&f.body);
-    let body = std::mem::take(&mut f.body);
-    f.body = jam_block(body, &mut f.vars, &defs);
+/// The `jam-sums` pass.
+pub struct JamSums;
+
+impl Pass<Func, LoopCx<'_>> for JamSums {
+    fn name(&self) -> &'static str {
+        "jam-sums"
+    }
+
+    /// Whether a loop was jammed.
+    fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
+        jam_sums(f)
+    }
 }
 
-fn jam_block(block: Block, vars: &mut Vec<VarInfo>, defs: &FxHashMap<VarId, Rhs>) -> Block {
+/// Jams every loop of the function that qualifies (innermost first);
+/// whether there was one.
+fn jam_sums(f: &mut Func) -> bool {
+    let defs = definitions(&f.body);
+    let body = std::mem::take(&mut f.body);
+    let mut changed = false;
+    f.body = jam_block(body, &mut f.vars, &defs, &mut changed);
+    changed
+}
+
+fn jam_block(block: Block, vars: &mut Vec<VarInfo>, defs: &FxHashMap<VarId, Rhs>, changed: &mut bool) -> Block {
     let mut out = Vec::with_capacity(block.len());
     for s in block {
         match s {
             Stmt::For { idx, n, pre, body, reset } => {
-                let pre = jam_block(pre, vars, defs);
-                let body = jam_block(body, vars, defs);
+                let pre = jam_block(pre, vars, defs, changed);
+                let body = jam_block(body, vars, defs, changed);
                 match plan(idx, &n, &body, vars, defs) {
-                    Some(sum) => out.extend(jam(idx, n, pre, body, reset, &sum, vars)),
+                    Some(sum) => {
+                        *changed = true;
+                        out.extend(jam(idx, n, pre, body, reset, &sum, vars))
+                    }
                     None => out.push(Stmt::For { idx, n, pre, body, reset }),
                 }
             }
             Stmt::If { cond, then, els } => {
-                let then = jam_block(then, vars, defs);
-                let els = jam_block(els, vars, defs);
+                let then = jam_block(then, vars, defs, changed);
+                let els = jam_block(els, vars, defs, changed);
                 out.push(Stmt::If { cond, then, els });
             }
             s => out.push(s),
@@ -873,14 +895,14 @@ mod tests {
     #[test]
     fn the_scope_check_finds_a_read_outside_its_loop() {
         let mut f = jammed(false, false, false);
-        assert_eq!(crate::opt::scope_error(&f), None);
+        assert_eq!(crate::visit::scope_error(&f), None);
         // w (the row's load, the 13th variable) exists only in the loop.
         let w = VarId(12);
         assert!(matches!(f.vars[12].ty, Type::Float) && !f.params.contains(&w));
         let y = var(&mut f, Type::Float, false);
         let at = f.body.len() - 1;
         f.body.insert(at, Stmt::Let(y, Rhs::Copy(Op::Var(w))));
-        assert_eq!(crate::opt::scope_error(&f), Some("%12 read out of its scope".to_string()));
+        assert_eq!(crate::visit::scope_error(&f), Some("%12 read out of its scope".to_string()));
     }
 
     #[test]

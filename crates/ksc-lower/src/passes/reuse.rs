@@ -1,4 +1,5 @@
-//! Writing a new vector into the memory of one that dies as it is read.
+//! Writing a new vector into the memory of one that dies as it is read
+//! (`reuse-dead-vectors`).
 //!
 //! A reverse pass often ends in a loop that reads a vector it computed
 //! itself, element `i` in iteration `i`, to build its result: `g[i] = k *
@@ -35,19 +36,35 @@
 //! The pass runs last, when no later optimisation may move a load of `v`
 //! past a store of `t` on the belief that they are distinct.
 
+use ksc_ir::pass::Pass;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::LoopCx;
 use crate::ir::{needs_heap, Block, Func, Op, Rhs, Stmt, VarId};
-use crate::opt::{stmt_operands, walk};
+use crate::visit::{defined_in, nested_blocks, stmt_operands, walk};
+
+/// The `reuse-dead-vectors` pass.
+pub struct ReuseDeadVectors;
+
+impl Pass<Func, LoopCx<'_>> for ReuseDeadVectors {
+    fn name(&self) -> &'static str {
+        "reuse-dead-vectors"
+    }
+
+    /// Whether an allocation now reuses a vector's memory.
+    fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
+        reuse_dead_vectors(f)
+    }
+}
 
 /// Rewrites the allocations that can take the memory of a vector dying in
-/// the loop that fills them.
-pub(crate) fn reuse_dead_vectors(f: &mut Func) {
+/// the loop that fills them; whether there were any.
+fn reuse_dead_vectors(f: &mut Func) -> bool {
     let classes = owned_classes(f);
     if classes.is_empty() {
-        return;
+        return false;
     }
-    rewrite_block(&mut f.body, f.vars.as_slice(), &classes);
+    rewrite_block(&mut f.body, f.vars.as_slice(), &classes)
 }
 
 /// The alias classes of owned vectors: each class's members and element
@@ -228,20 +245,11 @@ fn fills(s: &Stmt, t: VarId, n: &Op, class: &[VarId]) -> bool {
     }
 }
 
-fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) {
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { pre, body, .. } => {
-                rewrite_block(pre, vars, classes);
-                rewrite_block(body, vars, classes);
-            }
-            Stmt::If { then, els, .. } => {
-                rewrite_block(then, vars, classes);
-                rewrite_block(els, vars, classes);
-            }
-            _ => {}
-        }
-    }
+/// Rewrites the allocations of `b` and the blocks nested in it; whether
+/// it rewrote one.
+fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) -> bool {
+    let mut changed = false;
+    nested_blocks(b, &mut |inner| changed |= rewrite_block(inner, vars, classes));
     for p in 0..b.len() {
         let Stmt::Let(t, Rhs::Alloc { dims, elem }) = &b[p] else { continue };
         if dims.len() != 1 || !matches!(&vars[t.0 as usize].ty, ksc_ir::Type::Tensor(1, _)) {
@@ -265,7 +273,7 @@ fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) 
         if candidates.is_empty() {
             continue;
         }
-        let defined_before = crate::opt::defined_in(&b[..p]);
+        let defined_before = defined_in(&b[..p]);
         let chosen = candidates.into_iter().find_map(|v| {
             let k = *classes.of.get(&v)?;
             let class = &classes.members[k];
@@ -278,6 +286,8 @@ fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) 
         });
         if let Some(v) = chosen {
             b[p] = Stmt::Let(t, Rhs::Reuse { dead: Op::Var(v), dims: vec![n], elem });
+            changed = true;
         }
     }
+    changed
 }

@@ -1,0 +1,242 @@
+//! The loop-IR optimiser: its passes, one per file, and the pipeline that
+//! runs them on each function.
+//!
+//! [`PIPELINE`] lists the passes in the order they run; [`optimize_func`]
+//! runs them through [`ksc_ir::pass::Runner`], which skips the passes the
+//! user skipped (`--skip-pass`), checks after each pass in debug builds
+//! that every variable is read in its scope ([`scope_error`]), and prints
+//! the function after the passes named by `--dump-after`.
+//!
+//! Fusion and scalar replacement of tuples happen earlier, during lowering
+//! (`lower.rs`), where the structure of `build` and `tuple` is still
+//! visible; hash-consing also runs during lowering (`builder.rs`) and
+//! again here ([`cse`]), after hoisting has moved computations next to
+//! each other. The traversal helpers the passes share are in
+//! [`crate::visit`].
+//!
+//! Each pass's `run` says whether it changed the function. A pass that
+//! could not tell cheaply would say `true`, never a wrong `false`; every
+//! pass here tells exactly (`ksc-db`'s `tests/loop_passes.rs` checks the
+//! `false`s on every example).
+
+pub mod alloc_dims;
+pub mod arena;
+pub mod copy_down;
+pub mod cse;
+pub mod dce;
+pub mod first_adds;
+pub mod fuse;
+pub mod guarded;
+pub mod jam;
+pub mod licm;
+pub mod packed;
+pub mod reuse;
+pub mod version;
+
+use ksc_ir::pass::{Pass, Runner};
+
+use crate::ir::*;
+pub use crate::visit::scope_error;
+use crate::visit::{any_stmt, walk};
+
+/// What the loop-IR passes know of the rest of the module.
+pub struct LoopCx<'a> {
+    /// `effectful[k]`: may the function `FuncId(k)` print (directly or
+    /// through calls)?
+    pub effectful: &'a [bool],
+    /// `heap_ret[k]`: does the result of `FuncId(k)` hold tensors?
+    pub heap_ret: &'a [bool],
+}
+
+/// A loop-IR pass, for every lifetime of its context.
+pub type LoopPass = dyn for<'a> Pass<Func, LoopCx<'a>> + Sync;
+
+/// The loop-IR pipeline, in the order the passes run.
+pub static PIPELINE: &[&LoopPass] = &[
+    &guarded::ShareGuarded,
+    &licm::Licm,
+    &cse::Cse,
+    &alloc_dims::FoldAllocDims,
+    &dce::Dce,
+    // Again: DCE removed what hid more of them.
+    &alloc_dims::FoldAllocDims,
+    &fuse::FuseConsumers,
+    &packed::ForwardPackedTensors,
+    &version::VersionRangeGuards,
+    &jam::JamSums,
+    &first_adds::FirstAddsIntoZeros,
+    &copy_down::ElideCopyDowns,
+    // Last but for the arena: no later pass may move a load of the dying
+    // vector past a store of the new one.
+    &reuse::ReuseDeadVectors,
+    &arena::PlaceArenaScopes,
+];
+
+/// The names of the pipeline's passes, each once, in the order they
+/// first run (for `--skip-pass` and `--dump-after` to check theirs).
+pub fn names() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for p in PIPELINE {
+        if !out.contains(&p.name()) {
+            out.push(p.name());
+        }
+    }
+    out
+}
+
+/// Runs the pipeline on every function.
+pub fn optimize(m: &mut Module) {
+    let effectful = effectful_funcs(m);
+    let heap_ret: Vec<bool> = m.funcs.iter().map(|f| needs_heap(&f.ret)).collect();
+    for f in &mut m.funcs {
+        optimize_func(f, &effectful, &heap_ret);
+    }
+}
+
+/// Runs the pipeline on one function. `effectful[k]`: may the function
+/// `FuncId(k)` print? `heap_ret[k]`: does its result hold tensors?
+pub fn optimize_func(f: &mut Func, effectful: &[bool], heap_ret: &[bool]) {
+    let cx = LoopCx { effectful, heap_ret };
+    let runner = Runner { cx: &cx, unit_name: |f: &Func| f.name.to_string(), print: Func::pretty, verify: scope_error };
+    for p in PIPELINE {
+        runner.run(*p, f);
+    }
+}
+
+/// Which functions of the module print, directly or through calls (the
+/// `effectful` of [`LoopCx`]).
+pub fn effectful_funcs(m: &Module) -> Vec<bool> {
+    let prints = |b: &Block| any_stmt(b, &mut |s| matches!(s, Stmt::Print { .. }));
+    let mut eff: Vec<bool> = m.funcs.iter().map(|f| prints(&f.body)).collect();
+    loop {
+        let mut changed = false;
+        for (i, f) in m.funcs.iter().enumerate() {
+            if !eff[i] && calls(&f.body).iter().any(|c| eff[c.0 as usize]) {
+                eff[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return eff;
+        }
+    }
+}
+
+/// The functions a block calls.
+fn calls(b: &Block) -> Vec<FuncId> {
+    let mut out = Vec::new();
+    walk(b, &mut |s| {
+        if let Stmt::Let(_, Rhs::Call { func, .. }) = s {
+            out.push(*func);
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use ksc_ir::Type;
+
+    pub(crate) fn func(vars: Vec<Type>, body: Block) -> Func {
+        Func {
+            name: ksc_ir::FunName::plain("f"),
+            c_name: "f".into(),
+            params: vec![VarId(0), VarId(1)],
+            ret: Type::Float,
+            vars: vars.into_iter().map(|ty| VarInfo { ty, name: None, mutable: false }).collect(),
+            body,
+            loops: false,
+            entry_mark: None,
+        }
+    }
+
+    /// `for i < n { t = a * a; u = t + i }` hoists `t`, and a pure value
+    /// unused after DCE disappears.
+    #[test]
+    fn licm_hoists_invariants_and_dce_removes_dead_code() {
+        let (a, n, i, t, u, dead) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4), VarId(5));
+        let body = vec![
+            Stmt::Let(dead, Rhs::Bin(BinOp::FAdd, Op::Var(a), Op::Float(1.0))),
+            Stmt::For {
+                idx: i,
+                n: Op::Var(n),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(t, Rhs::Bin(BinOp::FMul, Op::Var(a), Op::Var(a))),
+                    Stmt::Let(u, Rhs::Un(UnOp::ToFloat, Op::Var(i), None)),
+                    Stmt::Print { val: Op::Var(u), ty: Type::Float },
+                    Stmt::Print { val: Op::Var(t), ty: Type::Float },
+                ],
+                reset: false,
+            },
+            Stmt::Return(Op::Float(0.0)),
+        ];
+        let mut m = Module {
+            funcs: vec![func(
+                vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float, Type::Float],
+                body,
+            )],
+            ..Module::default()
+        };
+        optimize(&mut m);
+        let f = &m.funcs[0];
+        assert!(matches!(&f.body[0], Stmt::Let(v, _) if *v == t), "{}", m.pretty());
+        assert!(matches!(&f.body[1], Stmt::For { body, .. } if body.len() == 3), "{}", m.pretty());
+        assert_eq!(f.body.len(), 3, "{}", m.pretty());
+    }
+
+    /// Two identical pure computations hoisted from two loops are shared.
+    #[test]
+    fn cse_shares_equal_computations() {
+        let (a, n, i, t1, t2) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
+        let body = vec![
+            Stmt::Let(t1, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
+            Stmt::For {
+                idx: i,
+                n: Op::Var(n),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(t2, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
+                    Stmt::Print { val: Op::Var(t2), ty: Type::Float },
+                ],
+                reset: false,
+            },
+            Stmt::Return(Op::Var(t1)),
+        ];
+        let mut m = Module {
+            funcs: vec![func(vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float], body)],
+            ..Module::default()
+        };
+        optimize(&mut m);
+        let text = m.pretty();
+        assert_eq!(text.matches("exp").count(), 1, "{text}");
+        assert!(text.contains("print %3"), "{text}");
+    }
+
+    /// The command line validates `--skip-pass` against these: every pass
+    /// of the pipeline, each once, in the order they first run.
+    #[test]
+    fn names_are_the_pipelines_passes_each_once() {
+        let names = names();
+        assert_eq!(PIPELINE.len(), 14);
+        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
+        assert_eq!(names.first(), Some(&"share-guarded"));
+        assert_eq!(names.last(), Some(&"place-arena-scopes"));
+        for n in &names {
+            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{n}");
+            assert!(PIPELINE.iter().any(|p| p.name() == *n));
+        }
+    }
+
+    /// A function prints alone as in its module, but for its callees.
+    #[test]
+    fn a_function_prints_alone_as_in_its_module() {
+        let call = Stmt::Let(VarId(2), Rhs::Call { func: FuncId(0), args: vec![Op::Var(VarId(0))], frame: None });
+        let f = func(vec![Type::Float, Type::Integer, Type::Float], vec![call, Stmt::Return(Op::Var(VarId(2)))]);
+        let m = Module { funcs: vec![f.clone()], ..Module::default() };
+        assert_eq!(m.pretty_func(&f).replace("call f(", "call fn#0("), f.pretty());
+        assert!(f.pretty().contains("%2 = call fn#0(%0)"), "{}", f.pretty());
+    }
+}

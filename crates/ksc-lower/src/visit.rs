@@ -1,0 +1,332 @@
+//! Traversal and def-use helpers on the loop IR, shared by the lowering
+//! (`lib.rs` renumbering), the passes (`passes/`) and the C emitter: walks
+//! over statements and their nested blocks, the operands a statement
+//! reads, the variables a block defines, renaming to fresh variables, and
+//! the scope check the pass pipeline runs after every pass in debug
+//! builds.
+//!
+//! Nothing here changes what a function computes; the helpers that
+//! rewrite (`rename_in`, `drop_unused_mark`) are told exactly what to
+//! change.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::ir::*;
+
+/// Calls `f` on every statement, nested ones included.
+pub fn walk(b: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in b {
+        f(s);
+        match s {
+            Stmt::For { pre, body, .. } => {
+                walk(pre, f);
+                walk(body, f);
+            }
+            Stmt::If { then, els, .. } => {
+                walk(then, f);
+                walk(els, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Does `f` hold of a statement, nested ones included? (Stops at the
+/// first.)
+pub(crate) fn any_stmt(b: &[Stmt], f: &mut impl FnMut(&Stmt) -> bool) -> bool {
+    b.iter().any(|s| {
+        f(s) || match s {
+            Stmt::For { pre, body, .. } => any_stmt(pre, f) || any_stmt(body, f),
+            Stmt::If { then, els, .. } => any_stmt(then, f) || any_stmt(els, f),
+            _ => false,
+        }
+    })
+}
+
+/// Calls `f` on every statement, nested ones included, mutably.
+pub(crate) fn walk_mut(b: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
+    for s in b {
+        f(s);
+        match s {
+            Stmt::For { pre, body, .. } => {
+                walk_mut(pre, f);
+                walk_mut(body, f);
+            }
+            Stmt::If { then, els, .. } => {
+                walk_mut(then, f);
+                walk_mut(els, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Calls `f` on every block directly nested in `b`'s statements (loop
+/// preheaders and bodies, branches).
+pub(crate) fn nested_blocks(b: &mut Block, f: &mut impl FnMut(&mut Block)) {
+    for s in b.iter_mut() {
+        match s {
+            Stmt::For { pre, body, .. } => {
+                f(pre);
+                f(body);
+            }
+            Stmt::If { then, els, .. } => {
+                f(then);
+                f(els);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tensors written in place (their loads cannot move or be shared).
+pub(crate) fn written_arrays(b: &[Stmt]) -> FxHashSet<VarId> {
+    let mut out = FxHashSet::default();
+    walk(b, &mut |s| match s {
+        Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => {
+            out.insert(*a);
+        }
+        _ => {}
+    });
+    out
+}
+
+/// Every operand a statement reads (not those of nested blocks).
+pub fn stmt_operands(s: &Stmt) -> Vec<&Op> {
+    match s {
+        Stmt::Let(_, r) => r.operands(),
+        Stmt::DeclMut(_, o) => o.iter().collect(),
+        Stmt::Set(_, o) | Stmt::Return(o) => vec![o],
+        Stmt::For { n, .. } => vec![n],
+        Stmt::If { cond, .. } => vec![cond],
+        Stmt::Store { arr, idx, val } | Stmt::Accum { arr, idx, val, .. } => vec![arr, idx, val],
+        Stmt::Check { cond, err, .. } => {
+            let mut v = vec![cond];
+            v.extend(err_operands(err));
+            v
+        }
+        Stmt::Fail { err, .. } => err_operands(err),
+        Stmt::Print { val, .. } => vec![val],
+        Stmt::TailCall(args) | Stmt::Keep(args) => args.iter().collect(),
+        Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
+    }
+}
+
+/// The operands an error's message reports.
+fn err_operands(e: &ErrorKind) -> Vec<&Op> {
+    match e {
+        ErrorKind::IndexOutOfRange { index, size } => index.iter().chain(size).collect(),
+        ErrorKind::NegativeSize { size, .. } | ErrorKind::SumbuildEmpty { size } | ErrorKind::TooLarge { size, .. } => {
+            size.iter().collect()
+        }
+        ErrorKind::Sizes { a, b, .. } => a.iter().chain(b).collect(),
+        ErrorKind::Diag { rows, cols } => vec![rows, cols],
+        ErrorKind::MatVec { rows, cols, n } => vec![rows, cols, n],
+        ErrorKind::Assert | ErrorKind::Message(_) => vec![],
+    }
+}
+
+/// [`stmt_operands`], to rewrite them.
+pub(crate) fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
+    match s {
+        Stmt::Let(_, r) => r.operands_mut(),
+        Stmt::DeclMut(_, o) => o.iter_mut().collect(),
+        Stmt::Set(_, o) | Stmt::Return(o) => vec![o],
+        Stmt::For { n, .. } => vec![n],
+        Stmt::If { cond, .. } => vec![cond],
+        Stmt::Store { arr, idx, val } | Stmt::Accum { arr, idx, val, .. } => vec![arr, idx, val],
+        Stmt::Check { cond, err, .. } => {
+            let mut v = vec![cond];
+            v.extend(err.operands_mut());
+            v
+        }
+        Stmt::Fail { err, .. } => err.operands_mut(),
+        Stmt::Print { val, .. } => vec![val],
+        Stmt::TailCall(args) | Stmt::Keep(args) => args.iter_mut().collect(),
+        Stmt::CopyDown { .. } | Stmt::Reset(_) => vec![],
+    }
+}
+
+/// The variables a block defines (nested blocks included).
+pub(crate) fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
+    let mut out = FxHashSet::default();
+    walk(b, &mut |s| match s {
+        Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
+            out.insert(*v);
+        }
+        Stmt::For { idx, .. } => {
+            out.insert(*idx);
+        }
+        _ => {}
+    });
+    out
+}
+
+/// The variables a statement (not a loop or branch) defines or writes.
+pub(crate) fn stmt_defines(s: &Stmt) -> Option<VarId> {
+    match s {
+        Stmt::Let(v, _) | Stmt::DeclMut(v, _) | Stmt::Set(v, _) => Some(*v),
+        Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } => Some(*a),
+        _ => None,
+    }
+}
+
+/// The number of statements, nested ones included.
+pub(crate) fn count_stmts(b: &Block) -> usize {
+    let mut n = 0;
+    walk(b, &mut |_| n += 1);
+    n
+}
+
+/// Does a statement (nested ones included) mention `v`: as an operand, as
+/// the variable a `Set` assigns, or as the mark or a variable of a
+/// copy-down or reset?
+pub(crate) fn mentions(s: &Stmt, v: VarId) -> bool {
+    any_stmt(std::slice::from_ref(s), &mut |s| {
+        stmt_operands(s).iter().any(|o| **o == Op::Var(v))
+            || matches!(s, Stmt::CopyDown { mark, vars } if *mark == v || vars.contains(&v))
+            || matches!(s, Stmt::Reset(m) if *m == v)
+            || matches!(s, Stmt::Set(k, _) if *k == v)
+    })
+}
+
+/// The right-hand sides of the lets of a block (not of nested blocks).
+pub(crate) fn lets_of(b: &[Stmt]) -> FxHashMap<VarId, &Rhs> {
+    b.iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, r) => Some((*v, r)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The right-hand sides of a function's SSA definitions.
+pub(crate) fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
+    let mut out = FxHashMap::default();
+    walk(b, &mut |s| {
+        if let Stmt::Let(v, r) = s {
+            out.insert(*v, r.clone());
+        }
+    });
+    out
+}
+
+/// `let v = rhs` with a fresh `v` of type `ty`: the statement and `v`.
+pub(crate) fn fresh_let(vars: &mut Vec<VarInfo>, rhs: Rhs, ty: ksc_ir::Type) -> (Stmt, Op) {
+    vars.push(VarInfo { ty, name: None, mutable: false });
+    let v = VarId(vars.len() as u32 - 1);
+    (Stmt::Let(v, rhs), Op::Var(v))
+}
+
+/// Renames every variable the statements define to a fresh one, and the
+/// variables of `map` (read, not defined, here) as it says; the mapping.
+pub(crate) fn rename_in(
+    b: &mut [Stmt],
+    vars: &mut Vec<VarInfo>,
+    mut map: FxHashMap<VarId, VarId>,
+) -> FxHashMap<VarId, VarId> {
+    for v in defined_in(b) {
+        vars.push(vars[v.0 as usize].clone());
+        map.insert(v, VarId(vars.len() as u32 - 1));
+    }
+    let re = |v: &mut VarId| {
+        if let Some(w) = map.get(v) {
+            *v = *w;
+        }
+    };
+    walk_mut(b, &mut |s| {
+        for o in stmt_operands_mut(s) {
+            if let Op::Var(v) = o {
+                re(v);
+            }
+        }
+        match s {
+            Stmt::Let(v, _) | Stmt::DeclMut(v, _) | Stmt::Set(v, _) | Stmt::Reset(v) => re(v),
+            Stmt::For { idx, .. } => re(idx),
+            Stmt::CopyDown { mark, vars } => {
+                re(mark);
+                vars.iter_mut().for_each(re);
+            }
+            _ => {}
+        }
+    });
+    map
+}
+
+/// Removes `let mark = mark` from `body` when nothing else mentions it.
+pub(crate) fn drop_unused_mark(body: &mut Block, mark: VarId) {
+    if !body.iter().any(|s| mentions(s, mark)) {
+        body.retain(|s| !matches!(s, Stmt::Let(v, Rhs::Mark) if *v == mark));
+    }
+}
+
+/// Checks that every variable a statement reads or assigns is in scope: a
+/// parameter, or defined before it in its block or an enclosing one (a
+/// loop's index and preheader in its body). The first violation, if any.
+pub fn scope_error(f: &Func) -> Option<String> {
+    /// The variables in scope, in the order they came in (each defined
+    /// once), and as a set.
+    #[derive(Default)]
+    struct Scope {
+        order: Vec<VarId>,
+        set: FxHashSet<VarId>,
+    }
+    impl Scope {
+        fn push(&mut self, v: VarId) {
+            self.order.push(v);
+            self.set.insert(v);
+        }
+        fn truncate(&mut self, d: usize) {
+            for v in self.order.drain(d..) {
+                self.set.remove(&v);
+            }
+        }
+    }
+    /// The statements in `scope`, which gains what they define.
+    fn stmts(b: &[Stmt], scope: &mut Scope) -> Option<String> {
+        for s in b {
+            let mut reads: Vec<VarId> = stmt_operands(s).into_iter().filter_map(Op::var).collect();
+            match s {
+                Stmt::Set(v, _) | Stmt::Reset(v) => reads.push(*v),
+                Stmt::CopyDown { mark, vars } => reads.extend(std::iter::once(mark).chain(vars)),
+                _ => {}
+            }
+            if let Some(v) = reads.iter().find(|v| !scope.set.contains(v)) {
+                return Some(format!("%{} read out of its scope", v.0));
+            }
+            let e = match s {
+                Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
+                    scope.push(*v);
+                    None
+                }
+                // The preheader's values are the body's.
+                Stmt::For { idx, pre, body, .. } => {
+                    let d = scope.order.len();
+                    let e = stmts(pre, scope).or_else(|| {
+                        scope.push(*idx);
+                        stmts(body, scope)
+                    });
+                    scope.truncate(d);
+                    e
+                }
+                Stmt::If { then, els, .. } => nested(then, scope).or_else(|| nested(els, scope)),
+                _ => None,
+            };
+            if e.is_some() {
+                return e;
+            }
+        }
+        None
+    }
+    fn nested(b: &[Stmt], scope: &mut Scope) -> Option<String> {
+        let d = scope.order.len();
+        let e = stmts(b, scope);
+        scope.truncate(d);
+        e
+    }
+    let mut scope = Scope::default();
+    for &v in f.params.iter().chain(&f.entry_mark) {
+        scope.push(v);
+    }
+    stmts(&f.body, &mut scope)
+}
