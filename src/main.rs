@@ -217,7 +217,13 @@ struct PassArgs {
 
 /// The names of the passes of both pipelines, derived functions' first.
 fn pass_names() -> Vec<&'static str> {
-    ksc_opt::pipeline::names()
+    let mut names = ksc_opt::pipeline::names();
+    for n in ksc_lower::passes::names() {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
 }
 
 impl PassArgs {

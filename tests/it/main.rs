@@ -14,6 +14,7 @@ mod laws_cli;
 mod mutate;
 mod native;
 mod native_mutants;
+mod passes;
 mod random_input;
 mod round_trip;
 mod watch;

@@ -53,3 +53,13 @@ fn a_pass_that_reports_no_change_changed_nothing() {
     }
     assert!(runs > 5000 && changed > 500, "{runs} runs, {changed} changed something");
 }
+
+/// `--skip-pass NAME` and `--dump-after NAME` select a pass of either
+/// pipeline by name: no name may mean a pass of both.
+#[test]
+fn the_two_pipelines_name_their_passes_apart() {
+    let loops = ksc_lower::passes::names();
+    for n in ksc_opt::pipeline::names() {
+        assert!(!loops.contains(&n), "`{n}` names a pass of both pipelines");
+    }
+}
