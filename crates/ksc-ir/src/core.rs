@@ -159,6 +159,37 @@ impl Body {
     }
 }
 
+/// The direct sub-expressions of a node, in evaluation order (the argument
+/// of a call is one child, even when it is a literal tuple).
+pub fn children(e: &Expr) -> Vec<ExprId> {
+    match e {
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
+        Expr::Call(_, a) => vec![*a],
+        Expr::Tuple(es) => es.clone(),
+        Expr::Let(_, r, b) => vec![*r, *b],
+        Expr::If(c, t, f) => vec![*c, *t, *f],
+        Expr::Assert(c, b) => vec![*c, *b],
+        Expr::Lam(_, _, b) => vec![*b],
+    }
+}
+
+/// A variable, literal or `$dummy`: duplicating it costs nothing and
+/// evaluating it cannot fail.
+pub fn is_atomic(body: &Body, e: ExprId) -> bool {
+    matches!(body.exprs[e], Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_))
+}
+
+/// The lets of the chain of nested lets at `e` (pattern, right side), and
+/// the expression it ends in.
+pub fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(&Pat, ExprId)>, ExprId) {
+    let mut binds = Vec::new();
+    while let Expr::Let(p, r, b) = &body.exprs[e] {
+        binds.push((p, *r));
+        e = *b;
+    }
+    (binds, e)
+}
+
 /// A parameter `x : T`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {

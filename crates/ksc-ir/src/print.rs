@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::core::{Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule};
+use crate::core::{let_chain, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule};
 use crate::types::Type;
 
 /// The line width the printer aims for.
@@ -131,16 +131,6 @@ pub fn quote_string(s: &str) -> String {
 struct Printer<'a> {
     body: &'a Body,
     out: String,
-}
-
-/// Bindings of a chain of nested lets.
-fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(&Pat, ExprId)>, ExprId) {
-    let mut binds = Vec::new();
-    while let Expr::Let(p, r, b) = &body.exprs[e] {
-        binds.push((p, *r));
-        e = *b;
-    }
-    (binds, e)
 }
 
 impl Printer<'_> {

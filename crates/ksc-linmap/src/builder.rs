@@ -147,7 +147,7 @@ impl<'b> Builder<'b> {
 
     /// A variable, literal or `$dummy`: duplicating it costs nothing.
     pub fn is_atomic(&self, e: ExprId) -> bool {
-        matches!(self.expr(e), Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_))
+        ksc_ir::core::is_atomic(self.body, e)
     }
 
     /// A fresh copy of an atomic expression (the same node may be shared

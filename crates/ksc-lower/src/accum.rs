@@ -31,6 +31,7 @@
 //! `let` and taken apart by projections), and that tuple is never built.
 //! Anything else is lowered as a value and added element by element.
 
+use ksc_ir::core::children;
 use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type};
 
 use crate::builder::FnBuilder;
@@ -115,19 +116,9 @@ fn size(body: &Body, e: ExprId, cap: usize) -> usize {
         if n > cap {
             break;
         }
-        stack.extend(children(body, e));
+        stack.extend(children(&body.exprs[e]));
     }
     n
-}
-
-pub(crate) fn children(body: &Body, e: ExprId) -> Vec<ExprId> {
-    match &body.exprs[e] {
-        Expr::Call(_, a) | Expr::Lam(_, _, a) => vec![*a],
-        Expr::Tuple(es) => es.clone(),
-        Expr::Let(_, r, b) | Expr::Assert(r, b) => vec![*r, *b],
-        Expr::If(c, t, f) => vec![*c, *t, *f],
-        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
-    }
 }
 
 /// `ts_add a b` whose arguments both have the sum's type.
@@ -277,7 +268,7 @@ impl Lowerer<'_> {
                     u.extend(self.uses_of(ctx, b, x, proj, true));
                     u
                 }
-                _ => children(body, e).into_iter().flat_map(|c| self.uses_of(ctx, c, x, &[], false)).collect(),
+                _ => children(&body.exprs[e]).into_iter().flat_map(|c| self.uses_of(ctx, c, x, &[], false)).collect(),
             },
         }
     }

@@ -1536,7 +1536,7 @@ pub(crate) fn sole_use(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usi
                 false
             }
             _ => {
-                stack.extend(crate::accum::children(body, e).into_iter().map(|c| (c, lam)));
+                stack.extend(ksc_ir::core::children(&body.exprs[e]).into_iter().map(|c| (c, lam)));
                 false
             }
         };

@@ -19,19 +19,7 @@ use rustc_hash::FxHashMap;
 use crate::globals::Globals;
 use crate::idset::IdSet;
 
-/// The direct sub-expressions of a node, in evaluation order (the argument
-/// of a call is one child, even when it is a literal tuple).
-pub fn children(e: &Expr) -> Vec<ExprId> {
-    match e {
-        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
-        Expr::Call(_, a) => vec![*a],
-        Expr::Tuple(es) => es.clone(),
-        Expr::Let(_, r, b) => vec![*r, *b],
-        Expr::If(c, t, f) => vec![*c, *t, *f],
-        Expr::Assert(c, b) => vec![*c, *b],
-        Expr::Lam(_, _, b) => vec![*b],
-    }
-}
+pub use ksc_ir::core::{children, is_atomic};
 
 /// The same node with its children replaced (same order as [`children`]).
 pub fn with_children(e: &Expr, new: &[ExprId]) -> Expr {
@@ -56,12 +44,6 @@ pub fn binds_for_child(e: &Expr, child: usize) -> &[Var] {
     }
 }
 
-/// A variable, literal or `$dummy`: duplicating it costs nothing and
-/// evaluating it cannot fail.
-pub fn is_atomic(body: &Body, e: ExprId) -> bool {
-    matches!(body.exprs[e], Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_))
-}
-
 /// The components of a call's argument as written: a literal tuple's
 /// components (`true`), or the argument itself (`false`).
 pub fn call_components(body: &Body, arg: ExprId) -> (Vec<ExprId>, bool) {
@@ -80,14 +62,11 @@ pub fn rebuild_call(b: &mut Builder, call: ExprId, comps: Vec<ExprId>, tupled: b
     b.body.alloc_typed(Expr::Call(callee, arg), ty)
 }
 
-/// The lets of the chain at `e` (pattern, right side) and its result.
-pub fn let_chain(body: &Body, mut e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
-    let mut out = Vec::new();
-    while let Expr::Let(p, r, x) = &body.exprs[e] {
-        out.push((p.clone(), *r));
-        e = *x;
-    }
-    (out, e)
+/// The lets of the chain at `e` (pattern, right side) and its result
+/// ([`ksc_ir::core::let_chain`]), the patterns owned for rebuilding.
+pub fn let_chain(body: &Body, e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
+    let (binds, result) = ksc_ir::core::let_chain(body, e);
+    (binds.into_iter().map(|(p, r)| (p.clone(), r)).collect(), result)
 }
 
 /// `let p1 = r1 in .. let pn = rn in result`.
