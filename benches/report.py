@@ -1,6 +1,14 @@
 """Writes the Markdown report and the SVG plot of benches/run.py.
 
-    python3 benches/report.py benches/results/DATE.json   # re-render from the raw results
+    python3 benches/report.py benches/results/latest.json   # writes latest.md and latest.svg next to it
+    python3 benches/report.py RUN.json                      # one run (e.g. from `consolidate.py --run TAG`)
+
+A run's JSON holds its date, machine and last-level cache (run.py records
+them; runs before 2026-11-29 had them only in their Markdown report, and
+consolidate.py keeps them in history.jsonl), so a report re-rendered later
+or elsewhere still names the run's machine. latest.json (consolidate.py)
+also has "runs": its rows come from several runs, and the report then
+names each row's run and lists the runs instead of one command.
 """
 import datetime
 import json
@@ -91,22 +99,50 @@ def machine():
     return f"{cpu}; {os.cpu_count()} CPUs; {platform.system()} {platform.release()}; {' '.join(cc)}"
 
 
-def write(results, base, opts, elapsed, criterion=None):
+def now():
+    """The time a run finished, as reports and consolidate.py write it."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=None, cache=None, runs=None,
+          criterion_run=None):
+    """Writes BASE.md and BASE.svg. date, machine_desc and cache are the run's
+    (default: now and this machine). runs: the runs that the rows come from
+    (latest.json), each row naming its own under "run"."""
     L = []
-    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M UTC")
+    stored = machine_desc  # None: a run of this machine, now
+    date = date or now()
+    machine_desc = machine_desc or machine()
     src = opts.get("ksc_source") if isinstance(opts, dict) else getattr(opts, "ksc_source", None)
-    L.append(f"# Benchmarks, {date}\n")
     cmd = (opts.get("command") if isinstance(opts, dict) else getattr(opts, "command", None)) or "python3 benches/run.py"
-    L.append(f"Produced by `{cmd.strip()}` in {elapsed / 60:.1f} min on {machine()}. ksc built from "
-             f"{src}. Specification: `shared/docs/benchmarks.md`.\n")
+    if runs:
+        L.append(f"# Benchmarks: the latest measurement of each row, as of {date}\n")
+        L.append(f"Gathered by `{cmd.strip()}` from the {len(runs)} runs below: each row is the most recent "
+                 f"measurement of its workload and size, and all its figures come from one run (named in the "
+                 f"first table), on that run's machine; sums and geometric means over several rows (the summary) "
+                 f"may combine runs. Every run's rows are in `history.jsonl`. Specification: "
+                 f"`shared/docs/benchmarks.md`.\n")
+        L.append("| run | finished | ksc built from | machine | command | rows here |")
+        L.append("|---|---|---|---|---|---:|")
+        for u in runs:
+            L.append(f"| {u['run']} | {u.get('finished') or '?'} | {u.get('ksc_source') or '?'} | "
+                     f"{u.get('machine') or '?'} | `{u.get('command') or '?'}` | {u['rows']} |")
+        L.append("")
+    else:
+        L.append(f"# Benchmarks, {date}\n")
+        L.append(f"Produced by `{cmd.strip()}` in {elapsed / 60:.1f} min on {machine_desc}. ksc built from "
+                 f"{src}. Specification: `shared/docs/benchmarks.md`.\n")
     ms = getattr(opts, "min_time", None)
     if isinstance(opts, dict):
         ms = opts.get("min_time")
         mx, bd = opts.get("max_samples"), opts.get("budget")
     else:
         mx, bd = opts.max_samples, opts.budget
+    budget = (f"least {ms} s, then up to {mx} samples or {bd} s per tool and function" if ms is not None else
+              "least the run's minimum, then up to its number of samples or its time budget per tool and function "
+              "(the runs' budgets differ: see their commands)")
     L.append(f"Timing: ADBench's method with a smaller budget: repetitions doubled until one sample takes at "
-             f"least {ms} s, then up to {mx} samples or {bd} s per tool and function, interleaved across tools "
+             f"{budget}, interleaved across tools "
              f"(round-robin), every process pinned to one core, one thread; one untimed warm-up call (JAX "
              f"compiles there). Times are the minimum per call (the median is in the JSON next to this file). "
              f"ksc and the C reference: `cc -O3 -march=native -ffp-contract=off`, ksc's code built with "
@@ -126,15 +162,16 @@ def write(results, base, opts, elapsed, criterion=None):
              "the primal function and the derivative is the gradient, JVP or VJP named. For HT the objective is the "
              "3N residuals and the derivative their Jacobian: 3N x 26 with respect to theta (simple), 3N x 28 "
              "(complicated: the compressed u block, then theta).\n")
-    L.append("| workload | size | " + " | ".join(f"{NAMES[t]} obj | {NAMES[t]} deriv | {NAMES[t]} R" for t in TOOLS) + " |")
-    L.append("|---|---|" + "---:|" * (3 * len(TOOLS)))
+    run_col = "run | " if runs else ""
+    L.append("| workload | size | " + run_col + " | ".join(f"{NAMES[t]} obj | {NAMES[t]} deriv | {NAMES[t]} R" for t in TOOLS) + " |")
+    L.append("|---|---|" + ("---|" if runs else "") + "---:|" * (3 * len(TOOLS)))
     for r in results:
         cells = []
         for t in TOOLS:
             o, g = counted(r, t, "obj"), counted(r, t, "grad")
             cells += [fmt_t(o), fmt_t(g) if g is not None or t != "ksc" or r["has_grad"] else "not native",
                       fmt_r(ratio(g, o))]
-        L.append(f"| {name_of(r)} | {r['label']} | " + " | ".join(cells) + " |")
+        L.append(f"| {name_of(r)} | {r['label']} | " + (f"{r.get('run', '?')} | " if runs else "") + " | ".join(cells) + " |")
 
     L.append("\n## ksc against the others\n")
     L.append("ksc's time over the other tool's, derivative; objective (below 1: ksc is faster).\n")
@@ -173,7 +210,7 @@ def write(results, base, opts, elapsed, criterion=None):
     if micro:
         L.append("\n## Micro-benchmarks: scaling\n")
         L.append("Derivative time at 2n over time at n, for each doubling measured (target <= 2.2: O(n)). "
-                 f"A doubling whose vectors leave the last-level cache ({cache_note()}; at n = 10^6 a "
+                 f"A doubling whose vectors leave the last-level cache ({cache or (cache_note() if stored is None else 'its size not recorded')}; at n = 10^6 a "
                  "benchmark's vectors take 16 to 32 MiB) slows every tool, the C reference included, by "
                  "more than 2; the doubling out of cache at both sizes shows the complexity. The summary "
                  "judges each benchmark's largest doubling.\n")
@@ -206,6 +243,8 @@ def write(results, base, opts, elapsed, criterion=None):
             L.append(f"- {k}: `{v}`")
     if criterion:
         L.append("\n## The compiler itself (criterion, `benches/compiler`)\n")
+        if criterion_run:
+            L.append(f"From the run {criterion_run}.\n")
         if "error" in criterion:
             L.append(f"Not measured: {criterion['error']}")
         else:
@@ -364,6 +403,15 @@ def plot(results, path):
         f.write("\n".join(out) + "\n")
 
 
+def write_json(path):
+    """Renders PATH.json (a run's, or latest.json) to PATH.md and PATH.svg."""
+    with open(path) as f:
+        j = json.load(f)
+    write(j["results"], path[:-5], j.get("opts") or {}, j.get("elapsed"), j.get("criterion"), date=j.get("date"),
+          machine_desc=j.get("machine"), cache=j.get("cache"), runs=j.get("runs"), criterion_run=j.get("criterion_run"))
+
+
 if __name__ == "__main__":
-    j = json.load(open(sys.argv[1]))
-    write(j["results"], sys.argv[1][:-5], j["opts"], j["elapsed"], j.get("criterion"))
+    if len(sys.argv) != 2 or not sys.argv[1].endswith(".json") or sys.argv[1] in ("-h", "--help"):
+        sys.exit(__doc__)
+    write_json(sys.argv[1])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark harness of shared/docs/benchmarks.md (issue 7).
 
-    python3 benches/run.py            # everything; writes benches/results/<date>.md and .svg
+    python3 benches/run.py            # everything; adds the run to benches/results/ (below)
 
 For each workload and size it builds ksc's code (`ksc build --emit so`), the
 hand-written C reference (benches/reference/), the JAX and PyTorch versions
@@ -11,6 +11,15 @@ within 1e-8 relative, the reference against central finite differences
 within 1e-4, JAX and PyTorch against the reference); times objective and
 derivative of every tool interleaved, on one pinned core, one thread; records
 peak memory and ksc's compile time; and writes the report and a plot.
+
+Where the results go: the run's JSON, report and plot to benches/build/
+TAG.{json,md,svg} (TAG: --tag, default the date; not kept: the next run
+clears build/); then the run is folded into the results directory (--out,
+default benches/results/) by benches/consolidate.py: its rows appended to
+history.jsonl (a run whose tag is already there is replaced) and
+latest.{json,md,svg} rewritten with the most recent measurement of each row.
+`python3 benches/consolidate.py --run TAG > TAG.json` gives a run's JSON
+back, and `python3 benches/report.py TAG.json` its report.
 
 Options (see --help): --only WORKLOAD[,...], --quick (tiny timing budget, for
 trying the harness), --adbench-timing (ADBench's full budget: samples of at
@@ -453,8 +462,12 @@ def main():
     ap.add_argument("--ksc-rev", help="build ksc from a clean snapshot of this commit (e.g. HEAD)")
     ap.add_argument("--no-criterion", action="store_true", help="skip the criterion benchmarks of the compiler")
     ap.add_argument("--no-install", action="store_true", help="do not run benches/setup_peers.sh")
-    ap.add_argument("--out", default=os.path.join(BENCH, "results"), help="directory of the report")
-    ap.add_argument("--tag", default=None, help="file name of the report (default: the date)")
+    ap.add_argument("--out", default=os.path.join(BENCH, "results"),
+                    help="results directory: history.jsonl and latest.* (default benches/results; "
+                         "another directory for trial runs)")
+    ap.add_argument("--tag", default=None,
+                    help="name of the run in the history (default: the date, or the date and time if the history "
+                         "already has a run of that date); a tag already in the history replaces that run")
     opts = ap.parse_args()
     opts.min_time, opts.max_samples, opts.budget = 0.2, 5, 2.0
     if opts.quick:
@@ -575,13 +588,36 @@ def main():
         log("  " + ", ".join(f"{k} {v[0]:.3g}s" for k, v in r["time"].items()))
     criterion = None if opts.no_criterion else run_criterion(ksc_src)
     elapsed = time.time() - started
-    tag = opts.tag or datetime.datetime.now().strftime("%Y-%m-%d")
-    os.makedirs(opts.out, exist_ok=True)
-    with open(os.path.join(opts.out, tag + ".json"), "w") as f:
-        json.dump(dict(results=results, elapsed=elapsed, opts=vars(opts), criterion=criterion), f, indent=1)
+    record(opts, results, elapsed, criterion, workdir)
+
+
+def record(opts, results, elapsed, criterion, workdir):
+    """Writes the run's JSON, report and plot to WORKDIR/TAG.* and folds the
+    run into the results directory (opts.out) with consolidate.py."""
+    import consolidate
     import report
-    report.write(results, os.path.join(opts.out, tag), opts, elapsed, criterion)
-    log(f"wrote {os.path.join(opts.out, tag)}.md and .svg in {elapsed:.0f} s")
+    os.makedirs(opts.out, exist_ok=True)
+    if not opts.tag:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        opts.tag = now.strftime("%Y-%m-%d")
+        if opts.tag in consolidate.read_history(opts.out) or os.path.exists(os.path.join(opts.out, opts.tag + ".json")):
+            opts.tag = now.strftime("%Y-%m-%d-%H%M")
+    tag = opts.tag
+    finished = report.now()
+    # The run's JSON: its rows, options, and where and when it ran (report.py
+    # and the history read the date, machine and cache from here).
+    run = dict(results=results, elapsed=elapsed, opts=vars(opts), criterion=criterion, date=finished,
+               machine=report.machine(), cache=report.cache_note())
+    base = os.path.join(workdir, tag)
+    with open(base + ".json", "w") as f:
+        json.dump(run, f, indent=1)
+    report.write(results, base, opts, elapsed, criterion, date=finished, cache=run["cache"])
+    log(f"wrote this run's report {base}.md and plot {base}.svg in {elapsed:.0f} s")
+    # Into the history: results/TAG.json, folded into history.jsonl (and
+    # removed) by consolidate.py, which rewrites latest.*.
+    shutil.copyfile(base + ".json", os.path.join(opts.out, tag + ".json"))
+    changed = consolidate.update(opts.out, log=log)
+    log(f"the run {tag} is in {os.path.join(opts.out, consolidate.HISTORY)}; changed: {', '.join(changed) or 'nothing'}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the benchmark's peers. Each step may fail; the harness then skips
-# that peer with a message (see benches/results/*.md "Skipped").
+# that peer with a message (the report's "Skipped peers", e.g. benches/results/latest.md).
 #   JAX:     PyPI (jax, jaxlib, numpy) into benches/.venv (gitignored)
 #   PyTorch: Debian's python3-torch for /usr/bin/python3
 #            (else PyPI's CPU wheel into benches/.venv-torch)
