@@ -46,6 +46,14 @@
 //! (see its documentation); to add a rule, write its entry, rewrite and
 //! generator in its theme file and put the entry in the table.
 //!
+//! An entry is one rewrite, except a few that cover related cases under one
+//! name: `ts-dot-zero` (either operand zero), `fold-float`, `fold-integer`
+//! and `fold-compare` (each operator of their kind), `shape-build` (`build`
+//! and `constVec`), `shape-tangent` (`ts_add`, `ts_scale`, `ts_neg`) and
+//! `sumbuild-tuple` (a tuple, or a tuple under small `let`s). Their names
+//! are what traces print and what tests and callers ask for by name
+//! ([`core_rule`]), so splitting one would change both.
+//!
 //! The property tests (`tests/core_rules.rs`) evaluate random instances of
 //! every rule before and after it with the reference interpreter.
 
