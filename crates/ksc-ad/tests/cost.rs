@@ -8,8 +8,7 @@
 use ksc_eval::{Interpreter, Value};
 use ksc_ir::{Derivation, FunName, Type};
 
-#[path = "cost/families.rs"]
-mod families;
+use crate::families;
 use families::Family;
 
 /// Operation counts of f (the program's function `f`), [fwd f] and [rev f]

@@ -13,7 +13,7 @@
 //! ...)` (for sizes that must agree); otherwise vectors have 3 elements and
 //! Integers are 2.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@
 //! and the optimiser reaches a normal form on every mutant's derivatives
 //! (its rules terminate: no "stopped" warning).
 
-mod common;
+use crate::common;
 
 use ksc_eval::Interpreter;
 use ksc_ir::{Decl, Derivation, Type};

@@ -5,12 +5,11 @@
 //!
 //! `tests/fuzz-regressions/TARGET/*` (TARGET: reader, checker, derive,
 //! native) must pass. `tests/fuzz-regressions/open/TARGET/*` are findings
-//! not fixed yet; `cargo test -p ksc-db --test fuzz_regressions -- --ignored`
+//! not fixed yet; `cargo test -p ksc-db --test db fuzz_regressions -- --ignored`
 //! replays them (each one that passes can move up a directory).
 
 #[allow(dead_code)]
-#[path = "../../../fuzz/src/props.rs"]
-mod props;
+use crate::props;
 
 use std::path::{Path, PathBuf};
 

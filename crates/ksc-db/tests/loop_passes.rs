@@ -3,7 +3,7 @@
 //! contract of `Pass::run` that pipelines repeating a pass rely on), and
 //! the passes run one by one give what `ksc_lower::compile` gives.
 
-mod common;
+use crate::common;
 
 use ksc_db::Database;
 use ksc_ir::Decl;

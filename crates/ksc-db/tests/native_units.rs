@@ -3,7 +3,7 @@
 //! same functions (same loop IR, same numbering) and the same sites; and
 //! the C made function by function is the C of that module.
 
-mod common;
+use crate::common;
 
 use ksc_db::{native_module, Database};
 use ksc_ir::{Decl, FunName};

@@ -1,7 +1,7 @@
 //! Checking declaration by declaration through the database gives what the
 //! whole-file checker gives, for every example and every bad input.
 
-mod common;
+use crate::common;
 
 #[test]
 fn every_file_checks_as_with_the_whole_file_checker() {

@@ -1,7 +1,7 @@
 //! A-normal form and common-subexpression elimination on examples, as
 //! printed `.ks` (snapshots), each also evaluated before and after.
 
-mod common;
+use crate::common;
 
 use common::{checked, defs_with, run, same_value, short_def, user_def};
 use ksc_eval::Value;

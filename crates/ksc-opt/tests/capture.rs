@@ -2,7 +2,7 @@
 //! rename binders instead of capturing, checked on the printed result and by
 //! evaluation.
 
-mod common;
+use crate::common;
 
 use common::{checked, defs_with, print_def, run, same_value, short_def, user_def};
 use ksc_eval::Value;

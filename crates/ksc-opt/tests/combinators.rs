@@ -3,7 +3,7 @@
 //! redexes `(add 1 2)` and `(add 3 4)`, and the root becomes one once both
 //! are folded.
 
-mod common;
+use crate::common;
 
 use common::short;
 use ksc_ir::{Body, ExprId, FunName, Type};

@@ -7,11 +7,10 @@
 //! iterated, and every entry carries its generator ([`ksc_opt::CoreRule::instance`],
 //! next to the rule's rewrite in its theme file under `src/core_rules/`).
 
-mod common;
+use crate::common;
 
 use common::terms::random_args;
 use common::{checked, run, same_value};
-use ksc_eval::Value;
 use ksc_ir::{Body, Def};
 use ksc_linmap::builder::Builder;
 use ksc_opt::core_rules::instances::{test_def, Rng, G, HELPERS};
@@ -107,9 +106,4 @@ fn rule_names_are_unique_and_stated() {
     names.dedup();
     assert_eq!(names.len(), CORE_RULES.len());
     assert!(CORE_RULES.iter().all(|r| !r.statement.is_empty() && !r.statement.contains('\n')));
-}
-
-/// `Value` arguments for hand-written checks.
-pub fn floats(xs: &[f64]) -> Value {
-    Value::tuple(xs.iter().map(|&x| Value::Float(x)).collect())
 }

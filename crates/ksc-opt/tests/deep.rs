@@ -4,7 +4,7 @@
 //! evaluated against the original (on a big stack: the reference
 //! interpreter is recursive).
 
-mod common;
+use crate::common;
 
 use common::{run, same_value};
 use ksc_eval::Value;

@@ -5,7 +5,7 @@
 //! derivative of `gN` held a copy of the chain and a program of n such
 //! functions optimised in time and space quadratic in n.
 
-mod common;
+use crate::common;
 
 use common::{checked, short_def, user_def};
 use ksc_opt::{optimise_def, DefMap, Globals, Options, RuleSet};

@@ -4,7 +4,7 @@
 //! operands, and the table of duplicated operands covers every duplicating
 //! law.
 
-mod common;
+use crate::common;
 
 use common::short;
 use ksc_eval::{Interpreter, Value};

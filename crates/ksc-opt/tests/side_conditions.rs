@@ -2,7 +2,7 @@
 //! overflow, user replacements of built-ins, effects, failures; and a rule
 //! whose result would change the type is refused.
 
-mod common;
+use crate::common;
 
 use common::{checked, short_def, user_def};
 use ksc_ir::{Def, Prim, Type};

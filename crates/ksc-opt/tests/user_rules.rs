@@ -1,7 +1,7 @@
 //! User rules (`(rule ...)`): matching, rewriting with lets, first-match
 //! application, and termination of a commutativity rule.
 
-mod common;
+use crate::common;
 
 use common::{checked, defs_with, run, same_value, short_def, user_def, user_rules};
 use ksc_eval::Value;

@@ -1,7 +1,7 @@
 //! The repository's `.ks` files: every example program parses without a
 //! syntax error, and no file (the bad programs included) breaks the parser.
 
-mod common;
+use crate::common;
 
 use common::{all_spans, render_errors, span_ok};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Tests of `parse_source`: every construct, literal form, the `let`
 //! ambiguity, structured names, spans, error messages and error recovery.
 
-mod common;
+use crate::common;
 
 use common::*;
 use ksc_syntax::ast::*;

@@ -4,7 +4,7 @@
 //! sorted, nothing is dropped silently, and what parses without errors prints
 //! back to text that parses to the same tree.
 
-mod common;
+use crate::common;
 
 use common::*;
 use ksc_syntax::sexpr::{read_sexprs, SExpr, SExprKind};
