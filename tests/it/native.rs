@@ -247,29 +247,19 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             let (native, interp) = (ksc_env(&["run", path], env), ksc(&["run", "--interp", path]));
             (!native.status.success() || native.stdout != interp.stdout).then(|| text(&native.stdout))
         };
+        // Arms left: lowering's (fusion, accumulation, scalar replacement) and Core passes' properties; loop passes' are file tests.
         failures.extend(match stem {
             "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
-            "index_build" => check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused"),
+            "index_build" => {
+                check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")
+            }
             "zero_tangent" => {
                 // One vector (the result) and one loop: the zero tangent
                 // is not made.
                 let f = function_of(&loops, "vscale_jvp");
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a vector of zeros was stored")
             }
-            "hoist" => {
-                let log = loops.find(" log ").unwrap_or(usize::MAX);
-                let guarded = loops.find("(hoisted)").unwrap_or(usize::MAX);
-                let for_ = loops.find("for ").unwrap_or(0);
-                check(log < for_ && guarded < for_, "the invariant `log` and `index j w` were not hoisted")
-            }
             "accumulate" => check(loops.contains("] += "), "the one-hot vectors were not accumulated in place"),
-            "share_guarded" => {
-                // The rotation's primal, computed in the primal and again in
-                // the reverse pass of every row: once.
-                let f = function_of(&loops, "jac$f");
-                let once = ["sqrt ", "sin ", "cos "].iter().all(|m| f.matches(m).count() == 1);
-                check(once, "a branch's values were computed again under the same condition")
-            }
             "lazy_build" => {
                 // The test of the reads' count is made once, outside the loop
                 // over the columns; it chooses between the stored tangents and
@@ -280,23 +270,20 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let test = lines.iter().position(|l| l.contains(":ksc_lazy"));
                 let ok = test.is_some_and(|t| {
                     let var = lines[t].trim_start().split(':').next().unwrap_or_default();
-                    let hoisted = lines[t + 1..].iter().any(|l| indent(l) == indent(lines[t]) && l.trim_start().starts_with("for "));
+                    let hoisted = lines[t + 1..]
+                        .iter()
+                        .any(|l| indent(l) == indent(lines[t]) && l.trim_start().starts_with("for "));
                     hoisted && f.matches(&format!("if {var} {{")).count() == 2
                 });
                 check(ok, "the read tangents were not computed where they are read")
             }
-            "version_guard" => {
-                // An addition into the cotangent not under its range test:
-                // the versioned loop.
-                let f = function_of(&loops, "rev$window");
-                let lines: Vec<&str> = f.lines().map(str::trim).collect();
-                let straight = (1..lines.len()).any(|k| lines[k].contains("] += ") && !lines[k - 1].starts_with("if "));
-                check(straight, "the loop tests the range of its index in every iteration")
-            }
             "inline_marked" => {
                 // The call under `$inline` is inlined, the other one not.
                 let (m, u) = (function_of(&loops, "marked"), function_of(&loops, "unmarked"));
-                check(!m.contains("call big") && u.contains("call big"), "`$inline (big x)` was not inlined, or `big x` was")
+                check(
+                    !m.contains("call big") && u.contains("call big"),
+                    "`$inline (big x)` was not inlined, or `big x` was",
+                )
             }
             "jac_inner_invariant" => {
                 // In the branch by columns, the loop over the columns (up
@@ -305,18 +292,19 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // row's tangent sum and the copy of the column into the
                 // matrix; the primal sums are before it.
                 let f = function_of(&loops, "jac1$f");
-                let columns = f.split("ksc_columns = alloc").nth(1).and_then(|s| s.split("of tensors of fewer").next()).unwrap_or_default();
+                let columns = f
+                    .split("ksc_columns = alloc")
+                    .nth(1)
+                    .and_then(|s| s.split("of tensors of fewer").next())
+                    .unwrap_or_default();
                 check(columns.matches("for ").count() == 5, "the rows' primal sums are computed in every column")
-            }
-            "jam_rows" => {
-                // The block's eight sums in one loop, and the loop as it was
-                // for the other rows.
-                let f = function_of(&loops, "row_norms");
-                check(f.contains("keep (") && f.matches("fadd").count() >= 9, "the rows' sums were not run together")
             }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");
-                check(f.matches("alloc").count() == 0 && f.matches("for ").count() == 1, "the terms' tangents were stored")
+                check(
+                    f.matches("alloc").count() == 0 && f.matches("for ").count() == 1,
+                    "the terms' tangents were stored",
+                )
             }
             "accumulate_one_hot" => {
                 // Filling the first term's rows and its zero rows, the sum, and
@@ -335,28 +323,34 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // positions and (in the callee) the records, and copies
                 // nothing down.
                 let f = function_of(&loops, "suffwdtape$f");
-                check(f.contains("tape_push") && !f.contains("copydown"), "the fold threading the tape copied it down per step")
+                check(
+                    f.contains("tape_push") && !f.contains("copydown"),
+                    "the fold threading the tape copied it down per step",
+                )
             }
             "accumulate_reads" => {
                 // One allocation and one loop (its zero fill) in [rev f].
                 let f = function_of(&loops, "rev$f");
-                check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a read's cotangent was a vector of its own")
+                check(
+                    f.matches("alloc").count() == 1 && f.matches("for ").count() == 1,
+                    "a read's cotangent was a vector of its own",
+                )
             }
             "concat_blocks" => {
                 // The outer loop, the two branches' nests, and one loop
                 // copying each block (not a nest of two).
                 let f = function_of(&loops, "ks$main");
-                check(f.matches("for ").count() == 6, "a block was copied into place by a nest over its rows and columns")
+                check(
+                    f.matches("for ").count() == 6,
+                    "a block was copied into place by a nest over its rows and columns",
+                )
             }
             "concat_branches" => {
                 // Only the result is allocated: no branch's vector is made.
-                check(function_of(&loops, "ks$main").matches("alloc").count() == 1, "a branch's tensor was materialised before it was copied")
-            }
-            "first_adds" => {
-                // Only v[0]'s second addition loads what is there.
-                let f = function_of(&loops, "rev$f");
-                let firsts = f.lines().filter(|l| l.contains("= fadd 0.0, ")).count();
-                check(f.matches("] += ").count() == 1 && firsts >= 2, "a first addition into the zero-filled cotangent loads its zero")
+                check(
+                    function_of(&loops, "ks$main").matches("alloc").count() == 1,
+                    "a branch's tensor was materialised before it was copied",
+                )
             }
             "fuse_consumers" => {
                 // The per-component cotangents are added into their
@@ -371,15 +365,11 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "accumulate_column" => {
                 // No allocation is in a loop: none per column, and the
-                // one-hot terms are added in place. In the primal, the
-                // addition of a column (whose first row the inner loop's
-                // preheader computes) is versioned: one loop adds without
-                // a range test.
+                // one-hot terms are added in place. (That the addition of a
+                // column is versioned is version_range_guards_column.loops.)
                 let f = function_of(&loops, "rev$ltimes");
                 let nested = f.lines().enumerate().any(|(k, l)| l.contains(" = alloc ") && in_loop(f, k));
-                let p: Vec<&str> = function_of(&loops, "ltimes").lines().map(str::trim).collect();
-                let straight = (1..p.len()).filter(|&k| p[k].contains("] += ") && !p[k - 1].starts_with("if ")).count();
-                check(!nested && f.contains("] += ") && straight >= 2, "a column's cotangent was made as a vector of its own, or a column's addition tests its range in every iteration")
+                check(!nested && f.contains("] += "), "a column's cotangent was made as a vector of its own")
             }
             "fold_residuals" => {
                 // The gates are computed once: no more `exp` and `tanh` in
@@ -389,13 +379,18 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // layers again, and each layer's gates.
                 let count = |f: &str, op: &str| f.matches(&format!("= {op} ")).count();
                 let (p, r) = (function_of(&loops, "recurrent"), function_of(&loops, "rev$recurrent"));
-                let ok = count(p, "exp") > 0 && count(r, "exp") <= count(p, "exp") + 1 && count(r, "tanh") <= count(p, "tanh") + 1;
+                let ok = count(p, "exp") > 0
+                    && count(r, "exp") <= count(p, "exp") + 1
+                    && count(r, "tanh") <= count(p, "tanh") + 1;
                 check(ok, "reverse mode computes a step's gates again")
             }
             "tuple_parts" => {
                 // No vector of tuples of cotangent parts is made.
                 let f = function_of(&loops, "rev$qtimes");
-                check(!f.is_empty() && !f.contains("of (Tuple"), "a vector of tuples was made to be read a part at a time")
+                check(
+                    !f.is_empty() && !f.contains("of (Tuple"),
+                    "a vector of tuples was made to be read a part at a time",
+                )
             }
             "accumulate_tuple" => {
                 // After the accumulators are made, `scatter2` allocates nothing.
@@ -411,32 +406,30 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 let passed = |name: &str| {
                     let f = function_of(&loops, name);
                     let header = f.lines().next().unwrap_or_default();
-                    let params: Vec<String> =
-                        header.split('%').skip(1).filter_map(|p| p.split(':').next()).map(|n| format!(":= %{n}")).collect();
+                    let params: Vec<String> = header
+                        .split('%')
+                        .skip(1)
+                        .filter_map(|p| p.split(':').next())
+                        .map(|n| format!(":= %{n}"))
+                        .collect();
                     f.lines().filter(|l| params.iter().any(|p| l.trim_end().ends_with(p.as_str()))).count()
                 };
                 let counts = [passed("rev$vadd"), passed("pass"), passed("scaled")];
                 let wrong = native_wrong(&[]);
                 check(
                     counts == [2, 1, 0] && wrong.is_none(),
-                    &format!("results taken from parameters {counts:?} (want [2, 1, 0]), or native output differs:\n{}", wrong.unwrap_or_default()),
+                    &format!(
+                        "results taken from parameters {counts:?} (want [2, 1, 0]), or native output differs:\n{}",
+                        wrong.unwrap_or_default()
+                    ),
                 )
             }
             "reuse" => {
-                // Which functions write their result into the dying vector,
-                // and the values the same as the interpreter's.
-                let reuses = |name: &str| function_of(&loops, name).contains(" in %");
-                let wrong: Vec<&str> = [("softmax", true), ("reversed", false), ("kept", false), ("shorter", true), ("rows", true), ("rev$lse", true)]
-                    .into_iter()
-                    .filter(|&(name, yes)| reuses(name) != yes)
-                    .map(|(name, _)| name)
-                    .collect();
-                let g_kept = function_of(&loops, "after").lines().any(|l| l.contains(":g = alloc") && !l.contains(" in %"));
+                // The values the same as the interpreter's when vectors of
+                // every size are reused (which functions reuse a dying
+                // vector is reuse_dead_vectors_functions.loops).
                 let run = native_wrong(&[("KSC_CFLAGS", &common::reuse_always_cflags())]);
-                check(
-                    wrong.is_empty() && g_kept && run.is_none(),
-                    &format!("reuse of a dying vector wrong in {wrong:?} (after: {g_kept}), or native output differs:\n{}", run.unwrap_or_default()),
-                )
+                check(run.is_none(), &format!("with reuse, native output differs:\n{}", run.unwrap_or_default()))
             }
             _ => None,
         });

@@ -134,11 +134,11 @@ fn calls(b: &Block) -> Vec<FuncId> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use ksc_ir::Type;
 
-    pub(crate) fn func(vars: Vec<Type>, body: Block) -> Func {
+    fn func(vars: Vec<Type>, body: Block) -> Func {
         Func {
             name: ksc_ir::FunName::plain("f"),
             c_name: "f".into(),
@@ -149,69 +149,6 @@ pub(crate) mod tests {
             loops: false,
             entry_mark: None,
         }
-    }
-
-    /// `for i < n { t = a * a; u = t + i }` hoists `t`, and a pure value
-    /// unused after DCE disappears.
-    #[test]
-    fn licm_hoists_invariants_and_dce_removes_dead_code() {
-        let (a, n, i, t, u, dead) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4), VarId(5));
-        let body = vec![
-            Stmt::Let(dead, Rhs::Bin(BinOp::FAdd, Op::Var(a), Op::Float(1.0))),
-            Stmt::For {
-                idx: i,
-                n: Op::Var(n),
-                pre: vec![],
-                body: vec![
-                    Stmt::Let(t, Rhs::Bin(BinOp::FMul, Op::Var(a), Op::Var(a))),
-                    Stmt::Let(u, Rhs::Un(UnOp::ToFloat, Op::Var(i), None)),
-                    Stmt::Print { val: Op::Var(u), ty: Type::Float },
-                    Stmt::Print { val: Op::Var(t), ty: Type::Float },
-                ],
-                reset: false,
-            },
-            Stmt::Return(Op::Float(0.0)),
-        ];
-        let mut m = Module {
-            funcs: vec![func(
-                vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float, Type::Float],
-                body,
-            )],
-            ..Module::default()
-        };
-        optimize(&mut m);
-        let f = &m.funcs[0];
-        assert!(matches!(&f.body[0], Stmt::Let(v, _) if *v == t), "{}", m.pretty());
-        assert!(matches!(&f.body[1], Stmt::For { body, .. } if body.len() == 3), "{}", m.pretty());
-        assert_eq!(f.body.len(), 3, "{}", m.pretty());
-    }
-
-    /// Two identical pure computations hoisted from two loops are shared.
-    #[test]
-    fn cse_shares_equal_computations() {
-        let (a, n, i, t1, t2) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
-        let body = vec![
-            Stmt::Let(t1, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
-            Stmt::For {
-                idx: i,
-                n: Op::Var(n),
-                pre: vec![],
-                body: vec![
-                    Stmt::Let(t2, Rhs::Un(UnOp::Math(MathFn::Exp), Op::Var(a), None)),
-                    Stmt::Print { val: Op::Var(t2), ty: Type::Float },
-                ],
-                reset: false,
-            },
-            Stmt::Return(Op::Var(t1)),
-        ];
-        let mut m = Module {
-            funcs: vec![func(vec![Type::Float, Type::Integer, Type::Integer, Type::Float, Type::Float], body)],
-            ..Module::default()
-        };
-        optimize(&mut m);
-        let text = m.pretty();
-        assert_eq!(text.matches("exp").count(), 1, "{text}");
-        assert!(text.contains("print %3"), "{text}");
     }
 
     /// The command line validates `--skip-pass` against these: every pass
