@@ -124,6 +124,23 @@ pub enum MathFn {
 }
 
 impl MathFn {
+    /// Every variant, for the loop-IR reader (`parse.rs`), which finds a
+    /// function by its printed name: a variant missing here prints but
+    /// does not read back.
+    pub const ALL: [MathFn; 11] = [
+        MathFn::Exp,
+        MathFn::Log,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Cosh,
+        MathFn::Tanh,
+        MathFn::Sqrt,
+        MathFn::Erf,
+        MathFn::Lgamma,
+        MathFn::Digamma,
+        MathFn::Fabs,
+    ];
+
     pub fn c_name(self) -> &'static str {
         match self {
             MathFn::Exp => "exp",

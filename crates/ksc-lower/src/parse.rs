@@ -858,20 +858,7 @@ fn un_op(w: &str) -> Option<UnOp> {
         "bool_to_float" => UnOp::BoolToFloat,
         "ranhashdoub" => UnOp::RanHashDoub,
         _ => {
-            let m = [
-                MathFn::Exp,
-                MathFn::Log,
-                MathFn::Sin,
-                MathFn::Cos,
-                MathFn::Cosh,
-                MathFn::Tanh,
-                MathFn::Sqrt,
-                MathFn::Erf,
-                MathFn::Lgamma,
-                MathFn::Digamma,
-                MathFn::Fabs,
-            ];
-            return m.into_iter().find(|m| m.c_name().trim_start_matches("ksrt_") == w).map(UnOp::Math);
+            return MathFn::ALL.into_iter().find(|m| m.c_name().trim_start_matches("ksrt_") == w).map(UnOp::Math);
         }
     })
 }
@@ -931,6 +918,18 @@ mod tests {
         assert!(matches!(&f.body[2], Stmt::Let(_, Rhs::Call { func: FuncId(4), frame: Some(SiteId(7)), .. })));
         assert_eq!((&f.vars[1].ty, &f.vars[2].ty), (&Type::Integer, &Type::Float));
         assert!(f.vars[4].mutable && !f.vars[3].mutable);
+    }
+
+    /// Every maths function reads back as itself.
+    #[test]
+    fn every_maths_function_reads_back() {
+        for m in MathFn::ALL {
+            let name = m.c_name().trim_start_matches("ksrt_");
+            let text = format!("fn g (%0:x: Float) -> Float {{\n  %1 = {name} %0\n  return %1\n}}\n");
+            let f = &parse_module(&text).unwrap().funcs[0];
+            assert!(matches!(&f.body[0], Stmt::Let(_, Rhs::Un(UnOp::Math(n), _, _)) if *n == m), "{name}");
+            assert_eq!(f.pretty(), text);
+        }
     }
 
     /// Errors say where.
