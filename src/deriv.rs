@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use ksc_ir::{Decl, Derivation, FunName};
 
+use crate::matrix::Format;
+
 /// Which derived function `ksc deriv` prints.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Mode {
@@ -75,7 +77,7 @@ pub enum Show {
     Sparsity,
 }
 
-pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCode {
+pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Format) -> ExitCode {
     let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
     let f = match find(&c.analysis, func) {
         Ok(f) => f,
@@ -85,7 +87,7 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show) -> ExitCod
         }
     };
     if let Some(args) = at {
-        return dense_at(c.sources.source_text(), f, args, how == Show::Sparsity);
+        return dense_at(c.sources.source_text(), f, args, how == Show::Sparsity, format);
     }
     // `[D f]` as derived, or simplified (with the rules that fired).
     let result = match how {
@@ -159,8 +161,9 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
 /// The Jacobian of `f` at the point `args`, as a dense matrix: `[jac f]`
 /// (forward mode over columns or reverse over rows, whichever is fewer),
 /// run by the interpreter.
-fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode {
+fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool, format: Format) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
+    use std::io::{IsTerminal, Write};
     // The point, as a definition appended to the program.
     use ksc_types::{Diagnostic, FileRef};
     let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
@@ -239,27 +242,53 @@ fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool) -> ExitCode
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
     let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
-    let matrix = run(&point, Value::unit()).and_then(|x| run(&jac, x));
-    match matrix {
-        Ok(Value::Tensor(t)) if t.shape.len() == 2 => {
+    // The point, f's value there (for the rows' labels), and the matrix.
+    let evaluated = run(&point, Value::unit()).and_then(|x| Ok((run(&f.name, x.clone())?, run(&jac, x.clone())?, x)));
+    match evaluated {
+        Ok((y, Value::Tensor(t), x)) if t.shape.len() == 2 => {
             let (rows, cols) = (t.shape[0], t.shape[1]);
             // `+ 0.0` prints a zero that reverse mode made negative as 0.
-            let entry = |r: usize, c: usize| match t.data[r * cols + c] {
-                Value::Float(x) => x + 0.0,
-                _ => f64::NAN,
-            };
-            println!("; Jacobian of `{}` at {args}: {rows} x {cols}", f.name.short());
+            let data: Vec<f64> = t
+                .data
+                .iter()
+                .map(|v| match v {
+                    Value::Float(x) => x + 0.0,
+                    _ => f64::NAN,
+                })
+                .collect();
+            let entry = |r: usize, c: usize| data[r * cols + c];
+            // csv, json and npy are the matrix alone, for other tools to read.
+            if format == Format::Text {
+                println!("; Jacobian of `{}` at {args}: {rows} x {cols}", f.name.short());
+            }
             if sparsity {
                 draw_sparsity(rows, cols, |r, c| entry(r, c) != 0.0);
                 return ExitCode::SUCCESS;
             }
-            for r in 0..rows {
-                let row: Vec<String> = (0..cols).map(|c| ksc_eval::format_float(entry(r, c))).collect();
-                println!("{}", row.join(" "));
+            if format == Format::Npy && std::io::stdout().is_terminal() {
+                eprintln!("error: `--format npy` writes binary data: redirect it to a file (`> jacobian.npy`)");
+                return ExitCode::from(2);
+            }
+            // Labels in the order of `$tangentFlatten`, which orders the
+            // matrix; numbered if they do not match (they always should).
+            let mut row_labels = Vec::new();
+            crate::matrix::float_labels(&y, "result", &mut row_labels);
+            let mut col_labels = crate::matrix::argument_labels(&f.params, &x);
+            if row_labels.len() != rows {
+                row_labels = (0..rows).map(|r| format!("row {r}")).collect();
+            }
+            if col_labels.len() != cols {
+                col_labels = (0..cols).map(|c| format!("column {c}")).collect();
+            }
+            let j = crate::matrix::Jacobian { rows: row_labels, cols: col_labels, data };
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = j.write(format, &mut out).and_then(|()| out.flush()) {
+                eprintln!("error: cannot write the matrix: {e}");
+                return ExitCode::from(1);
             }
             ExitCode::SUCCESS
         }
-        Ok(v) => {
+        Ok((_, v, _)) => {
             eprintln!("error: `[jac {}]` returned {v:?}, not a matrix (a ksc bug)", f.name.short());
             ExitCode::from(1)
         }

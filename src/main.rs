@@ -8,6 +8,7 @@
 mod cl;
 mod deriv;
 mod laws;
+mod matrix;
 mod native;
 mod render;
 mod watch;
@@ -99,6 +100,13 @@ enum Command {
         /// being `#` if any of its entries is nonzero.
         #[arg(long, requires = "at")]
         sparsity: bool,
+        /// With `--at`, how to print the matrix: `text` (rows and columns
+        /// labelled by the result's and the argument's components, as
+        /// `v[2]` or `p.1`; a summary with the largest entries beyond 16
+        /// columns or 64 rows), `csv`, `json`, or `npy` (NumPy's binary
+        /// format; redirect it to a file).
+        #[arg(long, value_enum, default_value = "text", requires = "at", conflicts_with = "sparsity")]
+        format: matrix::Format,
         /// Print the Jacobian as derived, before simplification.
         #[arg(long, conflicts_with = "at")]
         raw: bool,
@@ -303,7 +311,7 @@ fn command(cli: Cli) -> ExitCode {
         Command::Fmt { file } => fmt(&file),
         Command::Watch(args) => watch::watch(&args),
         Command::Laws(args) => laws::run(&args),
-        Command::Jacobian { file, func, at, sparsity, raw, trace } => {
+        Command::Jacobian { file, func, at, sparsity, format, raw, trace } => {
             let how = if sparsity {
                 deriv::Show::Sparsity
             } else if raw {
@@ -313,7 +321,7 @@ fn command(cli: Cli) -> ExitCode {
             } else {
                 deriv::Show::Simplified
             };
-            deriv::jacobian(&file, &func, at.as_deref(), how)
+            deriv::jacobian(&file, &func, at.as_deref(), how, format)
         }
         Command::Deriv { file, func, mode, .. } => deriv::deriv(&file, &func, mode),
         Command::Cl { file, func, check } => cl::cl(&file, &func, check),

@@ -20,9 +20,51 @@ fn stdout_of(args: &[&str]) -> String {
 fn jacobian_at_a_point_is_the_dense_matrix() {
     let stdout =
         stdout_of(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"]);
-    // d(a sin v_i)/da = sin v_i, d/dv_i = a cos v_i.
+    // d(a sin v_i)/da = sin v_i, d/dv_i = a cos v_i; rows and columns
+    // labelled by the result's and the parameters' components.
     let rows: Vec<&str> = stdout.lines().skip(1).collect();
-    assert_eq!(rows, ["0 2 0 0", "0.841471 0 1.0806 0", "0.14112 0 0 -1.97998"], "{stdout}");
+    assert_eq!(
+        rows,
+        [
+            "                  a  v[0]    v[1]      v[2]",
+            "result[0]         0     2       0         0",
+            "result[1]  0.841471     0  1.0806         0",
+            "result[2]   0.14112     0       0  -1.97998",
+        ],
+        "{stdout}"
+    );
+}
+
+#[test]
+fn jacobian_at_a_point_in_csv_and_json() {
+    let at = ["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--at", "(tuple 2.0 (Vec_init 0.0 1.0 3.0))"];
+    let csv = stdout_of(&[&at[..], &["--format", "csv"]].concat());
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], ",\"a\",\"v[0]\",\"v[1]\",\"v[2]\"", "{csv}");
+    assert!(lines[2].starts_with("\"result[1]\",0.8414709848078965,0.0,1.0806046117362795,"), "{csv}");
+    assert_eq!(lines.len(), 4, "{csv}");
+    let json = stdout_of(&[&at[..], &["--format", "json"]].concat());
+    assert!(json.starts_with('{') && json.trim_end().ends_with('}'), "only the JSON: {json}");
+    assert!(json.contains("\"rows\": [\"result[0]\", \"result[1]\", \"result[2]\"]"), "{json}");
+}
+
+#[test]
+fn a_jacobian_too_wide_to_print_is_summarised() {
+    // ba_reproj: 2 x 17 (the camera's 11 parameters, the point, the weight,
+    // the feature).
+    let stdout = stdout_of(&[
+        "jacobian",
+        "ksc-examples/adbench/ba.ks",
+        "ba_reproj",
+        "--at",
+        "(tuple (Vec_init 0.1 0.2 0.3 1.0 2.0 3.0 4.0 5.0 6.0 0.01 0.02) (Vec_init 1.0 2.0 10.0) 0.9 (Vec_init 3.0 4.0))",
+    ]);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].ends_with(": 2 x 17") && lines[1].starts_with("; too large to print: 30 nonzeros of 34"),
+        "{stdout}"
+    );
+    assert_eq!(lines[3], "result.1 / cam[1] = 3.71799", "{stdout}");
 }
 
 #[test]
@@ -216,10 +258,10 @@ fn ts_add_with_integer_parts_is_differentiated() {
     let file = path.to_str().unwrap();
     // d(x + x^2)/dx = 1 + 2x at 0.5.
     let stdout = stdout_of(&["jacobian", file, "f", "--at", "0.5"]);
-    assert_eq!(stdout.lines().nth(1), Some("2"), "{stdout}");
+    assert_eq!(stdout.lines().nth(2), Some("result  2"), "{stdout}");
     // d(sum (v_i + sin v_i)^2)/dv_i = 2 (v_i + sin v_i)(1 + cos v_i).
-    let stdout = stdout_of(&["jacobian", file, "g", "--at", "(Vec_init 0.5 1.0)"]);
-    let row: Vec<f64> = stdout.lines().nth(1).unwrap().split(' ').map(|x| x.parse().unwrap()).collect();
+    let stdout = stdout_of(&["jacobian", file, "g", "--at", "(Vec_init 0.5 1.0)", "--format", "csv"]);
+    let row: Vec<f64> = stdout.lines().nth(1).unwrap().split(',').skip(1).map(|x| x.parse().unwrap()).collect();
     let want: Vec<f64> = [0.5f64, 1.0].iter().map(|v| 2.0 * (v + v.sin()) * (1.0 + v.cos())).collect();
     assert!(row.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-4), "{stdout}");
     let out = ksc(&["check", file]);
