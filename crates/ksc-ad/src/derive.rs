@@ -8,8 +8,8 @@
 //! `g_y = J_h(a) ∘ g_a`; `build` gets `lmVCatV` of the maps of its elements,
 //! `fold` gets `lmFold`.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use crate::jacobians::{edef_jacobian, prim_jacobian};
 

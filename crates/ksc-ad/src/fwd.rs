@@ -4,8 +4,8 @@
 //! replaced, in place, by its tangent `g ⊙ dx`, computed once. `[fwdt f]`
 //! returns the value with the tangent, from the same run.
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 use ksc_opt::term::{let_chain, wrap};
 
 use crate::apply::{

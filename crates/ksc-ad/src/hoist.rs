@@ -40,8 +40,8 @@
 //! row by row, and the backward loop reads the row as `index i v`, which
 //! ksc-opt's `residuals.rs` lets it take from the forward scan.
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::{prim_call, Builder};
 
 /// `f` with its folds' invariant reads made before them and the folds over
 /// indices that only read a vector made folds over the vector (see the

@@ -32,8 +32,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
 
 use crate::apply::int_pair;

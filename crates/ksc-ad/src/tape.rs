@@ -53,8 +53,8 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 
 use crate::apply::{bind_params, checked_def, internal, is_lm, param_name, strip_expr, strip_type};
 use crate::derive::{Witnesses, R};

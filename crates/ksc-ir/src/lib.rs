@@ -4,6 +4,7 @@
 //!
 //! This crate depends on nothing else of ksc and does no I/O.
 
+pub mod builder;
 pub mod builtin;
 pub mod core;
 pub mod limits;

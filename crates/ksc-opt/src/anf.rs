@@ -17,8 +17,8 @@
 //!
 //! The pass is iterative: bodies nested thousands deep are fine.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
 
 use crate::term::{self, Cache};

@@ -34,8 +34,8 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::globals::Globals;

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use ksc_ir::{Body, Type};
-//! use ksc_linmap::builder::Builder;
+//! use ksc_ir::builder::Builder;
 //! use ksc_opt::{apply, schedule};
 //!
 //! let mut body = Body::new();
@@ -28,7 +28,7 @@
 //! ```
 //!
 //! Terms are never mutated: rewriting allocates new nodes in the body's
-//! arena (copy-on-write), each typed through the [`ksc_linmap::builder::Builder`];
+//! arena (copy-on-write), each typed through the [`ksc_ir::builder::Builder`];
 //! a rule whose result would have another type does not fire. Traversals and
 //! passes are iterative, so deeply nested bodies do not overflow the stack.
 

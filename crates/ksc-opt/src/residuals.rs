@@ -46,8 +46,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::{call_of, Builder};
 use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::{call_of, Builder};
 
 use crate::globals::{Globals, Measure};
 use crate::share::{chain, chain_heads, costly, loop_parts, read_stored};

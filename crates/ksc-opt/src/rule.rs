@@ -11,8 +11,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Callee, Expr, ExprId, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 use ksc_linmap::{Law, LAWS};
 
 use crate::core_rules::{CoreRule, CORE_RULES};

@@ -14,8 +14,8 @@
 //! [`optimise_def`] runs a whole definition through user rules, the
 //! simplifier, ANF, CSE and the simplifier again.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Def, Var};
-use ksc_linmap::builder::Builder;
 
 use crate::engine::{Fired, Options, Rewriter, Warning};
 use crate::globals::Globals;

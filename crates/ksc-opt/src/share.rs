@@ -48,8 +48,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Callee, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use crate::cse::{key_with, Key, Tok};
 use crate::globals::Globals;
@@ -182,7 +182,7 @@ fn numbering_with(
 
 /// `known[v]` if `r` is `index i v` with `i` the loop's index.
 fn known_read(body: &Body, r: ExprId, index: &Var, known: &FxHashMap<Var, u32>) -> Option<u32> {
-    let [i, v] = ksc_linmap::builder::call_of(body, r, Prim::Index)?[..] else { return None };
+    let [i, v] = ksc_ir::builder::call_of(body, r, Prim::Index)?[..] else { return None };
     (term::var_name(body, i)? == index).then_some(())?;
     known.get(term::var_name(body, v)?).copied()
 }

@@ -12,8 +12,8 @@
 
 use std::rc::Rc;
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
 
 use crate::globals::Globals;

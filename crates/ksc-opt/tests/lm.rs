@@ -8,8 +8,8 @@ use crate::common;
 
 use common::short;
 use ksc_eval::{Interpreter, Value};
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, FunName, Prim, Type};
-use ksc_linmap::builder::Builder;
 use ksc_linmap::spec::{MapSpec, Numbers, Shape};
 use ksc_linmap::{law, LAWS};
 use ksc_opt::rule::DUPLICATED_OPERAND;

@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{checked, short_def, user_def};
+use ksc_ir::builder::{call_of, Builder};
 use ksc_ir::{Def, Prim, Type};
-use ksc_linmap::builder::{call_of, Builder};
 use ksc_linmap::laws::{Instance, Law};
 use ksc_opt::schedule::core_cleanup;
 use ksc_opt::strategy::{normalize, rule, top_down};

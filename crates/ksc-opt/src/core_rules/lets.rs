@@ -2,8 +2,8 @@
 //! copy, is used once, or is not used at all goes away, and a `let` of a
 //! `let` is flattened.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::cheap_linear_map;
 use super::instances::{call, dummy, ff, float_or_vec, outer, with_var, G};

@@ -3,8 +3,8 @@
 //! a `$buildSum`, and a `fold`'s loop-invariant element components moved
 //! into its step.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::{small_element, SPLIT_LETS};
 use super::instances::{call, ff, let_tuple, vf, with_var, G};

@@ -2,8 +2,8 @@
 //! `constVec`, `deltaVec` or `sumbuild`, and `build`s that are a known vector
 //! or a constant one.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::trivial;
 use super::instances::{ff, vf, with_var, G};

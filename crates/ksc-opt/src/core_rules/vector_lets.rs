@@ -4,8 +4,8 @@
 //! small the element, how many reads, under how many loops) is decided by
 //! [`super::heuristics`].
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::{
     costly_call, expensive, lambda_depth, lazy_reads, small_element, Read, LAZY_READS, LET_BUILD_READS,

@@ -17,9 +17,9 @@ pub mod jac;
 
 use std::cell::RefCell;
 
+use ksc_ir::builder::Builder;
 use ksc_ir::pass::{Pass, Runner};
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, Prim};
-use ksc_linmap::builder::Builder;
 
 use crate::{Globals, RuleSet};
 
