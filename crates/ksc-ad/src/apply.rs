@@ -295,7 +295,7 @@ pub(crate) fn param_name(hint: &str, f: &Def) -> String {
 /// Where the fresh names of `[fwd f]` and `[rev f]` start: above the
 /// `ksc$` names of f and of its Jacobian `d`, which they keep.
 pub(crate) fn fresh_start(f: &Def, d: &Def) -> u32 {
-    let floor = ksc_opt::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
+    let floor = ksc_ir::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
     1000u32.max(floor.saturating_add(1))
 }
 /// A derived definition, if its body has the type it must have (else an

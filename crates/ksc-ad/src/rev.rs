@@ -11,8 +11,8 @@
 use rustc_hash::FxHashMap;
 
 use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_opt::term::{let_chain, wrap};
 
 use crate::apply::{
     bind_params, checked_def, fold_call, fresh_start, has_lm, import, import_hooked, internal, is_lm, param_name,

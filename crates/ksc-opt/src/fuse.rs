@@ -53,12 +53,12 @@
 //! pairs give the values the other one computes); otherwise `B1` does.
 
 use ksc_ir::builder::Builder;
+use ksc_ir::term::{same_size, Cache};
 use ksc_ir::{Body, Callee, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
 use rustc_hash::FxHashSet;
 
 use crate::globals::Globals;
-use crate::share::{chain, chain_heads, same_size};
-use crate::term::Cache;
+use crate::share::{chain, chain_heads};
 
 /// Fuses the pairs of loops of the A-normal-form tree at `root` (see the
 /// module), inner loops of fused bodies included; returns how many it
@@ -129,7 +129,7 @@ fn calls(body: &Body, e: ExprId) -> (FxHashSet<FunName>, FxHashSet<FunName>) {
                 }
             }
         }
-        stack.extend(crate::term::children(node));
+        stack.extend(ksc_ir::term::children(node));
     }
     (called, paired)
 }

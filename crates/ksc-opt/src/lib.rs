@@ -38,7 +38,6 @@ pub mod cse;
 pub mod engine;
 pub mod fuse;
 pub mod globals;
-pub mod idset;
 pub mod pipeline;
 pub mod residuals;
 pub mod rule;
@@ -46,7 +45,6 @@ pub mod schedule;
 pub mod scope;
 pub mod share;
 pub mod strategy;
-pub mod term;
 pub mod user;
 
 pub use anf::anf;

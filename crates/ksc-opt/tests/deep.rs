@@ -167,7 +167,7 @@ fn reachable(d: &Def, target: ExprId) -> bool {
         if e == target {
             return true;
         }
-        stack.extend(ksc_opt::term::children(&d.body.exprs[e]));
+        stack.extend(ksc_ir::term::children(&d.body.exprs[e]));
     }
     false
 }

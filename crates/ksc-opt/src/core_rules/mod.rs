@@ -58,10 +58,10 @@
 //! every rule before and after it with the reference interpreter.
 
 use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
 
 use crate::rule::Ctx;
-use crate::term;
 
 mod conditional;
 mod floating;

@@ -3,13 +3,13 @@
 //! rest, so the shape is computed without the values where it can be.
 
 use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
 
 use super::heuristics::SHAPE_INLINE_NODES;
 use super::instances::{call, float_or_vec, vf, with_var, G};
 use super::{lam, lam_parts, let_, prim_args, CoreRule, Head, SHAPE};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const SHAPE_TRIVIAL: CoreRule = CoreRule {
     name: "shape-trivial",

@@ -5,6 +5,7 @@
 //! [`super::heuristics`].
 
 use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
 
 use super::heuristics::{
@@ -13,7 +14,6 @@ use super::heuristics::{
 use super::instances::{call, ff, vf, with_var, G};
 use super::{free_count, int_lit, lam_parts, let_, let_parts, only_indexed, prim_args, CoreRule, Head, VEC};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const LET_BUILD: CoreRule = CoreRule {
     name: "let-build",

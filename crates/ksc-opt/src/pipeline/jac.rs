@@ -7,9 +7,8 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, let_chain, var_name, wrap, Cache};
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type};
-
-use crate::term::{self, let_chain, var_name, wrap, Cache};
 
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode) that `jac_def` makes; the passes here recognise the
