@@ -7,8 +7,8 @@
 //! parameters and fresh names of the derived definitions, and what both
 //! read of folds' Jacobians.
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 
 use crate::derive::{AdError, R};
 
@@ -187,7 +187,7 @@ pub(crate) fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<
     };
     // An element of a vector of maps written out: index i (constVec n m) = m,
     // index i (build n (λj. m)) = let j = i in m.
-    if let Some([i, v]) = ksc_linmap::builder::call_of(b.body, map, Prim::Index).as_deref().map(|a| [a[0], a[1]]) {
+    if let Some([i, v]) = ksc_ir::builder::call_of(b.body, map, Prim::Index).as_deref().map(|a| [a[0], a[1]]) {
         let elem = match prim_call(b.body, v) {
             Some((Prim::ConstVec, a)) => Some(a[1]),
             Some((Prim::Build, a)) => match b.expr(a[1]).clone() {
@@ -210,7 +210,7 @@ pub(crate) fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<
     // A vector of maps written out element by element (the Jacobian of
     // `Vec_init`): V(Vec_init m1..mk) ⊙ dx = Vec_init (m1 ⊙ dx) .. (mk ⊙ dx),
     // r ⊙ᴿ V(Vec_init m1..mk) = Σj r[j] ⊙ᴿ mj.
-    if let Some(v) = ksc_linmap::builder::call_of(b.body, map, Prim::LmVCatV).map(|a| a[1]) {
+    if let Some(v) = ksc_ir::builder::call_of(b.body, map, Prim::LmVCatV).map(|a| a[1]) {
         if let Some((Prim::VecInit, maps)) = prim_call(b.body, v) {
             let mut terms = Vec::new();
             for (j, m) in maps.into_iter().enumerate() {
@@ -295,7 +295,7 @@ pub(crate) fn param_name(hint: &str, f: &Def) -> String {
 /// Where the fresh names of `[fwd f]` and `[rev f]` start: above the
 /// `ksc$` names of f and of its Jacobian `d`, which they keep.
 pub(crate) fn fresh_start(f: &Def, d: &Def) -> u32 {
-    let floor = ksc_opt::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
+    let floor = ksc_ir::term::fresh_floor(&d.body, d.root, f.params.iter().map(|p| &p.name));
     1000u32.max(floor.saturating_add(1))
 }
 /// A derived definition, if its body has the type it must have (else an
@@ -310,6 +310,6 @@ pub(crate) fn checked_def(name: FunName, params: Vec<Param>, ret_ty: Type, body:
 
 /// The arguments of an `lmFold` (false) or `lmScan` (true) call.
 pub(crate) fn fold_call(src: &Body, m: ExprId) -> Option<(Vec<ExprId>, bool)> {
-    use ksc_linmap::builder::call_of;
+    use ksc_ir::builder::call_of;
     call_of(src, m, Prim::LmFold).map(|f| (f, false)).or_else(|| call_of(src, m, Prim::LmScan).map(|f| (f, true)))
 }

@@ -8,8 +8,8 @@
 //! `g_y = J_h(a) ∘ g_a`; `build` gets `lmVCatV` of the maps of its elements,
 //! `fold` gets `lmFold`.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use crate::jacobians::{edef_jacobian, prim_jacobian};
 
@@ -95,7 +95,7 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     let f = prepared.as_ref().unwrap_or(f);
     let mut body = Body::new();
     // Above the `ksc$` names f has (a derived f has many), so that none is captured.
-    let mut fresh = ksc_opt::term::fresh_floor(&f.body, f.root, f.params.iter().map(|p| &p.name));
+    let mut fresh = ksc_ir::term::fresh_floor(&f.body, f.root, f.params.iter().map(|p| &p.name));
     let s_ty = f.arg_ty();
     let mut cx = Ctx {
         src: &f.body,

@@ -4,9 +4,9 @@
 //! replaced, in place, by its tangent `g ⊙ dx`, computed once. `[fwdt f]`
 //! returns the value with the tangent, from the same run.
 
+use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
-use ksc_opt::term::{let_chain, wrap};
 
 use crate::apply::{
     bind_params, checked_def, fold_call, fresh_start, has_lm, import, import_with, internal, is_lm, param_name,
@@ -403,13 +403,13 @@ impl Fwd<'_, '_> {
         }
         // The bindings up to the fold's map, none of which reads y.
         let mut between = Vec::new();
-        let mut cache = ksc_opt::term::Cache::default();
+        let mut cache = ksc_ir::term::Cache::default();
         let mut at = x;
         let (g, g_rhs, fold, xin, rest) = loop {
             let Expr::Let(q, rhs, next) = self.src.exprs[at].clone() else { return None };
             if let (Pat::Var(g), Some((Prim::LmCompose, margs))) = (&q, prim_call(self.src, rhs)) {
                 if let Some((fold, scan)) = fold_call(self.src, margs[0]) {
-                    let same = |i: usize, j: usize| ksc_opt::term::alpha_eq(self.src, args[i], self.src, fold[j]);
+                    let same = |i: usize, j: usize| ksc_ir::term::alpha_eq(self.src, args[i], self.src, fold[j]);
                     if scan == (prim == Prim::Scan) && same(0, 1) && same(1, 3) && same(2, 4) {
                         break (g.clone(), rhs, fold, margs[1], next);
                     }
@@ -497,7 +497,7 @@ fn collect_vars(body: &Body, e: ExprId, out: &mut rustc_hash::FxHashSet<String>)
     if let Expr::Var(v) = &body.exprs[e] {
         out.insert(v.clone());
     }
-    for c in ksc_opt::term::children(&body.exprs[e]) {
+    for c in ksc_ir::term::children(&body.exprs[e]) {
         collect_vars(body, c, out);
     }
 }
@@ -543,7 +543,7 @@ fn add_step_values(src: &Body, e: ExprId, witnesses: &Witnesses, used: &mut rust
             }
         }
     }
-    for c in ksc_opt::term::children(&src.exprs[e]) {
+    for c in ksc_ir::term::children(&src.exprs[e]) {
         add_step_values(src, c, witnesses, used);
     }
 }

@@ -40,8 +40,8 @@
 //! row by row, and the backward loop reads the row as `index i v`, which
 //! ksc-opt's `residuals.rs` lets it take from the forward scan.
 
+use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::{prim_call, Builder};
 
 /// `f` with its folds' invariant reads made before them and the folds over
 /// indices that only read a vector made folds over the vector (see the
@@ -58,7 +58,7 @@ pub fn fold_reads(f: &Def) -> Option<Def> {
         return None;
     }
     let mut def = f.clone();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
     let mut b = Builder::new(&mut def.body, &mut fresh);
     let mut changed = false;
     for e in folds(b.body) {
@@ -200,7 +200,7 @@ fn element_uses(body: &Body, step: ExprId, param: &Var, v: &Var) -> Option<Eleme
             Expr::Lam(y, ..) => bound(std::slice::from_ref(y))?,
             _ => {}
         }
-        stack.extend(ksc_opt::term::children(&body.exprs[x]));
+        stack.extend(ksc_ir::term::children(&body.exprs[x]));
     }
     // Each name of the element is bound once, by the first lets.
     (alias_bindings == aliases.len()).then_some(uses)
@@ -225,7 +225,7 @@ fn hoist(b: &mut Builder, e: ExprId) -> bool {
     // Equal reads share one variable.
     let mut names: Vec<(ExprId, Var)> = Vec::new();
     for r in reads {
-        if let Some((_, x)) = names.iter().find(|(s, _)| ksc_opt::term::alpha_eq(b.body, *s, b.body, r)) {
+        if let Some((_, x)) = names.iter().find(|(s, _)| ksc_ir::term::alpha_eq(b.body, *s, b.body, r)) {
             let x = x.clone();
             b.body.exprs[r] = Expr::Var(x);
             continue;
@@ -295,7 +295,7 @@ fn has_effect(body: &Body, e: ExprId) -> bool {
         if matches!(&body.exprs[x], Expr::Call(Callee::Prim(p), _) if p.has_effect()) {
             return true;
         }
-        stack.extend(ksc_opt::term::children(&body.exprs[x]));
+        stack.extend(ksc_ir::term::children(&body.exprs[x]));
     }
     false
 }

@@ -16,8 +16,8 @@
 //! does not depend on the column (the primal computation) out of that
 //! loop, so it is done once.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
-use ksc_linmap::builder::Builder;
 use ksc_opt::pipeline::jac::{COLUMN, ROW};
 
 /// What the columns of the matrix are: the whole argument, or (for

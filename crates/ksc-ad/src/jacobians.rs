@@ -7,8 +7,8 @@
 //! Coefficients are ordinary primal expressions (`cos x`, `1 / y`), built
 //! from atoms so they cost one operation each.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Builtin, ExprId, FunName, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 /// Why a function has no Jacobian here.
 pub type NoJacobian = String;

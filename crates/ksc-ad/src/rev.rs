@@ -10,9 +10,9 @@
 
 use rustc_hash::FxHashMap;
 
+use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
-use ksc_opt::term::{let_chain, wrap};
 
 use crate::apply::{
     bind_params, checked_def, fold_call, fresh_start, has_lm, import, import_hooked, internal, is_lm, param_name,
@@ -155,14 +155,14 @@ fn element_read(src: &Body, m: ExprId) -> Option<(ExprId, String)> {
     if p != Prim::LmCompose {
         return None;
     }
-    let (sel, g) = match ksc_linmap::builder::call_of(src, args[0], Prim::LmIndex) {
+    let (sel, g) = match ksc_ir::builder::call_of(src, args[0], Prim::LmIndex) {
         Some(sel) => (sel, args[1]),
         None => {
-            let hcat = ksc_linmap::builder::call_of(src, args[0], Prim::LmHCat)?;
-            let vcat = ksc_linmap::builder::call_of(src, args[1], Prim::LmVCat)?;
+            let hcat = ksc_ir::builder::call_of(src, args[0], Prim::LmHCat)?;
+            let vcat = ksc_ir::builder::call_of(src, args[1], Prim::LmVCat)?;
             let (&[z, sel], &[_, g]) = (&hcat[..], &vcat[..]) else { return None };
-            ksc_linmap::builder::call_of(src, z, Prim::LmZero)?;
-            (ksc_linmap::builder::call_of(src, sel, Prim::LmIndex)?, g)
+            ksc_ir::builder::call_of(src, z, Prim::LmZero)?;
+            (ksc_ir::builder::call_of(src, sel, Prim::LmIndex)?, g)
         }
     };
     match &src.exprs[g] {

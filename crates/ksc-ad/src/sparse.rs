@@ -32,13 +32,13 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{alpha_eq, children, copy_tree, Cache};
+use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
-use ksc_opt::term::{alpha_eq, children, copy_tree, Cache};
 
 use crate::apply::int_pair;
 use crate::jacobians::has_float;
-use ksc_opt::term::{let_chain, wrap};
 
 /// ksc's own .ks functions that `[jacsparse f]` calls.
 const LIBRARY: &str = include_str!("sparse.ks");
@@ -134,7 +134,7 @@ pub fn jacsparse_def(d: Derivation, f: &Def) -> Sparse {
     let mut cache = Cache::new();
     let mut body = Body::new();
     // Fresh names above f's own `ksc$` names (a derived f has many).
-    let mut fresh = ksc_opt::term::fresh_floor(src, f.root, f.params.iter().map(|p| &p.name));
+    let mut fresh = ksc_ir::term::fresh_floor(src, f.root, f.params.iter().map(|p| &p.name));
     let mut b = Builder::new(&mut body, &mut fresh);
     // f's top-level lets; if one rebinds a name, the blocks could not pass
     // values by name, so the whole body is one block.
@@ -390,7 +390,7 @@ fn block_def(
         // Children pushed last first, so reads are found in evaluation order.
         for (i, c) in children(node).into_iter().enumerate().rev() {
             let mut inner_bound = bound.clone();
-            inner_bound.extend(ksc_opt::term::binds_for_child(node, i).iter().cloned());
+            inner_bound.extend(ksc_ir::term::binds_for_child(node, i).iter().cloned());
             stack.push((c, inner_bound));
         }
     }
@@ -538,7 +538,7 @@ fn copy_replacing(dst: &mut Body, src: &Body, e: ExprId, replace: &FxHashMap<Exp
             continue;
         }
         let new_kids = results.split_off(results.len() - kids.len());
-        results.push(dst.alloc_typed(ksc_opt::term::with_children(node, &new_kids), ty));
+        results.push(dst.alloc_typed(ksc_ir::term::with_children(node, &new_kids), ty));
     }
     results.pop().expect("copy of a tree")
 }
@@ -571,12 +571,12 @@ struct ElementBlock {
 impl ElementBlock {
     /// `body` in the scope of the lets.
     fn within(&self, b: &mut Builder, body: ExprId) -> ExprId {
-        let lets = self.lets.iter().map(|(p, r)| (p.clone(), ksc_opt::term::deep_copy(b, *r))).collect();
+        let lets = self.lets.iter().map(|(p, r)| (p.clone(), ksc_ir::term::deep_copy(b, *r))).collect();
         wrap(b, lets, body)
     }
 
     fn copies(b: &mut Builder, es: &[ExprId]) -> Vec<ExprId> {
-        es.iter().map(|&e| ksc_opt::term::deep_copy(b, e)).collect()
+        es.iter().map(|&e| ksc_ir::term::deep_copy(b, e)).collect()
     }
 
     /// Are the runs of columns known to be in ascending order?
@@ -727,7 +727,7 @@ fn run_column(b: &mut Builder, starts: &[ExprId], widths: &[ExprId], c: &str) ->
         let w = b.copy(w);
         let bound = match bounds.last() {
             Some(&prev) => {
-                let prev = ksc_opt::term::deep_copy(b, prev);
+                let prev = ksc_ir::term::deep_copy(b, prev);
                 b.int_op("add", prev, w)
             }
             None => w,
@@ -741,7 +741,7 @@ fn run_column(b: &mut Builder, starts: &[ExprId], widths: &[ExprId], c: &str) ->
         let from = match k {
             0 => cv,
             _ => {
-                let before = ksc_opt::term::deep_copy(b, bounds[k - 1]);
+                let before = ksc_ir::term::deep_copy(b, bounds[k - 1]);
                 b.int_op("sub", cv, before)
             }
         };
@@ -751,7 +751,7 @@ fn run_column(b: &mut Builder, starts: &[ExprId], widths: &[ExprId], c: &str) ->
             None => col,
             Some(later) => {
                 let cv = b.var(c, Type::Integer);
-                let bound = ksc_opt::term::deep_copy(b, bounds[k]);
+                let bound = ksc_ir::term::deep_copy(b, bounds[k]);
                 let test = b.int_test("lt", cv, bound);
                 b.body.alloc_typed(Expr::If(test, col, later), Type::Integer)
             }

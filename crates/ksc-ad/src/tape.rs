@@ -53,13 +53,12 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::term::{let_chain, same_size, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 
 use crate::apply::{bind_params, checked_def, internal, is_lm, param_name, strip_expr, strip_type};
 use crate::derive::{Witnesses, R};
-use ksc_opt::share::same_size;
-use ksc_opt::term::{let_chain, wrap};
 
 /// Where the record of a recursive call (or of the call a Jacobian call
 /// differentiates) is found: `kids[slot]` of the caller's record; for a
@@ -202,7 +201,7 @@ fn scan(
         post_order(body, e, &mut |y, _| *ok &= !is_f(y));
         return;
     }
-    for c in ksc_opt::term::children(&body.exprs[e]) {
+    for c in ksc_ir::term::children(&body.exprs[e]) {
         scan(body, c, is_f, calls, loops, ok);
     }
     if is_f(e) {
@@ -380,7 +379,7 @@ fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
     fn go(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
         let node = &body.exprs[e];
         let inner = in_lam || matches!(node, Expr::Lam(..));
-        for c in ksc_opt::term::children(node) {
+        for c in ksc_ir::term::children(node) {
             go(body, c, inner, f);
         }
         f(e, in_lam);
@@ -437,9 +436,9 @@ pub fn prepare(f: &Def) -> Option<Def> {
         return None;
     }
     let mut def = f.clone();
-    let mut fresh = ksc_opt::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, def.params.iter().map(|p| &p.name));
     let mut b = Builder::new(&mut def.body, &mut fresh);
-    let mut cache = ksc_opt::term::Cache::new();
+    let mut cache = ksc_ir::term::Cache::new();
     for e in targets {
         let out = match b.body.exprs[e].clone() {
             Expr::Let(p, r, x) => {
@@ -449,11 +448,11 @@ pub fn prepare(f: &Def) -> Option<Def> {
                     .map(|v| {
                         (
                             v.clone(),
-                            if v.starts_with("ksc$") { v.clone() } else { b.fresh_name(&ksc_opt::term::hint_of(v)) },
+                            if v.starts_with("ksc$") { v.clone() } else { b.fresh_name(&ksc_ir::term::hint_of(v)) },
                         )
                     })
                     .collect();
-                let x = ksc_opt::term::rename(&mut b, &mut cache, x, &renames);
+                let x = ksc_ir::term::rename(&mut b, &mut cache, x, &renames);
                 let p = match p {
                     Pat::Var(_) => Pat::Var(renames[0].1.clone()),
                     Pat::Tuple(_) => Pat::Tuple(renames.into_iter().map(|(_, to)| to).collect()),
@@ -480,8 +479,8 @@ pub fn prepare(f: &Def) -> Option<Def> {
                         }
                     })
                     .collect();
-                let x2 = b.fresh_name(&ksc_opt::term::hint_of(&x));
-                let body = ksc_opt::term::rename(&mut b, &mut cache, body, &[(x, x2.clone())]);
+                let x2 = b.fresh_name(&ksc_ir::term::hint_of(&x));
+                let body = ksc_ir::term::rename(&mut b, &mut cache, body, &[(x, x2.clone())]);
                 let size = |b: &mut Builder, (w, t): &(String, Type)| {
                     let wv = b.var(w, t.clone());
                     b.prim(Prim::Size, vec![wv])
@@ -566,7 +565,7 @@ fn walk(body: &Body, e: ExprId, in_lam: bool, f: &mut dyn FnMut(ExprId, bool)) {
     f(e, in_lam);
     let node = &body.exprs[e];
     let in_lam = in_lam || matches!(node, Expr::Lam(..));
-    for c in ksc_opt::term::children(node) {
+    for c in ksc_ir::term::children(node) {
         walk(body, c, in_lam, f);
     }
 }

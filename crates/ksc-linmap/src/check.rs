@@ -11,9 +11,9 @@ use quickcheck::Gen;
 use ksc_eval::{Interpreter, Matrix, Value};
 use ksc_ir::{Body, Def, ExprId, FunName, Prim, Type};
 
-use crate::builder::Builder;
 use crate::laws::{Instance, Law};
 use crate::spec::{MapSpec, Numbers, Shape};
+use ksc_ir::builder::Builder;
 
 /// Relative tolerance of comparisons: |a - b| <= TOL * max(1, |a| + |b|).
 pub const TOL: f64 = 1e-9;

@@ -17,9 +17,9 @@ use quickcheck::{Arbitrary, Gen};
 
 use ksc_ir::{Expr, ExprId, Lit, Prim, Type};
 
-use crate::builder::{call_of, Builder};
 use crate::spec::{MapSpec, Numbers, Shape};
 use crate::witness::{is_own_tangent, source_of, target_of};
+use ksc_ir::builder::{call_of, Builder};
 
 /// A random instance of a law's left side.
 #[derive(Clone, Debug)]
@@ -125,7 +125,7 @@ fn component(b: &mut Builder, t: ExprId, i: usize, n: usize) -> ExprId {
 /// `(index i v)` of a copy of v; for a vector written out as `constVec n m`
 /// or `build n (λj. m)`, the element itself.
 fn index_of(b: &mut Builder, i: ExprId, v: ExprId) -> ExprId {
-    match crate::builder::prim_call(b.body, v) {
+    match ksc_ir::builder::prim_call(b.body, v) {
         Some((Prim::ConstVec, a)) => return b.copy(a[1]),
         Some((Prim::Build, a)) => {
             if let Expr::Lam(j, _, m) = b.expr(a[1]).clone() {
@@ -141,7 +141,7 @@ fn index_of(b: &mut Builder, i: ExprId, v: ExprId) -> ExprId {
 
 /// `size v`; for a vector written out, its size expression.
 fn size_of(b: &mut Builder, v: ExprId) -> ExprId {
-    match crate::builder::prim_call(b.body, v) {
+    match ksc_ir::builder::prim_call(b.body, v) {
         Some((Prim::ConstVec | Prim::Build, a)) => b.copy(a[0]),
         _ => {
             let v = b.copy(v);
@@ -153,7 +153,7 @@ fn size_of(b: &mut Builder, v: ExprId) -> ExprId {
 /// Like `Builder::share`, but a vector written out (`constVec`, `build`) is
 /// not bound to a variable: its elements are taken from it directly.
 fn share_vec(b: &mut Builder, v: ExprId, body: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {
-    if matches!(crate::builder::prim_call(b.body, v), Some((Prim::ConstVec | Prim::Build, _))) {
+    if matches!(ksc_ir::builder::prim_call(b.body, v), Some((Prim::ConstVec | Prim::Build, _))) {
         body(b, v)
     } else {
         b.share(v, "v", body)
@@ -1030,7 +1030,7 @@ pub static LAWS: &[Law] = &[
         duplicates: false,
         rewrite: |b, e| {
             let [m, x] = args(b, e, Prim::LmApply)?[..] else { return None };
-            let Some((Prim::LmGet { index, arity }, _)) = crate::builder::prim_call(b.body, m) else { return None };
+            let Some((Prim::LmGet { index, arity }, _)) = ksc_ir::builder::prim_call(b.body, m) else { return None };
             Some(b.prim(Prim::Get { index, arity }, vec![x]))
         },
         instance: |g| {
@@ -1309,7 +1309,7 @@ pub static LAWS: &[Law] = &[
         duplicates: false,
         rewrite: |b, e| {
             let [r, m] = args(b, e, Prim::LmApplyR)?[..] else { return None };
-            let Some((Prim::LmGet { index, arity }, a)) = crate::builder::prim_call(b.body, m) else { return None };
+            let Some((Prim::LmGet { index, arity }, a)) = ksc_ir::builder::prim_call(b.body, m) else { return None };
             let t = a[0];
             Some(b.share(t, "t", |b, t| {
                 let parts = (0..arity as usize)

@@ -6,7 +6,7 @@ use quickcheck::{Arbitrary, Gen};
 
 use ksc_ir::{Prim, Type};
 
-use crate::builder::Builder;
+use ksc_ir::builder::Builder;
 
 /// The shape of a primal value: Floats, a discrete scalar (whose tangent is
 /// the unit), vectors of a fixed length (including 0 and 1) and tuples.

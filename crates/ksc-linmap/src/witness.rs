@@ -5,7 +5,7 @@
 
 use ksc_ir::{ExprId, Prim, Type};
 
-use crate::builder::{prim_call, Builder};
+use ksc_ir::builder::{prim_call, Builder};
 
 /// A fresh expression whose value has the shape of the source of map `m`.
 pub fn source_of(b: &mut Builder, m: ExprId) -> Option<ExprId> {

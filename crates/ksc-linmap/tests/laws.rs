@@ -53,8 +53,8 @@ static WRONG: Law = Law {
     group: "deliberately wrong",
     duplicates: false,
     rewrite: |b, e| {
-        let [c] = ksc_linmap::builder::call_of(b.body, e, ksc_ir::Prim::LmTranspose)?[..] else { return None };
-        let [m1, m2] = ksc_linmap::builder::call_of(b.body, c, ksc_ir::Prim::LmCompose)?[..] else { return None };
+        let [c] = ksc_ir::builder::call_of(b.body, e, ksc_ir::Prim::LmTranspose)?[..] else { return None };
+        let [m1, m2] = ksc_ir::builder::call_of(b.body, c, ksc_ir::Prim::LmCompose)?[..] else { return None };
         let t1 = b.prim(ksc_ir::Prim::LmTranspose, vec![m1]);
         let t2 = b.prim(ksc_ir::Prim::LmTranspose, vec![m2]);
         Some(b.prim(ksc_ir::Prim::LmCompose, vec![t1, t2]))

@@ -17,11 +17,10 @@
 //!
 //! The pass is iterative: bodies nested thousands deep are fine.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, Cache};
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
-
-use crate::term::{self, Cache};
 
 /// Puts the term at `root` in A-normal form. `in_scope` are the variables
 /// bound around it (a definition's parameters).

@@ -31,12 +31,12 @@
 //! The pass is iterative: bodies nested thousands deep are fine. Running the
 //! Core rules afterwards removes the lets CSE made trivial.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, Cache};
 use ksc_ir::{Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
 
 use crate::globals::Globals;
-use crate::term::{self, Cache};
 
 /// Eliminates common subexpressions in the term at `root`. `in_scope` are
 /// the variables bound around it (a definition's parameters).

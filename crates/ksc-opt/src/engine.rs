@@ -34,15 +34,15 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, Cache};
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::globals::Globals;
 use crate::rule::{Ctx, HeadKey, Rule, RuleKind, RuleSet};
 use crate::scope::Scope;
 use crate::strategy::Strategy;
-use crate::term::{self, Cache};
 
 /// The fewest nodes an arena has before a run may compact it (see
 /// [`Rewriter::set_compacting`]): small bodies are never compacted.

@@ -52,13 +52,13 @@
 //! The body that calls `[fwdt g]` comes first in the fused lambda (its
 //! pairs give the values the other one computes); otherwise `B1` does.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{same_size, Cache};
 use ksc_ir::{Body, Callee, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashSet;
 
 use crate::globals::Globals;
-use crate::share::{chain, chain_heads, same_size};
-use crate::term::Cache;
+use crate::share::{chain, chain_heads};
 
 /// Fuses the pairs of loops of the A-normal-form tree at `root` (see the
 /// module), inner loops of fused bodies included; returns how many it
@@ -76,13 +76,13 @@ pub fn fuse_loops(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
 /// `fold`, its vector, the step's parameter and body.
 fn loop_parts(body: &Body, e: ExprId, p: Prim) -> Option<(ExprId, Var, ExprId)> {
     if p == Prim::Fold {
-        let [lam, _, v] = ksc_linmap::builder::call_of(body, e, p)?[..] else { return None };
+        let [lam, _, v] = ksc_ir::builder::call_of(body, e, p)?[..] else { return None };
         return match &body.exprs[lam] {
             Expr::Lam(t, Type::Tuple(ab), b) if ab.len() == 2 => Some((v, t.clone(), *b)),
             _ => None,
         };
     }
-    let [size, lam] = ksc_linmap::builder::call_of(body, e, p)?[..] else { return None };
+    let [size, lam] = ksc_ir::builder::call_of(body, e, p)?[..] else { return None };
     match &body.exprs[lam] {
         Expr::Lam(i, Type::Integer, b) => Some((size, i.clone(), *b)),
         _ => None,
@@ -107,7 +107,7 @@ fn guarded_parts(
         Expr::Var(v) => lets.iter().find(|(_, p, _)| matches!(p, Pat::Var(x) if x == v)).map(|(_, _, r)| *r)?,
         _ => *c,
     };
-    let [x, zero] = ksc_linmap::builder::call_of(body, test, Prim::Eq)?[..] else { return None };
+    let [x, zero] = ksc_ir::builder::call_of(body, test, Prim::Eq)?[..] else { return None };
     let zero = matches!(body.exprs[zero], Expr::Lit(ksc_ir::Lit::Integer(0)));
     (zero && same_size(body, x, n)).then_some((*f, n, i, b))
 }
@@ -129,7 +129,7 @@ fn calls(body: &Body, e: ExprId) -> (FxHashSet<FunName>, FxHashSet<FunName>) {
                 }
             }
         }
-        stack.extend(crate::term::children(node));
+        stack.extend(ksc_ir::term::children(node));
     }
     (called, paired)
 }
@@ -292,7 +292,7 @@ fn fuse_folds(
     // The initial accumulator and the step's parameter type.
     let parts = |b: &Builder, node: ExprId| {
         let Expr::Let(_, r, _) = b.body.exprs[node] else { unreachable!("a let") };
-        let Some(&[lam, a, _]) = ksc_linmap::builder::call_of(b.body, r, Prim::Fold).as_deref() else {
+        let Some(&[lam, a, _]) = ksc_ir::builder::call_of(b.body, r, Prim::Fold).as_deref() else {
             unreachable!("a fold")
         };
         let Expr::Lam(_, tty, _) = b.body.exprs[lam].clone() else { unreachable!("a lambda") };

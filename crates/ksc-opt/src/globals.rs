@@ -11,10 +11,9 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
+use ksc_ir::term::children;
 use ksc_ir::{Callee, Def, Expr, FunName};
 use rustc_hash::{FxHashMap, FxHashSet};
-
-use crate::term::children;
 
 /// A lookup of global function definitions by their full name.
 ///
@@ -404,6 +403,16 @@ impl<'g> Globals<'g> {
     /// [`Globals::facts`] and of those it reaches).
     pub fn known_facts(&self) -> Vec<(FunName, Facts)> {
         self.info.borrow().iter().map(|(n, f)| (n.clone(), *f)).collect()
+    }
+}
+
+/// The effects of calls for the term utilities' [`Cache::has_effect`]
+/// (see [`Globals::may_have_effect`]).
+///
+/// [`Cache::has_effect`]: ksc_ir::term::Cache::has_effect
+impl ksc_ir::term::CallEffects for Globals<'_> {
+    fn may_have_effect(&self, name: &FunName) -> bool {
+        Globals::may_have_effect(self, name)
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use ksc_ir::{Body, Type};
-//! use ksc_linmap::builder::Builder;
+//! use ksc_ir::builder::Builder;
 //! use ksc_opt::{apply, schedule};
 //!
 //! let mut body = Body::new();
@@ -28,7 +28,7 @@
 //! ```
 //!
 //! Terms are never mutated: rewriting allocates new nodes in the body's
-//! arena (copy-on-write), each typed through the [`ksc_linmap::builder::Builder`];
+//! arena (copy-on-write), each typed through the [`ksc_ir::builder::Builder`];
 //! a rule whose result would have another type does not fire. Traversals and
 //! passes are iterative, so deeply nested bodies do not overflow the stack.
 
@@ -38,7 +38,6 @@ pub mod cse;
 pub mod engine;
 pub mod fuse;
 pub mod globals;
-pub mod idset;
 pub mod pipeline;
 pub mod residuals;
 pub mod rule;
@@ -46,7 +45,6 @@ pub mod schedule;
 pub mod scope;
 pub mod share;
 pub mod strategy;
-pub mod term;
 pub mod user;
 
 pub use anf::anf;

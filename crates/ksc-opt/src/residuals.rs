@@ -46,12 +46,12 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::{call_of, Builder};
+use ksc_ir::term::{self, children, var_name, Cache};
 use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::{call_of, Builder};
 
 use crate::globals::{Globals, Measure};
 use crate::share::{chain, chain_heads, costly, loop_parts, read_stored};
-use crate::term::{self, children, var_name, Cache};
 
 /// Moves the values one backward loop computes again from a scan's
 /// accumulators into a loop after the scan (see the module), inner chains

@@ -11,15 +11,15 @@
 use std::fmt;
 use std::sync::Arc;
 
+use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::term::{self, Cache};
 use ksc_ir::{Callee, Expr, ExprId, Type};
-use ksc_linmap::builder::{prim_call, Builder};
 use ksc_linmap::{Law, LAWS};
 
 use crate::core_rules::{CoreRule, CORE_RULES};
 use crate::engine::Options;
 use crate::globals::Globals;
 use crate::scope::Scope;
-use crate::term::{self, Cache};
 use crate::user::UserRule;
 
 /// Where a rule comes from.

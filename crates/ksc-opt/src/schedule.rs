@@ -14,14 +14,14 @@
 //! [`optimise_def`] runs a whole definition through user rules, the
 //! simplifier, ANF, CSE and the simplifier again.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Def, Var};
-use ksc_linmap::builder::Builder;
 
 use crate::engine::{Fired, Options, Rewriter, Warning};
 use crate::globals::Globals;
 use crate::rule::{is_application_law, is_map_law, RuleSet};
 use crate::strategy::{bottom_up, normalize, rules, try_, Strategy};
-use crate::term;
 
 /// The laws that simplify linear maps (properties and transposition), then the Core rules.
 pub fn lm_rules() -> RuleSet {

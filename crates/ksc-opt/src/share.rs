@@ -48,12 +48,12 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, children, same_size, wrap, Cache};
 use ksc_ir::{Body, Callee, Derivation, Expr, ExprId, FunName, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use crate::cse::{key_with, Key, Tok};
 use crate::globals::Globals;
-use crate::term::{self, children, wrap, Cache};
 
 /// A loop over `0 .. size` with an Integer index: its size, its index and
 /// its body.
@@ -182,7 +182,7 @@ fn numbering_with(
 
 /// `known[v]` if `r` is `index i v` with `i` the loop's index.
 fn known_read(body: &Body, r: ExprId, index: &Var, known: &FxHashMap<Var, u32>) -> Option<u32> {
-    let [i, v] = ksc_linmap::builder::call_of(body, r, Prim::Index)?[..] else { return None };
+    let [i, v] = ksc_ir::builder::call_of(body, r, Prim::Index)?[..] else { return None };
     (term::var_name(body, i)? == index).then_some(())?;
     known.get(term::var_name(body, v)?).copied()
 }
@@ -242,15 +242,6 @@ pub fn share_loop_values(b: &mut Builder, globals: &Globals, root: ExprId) -> us
         shared += share_in_chain(b, globals, head);
     }
     shared
-}
-
-/// Are two loop sizes the same variable or literal?
-pub fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
-    match (&body.exprs[a], &body.exprs[b]) {
-        (Expr::Var(u), Expr::Var(v)) => u == v,
-        (Expr::Lit(l), Expr::Lit(m)) => l == m,
-        _ => false,
-    }
 }
 
 /// The lets of a consumer loop's body (its index `ci`, its lets and

@@ -18,10 +18,10 @@
 //! fresh names (so no match can capture another); atoms are substituted
 //! directly (which is what the `let-atom` rule would do next).
 
+use ksc_ir::term::{self, Cache};
 use ksc_ir::{Body, Expr, ExprId, Param, Pat, Var};
 
 use crate::rule::Ctx;
-use crate::term::{self, Cache};
 
 /// A user rule ready to match.
 #[derive(Clone, Debug)]

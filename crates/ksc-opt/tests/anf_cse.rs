@@ -5,9 +5,10 @@ use crate::common;
 
 use common::{checked, defs_with, run, same_value, short_def, user_def};
 use ksc_eval::Value;
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Def, ExprId};
-use ksc_linmap::builder::Builder;
-use ksc_opt::{anf, cse, optimise_def, term, DefMap, Globals, Options, RuleSet};
+use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, RuleSet};
 
 /// `passes` run on `f`'s body (given the builder, the globals, the root
 /// and the parameters), which returns the roots to show: each printed,

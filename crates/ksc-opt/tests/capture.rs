@@ -6,10 +6,11 @@ use crate::common;
 
 use common::{checked, defs_with, print_def, run, same_value, short_def, user_def};
 use ksc_eval::Value;
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::Def;
-use ksc_linmap::builder::Builder;
 use ksc_opt::strategy::{normalize, rule, top_down};
-use ksc_opt::{core_rule, term, DefMap, Globals, Rewriter, Rule, Strategy};
+use ksc_opt::{core_rule, DefMap, Globals, Rewriter, Rule, Strategy};
 
 /// Applies `s` to the body of `f` in `text`; returns the result and checks
 /// that it evaluates like the original on `arg`.

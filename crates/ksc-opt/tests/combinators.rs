@@ -6,8 +6,8 @@
 use crate::common;
 
 use common::short;
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, ExprId, FunName, Type};
-use ksc_linmap::builder::Builder;
 use ksc_opt::strategy::*;
 use ksc_opt::{core_rule, DefMap, Globals, Options, Rewriter, Rule, WarningKind};
 

@@ -11,8 +11,8 @@ use crate::common;
 
 use common::terms::random_args;
 use common::{checked, run, same_value};
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def};
-use ksc_linmap::builder::Builder;
 use ksc_opt::core_rules::instances::{test_def, Rng, G, HELPERS};
 use ksc_opt::core_rules::Instance;
 use ksc_opt::strategy::{normalize_with_fuel, rule};

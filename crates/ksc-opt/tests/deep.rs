@@ -8,8 +8,8 @@ use crate::common;
 
 use common::{run, same_value};
 use ksc_eval::Value;
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Expr, ExprId, FunName, Param, Type};
-use ksc_linmap::builder::Builder;
 use ksc_opt::schedule::{core_cleanup, push_apply, simplify_lm, user_rules_pass};
 use ksc_opt::strategy::{bottom_up, top_down, try_};
 use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Strategy};
@@ -167,7 +167,7 @@ fn reachable(d: &Def, target: ExprId) -> bool {
         if e == target {
             return true;
         }
-        stack.extend(ksc_opt::term::children(&d.body.exprs[e]));
+        stack.extend(ksc_ir::term::children(&d.body.exprs[e]));
     }
     false
 }

@@ -8,14 +8,15 @@ use crate::common;
 
 use common::short;
 use ksc_eval::{Interpreter, Value};
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, FunName, Prim, Type};
-use ksc_linmap::builder::Builder;
 use ksc_linmap::spec::{MapSpec, Numbers, Shape};
 use ksc_linmap::{law, LAWS};
 use ksc_opt::rule::DUPLICATED_OPERAND;
 use ksc_opt::schedule::{push_apply, simplify_lm};
 use ksc_opt::strategy::{rule, top_down};
-use ksc_opt::{apply, term, Rule, Strategy};
+use ksc_opt::{apply, Rule, Strategy};
 use quickcheck::Gen;
 
 fn def_of(name: &str, body: &Body, root: ExprId) -> Def {

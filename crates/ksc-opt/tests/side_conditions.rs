@@ -5,12 +5,13 @@
 use crate::common;
 
 use common::{checked, short_def, user_def};
+use ksc_ir::builder::{call_of, Builder};
+use ksc_ir::term;
 use ksc_ir::{Def, Prim, Type};
-use ksc_linmap::builder::{call_of, Builder};
 use ksc_linmap::laws::{Instance, Law};
 use ksc_opt::schedule::core_cleanup;
 use ksc_opt::strategy::{normalize, rule, top_down};
-use ksc_opt::{core_rule, term, DefMap, Globals, Rewriter, Rule, Strategy, WarningKind};
+use ksc_opt::{core_rule, DefMap, Globals, Rewriter, Rule, Strategy, WarningKind};
 
 /// The body of `f` in `text` after `s`, with the program known.
 fn after(text: &str, f: &str, s: &Strategy) -> String {

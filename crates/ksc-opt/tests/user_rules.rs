@@ -5,10 +5,11 @@ use crate::common;
 
 use common::{checked, defs_with, run, same_value, short_def, user_def, user_rules};
 use ksc_eval::Value;
-use ksc_linmap::builder::Builder;
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_opt::schedule::user_rules_pass;
 use ksc_opt::strategy::{normalize, normalize_with_fuel, rules};
-use ksc_opt::{optimise_def, term, DefMap, Globals, Options, Rewriter, RuleSet, Strategy, WarningKind};
+use ksc_opt::{optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Strategy, WarningKind};
 
 struct Outcome {
     text: String,

@@ -1,13 +1,13 @@
 //! Conditionals: `if` and `assert` of a literal condition, and `if` of
 //! alpha-equal branches.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Expr, ExprId, Lit, Type};
-use ksc_linmap::builder::Builder;
 
 use super::instances::{lit_bool, G};
 use super::{CoreRule, Head, IF};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const IF_TRUE: CoreRule = CoreRule {
     name: "if-true",

@@ -3,13 +3,13 @@
 //! `assert`, moves out, so the rules that match the enclosing node see its
 //! body.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::instances::{call, ff, with_var, G};
 use super::{call_parts, copy_atom, let_, let_parts, rename_pat_avoiding, CoreRule, Head, FLOAT};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const LET_FLOAT_ARG: CoreRule = CoreRule {
     name: "let-float-arg",

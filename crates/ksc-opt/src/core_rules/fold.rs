@@ -2,13 +2,13 @@
 //! built-ins compute them (never folding what would fail or overflow at
 //! run time), and `lt i n` for the index `i` of a loop of size `n`.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::instances::{call, ff, ii, with_var, G};
 use super::{call_parts, float_arith, float_lit, index_in_range, int_lit, CoreRule, Head, FOLD};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const FOLD_FLOAT: CoreRule = CoreRule {
     name: "fold-float",

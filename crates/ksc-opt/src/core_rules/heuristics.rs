@@ -6,11 +6,11 @@
 //! what the optimiser produces, not whether it is right: the property tests
 //! (`tests/core_rules.rs`) check every rule wherever it fires.
 
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, Prim, Type, Var};
 
 use super::{lam_parts, prim_args};
 use crate::rule::Ctx;
-use crate::term;
 
 /// The most nodes the element of a `build` may have for `let-build` to
 /// compute it where it is read instead of storing it (and the most nodes of

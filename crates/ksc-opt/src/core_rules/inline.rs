@@ -2,13 +2,13 @@
 //! not recursive and small (the limit is [`crate::Options::inline_size`],
 //! measured by [`crate::Globals::expanded_size`]).
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::instances::{call, ff, G};
 use super::{let_, CoreRule, Head, INLINE};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const INLINE_MARKED: CoreRule = CoreRule {
     name: "inline-marked",

@@ -9,8 +9,8 @@
 //! and run-time failures (indices out of range) among them; and the helper
 //! functions ([`HELPERS`]) that the inlining and shape rules' instances call.
 
+use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Expr, ExprId, FunName, Lit, Param, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 /// SplitMix64: a small deterministic generator.
 pub struct Rng(u64);

@@ -2,14 +2,14 @@
 //! copy, is used once, or is not used at all goes away, and a `let` of a
 //! `let` is flattened.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, occurrences, Occurrences};
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::cheap_linear_map;
 use super::instances::{call, dummy, ff, float_or_vec, outer, with_var, G};
 use super::{let_, let_parts, rename_pat_avoiding, CoreRule, Head, LET};
 use crate::rule::Ctx;
-use crate::term::{self, occurrences, Occurrences};
 
 pub(super) const LET_ATOM: CoreRule = CoreRule {
     name: "let-atom",

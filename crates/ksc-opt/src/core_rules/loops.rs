@@ -3,14 +3,14 @@
 //! a `$buildSum`, and a `fold`'s loop-invariant element components moved
 //! into its step.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::{small_element, SPLIT_LETS};
 use super::instances::{call, ff, let_tuple, vf, with_var, G};
 use super::{copy_atom, float_arith, float_lit, lam, lam_parts, let_, prim_args, share, CoreRule, Head, VEC};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const SUMBUILD_TUPLE: CoreRule = CoreRule {
     name: "sumbuild-tuple",

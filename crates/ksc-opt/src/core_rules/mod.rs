@@ -57,11 +57,11 @@
 //! The property tests (`tests/core_rules.rs`) evaluate random instances of
 //! every rule before and after it with the reference interpreter.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use crate::rule::Ctx;
-use crate::term;
 
 mod conditional;
 mod floating;
@@ -249,7 +249,7 @@ fn call_parts(ctx: &Ctx, e: ExprId) -> Option<(Callee, Vec<ExprId>, bool)> {
 
 /// The arguments of a call of primitive `p` at `e` (as written).
 fn prim_args(ctx: &Ctx, e: ExprId, p: Prim) -> Option<Vec<ExprId>> {
-    ksc_linmap::builder::call_of(ctx.b.body, e, p)
+    ksc_ir::builder::call_of(ctx.b.body, e, p)
 }
 
 /// `(lam (v : T) body)` at `e`.
@@ -437,13 +437,12 @@ fn only_uses(ctx: &Ctx, x: &str, e: ExprId, added: bool) -> bool {
             ok = false;
             Some(Vec::new())
         }
-        Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_linmap::builder::call_of(body, e, Prim::TsAdd)
-        {
+        Expr::Call(Callee::Prim(Prim::TsAdd), arg) if added => match ksc_ir::builder::call_of(body, e, Prim::TsAdd) {
             Some(args) => Some(args.into_iter().filter(|&a| !is_x(a)).collect()),
             None => Some(vec![*arg]),
         },
         Expr::Call(Callee::Prim(p @ (Prim::Index | Prim::Size)), arg) => {
-            let args = ksc_linmap::builder::call_of(body, e, *p).unwrap_or_default();
+            let args = ksc_ir::builder::call_of(body, e, *p).unwrap_or_default();
             let vector = if *p == Prim::Index { args.get(1) } else { args.first() };
             match vector {
                 Some(&v) if is_x(v) => Some(args.iter().copied().filter(|&a| a != v).collect()),

@@ -2,14 +2,14 @@
 //! `shape` float out with the floating rules; these push `shape` into the
 //! rest, so the shape is computed without the values where it can be.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::SHAPE_INLINE_NODES;
 use super::instances::{call, float_or_vec, vf, with_var, G};
 use super::{lam, lam_parts, let_, prim_args, CoreRule, Head, SHAPE};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const SHAPE_TRIVIAL: CoreRule = CoreRule {
     name: "shape-trivial",
@@ -159,7 +159,7 @@ pub(super) const SHAPE_TANGENT: CoreRule = CoreRule {
 /// v)`, `shape (ts_neg v) ⇒ shape v` (k without effect).
 fn shape_tangent(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let x = shape_arg(ctx, e)?;
-    let (p, args) = ksc_linmap::builder::prim_call(ctx.b.body, x)?;
+    let (p, args) = ksc_ir::builder::prim_call(ctx.b.body, x)?;
     let (keep, drop) = match (p, &args[..]) {
         (Prim::TsAdd, [a, b]) => (*a, Some(*b)),
         (Prim::TsScale, [k, v]) => (*v, Some(*k)),

@@ -2,14 +2,14 @@
 //! and ones (floats assumed finite, as in the linear-map laws), `ts_add` of
 //! tuples, and let-bound zeros copied to where they are added.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, is_zero};
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 use ksc_linmap::witness::is_own_tangent;
 
 use super::instances::{float_or_vec, let_bound_zero, vf, with_var, zero_of, G};
 use super::{float_lit, let_parts, only_uses, prim_args, CoreRule, Head, TANGENT};
 use crate::rule::Ctx;
-use crate::term::{self, is_zero};
 
 pub(super) const LET_ZERO: CoreRule = CoreRule {
     name: "let-zero",

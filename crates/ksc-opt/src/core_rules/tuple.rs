@@ -2,13 +2,13 @@
 //! the tuple of atoms is copied to its uses), and a projection of a literal
 //! tuple is the component.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use super::instances::{call, ff, let_tuple, tuple_uses, vf, with_var, G};
 use super::{let_, let_parts, CoreRule, Head, TUPLE};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const LET_TUPLE_SPLIT: CoreRule = CoreRule {
     name: "let-tuple-split",

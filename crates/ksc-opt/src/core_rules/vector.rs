@@ -2,14 +2,14 @@
 //! `constVec`, `deltaVec` or `sumbuild`, and `build`s that are a known vector
 //! or a constant one.
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, numeric_leaves};
 use ksc_ir::{Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::trivial;
 use super::instances::{ff, vf, with_var, G};
 use super::{cannot_fail, index_in_range, int_lit, lam, lam_parts, let_, prim_args, CoreRule, Head, VEC};
 use crate::rule::Ctx;
-use crate::term::{self, numeric_leaves};
 
 pub(super) const INDEX_BUILD: CoreRule = CoreRule {
     name: "index-build",

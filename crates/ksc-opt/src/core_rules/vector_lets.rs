@@ -4,8 +4,9 @@
 //! small the element, how many reads, under how many loops) is decided by
 //! [`super::heuristics`].
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term;
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
 
 use super::heuristics::{
     costly_call, expensive, lambda_depth, lazy_reads, small_element, Read, LAZY_READS, LET_BUILD_READS,
@@ -13,7 +14,6 @@ use super::heuristics::{
 use super::instances::{call, ff, vf, with_var, G};
 use super::{free_count, int_lit, lam_parts, let_, let_parts, only_indexed, prim_args, CoreRule, Head, VEC};
 use crate::rule::Ctx;
-use crate::term;
 
 pub(super) const LET_BUILD: CoreRule = CoreRule {
     name: "let-build",

@@ -71,7 +71,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &crate::Globals) -> bool {
             },
             _ => {}
         }
-        stack.extend(crate::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
+        stack.extend(ksc_ir::term::children(&def.body.exprs[e]).into_iter().map(|c| (c, inner)));
     }
     let small = |g: &FunName, limit, measure| globals.small_def(g, limit, measure).is_some();
     let mut marked = Vec::new();
@@ -92,7 +92,7 @@ pub fn mark_paired_calls(def: &mut Def, globals: &crate::Globals) -> bool {
     marked.sort();
     marked.dedup();
     for &e in &marked {
-        crate::term::mark_inline(&mut def.body, e);
+        ksc_ir::term::mark_inline(&mut def.body, e);
     }
     !marked.is_empty()
 }

@@ -6,10 +6,9 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, let_chain, var_name, wrap, Cache};
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type};
-use ksc_linmap::builder::Builder;
-
-use crate::term::{self, let_chain, var_name, wrap, Cache};
 
 /// The index variable of the loop over columns (forward mode) and over
 /// rows (reverse mode) that `jac_def` makes; the passes here recognise the
@@ -47,7 +46,7 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &crate::Globals) {
         let mut split: FxHashMap<String, String> = FxHashMap::default();
         for (p, mut r) in chain {
             // The values of a split fold: its own fold's.
-            let values = ksc_linmap::builder::call_of(&def.body, r, Prim::Get { index: 1, arity: 2 })
+            let values = ksc_ir::builder::call_of(&def.body, r, Prim::Get { index: 1, arity: 2 })
                 .and_then(|a| var_name(&def.body, a[0]).and_then(|pf| split.get(pf)).cloned());
             if let Some(y) = values {
                 let ty = def.body.ty(r).clone();
@@ -119,7 +118,7 @@ fn values_of_pair_fold(
     defs: &FxHashMap<String, ExprId>,
     e: ExprId,
 ) -> Option<ExprId> {
-    use ksc_linmap::builder::{call_of, prim_call};
+    use ksc_ir::builder::{call_of, prim_call};
     let def_of = |b: &Builder, x: ExprId| match &b.body.exprs[x] {
         Expr::Var(v) => defs.get(v).copied(),
         _ => Some(x),

@@ -17,9 +17,9 @@ pub mod jac;
 
 use std::cell::RefCell;
 
+use ksc_ir::builder::Builder;
 use ksc_ir::pass::{Pass, Runner};
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, Prim};
-use ksc_linmap::builder::Builder;
 
 use crate::{Globals, RuleSet};
 
@@ -375,7 +375,7 @@ fn in_anf(def: &mut Def, pass: impl FnOnce(&mut Builder, ExprId) -> bool) -> boo
 fn in_anf_to(def: &mut Def, pass: impl FnOnce(&mut Builder, ExprId, &[String]) -> Option<ExprId>) -> bool {
     let saved = def.clone();
     let params: Vec<String> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = crate::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
     let mut b = Builder::new(&mut def.body, &mut fresh);
     let root = crate::anf(&mut b, def.root, &params);
     match pass(&mut b, root, &params) {

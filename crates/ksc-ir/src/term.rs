@@ -12,14 +12,13 @@
 
 use std::rc::Rc;
 
-use ksc_ir::{Body, Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
-use ksc_linmap::builder::Builder;
 use rustc_hash::FxHashMap;
 
-use crate::globals::Globals;
+use crate::builder::Builder;
 use crate::idset::IdSet;
+use crate::{Body, Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
 
-pub use ksc_ir::core::{children, is_atomic};
+pub use crate::core::{children, is_atomic};
 
 /// The same node with its children replaced (same order as [`children`]).
 pub fn with_children(e: &Expr, new: &[ExprId]) -> Expr {
@@ -63,9 +62,9 @@ pub fn rebuild_call(b: &mut Builder, call: ExprId, comps: Vec<ExprId>, tupled: b
 }
 
 /// The lets of the chain at `e` (pattern, right side) and its result
-/// ([`ksc_ir::core::let_chain`]), the patterns owned for rebuilding.
+/// ([`crate::core::let_chain`]), the patterns owned for rebuilding.
 pub fn let_chain(body: &Body, e: ExprId) -> (Vec<(Pat, ExprId)>, ExprId) {
-    let (binds, result) = ksc_ir::core::let_chain(body, e);
+    let (binds, result) = crate::core::let_chain(body, e);
     (binds.into_iter().map(|(p, r)| (p.clone(), r)).collect(), result)
 }
 
@@ -205,8 +204,10 @@ impl Cache {
     }
 
     /// May evaluating `e` have an effect besides its value (`print`,
-    /// `$trace`, or a call of a function that may do either)?
-    pub fn has_effect(&mut self, body: &Body, globals: &Globals, e: ExprId) -> bool {
+    /// `$trace`, or a call of a function that may do either, as `calls`
+    /// says)? The answers are cached per node, so one cache must always be
+    /// asked with the same `calls`.
+    pub fn has_effect<C: CallEffects + ?Sized>(&mut self, body: &Body, calls: &C, e: ExprId) -> bool {
         if let Some(&f) = self.effect.get(&e) {
             return f;
         }
@@ -223,7 +224,7 @@ impl Cache {
             }
             let own = match node {
                 Expr::Call(Callee::Prim(p), _) => p.has_effect(),
-                Expr::Call(Callee::Fun(f), _) => globals.may_have_effect(f),
+                Expr::Call(Callee::Fun(f), _) => calls.may_have_effect(f),
                 _ => false,
             };
             let eff = own || children(node).iter().any(|c| self.effect[c]);
@@ -231,6 +232,15 @@ impl Cache {
         }
         self.effect[&e]
     }
+}
+
+/// Whether calling a global function may have an effect, as
+/// [`Cache::has_effect`] asks it (the optimiser answers from the program's
+/// definitions, through the functions each one calls).
+pub trait CallEffects {
+    /// May calling `name` have an effect (`print`, `$trace`), directly or
+    /// through the functions it calls?
+    fn may_have_effect(&self, name: &FunName) -> bool;
 }
 
 /// How often a variable occurs in an expression.
@@ -398,6 +408,15 @@ pub fn var_name(body: &Body, e: ExprId) -> Option<&Var> {
     match &body.exprs[e] {
         Expr::Var(v) => Some(v),
         _ => None,
+    }
+}
+
+/// Are two loop sizes the same variable or literal?
+pub fn same_size(body: &Body, a: ExprId, b: ExprId) -> bool {
+    match (&body.exprs[a], &body.exprs[b]) {
+        (Expr::Var(u), Expr::Var(v)) => u == v,
+        (Expr::Lit(l), Expr::Lit(m)) => l == m,
+        _ => false,
     }
 }
 

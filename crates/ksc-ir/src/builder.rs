@@ -1,7 +1,7 @@
 //! Building and taking apart typed Core IR: every node made here gets its
 //! type in the body's side table, computed by the primitives' typing rules.
 
-use ksc_ir::{Body, Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
+use crate::{Body, Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
 
 /// Adds typed expressions to a body.
 pub struct Builder<'b> {
@@ -147,7 +147,7 @@ impl<'b> Builder<'b> {
 
     /// A variable, literal or `$dummy`: duplicating it costs nothing.
     pub fn is_atomic(&self, e: ExprId) -> bool {
-        ksc_ir::core::is_atomic(self.body, e)
+        crate::core::is_atomic(self.body, e)
     }
 
     /// A fresh copy of an atomic expression (the same node may be shared
