@@ -116,7 +116,7 @@ struct Fwd<'s, 'd> {
     used: &'d rustc_hash::FxHashSet<String>,
     /// The function differentiated: its recursive calls in a loop of maps,
     /// whose values its loop of values computes, get `[fwdt f]` too, so
-    /// that the loops, fused, compute them once (`ksc_opt::fuse_loops`);
+    /// that the loops, fused, compute them once (ksc-opt's `fuse_loops`);
     /// with `[fwd f]` and f, each level would compute its subtree's values
     /// again, a cost growing with the depth.
     own: &'d FunName,

@@ -12,13 +12,13 @@
 //! row by row with `[rev f]`, whichever is fewer (decided by the types when
 //! both dimensions are fixed, else at run time). The derivative is inlined
 //! into the loop over columns (rows), and after optimisation the pass
-//! `hoist-loop-invariants` (`ksc_opt::pipeline::jac`) moves the work that
+//! `hoist-loop-invariants` (ksc-opt's `pipeline/jac.rs`) moves the work that
 //! does not depend on the column (the primal computation) out of that
 //! loop, so it is done once.
 
 use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
-use ksc_opt::pipeline::jac::{COLUMN, ROW};
+use ksc_ir::names::{JAC_COLUMN as COLUMN, JAC_ROW as ROW};
 
 /// What the columns of the matrix are: the whole argument, or (for
 /// `[jac1 f]` of a function of several parameters) its first parameter.

@@ -16,6 +16,13 @@ pub use ksc_syntax::ast::Derivation;
 /// A function name: a base identifier, its base argument type (known once the
 /// name is resolved, or when written `[f T]`), and the derivations around it,
 /// outermost first (`[shape [rev f]]` has `derivs = [Shape, Rev]`).
+/// The index variable of the loop over the columns of a `[jac f]` (forward
+/// mode) and over its rows (reverse mode): `ksc_ad`'s `jac_def` makes the
+/// loops, and the `[jac f]` passes of `ksc_opt::pipeline` recognise them by
+/// it.
+pub const JAC_COLUMN: &str = "ksc$column";
+pub const JAC_ROW: &str = "ksc$row";
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FunName {
     pub derivs: Vec<Derivation>,
