@@ -17,8 +17,8 @@
 //! loop, so it is done once.
 
 use ksc_ir::builder::Builder;
-use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 use ksc_ir::names::{JAC_COLUMN as COLUMN, JAC_ROW as ROW};
+use ksc_ir::{Body, Def, Derivation, Expr, ExprId, FunName, Param, Prim, Type};
 
 /// What the columns of the matrix are: the whole argument, or (for
 /// `[jac1 f]` of a function of several parameters) its first parameter.

@@ -6,7 +6,6 @@
 use crate::common;
 
 use ksc_db::Database;
-use ksc_ir::Decl;
 use ksc_lower::ir::needs_heap;
 use ksc_lower::passes::{effectful_funcs, LoopCx, PIPELINE};
 
@@ -21,14 +20,7 @@ fn a_pass_that_reports_no_change_changed_nothing() {
             continue;
         }
         let defs = a.defs();
-        let roots: Vec<_> = a
-            .source
-            .decls
-            .iter()
-            .filter_map(|d| if let Decl::Def(d) = d { Some(d.name.clone()) } else { None })
-            .filter(|n| defs.iter().any(|d| d.name == *n))
-            .chain(a.derived.iter().map(|d| d.name.clone()))
-            .collect();
+        let roots = common::exported(&a);
         let opts = ksc_lower::Options::default();
         let (Ok(mut m), Ok(whole)) =
             (ksc_lower::compile(&defs, &roots, opts, false), ksc_lower::compile(&defs, &roots, opts, true))

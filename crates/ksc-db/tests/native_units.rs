@@ -6,7 +6,7 @@
 use crate::common;
 
 use ksc_db::{native_module, Database};
-use ksc_ir::{Decl, FunName};
+use ksc_ir::FunName;
 
 #[test]
 fn linked_units_are_the_whole_program_lowering() {
@@ -26,15 +26,7 @@ fn linked_units_are_the_whole_program_lowering() {
             root_sets.push(vec![m.name.clone()]);
         }
         let defs = a.defs();
-        let all: Vec<FunName> = a
-            .source
-            .decls
-            .iter()
-            .filter_map(|d| if let Decl::Def(d) = d { Some(d.name.clone()) } else { None })
-            .filter(|n| defs.iter().any(|d| d.name == *n))
-            .chain(a.derived.iter().map(|d| d.name.clone()))
-            .collect();
-        root_sets.push(all);
+        root_sets.push(common::exported(&a));
         for roots in root_sets {
             for checked in [true, false] {
                 let opts = ksc_lower::Options { checked, ..ksc_lower::Options::default() };

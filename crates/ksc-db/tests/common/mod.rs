@@ -21,3 +21,16 @@ pub fn ks_files(dirs: &[&str]) -> Vec<PathBuf> {
     }
     out
 }
+
+/// What `ksc build` exports: every definition of the file in force, and
+/// every derived function.
+pub fn exported(a: &ksc_types::Analysis) -> Vec<ksc_ir::FunName> {
+    let defs = a.defs();
+    a.source
+        .decls
+        .iter()
+        .filter_map(|d| if let ksc_ir::Decl::Def(d) = d { Some(d.name.clone()) } else { None })
+        .filter(|n| defs.iter().any(|d| d.name == *n))
+        .chain(a.derived.iter().map(|d| d.name.clone()))
+        .collect()
+}

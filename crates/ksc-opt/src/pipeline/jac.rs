@@ -7,10 +7,9 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use ksc_ir::builder::Builder;
-use ksc_ir::term::{self, let_chain, var_name, wrap, Cache};
 use ksc_ir::names::{JAC_COLUMN as COLUMN, JAC_ROW as ROW};
+use ksc_ir::term::{self, let_chain, var_name, wrap, Cache};
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, Pat, Prim, Type};
-
 
 /// Moves the leading `let`s of the column (row) loops of a `[jac f]` whose
 /// right sides do not depend on the column (row), and have no effect, out
