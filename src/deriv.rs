@@ -130,7 +130,31 @@ fn derived(db: &ksc_db::Database, file: ksc_db::SourceFile, name: &FunName) -> R
     Ok(defs)
 }
 
-pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
+impl Mode {
+    pub fn derivation(self) -> Derivation {
+        match self {
+            Mode::Fwd => Derivation::Fwd,
+            Mode::Rev => Derivation::Rev,
+            Mode::Suffwdpass => Derivation::SufFwdPass,
+            Mode::Sufrevpass => Derivation::SufRevPass,
+            Mode::Shape => Derivation::Shape,
+            Mode::Jac => Derivation::Jac,
+            Mode::Jac1 => Derivation::Jac1,
+            Mode::Jacsparse => Derivation::JacSparse,
+            Mode::Jacsparse1 => Derivation::JacSparse1,
+        }
+    }
+}
+
+/// `ksc deriv`: the derived function and those it needs, as `.ks`; with
+/// `cost_at`, then their costs at that point (`crate::cost::table`).
+pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>) -> ExitCode {
+    let d = mode.derivation();
+    if cost_at.is_some() {
+        if let Err(code) = crate::cost::check_mode(d) {
+            return code;
+        }
+    }
     let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
     let f = match find(&c.analysis, func) {
         Ok(f) => f,
@@ -139,23 +163,107 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let d = match mode {
-        Mode::Fwd => Derivation::Fwd,
-        Mode::Rev => Derivation::Rev,
-        Mode::Suffwdpass => Derivation::SufFwdPass,
-        Mode::Sufrevpass => Derivation::SufRevPass,
-        Mode::Shape => Derivation::Shape,
-        Mode::Jac => Derivation::Jac,
-        Mode::Jac1 => Derivation::Jac1,
-        Mode::Jacsparse => Derivation::JacSparse,
-        Mode::Jacsparse1 => Derivation::JacSparse1,
-    };
     // Derived from the program as written (not from what its gdefs made).
     let Ok(defs) = derived(&c.db, c.file, &f.name.derived(d)) else { return ExitCode::from(1) };
     for def in &defs {
         println!("{}\n", ksc_ir::print::print_def(def));
     }
-    ExitCode::SUCCESS
+    match cost_at {
+        Some(args) => crate::cost::table(c.sources.source_text(), &c.analysis, f, d, args, &defs),
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// The program `text` with the point `--at ARGS` appended as `(def ksc$at
+/// T () ARGS)` (`T` is `f`'s argument type), after the declarations
+/// `extra` (gdefs of derived functions to run there), checked in a
+/// database of its own. Diagnostics of ARGS are shown in ARGS itself,
+/// named `--at`; the exit code is returned after them.
+pub(crate) struct AtPoint {
+    pub db: ksc_db::Database,
+    pub file: ksc_db::SourceFile,
+    pub analysis: ksc_types::Analysis,
+}
+
+impl AtPoint {
+    /// The name of the definition whose value is the point.
+    pub fn point() -> FunName {
+        FunName::typed("ksc$at", ksc_ir::Type::unit())
+    }
+
+    pub fn new(text: &str, f: &ksc_ir::Def, args: &str, extra: &str) -> Result<AtPoint, ExitCode> {
+        use ksc_types::{Diagnostic, FileRef};
+        let at_sources = crate::render::Sources::new("--at", args);
+        let whole = ksc_syntax::Span::new(0, args.len());
+        let not_a_value = || {
+            eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
+            ExitCode::from(1)
+        };
+        // ARGS must read as one expression (so nothing in it can end the
+        // definition it is put in).
+        let (forms, errors) = ksc_syntax::sexpr::read_sexprs(args);
+        if !errors.is_empty() || forms.len() != 1 {
+            let mut ds: Vec<Diagnostic> = errors.into_iter().map(|e| Diagnostic::syntax(FileRef::Source, e)).collect();
+            if ds.is_empty() {
+                ds.push(Diagnostic::error(
+                    FileRef::Source,
+                    whole,
+                    format!("expected one expression, found {}", forms.len()),
+                ));
+            }
+            at_sources.emit(&ds);
+            return Err(not_a_value());
+        }
+        // The point, as a definition appended to the program.
+        let head = format!("{text}\n{extra}");
+        let prefix = format!("{head}(def ksc$at {} () ", f.arg_ty());
+        let extended = format!("{prefix}{args})\n");
+        let db = ksc_db::Database::new();
+        let file = db.add_file(extended.clone());
+        let analysis = std::sync::Arc::unwrap_or_clone(ksc_db::analysis(&db, file));
+        if analysis.has_errors() {
+            // The program itself checked: the errors are the point's. A span in
+            // ARGS moves into it; one elsewhere in the wrapper is all of ARGS.
+            let (lo, hi) = (prefix.len() as u32, (prefix.len() + args.len()) as u32);
+            let wrapper = head.len() as u32;
+            let shift = |sp: ksc_syntax::Span| {
+                if sp.start >= lo && sp.end <= hi {
+                    ksc_syntax::Span::new((sp.start - lo) as usize, (sp.end - lo) as usize)
+                } else {
+                    whole
+                }
+            };
+            let ds: Vec<Diagnostic> = analysis
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error() && d.file == FileRef::Source && d.span.start >= wrapper)
+                .map(|d| {
+                    let mut d = d.clone();
+                    d.span = shift(d.span);
+                    let fun = f.name.short();
+                    let name = |m: &str| {
+                        m.replace("the body of `ksc$at`", "`--at`")
+                            .replace("`ksc$at` is declared to return", &format!("`{fun}` takes"))
+                            .replace("ksc$at", "--at")
+                    };
+                    d.message = name(&d.message);
+                    d.span_label = name(&d.span_label);
+                    d.labels.retain(|l| l.file == FileRef::Source && l.span.start >= wrapper);
+                    for l in &mut d.labels {
+                        l.span = shift(l.span);
+                        l.message = name(&l.message);
+                    }
+                    d
+                })
+                .collect();
+            if ds.is_empty() {
+                crate::render::Sources::new("<--at>", &extended).emit(&analysis.diagnostics);
+            }
+            at_sources.emit(&ds);
+            return Err(not_a_value());
+        }
+        Ok(AtPoint { db, file, analysis })
+    }
 }
 
 /// The Jacobian of `f` at the point `args`, as a dense matrix: `[jac f]`
@@ -164,78 +272,11 @@ pub fn deriv(path: &Path, func: &str, mode: Mode) -> ExitCode {
 fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool, format: Format) -> ExitCode {
     use ksc_eval::{Interpreter, Value};
     use std::io::{IsTerminal, Write};
-    // The point, as a definition appended to the program.
-    use ksc_types::{Diagnostic, FileRef};
-    let point = FunName::typed("ksc$at", ksc_ir::Type::unit());
-    // Diagnostics of ARGS are shown in ARGS itself, named `--at`.
-    let at_sources = crate::render::Sources::new("--at", args);
-    let whole = ksc_syntax::Span::new(0, args.len());
-    let not_a_value = || {
-        eprintln!("error: `--at {args}` is not a value of type `{}`", f.arg_ty());
-        ExitCode::from(1)
+    let AtPoint { db, file, mut analysis } = match AtPoint::new(text, f, args, "") {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    // ARGS must read as one expression (so nothing in it can end the
-    // definition it is put in).
-    let (forms, errors) = ksc_syntax::sexpr::read_sexprs(args);
-    if !errors.is_empty() || forms.len() != 1 {
-        let mut ds: Vec<Diagnostic> = errors.into_iter().map(|e| Diagnostic::syntax(FileRef::Source, e)).collect();
-        if ds.is_empty() {
-            ds.push(Diagnostic::error(
-                FileRef::Source,
-                whole,
-                format!("expected one expression, found {}", forms.len()),
-            ));
-        }
-        at_sources.emit(&ds);
-        return not_a_value();
-    }
-    // The point, as a definition appended to the program.
-    let prefix = format!("{text}\n(def ksc$at {} () ", f.arg_ty());
-    let extended = format!("{prefix}{args})\n");
-    let db = ksc_db::Database::new();
-    let file = db.add_file(extended.clone());
-    let mut analysis = std::sync::Arc::unwrap_or_clone(ksc_db::analysis(&db, file));
-    if analysis.has_errors() {
-        // The program itself checked: the errors are the point's. A span in
-        // ARGS moves into it; one elsewhere in the wrapper is all of ARGS.
-        let (lo, hi) = (prefix.len() as u32, (prefix.len() + args.len()) as u32);
-        let wrapper = text.len() as u32 + 1;
-        let shift = |sp: ksc_syntax::Span| {
-            if sp.start >= lo && sp.end <= hi {
-                ksc_syntax::Span::new((sp.start - lo) as usize, (sp.end - lo) as usize)
-            } else {
-                whole
-            }
-        };
-        let ds: Vec<Diagnostic> = analysis
-            .diagnostics
-            .iter()
-            .filter(|d| d.is_error() && d.file == FileRef::Source && d.span.start >= wrapper)
-            .map(|d| {
-                let mut d = d.clone();
-                d.span = shift(d.span);
-                let fun = f.name.short();
-                let name = |m: &str| {
-                    m.replace("the body of `ksc$at`", "`--at`")
-                        .replace("`ksc$at` is declared to return", &format!("`{fun}` takes"))
-                        .replace("ksc$at", "--at")
-                };
-                d.message = name(&d.message);
-                d.span_label = name(&d.span_label);
-                d.labels.retain(|l| l.file == FileRef::Source && l.span.start >= wrapper);
-                for l in &mut d.labels {
-                    l.span = shift(l.span);
-                    l.message = name(&l.message);
-                }
-                d
-            })
-            .collect();
-        if ds.is_empty() {
-            crate::render::Sources::new("<--at>", &extended).emit(&analysis.diagnostics);
-        }
-        at_sources.emit(&ds);
-        return not_a_value();
-    }
+    let point = AtPoint::point();
     let jac = f.name.derived(Derivation::Jac);
     let Ok(defs) = derived(&db, file, &jac) else { return ExitCode::from(1) };
     analysis.derived = defs;

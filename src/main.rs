@@ -6,6 +6,7 @@
 //! that cannot or may not be written.
 
 mod cl;
+mod cost;
 mod deriv;
 mod laws;
 mod matrix;
@@ -128,6 +129,22 @@ enum Command {
         /// Which derivative.
         #[arg(long, value_enum, default_value = "rev")]
         mode: deriv::Mode,
+        /// After the derived functions, print what they cost, as `;`
+        /// comments: the interpreter's operation count (calls, loads and
+        /// element work; the measure the cost tests bound) of the function
+        /// and of the derivative at the point `--at`, and their ratio
+        /// (`[fwd f]` is given the tangent whose every Float is 1.0, `[rev
+        /// f]` the cotangent whose every Float is 1.0); then, for each
+        /// derived function printed, the `for` loops (nested ones
+        /// included), allocation statements and lines of C of the code
+        /// `ksc build` makes of it (checked), or why it makes none. Not
+        /// for `sufrevpass`.
+        #[arg(long, requires = "at")]
+        cost: bool,
+        /// With `--cost`: the point, a .ks expression of the function's
+        /// argument type (e.g. `"(Vec_init 1.0 2.0)"`).
+        #[arg(long, value_name = "ARGS", requires = "cost")]
+        at: Option<String>,
         #[command(flatten)]
         passes: PassArgs,
     },
@@ -323,7 +340,7 @@ fn command(cli: Cli) -> ExitCode {
             };
             deriv::jacobian(&file, &func, at.as_deref(), how, format)
         }
-        Command::Deriv { file, func, mode, .. } => deriv::deriv(&file, &func, mode),
+        Command::Deriv { file, func, mode, at, .. } => deriv::deriv(&file, &func, mode, at.as_deref()),
         Command::Cl { file, func, check } => cl::cl(&file, &func, check),
     }
 }

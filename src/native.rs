@@ -321,7 +321,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
 }
 
 /// A type the C ABI can carry (no lambdas, linear maps or unknowns).
-fn plain(t: &Type) -> bool {
+pub(crate) fn plain(t: &Type) -> bool {
     match t {
         Type::Bool | Type::Integer | Type::Float | Type::String => true,
         Type::Tuple(ts) => ts.iter().all(plain),
