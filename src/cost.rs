@@ -133,7 +133,7 @@ struct Native {
     /// (which takes fresh memory unless the dead vector has the size),
     /// `DeepCopy` and `TapePush`.
     allocations: usize,
-    /// Lines of the function's C.
+    /// Lines of the function's C (without the wrapper a library exports).
     c_lines: usize,
 }
 

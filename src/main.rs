@@ -136,9 +136,10 @@ enum Command {
         /// (`[fwd f]` is given the tangent whose every Float is 1.0, `[rev
         /// f]` the cotangent whose every Float is 1.0); then, for each
         /// derived function printed, the `for` loops (nested ones
-        /// included), allocation statements and lines of C of the code
-        /// `ksc build` makes of it (checked), or why it makes none. Not
-        /// for `sufrevpass`.
+        /// included), the statements that may allocate a tensor, and the
+        /// lines of its C function (without the exported wrapper) in the
+        /// code `ksc build` makes of it (checked), or why it makes none.
+        /// Not for `sufrevpass`.
         #[arg(long, requires = "at")]
         cost: bool,
         /// With `--cost`: the point, a .ks expression of the function's

@@ -269,3 +269,111 @@ fn ts_add_with_integer_parts_is_differentiated() {
     let out = ksc(&["jacobian", "ksc-examples/prim_ts_ops.ks", "main"]);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The rows of `ksc deriv --cost`'s tables, as `(function, numbers)`: the
+/// `;` lines after each heading `; function ...` up to the blank `;`.
+fn cost_rows(stdout: &str) -> Vec<(String, Vec<f64>)> {
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("; ") else {
+            in_table = false;
+            continue;
+        };
+        if rest.starts_with("function ") {
+            in_table = true;
+        } else if in_table {
+            // Names such as `[rev sqnorm]` hold a space: the numbers are the
+            // fields after the name's closing bracket (or its first word).
+            let (name, numbers) = match rest.strip_prefix('[') {
+                Some(_) => {
+                    let end = rest.rfind(']').unwrap() + 1;
+                    (&rest[..end], &rest[end..])
+                }
+                None => rest.split_once(' ').unwrap(),
+            };
+            rows.push((name.to_string(), numbers.split_whitespace().map(|x| x.parse().unwrap_or(f64::NAN)).collect()));
+        }
+    }
+    rows
+}
+
+/// The operation counts of f and of `[MODE f]` at the vector 0, 1, .., n-1.
+fn counts(func: &str, mode: &str, n: usize) -> (u64, u64, String) {
+    let at = format!("(build {n} (lam (i : Integer) (to_float i)))");
+    let stdout = stdout_of(&["deriv", "ksc-examples/ad/vectors.ks", func, "--mode", mode, "--cost", "--at", &at]);
+    let rows = cost_rows(&stdout);
+    let count = |name: &str| {
+        let (_, nums) = rows.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no row {name}:\n{stdout}"));
+        nums[0] as u64
+    };
+    (count(func), count(&format!("[{mode} {func}]")), stdout)
+}
+
+/// `ksc deriv --cost --at`: after the derived functions, `;` comments
+/// (the output stays `.ks`): the operation counts of f and of its
+/// derivative at the point with their ratio, then each printed derived
+/// function's loops, allocations and lines of C. The counts are
+/// deterministic: [rev sqnorm] does more than sqnorm, and both grow by
+/// about 4 when the vector does (linear work plus a constant).
+#[test]
+fn deriv_cost_counts_operations_and_native_code() {
+    let (f, rev, stdout) = counts("sqnorm", "rev", 32);
+    let text: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    let first_comment = text.iter().position(|l| l.starts_with(';')).unwrap();
+    assert!(text[0].starts_with("(def [rev [sqnorm (Vec Float)]]"), "{stdout}");
+    assert!(text[first_comment..].iter().all(|l| l.starts_with(';')), "the table is comments:\n{stdout}");
+    assert!(stdout.contains("cotangent: 1.0 for every Float of the result"), "{stdout}");
+    assert!(rev > f && f > 32, "{stdout}");
+    let rows = cost_rows(&stdout);
+    // sqnorm, [rev sqnorm] (count, ratio); [rev sqnorm] (loops, allocations,
+    // lines of C): its loop IR is one loop filling one new vector.
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert_eq!(rows[0].1, [f as f64, 1.0], "{stdout}");
+    assert_eq!(rows[1].1[0], rev as f64);
+    assert!((rows[1].1[1] - rev as f64 / f as f64).abs() < 0.01, "{stdout}");
+    assert_eq!(rows[2].0, "[rev sqnorm]");
+    assert_eq!(rows[2].1[..2], [1.0, 1.0], "{stdout}");
+    assert!(rows[2].1[2] > 5.0, "{stdout}");
+    for mode in ["fwd", "rev", "jac"] {
+        let (f1, d1, _) = counts("sqnorm", mode, 32);
+        let (f4, d4, out) = counts("sqnorm", mode, 128);
+        for (a, b) in [(f1, f4), (d1, d4)] {
+            let scale = b as f64 / a as f64;
+            assert!((3.6..=4.05).contains(&scale), "{mode}: {a} at 32, {b} at 128:\n{out}");
+        }
+    }
+    // [jac sqnorm] uses [fwd sqnorm] and [rev sqnorm]: a row for each
+    // function printed.
+    let (_, _, stdout) = counts("sqnorm", "jac", 4);
+    let names: Vec<String> = cost_rows(&stdout).into_iter().skip(2).map(|(n, _)| n).collect();
+    let printed: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("(def "))
+        .map(|l| {
+            let full = &l[..l.find("]]").unwrap() + 2];
+            full.replace("[sqnorm (Vec Float)]", "sqnorm")
+        })
+        .collect();
+    assert_eq!(names, printed, "{stdout}");
+}
+
+/// `--cost` needs a point, and `--at` is for `--cost`: usage errors; a
+/// derivative `--cost` cannot run at the point is refused; an `--at` of
+/// the wrong type is shown in `--at`.
+#[test]
+fn deriv_cost_usage() {
+    let file = "ksc-examples/ad/vectors.ks";
+    for args in [
+        &["deriv", file, "sqnorm", "--cost"][..],
+        &["deriv", file, "sqnorm", "--at", "(Vec_init 1.0)"],
+        &["deriv", file, "sqnorm", "--mode", "sufrevpass", "--cost", "--at", "(Vec_init 1.0)"],
+    ] {
+        let out = ksc(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = ksc(&["deriv", file, "sqnorm", "--cost", "--at", "(Vec_init 1 2)"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--at:1:1") && stderr.contains("but `sqnorm` takes `(Vec Float)`"), "{stderr}");
+}
