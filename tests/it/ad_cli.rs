@@ -377,3 +377,63 @@ fn deriv_cost_usage() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--at:1:1") && stderr.contains("but `sqnorm` takes `(Vec Float)`"), "{stderr}");
 }
+
+/// `ksc deriv --cost` counts what the cost tests bound
+/// (`crates/ksc-ad/tests/cost.rs`): f, `[fwd f]` at the point with the
+/// tangent of ones and `[rev f]` with the cotangent of ones, derived and
+/// optimised as those tests do, run by the interpreter.
+#[test]
+fn deriv_cost_is_the_cost_tests_measure() {
+    use ksc_eval::{Interpreter, Value};
+    use ksc_ir::{Derivation, FunName};
+    fn ones(v: &Value) -> Value {
+        match v {
+            Value::Float(_) => Value::Float(1.0),
+            Value::Tuple(xs) => Value::Tuple(xs.iter().map(ones).collect()),
+            Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
+                shape: t.shape.clone(),
+                data: t.data.iter().map(ones).collect(),
+            })),
+            _ => Value::unit(),
+        }
+    }
+    let file = "ksc-examples/ad/vectors.ks";
+    let text = std::fs::read_to_string(crate::common::root().join(file)).unwrap();
+    for (func, ty, at) in [
+        ("sqnorm", "(Vec Float)", "(build 20 (lam (i : Integer) (to_float i)))"),
+        ("gather", "(Tuple (Vec Float) (Vec Float))", "(tuple (Vec_init 1.0 2.0 3.0) (Vec_init 0.5 -1.0 2.0))"),
+        (
+            "matvec",
+            "(Tuple (Vec (Vec Float)) (Vec Float))",
+            "(tuple (build 3 (lam (i : Integer) (Vec_init 1.0 2.0))) (Vec_init 3.0 4.0))",
+        ),
+    ] {
+        // The library's counts, as the cost tests take them.
+        let program = format!("{text}\n(def ksc$point {ty} () {at})\n");
+        let mut analysis = ksc_types::analyze(&program);
+        assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
+        let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
+        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
+        assert!(derived.errors.is_empty(), "{:?}", derived.errors);
+        ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+        analysis.derived = derived.defs;
+        let defs = analysis.defs();
+        let mut interp = Interpreter::new(defs.iter().copied());
+        let mut measure = |name: &FunName, arg: Value| {
+            let before = interp.operations();
+            let v = interp.call(name, arg, &mut std::io::sink()).unwrap();
+            (v, interp.operations() - before)
+        };
+        let (x, _) = measure(&FunName::typed("ksc$point", ksc_ir::Type::unit()), Value::unit());
+        let f =
+            analysis.defs().into_iter().find(|d| d.name.base == func && d.name.derivs.is_empty()).unwrap().name.clone();
+        let (y, primal) = measure(&f, x.clone());
+        let (_, fwd) = measure(&f.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), ones(&x)].into()));
+        let (_, rev) = measure(&f.derived(Derivation::Rev), Value::Tuple(vec![x, ones(&y)].into()));
+        for (mode, want) in [("fwd", fwd), ("rev", rev)] {
+            let stdout = stdout_of(&["deriv", file, func, "--mode", mode, "--cost", "--at", at]);
+            let rows = cost_rows(&stdout);
+            assert_eq!((rows[0].1[0] as u64, rows[1].1[0] as u64), (primal, want), "{func} {mode}:\n{stdout}");
+        }
+    }
+}
