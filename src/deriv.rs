@@ -174,11 +174,9 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>) -> Exit
     }
 }
 
-/// The program `text` with the point `--at ARGS` appended as `(def ksc$at
-/// T () ARGS)` (`T` is `f`'s argument type), after the declarations
-/// `extra` (gdefs of derived functions to run there), checked in a
-/// database of its own. Diagnostics of ARGS are shown in ARGS itself,
-/// named `--at`; the exit code is returned after them.
+/// A program with a point appended (`--at ARGS` of `ksc jacobian` and
+/// `ksc deriv --cost`), checked, in a database of its own: the point is
+/// the value of [`AtPoint::point`].
 pub(crate) struct AtPoint {
     pub db: ksc_db::Database,
     pub file: ksc_db::SourceFile,
@@ -191,6 +189,11 @@ impl AtPoint {
         FunName::typed("ksc$at", ksc_ir::Type::unit())
     }
 
+    /// The program `text` with `--at ARGS` appended as `(def ksc$at T ()
+    /// ARGS)` (`T` is `f`'s argument type), after the declarations `extra`
+    /// (gdefs of derived functions to run there). Diagnostics of ARGS are
+    /// shown in ARGS itself, named `--at`; the exit code is returned after
+    /// them.
     pub fn new(text: &str, f: &ksc_ir::Def, args: &str, extra: &str) -> Result<AtPoint, ExitCode> {
         use ksc_types::{Diagnostic, FileRef};
         let at_sources = crate::render::Sources::new("--at", args);
