@@ -387,6 +387,28 @@ impl<'a> Checker<'a> {
     /// one declaration against the table of those before it.
     pub fn check_decl(&mut self, index: usize, decl: &mut Decl, spans: &DeclSpans) {
         let origin = Origin { file: self.file, decl: index, span: spans.name };
+        let before = self.diagnostics.len();
+        self.check_decl_inner(decl, origin, spans);
+        if self.diagnostics[before..].iter().any(Diagnostic::is_error) {
+            return;
+        }
+        // Checked without errors: `reduce` and `scan` become folds here, so
+        // every later stage sees only primitives it knows.
+        match decl {
+            Decl::Def(def) => {
+                let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
+                crate::expand::expand_body(&mut def.body, def.root, &params);
+            }
+            Decl::Rule(r) => {
+                let params: Vec<Var> = r.params.iter().map(|p| p.name.clone()).collect();
+                crate::expand::expand_body(&mut r.body, r.lhs, &params);
+                crate::expand::expand_body(&mut r.body, r.rhs, &params);
+            }
+            Decl::Edef(_) | Decl::Gdef(_) => {}
+        }
+    }
+
+    fn check_decl_inner(&mut self, decl: &mut Decl, origin: Origin, spans: &DeclSpans) {
         match decl {
             Decl::Def(def) => {
                 let arg_ty = def.arg_ty();
