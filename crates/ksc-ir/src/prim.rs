@@ -462,11 +462,18 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             T::Tuple(vec![T::vec(a[1].clone()), a[2].clone()])
         }
         Prim::Reduce | Prim::ScanInclusive => {
+            // OP fixes T; the identity and the vector's elements must agree.
             let (x, body) = expect_lam(&format!("the operator (first argument) of `{p}`"), &a[0])?;
-            let t = &a[1];
-            let pair = T::Tuple(vec![t.clone(), t.clone()]);
-            expect_eq(&format!("the operator's parameter (for an identity of type `{t}`)"), &pair, x)?;
-            expect_eq("the operator's result (the type of the identity)", t, body)?;
+            let t = match x {
+                T::Tuple(ts) if ts.len() == 2 && ts[0].compatible(&ts[1]) => &ts[0],
+                _ => {
+                    return Err(format!(
+                        "the operator's parameter must be a pair `(Tuple T T)` of one type, but it has type `{x}`"
+                    ))
+                }
+            };
+            expect_eq("the operator's result (the type of its parameter's components)", t, body)?;
+            expect_eq("the identity (second argument), like the operator,", t, &a[1])?;
             let elem = match &a[2] {
                 T::Tensor(1, e) => e,
                 other => {
