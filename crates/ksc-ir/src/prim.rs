@@ -238,6 +238,14 @@ impl Prim {
         Some(if lm { Prim::LmGet { index, arity } } else { Prim::Get { index, arity } })
     }
 
+    /// May a program define a function of this primitive's name? `reduce`
+    /// and `scan` are newer than programs that name their own functions so
+    /// (`ksc-examples/user_names_scan.ks`): where a function of that name
+    /// is in scope, a call means the function.
+    pub fn user_may_define(self) -> bool {
+        matches!(self, Prim::Reduce | Prim::ScanInclusive)
+    }
+
     /// Is this a linear-map primitive (a combinator or an application)?
     pub fn is_linear_map(self) -> bool {
         matches!(
