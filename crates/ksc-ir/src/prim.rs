@@ -836,6 +836,19 @@ mod tests {
             Type::vec(Type::Float),
         ]);
         assert_eq!(fold.unwrap(), Type::Float);
+        // reduce and scan: the operator's pair fixes T, any T.
+        let t = Type::Tuple(vec![Type::Float, Type::vec(Type::Integer)]);
+        let op = lam(Type::Tuple(vec![t.clone(), t.clone()]), t.clone());
+        let args = [op.clone(), t.clone(), Type::vec(t.clone())];
+        assert_eq!(Prim::Reduce.result_type(&args).unwrap(), t);
+        assert_eq!(Prim::ScanInclusive.result_type(&args).unwrap(), Type::vec(t.clone()));
+        assert!(Prim::Reduce.result_type(&[op.clone(), Type::Float, Type::vec(t.clone())]).is_err());
+        assert!(Prim::Reduce.result_type(&[op.clone(), t.clone(), Type::vec(Type::Float)]).is_err());
+        assert!(Prim::Reduce.result_type(&[op, t.clone(), t.clone()]).is_err());
+        let half = lam(Type::Tuple(vec![t.clone(), Type::Float]), t.clone());
+        assert!(Prim::ScanInclusive.result_type(&[half, t.clone(), Type::vec(t.clone())]).is_err());
+        let wrong_result = lam(Type::Tuple(vec![t.clone(), t.clone()]), Type::Float);
+        assert!(Prim::ScanInclusive.result_type(&[wrong_result, t.clone(), Type::vec(t)]).is_err());
         // A single tuple-typed argument stands for the argument list.
         let pair = Type::Tuple(vec![Type::Float, Type::Float]);
         assert_eq!(Prim::TsAdd.result_type(std::slice::from_ref(&pair)).unwrap(), Type::Float);
