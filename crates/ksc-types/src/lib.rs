@@ -7,7 +7,6 @@
 
 pub mod check;
 pub mod diagnostic;
-pub mod expand;
 pub mod lower;
 
 use std::sync::OnceLock;
