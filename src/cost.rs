@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use ksc_eval::{Interpreter, Tensor, Value};
+use ksc_eval::{Interpreter, Value};
 use ksc_ir::{Def, Derivation, FunName};
 use ksc_lower::ir::{Rhs, Stmt};
 
@@ -17,8 +17,8 @@ use crate::deriv::AtPoint;
 /// value `y` there; or why it is not measured.
 fn derivative_argument(d: Derivation, x: &Value, y: &Value) -> Result<Value, String> {
     match d {
-        Derivation::Fwd => Ok(Value::Tuple(vec![x.clone(), ones(x)].into())),
-        Derivation::Rev => Ok(Value::Tuple(vec![x.clone(), ones(y)].into())),
+        Derivation::Fwd => Ok(Value::Tuple(vec![x.clone(), ksc_eval::tangent_ones(x)].into())),
+        Derivation::Rev => Ok(Value::Tuple(vec![x.clone(), ksc_eval::tangent_ones(y)].into())),
         Derivation::Shape
         | Derivation::SufFwdPass
         | Derivation::Jac
@@ -36,19 +36,6 @@ fn direction(d: Derivation) -> &'static str {
         Derivation::Fwd => "; tangent: 1.0 for every Float of the point",
         Derivation::Rev => "; cotangent: 1.0 for every Float of the result",
         _ => "",
-    }
-}
-
-/// The tangent of `v` whose every Float is 1.0 (the discrete parts' are
-/// `()`): the direction the cost tests use.
-fn ones(v: &Value) -> Value {
-    match v.dense() {
-        Value::Float(_) => Value::Float(1.0),
-        Value::Tuple(xs) => Value::Tuple(xs.iter().map(ones).collect()),
-        Value::Tensor(t) => {
-            Value::Tensor(std::rc::Rc::new(Tensor { shape: t.shape.clone(), data: t.data.iter().map(ones).collect() }))
-        }
-        _ => Value::unit(),
     }
 }
 

@@ -386,17 +386,6 @@ fn deriv_cost_usage() {
 fn deriv_cost_is_the_cost_tests_measure() {
     use ksc_eval::{Interpreter, Value};
     use ksc_ir::{Derivation, FunName};
-    fn ones(v: &Value) -> Value {
-        match v {
-            Value::Float(_) => Value::Float(1.0),
-            Value::Tuple(xs) => Value::Tuple(xs.iter().map(ones).collect()),
-            Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
-                shape: t.shape.clone(),
-                data: t.data.iter().map(ones).collect(),
-            })),
-            _ => Value::unit(),
-        }
-    }
     let file = "ksc-examples/ad/vectors.ks";
     let text = std::fs::read_to_string(crate::common::root().join(file)).unwrap();
     for (func, ty, at) in [
@@ -428,8 +417,9 @@ fn deriv_cost_is_the_cost_tests_measure() {
         let f =
             analysis.defs().into_iter().find(|d| d.name.base == func && d.name.derivs.is_empty()).unwrap().name.clone();
         let (y, primal) = measure(&f, x.clone());
-        let (_, fwd) = measure(&f.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), ones(&x)].into()));
-        let (_, rev) = measure(&f.derived(Derivation::Rev), Value::Tuple(vec![x, ones(&y)].into()));
+        let (_, fwd) =
+            measure(&f.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), ksc_eval::tangent_ones(&x)].into()));
+        let (_, rev) = measure(&f.derived(Derivation::Rev), Value::Tuple(vec![x, ksc_eval::tangent_ones(&y)].into()));
         for (mode, want) in [("fwd", fwd), ("rev", rev)] {
             let stdout = stdout_of(&["deriv", file, func, "--mode", mode, "--cost", "--at", at]);
             let rows = cost_rows(&stdout);

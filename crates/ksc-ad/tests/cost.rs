@@ -39,23 +39,11 @@ fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
         i2.call(&fname, x.clone(), &mut std::io::sink()).unwrap()
     };
     let primal = measure(&fname, x.clone());
-    let dx = zero_like_tangent(&x);
-    let dr = zero_like_tangent(&y);
+    let dx = ksc_eval::tangent_ones(&x);
+    let dr = ksc_eval::tangent_ones(&y);
     let fwd = measure(&fname.derived(Derivation::Fwd), Value::Tuple(vec![x.clone(), dx].into()));
     let rev = measure(&fname.derived(Derivation::Rev), Value::Tuple(vec![x, dr].into()));
     (primal, fwd, rev)
-}
-
-fn zero_like_tangent(v: &Value) -> Value {
-    match v {
-        Value::Float(_) => Value::Float(1.0),
-        Value::Tuple(xs) => Value::Tuple(xs.iter().map(zero_like_tangent).collect()),
-        Value::Tensor(t) => Value::Tensor(std::rc::Rc::new(ksc_eval::Tensor {
-            shape: t.shape.clone(),
-            data: t.data.iter().map(zero_like_tangent).collect(),
-        })),
-        _ => Value::unit(),
-    }
 }
 
 /// The additive constant allowed on top of the factors.

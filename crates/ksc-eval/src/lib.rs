@@ -39,7 +39,7 @@ use std::io::Write;
 
 use ksc_ir::{Def, ExprId, FunName};
 
-pub use crate::linmap::{flatten_tangent, tangent_basis, tangent_dim, LinMap, Matrix};
+pub use crate::linmap::{flatten_tangent, tangent_basis, tangent_dim, tangent_ones, LinMap, Matrix};
 pub use crate::native::{native_prelude, ranhash, ranhashdoub, NativeFn, NativeImpl};
 pub use crate::value::{format_float, Closure, Tensor, Value};
 

@@ -112,6 +112,20 @@ pub fn tangent_dim(v: &Value) -> usize {
     }
 }
 
+/// The tangent shaped like `x` whose every Float is 1.0 (the discrete
+/// parts' are `()`): the direction the cost measurements use.
+pub fn tangent_ones(x: &Value) -> Value {
+    match x {
+        Value::Float(_) => Value::Float(1.0),
+        Value::Tuple(xs) => Value::Tuple(xs.iter().map(tangent_ones).collect()),
+        Value::Tensor(t) => {
+            Value::Tensor(Rc::new(Tensor { shape: t.shape.clone(), data: t.data.iter().map(tangent_ones).collect() }))
+        }
+        Value::Tape(..) | Value::Sparse(_) => tangent_ones(&x.dense()),
+        _ => Value::unit(),
+    }
+}
+
 /// The tangent shaped like `x` that is 1.0 at its `k`-th Float and 0.0
 /// elsewhere (`$tangentBasis`); `next` counts the Floats passed.
 pub fn tangent_basis(x: &Value, k: i64, next: &mut i64) -> Value {

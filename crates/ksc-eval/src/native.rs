@@ -4,7 +4,7 @@
 use std::fmt;
 use std::rc::Rc;
 
-use ksc_ir::{Builtin, FunName, Type};
+use ksc_ir::{Builtin, FunName};
 
 use crate::ops::OVERFLOW;
 use crate::value::{fmt_size, Tensor, Value};
@@ -218,16 +218,8 @@ fn mat_vec(a: &[Value]) -> Result<Value, String> {
 /// The native implementation of a built-in prelude function, if there is one.
 /// `name` must have no derivations and its base type must be known.
 pub fn native_prelude(name: &FunName) -> Option<NativeFn> {
-    if !name.derivs.is_empty() {
-        return None;
-    }
-    let ty = name.base_ty.as_ref()?;
-    let imp = implementation(Builtin::resolve(name)?);
-    let arity = match ty {
-        Type::Tuple(ts) if ts.len() != 1 => ts.len(),
-        _ => 1,
-    };
-    Some(NativeFn { arity, imp })
+    let builtin = Builtin::resolve(name)?;
+    Some(NativeFn { arity: builtin.arity(), imp: implementation(builtin) })
 }
 
 /// Macros keep the table below one line per function.

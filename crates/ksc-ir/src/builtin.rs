@@ -139,16 +139,20 @@ impl Builtin {
 
     /// Its name as a typed function name (`[add (Tuple Float Float)]`).
     pub fn name(self) -> FunName {
-        let (_, base, ty) = TABLE.iter().find(|(b, _, _)| *b == self).expect("every built-in is in TABLE");
+        let (_, base, ty) = self.row();
         FunName::typed(*base, ty())
     }
 
     /// How many components its argument has: the arity of a tuple, else 1.
     pub fn arity(self) -> usize {
-        match self.name().base_ty {
-            Some(Type::Tuple(ts)) if ts.len() != 1 => ts.len(),
+        match (self.row().2)() {
+            Type::Tuple(ts) if ts.len() != 1 => ts.len(),
             _ => 1,
         }
+    }
+
+    fn row(self) -> &'static Row {
+        TABLE.iter().find(|(b, _, _)| *b == self).expect("every built-in is in TABLE")
     }
 }
 

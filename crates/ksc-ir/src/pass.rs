@@ -90,14 +90,4 @@ impl<U, C> Runner<'_, U, C> {
         }
         changed
     }
-
-    /// Runs each pass of `passes` once, in order; whether any changed the
-    /// unit.
-    pub fn run_all(&self, passes: &[&dyn Pass<U, C>], unit: &mut U) -> bool {
-        let mut changed = false;
-        for p in passes {
-            changed |= self.run(*p, unit);
-        }
-        changed
-    }
 }
