@@ -16,5 +16,6 @@ mod native;
 mod native_mutants;
 mod passes;
 mod random_input;
+mod reduce_tree;
 mod round_trip;
 mod watch;

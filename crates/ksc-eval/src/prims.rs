@@ -696,6 +696,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 Value::Float((d1 - d2).abs() / (d1.abs() + d2.abs()))
             }
             Prim::Copydown | Prim::Inline => args.take(0),
+            // The checker expands both into `fold` and `build`
+            // (`ksc_types::expand`); one left here is a compiler bug.
+            Prim::Reduce | Prim::ScanInclusive => {
+                return Err(Fail::Here(format!("internal error: `{p}` was not expanded after checking")))
+            }
             Prim::Get { index, arity } => match args.take(0) {
                 // An unshared tuple gives its component up.
                 Value::Tuple(mut vs) if vs.len() == arity as usize && index >= 1 => {

@@ -6,6 +6,24 @@ use std::fmt;
 
 use crate::types::Type;
 
+/// The block size B of the association tree of `reduce` and `scan`, the
+/// one order every backend follows (so results are bit-identical whatever
+/// runs them, and a parallel implementation at any thread count computes
+/// the same: blocks in parallel, a short pass over the block results).
+///
+/// `reduce OP E V`, n = size V: if n <= B, the left fold
+/// `((E ⊙ V0) ⊙ V1) ⊙ ...`. Otherwise V is cut into m = ceil(n / B) blocks
+/// of B elements (the last shorter); s_k is the left fold from E over
+/// block k; then the s_k are combined as a balanced tree: pairwise
+/// (s0 ⊙ s1), (s2 ⊙ s3), ..., an odd last one carried up unchanged, level
+/// after level until one remains. The empty vector gives E.
+///
+/// `scan OP E V` (inclusive): if n <= B, the left scan from E. Otherwise,
+/// with the same blocks and s_k, the carries c_0 = E, c_(k+1) = c_k ⊙ s_k
+/// (left to right), and element i of block k is the left fold from c_k
+/// over V[kB..=i]: `((c_k ⊙ V_kB) ⊙ ...) ⊙ V_i`.
+pub const REDUCE_BLOCK: i64 = 1024;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Prim {
     Build,
@@ -21,6 +39,16 @@ pub enum Prim {
     /// sum of the terms (not in the original; reverse mode of `fold` carries
     /// the accumulator's cotangent and sums the scope's with it).
     ScanSum,
+    /// `reduce OP E V` with `OP : (T, T) -> T` associative and `E` its
+    /// identity: `E ⊙ V[0] ⊙ ... ⊙ V[n-1]` in the association tree of
+    /// [`REDUCE_BLOCK`]. It exists only between parsing and
+    /// the end of checking: the checker expands it into `fold`/`build`
+    /// (`ksc_types::expand`), so later stages never see it.
+    Reduce,
+    /// `scan OP E V`: the inclusive scan, element i being
+    /// `E ⊙ V[0] ⊙ ... ⊙ V[i]`, in the blocked order of
+    /// [`REDUCE_BLOCK`]; expanded by the checker like `reduce`.
+    ScanInclusive,
     /// `$buildSum n z (lam i (tuple e s))`: `(tuple (build n (lam i e)) (ts_add z
     /// (sum of the s)))` in one loop (not in the original; reverse mode of a
     /// loop that both reads a vector at its index and other variables
@@ -141,6 +169,8 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Scan, "$scan"),
     (Prim::BuildSum, "$buildSum"),
     (Prim::ScanSum, "$scanSum"),
+    (Prim::Reduce, "reduce"),
+    (Prim::ScanInclusive, "scan"),
     (Prim::TapePush, "$tapePush"),
     (Prim::TangentDim, "$tangentDim"),
     (Prim::TangentBasis, "$tangentBasis"),
@@ -208,6 +238,14 @@ impl Prim {
         Some(if lm { Prim::LmGet { index, arity } } else { Prim::Get { index, arity } })
     }
 
+    /// May a program define a function of this primitive's name? `reduce`
+    /// and `scan` are newer than programs that name their own functions so
+    /// (`ksc-examples/user_names_scan.ks`): where a function of that name
+    /// is in scope, a call means the function.
+    pub fn user_may_define(self) -> bool {
+        matches!(self, Prim::Reduce | Prim::ScanInclusive)
+    }
+
     /// Is this a linear-map primitive (a combinator or an application)?
     pub fn is_linear_map(self) -> bool {
         matches!(
@@ -268,6 +306,8 @@ impl Prim {
             | Prim::ConcatN => Some(2),
             Prim::Fold
             | Prim::Scan
+            | Prim::Reduce
+            | Prim::ScanInclusive
             | Prim::BuildSum
             | Prim::Map2
             | Prim::Delta
@@ -428,6 +468,34 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 body,
             )?;
             T::Tuple(vec![T::vec(a[1].clone()), a[2].clone()])
+        }
+        Prim::Reduce | Prim::ScanInclusive => {
+            // OP fixes T; the identity and the vector's elements must agree.
+            let (x, body) = expect_lam(&format!("the operator (first argument) of `{p}`"), &a[0])?;
+            let t = match x {
+                T::Tuple(ts) if ts.len() == 2 && ts[0].compatible(&ts[1]) => &ts[0],
+                _ => {
+                    return Err(format!(
+                        "the operator's parameter must be a pair `(Tuple T T)` of one type, but it has type `{x}`"
+                    ))
+                }
+            };
+            expect_eq("the operator's result (the type of its parameter's components)", t, body)?;
+            expect_eq("the identity (second argument), like the operator,", t, &a[1])?;
+            let elem = match &a[2] {
+                T::Tensor(1, e) => e,
+                other => {
+                    return Err(format!(
+                        "the third argument of `{p}` must be a vector `(Vec {t})`, but it has type `{other}`"
+                    ))
+                }
+            };
+            expect_eq("the elements of the vector (third argument)", t, elem)?;
+            if p == Prim::ScanInclusive {
+                T::vec(t.clone())
+            } else {
+                t.clone()
+            }
         }
         Prim::Fold | Prim::Scan => {
             let (x, body) = expect_lam(&format!("the first argument of `{p}`"), &a[0])?;
@@ -768,6 +836,19 @@ mod tests {
             Type::vec(Type::Float),
         ]);
         assert_eq!(fold.unwrap(), Type::Float);
+        // reduce and scan: the operator's pair fixes T, any T.
+        let t = Type::Tuple(vec![Type::Float, Type::vec(Type::Integer)]);
+        let op = lam(Type::Tuple(vec![t.clone(), t.clone()]), t.clone());
+        let args = [op.clone(), t.clone(), Type::vec(t.clone())];
+        assert_eq!(Prim::Reduce.result_type(&args).unwrap(), t);
+        assert_eq!(Prim::ScanInclusive.result_type(&args).unwrap(), Type::vec(t.clone()));
+        assert!(Prim::Reduce.result_type(&[op.clone(), Type::Float, Type::vec(t.clone())]).is_err());
+        assert!(Prim::Reduce.result_type(&[op.clone(), t.clone(), Type::vec(Type::Float)]).is_err());
+        assert!(Prim::Reduce.result_type(&[op, t.clone(), t.clone()]).is_err());
+        let half = lam(Type::Tuple(vec![t.clone(), Type::Float]), t.clone());
+        assert!(Prim::ScanInclusive.result_type(&[half, t.clone(), Type::vec(t.clone())]).is_err());
+        let wrong_result = lam(Type::Tuple(vec![t.clone(), t.clone()]), Type::Float);
+        assert!(Prim::ScanInclusive.result_type(&[wrong_result, t.clone(), Type::vec(t)]).is_err());
         // A single tuple-typed argument stands for the argument list.
         let pair = Type::Tuple(vec![Type::Float, Type::Float]);
         assert_eq!(Prim::TsAdd.result_type(std::slice::from_ref(&pair)).unwrap(), Type::Float);

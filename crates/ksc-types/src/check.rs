@@ -387,6 +387,28 @@ impl<'a> Checker<'a> {
     /// one declaration against the table of those before it.
     pub fn check_decl(&mut self, index: usize, decl: &mut Decl, spans: &DeclSpans) {
         let origin = Origin { file: self.file, decl: index, span: spans.name };
+        let before = self.diagnostics.len();
+        self.check_decl_inner(decl, origin, spans);
+        if self.diagnostics[before..].iter().any(Diagnostic::is_error) {
+            return;
+        }
+        // Checked without errors: `reduce` and `scan` become folds here, so
+        // every later stage sees only primitives it knows.
+        match decl {
+            Decl::Def(def) => {
+                let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
+                crate::expand::expand_body(&mut def.body, def.root, &params);
+            }
+            Decl::Rule(r) => {
+                let params: Vec<Var> = r.params.iter().map(|p| p.name.clone()).collect();
+                crate::expand::expand_body(&mut r.body, r.lhs, &params);
+                crate::expand::expand_body(&mut r.body, r.rhs, &params);
+            }
+            Decl::Edef(_) | Decl::Gdef(_) => {}
+        }
+    }
+
+    fn check_decl_inner(&mut self, decl: &mut Decl, origin: Origin, spans: &DeclSpans) {
         match decl {
             Decl::Def(def) => {
                 let arg_ty = def.arg_ty();
@@ -451,7 +473,7 @@ impl<'a> Checker<'a> {
     /// The full identity of a function declared with this name and argument
     /// type, or None (after reporting) if it cannot be a declared name.
     fn resolve_declared_name(&mut self, name: &FunName, arg_ty: &Type, span: Span) -> Option<FunName> {
-        if name.derivs.is_empty() && Prim::from_name(&name.base).is_some() {
+        if name.derivs.is_empty() && Prim::from_name(&name.base).is_some_and(|p| !p.user_may_define()) {
             self.error(span, format!("`{}` is a primitive and cannot be redefined", name.base));
             return None;
         }
@@ -709,6 +731,15 @@ impl<'a> Checker<'a> {
     ) -> Type {
         let span = spans.expr(e);
         let arg_ty = self.expr(body, arg, env, spans);
+        // A function the program named `reduce` or `scan` hides the primitive.
+        let callee = match callee {
+            Callee::Prim(p)
+                if p.user_may_define() && !self.table.overloads_of(&FunName::plain(p.to_string())).is_empty() =>
+            {
+                Callee::Fun(FunName::plain(p.to_string()))
+            }
+            c => c,
+        };
         match callee {
             Callee::Prim(p) => {
                 if p == Prim::Inline && !matches!(body.exprs[arg], Expr::Call(Callee::Fun(_), _)) {
@@ -729,7 +760,10 @@ impl<'a> Checker<'a> {
                 }
             }
             Callee::Fun(name) => {
-                if name.base_ty.is_none() && Prim::from_name(&name.base).is_some() {
+                if name.base_ty.is_none()
+                    && Prim::from_name(&name.base).is_some()
+                    && self.table.overloads_of(&name).is_empty()
+                {
                     self.error(span, format!("derivatives of the primitive `{}` cannot be called yet", name.base));
                     return Type::Unknown;
                 }

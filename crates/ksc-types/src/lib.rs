@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod diagnostic;
+pub mod expand;
 pub mod lower;
 
 use std::sync::OnceLock;
