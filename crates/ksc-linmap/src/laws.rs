@@ -1272,7 +1272,10 @@ pub static LAWS: &[Law] = &[
             let [r, m] = args(b, e, Prim::LmApplyR)?[..] else { return None };
             let [i, v] = args(b, m, Prim::LmIndex)?[..] else { return None };
             let (_, elem) = lm_types(&b.ty(m))?;
-            if elem.tangent() == Some(Type::Float) {
+            // Elements of one shape (Floats, tuples of them): the zero of
+            // `r` is every element's, so the one-hot is a `deltaVec`, which
+            // both backends keep sparse.
+            if elem.tangent().is_some_and(|t| t.shape_is_trivial()) {
                 let n = size_of(b, v);
                 return Some(b.prim(Prim::DeltaVec, vec![n, i, r]));
             }
