@@ -90,11 +90,16 @@ fn files() -> Vec<PathBuf> {
     v
 }
 
+/// The most interpreter operations a point may take to be evaluated by
+/// CL's evaluator too.
+const CL_WORK: u64 = 200_000;
+
 #[derive(Default)]
 struct Tally {
     functions: usize,
     points: usize,
     skipped_points: usize,
+    large_points: usize,
     unsupported: Vec<String>,
     failures: Vec<String>,
     forms: std::collections::BTreeSet<&'static str>,
@@ -136,10 +141,11 @@ fn cl_round_trip_preserves_every_example_function() {
         .join()
         .unwrap();
     eprintln!(
-        "CL round trip: {} functions, {} points checked ({} skipped: the original fails there); unsupported:\n  {}",
+        "CL round trip: {} functions, {} points checked ({} skipped: the original fails there; {} left to the interpreter: over {CL_WORK} operations); unsupported:\n  {}",
         tally.functions,
         tally.points,
         tally.skipped_points,
+        tally.large_points,
         tally.unsupported.join("\n  ")
     );
     assert!(tally.failures.is_empty(), "{} failures:\n{}", tally.failures.len(), tally.failures.join("\n"));
@@ -241,10 +247,19 @@ fn check_file(path: &std::path::Path, tally: &mut Tally) {
             };
             let Some(x) = x else { break };
             let mut out = Vec::new();
+            let before = interp.operations();
             let Ok(want) = interp.call(&f.name, x.clone(), &mut out) else {
                 tally.skipped_points += 1;
                 continue;
             };
+            // CL's evaluator is figure 10 written out, for meaning, not
+            // speed (it copies where the interpreter moves): points that
+            // take the interpreter more than `CL_WORK` operations (the
+            // examples' `main`s over thousands of elements) are left to it.
+            if interp.operations() - before > CL_WORK {
+                tally.large_points += 1;
+                break;
+            }
             let mut cl_out = Vec::new();
             let got = {
                 let mut rt = InterpRuntime::new(defs.iter().copied(), &mut cl_out);
@@ -271,7 +286,9 @@ fn check_file(path: &std::path::Path, tally: &mut Tally) {
             }
             checked_points += 1;
             tally.points += 1;
-            if given && trial == 0 {
+            // A given point, or the one value of `()`, is the same at every
+            // trial: once is enough.
+            if (given || s == Type::unit()) && trial == 0 {
                 break;
             }
         }
