@@ -138,18 +138,6 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Is `v` a numeric zero: Floats `0.0` or `-0.0` and Integers 0 only, in
-/// tuples and tensors (no Bool or String, which have no zero)?
-pub(crate) fn is_numeric_zero(v: &Value) -> bool {
-    match v {
-        Value::Float(x) => *x == 0.0,
-        Value::Integer(i) => *i == 0,
-        Value::Tuple(xs) => xs.iter().all(is_numeric_zero),
-        Value::Tensor(t) => t.data.iter().all(is_numeric_zero),
-        _ => false,
-    }
-}
-
 /// Is `v` a zero (every Float `0.0` or `-0.0`, every Integer 0)?
 fn is_zero(v: &Value) -> bool {
     match v {

@@ -551,14 +551,6 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::ConstVec => {
                 let shape = sizes(args.get(0), p)?;
                 let n = tensor_count(&shape, p)?;
-                if ops::is_numeric_zero(args.get(1)) {
-                    // A zero tensor stays sparse (no entries), as the
-                    // one-hots do: reverse mode makes one per element that
-                    // misses a ragged one-hot, which native code never makes.
-                    count_work(1);
-                    let fill = args.take(1);
-                    return Ok(Value::Sparse(Rc::new(Sparse::new(shape, fill, Vec::new()))));
-                }
                 let mut data = alloc_elements(n)?;
                 data.resize(n, args.take(1));
                 new_tensor(shape, data)
