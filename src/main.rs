@@ -62,6 +62,12 @@ enum Command {
         /// Run with the reference interpreter instead of compiling.
         #[arg(long)]
         interp: bool,
+        /// Threads for the loops whose iterations are independent (builds
+        /// and derivative loops that fill one element each; folds and sums
+        /// stay serial). Default: `$OMP_NUM_THREADS`, else every core; 1
+        /// runs serial code. Results are the same at any thread count.
+        #[arg(long, value_name = "N", conflicts_with = "interp")]
+        threads: Option<std::num::NonZeroUsize>,
         #[command(flatten)]
         native: native::NativeOptions,
         #[command(flatten)]
@@ -322,7 +328,7 @@ fn command(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check { file } => check(&file),
         Command::Run { file, interp: true, .. } => run(&file),
-        Command::Run { file, native, .. } => native::run(&file, &native),
+        Command::Run { file, native, threads, .. } => native::run(&file, &native, threads),
         Command::Build { file, out_dir, emit, force, native, .. } => {
             native::build(&file, out_dir.as_deref(), emit, force, &native)
         }

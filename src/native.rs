@@ -142,7 +142,7 @@ fn internal_error(what: &str) -> ExitCode {
 }
 
 /// `ksc run FILE`: compile natively and run `main`.
-pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
+pub fn run(path: &Path, opts: &NativeOptions, threads: Option<std::num::NonZeroUsize>) -> ExitCode {
     let Compiled { db, file, analysis, sources } = match compile(path) {
         Ok(c) => c,
         Err(code) => return code,
@@ -162,7 +162,8 @@ pub fn run(path: &Path, opts: &NativeOptions) -> ExitCode {
         Ok(p) => p,
         Err(e) => return build_error(&e),
     };
-    match run_executable(&exe, &[]) {
+    let env: Vec<(&str, String)> = threads.map(|t| ("OMP_NUM_THREADS", t.to_string())).into_iter().collect();
+    match run_executable(&exe, &[], &env) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed { message, site, frames }) => {
             let mut e = runtime_error(module, message, site, &frames);

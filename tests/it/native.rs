@@ -56,6 +56,10 @@ fn examples_run_with_expected_output_in_both_backends() {
             runs.push(("interpreter", ksc(&["run", "--interp", path])));
         }
         runs.push(("native", ksc(&["run", path])));
+        // Every loop parallel.rs finds independent on a team of two
+        // threads, however small (the runtime's threshold at 0): the same
+        // output as the serial code, bit for bit.
+        runs.push(("native --threads 2", ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0")])));
         if *interpret {
             runs.push(("native --unchecked", ksc_env(&["run", "--unchecked", path], &[("KSC_CFLAGS", &reuse_always)])));
         }
@@ -103,6 +107,17 @@ fn runtime_errors_match_the_interpreter() {
             failures.push(format!(
                 "{path}: native diagnostic differs:\n{}",
                 common::diff(&text(&interp.stderr), &text(&native.stderr))
+            ));
+            return failures;
+        }
+        // On two threads, with every independent loop parallel: the error
+        // of the lowest failing iteration, raised as the serial code does.
+        let par = ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0")]);
+        if par.status.code() != Some(1) || par.stderr != interp.stderr {
+            failures.push(format!(
+                "{path}: on two threads the diagnostic differs ({}):\n{}",
+                par.status,
+                common::diff(&text(&interp.stderr), &text(&par.stderr))
             ));
             return failures;
         }

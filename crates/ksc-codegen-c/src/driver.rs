@@ -39,6 +39,11 @@ pub struct CcConfig {
 /// for `__builtin_*_overflow`, no warnings (the code is generated).
 pub const SEMANTIC_FLAGS: &[&str] = &["-std=gnu99", "-ffp-contract=off", "-fno-math-errno", "-w"];
 
+/// Flags for multi-core code: OpenMP, for the loops `parallel.rs` finds
+/// independent. Passed when the compiler accepts them; without them the
+/// same C is serial (the runtime's `_OPENMP` tests).
+pub const PARALLEL_FLAGS: &[&str] = &["-fopenmp"];
+
 /// The default optimisation flags.
 pub const DEFAULT_CFLAGS: &str = "-O3 -march=native";
 
@@ -140,6 +145,9 @@ pub fn compile_c(
     cfg: &CcConfig,
 ) -> Result<PathBuf, BuildError> {
     let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
+    for f in PARALLEL_FLAGS {
+        parts.push(f.as_bytes());
+    }
     for f in &cfg.cflags {
         parts.push(f.as_bytes());
     }
@@ -190,10 +198,19 @@ pub fn compile_c(
     Ok(out)
 }
 
-/// Runs the C compiler on one file.
+/// Runs the C compiler on one file, with OpenMP ([`PARALLEL_FLAGS`]) if the
+/// compiler has it, else without (a compiler without OpenMP's runtime, as
+/// clang may be, fails on the flag, and the code is then serial).
 pub fn run_cc(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact) -> Result<(), BuildError> {
+    match run_cc_with(cfg, c_file, out, kind, PARALLEL_FLAGS) {
+        Err(BuildError::CompilerFailed { .. }) => run_cc_with(cfg, c_file, out, kind, &[]),
+        r => r,
+    }
+}
+
+fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra: &[&str]) -> Result<(), BuildError> {
     let mut cmd = Command::new(&cfg.cc);
-    cmd.args(&cfg.cflags).args(SEMANTIC_FLAGS);
+    cmd.args(&cfg.cflags).args(SEMANTIC_FLAGS).args(extra);
     match kind {
         Artefact::Executable => {}
         Artefact::SharedLibrary => {
@@ -236,9 +253,10 @@ pub enum Outcome {
     Abnormal(String),
 }
 
-/// Runs a compiled program with stdout and stderr inherited; a run-time
-/// error is reported through a file rather than printed.
-pub fn run_executable(exe: &Path, args: &[String]) -> Result<Outcome, String> {
+/// Runs a compiled program with stdout and stderr inherited and `env` added
+/// to its environment (`OMP_NUM_THREADS` for `ksc run --threads`); a
+/// run-time error is reported through a file rather than printed.
+pub fn run_executable(exe: &Path, args: &[String], env: &[(&str, String)]) -> Result<Outcome, String> {
     let report = std::env::temp_dir().join(format!(
         "ksc-error-{}-{}",
         std::process::id(),
@@ -248,6 +266,7 @@ pub fn run_executable(exe: &Path, args: &[String]) -> Result<Outcome, String> {
     let status = Command::new(exe)
         .args(args)
         .env("KSC_ERROR_FILE", &report)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .status()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     if status.success() {

@@ -18,6 +18,8 @@ use std::fmt::Write;
 use ksc_ir::Type;
 use ksc_lower::ir::*;
 use ksc_lower::names::mangle_type;
+
+use crate::parallel::Team;
 use rustc_hash::FxHashSet;
 
 /// A location of the source, for the site table.
@@ -62,17 +64,22 @@ pub fn c_type(t: &Type) -> String {
 pub struct CalleeSig {
     pub c_name: String,
     pub params: Vec<Type>,
+    /// May it print (itself or through its calls)? A loop that calls it
+    /// stays serial (`parallel.rs`).
+    pub prints: bool,
 }
 
 impl CalleeSig {
-    pub fn of(f: &Func) -> CalleeSig {
-        CalleeSig { c_name: f.c_name.clone(), params: f.params.iter().map(|p| f.ty(*p).clone()).collect() }
+    /// The signature of `f`, which prints (transitively) if `prints`.
+    pub fn of(f: &Func, prints: bool) -> CalleeSig {
+        CalleeSig { c_name: f.c_name.clone(), params: f.params.iter().map(|p| f.ty(*p).clone()).collect(), prints }
     }
 }
 
-/// The functions `f` calls, with what its C reads of them.
-pub fn callees(m: &Module, f: &Func) -> Vec<(FuncId, CalleeSig)> {
-    callees_with(f, &mut |g| Some(CalleeSig::of(m.func(g)))).unwrap_or_default()
+/// The functions `f` calls, with what its C reads of them; `prints[k]`:
+/// may function `FuncId(k)` print (`ksc_lower::passes::effectful_funcs`)?
+pub fn callees(m: &Module, prints: &[bool], f: &Func) -> Vec<(FuncId, CalleeSig)> {
+    callees_with(f, &mut |g| Some(CalleeSig::of(m.func(g), prints[g.0 as usize]))).unwrap_or_default()
 }
 
 /// [`callees`], with the signature of function `g` of the module from
@@ -107,9 +114,10 @@ struct Emitter {
 pub fn emit(m: &Module, sites: &[SiteLocation], target: Target, checked: bool, header_name: &str) -> CProgram {
     let funcs: Vec<&Func> = m.funcs.iter().collect();
     let view = ModuleView { funcs: &funcs, sites: &m.sites, main: m.main };
+    let prints = ksc_lower::passes::effectful_funcs(m);
     emit_with(&view, sites, target, header_name, &mut |id| {
         let f = m.func(id);
-        std::borrow::Cow::Owned(function(f, &callees(m, f), target, checked))
+        std::borrow::Cow::Owned(function(f, &callees(m, &prints, f), target, checked))
     })
 }
 
@@ -674,7 +682,16 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
     writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(&f.body)).ok();
-    let mut w = W { f, callees, target, checked, out: String::new(), depth: 1, loop_marks: Vec::new() };
+    let mut w = W {
+        f,
+        callees,
+        target,
+        checked,
+        out: String::new(),
+        depth: 1,
+        loop_marks: Vec::new(),
+        outlined: Some(Vec::new()),
+    };
     if let Some(m) = f.entry_mark {
         w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
     }
@@ -689,7 +706,9 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     }
     out.push_str(&w.out);
     out.push_str("}\n\n");
-    out
+    let mut loops = w.outlined.unwrap_or_default().concat();
+    loops.push_str(&out);
+    loops
 }
 
 /// What a run of block `b` counts in a build that counts work (`KS_WORK`,
@@ -717,6 +736,10 @@ struct W<'a> {
     /// loop's iterations (a fold's), and may be put off (`copy_down`).
     /// Per enclosing loop: the marks taken in its body, and its trip count.
     loop_marks: Vec<(FxHashSet<VarId>, String)>,
+    /// The functions made of parallel loops (`parallel_loop`), written
+    /// before the function; `None` inside one of them, whose loops stay
+    /// where they are.
+    outlined: Option<Vec<String>>,
 }
 
 fn float_lit(x: f64) -> String {
@@ -962,38 +985,27 @@ impl W<'_> {
             }
             Stmt::For { idx, n, pre, body, reset: false } if pre.is_empty() && self.runtime_loop(*idx, n, body) => {}
             Stmt::For { idx, n, pre, body, reset } => {
+                let n_op = n;
                 let n = self.op(n);
-                let i = self.var(*idx);
                 let guarded = !pre.is_empty();
                 if guarded {
                     self.line(&format!("if ({n} > 0) {{{}", work(pre)));
                     self.depth += 1;
                     self.block(pre);
                 }
-                if *reset {
-                    self.line("{");
-                    self.depth += 1;
-                    self.line(&format!("ks_mark mark_{i} = ksrt_mark(A);"));
-                }
-                self.line(&format!("for (int64_t {i} = 0; {i} < {n}; {i}++) {{{}", work(body)));
-                self.depth += 1;
-                let mut marks = FxHashSet::default();
-                walk(body, &mut |s| {
-                    if let Stmt::Let(m, Rhs::Mark) = s {
-                        marks.insert(*m);
-                    }
-                });
-                self.loop_marks.push((marks, n.clone()));
-                self.block(body);
-                self.loop_marks.pop();
-                if *reset {
-                    self.line(&format!("ksrt_reset(A, mark_{i});"));
-                }
-                self.depth -= 1;
-                self.line("}");
-                if *reset {
-                    self.depth -= 1;
-                    self.line("}");
+                let callees = self.callees;
+                let prints = |g: FuncId| callees.iter().any(|(h, c)| *h == g && c.prints);
+                let team = match n_op {
+                    // Not in a loop already made a function of its own.
+                    _ if self.outlined.is_none() => Team::No,
+                    // Too little work at any thread count.
+                    Op::Int(k) if !crate::parallel::worth_a_team(*k, body) => Team::No,
+                    _ => crate::parallel::team(self.f, *idx, body, &prints),
+                };
+                if team == Team::No {
+                    self.range_loop(*idx, "0", &n, body, *reset);
+                } else {
+                    self.parallel_loop(*idx, n_op, &n, body, *reset);
                 }
                 if guarded {
                     self.depth -= 1;
@@ -1127,6 +1139,87 @@ impl W<'_> {
             }
         });
         changed_everywhere
+    }
+
+    /// `for (idx = lo; idx < n; idx++) { body }` (with the arena reset
+    /// after each iteration if `reset`).
+    fn range_loop(&mut self, idx: VarId, lo: &str, n: &str, body: &Block, reset: bool) {
+        let i = self.var(idx);
+        if reset {
+            self.line("{");
+            self.depth += 1;
+            self.line(&format!("ks_mark mark_{i} = ksrt_mark(A);"));
+        }
+        self.line(&format!("for (int64_t {i} = {lo}; {i} < {n}; {i}++) {{{}", work(body)));
+        self.depth += 1;
+        let mut marks = FxHashSet::default();
+        walk(body, &mut |s| {
+            if let Stmt::Let(m, Rhs::Mark) = s {
+                marks.insert(*m);
+            }
+        });
+        self.loop_marks.push((marks, n.to_string()));
+        self.block(body);
+        self.loop_marks.pop();
+        if reset {
+            self.line(&format!("ksrt_reset(A, mark_{i});"));
+        }
+        self.depth -= 1;
+        self.line("}");
+        if reset {
+            self.depth -= 1;
+            self.line("}");
+        }
+    }
+
+    /// A loop whose iterations are independent (`parallel.rs`): its
+    /// iterations `lo .. hi` become a function of their own, which the
+    /// serial code calls for `0 .. n`, and each thread of a team for its
+    /// range on its own arena, catching its run-time errors; after the team
+    /// joins, the caller's thread raises the error of the lowest failing
+    /// range (the serial loop's). One copy of the loop in the C, whatever
+    /// runs it.
+    fn parallel_loop(&mut self, idx: VarId, n_op: &Op, n: &str, body: &Block, reset: bool) {
+        let i = self.var(idx);
+        let captured = crate::parallel::captured(body, idx, n_op);
+        let name = format!("{}_par_{i}", local_name(&self.f.c_name, self.target));
+        let mut params = vec!["ks_arena *A".to_string(), "int64_t ksrt_lo".to_string(), "int64_t ksrt_hi".to_string()];
+        params.extend(captured.iter().map(|v| format!("{} {}", c_type(self.f.ty(*v)), self.var(*v))));
+        let mut inner = W {
+            f: self.f,
+            callees: self.callees,
+            target: self.target,
+            checked: self.checked,
+            out: String::new(),
+            depth: 1,
+            loop_marks: Vec::new(),
+            outlined: None,
+        };
+        inner.range_loop(idx, "ksrt_lo", "ksrt_hi", body, reset);
+        // The loop, and a trampoline from the runtime's team
+        // (`ksrt_par_run`) to it, reading the captured values from a struct.
+        let mut text = format!("static void {name}({}) {{\n{}}}\n", params.join(", "), inner.out);
+        let fields: String = captured.iter().map(|v| format!(" {} {};", c_type(self.f.ty(*v)), self.var(*v))).collect();
+        let reads: String = captured.iter().map(|v| format!(", k->{}", self.var(*v))).collect();
+        writeln!(text, "typedef struct {{{fields} char none; }} {name}_k;").ok();
+        writeln!(
+            text,
+            "static void {name}_team(ks_arena *A, int64_t lo, int64_t hi, void *c) {{ {name}_k *k = ({name}_k *)c; (void)k; {name}(A, lo, hi{reads}); }}\n"
+        )
+        .ok();
+        if let Some(out) = &mut self.outlined {
+            out.push(text);
+        }
+        let args: String = captured.iter().map(|v| format!(", {}", self.var(*v))).collect();
+        let inits: String = captured.iter().map(|v| format!("{}, ", self.var(*v))).collect();
+        let cost = crate::parallel::cost(body);
+        self.line(&format!("int ksrt_threads_{i} = ksrt_par_threads({n}, {cost});"));
+        self.line(&format!("if (ksrt_threads_{i} > 1) {{"));
+        self.line(&format!("    {name}_k k = {{{inits}0}};"));
+        self.line(&format!("    ksrt_par_run(A, ksrt_threads_{i}, {n}, {name}_team, &k);"));
+        self.line("} else {");
+        self.line(&format!("    {name}(A, 0, {n}{args});"));
+        self.line("}");
     }
 
     /// Emits the loop over `idx` < `n` as a call of the runtime, and says so,

@@ -84,6 +84,14 @@ struct ks_arena {
     /* The latest exported call's error (KS_ERROR_*) and its message. */
     int error;
     char error_message[2048];
+    /* The error's own message and site, before `ksrt_where` dressed it
+     * (a parallel loop's worker hands these to the thread that started it). */
+    int32_t error_site;
+    char error_raw[512];
+    /* Parallel loops: one arena per thread of a team (made when first
+     * needed; the caller's thread has its own too). */
+    ks_arena **workers;
+    int32_t nworkers;
     const ksrt_site *sites;
     int32_t nsites;
     int32_t depth;
@@ -149,6 +157,8 @@ static void ksrt_arena_free(ks_arena *A) {
         b = p;
     }
     ksrt_arena_free(A->scratch);
+    for (int32_t t = 0; t < A->nworkers; t++) ksrt_arena_free(A->workers[t]);
+    free(A->workers);
     free(A);
 }
 
@@ -383,6 +393,8 @@ static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t si
     char where[1536];
     ksrt_where(A, site, NULL, where, sizeof where, 6);
     A->error = code;
+    A->error_site = site;
+    snprintf(A->error_raw, sizeof A->error_raw, "%s", msg);
     snprintf(A->error_message, sizeof A->error_message, "%s\n%s", msg, where);
     siglongjmp(*A->on_error, 1);
 }
@@ -468,6 +480,182 @@ static __attribute__((cold)) void ksrt_failed(ks_arena *A, ks_mark m) {
         ks_mark first = {b, b->start};
         ksrt_reset(A->scratch, first);
     }
+}
+
+/* ---- parallel loops ------------------------------------------------------ */
+
+/* A loop whose iterations are independent (ksc-codegen-c's parallel.rs says
+ * which) runs on a team of OpenMP threads when the program is compiled with
+ * -fopenmp, more than one thread is allowed (OMP_NUM_THREADS, `ksc run
+ * --threads`), it is not already inside a parallel loop, and its estimated
+ * work is at least KSRT_PAR_MIN_WORK (or $KSC_PAR_MIN_WORK) units, so that
+ * small loops stay serial. Iteration i writes only element i of what the
+ * loop fills, so the result is the serial loop's, bit for bit, whatever the
+ * number of threads.
+ *
+ * Thread t runs a contiguous range of iterations on its own arena
+ * (A->workers[t]), with the caller's call stack copied in, and catches its
+ * own run-time errors (sigsetjmp per thread: a longjmp never leaves the
+ * thread). After the team joins, the error of the lowest failing
+ * iteration, which is the one the serial loop would have stopped at, is
+ * raised again on the caller's arena with that thread's call stack. The
+ * generated code makes the loop's iterations lo .. hi a function of their
+ * own, which the serial code calls for 0 .. n. */
+#ifndef KSRT_PAR_MIN_WORK
+#define KSRT_PAR_MIN_WORK 100000
+#endif
+
+#ifdef _OPENMP
+int omp_get_max_threads(void);
+int omp_get_thread_num(void);
+int omp_get_num_threads(void);
+int omp_in_parallel(void);
+#endif
+
+static int64_t ksrt_par_min_work(void) {
+    static int64_t min = -1;
+    if (min < 0) {
+        const char *s = getenv("KSC_PAR_MIN_WORK");
+        char *end = NULL;
+        long long v = s ? strtoll(s, &end, 10) : -1;
+        min = s && end != s && *end == 0 && v >= 0 ? (int64_t)v : KSRT_PAR_MIN_WORK;
+    }
+    return min;
+}
+
+/* How many threads a parallel loop of n iterations of about `cost` units
+ * each gets: 1 means run the serial loop. */
+static inline int ksrt_par_threads(int64_t n, int64_t cost) {
+#if defined(_OPENMP) && !defined(KS_COUNT_WORK)
+    if (n < 2 || omp_in_parallel()) return 1;
+    int64_t work;
+    if (__builtin_mul_overflow(n, cost, &work)) work = INT64_MAX;
+    if (work < ksrt_par_min_work()) return 1;
+    int t = omp_get_max_threads();
+    return t < 1 ? 1 : (int64_t)t > n ? (int)n : t;
+#else
+    (void)n;
+    (void)cost;
+    return 1;
+#endif
+}
+
+typedef struct {
+    ks_arena *caller;
+    int threads;
+    int64_t n;
+    /* The lowest failing thread (n if none) and its arena. */
+    int64_t failed_at;
+    ks_arena *failed;
+} ksrt_par;
+
+/* Before the team starts: worker arenas for `threads` threads, the
+ * caller's call stack and sites copied into each. */
+static void ksrt_par_begin(ks_arena *A, ksrt_par *P, int threads, int64_t n) {
+    P->caller = A;
+    P->threads = threads;
+    P->n = n;
+    P->failed_at = threads;
+    P->failed = NULL;
+    (void)ksrt_max_memory();
+    if (A->nworkers < threads) {
+        ks_arena **w = (ks_arena **)realloc(A->workers, (size_t)threads * sizeof(ks_arena *));
+        if (!w) ksrt_oom(A, (size_t)threads * sizeof(ks_arena *));
+        A->workers = w;
+        for (int32_t t = A->nworkers; t < threads; t++) {
+            w[t] = ksrt_arena_new(A->sites, A->nsites);
+            if (!w[t]) {
+                A->nworkers = t;
+                ksrt_oom(A, KSRT_FIRST_BLOCK);
+            }
+        }
+        A->nworkers = threads;
+    }
+    for (int t = 0; t < threads; t++) {
+        ks_arena *W = A->workers[t];
+        W->sites = A->sites;
+        W->nsites = A->nsites;
+        W->depth = A->depth;
+        memcpy(W->frames, A->frames, (size_t)A->depth * sizeof(int32_t));
+        W->error = KS_ERROR_NONE;
+    }
+}
+
+/* In the team: this thread's arena, and its iterations [lo, hi). */
+static inline ks_arena *ksrt_par_arena(ksrt_par *P, int64_t *lo, int64_t *hi) {
+#ifdef _OPENMP
+    int t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+    int t = 0, T = 1;
+#endif
+    /* T may be fewer than asked for (the OpenMP runtime decides). */
+    *lo = (int64_t)((__int128)P->n * t / T);
+    *hi = (int64_t)((__int128)P->n * (t + 1) / T);
+    return P->caller->workers[t];
+}
+
+/* In the team, after thread W's error: keep the error of the thread with
+ * the lowest range. Each thread stops at its first error and the ranges
+ * are in order, so that is the lowest failing iteration: the serial
+ * loop's error. */
+static void ksrt_par_failed(ksrt_par *P, ks_arena *W) {
+    int64_t t = 0;
+    while (t < P->threads && P->caller->workers[t] != W) t++;
+#ifdef _OPENMP
+#pragma omp critical(ksrt_par_failed)
+#endif
+    {
+        if (t < P->failed_at) {
+            P->failed_at = t;
+            P->failed = W;
+        }
+    }
+}
+
+/* After the team: raise the error of the lowest failing iteration, if any,
+ * as the serial loop would have. */
+static void ksrt_par_end(ksrt_par *P) {
+    ks_arena *W = P->failed, *A = P->caller;
+    if (!W) return;
+    A->depth = W->depth;
+    memcpy(A->frames, W->frames, (size_t)W->depth * sizeof(int32_t));
+    char msg[sizeof W->error_raw];
+    memcpy(msg, W->error_raw, sizeof msg);
+    int code = W->error;
+    W->error = KS_ERROR_NONE;
+    if (code == KS_ERROR_MEMORY) {
+        ks_arena *top = A;
+        while (top->owner) top = top->owner;
+        if (top->on_error) ksrt_return_error(top, KS_ERROR_MEMORY, msg, W->error_site);
+    }
+    ksrt_report(A, msg, W->error_site);
+}
+
+/* Runs fn(W, lo, hi, caps) for the ranges of 0 .. n on a team of
+ * `threads`, each on its own arena W (emptied after), then raises the error
+ * of the lowest failing range, if any. */
+typedef void (*ksrt_range_fn)(ks_arena *W, int64_t lo, int64_t hi, void *caps);
+static void ksrt_par_run(ks_arena *A, int threads, int64_t n, ksrt_range_fn fn, void *caps) {
+    ksrt_par P;
+    ksrt_par_begin(A, &P, threads, n);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        int64_t lo, hi;
+        ks_arena *W = ksrt_par_arena(&P, &lo, &hi);
+        ks_mark m = ksrt_mark(W);
+        sigjmp_buf jb;
+        if (sigsetjmp(jb, 0) == 0) {
+            W->on_error = &jb;
+            fn(W, lo, hi, caps);
+        } else {
+            ksrt_par_failed(&P, W);
+        }
+        W->on_error = NULL;
+        ksrt_reset(W, m);
+    }
+    ksrt_par_end(&P);
 }
 
 /* An index or size as in the interpreter: `3` or `(2,3)`. */

@@ -8,6 +8,7 @@
 
 pub mod driver;
 pub mod emit;
+pub mod parallel;
 
 pub use driver::{compile_c, run_executable, Artefact, BuildError, CcConfig, Outcome};
 pub use emit::{

@@ -129,7 +129,8 @@ pub fn layout_row(
 #[salsa::tracked(returns(ref))]
 pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Option<CalleeSig> {
     db.log_execution(format!("callee_sig({name})"));
-    loop_unit(db, file, name, checked).as_ref().ok().map(|u| CalleeSig::of(&u.func))
+    let prints = lowering_facts(db, file).facts.effectful(&name);
+    loop_unit(db, file, name, checked).as_ref().ok().map(|u| CalleeSig::of(&u.func, prints))
 }
 
 /// The optimised loop IR of `roots` and what they call, linked from units
