@@ -75,7 +75,7 @@ fn flat_tensors(t: &Type) -> bool {
 /// Does lowering `e` give storage that nothing else refers to? (A new
 /// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add` of
 /// flat tensors, whose accumulator is new.)
-fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
+pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
     matches!(&body.exprs[e], Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _))
         && flat_tensors(body.ty(e))
 }
@@ -131,14 +131,16 @@ impl Fresh {
 /// (the caller may read it again). With `ret` (`e` is what a definition
 /// returns), neither is a vector that copies a variable
 /// ([`passed_through`]): the definition returns the variable itself when
-/// the sizes agree.
+/// the sizes agree. `params` are the parameters the definition consumes
+/// (see [`crate::lower::consumed_params`]), with how fresh they are.
 pub(crate) fn fresh_expr(
     body: &ksc_ir::Body,
     e: ExprId,
     ret: bool,
     results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+    params: &[(String, Fresh)],
 ) -> Fresh {
-    fresh_in(body, e, ret, results, &mut Vec::new())
+    fresh_in(body, e, ret, results, &mut params.to_vec())
 }
 
 /// [`fresh_expr`] under the `let`s around `e` (innermost last): the
@@ -458,7 +460,8 @@ impl Lowerer<'_> {
                         return Ok(LVal::Never);
                     }
                     let body = self.body(ctx);
-                    let fresh = fresh_value(body, a) || self.fresh(body, a) || self.owned_operand(fb, body, a, &first);
+                    let fresh =
+                        fresh_value(body, a) || self.fresh(ctx.def, body, a) || self.owned_operand(fb, body, a, &first);
                     let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
                     match second {
                         Some(v) => self.accumulate_lval(fb, st, &acc, v, &ty, site)?,
@@ -1111,7 +1114,14 @@ impl Lowerer<'_> {
 
     /// An accumulator initialised with `first`, copied unless it is `fresh`
     /// (storage nothing else refers to) or delayed.
-    fn new_acc_owned(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type, fresh: bool) -> R<Acc> {
+    pub(crate) fn new_acc_owned(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        first: LVal,
+        ty: &Type,
+        fresh: bool,
+    ) -> R<Acc> {
         Ok(match ty {
             Type::Float | Type::Integer => {
                 let o = lval_op(&first)?;
@@ -1137,7 +1147,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn acc_value(&mut self, fb: &mut FnBuilder, acc: &Acc) -> R<LVal> {
+    pub(crate) fn acc_value(&mut self, fb: &mut FnBuilder, acc: &Acc) -> R<LVal> {
         Ok(match acc {
             Acc::Scalar(v, t) => LVal::Op(fb.let_(Rhs::Copy(Op::Var(*v)), t.clone(), None)),
             Acc::Tensor(o, _) => LVal::Op(o.clone()),
