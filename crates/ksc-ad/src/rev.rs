@@ -362,6 +362,20 @@ impl Rev<'_, '_> {
         }
     }
 
+    /// Has map variable `g` an owned contribution?
+    fn has_owned(&self, g: &str) -> bool {
+        self.contribs.get(g).is_some_and(|cs| cs.iter().any(|(n, _)| self.accs.contains(n)))
+    }
+
+    /// The last contributions to these map variables are owned.
+    fn mark_last<'g>(&mut self, gs: impl IntoIterator<Item = &'g String>) {
+        for g in gs {
+            if let Some((last, _)) = self.contribs.get(g).and_then(|cs| cs.last()) {
+                self.accs.insert(last.clone());
+            }
+        }
+    }
+
     /// Takes an owned contribution to map variable `g` out of its list.
     fn take_owned(&mut self, g: &str) -> Option<(String, Type)> {
         let accs = &self.accs;
@@ -427,11 +441,7 @@ impl Rev<'_, '_> {
         }
         let c = self.emit(b, "r", call);
         self.push_r(b, c, m)?;
-        for g in maps.into_iter().flatten() {
-            if let Some((last, _)) = self.contribs.get(&g).and_then(|cs| cs.last()) {
-                self.accs.insert(last.clone());
-            }
-        }
+        self.mark_last(maps.iter().flatten());
         Ok(Some(()))
     }
 
@@ -915,11 +925,7 @@ impl Rev<'_, '_> {
             _ => return internal("a pair that is not an `if` or `assert`"),
         };
         self.scatter(b, result, &outer);
-        for (g, _) in &carry {
-            if let Some((last, _)) = self.contribs.get(g).and_then(|cs| cs.last()) {
-                self.accs.insert(last.clone());
-            }
-        }
+        self.mark_last(carry.iter().map(|(g, _)| g));
         Ok(())
     }
 
@@ -986,16 +992,37 @@ impl Rev<'_, '_> {
         // iteration).
         //
         // The sum of the contributions to `others`, scattered to them:
+        //
+        // When every one of them has an owned contribution (a recursive
+        // reverse pass's accumulator), the sum starts from those, `ts_add`
+        // adding the loop's terms into them in place; the results are owned.
         let sum_others = |this: &mut Self, b: &mut Builder| -> R<()> {
             let lam = body_for(this, b, &others, None)?;
             let n2 = b.var(&nv.0, nv.1.clone());
             let sum = b.prim(Prim::Sumbuild, vec![n2, lam]);
-            // An empty loop contributes zeros.
-            let zeros = zeros_of(this, b, &others)?;
+            let start: Option<Vec<(String, Type)>> = if others.iter().all(|g| this.has_owned(g)) {
+                others.iter().map(|g| this.take_owned(g)).collect()
+            } else {
+                None
+            };
+            let (empty_value, sum) = match &start {
+                Some(cs) => {
+                    let vars = |b: &mut Builder| cs.iter().map(|(c, t)| b.var(c, t.clone())).collect::<Vec<_>>();
+                    let (first, second) = (vars(b), vars(b));
+                    let first = b.tuple(first);
+                    let second = b.tuple(second);
+                    (first, b.prim(Prim::TsAdd, vec![second, sum]))
+                }
+                // An empty loop contributes zeros.
+                None => (zeros_of(this, b, &others)?, sum),
+            };
             let empty = is_empty(b, &nv);
             let ty = b.ty(sum);
-            let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
+            let result = b.body.alloc_typed(Expr::If(empty, empty_value, sum), ty);
             this.scatter(b, result, &others);
+            if start.is_some() {
+                this.mark_last(&others);
+            }
             Ok(())
         };
         let n2 = b.var(&nv.0, nv.1.clone());
