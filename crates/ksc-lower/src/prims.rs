@@ -73,11 +73,17 @@ fn flat_tensors(t: &Type) -> bool {
 }
 
 /// Does lowering `e` give storage that nothing else refers to? (A new
-/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add` of
-/// flat tensors, whose accumulator is new.)
+/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
+/// `sumbuild` or `sum` of flat tensors, whose accumulator is new: a sum
+/// adds its terms in place into a copy of its first, `Lowerer::sum`.)
 pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
-    matches!(&body.exprs[e], Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _))
-        && flat_tensors(body.ty(e))
+    matches!(
+        &body.exprs[e],
+        Expr::Call(
+            Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd | Prim::Sumbuild | Prim::Sum),
+            _
+        )
+    ) && flat_tensors(body.ty(e))
 }
 
 /// Which parts of a value are storage nothing else refers to: `Yes` for a
@@ -459,10 +465,7 @@ impl Lowerer<'_> {
                     if matches!(first, LVal::Never) {
                         return Ok(LVal::Never);
                     }
-                    let body = self.body(ctx);
-                    let fresh =
-                        fresh_value(body, a) || self.fresh(ctx.def, body, a) || self.owned_operand(fb, body, a, &first);
-                    let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
+                    let acc = self.owned_acc(fb, st, ctx, a, first, &ty)?;
                     match second {
                         Some(v) => self.accumulate_lval(fb, st, &acc, v, &ty, site)?,
                         None => self.accumulate_expr(fb, st, ctx, &acc, b, site)?,
@@ -1110,6 +1113,35 @@ impl Lowerer<'_> {
     /// An accumulator initialised with (a copy of) `first`.
     fn new_acc(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type) -> R<Acc> {
         self.new_acc_owned(fb, st, first, ty, false)
+    }
+
+    /// An accumulator initialised with `first`, the value of `a`: not
+    /// copied where it is fresh (a new value, or a variable's storage
+    /// handed over), each component of a literal tuple by itself (the
+    /// cotangents a loop's sum starts from in a recursive reverse pass).
+    fn owned_acc(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        a: ExprId,
+        first: LVal,
+        ty: &Type,
+    ) -> R<Acc> {
+        let body = self.body(ctx);
+        if let (Expr::Tuple(es), LVal::Tuple(vs), Type::Tuple(ts)) = (&body.exprs[a], &first, ty) {
+            if es.len() == vs.len() && es.len() == ts.len() {
+                let (es, vs) = (es.clone(), vs.clone());
+                let mut accs = Vec::with_capacity(es.len());
+                for ((e, v), t) in es.into_iter().zip(vs).zip(ts) {
+                    accs.push(self.owned_acc(fb, st, ctx, e, v, t)?);
+                }
+                return Ok(Acc::Tuple(accs));
+            }
+        }
+        let body = self.body(ctx);
+        let fresh = fresh_value(body, a) || self.fresh(ctx.def, body, a) || self.owned_operand(fb, body, a, &first);
+        self.new_acc_owned(fb, st, first, ty, fresh)
     }
 
     /// An accumulator initialised with `first`, copied unless it is `fresh`
