@@ -197,7 +197,7 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             }
             // The split passes with a tape (`tape.rs`), and `[rev f]` by
             // them when f is recursive.
-            Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufFwdTape => {
+            Derivation::SufFwdPass | Derivation::SufRevPass | Derivation::SufFwdTape | Derivation::SufRevAcc => {
                 split_passes(d, &f, &mut jacobians, &mut work, has_body)
             }
             Derivation::Rev if is_recursive(&f) => split_passes(d, &f, &mut jacobians, &mut work, has_body),
@@ -284,7 +284,8 @@ fn split_passes(
         Derivation::SufFwdTape => guard(|| tape::suffwdtape_def(f, jd, witnesses, &plan)),
         _ => {
             let mut demands = Vec::new();
-            let r = guard(|| tape::sufrevpass_def(f, jd, witnesses, &plan, &mut demands));
+            let acc = d == Derivation::SufRevAcc;
+            let r = guard(|| tape::sufrevpass_def(f, jd, witnesses, &plan, &mut demands, acc));
             if r.is_ok() {
                 work.extend(demands);
             }

@@ -31,7 +31,7 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
     let mut b = Builder::new(&mut body, &mut fresh);
     let (x_name, dr_name) = (param_name("x", f), param_name("dr", f));
     let dr = (dr_name.clone(), dt_ty.clone());
-    let inner = transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, dr, None)?;
+    let inner = transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, dr, None, None)?;
     let root = bind_params(&mut b, &f.params, &x_name, &s_ty, inner);
     let params = vec![Param { name: x_name, ty: s_ty }, Param { name: dr_name, ty: dt_ty }];
     checked_def(f.name.derived(Derivation::Rev), params, ds_ty, body, root)
@@ -40,7 +40,12 @@ pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunNam
 /// Transposes the let-program of a Jacobian (`root` in `src`, a map from
 /// the tuple of `params`, or from the one parameter), seeded with the
 /// cotangent `seed` of its result: the cotangent of the parameters.
-/// Recursive calls are read from `tape` if given.
+/// Recursive calls are read from `tape` if given. With `acc` (the
+/// accumulator of `[sufrevacc f]`, of the parameters' cotangent type), the
+/// result is `acc` plus that cotangent: each parameter's part of `acc`
+/// starts as a contribution to the parameter's map, which the reverse
+/// passes of recursive calls passing the parameter on are given to add
+/// into ([`Rev::accs`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn transpose_program(
     b: &mut Builder,
@@ -52,7 +57,12 @@ pub(crate) fn transpose_program(
     params: &[Param],
     seed: (String, Type),
     tape: Option<std::rc::Rc<crate::tape::RevTape>>,
+    acc: Option<(String, Type)>,
 ) -> R<ExprId> {
+    let map_defs = match &tape {
+        Some(t) if t.accumulates => map_definitions(src, root),
+        _ => FxHashMap::default(),
+    };
     let mut rv = Rev {
         src,
         witnesses,
@@ -67,17 +77,24 @@ pub(crate) fn transpose_program(
         indexed: FxHashMap::default(),
         loop_depth: 0,
         tape,
+        accs: Default::default(),
+        map_defs,
+        carry: Vec::new(),
     };
     let (bindings, result) = let_chain(src, root);
     let Expr::Var(g_res) = src.exprs[result].clone() else {
         return internal("a Jacobian that does not end in a map variable");
     };
     rv.contribs.entry(g_res).or_default().push(seed);
+    if let Some(acc) = acc {
+        rv.seed_accumulator(b, &bindings, acc);
+    }
     rv.transpose_block(b, &bindings)?;
     // The cotangent of the argument.
     let mut parts = Vec::new();
     for (i, p) in params.iter().enumerate() {
-        let c = std::mem::take(&mut rv.param_contribs[i]);
+        let mut c = std::mem::take(&mut rv.param_contribs[i]);
+        rv.owned_first(&mut c);
         parts.push(rv.sum_or_zero(b, c, |b| {
             let w = b.var(&p.name, p.ty.clone());
             b.zero_tangent(w)
@@ -114,6 +131,57 @@ struct Rev<'s, 'd> {
     /// In `[sufrevpass f]` of a recursive f: where the results of f's
     /// recursive calls are read from, and how its reverse passes are called.
     tape: Option<std::rc::Rc<crate::tape::RevTape>>,
+    /// The contributions (variables) that are cotangents of tensors this
+    /// code owns and reads once: the parts of `[sufrevacc f]`'s
+    /// accumulator, the results of reverse passes of recursive calls, and
+    /// sums and branch results that start from one. When the tape
+    /// `accumulates`, the reverse pass of a recursive call whose argument
+    /// passes on a vector with such a contribution is given it to add into
+    /// (`[sufrevacc f]`), so the cotangent of a vector the recursion reads
+    /// is threaded through the calls as one accumulator, not a vector per
+    /// call summed by the caller (tree recursion: quadratic in native code).
+    accs: rustc_hash::FxHashSet<String>,
+    /// The source's map variables bound by `let` (names bound once), for
+    /// the maps of a recursive call's argument (`lmVCat` of its parts).
+    map_defs: FxHashMap<String, ExprId>,
+    /// Owned contributions to outer variables that the next sub-block (a
+    /// branch) starts from ([`Rev::push_r_pair`]).
+    carry: Vec<(String, (String, Type))>,
+}
+
+/// The map variables `let` binds in `root` (names bound once) and their
+/// right-hand sides.
+fn map_definitions(src: &Body, root: ExprId) -> FxHashMap<String, ExprId> {
+    let mut defs: FxHashMap<String, Option<ExprId>> = FxHashMap::default();
+    let mut stack = vec![root];
+    while let Some(e) = stack.pop() {
+        if let Expr::Let(Pat::Var(g), r, _) = &src.exprs[e] {
+            if is_lm(src.ty(*r)) {
+                defs.entry(g.clone()).and_modify(|d| *d = None).or_insert(Some(*r));
+            }
+        }
+        stack.extend(ksc_ir::core::children(&src.exprs[e]));
+    }
+    defs.into_iter().filter_map(|(g, d)| d.map(|d| (g, d))).collect()
+}
+
+/// Does a value of this type hold a Float?
+fn has_float(t: &Type) -> bool {
+    match t {
+        Type::Float => true,
+        Type::Tensor(_, e) => has_float(e),
+        Type::Tuple(ts) => ts.iter().any(has_float),
+        _ => false,
+    }
+}
+
+/// Does a value of this type hold a tensor?
+fn has_tensor(t: &Type) -> bool {
+    match t {
+        Type::Tensor(..) => true,
+        Type::Tuple(ts) => ts.iter().any(has_tensor),
+        _ => false,
+    }
 }
 
 /// Is an index space of this size (a variable) empty: `n == 0`, or some
@@ -245,6 +313,138 @@ fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String
 }
 
 impl Rev<'_, '_> {
+    /// `[sufrevacc f]`: each parameter's part of the accumulator `acc` is
+    /// a contribution to the parameter's map (bound at the top of `[D f]`
+    /// as `lmOne` or `lmGet` of the argument), owned if it holds a tensor;
+    /// a part without a tensor is added to the result.
+    fn seed_accumulator(&mut self, b: &mut Builder, bindings: &[(Pat, ExprId)], acc: (String, Type)) {
+        let n = self.params.len();
+        for i in 0..n {
+            let part = if n == 1 {
+                b.var(&acc.0, acc.1.clone())
+            } else {
+                let a = b.var(&acc.0, acc.1.clone());
+                b.prim(Prim::Get { index: i as u32 + 1, arity: n as u32 }, vec![a])
+            };
+            let part = self.emit(b, "acc", part);
+            let map = bindings.iter().find_map(|(pat, rhs)| {
+                let Pat::Var(g) = pat else { return None };
+                let (p, args) = prim_call(self.src, *rhs)?;
+                let of_arg = self.src.ty(args[0]) == &self.s_ty;
+                let hit = match p {
+                    Prim::LmOne => n == 1 && of_arg,
+                    Prim::LmGet { index, arity } => of_arg && arity as usize == n && index as usize == i + 1,
+                    _ => false,
+                };
+                hit.then(|| g.clone())
+            });
+            match map {
+                Some(g) if has_tensor(&part.1) => {
+                    self.accs.insert(part.0.clone());
+                    self.contribs.entry(g).or_default().push(part);
+                }
+                // A part without Floats (an Integer's) is zero.
+                _ if !has_float(&part.1) => {}
+                _ => self.param_contribs[i].push(part),
+            }
+        }
+    }
+
+    /// Puts an owned contribution first, so that the sum adds the others
+    /// into it; whether there is one.
+    fn owned_first(&self, cs: &mut [(String, Type)]) -> bool {
+        match cs.iter().position(|(n, _)| self.accs.contains(n)) {
+            Some(k) => {
+                cs[..=k].rotate_right(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Has map variable `g` an owned contribution?
+    fn has_owned(&self, g: &str) -> bool {
+        self.contribs.get(g).is_some_and(|cs| cs.iter().any(|(n, _)| self.accs.contains(n)))
+    }
+
+    /// The last contributions to these map variables are owned.
+    fn mark_last<'g>(&mut self, gs: impl IntoIterator<Item = &'g String>) {
+        for g in gs {
+            if let Some((last, _)) = self.contribs.get(g).and_then(|cs| cs.last()) {
+                self.accs.insert(last.clone());
+            }
+        }
+    }
+
+    /// Takes an owned contribution to map variable `g` out of its list.
+    fn take_owned(&mut self, g: &str) -> Option<(String, Type)> {
+        let accs = &self.accs;
+        let cs = self.contribs.get_mut(g)?;
+        let k = cs.iter().position(|(n, _)| accs.contains(n))?;
+        let c = cs.remove(k);
+        if cs.is_empty() {
+            self.contribs.remove(g);
+        }
+        Some(c)
+    }
+
+    /// The map variables of the parts of a recursive call's argument,
+    /// whose map is `m` (an `lmVCat` of them when f has several
+    /// parameters), for the parts whose cotangent holds a tensor.
+    fn argument_maps(&self, m: ExprId) -> Vec<Option<String>> {
+        let n = self.params.len();
+        let var = |e: ExprId| match &self.src.exprs[e] {
+            Expr::Var(g) => Some(g.clone()),
+            _ => None,
+        };
+        let tensor = |e: ExprId| match self.src.ty(e) {
+            Type::LM(_, t) => t.tangent().is_some_and(|t| has_tensor(&t)),
+            _ => false,
+        };
+        if n == 1 {
+            return vec![var(m).filter(|_| tensor(m))];
+        }
+        let vcat = match var(m).and_then(|g| self.map_defs.get(&g).copied()) {
+            Some(d) => ksc_ir::builder::call_of(self.src, d, Prim::LmVCat),
+            None => ksc_ir::builder::call_of(self.src, m, Prim::LmVCat),
+        };
+        match vcat {
+            Some(parts) if parts.len() == n => parts.into_iter().map(|p| var(p).filter(|_| tensor(p))).collect(),
+            _ => vec![None; n],
+        }
+    }
+
+    /// `r ⊙ᴿ [D f](a)` for a recursive call (Jacobian call `j`, argument
+    /// map `m`): its reverse pass, given as accumulator the owned
+    /// contributions to the vectors it passes on, if any (and the tape
+    /// accumulates); the parts of the result that hold tensors are owned
+    /// contributions in turn. None if `j` is not a recursive call.
+    fn recursive_call(&mut self, b: &mut Builder, j: ExprId, m: ExprId, r: &(String, Type)) -> R<Option<()>> {
+        let Some(t) = self.tape.clone().filter(|t| t.jacobians.contains_key(&j)) else { return Ok(None) };
+        let maps = self.argument_maps(m);
+        let owned: Vec<Option<(String, Type)>> = if t.accumulates {
+            maps.iter().map(|g| g.as_ref().and_then(|g| self.take_owned(g))).collect()
+        } else {
+            vec![None; maps.len()]
+        };
+        let acc = owned.iter().any(Option::is_some).then_some(&owned[..]);
+        let Some(call) = t.rev_call(b, self.src, j, r, acc) else {
+            for (g, c) in maps.iter().zip(owned) {
+                if let (Some(g), Some(c)) = (g, c) {
+                    self.contribs.entry(g.clone()).or_default().push(c);
+                }
+            }
+            return Ok(None);
+        };
+        if acc.is_some() {
+            self.demands.push(t.f.derived(Derivation::SufRevAcc));
+        }
+        let c = self.emit(b, "r", call);
+        self.push_r(b, c, m)?;
+        self.mark_last(maps.iter().flatten());
+        Ok(Some(()))
+    }
+
     fn emit(&mut self, b: &mut Builder, hint: &str, e: ExprId) -> (String, Type) {
         // A literal tuple (the cotangent of a tuple of maps): bind its
         // components, so that taking them apart later costs nothing.
@@ -319,9 +519,13 @@ impl Rev<'_, '_> {
             }
         }
         for (g, rhs) in linear.into_iter().rev() {
-            let Some(cs) = self.contribs.remove(&g) else { continue };
+            let Some(mut cs) = self.contribs.remove(&g) else { continue };
+            let owned = self.owned_first(&mut cs);
             let r = self.sum_or_zero(b, cs, |b| b.tuple(Vec::new()));
             let r = self.emit(b, "r", r);
+            if owned {
+                self.accs.insert(r.0.clone());
+            }
             self.push_r(b, r, rhs)?;
         }
         Ok(())
@@ -355,11 +559,8 @@ impl Rev<'_, '_> {
                     self.contribs.entry(g).or_default().push(r);
                     return Ok(());
                 }
-                if let Some(t) = self.tape.clone() {
-                    if let Some(call) = t.rev_call(b, self.src, args[0], &r) {
-                        let t = self.emit(b, "r", call);
-                        return self.push_r(b, t, args[1]);
-                    }
+                if self.recursive_call(b, args[0], args[1], &r)?.is_some() {
+                    return Ok(());
                 }
                 if let Some((fold, scan)) = fold_call(self.src, args[0]) {
                     let t = self.rfold(b, args[0], &fold, r, scan)?;
@@ -477,6 +678,9 @@ impl Rev<'_, '_> {
         let saved_contribs = std::mem::take(&mut self.contribs);
         let n_params = self.param_contribs.len();
         let saved_params = std::mem::replace(&mut self.param_contribs, vec![Vec::new(); n_params]);
+        for (g, c) in std::mem::take(&mut self.carry) {
+            self.contribs.entry(g).or_default().push(c);
+        }
         // The seed: r flows into the block's result map.
         let r2 = r;
         match self.src.exprs[g_local].clone() {
@@ -489,7 +693,8 @@ impl Rev<'_, '_> {
         // Contributions to outer variables, and to the parameter.
         let mut parts = Vec::new();
         for g in outer {
-            let cs = self.contribs.remove(g).unwrap_or_default();
+            let mut cs = self.contribs.remove(g).unwrap_or_default();
+            self.owned_first(&mut cs);
             let z = if cs.is_empty() { Some(self.zero_for(b, g)?) } else { None };
             let e = self.sum_or_zero(b, cs, |_| z.unwrap());
             parts.push(e);
@@ -606,6 +811,7 @@ impl Rev<'_, '_> {
                     &params,
                     seed,
                     taped.clone(),
+                    None,
                 )
             };
             let inner = match &taped {
@@ -692,12 +898,20 @@ impl Rev<'_, '_> {
     }
 
     /// The map component of a (value, map) pair bound by `if` or `assert`.
+    /// Owned contributions to the outer variables start both branches'
+    /// sums (so a branch adds into them or gives them to a recursive
+    /// call's reverse pass), and the branches' results for those are owned.
     fn push_r_pair(&mut self, b: &mut Builder, r: (String, Type), pair: ExprId) -> R<()> {
         let outer = self.outer_maps(pair);
+        let carry: Vec<(String, (String, Type))> =
+            outer.iter().filter_map(|g| self.take_owned(g).map(|c| (g.clone(), c))).collect();
+        self.carry = carry.clone();
         let result = match self.src.exprs[pair].clone() {
             Expr::If(c, t, f) => {
                 let c = self.import_primal(b, c);
-                let (t, f) = (self.sub_block(b, t, r.clone(), &outer, true)?, self.sub_block(b, f, r, &outer, true)?);
+                let t = self.sub_block(b, t, r.clone(), &outer, true)?;
+                self.carry = carry.clone();
+                let f = self.sub_block(b, f, r, &outer, true)?;
                 let ty = b.ty(t);
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
             }
@@ -711,6 +925,7 @@ impl Rev<'_, '_> {
             _ => return internal("a pair that is not an `if` or `assert`"),
         };
         self.scatter(b, result, &outer);
+        self.mark_last(carry.iter().map(|(g, _)| g));
         Ok(())
     }
 
@@ -777,16 +992,37 @@ impl Rev<'_, '_> {
         // iteration).
         //
         // The sum of the contributions to `others`, scattered to them:
+        //
+        // When every one of them has an owned contribution (a recursive
+        // reverse pass's accumulator), the sum starts from those, `ts_add`
+        // adding the loop's terms into them in place; the results are owned.
         let sum_others = |this: &mut Self, b: &mut Builder| -> R<()> {
             let lam = body_for(this, b, &others, None)?;
             let n2 = b.var(&nv.0, nv.1.clone());
             let sum = b.prim(Prim::Sumbuild, vec![n2, lam]);
-            // An empty loop contributes zeros.
-            let zeros = zeros_of(this, b, &others)?;
+            let start: Option<Vec<(String, Type)>> = if others.iter().all(|g| this.has_owned(g)) {
+                others.iter().map(|g| this.take_owned(g)).collect()
+            } else {
+                None
+            };
+            let (empty_value, sum) = match &start {
+                Some(cs) => {
+                    let vars = |b: &mut Builder| cs.iter().map(|(c, t)| b.var(c, t.clone())).collect::<Vec<_>>();
+                    let (first, second) = (vars(b), vars(b));
+                    let first = b.tuple(first);
+                    let second = b.tuple(second);
+                    (first, b.prim(Prim::TsAdd, vec![second, sum]))
+                }
+                // An empty loop contributes zeros.
+                None => (zeros_of(this, b, &others)?, sum),
+            };
             let empty = is_empty(b, &nv);
             let ty = b.ty(sum);
-            let result = b.body.alloc_typed(Expr::If(empty, zeros, sum), ty);
+            let result = b.body.alloc_typed(Expr::If(empty, empty_value, sum), ty);
             this.scatter(b, result, &others);
+            if start.is_some() {
+                this.mark_last(&others);
+            }
             Ok(())
         };
         let n2 = b.var(&nv.0, nv.1.clone());

@@ -944,6 +944,10 @@ pub struct RevTape {
     /// The variable holding the iteration of each such fold in the code
     /// being written (bound while its step is copied).
     pub iters: std::cell::RefCell<FxHashMap<ExprId, String>>,
+    /// Whether the reverse passes of recursive calls may be given an
+    /// accumulator (`[sufrevacc f]`): f's argument has a tensor in its
+    /// cotangent.
+    pub accumulates: bool,
 }
 
 impl RevTape {
@@ -967,6 +971,7 @@ impl RevTape {
             jacobians: plan.jacobians.clone(),
             folds,
             iters: Default::default(),
+            accumulates: accumulates(&f.arg_ty()),
         }
     }
 
@@ -1015,17 +1020,47 @@ impl RevTape {
     }
 
     /// `r ⊙ᴿ [D f](a)` for the Jacobian call `j` of a recursive call:
-    /// `[sufrevpass f] (r, (a, tape, position))`.
-    pub fn rev_call(&self, b: &mut Builder, src: &Body, j: ExprId, r: &(String, Type)) -> Option<ExprId> {
+    /// `[sufrevpass f] (r, (a, tape, position))`; with `acc` (a
+    /// contribution or none per parameter of f),
+    /// `[sufrevacc f] (r, (a, tape, position), acc)`, a zero where there is
+    /// none.
+    pub fn rev_call(
+        &self,
+        b: &mut Builder,
+        src: &Body,
+        j: ExprId,
+        r: &(String, Type),
+        acc: Option<&[Option<(String, Type)>]>,
+    ) -> Option<ExprId> {
         let site = self.jacobians.get(&j)?;
         let Expr::Call(_, a) = src.exprs[j].clone() else { return None };
+        let ds = self.s_ty.tangent()?;
+        let a_expr = a;
         let a = crate::apply::import(b, src, a);
         let tape = b.var(&self.tape.0, self.tape.1.clone());
         let p = self.position(b, site);
         let res = b.tuple(vec![a, tape, p]);
         let rv = b.var(&r.0, r.1.clone());
-        let ds = self.s_ty.tangent()?;
-        Some(b.call(self.f.derived(Derivation::SufRevPass), vec![rv, res], ds))
+        let Some(acc) = acc else {
+            return Some(b.call(self.f.derived(Derivation::SufRevPass), vec![rv, res], ds));
+        };
+        // The accumulator: each given contribution, else the zero of the
+        // argument's part.
+        let n = acc.len();
+        let mut parts = Vec::with_capacity(n);
+        for (i, c) in acc.iter().enumerate() {
+            parts.push(match c {
+                Some((c, t)) => b.var(c, t.clone()),
+                None => {
+                    let w = crate::apply::import(b, src, a_expr);
+                    let w =
+                        if n == 1 { w } else { b.prim(Prim::Get { index: i as u32 + 1, arity: n as u32 }, vec![w]) };
+                    b.zero_tangent(w)
+                }
+            });
+        }
+        let acc = if n == 1 { parts.pop()? } else { b.tuple(parts) };
+        Some(b.call(self.f.derived(Derivation::SufRevAcc), vec![rv, res, acc], ds))
     }
 }
 
@@ -1084,8 +1119,30 @@ pub(crate) fn counted(
     b.prim(p, vec![lam, init, v])
 }
 
-/// `[sufrevpass [f S]]` from `[D f]` (see the module's documentation).
-pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, demands: &mut Vec<FunName>) -> R<Def> {
+/// Does the cotangent of f's argument hold a tensor (so that its reverse
+/// pass has an accumulating variant, `[sufrevacc f]`)?
+pub fn accumulates(s: &Type) -> bool {
+    fn go(t: &Type) -> bool {
+        match t {
+            Type::Tensor(..) => true,
+            Type::Tuple(ts) => ts.iter().any(go),
+            _ => false,
+        }
+    }
+    s.tangent().is_some_and(|t| go(&t))
+}
+
+/// `[sufrevpass [f S]]` from `[D f]` (see the module's documentation), or
+/// with `acc` `[sufrevacc [f S]]`, whose third parameter is an
+/// accumulator: the transposition starts from it ([`crate::rev`]).
+pub fn sufrevpass_def(
+    f: &Def,
+    d: &Def,
+    witnesses: &Witnesses,
+    plan: &Plan,
+    demands: &mut Vec<FunName>,
+    acc: bool,
+) -> R<Def> {
     let s_ty = f.arg_ty();
     let t_ty = f.ret_ty.clone();
     let no_tangent = |t: &Type| AdError { message: format!("`{t}` has no tangent"), at: None };
@@ -1101,8 +1158,19 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
         (param_name("x", f), param_name("tape", f), param_name("pos", f), param_name("kids", f));
     let tape = Rc::new(RevTape::new(f, (tape_name.clone(), tape_ty.clone()), kids_name.clone(), plan));
     let seed = (dr_name.clone(), dt_ty.clone());
-    let inner =
-        crate::rev::transpose_program(&mut b, &d.body, d.root, witnesses, demands, &s_ty, &f.params, seed, Some(tape))?;
+    let acc_param = acc.then(|| (param_name("acc", f), ds_ty.clone()));
+    let inner = crate::rev::transpose_program(
+        &mut b,
+        &d.body,
+        d.root,
+        witnesses,
+        demands,
+        &s_ty,
+        &f.params,
+        seed,
+        Some(tape),
+        acc_param.clone(),
+    )?;
     demands.push(f.name.derived(Derivation::SufRevPass));
     // kids = get$2$2 (index pos tape)
     let (pv, tv) = (b.var(&pos_name, Type::Integer), b.var(&tape_name, tape_ty.clone()));
@@ -1113,8 +1181,15 @@ pub fn sufrevpass_def(f: &Def, d: &Def, witnesses: &Witnesses, plan: &Plan, dema
     let rv = b.var(&res_name, res_ty.clone());
     let ty = b.ty(inner);
     let root = b.body.alloc_typed(Expr::Let(Pat::Tuple(vec![x_name, tape_name, pos_name]), rv, inner), ty);
-    let params = vec![Param { name: dr_name, ty: dt_ty }, Param { name: res_name, ty: res_ty }];
-    checked_def(f.name.derived(Derivation::SufRevPass), params, ds_ty, body, root)
+    let mut params = vec![Param { name: dr_name, ty: dt_ty }, Param { name: res_name, ty: res_ty }];
+    let name = match acc_param {
+        Some((name, ty)) => {
+            params.push(Param { name, ty });
+            f.name.derived(Derivation::SufRevAcc)
+        }
+        None => f.name.derived(Derivation::SufRevPass),
+    };
+    checked_def(name, params, ds_ty, body, root)
 }
 
 use crate::derive::AdError;

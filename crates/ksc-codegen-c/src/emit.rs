@@ -376,7 +376,10 @@ fn library_header(types: &[Type], m: &ModuleView, header_name: &str) -> String {
  * Memory: tensors and tuples a function returns live in the arena until it
  * is reset past them or freed; but a tensor returned unchanged from an
  * argument (or built as a copy of one of the same size) is the argument's
- * memory, so writing into a result may write into an argument.
+ * memory, so writing into a result may write into an argument. A
+ * [sufrevacc f] (sufrevacc$f, the reverse pass of a recursive f adding into
+ * an accumulator) writes into the tensors of its last parameter, the
+ * accumulator, and returns them: pass tensors nothing else reads.
  *
  * Errors: a run-time error (index out of range, failed assert, ...) never
  * exits the process. The function returns at once with zeros (0, false,

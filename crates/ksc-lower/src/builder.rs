@@ -201,6 +201,24 @@ impl FnBuilder {
         self.owned.insert(v, (name.to_string(), comp));
     }
 
+    /// The tensors owned now (see [`FnBuilder::own`]), to lower the other
+    /// branch of an `if` from the same state.
+    pub fn owned_now(&self) -> FxHashMap<VarId, (String, Option<usize>)> {
+        self.owned.clone()
+    }
+
+    /// After the branches of an `if`, lowered from `before`: each branch
+    /// ends with the tensors it did not hand over (`then` and the current
+    /// state), and what either handed over is handed over.
+    pub fn restore_owned(&mut self, before: FxHashMap<VarId, (String, Option<usize>)>) {
+        self.owned = before;
+    }
+
+    /// The tensors owned after both branches: those neither handed over.
+    pub fn join_owned(&mut self, then: &FxHashMap<VarId, (String, Option<usize>)>) {
+        self.owned.retain(|v, o| then.get(v) == Some(o));
+    }
+
     /// Is `v` the tensor [`FnBuilder::own`] recorded for `name` (component
     /// `comp`)? It is handed over once: the answer is yes at most once.
     pub fn take_owned(&mut self, v: VarId, name: &str, comp: Option<usize>) -> bool {

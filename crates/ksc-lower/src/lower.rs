@@ -120,7 +120,7 @@ impl Env {
 /// environment, and the inlined call it is in.
 #[derive(Clone)]
 pub(crate) struct Ctx {
-    def: usize,
+    pub(crate) def: usize,
     env: Env,
     chain: Option<SiteId>,
     depth: u32,
@@ -187,6 +187,27 @@ pub struct Lowerer<'a> {
     /// an `if` by the accumulation's join points ([`crate::accum`]), in the
     /// definition being lowered.
     pub(crate) join_budget: usize,
+    /// The parameters each definition lowered so far consumes, with how
+    /// fresh they are ([`consumed_params`]).
+    consumed: FxHashMap<usize, Vec<(String, crate::prims::Fresh)>>,
+}
+
+/// The parameters a definition consumes, with which of their parts are
+/// fresh (used once on every path): the accumulator of `[sufrevacc f]`
+/// (its last parameter), which it adds into in place and returns. Its
+/// callers pass storage they own or a copy ([`Lowerer::consumable`]).
+pub(crate) fn consumed_params(def: &Def) -> Vec<(String, crate::prims::Fresh)> {
+    use crate::prims::Fresh;
+    if def.name.derivs.first() != Some(&ksc_ir::Derivation::SufRevAcc) {
+        return Vec::new();
+    }
+    let Some(p) = def.params.last() else { return Vec::new() };
+    let sole = |comp| if sole_use(&def.body, def.root, &p.name, comp) { Fresh::Yes } else { Fresh::No };
+    let fresh = match &p.ty {
+        Type::Tuple(ts) => Fresh::Tuple((0..ts.len()).map(|k| sole(Some(k))).collect()),
+        _ => sole(None),
+    };
+    vec![(p.name.clone(), fresh)]
 }
 
 /// The largest body (in Core expressions) that is inlined. Reverse passes
@@ -321,7 +342,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
                 Some(&j) => fresh_results[j].clone(),
                 None => crate::prims::Fresh::No,
             };
-            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, true, &lookup);
+            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, true, &lookup, &consumed_params(defs[i]));
             if f != fresh_results[i] {
                 fresh_results[i] = f;
                 changed = true;
@@ -376,21 +397,80 @@ impl<'a> Lowerer<'a> {
             funcs: Vec::new(),
             queue: Vec::new(),
             join_budget: crate::accum::JOIN_BUDGET,
+            consumed: FxHashMap::default(),
         }
     }
 
-    /// Is the value of `e` storage nothing else refers to?
-    pub(crate) fn fresh(&self, body: &ksc_ir::Body, e: ExprId) -> bool {
-        self.fresh_parts(body, e).all()
+    /// Is the value of `e` (in the body of definition `def`) storage
+    /// nothing else refers to?
+    pub(crate) fn fresh(&self, def: usize, body: &ksc_ir::Body, e: ExprId) -> bool {
+        self.fresh_parts(def, body, e).all()
     }
 
-    /// Which parts of the value of `e` are storage nothing else refers to.
-    fn fresh_parts(&self, body: &ksc_ir::Body, e: ExprId) -> crate::prims::Fresh {
+    /// Which parts of the value of `e` (in the body of definition `def`)
+    /// are storage nothing else refers to.
+    fn fresh_parts(&self, def: usize, body: &ksc_ir::Body, e: ExprId) -> crate::prims::Fresh {
         let lookup = |g: &FunName| match self.by_name.get(g) {
             Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
         };
-        crate::prims::fresh_expr(body, e, false, &lookup)
+        let params = self.consumed.get(&def).map(Vec::as_slice).unwrap_or(&[]);
+        crate::prims::fresh_expr(body, e, false, &lookup, params)
+    }
+
+    /// The value `v` of a call's argument `e` (if it is known) for a
+    /// parameter the callee consumes ([`consumed_params`]): its tensors
+    /// as they are where this code owns them (fresh, or a variable's
+    /// storage handed over), else copies.
+    fn consumable(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        e: Option<ExprId>,
+        v: LVal,
+        ty: &Type,
+    ) -> R<LVal> {
+        if !crate::ir::needs_heap(ty) {
+            return Ok(v);
+        }
+        let expr = e.map(|e| self.defs[ctx.def].body.exprs[e].clone());
+        match (ty, v) {
+            (Type::Tuple(ts), LVal::Tuple(vs)) if vs.len() == ts.len() => {
+                let es: Vec<Option<ExprId>> = match expr {
+                    Some(Expr::Tuple(es)) if es.len() == ts.len() => es.into_iter().map(Some).collect(),
+                    _ => vec![None; ts.len()],
+                };
+                let mut out = Vec::with_capacity(vs.len());
+                for ((v, t), e) in vs.into_iter().zip(ts).zip(es) {
+                    out.push(self.consumable(fb, st, ctx, e, v, t)?);
+                }
+                Ok(LVal::Tuple(out))
+            }
+            (Type::Tensor(..), v) => {
+                let body = &self.defs[ctx.def].body;
+                let owned = match e {
+                    Some(e) => {
+                        crate::prims::fresh_value(body, e) || self.fresh(ctx.def, body, e) || {
+                            let body = &self.defs[ctx.def].body;
+                            self.owned_operand(fb, body, e, &v)
+                        }
+                    }
+                    None => false,
+                };
+                let acc = self.new_acc_owned(fb, st, v, ty, owned)?;
+                self.acc_value(fb, &acc)
+            }
+            (_, v) => {
+                // Another value holding tensors: its parts, each copied.
+                let n = match ty {
+                    Type::Tuple(ts) => ts.len(),
+                    _ => return internal(format!("a consumed argument of type `{ty}`")),
+                };
+                let vs = parts(fb, v, ty, n)?;
+                self.consumable(fb, st, ctx, None, LVal::Tuple(vs), ty)
+            }
+        }
     }
 
     fn func_for(&mut self, d: usize) -> FuncId {
@@ -438,6 +518,27 @@ impl<'a> Lowerer<'a> {
             let val = split(&mut fb, Op::Var(v), &p.ty);
             env = env.bind(&p.name, val);
         }
+        // A consumed parameter's fresh tensors are this code's to add into.
+        let consumed = consumed_params(def);
+        for (name, fresh) in &consumed {
+            let tensor = |fb: &FnBuilder, id: &VarId| matches!(fb.vars[id.0 as usize].ty, Type::Tensor(..));
+            match (env.get(name), fresh) {
+                (Some(Bound::Val(LVal::Op(Op::Var(id)))), crate::prims::Fresh::Yes) if tensor(&fb, id) => {
+                    fb.own(*id, name, None)
+                }
+                (Some(Bound::Val(LVal::Tuple(vs))), crate::prims::Fresh::Tuple(fs)) => {
+                    for (k, (v, f)) in vs.iter().zip(fs).enumerate() {
+                        if let (LVal::Op(Op::Var(id)), crate::prims::Fresh::Yes) = (v, f) {
+                            if tensor(&fb, id) {
+                                fb.own(*id, name, Some(k));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.consumed.insert(d, consumed);
         check_type(&def.ret_ty)?;
         let ctx = Ctx { def: d, env, chain: None, depth: 0 };
         let mut st = FnState { self_def: d, loops: false };
@@ -1052,7 +1153,7 @@ impl<'a> Lowerer<'a> {
     /// cotangent vector a loop just built).
     fn own_sole_uses(&self, fb: &mut FnBuilder, ctx: &Ctx, pat: &Pat, rhs: ExprId, scope: ExprId) {
         let body = &self.defs[ctx.def].body;
-        let fresh = self.fresh_parts(body, rhs);
+        let fresh = self.fresh_parts(ctx.def, body, rhs);
         let own = |fb: &mut FnBuilder, x: &str, comp: Option<usize>, val: Option<&Bound>| {
             if let Some(Bound::Val(LVal::Op(Op::Var(id)))) = val {
                 if matches!(fb.vars[id.0 as usize].ty, Type::Tensor(..)) && sole_use(body, scope, x, comp) {
@@ -1184,6 +1285,23 @@ impl<'a> Lowerer<'a> {
         if args.iter().any(|a| matches!(a, LVal::Never)) {
             return Ok(LVal::Never);
         }
+        let inline = self.opts.inline
+            && (self.facts.inlinable[d] || marked && !self.facts.recursive[d])
+            && ctx.depth < INLINE_DEPTH;
+        let mut args = args;
+        if !inline && !consumed_params(callee).is_empty() {
+            // The last argument is consumed: owned storage or a copy.
+            let n = callee.params.len();
+            let e = match self.expr(ctx, arg) {
+                Expr::Tuple(es) if n != 1 && es.len() == n => Some(es[n - 1]),
+                _ if n == 1 => Some(arg),
+                _ => None,
+            };
+            if let (Some(v), Some(p)) = (args.pop(), callee.params.last()) {
+                let v = self.consumable(fb, st, ctx, e, v, &p.ty)?;
+                args.push(v);
+            }
+        }
         // A self tail call of the function being emitted: a loop.
         if tail == Tail::Function && d == st.self_def && ctx.depth == 0 {
             let mut ops = Vec::new();
@@ -1194,9 +1312,6 @@ impl<'a> Lowerer<'a> {
             st.loops = true;
             return Ok(LVal::Never);
         }
-        let inline = self.opts.inline
-            && (self.facts.inlinable[d] || marked && !self.facts.recursive[d])
-            && ctx.depth < INLINE_DEPTH;
         if inline {
             let chain = if tail.is_tail() { ctx.chain } else { Some(self.site(ctx, e)) };
             let mut env = Env::default();
@@ -1514,40 +1629,45 @@ pub(crate) struct Uses {
 /// Is there exactly one free occurrence of `x` in `e` that reads all of it
 /// or (with `comp`) its component `comp` by `get$k$n`, outside any lambda?
 pub(crate) fn sole_use(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usize>) -> bool {
-    let mut count = 0;
-    let mut stack = vec![(e, false)];
-    while let Some((e, lam)) = stack.pop() {
-        let hit = match &body.exprs[e] {
-            Expr::Var(v) => v == x,
-            Expr::Call(Callee::Prim(Prim::Get { index, .. }), t) if matches!(&body.exprs[*t], Expr::Var(v) if v == x) => {
-                comp.is_none_or(|k| k == *index as usize - 1)
+    uses_on_a_path(body, e, x, comp) == Some(1)
+}
+
+/// The most uses of `x` (its component `comp`, if given) on one path
+/// through `e`: the two branches of an `if` are alternatives. None if one
+/// is inside a lambda (it may run any number of times).
+fn uses_on_a_path(body: &ksc_ir::Body, e: ExprId, x: &str, comp: Option<usize>) -> Option<usize> {
+    let mut count = 0usize;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &body.exprs[e] {
+            Expr::Var(v) => count += (v == x) as usize,
+            Expr::Call(Callee::Prim(Prim::Get { index, .. }), t) if matches!(&body.exprs[*t], Expr::Var(v) if v == x) =>
+            {
+                count += comp.is_none_or(|k| k == *index as usize - 1) as usize;
             }
             Expr::Let(p, r, b) => {
-                stack.push((*r, lam));
+                stack.push(*r);
                 if !p.vars().iter().any(|v| v == x) {
-                    stack.push((*b, lam));
+                    stack.push(*b);
                 }
-                false
             }
             Expr::Lam(v, _, b) => {
-                if v != x {
-                    stack.push((*b, true));
+                if v != x && uses_on_a_path(body, *b, x, comp) != Some(0) {
+                    return None;
                 }
-                false
             }
-            _ => {
-                stack.extend(ksc_ir::core::children(&body.exprs[e]).into_iter().map(|c| (c, lam)));
-                false
+            Expr::If(c, t, f) => {
+                stack.push(*c);
+                let (t, f) = (uses_on_a_path(body, *t, x, comp)?, uses_on_a_path(body, *f, x, comp)?);
+                count += t.max(f);
             }
-        };
-        if hit {
-            count += 1;
-            if lam || count > 1 {
-                return false;
-            }
+            other => stack.extend(ksc_ir::core::children(other)),
+        }
+        if count > 1 {
+            return Some(count);
         }
     }
-    count == 1
+    Some(count)
 }
 
 /// The free occurrences of `x` in `e`.
@@ -1753,12 +1873,18 @@ impl<'a> Lowerer<'a> {
         [t, f]: [ExprId; 2],
         each: &mut dyn FnMut(&mut Self, &mut FnBuilder, &mut FnState, ExprId) -> R<()>,
     ) -> R<()> {
+        // A tensor owned before the `if` may be handed over in either
+        // branch (`sole_use` counts one use per path).
+        let owned = fb.owned_now();
         fb.push_block();
         each(self, fb, st, t)?;
         let then = fb.pop_block();
+        let owned_then = fb.owned_now();
+        fb.restore_owned(owned);
         fb.push_block();
         each(self, fb, st, f)?;
         let els = fb.pop_block();
+        fb.join_owned(&owned_then);
         fb.emit(Stmt::If { cond, then, els });
         Ok(())
     }

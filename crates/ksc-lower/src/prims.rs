@@ -73,11 +73,17 @@ fn flat_tensors(t: &Type) -> bool {
 }
 
 /// Does lowering `e` give storage that nothing else refers to? (A new
-/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add` of
-/// flat tensors, whose accumulator is new.)
-fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
-    matches!(&body.exprs[e], Expr::Call(Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd), _))
-        && flat_tensors(body.ty(e))
+/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
+/// `sumbuild` or `sum` of flat tensors, whose accumulator is new: a sum
+/// adds its terms in place into a copy of its first, `Lowerer::sum`.)
+pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
+    matches!(
+        &body.exprs[e],
+        Expr::Call(
+            Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd | Prim::Sumbuild | Prim::Sum),
+            _
+        )
+    ) && flat_tensors(body.ty(e))
 }
 
 /// Which parts of a value are storage nothing else refers to: `Yes` for a
@@ -131,14 +137,16 @@ impl Fresh {
 /// (the caller may read it again). With `ret` (`e` is what a definition
 /// returns), neither is a vector that copies a variable
 /// ([`passed_through`]): the definition returns the variable itself when
-/// the sizes agree.
+/// the sizes agree. `params` are the parameters the definition consumes
+/// (see [`crate::lower::consumed_params`]), with how fresh they are.
 pub(crate) fn fresh_expr(
     body: &ksc_ir::Body,
     e: ExprId,
     ret: bool,
     results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+    params: &[(String, Fresh)],
 ) -> Fresh {
-    fresh_in(body, e, ret, results, &mut Vec::new())
+    fresh_in(body, e, ret, results, &mut params.to_vec())
 }
 
 /// [`fresh_expr`] under the `let`s around `e` (innermost last): the
@@ -457,9 +465,7 @@ impl Lowerer<'_> {
                     if matches!(first, LVal::Never) {
                         return Ok(LVal::Never);
                     }
-                    let body = self.body(ctx);
-                    let fresh = fresh_value(body, a) || self.fresh(body, a) || self.owned_operand(fb, body, a, &first);
-                    let acc = self.new_acc_owned(fb, st, first, &ty, fresh)?;
+                    let acc = self.owned_acc(fb, st, ctx, a, first, &ty)?;
                     match second {
                         Some(v) => self.accumulate_lval(fb, st, &acc, v, &ty, site)?,
                         None => self.accumulate_expr(fb, st, ctx, &acc, b, site)?,
@@ -1109,9 +1115,45 @@ impl Lowerer<'_> {
         self.new_acc_owned(fb, st, first, ty, false)
     }
 
+    /// An accumulator initialised with `first`, the value of `a`: not
+    /// copied where it is fresh (a new value, or a variable's storage
+    /// handed over), each component of a literal tuple by itself (the
+    /// cotangents a loop's sum starts from in a recursive reverse pass).
+    fn owned_acc(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        a: ExprId,
+        first: LVal,
+        ty: &Type,
+    ) -> R<Acc> {
+        let body = self.body(ctx);
+        if let (Expr::Tuple(es), LVal::Tuple(vs), Type::Tuple(ts)) = (&body.exprs[a], &first, ty) {
+            if es.len() == vs.len() && es.len() == ts.len() {
+                let (es, vs) = (es.clone(), vs.clone());
+                let mut accs = Vec::with_capacity(es.len());
+                for ((e, v), t) in es.into_iter().zip(vs).zip(ts) {
+                    accs.push(self.owned_acc(fb, st, ctx, e, v, t)?);
+                }
+                return Ok(Acc::Tuple(accs));
+            }
+        }
+        let body = self.body(ctx);
+        let fresh = fresh_value(body, a) || self.fresh(ctx.def, body, a) || self.owned_operand(fb, body, a, &first);
+        self.new_acc_owned(fb, st, first, ty, fresh)
+    }
+
     /// An accumulator initialised with `first`, copied unless it is `fresh`
     /// (storage nothing else refers to) or delayed.
-    fn new_acc_owned(&mut self, fb: &mut FnBuilder, st: &mut FnState, first: LVal, ty: &Type, fresh: bool) -> R<Acc> {
+    pub(crate) fn new_acc_owned(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        first: LVal,
+        ty: &Type,
+        fresh: bool,
+    ) -> R<Acc> {
         Ok(match ty {
             Type::Float | Type::Integer => {
                 let o = lval_op(&first)?;
@@ -1137,7 +1179,7 @@ impl Lowerer<'_> {
         })
     }
 
-    fn acc_value(&mut self, fb: &mut FnBuilder, acc: &Acc) -> R<LVal> {
+    pub(crate) fn acc_value(&mut self, fb: &mut FnBuilder, acc: &Acc) -> R<LVal> {
         Ok(match acc {
             Acc::Scalar(v, t) => LVal::Op(fb.let_(Rhs::Copy(Op::Var(*v)), t.clone(), None)),
             Acc::Tensor(o, _) => LVal::Op(o.clone()),

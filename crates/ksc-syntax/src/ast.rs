@@ -188,10 +188,16 @@ pub enum Derivation {
     /// appended to the tape after theirs (not in the original). The
     /// forward pass `[suffwdpass f]` runs it from an empty tape.
     SufFwdTape,
+    /// `[sufrevacc [f S]] : (dT, residuals, dS) -> dS`: `[sufrevpass f]`'s
+    /// cotangent added to the accumulator `dS` it is given, which it owns
+    /// (native code adds into it in place): the reverse pass of a
+    /// recursive f threads its cotangent of the vectors it passes on
+    /// unchanged through its recursive calls (not in the original).
+    SufRevAcc,
 }
 
 impl Derivation {
-    pub const ALL: [Derivation; 14] = [
+    pub const ALL: [Derivation; 15] = [
         Derivation::D,
         Derivation::Fwd,
         Derivation::Rev,
@@ -206,6 +212,7 @@ impl Derivation {
         Derivation::JacSparse1,
         Derivation::FwdT,
         Derivation::SufFwdTape,
+        Derivation::SufRevAcc,
     ];
     pub fn keyword(self) -> &'static str {
         match self {
@@ -223,6 +230,7 @@ impl Derivation {
             Derivation::JacSparse1 => "jacsparse1",
             Derivation::FwdT => "fwdt",
             Derivation::SufFwdTape => "suffwdtape",
+            Derivation::SufRevAcc => "sufrevacc",
         }
     }
     pub fn from_keyword(s: &str) -> Option<Derivation> {

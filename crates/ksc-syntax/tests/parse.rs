@@ -469,7 +469,7 @@ fn name_errors() {
     );
     let (_, errs) = parse_source("(def g Float () ([rve f] x))");
     assert_eq!(errs.len(), 1);
-    assert_eq!(errs[0].message, "unknown derivation `rve`: expected one of `D`, `fwd`, `rev`, `CL`, `shape`, `suffwdpass`, `sufrevpass`, `sufrev`, `jac`, `jac1`, `jacsparse`, `jacsparse1`, `fwdt`, `suffwdtape`");
+    assert_eq!(errs[0].message, "unknown derivation `rve`: expected one of `D`, `fwd`, `rev`, `CL`, `shape`, `suffwdpass`, `sufrevpass`, `sufrev`, `jac`, `jac1`, `jacsparse`, `jacsparse1`, `fwdt`, `suffwdtape`, `sufrevacc`");
     assert_eq!(errs[0].note.as_deref(), Some("did you mean `rev`?"));
     assert_eq!(body_error("([f Flot] x)").1, "expected a type, found `Flot`");
     assert_eq!(

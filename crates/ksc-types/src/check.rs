@@ -257,10 +257,9 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
         | Derivation::Jac
         | Derivation::Jac1
         | Derivation::JacSparse
-        | Derivation::JacSparse1 => {
-            base_type_of(rest, arg)
-        }
-        Derivation::Fwd | Derivation::Rev | Derivation::SufRev | Derivation::FwdT | Derivation::SufFwdTape => match arg {
+        | Derivation::JacSparse1 => base_type_of(rest, arg),
+        Derivation::Fwd | Derivation::Rev | Derivation::SufRev | Derivation::FwdT | Derivation::SufFwdTape => match arg
+        {
             Type::Tuple(ts) if ts.len() == 2 => base_type_of(rest, &ts[0]),
             Type::Unknown => Ok(Type::Unknown),
             _ => Err(format!(
@@ -268,10 +267,10 @@ pub fn base_type_of(derivs: &[Derivation], arg: &Type) -> Result<Type, String> {
                 d.keyword()
             )),
         },
-        Derivation::SufRevPass => Err(
-            "the base type of a `sufrevpass` function cannot be inferred from its argument: write it as `[sufrevpass [f T]]`"
-                .to_string(),
-        ),
+        Derivation::SufRevPass | Derivation::SufRevAcc => Err(format!(
+            "the base type of a `{0}` function cannot be inferred from its argument: write it as `[{0} [f T]]`",
+            d.keyword()
+        )),
     }
 }
 
@@ -289,6 +288,7 @@ pub fn derived_signature(d: Derivation, s: &Type, t: &Type) -> Result<(Type, Typ
         // and a tape of the results of f's recursive calls (`Type::residuals`).
         Derivation::SufFwdPass => (s.clone(), Type::Tuple(vec![t.clone(), Type::residuals(s, t)])),
         Derivation::SufRevPass => (Type::Tuple(vec![tangent(t)?, Type::residuals(s, t)]), tangent(s)?),
+        Derivation::SufRevAcc => (Type::Tuple(vec![tangent(t)?, Type::residuals(s, t), tangent(s)?]), tangent(s)?),
         Derivation::SufFwdTape => {
             (Type::Tuple(vec![s.clone(), Type::tape(t)]), Type::Tuple(vec![t.clone(), Type::tape(t)]))
         }
@@ -322,6 +322,7 @@ fn gdef_registers(d: Derivation) -> &'static [Derivation] {
         Derivation::JacSparse1 => &[Derivation::JacSparse1],
         Derivation::FwdT => &[Derivation::FwdT],
         Derivation::SufFwdTape => &[Derivation::SufFwdTape],
+        Derivation::SufRevAcc => &[Derivation::SufRevAcc],
     }
 }
 
