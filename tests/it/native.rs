@@ -524,6 +524,67 @@ fn a_shared_library_is_callable_from_c() {
     assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
 }
 
+/// A library whose functions run parallel loops, called from two host
+/// threads at once, each with its own arena, with every independent loop
+/// on a team of two (`KSC_PAR_MIN_WORK=0`): each gets the serial results,
+/// and an error inside a team comes back to its caller, whose arena stays
+/// usable.
+#[test]
+fn a_library_is_callable_from_several_host_threads() {
+    let dir = work_dir("threads");
+    let src = dir.join("par.ks");
+    std::fs::write(
+        &src,
+        "(def scaled (Vec Float) ((v : Vec Float) (k : Float)) (build (size v) (lam (i : Integer) (mul k (sin (index i v))))))\n\
+         (def pick (Vec Float) ((v : Vec Float) (s : Integer)) (build (size v) (lam (i : Integer) (index (mul i s) v))))\n",
+    )
+    .unwrap();
+    let built = ksc(&["build", src.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let driver = dir.join("driver.c");
+    std::fs::write(
+        &driver,
+        "#include <pthread.h>\n#include <math.h>\n#include <stdio.h>\n#include \"par.h\"\n\
+         enum { N = 100000 };\n\
+         static double xs[N];\n\
+         static void *work(void *arg) {\n\
+           double k = *(double *)arg;\n\
+           ks_arena *A = ks_arena_new();\n\
+           ks_T1f v = {N, xs};\n\
+           long bad = 0;\n\
+           for (int rep = 0; rep < 20; rep++) {\n\
+             ks_T1f r = scaled(A, v, k);\n\
+             for (int i = 0; i < N; i++) bad += r.data[i] != k * sin(xs[i]);\n\
+             ks_T1f p = pick(A, v, 2);\n\
+             bad += ks_arena_error(A) != KS_ERROR_RUNTIME || p.data != NULL;\n\
+           }\n\
+           ks_arena_free(A);\n\
+           return (void *)bad;\n\
+         }\n\
+         int main(void) {\n\
+           for (int i = 0; i < N; i++) xs[i] = 0.001 * i;\n\
+           double k1 = 2.0, k2 = -3.0;\n\
+           pthread_t t1, t2;\n\
+           void *b1, *b2;\n\
+           pthread_create(&t1, NULL, work, &k1);\n\
+           pthread_create(&t2, NULL, work, &k2);\n\
+           pthread_join(t1, &b1);\n\
+           pthread_join(t2, &b2);\n\
+           ks_arena *A = ks_arena_new();\n\
+           pick(A, (ks_T1f){N, xs}, 3);\n\
+           printf(\"%ld %ld %s\\n\", (long)b1, (long)b2, ks_arena_error_message(A));\n\
+           ks_arena_free(A);\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = compile_c_host(&driver, &["par", "pthread"]);
+    let out = Command::new(&exe).env("KSC_PAR_MIN_WORK", "0").env("OMP_NUM_THREADS", "2").output().unwrap();
+    let stdout = text(&out.stdout);
+    // The serial loop's error: the first index out of range, i = 33334.
+    assert!(stdout.starts_with("0 0 index out of range: index 100002 in a tensor of size 100000"), "{stdout}");
+}
+
 #[test]
 fn missing_c_compiler_is_reported() {
     let dir = work_dir("nocc");

@@ -387,7 +387,12 @@ fn library_header(types: &[Type], m: &ModuleView, header_name: &str) -> String {
  * and records the error in the arena: after each call, ks_arena_error(A)
  * is 0 if it succeeded, else the error's code, and
  * ks_arena_error_message(A) says what and where. The arena stays usable.
- * One arena serves one call at a time (one per thread).
+ *
+ * Threads: a call may run its independent loops on a team of OpenMP
+ * threads (as many as OMP_NUM_THREADS or omp_set_num_threads allows; 1
+ * keeps every call on the calling thread), with the same results at any
+ * number. Calls from several host threads at once are safe, each with an
+ * arena of its own: one arena serves one call at a time.
  *
  * Types: Float double, Integer int64_t, Bool bool, String const char *;
  * (Vec T) is { int64_t size; T *data; }; (Tensor r T) is { int64_t size[r];
