@@ -22,8 +22,8 @@
 //! runtime keep small loops serial.
 
 use ksc_lower::ir::*;
-use ksc_lower::visit::walk;
-use rustc_hash::{FxHashMap, FxHashSet};
+use ksc_lower::visit::{defined_in, walk};
+use rustc_hash::FxHashMap;
 
 /// How a loop may run on a team of threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub enum Team {
 /// Can `for idx < n { body }` of `f` run its iterations in parallel?
 /// `prints(g)`: may the function `g` print?
 pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool) -> Team {
-    let own = own_vars(body);
+    let own = defined_in(body);
     let binds = binds(body);
     let mut ok = true;
     walk(body, &mut |s| {
@@ -67,7 +67,7 @@ pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool)
 /// The variables `for idx < n { body }` reads from around it (and `n`),
 /// in order: the parameters of the function its iterations become.
 pub fn captured(body: &Block, idx: VarId, n: &Op) -> Vec<VarId> {
-    let own = own_vars(body);
+    let own = defined_in(body);
     let mut out: Vec<VarId> = Vec::new();
     let mut note = |o: &Op| {
         if let Op::Var(v) = o {
@@ -127,22 +127,6 @@ fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
         b.loops.get(j) == Some(s) && in_own_slab(b, i, x)
     };
     row_and_column(x, y) || row_and_column(y, x)
-}
-
-/// The variables the body defines (its own): their values are private to
-/// an iteration.
-fn own_vars(body: &Block) -> FxHashSet<VarId> {
-    let mut own = FxHashSet::default();
-    walk(body, &mut |s| match s {
-        Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
-            own.insert(*v);
-        }
-        Stmt::For { idx, .. } => {
-            own.insert(*idx);
-        }
-        _ => {}
-    });
-    own
 }
 
 /// The runtime's default threshold of work for a team

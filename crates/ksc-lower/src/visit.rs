@@ -148,7 +148,7 @@ pub(crate) fn stmt_operands_mut(s: &mut Stmt) -> Vec<&mut Op> {
 }
 
 /// The variables a block defines (nested blocks included).
-pub(crate) fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
+pub fn defined_in(b: &[Stmt]) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();
     walk(b, &mut |s| match s {
         Stmt::Let(v, _) | Stmt::DeclMut(v, _) => {
