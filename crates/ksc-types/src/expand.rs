@@ -321,7 +321,7 @@ fn levels(b: &mut Builder, m: &V) -> ExprId {
     b.prim(Prim::Get { index: 1, arity: 2 }, vec![f])
 }
 
-fn scan(b: &mut Builder, op: &mut Op, _t: &Type, init: ExprId, vec: ExprId) -> ExprId {
+fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId) -> ExprId {
     let op = std::cell::RefCell::new(op);
     blocked(
         b,
@@ -350,32 +350,46 @@ fn scan(b: &mut Builder, op: &mut Op, _t: &Type, init: ExprId, vec: ExprId) -> E
                 let (ee, ss) = (e.get(b), s.get(b));
                 let carries = b.prim(Prim::Scan, vec![lam, ee, ss]);
                 let_in(b, "c", carries, |b, c| {
-                    // Each block scanned from its carry (its len + 1 accumulators).
-                    let mm = m.get(b);
-                    let blocks = build_v(b, mm, |b, k| {
-                        with_block(b, v, n, &k, |b, block| {
-                            let lam = op.borrow_mut().lam(b);
+                    // One left scan over all n elements in which each block
+                    // starts again from its carry: acc_i = (c_k if i = kB,
+                    // else acc_(i-1)) ⊙ V[i]. The same operations as
+                    // scanning each block from its carry, but flat: its
+                    // reverse mode reads the carries at i / B (one-hots of
+                    // T) instead of a vector of blocks (one-hots of vectors,
+                    // each a dense zero for every other block).
+                    let w_ty = Type::Tuple(vec![t.clone(), Type::Integer]);
+                    let w = V(b.fresh_name("w"), w_ty.clone());
+                    let ww = w.get(b);
+                    let acc = b.prim(Prim::Get { index: 1, arity: 2 }, vec![ww]);
+                    let ww = w.get(b);
+                    let i = b.prim(Prim::Get { index: 2, arity: 2 }, vec![ww]);
+                    let step = let_in(b, "i", i, |b, i| {
+                        let (ii, bb) = (i.get(b), int(b, REDUCE_BLOCK));
+                        let k = b.int_op("div", ii, bb);
+                        let_in(b, "k", k, |b, k| {
+                            let (kk, bb) = (k.get(b), int(b, REDUCE_BLOCK));
+                            let lo = b.int_op("mul", kk, bb);
+                            let ii = i.get(b);
+                            let first = b.prim(Prim::Eq, vec![ii, lo]);
                             let (kk, cc) = (k.get(b), c.get(b));
                             let carry = b.prim(Prim::Index, vec![kk, cc]);
-                            b.prim(Prim::Scan, vec![lam, carry, block])
+                            let start = if_(b, first, carry, acc);
+                            let (ii, vv) = (i.get(b), v.get(b));
+                            let x = b.prim(Prim::Index, vec![ii, vv]);
+                            op.borrow_mut().apply(b, start, x)
                         })
                     });
-                    let_in(b, "blocks", blocks, |b, blocks| {
+                    let lam = b.lam(&w.0, w_ty, step);
+                    let (ee, nn) = (e.get(b), n.get(b));
+                    let range = build_v(b, nn, |b, i| i.get(b));
+                    let all = b.prim(Prim::Scan, vec![lam, ee, range]);
+                    let_in(b, "all", all, |b, all| {
                         let nn = n.get(b);
                         build_v(b, nn, |b, i| {
-                            let (ii, bb) = (i.get(b), int(b, REDUCE_BLOCK));
-                            let k = b.int_op("div", ii, bb);
-                            let_in(b, "k", k, |b, k| {
-                                let (kk, bb) = (k.get(b), int(b, REDUCE_BLOCK));
-                                let lo = b.int_op("mul", kk, bb);
-                                let ii = i.get(b);
-                                let j = b.int_op("sub", ii, lo);
-                                let one = int(b, 1);
-                                let j1 = b.int_op("add", j, one);
-                                let (kk, bl) = (k.get(b), blocks.get(b));
-                                let block = b.prim(Prim::Index, vec![kk, bl]);
-                                b.prim(Prim::Index, vec![j1, block])
-                            })
+                            let (ii, one) = (i.get(b), int(b, 1));
+                            let at = b.int_op("add", ii, one);
+                            let aa = all.get(b);
+                            b.prim(Prim::Index, vec![at, aa])
                         })
                     })
                 })
