@@ -501,6 +501,7 @@ mod tests {
                 "simplify",
                 "share-loop-values",
                 "mark-paired-calls",
+                "inline-paired",
                 "scan-extras",
                 "fuse-scan-extras",
                 "mark-calls-in-loops",
