@@ -147,6 +147,6 @@ fn native(db: &ksc_db::Database, file: ksc_db::SourceFile, def: &Def) -> Result<
         }
         _ => {}
     });
-    let c = ksc_db::c_function(db, file, roots, true, ksc_codegen_c::Target::Library, index);
+    let c = ksc_db::c_function(db, file, ksc_db::Roots::new(db, roots), true, ksc_codegen_c::Target::Library, index);
     Ok(Native { loops, allocations, c_lines: c.text.lines().count() })
 }

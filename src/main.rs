@@ -532,8 +532,13 @@ pub(crate) fn emit_ks(analysis: &Analysis) -> String {
 }
 
 fn check(path: &Path) -> ExitCode {
-    match analyze(path) {
-        Ok(_) => ExitCode::SUCCESS,
+    match compile(path) {
+        Ok(compiled) => {
+            // The process ends here: freeing the database's memos one by
+            // one took 6% of checking a 10,000-call chain under `gdef rev`.
+            std::mem::forget(compiled);
+            ExitCode::SUCCESS
+        }
         Err(code) => code,
     }
 }

@@ -94,17 +94,32 @@ pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) ->
     ksc_lower::compile_unit(&defs, &lf.facts, &name, opts, true).map_err(|e| e.to_string())
 }
 
+/// The roots of a module (the functions it is built for), interned: the
+/// per-function queries below are keyed by them, and a key holding the
+/// list itself was a copy of every root per function of the module
+/// (quadratic in a library's size: a 2000-function chain took 1.6 GB).
+#[salsa::interned(debug)]
+pub struct Roots<'db> {
+    #[returns(ref)]
+    pub names: Vec<FunName>,
+}
+
 /// How the module of `roots` and what they call is numbered
 /// (`ksc_lower::layout`): its functions, their calls and sites renumbered,
 /// the site table. Runs after any unit changes; holds no function bodies.
 #[salsa::tracked(returns(ref))]
-pub fn module_layout(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Layout, String> {
+pub fn module_layout<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    roots: Roots<'db>,
+    checked: bool,
+) -> Result<Layout, String> {
     db.log_execution("module_layout".to_string());
     // A unit's error is the lowering's message already.
     let unit = |n: &FunName| {
         loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
     };
-    ksc_lower::layout(&roots, unit).map_err(|e| e.message)
+    ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)
 }
 
 /// Function `index` of the module's layout: its name, and the module's
@@ -112,10 +127,10 @@ pub fn module_layout(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked
 /// the functions whose units and numbers did not change are not linked
 /// again.
 #[salsa::tracked(returns(ref))]
-pub fn layout_row(
-    db: &dyn Db,
+pub fn layout_row<'db>(
+    db: &'db dyn Db,
     file: SourceFile,
-    roots: Vec<FunName>,
+    roots: Roots<'db>,
     checked: bool,
     index: usize,
 ) -> Option<(FunName, Vec<FuncId>, Vec<SiteId>)> {
@@ -139,7 +154,7 @@ pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -
 #[salsa::tracked(returns(ref))]
 pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked: bool) -> Result<Module, String> {
     db.log_execution("native_module".to_string());
-    let (l, funcs) = linked_functions(db, file, &roots, checked)?;
+    let (l, funcs) = linked_functions(db, file, Roots::new(db, roots), checked)?;
     Ok(Module { funcs: funcs.into_iter().cloned().collect(), sites: l.sites.clone(), main: l.main })
 }
 
@@ -147,12 +162,12 @@ pub fn native_module(db: &dyn Db, file: SourceFile, roots: Vec<FunName>, checked
 fn linked_functions<'db>(
     db: &'db dyn Db,
     file: SourceFile,
-    roots: &[FunName],
+    roots: Roots<'db>,
     checked: bool,
 ) -> Result<(&'db Layout, Vec<&'db Func>), String> {
-    let l = module_layout(db, file, roots.to_vec(), checked).as_ref().map_err(Clone::clone)?;
+    let l = module_layout(db, file, roots, checked).as_ref().map_err(Clone::clone)?;
     let funcs = (0..l.names.len())
-        .map(|i| linked_function(db, file, roots.to_vec(), checked, i).as_ref().map(|(f, _)| f))
+        .map(|i| linked_function(db, file, roots, checked, i).as_ref().map(|(f, _)| f))
         .collect::<Option<Vec<&Func>>>()
         .ok_or_else(|| "a function of the module could not be linked (a ksc bug)".to_string())?;
     Ok((l, funcs))
@@ -172,11 +187,12 @@ pub fn c_unit(
     header: String,
 ) -> Result<CProgram, String> {
     db.log_execution("c_unit".to_string());
-    let (l, funcs) = linked_functions(db, file, &roots, checked)?;
+    let roots = Roots::new(db, roots);
+    let (l, funcs) = linked_functions(db, file, roots, checked)?;
     let locations = site_locations(&l.sites, &analysis(db, file), &path, file.text(db));
     let view = ModuleView { funcs: &funcs, sites: &l.sites, main: l.main };
     Ok(ksc_codegen_c::emit_with(&view, &locations, target, &header, &mut |id| {
-        std::borrow::Cow::Borrowed(c_function(db, file, roots.clone(), checked, target, id.0 as usize))
+        std::borrow::Cow::Borrowed(c_function(db, file, roots, checked, target, id.0 as usize))
     }))
 }
 
@@ -184,19 +200,19 @@ pub fn c_unit(
 /// functions it calls: what [`c_function`] reads, so that it is not run
 /// again when another function of the module changes.
 #[salsa::tracked(returns(ref))]
-pub fn linked_function(
-    db: &dyn Db,
+pub fn linked_function<'db>(
+    db: &'db dyn Db,
     file: SourceFile,
-    roots: Vec<FunName>,
+    roots: Roots<'db>,
     checked: bool,
     index: usize,
 ) -> Option<(Func, Vec<(FuncId, CalleeSig)>)> {
-    let (name, calls, site_ids) = layout_row(db, file, roots.clone(), checked, index).as_ref()?;
+    let (name, calls, site_ids) = layout_row(db, file, roots, checked, index).as_ref()?;
     db.log_execution(format!("linked_function({name})"));
     let unit = loop_unit(db, file, name.clone(), checked).as_ref().ok()?;
     let f = ksc_lower::link_one(unit, calls, site_ids);
     let callees = ksc_codegen_c::callees_with(&f, &mut |g| {
-        let (callee, _, _) = layout_row(db, file, roots.clone(), checked, g.0 as usize).as_ref()?;
+        let (callee, _, _) = layout_row(db, file, roots, checked, g.0 as usize).as_ref()?;
         callee_sig(db, file, callee.clone(), checked).clone()
     })?;
     Some((f, callees))
@@ -205,10 +221,10 @@ pub fn linked_function(
 /// The C of function `index` of the module for `roots`, and the types and
 /// helpers it needs.
 #[salsa::tracked(returns(ref))]
-pub fn c_function(
-    db: &dyn Db,
+pub fn c_function<'db>(
+    db: &'db dyn Db,
     file: SourceFile,
-    roots: Vec<FunName>,
+    roots: Roots<'db>,
     checked: bool,
     target: Target,
     index: usize,

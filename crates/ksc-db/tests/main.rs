@@ -3,6 +3,7 @@
 //! links once, and its tests share the machine's cores instead of each
 //! file's tests running after the others'.
 
+mod chain_work;
 mod common;
 mod fuzz_regressions;
 mod incremental;

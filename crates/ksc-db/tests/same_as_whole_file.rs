@@ -58,6 +58,7 @@ fn every_derived_function_is_the_one_derived_all_at_once() {
                 continue;
             }
             ksc_opt::pipeline::optimise_all(&mut derived.defs, &defs, &rules);
+            ksc_opt::pipeline::keep_called(&mut derived.defs, &request);
             for d in derived.defs {
                 let key = d.name.to_string();
                 if !expected.iter().any(|(k, _)| *k == key) {

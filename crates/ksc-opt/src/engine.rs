@@ -44,6 +44,18 @@ use crate::rule::{Ctx, HeadKey, Rule, RuleKind, RuleSet};
 use crate::scope::Scope;
 use crate::strategy::Strategy;
 
+thread_local! {
+    /// Rules fired on this thread (see [`rewrites_on_this_thread`]).
+    static REWRITES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many rewrites (rules that fired) every run on this thread has done
+/// so far: the simplifier's work, which tests bound without reading a
+/// clock.
+pub fn rewrites_on_this_thread() -> u64 {
+    REWRITES.with(|r| r.get())
+}
+
 /// The fewest nodes an arena has before a run may compact it (see
 /// [`Rewriter::set_compacting`]): small bodies are never compacted.
 const COMPACT_FROM: usize = 50_000;
@@ -707,6 +719,7 @@ impl Run<'_, '_, '_> {
             self.warn(WarningKind::TypeChanged, msg);
             return None;
         }
+        REWRITES.with(|r| r.set(r.get() + 1));
         if self.recent.len() == 5 {
             self.recent.pop_front();
         }

@@ -97,3 +97,31 @@ pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &
     def.root = root;
     Report { trace: rw.take_trace(), warnings: rw.take_warnings() }
 }
+
+/// Inlines the calls marked `$inline` and computes once what they compute
+/// twice: the `inline-marked` rule (with `let-tuple-split` for the
+/// parameters it binds), then ANF and CSE (which substitutes the lets of
+/// variables, such as `let x = ksc$x1` of a derived body); none of the other Core
+/// rules, laws or user rules. This is one level of the paired inlining of
+/// reverse passes (`pipeline::chain`): between levels, only the inlining
+/// and the sharing of the callee's primal values decide which pairs the
+/// next level finds, and the whole simplifier runs once after the last
+/// one. The body is left in A-normal form, compacted.
+pub fn inline_marked(def: &mut Def, globals: &Globals) {
+    const RULES: [&str; 2] = ["inline-marked", "let-tuple-split"];
+    let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
+    let mut rw = Rewriter::with_options(globals, Options::default());
+    rw.set_compacting(true);
+    let mut root = def.root;
+    {
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        let set = RuleSet::core().filter("inline-marked", |r| RULES.contains(&r.name()));
+        root = rw.apply(&normalize(rules(set)), &mut b, root).unwrap_or(root);
+        root = crate::anf::anf(&mut b, root, &params);
+        root = crate::cse::cse(&mut b, globals, root, &params);
+    }
+    let (body, root) = term::compact(&def.body, root);
+    def.body = body;
+    def.root = root;
+}

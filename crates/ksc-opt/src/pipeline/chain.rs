@@ -11,9 +11,12 @@
 //! lambdas), with g not recursive (a recursive g has its tape), has both
 //! calls marked `$inline`: the next optimisation inlines them, and CSE
 //! computes g's primal values once, for both. The inlined `[rev g]` has the
-//! same pattern with g's callees, so the optimiser runs again, level by
+//! same pattern with g's callees, so marking and inlining go on, level by
 //! level, until nothing is marked or the body reaches [`BUDGET`] nodes
-//! (beyond it, levels are recomputed as before). A small `[rev g]`
+//! (beyond it, levels are recomputed as before). A level is the pipeline's
+//! `inline-paired` pass: in a body without lambdas only the inlining, ANF
+//! and CSE, with the simplifier once after the last level (a simplifier
+//! run per level cost a chain of n calls 17 runs per `[rev gk]`). A small `[rev g]`
 //! ([`SMALL_REV`]) is inlined without a pair: the small `g` was inlined
 //! into the primal, so no call is left to pair it with, and the loop
 //! before may compute its primal value. This runs after the loops'

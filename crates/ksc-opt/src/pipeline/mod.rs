@@ -66,8 +66,8 @@ pub fn steps<'a>() -> Vec<Step<'a>> {
                 Repeat {
                     pass: &MarkPairedCalls,
                     times: chain::MAX_LEVELS,
-                    then: vec![simplify()],
-                    after: vec![share()],
+                    then: vec![Once(&InlinePaired)],
+                    after: vec![Once(&SimplifyInlined), share()],
                 },
                 // The values backward loops compute again from the
                 // accumulators of a fold, computed by its scan's steps
@@ -186,6 +186,42 @@ pub fn optimise_all(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Ru
     warnings
 }
 
+/// The global functions `def`'s body calls, each once.
+pub fn callees(def: &Def) -> Vec<ksc_ir::FunName> {
+    let mut out: Vec<ksc_ir::FunName> = Vec::new();
+    let mut stack = vec![def.root];
+    while let Some(e) = stack.pop() {
+        let node = &def.body.exprs[e];
+        if let Expr::Call(Callee::Fun(f), _) = node {
+            if !out.contains(f) {
+                out.push(f.clone());
+            }
+        }
+        stack.extend(ksc_ir::term::children(node));
+    }
+    out
+}
+
+/// Keeps, of a request's optimised derived functions, those the requested
+/// one calls, transitively (itself among them), in their order. Inlining
+/// leaves some of those derivation asked for uncalled: under `gdef rev` of
+/// a chain of calls, 16 of every 17 `[rev gk]` are inlined into the one
+/// above (`chain`). The incremental database optimises only these
+/// (`ksc_db::derive_request`).
+pub fn keep_called(derived: &mut Vec<Def>, requested: &ksc_ir::FunName) {
+    let mut called: rustc_hash::FxHashSet<ksc_ir::FunName> = rustc_hash::FxHashSet::default();
+    let mut work = vec![requested.clone()];
+    while let Some(f) = work.pop() {
+        if called.contains(&f) {
+            continue;
+        }
+        let Some(d) = derived.iter().find(|d| d.name == f) else { continue };
+        called.insert(f);
+        work.extend(callees(d));
+    }
+    derived.retain(|d| called.contains(&d.name));
+}
+
 /// The program's `rule`s as the simplifier's first rule set, and warnings
 /// for those it cannot use.
 pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
@@ -273,6 +309,67 @@ impl<'a> Pass<Def, DerivedCx<'a>> for MarkPairedCalls {
     fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
         chain::mark_paired_calls(def, cx.globals)
     }
+}
+
+/// `inline-paired`: one level of [`chain`]'s inlining, the calls
+/// `mark-paired-calls` marked inlined and the primal values they share
+/// computed once. In a body without lambdas that is
+/// [`crate::schedule::inline_marked`] (inlining, ANF and CSE), and the
+/// whole simplifier runs once after the last level ([`SimplifyInlined`]):
+/// a simplifier run per level made the levels cost as much as simplifying
+/// the body 16 times (on a chain of 10,000 calls, 17 ms for each
+/// `[rev gk]`). A body with loops (before or after the level) is
+/// simplified after each level, as before: the loop rules decide which
+/// pairs the next level finds there (without them, LSTM's reverse pass was
+/// 5% slower). So after this pass the body is simplified if and only if
+/// it has a lambda.
+struct InlinePaired;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for InlinePaired {
+    fn name(&self) -> &'static str {
+        "inline-paired"
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        if !has_lambda(def) {
+            crate::schedule::inline_marked(def, cx.globals);
+            if !has_lambda(def) {
+                return true;
+            }
+        }
+        Simplify.run(def, cx)
+    }
+}
+
+/// `simplify` after the last level of [`InlinePaired`], for a body it did
+/// not simplify (one without lambdas).
+struct SimplifyInlined;
+
+impl<'a> Pass<Def, DerivedCx<'a>> for SimplifyInlined {
+    fn name(&self) -> &'static str {
+        "simplify"
+    }
+
+    fn enabled(&self, def: &Def, _: &DerivedCx<'a>) -> bool {
+        !has_lambda(def)
+    }
+
+    fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
+        Simplify.run(def, cx)
+    }
+}
+
+/// Does the body (from its root) hold a lambda?
+fn has_lambda(def: &Def) -> bool {
+    let mut stack = vec![def.root];
+    while let Some(e) = stack.pop() {
+        let node = &def.body.exprs[e];
+        if matches!(node, Expr::Lam(..)) {
+            return true;
+        }
+        stack.extend(ksc_ir::term::children(node));
+    }
+    false
 }
 
 /// Does the body hold a `$scan` (a fold's reverse pass)?
@@ -404,6 +501,7 @@ mod tests {
                 "simplify",
                 "share-loop-values",
                 "mark-paired-calls",
+                "inline-paired",
                 "scan-extras",
                 "fuse-scan-extras",
                 "mark-calls-in-loops",
