@@ -393,31 +393,33 @@ fn physical_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The system allocator, counting the bytes in use for the interpreter's
-/// limit on memory (`ksc_ir::limits::check_memory`).
+/// mimalloc, counting the bytes in use for the interpreter's limit on
+/// memory (`ksc_ir::limits::check_memory`). (With glibc's malloc, half the
+/// cycles of checking a 10,000-call chain under `gdef rev` were the
+/// allocator's; mimalloc takes a third off that check's time.)
 struct CountingAlloc;
 
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let p = unsafe { std::alloc::System.alloc(layout) };
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
         if !p.is_null() {
             ksc_ir::limits::note_heap(layout.size(), true);
         }
         p
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
         if !p.is_null() {
             ksc_ir::limits::note_heap(layout.size(), true);
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        unsafe { std::alloc::System.dealloc(ptr, layout) };
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) };
         ksc_ir::limits::note_heap(layout.size(), false);
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             ksc_ir::limits::note_heap(layout.size(), false);
             ksc_ir::limits::note_heap(new_size, true);
