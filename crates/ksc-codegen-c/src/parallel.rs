@@ -7,7 +7,9 @@
 //!   written in iteration `i`'s own slab (element `i`, or the row `i` of a
 //!   rank-2 or higher tensor: [`in_own_slab`]), so iteration `i` writes
 //!   only what no other iteration writes or reads, with values that hold
-//!   no tensors (which would live in the thread's arena);
+//!   no tensors (which would live in the thread's arena); a tensor of the
+//!   surroundings it writes is read only in the same slab (never whole,
+//!   never another iteration's element);
 //! - every mutable variable assigned, every mark reset or copied down to,
 //!   and every tape pushed onto is the body's own;
 //! - nothing prints (no `print`, no call of a function that may print:
@@ -40,9 +42,26 @@ pub enum Team {
 pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool) -> Team {
     let own = defined_in(body);
     let binds = binds(body);
+    // Tensors of the surroundings the loop writes: it may read them only
+    // in its own slab (a read of another iteration's element is a
+    // dependence, as in a scan written in place).
+    let mut written = rustc_hash::FxHashSet::default();
+    walk(body, &mut |s| {
+        if let Stmt::Store { arr: Op::Var(a), .. } | Stmt::Accum { arr: Op::Var(a), .. } = s {
+            if !own.contains(a) {
+                written.insert(*a);
+            }
+        }
+    });
     let mut ok = true;
     walk(body, &mut |s| {
         ok &= match s {
+            Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: at }) if written.contains(a) => in_own_slab(&binds, idx, at),
+            // Passed whole to a call, or copied: read at any element.
+            Stmt::Let(_, r) if !matches!(r, Rhs::Load { .. } | Rhs::Dim { .. }) => {
+                !r.operands().iter().any(|o| matches!(o, Op::Var(a) if written.contains(a)))
+                    && !matches!(r, Rhs::Call { func, .. } if prints(*func))
+            }
             Stmt::Store { arr, idx: at, val } | Stmt::Accum { arr, idx: at, val, .. } => match arr {
                 Op::Var(a) if own.contains(a) => true,
                 Op::Var(_) => in_own_slab(&binds, idx, at) && !ksc_lower::ir::needs_heap(&f.op_ty(val)),
@@ -52,7 +71,6 @@ pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool)
             Stmt::Reset(m) => own.contains(m),
             Stmt::CopyDown { mark, vars } => own.contains(mark) && vars.iter().all(|v| own.contains(v)),
             Stmt::Let(_, Rhs::TapePush { tape, .. }) => matches!(tape, Op::Var(t) if own.contains(t)),
-            Stmt::Let(_, Rhs::Call { func, .. }) => !prints(*func),
             Stmt::Print { .. } | Stmt::Return(_) | Stmt::TailCall(_) => false,
             _ => true,
         };
@@ -229,6 +247,22 @@ mod tests {
             Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(ACC) },
         ];
         assert_eq!(team(&f, I, &body, &never), Team::Yes);
+    }
+
+    #[test]
+    fn reading_another_element_of_what_it_writes_is_a_dependence() {
+        // out[i] = out[i - 1] + 1, as a scan written in place.
+        let f = func(vars(), vec![]);
+        let prev = VarId(5);
+        let body = |at: Op| {
+            vec![
+                Stmt::Let(prev, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(I), Op::Int(-1))),
+                Stmt::Let(X, Rhs::Load { arr: Op::Var(OUT), idx: at }),
+                Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(X) },
+            ]
+        };
+        assert_eq!(team(&f, I, &body(Op::Var(prev)), &never), Team::No);
+        assert_eq!(team(&f, I, &body(Op::Var(I)), &never), Team::Yes);
     }
 
     #[test]
