@@ -21,7 +21,7 @@ best() { # best of 3 wall times of "$@", in seconds
 }
 for f in *.ks; do
     name=${f%.ks}
-    "$KSC" build "$f" --emit exe -o "$out" > /dev/null
+    "$KSC" build "$f" --emit exe -o "$out" > /dev/null 2> "$out/build.log" || { cat "$out/build.log"; exit 1; }
     OMP_NUM_THREADS=1 "$out/$name" > /dev/null
     t1=$(OMP_NUM_THREADS=1 best "$out/$name")
     line="$name: 1 thread ${t1}s"
