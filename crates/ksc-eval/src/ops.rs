@@ -81,6 +81,24 @@ pub(crate) fn add_in_place(a: &mut Value, b: &Value) -> Result<(), String> {
         if let Value::Sparse(ys) = b {
             same_size(&xs.shape, &ys.shape)?;
             let (m, k) = (xs.entries.len(), ys.entries.len());
+            // One-hots added in increasing order (a sum over a range of
+            // positions, as reverse mode's of a slice): appended in place,
+            // while the sum is not shared and stays sparse.
+            let after = match (xs.entries.last(), ys.entries.first()) {
+                (Some((last, _)), Some((first, _))) => first > last,
+                _ => true,
+            };
+            if after && is_zero(&ys.fill) && 2 * (m + k) <= xs.len() {
+                if let Some(x) = Rc::get_mut(xs) {
+                    count_work(k);
+                    for (i, y) in &ys.entries {
+                        let mut v = x.fill.clone();
+                        add_in_place(&mut v, y)?;
+                        x.entries.push((*i, v));
+                    }
+                    return Ok(());
+                }
+            }
             let accumulating = m > 16 && 8 * k < m;
             if 2 * (m + k) <= xs.len() && !accumulating {
                 count_work(xs.entries.len() + ys.entries.len());

@@ -571,6 +571,33 @@ fn the_operation_count_counts_element_work() {
     };
     let (small, large) = (fold(10), fold(40));
     assert!(large - small < 30 * 10, "{small} {large}");
+    // A sum of one-hots at increasing positions (reverse mode's of a slice
+    // of a long vector, a block of a `reduce`) stays sparse, appended in
+    // place: a few operations per term, not the vector's size once it has
+    // more than a few entries.
+    // m blocks of 32 such one-hots into a vector of 32 m elements: linear
+    // in m (each block made dense would be quadratic).
+    let blocks = |m: u64| {
+        ops(&format!(
+            "(index 7 (sumbuild {m} (lam (k : Integer) (sumbuild 32 (lam (i : Integer) (deltaVec {} (add (mul k 32) i) 1.0))))))",
+            32 * m
+        ))
+    };
+    let (small, large) = (blocks(20), blocks(80));
+    assert!(large < 5 * small, "{small} {large}");
+}
+
+/// A sum of one-hots appended in place means the dense sum: increasing
+/// positions with repeats (not appended: merged), and a -0.0 fill.
+#[test]
+fn one_hots_appended_in_order_mean_their_sum() {
+    for (expr, dense) in [
+        ("(sumbuild 3 (lam (i : Integer) (deltaVec 8 (add 2 i) 1.5)))", "[0, 0, 1.5, 1.5, 1.5, 0, 0, 0]"),
+        ("(sumbuild 4 (lam (i : Integer) (deltaVec 10 (div i 2) 1.0)))", "[2, 2, 0, 0, 0, 0, 0, 0, 0, 0]"),
+        ("(ts_add (ts_neg (deltaVec 8 0 0.0)) (deltaVec 8 3 -0.0))", "[-0, -0, -0, -0, -0, -0, -0, -0]"),
+    ] {
+        assert_eq!(eval(expr), dense, "{expr}");
+    }
 }
 
 /// A variable's last use moves its value out of the frame; every other use
