@@ -19,7 +19,6 @@ use ksc_ir::Type;
 use ksc_lower::ir::*;
 use ksc_lower::names::mangle_type;
 
-use crate::parallel::Team;
 use rustc_hash::FxHashSet;
 
 /// A location of the source, for the site table.
@@ -1003,17 +1002,17 @@ impl W<'_> {
                 }
                 let callees = self.callees;
                 let prints = |g: FuncId| callees.iter().any(|(h, c)| *h == g && c.prints);
-                let team = match n_op {
+                let parallel = match n_op {
                     // Not in a loop already made a function of its own.
-                    _ if self.outlined.is_none() => Team::No,
+                    _ if self.outlined.is_none() => false,
                     // Too little work at any thread count.
-                    Op::Int(k) if !crate::parallel::worth_a_team(*k, body) => Team::No,
-                    _ => crate::parallel::team(self.f, *idx, body, &prints),
+                    Op::Int(k) if !crate::parallel::worth_a_team(*k, body) => false,
+                    _ => crate::parallel::independent(self.f, *idx, body, &prints),
                 };
-                if team == Team::No {
-                    self.range_loop(*idx, "0", &n, body, *reset);
-                } else {
+                if parallel {
                     self.parallel_loop(*idx, n_op, &n, body, *reset);
+                } else {
+                    self.range_loop(*idx, "0", &n, &n, body, *reset);
                 }
                 if guarded {
                     self.depth -= 1;
@@ -1149,16 +1148,17 @@ impl W<'_> {
         changed_everywhere
     }
 
-    /// `for (idx = lo; idx < n; idx++) { body }` (with the arena reset
-    /// after each iteration if `reset`).
-    fn range_loop(&mut self, idx: VarId, lo: &str, n: &str, body: &Block, reset: bool) {
+    /// `for (idx = lo; idx < hi; idx++) { body }` (with the arena reset
+    /// after each iteration if `reset`), of a loop of `n` iterations in all
+    /// (what `copy_down` weighs).
+    fn range_loop(&mut self, idx: VarId, lo: &str, hi: &str, n: &str, body: &Block, reset: bool) {
         let i = self.var(idx);
         if reset {
             self.line("{");
             self.depth += 1;
             self.line(&format!("ks_mark mark_{i} = ksrt_mark(A);"));
         }
-        self.line(&format!("for (int64_t {i} = {lo}; {i} < {n}; {i}++) {{{}", work(body)));
+        self.line(&format!("for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{{}", work(body)));
         self.depth += 1;
         let mut marks = FxHashSet::default();
         walk(body, &mut |s| {
@@ -1203,7 +1203,8 @@ impl W<'_> {
             loop_marks: Vec::new(),
             outlined: None,
         };
-        inner.range_loop(idx, "ksrt_lo", "ksrt_hi", body, reset);
+        // `n` is a literal or one of the captured values.
+        inner.range_loop(idx, "ksrt_lo", "ksrt_hi", n, body, reset);
         // The loop, and a trampoline from the runtime's team
         // (`ksrt_par_run`) to it, reading the captured values from a struct.
         let mut text = format!("static void {name}({}) {{\n{}}}\n", params.join(", "), inner.out);

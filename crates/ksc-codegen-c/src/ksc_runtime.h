@@ -489,9 +489,9 @@ static __attribute__((cold)) void ksrt_failed(ks_arena *A, ks_mark m) {
  * -fopenmp, more than one thread is allowed (OMP_NUM_THREADS, `ksc run
  * --threads`), it is not already inside a parallel loop, and its estimated
  * work is at least KSRT_PAR_MIN_WORK (or $KSC_PAR_MIN_WORK) units, so that
- * small loops stay serial. Iteration i writes only element i of what the
- * loop fills, so the result is the serial loop's, bit for bit, whatever the
- * number of threads.
+ * small loops stay serial. Iteration i writes only its own elements of
+ * what the loop fills, so the result is the serial loop's, bit for bit,
+ * whatever the number of threads.
  *
  * Thread t runs a contiguous range of iterations on its own arena
  * (A->workers[t]), with the caller's call stack copied in, and catches its
@@ -544,7 +544,7 @@ typedef struct {
     ks_arena *caller;
     int threads;
     int64_t n;
-    /* The lowest failing thread (n if none) and its arena. */
+    /* The lowest failing thread (`threads` if none) and its arena. */
     int64_t failed_at;
     ks_arena *failed;
 } ksrt_par;
@@ -581,8 +581,8 @@ static void ksrt_par_begin(ks_arena *A, ksrt_par *P, int threads, int64_t n) {
     }
 }
 
-/* In the team: this thread's arena, and its iterations [lo, hi). */
-static inline ks_arena *ksrt_par_arena(ksrt_par *P, int64_t *lo, int64_t *hi) {
+/* In the team: this thread's number t, and its iterations [lo, hi). */
+static inline int ksrt_par_range(ksrt_par *P, int64_t *lo, int64_t *hi) {
 #ifdef _OPENMP
     int t = omp_get_thread_num(), T = omp_get_num_threads();
 #else
@@ -591,16 +591,14 @@ static inline ks_arena *ksrt_par_arena(ksrt_par *P, int64_t *lo, int64_t *hi) {
     /* T may be fewer than asked for (the OpenMP runtime decides). */
     *lo = (int64_t)((__int128)P->n * t / T);
     *hi = (int64_t)((__int128)P->n * (t + 1) / T);
-    return P->caller->workers[t];
+    return t;
 }
 
-/* In the team, after thread W's error: keep the error of the thread with
- * the lowest range. Each thread stops at its first error and the ranges
- * are in order, so that is the lowest failing iteration: the serial
- * loop's error. */
-static void ksrt_par_failed(ksrt_par *P, ks_arena *W) {
-    int64_t t = 0;
-    while (t < P->threads && P->caller->workers[t] != W) t++;
+/* In the team, after thread t's error (on its arena W): keep the error of
+ * the thread with the lowest range. Each thread stops at its first error
+ * and the ranges are in order, so that is the lowest failing iteration:
+ * the serial loop's error. */
+static void ksrt_par_failed(ksrt_par *P, int t, ks_arena *W) {
 #ifdef _OPENMP
 #pragma omp critical(ksrt_par_failed)
 #endif
@@ -643,14 +641,15 @@ static void ksrt_par_run(ks_arena *A, int threads, int64_t n, ksrt_range_fn fn, 
 #endif
     {
         int64_t lo, hi;
-        ks_arena *W = ksrt_par_arena(&P, &lo, &hi);
+        int t = ksrt_par_range(&P, &lo, &hi);
+        ks_arena *W = A->workers[t];
         ks_mark m = ksrt_mark(W);
         sigjmp_buf jb;
         if (sigsetjmp(jb, 0) == 0) {
             W->on_error = &jb;
             fn(W, lo, hi, caps);
         } else {
-            ksrt_par_failed(&P, W);
+            ksrt_par_failed(&P, t, W);
         }
         W->on_error = NULL;
         ksrt_reset(W, m);

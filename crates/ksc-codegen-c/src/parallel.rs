@@ -27,19 +27,9 @@ use ksc_lower::ir::*;
 use ksc_lower::visit::{defined_in, walk};
 use rustc_hash::FxHashMap;
 
-/// How a loop may run on a team of threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Team {
-    /// Its iterations depend on one another, print, or write values that
-    /// hold tensors (which would live in a thread's arena): serial.
-    No,
-    /// Independent: each thread's arena is emptied after its iterations.
-    Yes,
-}
-
 /// Can `for idx < n { body }` of `f` run its iterations in parallel?
 /// `prints(g)`: may the function `g` print?
-pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool) -> Team {
+pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool) -> bool {
     let own = defined_in(body);
     let binds = binds(body);
     // Tensors of the surroundings the loop writes: it may read them only
@@ -75,11 +65,7 @@ pub fn team(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -> bool)
             _ => true,
         };
     });
-    if ok {
-        Team::Yes
-    } else {
-        Team::No
-    }
+    ok
 }
 
 /// The variables `for idx < n { body }` reads from around it (and `n`),
@@ -212,28 +198,28 @@ mod tests {
             Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(X) },
         ];
         let f = func(vars(), vec![]);
-        assert_eq!(team(&f, I, &body, &never), Team::Yes);
+        assert!(independent(&f, I, &body, &never));
     }
 
     #[test]
     fn writing_another_element_or_an_outer_variable_is_not() {
         let f = func(vars(), vec![]);
         let other = vec![Stmt::Store { arr: Op::Var(OUT), idx: Op::Int(0), val: Op::Float(1.0) }];
-        assert_eq!(Team::No, team(&f, I, &other, &never));
+        assert!(!independent(&f, I, &other, &never));
         let sum = vec![Stmt::Set(ACC, Op::Float(1.0))];
-        assert_eq!(Team::No, team(&f, I, &sum, &never));
+        assert!(!independent(&f, I, &sum, &never));
         let accum = vec![Stmt::Accum { arr: Op::Var(OUT), idx: Op::Int(3), val: Op::Float(1.0), site: SiteId(0) }];
-        assert_eq!(Team::No, team(&f, I, &accum, &never));
+        assert!(!independent(&f, I, &accum, &never));
     }
 
     #[test]
     fn printing_directly_or_through_a_call_is_not() {
         let f = func(vars(), vec![]);
         let print = vec![Stmt::Print { val: Op::Var(I), ty: Type::Integer }];
-        assert_eq!(Team::No, team(&f, I, &print, &never));
+        assert!(!independent(&f, I, &print, &never));
         let call = vec![Stmt::Let(X, Rhs::Call { func: FuncId(1), args: vec![], frame: None })];
-        assert_ne!(Team::No, team(&f, I, &call, &never));
-        assert_eq!(Team::No, team(&f, I, &call, &|g| g == FuncId(1)));
+        assert!(independent(&f, I, &call, &never));
+        assert!(!independent(&f, I, &call, &|g| g == FuncId(1)));
     }
 
     #[test]
@@ -246,7 +232,7 @@ mod tests {
             Stmt::Set(ACC, Op::Float(1.0)),
             Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(ACC) },
         ];
-        assert_eq!(team(&f, I, &body, &never), Team::Yes);
+        assert!(independent(&f, I, &body, &never));
     }
 
     #[test]
@@ -261,8 +247,8 @@ mod tests {
                 Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(X) },
             ]
         };
-        assert_eq!(team(&f, I, &body(Op::Var(prev)), &never), Team::No);
-        assert_eq!(team(&f, I, &body(Op::Var(I)), &never), Team::Yes);
+        assert!(!independent(&f, I, &body(Op::Var(prev)), &never));
+        assert!(independent(&f, I, &body(Op::Var(I)), &never));
     }
 
     #[test]
@@ -272,7 +258,7 @@ mod tests {
             Stmt::Let(VarId(5), Rhs::Alloc { dims: vec![Op::Int(3)], elem: Type::Float }),
             Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(I), val: Op::Var(VarId(5)) },
         ];
-        assert_eq!(team(&f, I, &body, &never), Team::No);
+        assert!(!independent(&f, I, &body, &never));
     }
 
     #[test]
@@ -297,11 +283,18 @@ mod tests {
                 },
             ]
         };
-        assert_ne!(Team::No, team(&f, I, &row(n.clone(), Op::Var(j)), &never));
+        assert!(independent(&f, I, &row(n.clone(), Op::Var(j)), &never));
         // A column loop longer than the row, or a constant offset, could
         // reach the next row.
-        assert_eq!(Team::No, team(&f, I, &row(Op::Int(1000), Op::Var(j)), &never));
-        assert_eq!(Team::No, team(&f, I, &row(n.clone(), Op::Int(1)), &never));
+        assert!(!independent(&f, I, &row(Op::Int(1000), Op::Var(j)), &never));
+        assert!(!independent(&f, I, &row(n.clone(), Op::Int(1)), &never));
+    }
+
+    /// The threshold below which a constant trip count gets no team is the
+    /// runtime's default.
+    #[test]
+    fn the_threshold_is_the_runtimes() {
+        assert!(crate::emit::RUNTIME_H.contains(&format!("#define KSRT_PAR_MIN_WORK {PAR_MIN_WORK}\n")));
     }
 
     #[test]
