@@ -142,8 +142,13 @@ fn internal_error(what: &str) -> ExitCode {
 }
 
 /// `ksc run FILE`: compile natively and run `main`.
-pub fn run(path: &Path, opts: &NativeOptions, threads: Option<std::num::NonZeroUsize>) -> ExitCode {
-    let Compiled { db, file, analysis, sources } = match compile(path) {
+pub fn run(
+    path: &Path,
+    opts: &NativeOptions,
+    threads: Option<std::num::NonZeroUsize>,
+    check_monoids: bool,
+) -> ExitCode {
+    let Compiled { db, file, analysis, sources } = match crate::compile_with(path, check_monoids) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -91,6 +91,12 @@ impl Database {
         SourceFile::new(self, text)
     }
 
+    /// Adds a user file whose `reduce` and `scan` check their monoid laws
+    /// at run time (`ksc run --check-monoids`).
+    pub fn add_file_checking_monoids(&self, text: String) -> SourceFile {
+        SourceFile::builder(text).check_monoids(true).new(self)
+    }
+
     /// Replaces a file's text (a new revision).
     pub fn set_text(&mut self, file: SourceFile, text: String) {
         file.set_text(self).to(text);

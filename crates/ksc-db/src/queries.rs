@@ -18,6 +18,10 @@ use crate::Db;
 pub struct SourceFile {
     #[returns(ref)]
     pub text: String,
+    /// Expand `reduce` and `scan` with a run-time check of their monoid
+    /// laws (`ksc run --check-monoids`).
+    #[default]
+    pub check_monoids: bool,
 }
 
 /// The built-in prelude's text, set once at high durability.
@@ -352,6 +356,7 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     let mut checker = Checker::new(&mut table, FileRef::Source);
     checker.unreadable = parsed.unreadable.clone();
     checker.set_declared_in_file(declared_names(db, item.file(db)).clone());
+    checker.check_monoids = *item.file(db).check_monoids(db);
     let mut decl = item.decl(db).clone();
     checker.check_decl(0, &mut decl, &DeclSpans::default());
     Checked { decl, clean: checker.diagnostics.is_empty() }
@@ -373,6 +378,7 @@ pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic
     let mut checker = Checker::new(&mut table, FileRef::Source);
     checker.unreadable = parsed.unreadable.clone();
     checker.set_declared_in_file(located_declared_names(db, file).clone());
+    checker.check_monoids = *file.check_monoids(db);
     let mut decl = item.decl(db).clone();
     checker.check_decl(index, &mut decl, item.spans(db));
     checker.diagnostics

@@ -337,11 +337,21 @@ pub struct Checker<'a> {
     /// Base names of declarations that could not be read (a syntax error was
     /// reported); their uses are not reported again.
     pub unreadable: Arc<FxHashSet<String>>,
+    /// Expand `reduce` and `scan` with a check of their monoid laws
+    /// (`ksc run --check-monoids`; `crate::expand::expand_body`).
+    pub check_monoids: bool,
 }
 
 impl<'a> Checker<'a> {
     pub fn new(table: &'a mut GlobalTable, file: FileRef) -> Checker<'a> {
-        Checker { table, file, diagnostics: Vec::new(), later: Arc::default(), unreadable: Default::default() }
+        Checker {
+            table,
+            file,
+            diagnostics: Vec::new(),
+            later: Arc::default(),
+            unreadable: Default::default(),
+            check_monoids: false,
+        }
     }
 
     /// Check all declarations of a file, resolving names in place.
@@ -398,12 +408,12 @@ impl<'a> Checker<'a> {
         match decl {
             Decl::Def(def) => {
                 let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
-                crate::expand::expand_body(&mut def.body, def.root, &params);
+                crate::expand::expand_body(&mut def.body, def.root, &params, self.check_monoids);
             }
             Decl::Rule(r) => {
                 let params: Vec<Var> = r.params.iter().map(|p| p.name.clone()).collect();
-                crate::expand::expand_body(&mut r.body, r.lhs, &params);
-                crate::expand::expand_body(&mut r.body, r.rhs, &params);
+                crate::expand::expand_body(&mut r.body, r.lhs, &params, false);
+                crate::expand::expand_body(&mut r.body, r.rhs, &params, false);
             }
             Decl::Edef(_) | Decl::Gdef(_) => {}
         }

@@ -19,18 +19,21 @@
 use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::prim::REDUCE_BLOCK;
 use ksc_ir::term::{deep_copy, fresh_floor};
-use ksc_ir::{Body, Callee, Expr, ExprId, Pat, Prim, Type, Var};
+use ksc_ir::{Body, Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
 
 /// Expands every `reduce` and `scan` of the tree at `root` (whose types are
 /// known), innermost first. `params` are the names bound around the tree.
-pub fn expand_body(body: &mut Body, root: ExprId, params: &[Var]) {
+///
+/// With `check_monoids` (`ksc run --check-monoids`), each expansion first
+/// checks the monoid laws on the values it meets ([`monoid_check`]).
+pub fn expand_body(body: &mut Body, root: ExprId, params: &[Var], check_monoids: bool) {
     let calls = calls_post_order(body, root);
     if calls.is_empty() {
         return;
     }
     let mut fresh = fresh_floor(body, root, params.iter());
     for e in calls {
-        expand_call(body, &mut fresh, e);
+        expand_call(body, &mut fresh, e, check_monoids);
     }
 }
 
@@ -53,7 +56,7 @@ fn calls_post_order(body: &Body, root: ExprId) -> Vec<ExprId> {
     out
 }
 
-fn expand_call(body: &mut Body, fresh: &mut u32, e: ExprId) {
+fn expand_call(body: &mut Body, fresh: &mut u32, e: ExprId, check_monoids: bool) {
     let Some((p, args)) = prim_call(body, e) else { return };
     let [op, init, vec] = args[..] else { return };
     let Expr::Lam(param, pair_ty, op_body) = body.exprs[op].clone() else { return };
@@ -67,14 +70,24 @@ fn expand_call(body: &mut Body, fresh: &mut u32, e: ExprId) {
     };
     let op_lam = op;
     let mut b = Builder::new(body, fresh);
-    let copies = if p == Prim::Reduce { 3 } else { 4 };
+    let reducing = p == Prim::Reduce;
+    let mut copies = if reducing { 3 } else { 4 };
+    // The check's assertion takes the operator's node (and so its
+    // location): the lambda is not needed once its body is placed.
+    let check = check_monoids.then_some(Check { at: op_lam, reduce: reducing });
+    if check.is_some() {
+        copies += check_applications(reducing);
+    }
     let mut op = Op { param, pair_ty, bodies: vec![op_body] };
     for _ in 1..copies {
         let c = deep_copy(&mut b, op_body);
         op.bodies.push(c);
     }
-    let new =
-        if p == Prim::Reduce { reduce(&mut b, &mut op, &t, init, vec) } else { scan(&mut b, &mut op, &t, init, vec) };
+    let new = if reducing {
+        reduce(&mut b, &mut op, &t, init, vec, check)
+    } else {
+        scan(&mut b, &mut op, &t, init, vec, check)
+    };
     let node = b.body.exprs[new].clone();
     let ty = b.ty(new);
     // The call's node becomes the expansion; the nodes it leaves behind
@@ -83,7 +96,8 @@ fn expand_call(body: &mut Body, fresh: &mut u32, e: ExprId) {
     b.body.exprs[e] = node;
     b.body.types.insert(e, ty);
     debug_assert!(op.bodies.is_empty(), "every copy of the operator is placed");
-    for dead in [new, arg, op_lam] {
+    let dead = if check_monoids { vec![new, arg] } else { vec![new, arg, op_lam] };
+    for dead in dead {
         b.body.exprs[dead] = Expr::Tuple(Vec::new());
         b.body.types.insert(dead, Type::unit());
     }
@@ -165,6 +179,7 @@ fn blocked(
     vec: ExprId,
     small: impl FnOnce(&mut Builder, &V, &V, &V) -> ExprId,
     large: impl FnOnce(&mut Builder, &V, &V, &V, &V) -> ExprId,
+    guard: impl FnOnce(&mut Builder, &V, &V, &V, ExprId) -> ExprId,
 ) -> ExprId {
     let_in(b, "v", vec, |b, v| {
         let_in(b, "e", init, |b, e| {
@@ -179,7 +194,8 @@ fn blocked(
                 let num = b.int_op("add", nn, bm1);
                 let m = b.int_op("div", num, bb);
                 let l = let_in(b, "m", m, |b, m| large(b, &v, &e, &n, &m));
-                if_(b, test, s, l)
+                let body = if_(b, test, s, l);
+                guard(b, &v, &e, &n, body)
             })
         })
     })
@@ -221,7 +237,7 @@ fn block_sums(b: &mut Builder, op: &mut Op, v: &V, e: &V, n: &V, m: &V) -> ExprI
     })
 }
 
-fn reduce(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId) -> ExprId {
+fn reduce(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, check: Option<Check>) -> ExprId {
     let op = std::cell::RefCell::new(op);
     blocked(
         b,
@@ -282,6 +298,10 @@ fn reduce(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId) -> 
                 })
             })
         },
+        |b, v, e, n, body| match check {
+            Some(c) => monoid_check(b, &mut op.borrow_mut(), t, v, e, n, c, body),
+            None => body,
+        },
     )
 }
 
@@ -321,7 +341,7 @@ fn levels(b: &mut Builder, m: &V) -> ExprId {
     b.prim(Prim::Get { index: 1, arity: 2 }, vec![f])
 }
 
-fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId) -> ExprId {
+fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, check: Option<Check>) -> ExprId {
     let op = std::cell::RefCell::new(op);
     blocked(
         b,
@@ -395,5 +415,338 @@ fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId) -> Ex
                 })
             })
         },
+        |b, v, e, n, body| match check {
+            Some(c) => monoid_check(b, &mut op.borrow_mut(), t, v, e, n, c, body),
+            None => body,
+        },
     )
+}
+
+/// Where and what [`monoid_check`] checks.
+#[derive(Clone, Copy)]
+struct Check {
+    /// The node the assertion is put at: the operator's lambda, so a broken
+    /// law is reported at the operator.
+    at: ExprId,
+    /// `reduce` (E must be a two-sided identity) or `scan` (a left one).
+    reduce: bool,
+}
+
+/// The relative tolerance of the laws on Floats: `x` and `y` agree when
+/// `|x - y| <= MONOID_TOLERANCE * max(1, |x|, |y|)`, or they are equal (the
+/// same infinity), or both are NaN. Other scalars must be equal; tuples
+/// and tensors agree when their shapes do and every component agrees.
+pub const MONOID_TOLERANCE: f64 = 1e-8;
+
+/// The applications of the operator [`monoid_check`] makes per element:
+/// the running value, the identity (left, and right for `reduce`), and
+/// associativity on two triples, 4 each.
+fn check_applications(reduce: bool) -> usize {
+    1 + if reduce { 2 } else { 1 } + 8
+}
+
+/// `let r = (fold step (tuple E 0) (build n (lam i i))) in
+/// (assert (eq (get$2$2 r) 0) body)`, the assertion at the operator: for
+/// each element x_i of the vector in order, while no law has failed, with
+/// acc = E ⊙ x_0 ⊙ ... ⊙ x_(i-1) (left to right), `step` checks
+/// - E ⊙ x_i = x_i, and x_i ⊙ E = x_i for `reduce`;
+/// - (acc ⊙ x_i) ⊙ x_(i+1) = acc ⊙ (x_i ⊙ x_(i+1)) (running values: the
+///   association tree meets values like them);
+/// - (x_i ⊙ x_(i+1)) ⊙ x_(i+2) = x_i ⊙ (x_(i+1) ⊙ x_(i+2)),
+///
+/// equal within [`MONOID_TOLERANCE`] for Floats. The first failure prints
+/// the law and the values (on stdout, like `print`), and the assertion
+/// then stops the program at the operator.
+#[allow(clippy::too_many_arguments)]
+fn monoid_check(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, check: Check, body: ExprId) -> ExprId {
+    let prim = if check.reduce { "reduce" } else { "scan" };
+    let w_ty = Type::Tuple(vec![Type::Tuple(vec![t.clone(), Type::Integer]), Type::Integer]);
+    let w = V(b.fresh_name("w"), w_ty.clone());
+    let ww = w.get(b);
+    let state = b.prim(Prim::Get { index: 1, arity: 2 }, vec![ww]);
+    let step = let_in(b, "st", state, |b, st| {
+        let stv = st.get(b);
+        let bad = b.prim(Prim::Get { index: 2, arity: 2 }, vec![stv]);
+        let zero = int(b, 0);
+        let failed = b.prim(Prim::Ne, vec![bad, zero]);
+        let keep = st.get(b);
+        let ww = w.get(b);
+        let i = b.prim(Prim::Get { index: 2, arity: 2 }, vec![ww]);
+        let go = let_in(b, "i", i, |b, i| {
+            let (ii, vv) = (i.get(b), v.get(b));
+            let x = b.prim(Prim::Index, vec![ii, vv]);
+            let_in(b, "x", x, |b, x| {
+                let stv = st.get(b);
+                let acc = b.prim(Prim::Get { index: 1, arity: 2 }, vec![stv]);
+                let_in(b, "acc", acc, |b, acc| {
+                    let (aa, xx) = (acc.get(b), x.get(b));
+                    let next = op.apply(b, aa, xx);
+                    // Each law is an Integer, 1 when it failed (and said
+                    // so); a law is checked only if those before it held.
+                    enum Law {
+                        Identity { left: bool },
+                        Associative { with_acc: bool },
+                    }
+                    let mut laws = vec![Law::Identity { left: true }];
+                    if check.reduce {
+                        laws.push(Law::Identity { left: false });
+                    }
+                    laws.extend([Law::Associative { with_acc: true }, Law::Associative { with_acc: false }]);
+                    let verdict = V(b.fresh_name("failed"), Type::Integer);
+                    let mut lets = Vec::new();
+                    for (k, law) in laws.into_iter().enumerate() {
+                        let this = match law {
+                            Law::Identity { left } => identity(b, op, t, prim, left, e, &x),
+                            Law::Associative { with_acc } => {
+                                associative(b, op, t, prim, v, n, &i, with_acc.then_some(&acc))
+                            }
+                        };
+                        let rhs = if k == 0 {
+                            this
+                        } else {
+                            let (prev, zero) = (verdict.get(b), int(b, 0));
+                            let held = b.prim(Prim::Eq, vec![prev, zero]);
+                            let one = int(b, 1);
+                            if_(b, held, this, one)
+                        };
+                        lets.push(rhs);
+                    }
+                    let next_v = V(b.fresh_name("next"), t.clone());
+                    let (nn, ff) = (next_v.get(b), verdict.get(b));
+                    let mut out = b.tuple(vec![nn, ff]);
+                    out = b.let_(&next_v.0, next, out);
+                    for rhs in lets.into_iter().rev() {
+                        out = b.let_(&verdict.0, rhs, out);
+                    }
+                    out
+                })
+            })
+        });
+        if_(b, failed, keep, go)
+    });
+    let lam = b.lam(&w.0, w_ty, step);
+    let (ee, zero) = (e.get(b), int(b, 0));
+    let start = b.tuple(vec![ee, zero]);
+    let nn = n.get(b);
+    let range = build_v(b, nn, |b, i| i.get(b));
+    let r = b.prim(Prim::Fold, vec![lam, start, range]);
+    let_in(b, "checked", r, |b, r| {
+        let rr = r.get(b);
+        let bad = b.prim(Prim::Get { index: 2, arity: 2 }, vec![rr]);
+        let zero = int(b, 0);
+        let ok = b.prim(Prim::Eq, vec![bad, zero]);
+        let ty = b.ty(body);
+        b.body.exprs[check.at] = Expr::Assert(ok, body);
+        b.body.types.insert(check.at, ty);
+        check.at
+    })
+}
+
+/// `if agree then 0 else (print message; 1)`.
+fn verdict(b: &mut Builder, agree: ExprId, message: Vec<ExprId>) -> ExprId {
+    let said = b.prim(Prim::Print, message);
+    let (zero, one) = (int(b, 0), int(b, 1));
+    let name = b.fresh_name("said");
+    let failed = b.let_(&name, said, one);
+    if_(b, agree, zero, failed)
+}
+
+fn text(b: &mut Builder, s: &str) -> ExprId {
+    b.body.alloc_typed(Expr::Lit(Lit::String(s.to_string())), Type::String)
+}
+
+/// `E ⊙ x = x` (`left`) or `x ⊙ E = x`, as an Integer (1 when it failed).
+#[allow(clippy::too_many_arguments)]
+fn identity(b: &mut Builder, op: &mut Op, t: &Type, prim: &str, left: bool, e: &V, x: &V) -> ExprId {
+    let (ee, xx) = (e.get(b), x.get(b));
+    let applied = if left { op.apply(b, ee, xx) } else { op.apply(b, xx, ee) };
+    let_in(b, "got", applied, |b, got| {
+        let (gg, xx) = (got.get(b), x.get(b));
+        let same = agree(b, t, gg, xx);
+        let (side, law) = if left { ("left", "E ⊙ x") } else { ("right", "x ⊙ E") };
+        let head =
+            text(b, &format!("--check-monoids: E is not a {side} identity of the operator of `{prim}`:\n  x = "));
+        let xx = x.get(b);
+        let mid = text(b, &format!("\n  {law} = "));
+        let gg = got.get(b);
+        let tail = text(b, "\n");
+        verdict(b, same, vec![head, xx, mid, gg, tail])
+    })
+}
+
+/// `(a ⊙ b) ⊙ c = a ⊙ (b ⊙ c)` for (acc, x_i, x_(i+1)) (`acc` given) or
+/// (x_i, x_(i+1), x_(i+2)), as an Integer (1 when it failed); 0 past the
+/// end of the vector.
+#[allow(clippy::too_many_arguments)]
+fn associative(b: &mut Builder, op: &mut Op, t: &Type, prim: &str, v: &V, n: &V, i: &V, acc: Option<&V>) -> ExprId {
+    let reach = if acc.is_some() { 1 } else { 2 };
+    let (ii, k) = (i.get(b), int(b, reach));
+    let last = b.int_op("add", ii, k);
+    let nn = n.get(b);
+    let inside = b.int_test("lt", last, nn);
+    // The triple's elements: acc or x_i, then the next ones of v.
+    let elem = |b: &mut Builder, off: i64| {
+        let (ii, o) = (i.get(b), int(b, off));
+        let at = b.int_op("add", ii, o);
+        let vv = v.get(b);
+        b.prim(Prim::Index, vec![at, vv])
+    };
+    let a0 = match acc {
+        Some(acc) => acc.get(b),
+        None => elem(b, 0),
+    };
+    let first_off = if acc.is_some() { 0 } else { 1 };
+    let checked = let_in(b, "a", a0, |b, a| {
+        let b0 = elem(b, first_off);
+        let_in(b, "b", b0, |b, bv| {
+            let c0 = elem(b, first_off + 1);
+            let_in(b, "c", c0, |b, c| {
+                let (aa, bb) = (a.get(b), bv.get(b));
+                let ab = op.apply(b, aa, bb);
+                let cc = c.get(b);
+                let left = op.apply(b, ab, cc);
+                let (bb, cc) = (bv.get(b), c.get(b));
+                let bc = op.apply(b, bb, cc);
+                let aa = a.get(b);
+                let right = op.apply(b, aa, bc);
+                let_in(b, "l", left, |b, l| {
+                    let_in(b, "r", right, |b, r| {
+                        let (ll, rr) = (l.get(b), r.get(b));
+                        let same = agree(b, t, ll, rr);
+                        let which =
+                            if acc.is_some() { "the value so far, x_i, x_(i+1)" } else { "x_i, x_(i+1), x_(i+2)" };
+                        let parts: Vec<(String, &V)> = vec![
+                            (
+                                format!(
+                                    "--check-monoids: the operator of `{prim}` is not associative on {which}:\n  a = "
+                                ),
+                                &a,
+                            ),
+                            ("\n  b = ".to_string(), &bv),
+                            ("\n  c = ".to_string(), &c),
+                            ("\n  (a ⊙ b) ⊙ c = ".to_string(), &l),
+                            ("\n  a ⊙ (b ⊙ c) = ".to_string(), &r),
+                        ];
+                        let mut message = Vec::new();
+                        for (s, x) in parts {
+                            message.push(text(b, &s));
+                            message.push(x.get(b));
+                        }
+                        message.push(text(b, "\n"));
+                        verdict(b, same, message)
+                    })
+                })
+            })
+        })
+    });
+    let zero = int(b, 0);
+    if_(b, inside, checked, zero)
+}
+
+/// Do `x` and `y` of type `t` agree (see [`MONOID_TOLERANCE`])? A Bool.
+fn agree(b: &mut Builder, t: &Type, x: ExprId, y: ExprId) -> ExprId {
+    let_in(b, "p", x, |b, p| {
+        let_in(b, "q", y, |b, q| match t {
+            Type::Float => {
+                let (pp, qq) = (p.get(b), q.get(b));
+                let equal = b.prim(Prim::Eq, vec![pp, qq]);
+                let (pp, qq) = (p.get(b), q.get(b));
+                let diff = b.call(FunName::typed("sub", ff()), vec![pp, qq], Type::Float);
+                let diff = abs(b, diff);
+                let pp = p.get(b);
+                let ap = abs(b, pp);
+                let qq = q.get(b);
+                let aq = abs(b, qq);
+                let big = b.call(FunName::typed("max", ff()), vec![ap, aq], Type::Float);
+                let one = b.float(1.0);
+                let big = b.call(FunName::typed("max", ff()), vec![one, big], Type::Float);
+                let tol = b.float(MONOID_TOLERANCE);
+                let bound = b.mul_float(tol, big);
+                let close = b.call(FunName::typed("lte", ff()), vec![diff, bound], Type::Bool);
+                let (pp, pp2) = (p.get(b), p.get(b));
+                let pnan = b.prim(Prim::Ne, vec![pp, pp2]);
+                let (qq, qq2) = (q.get(b), q.get(b));
+                let qnan = b.prim(Prim::Ne, vec![qq, qq2]);
+                let nans = bool_op(b, "and", pnan, qnan);
+                let near = bool_op(b, "or", close, nans);
+                bool_op(b, "or", equal, near)
+            }
+            Type::Tuple(ts) => {
+                let arity = ts.len() as u32;
+                let mut all = b.body.alloc_typed(Expr::Lit(Lit::Bool(true)), Type::Bool);
+                for (k, tk) in ts.iter().enumerate().rev() {
+                    let get = Prim::Get { index: k as u32 + 1, arity };
+                    let pp = p.get(b);
+                    let pk = b.prim(get, vec![pp]);
+                    let qq = q.get(b);
+                    let qk = b.prim(get, vec![qq]);
+                    let this = agree(b, tk, pk, qk);
+                    // Components after a disagreeing one are not compared.
+                    let no = b.body.alloc_typed(Expr::Lit(Lit::Bool(false)), Type::Bool);
+                    all = if_(b, this, all, no);
+                }
+                all
+            }
+            Type::Tensor(rank, elem) => {
+                let pp = p.get(b);
+                let sp = b.prim(Prim::Size, vec![pp]);
+                let qq = q.get(b);
+                let sq = b.prim(Prim::Size, vec![qq]);
+                let same_size = b.prim(Prim::Eq, vec![sp, sq]);
+                let pp = p.get(b);
+                let size = b.prim(Prim::Size, vec![pp]);
+                let every = let_in(b, "sz", size, |b, sz| {
+                    // The number of elements, to skip an empty tensor
+                    // (`sumbuild` of an empty range is an error).
+                    let count = if *rank == 1 {
+                        sz.get(b)
+                    } else {
+                        let mut c = int(b, 1);
+                        for k in 0..*rank {
+                            let s = sz.get(b);
+                            let d = b.prim(Prim::Get { index: k as u32 + 1, arity: *rank as u32 }, vec![s]);
+                            c = b.int_op("mul", c, d);
+                        }
+                        c
+                    };
+                    let (c0, zero) = (count, int(b, 0));
+                    let empty = b.prim(Prim::Eq, vec![c0, zero]);
+                    let ix_ty = if *rank == 1 { Type::Integer } else { Type::Tuple(vec![Type::Integer; *rank]) };
+                    let ix = V(b.fresh_name("ix"), ix_ty.clone());
+                    let (i1, pp) = (ix.get(b), p.get(b));
+                    let pe = b.prim(Prim::Index, vec![i1, pp]);
+                    let (i2, qq) = (ix.get(b), q.get(b));
+                    let qe = b.prim(Prim::Index, vec![i2, qq]);
+                    let this = agree(b, elem, pe, qe);
+                    let (zero, one) = (int(b, 0), int(b, 1));
+                    let miss = if_(b, this, zero, one);
+                    let lam = b.lam(&ix.0, ix_ty, miss);
+                    let ss = sz.get(b);
+                    let misses = b.prim(Prim::Sumbuild, vec![ss, lam]);
+                    let zero = int(b, 0);
+                    let none = b.prim(Prim::Eq, vec![misses, zero]);
+                    let yes = b.body.alloc_typed(Expr::Lit(Lit::Bool(true)), Type::Bool);
+                    if_(b, empty, yes, none)
+                });
+                let no = b.body.alloc_typed(Expr::Lit(Lit::Bool(false)), Type::Bool);
+                if_(b, same_size, every, no)
+            }
+            _ => {
+                let (pp, qq) = (p.get(b), q.get(b));
+                b.prim(Prim::Eq, vec![pp, qq])
+            }
+        })
+    })
+}
+
+fn ff() -> Type {
+    Type::Tuple(vec![Type::Float, Type::Float])
+}
+
+fn abs(b: &mut Builder, x: ExprId) -> ExprId {
+    b.call(FunName::typed("abs", Type::Float), vec![x], Type::Float)
+}
+
+fn bool_op(b: &mut Builder, op: &str, x: ExprId, y: ExprId) -> ExprId {
+    b.call(FunName::typed(op, Type::Tuple(vec![Type::Bool, Type::Bool])), vec![x, y], Type::Bool)
 }
