@@ -174,6 +174,7 @@ fn derivatives_cost_a_small_constant_times_the_function_in_native_code() {
     add(families::recursion_in_folds(), [50, 200]);
     add(vec![families::recurrent_network()], [50, 200]);
     add(families::captured_reads(), [500, 2000]);
+    add(families::reductions(), families::REDUCTION_SIZES);
     let results = par_map(&all, |(fam, sizes)| native_costs(fam, sizes));
     let mut failures = Vec::new();
     for ((fam, [n, m]), r) in all.iter().zip(results) {
