@@ -414,6 +414,25 @@ impl Rev<'_, '_> {
         }
     }
 
+    /// Does `e` hold a recursive call (its map `lmCompose j m`, `j` a
+    /// Jacobian call of the tape) whose argument passes on one of the
+    /// vectors whose maps are `outer`, when the tape accumulates?
+    fn passes_on(&self, e: ExprId, outer: &[String]) -> bool {
+        let Some(t) = self.tape.as_ref().filter(|t| t.accumulates) else { return false };
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            if let Some((Prim::LmCompose, args)) = prim_call(self.src, x) {
+                if t.jacobians.contains_key(&args[0])
+                    && self.argument_maps(args[1]).iter().flatten().any(|g| outer.contains(g))
+                {
+                    return true;
+                }
+            }
+            stack.extend(ksc_ir::core::children(&self.src.exprs[x]));
+        }
+        false
+    }
+
     /// `r ⊙ᴿ [D f](a)` for a recursive call (Jacobian call `j`, argument
     /// map `m`): its reverse pass, given as accumulator the owned
     /// contributions to the vectors it passes on, if any (and the tape
@@ -951,6 +970,15 @@ impl Rev<'_, '_> {
                 others.push(g.clone());
             }
         }
+        // A loop over a vector whose body has a recursive call passing on
+        // a vector of the scope (when their reverse passes accumulate)
+        // threads its contributions through its iterations in sequence
+        // (`thread` below), all of them: a vector read at the loop's index
+        // included.
+        let threaded = ity == Type::Integer && self.passes_on(body, &outer);
+        if threaded {
+            others.append(&mut indexed);
+        }
         let n1 = self.import_primal(b, n);
         let nv = self.emit(b, "n", n1);
         // The loop's body transposed, seeded with r[i], returning the tuple
@@ -1025,6 +1053,56 @@ impl Rev<'_, '_> {
             }
             Ok(())
         };
+        // The threaded loop: `fold (λ((acc..), i). body) (acc0..) (build n
+        // (λi. i))`, whose body starts its contributions to `others` from
+        // the accumulators, owned (as a branch starts from the carried
+        // ones), so it gives them to the reverse passes of its recursive
+        // calls (`[sufrevacc f]`) or adds its terms into them in place. The
+        // accumulators start from the owned contributions, else zeros; the
+        // results are owned. (A `sumbuild` of the calls' reverse passes
+        // made each call's cotangent a vector of its own, summed: tree
+        // recursion in a loop was quadratic in native code.)
+        let thread = |this: &mut Self, b: &mut Builder| -> R<()> {
+            let mut inits = Vec::with_capacity(others.len());
+            for g in &others {
+                inits.push(match this.take_owned(g) {
+                    Some((c, t)) => b.var(&c, t),
+                    None => this.zero_for(b, g)?,
+                });
+            }
+            let tys: Vec<Type> = inits.iter().map(|&e| b.ty(e)).collect();
+            let names: Vec<String> = others.iter().map(|_| b.fresh_name("acc")).collect();
+            this.carry.clear();
+            for ((g, a), t) in others.iter().zip(&names).zip(&tys) {
+                this.accs.insert(a.clone());
+                this.carry.push((g.clone(), (a.clone(), t.clone())));
+            }
+            let lam = body_for(this, b, &others, None)?;
+            let Expr::Lam(iv, _, inner) = b.expr(lam).clone() else {
+                return internal("a loop body that is not a lambda");
+            };
+            let acc_ty = Type::Tuple(tys);
+            let w = b.fresh_name("w");
+            let w_ty = Type::Tuple(vec![acc_ty.clone(), Type::Integer]);
+            let wv = b.var(&w, w_ty.clone());
+            let i_val = b.prim(Prim::Get { index: 2, arity: 2 }, vec![wv]);
+            let step = b.let_(&iv, i_val, inner);
+            let wv = b.var(&w, w_ty.clone());
+            let accs = b.prim(Prim::Get { index: 1, arity: 2 }, vec![wv]);
+            let ty = b.ty(step);
+            let step = b.body.alloc_typed(Expr::Let(Pat::Tuple(names), accs, step), ty);
+            let step = b.lam(&w, w_ty, step);
+            let init = b.tuple(inits);
+            let n2 = b.var(&nv.0, nv.1.clone());
+            let range = b.build(n2, |_, j| j);
+            let run = b.prim(Prim::Fold, vec![step, init, range]);
+            this.scatter(b, run, &others);
+            this.mark_last(&others);
+            Ok(())
+        };
+        if threaded {
+            return thread(self, b);
+        }
         let n2 = b.var(&nv.0, nv.1.clone());
         let per_iteration = if indexed.is_empty() {
             return if others.is_empty() { Ok(()) } else { sum_others(self, b) };

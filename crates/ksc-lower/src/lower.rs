@@ -194,6 +194,9 @@ pub struct Lowerer<'a> {
     /// The parameters each definition lowered so far consumes, with how
     /// fresh they are ([`consumed_params`]).
     consumed: FxHashMap<usize, Vec<(String, crate::prims::Fresh)>>,
+    /// The parameters of the steps of folds being lowered that own their
+    /// accumulators (definition, parameter, how fresh): see `Prim::Fold`.
+    pub(crate) step_params: Vec<(usize, String, crate::prims::Fresh)>,
 }
 
 /// The parameters a definition consumes, with which of their parts are
@@ -451,6 +454,7 @@ impl<'a> Lowerer<'a> {
             queue: Vec::new(),
             join_budget: crate::accum::JOIN_BUDGET,
             consumed: FxHashMap::default(),
+            step_params: Vec::new(),
         }
     }
 
@@ -460,6 +464,35 @@ impl<'a> Lowerer<'a> {
         self.fresh_parts(def, body, e).all()
     }
 
+    /// May the fold whose step is `lam` (in the body of definition `def`)
+    /// own its accumulator, so that its step adds into it in place? When
+    /// the step hands it to a function that consumes it (`[sufrevacc f]`,
+    /// reverse mode's threaded loops, `ksc_ad::rev`) and returns fresh
+    /// storage when its accumulator is.
+    pub(crate) fn fold_owns(&self, def: usize, body: &ksc_ir::Body, lam: ExprId) -> bool {
+        let consumes = {
+            let mut stack = vec![lam];
+            let mut found = false;
+            while let Some(x) = stack.pop() {
+                if let Expr::Call(Callee::Fun(g), _) = &body.exprs[x] {
+                    found |= g.derivs.first() == Some(&ksc_ir::Derivation::SufRevAcc);
+                }
+                stack.extend(ksc_ir::core::children(&body.exprs[x]));
+            }
+            found
+        };
+        if !consumes {
+            return false;
+        }
+        let lookup = |g: &FunName| match self.by_name.get(g) {
+            Some(&j) => self.facts.fresh_results[j].clone(),
+            None => crate::prims::Fresh::No,
+        };
+        let mut env = self.consumed.get(&def).cloned().unwrap_or_default();
+        env.extend(self.step_params.iter().filter(|(d, ..)| *d == def).map(|(_, x, f)| (x.clone(), f.clone())));
+        crate::prims::fold_step_fresh(body, lam, false, &lookup, &mut env).is_some_and(|f| f.all())
+    }
+
     /// Which parts of the value of `e` (in the body of definition `def`)
     /// are storage nothing else refers to.
     fn fresh_parts(&self, def: usize, body: &ksc_ir::Body, e: ExprId) -> crate::prims::Fresh {
@@ -467,15 +500,16 @@ impl<'a> Lowerer<'a> {
             Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
         };
-        let params = self.consumed.get(&def).map(Vec::as_slice).unwrap_or(&[]);
-        crate::prims::fresh_expr(body, e, false, &lookup, params)
+        let mut params = self.consumed.get(&def).cloned().unwrap_or_default();
+        params.extend(self.step_params.iter().filter(|(d, ..)| *d == def).map(|(_, x, f)| (x.clone(), f.clone())));
+        crate::prims::fresh_expr(body, e, false, &lookup, &params)
     }
 
     /// The value `v` of a call's argument `e` (if it is known) for a
     /// parameter the callee consumes ([`consumed_params`]): its tensors
     /// as they are where this code owns them (fresh, or a variable's
     /// storage handed over), else copies.
-    fn consumable(
+    pub(crate) fn consumable(
         &mut self,
         fb: &mut FnBuilder,
         st: &mut FnState,

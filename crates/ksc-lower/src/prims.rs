@@ -223,8 +223,42 @@ fn fresh_in(
             r
         }
         Expr::Assert(_, x) => fresh_in(body, *x, ret, results, env),
+        // A fold whose start is fresh and whose step returns fresh storage
+        // when its accumulator is (read once): see [`fold_step_fresh`].
+        Expr::Call(Callee::Prim(Prim::Fold), a) => {
+            let args = body.call_args(*a);
+            if args.len() != 3 {
+                return Fresh::No;
+            }
+            let init = fresh_in(body, args[1], ret, results, env);
+            match fold_step_fresh(body, args[0], ret, results, env) {
+                Some(step) => init.meet(step),
+                None => Fresh::No,
+            }
+        }
         _ => Fresh::No,
     }
+}
+
+/// How fresh the result of a fold's step `lam` is when its accumulator
+/// is fresh: the step's parameter `(acc, x)` has a fresh `acc` if the
+/// step reads it once (`get$1$2` of the parameter, on every path). None
+/// if it does not.
+pub(crate) fn fold_step_fresh(
+    body: &ksc_ir::Body,
+    lam: ExprId,
+    ret: bool,
+    results: &dyn Fn(&ksc_ir::FunName) -> Fresh,
+    env: &mut Vec<(String, Fresh)>,
+) -> Option<Fresh> {
+    let Expr::Lam(w, _, step) = &body.exprs[lam] else { return None };
+    if !crate::lower::sole_use(body, *step, w, Some(0)) {
+        return None;
+    }
+    env.push((w.clone(), Fresh::Tuple(vec![Fresh::Yes, Fresh::No])));
+    let f = fresh_in(body, *step, ret, results, env);
+    env.pop();
+    Some(f)
 }
 
 /// The variable a lambda body `b` (binder `i`) copies, element `i` of it:
@@ -749,6 +783,15 @@ impl Lowerer<'_> {
                 let (v, vt) = args[2].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
+                // A fold that owns its accumulator (`Lowerer::fold_owns`)
+                // starts from owned storage (or a copy), and its step owns
+                // its parameter's accumulator, which it hands on (to a
+                // `[sufrevacc f]` that adds into it). Its steps' memory is
+                // kept (as a tape's): a copy-down of the accumulators per
+                // step would make reverse mode's threaded loops quadratic.
+                let es = self.body(ctx).call_args(arg);
+                let owns = es.len() == 3 && needs_heap(&acc_ty) && self.fold_owns(ctx.def, self.body(ctx), es[0]);
+                let init = if owns { self.consumable(fb, st, ctx, Some(es[1]), init, &acc_ty)? } else { init };
                 let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
                 let vars = fold_vars(fb, &leaves);
                 let dims = self.dims_of(fb, &v, 1)?;
@@ -757,8 +800,19 @@ impl Lowerer<'_> {
                 let start = fb.position();
                 let acc = read_fold_vars(fb, &vars, &acc_ty);
                 let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
-                let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]))?;
-                let new = self.leaves_of(fb, st, r, &acc_ty)?;
+                let step_param = match (&args[0], owns) {
+                    (Arg::Lam { binder, .. }, true) => Some(binder.clone()),
+                    _ => None,
+                };
+                if let Some(w) = &step_param {
+                    let fresh = Fresh::Tuple(vec![Fresh::Yes, Fresh::No]);
+                    self.step_params.push((ctx.def, w.clone(), fresh));
+                }
+                let r = self.apply(fb, st, ctx, &args[0], LVal::Tuple(vec![acc, x]));
+                if step_param.is_some() {
+                    self.step_params.pop();
+                }
+                let new = self.leaves_of(fb, st, r?, &acc_ty)?;
                 for (&var, (o, _)) in vars.iter().zip(new) {
                     fb.emit(Stmt::Set(var, o));
                 }
@@ -766,7 +820,7 @@ impl Lowerer<'_> {
                 // recursive function whose calls are in a loop, `tape.rs`)
                 // keeps its memory: the records outlive the step, and a copy
                 // of the tape per step would make the loop quadratic.
-                if let Some(m) = mark.filter(|_| !fb.pushes_tape_since(start)) {
+                if let Some(m) = mark.filter(|_| !owns && !fb.pushes_tape_since(start)) {
                     let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
                     fb.emit(Stmt::CopyDown { mark: m, vars: hv });
                 }

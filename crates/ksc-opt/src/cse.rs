@@ -165,9 +165,10 @@ pub(crate) fn key_with(body: &ksc_ir::Body, e: ExprId, free: &dyn Fn(&Var) -> To
 struct Holder {
     pat: Pat,
     ty: Type,
-    /// Held as the first component of the pair the pattern's variable is,
-    /// of this type (`[fwdt g]`'s value), not by the variable itself.
-    first_of: Option<Type>,
+    /// Held as component `index` of the tuple of `arity` the pattern's
+    /// variable is, of this type (`[fwdt g]`'s value, a component of an
+    /// `if` of tuples), not by the variable itself.
+    first_of: Option<(u32, u32, Type)>,
 }
 
 /// What became of a let.
@@ -397,6 +398,7 @@ impl Machine<'_, '_, '_> {
         }
         if self.pure(r) {
             self.record_value_of_pair(&pat, r);
+            self.record_parts_of_if(&pat, r);
         }
         // A tuple pattern of t (a variable or an expression without
         // effect): its components are `get$c$n t`, read from a let that
@@ -485,7 +487,7 @@ impl Machine<'_, '_, '_> {
             args.extend(self.tuples.get(x).copied());
         }
         let holder = match pat {
-            Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), first_of: Some(ty.clone()) },
+            Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), first_of: Some((1, 2, ty.clone())) },
             Pat::Tuple(vs) => Holder { pat: Pat::Var(vs[0].clone()), ty: value_ty.clone(), first_of: None },
         };
         for a in args {
@@ -493,6 +495,31 @@ impl Machine<'_, '_, '_> {
             let mut k = vec![Tok::Node(1, 0), Tok::Fun(g.clone())];
             k.extend(key(self.b.body, a));
             self.table.entry(k.clone()).or_default().push(holder.clone());
+            self.table_log.push(k);
+        }
+    }
+
+    /// For `x = if c (tuple a1 .. an) (tuple b1 .. bn)` (without effect),
+    /// records each `if c ai bi` as held by `get$i$n x`: forward mode's
+    /// (value, tangent) pair of an `if` gives the value a recursive call's
+    /// `[fwdt g]` is given, and the loop of values of a fused loop computes
+    /// `g` of the `if` itself (tree recursion in a loop computed each
+    /// level's subtree again: n log n).
+    fn record_parts_of_if(&mut self, pat: &Pat, r: ExprId) {
+        let Pat::Var(_) = pat else { return };
+        let Expr::If(c, t, f) = self.b.expr(r).clone() else { return };
+        let (Expr::Tuple(ts), Expr::Tuple(fs)) = (self.b.expr(t).clone(), self.b.expr(f).clone()) else { return };
+        let ty = self.b.ty(r);
+        let Type::Tuple(tys) = &ty else { return };
+        if ts.len() != fs.len() || ts.len() != tys.len() {
+            return;
+        }
+        let n = ts.len() as u32;
+        for (j, ((&a, &bj), cty)) in ts.iter().zip(&fs).zip(tys).enumerate() {
+            let part = self.b.body.alloc_typed(Expr::If(c, a, bj), cty.clone());
+            let k = key(self.b.body, part);
+            let holder = Holder { pat: pat.clone(), ty: cty.clone(), first_of: Some((j as u32 + 1, n, ty.clone())) };
+            self.table.entry(k.clone()).or_default().push(holder);
             self.table_log.push(k);
         }
     }
@@ -512,10 +539,10 @@ impl Machine<'_, '_, '_> {
         match self.held(&k, false, &ty) {
             Some(Pat::Var(v)) => self.b.var(&v, ty),
             _ => match self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| h.first_of.is_some() && h.ty == ty)) {
-                Some(Holder { pat: Pat::Var(p), first_of: Some(pair_ty), .. }) => {
-                    let (p, pair_ty) = (p.clone(), pair_ty.clone());
+                Some(Holder { pat: Pat::Var(p), first_of: Some((index, arity, pair_ty)), .. }) => {
+                    let (p, index, arity, pair_ty) = (p.clone(), *index, *arity, pair_ty.clone());
                     let pair = self.b.var(&p, pair_ty);
-                    let value = self.b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair]);
+                    let value = self.b.prim(Prim::Get { index, arity }, vec![pair]);
                     // A let that holds the projection already holds it.
                     match self.held(&key(self.b.body, value), false, &ty) {
                         Some(Pat::Var(v)) => self.b.var(&v, ty),

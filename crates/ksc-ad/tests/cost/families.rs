@@ -328,7 +328,7 @@ pub fn recurrent_network() -> Family {
 /// Loops whose reverse mode adds one-hot cotangents of vectors they read
 /// (`a` and `b`, at the loop's index): one family per kind of loop,
 /// `$scan`, `fold`, `sumbuild`, `build`, and recursion: a chain, and trees
-/// (see [`KNOWN_QUADRATIC`]).
+/// (one with its calls in a loop).
 pub fn captured_reads() -> Vec<Family> {
     let vf = Type::vec(Type::Float);
     let two = Type::Tuple(vec![vf.clone(), vf.clone()]);
@@ -388,7 +388,8 @@ pub fn captured_reads() -> Vec<Family> {
              (def f Float ((a : Vec Float) (b : Vec Float)) (g a b 0 (size a)))",
         ),
         (
-            // The recursive calls in a loop's lambda (see KNOWN_QUADRATIC).
+            // The recursive calls in a loop's lambda (their reverse passes
+            // add into one accumulator threaded through the iterations).
             "tree in a loop",
             "(def g Float ((a : Vec Float) (b : Vec Float) (lo : Integer) (hi : Integer))
                (if (eq (sub hi lo) 1) (mul (index lo a) (index lo b))
@@ -403,27 +404,28 @@ pub fn captured_reads() -> Vec<Family> {
 }
 
 /// Families whose reverse mode is known to do quadratic work, in the
-/// interpreter (`.1`) and in native code (`.2`): a tree recursion whose
-/// calls are in a loop's lambda (`sumbuild 2 (lam k (g a b ..))`), in
-/// native code: the loop sums its calls' cotangents, each a dense vector
-/// (`[sufrevacc f]` threads an accumulator through calls outside loops
-/// only; the interpreter keeps the one-hots sparse). Its native forward
-/// mode grows faster than n too (8.2 and 10.2 times f at 500 and 2000),
-/// which the native test does not check for a listed family. The tests assert
-/// that listed families are still quadratic, so that fixing one fails
-/// them until it is removed from here and held to the bounds.
+/// interpreter (`.1`) and in native code (`.2`). The tests
+/// assert that listed families are still quadratic, so that fixing one
+/// fails them until it is removed from here and held to the bounds.
 /// (Tree recursion was quadratic in native code, each call's reverse pass
 /// returning its cotangent of the vector it reads as a dense vector, each
 /// leaf's one-hot made dense, until the reverse passes of recursive calls
 /// were given the cotangent to add into, `[sufrevacc f]`. A chain of calls
 /// reading `a[i]` and `b[i]`, the family "recursion", was quadratic in both
 /// until the level above added its one-hot into the vector the level below
-/// returned, in place.)
-/// ("scan: recurrence" of [`reductions`] is super-linear in native code's
-/// reverse mode: 4.82 times the work at 4n, rev/f 5.04 at n = 1500 and
-/// 6.08 at 6000; the interpreter's is linear.)
-pub const KNOWN_QUADRATIC: &[(&str, bool, bool)] =
-    &[("tree in a loop", false, true), ("scan: recurrence", false, true)];
+/// returned, in place. "tree in a loop", whose calls are in a loop's lambda
+/// (`sumbuild 2 (lam k (g a b ..))`), was quadratic in native code, the
+/// loop summing its calls' cotangents, each a dense vector, until reverse
+/// mode threaded the accumulator through the loop's iterations, a `fold`
+/// handing it to each call's `[sufrevacc g]`; its native forward mode grew
+/// as n log n, each level computing its subtree's values again beside
+/// `[fwdt g]`'s, until CSE read them from the `if`'s (value, tangent) pairs.)
+/// "scan: recurrence" of [`reductions`] is super-linear in native code's
+/// reverse mode (4.82 times the work at 4n, rev/f 5.04 at n = 1500 and 6.08
+/// at 6000; the interpreter's is linear): the reverse of the blocked scan
+/// makes, for each block, its cotangent of the whole input vector a dense
+/// vector (allocated, zeroed and added), n/1024 of them.
+pub const KNOWN_QUADRATIC: &[(&str, bool, bool)] = &[("scan: recurrence", false, true)];
 
 /// Is the family's reverse mode known to be quadratic in this backend?
 pub fn known_quadratic(name: &str, native: bool) -> bool {
