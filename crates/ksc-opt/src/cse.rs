@@ -168,7 +168,7 @@ struct Holder {
     /// Held as component `index` of the tuple of `arity` the pattern's
     /// variable is, of this type (`[fwdt g]`'s value, a component of an
     /// `if` of tuples), not by the variable itself.
-    first_of: Option<(u32, u32, Type)>,
+    part_of: Option<(u32, u32, Type)>,
 }
 
 /// What became of a let.
@@ -487,8 +487,8 @@ impl Machine<'_, '_, '_> {
             args.extend(self.tuples.get(x).copied());
         }
         let holder = match pat {
-            Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), first_of: Some((1, 2, ty.clone())) },
-            Pat::Tuple(vs) => Holder { pat: Pat::Var(vs[0].clone()), ty: value_ty.clone(), first_of: None },
+            Pat::Var(_) => Holder { pat: pat.clone(), ty: value_ty.clone(), part_of: Some((1, 2, ty.clone())) },
+            Pat::Tuple(vs) => Holder { pat: Pat::Var(vs[0].clone()), ty: value_ty.clone(), part_of: None },
         };
         for a in args {
             // The key of `g a` (as `key` makes it), without allocating the term.
@@ -518,7 +518,7 @@ impl Machine<'_, '_, '_> {
         for (j, ((&a, &bj), cty)) in ts.iter().zip(&fs).zip(tys).enumerate() {
             let part = self.b.body.alloc_typed(Expr::If(c, a, bj), cty.clone());
             let k = key(self.b.body, part);
-            let holder = Holder { pat: pat.clone(), ty: cty.clone(), first_of: Some((j as u32 + 1, n, ty.clone())) };
+            let holder = Holder { pat: pat.clone(), ty: cty.clone(), part_of: Some((j as u32 + 1, n, ty.clone())) };
             self.table.entry(k.clone()).or_default().push(holder);
             self.table_log.push(k);
         }
@@ -538,8 +538,8 @@ impl Machine<'_, '_, '_> {
         let ty = self.b.ty(e);
         match self.held(&k, false, &ty) {
             Some(Pat::Var(v)) => self.b.var(&v, ty),
-            _ => match self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| h.first_of.is_some() && h.ty == ty)) {
-                Some(Holder { pat: Pat::Var(p), first_of: Some((index, arity, pair_ty)), .. }) => {
+            _ => match self.table.get(&k).and_then(|hs| hs.iter().rev().find(|h| h.part_of.is_some() && h.ty == ty)) {
+                Some(Holder { pat: Pat::Var(p), part_of: Some((index, arity, pair_ty)), .. }) => {
                     let (p, index, arity, pair_ty) = (p.clone(), *index, *arity, pair_ty.clone());
                     let pair = self.b.var(&p, pair_ty);
                     let value = self.b.prim(Prim::Get { index, arity }, vec![pair]);
@@ -560,14 +560,14 @@ impl Machine<'_, '_, '_> {
         let hs = self.table.get(k)?;
         hs.iter()
             .rev()
-            .find(|h| h.first_of.is_none() && matches!(h.pat, Pat::Tuple(_)) == tuple && &h.ty == ty)
+            .find(|h| h.part_of.is_none() && matches!(h.pat, Pat::Tuple(_)) == tuple && &h.ty == ty)
             .map(|h| h.pat.clone())
     }
 
     /// Records that `pat` (of type `ty`) holds the expression of key `k`,
     /// until the current frame is left.
     fn record(&mut self, k: Key, pat: Pat, ty: Type) {
-        self.table.entry(k.clone()).or_default().push(Holder { pat, ty, first_of: None });
+        self.table.entry(k.clone()).or_default().push(Holder { pat, ty, part_of: None });
         self.table_log.push(k);
     }
 
