@@ -277,6 +277,12 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 check(f.matches("alloc").count() == 1 && f.matches("for ").count() == 1, "a vector of zeros was stored")
             }
             "accumulate" => check(loops.contains("] += "), "the one-hot vectors were not accumulated in place"),
+            "accumulate_zero_tuples" => {
+                // Two loops: the one that makes the zeros (the result) and
+                // the sum's; adding the vector of zero pairs runs none.
+                let f = function_of(&loops, "spread");
+                check(f.matches("for ").count() == 2, "the vector of zero pairs was added element by element")
+            }
             "lazy_build" => {
                 // The test of the reads' count is made once, outside the loop
                 // over the columns; it chooses between the stored tangents and

@@ -29,7 +29,8 @@ pub(crate) struct FnBuilder {
     /// and its index) of a vector, per open block, for the other to reuse.
     reductions: Vec<FxHashMap<VarId, (Op, Op)>>,
     /// Tensors filled with zeros (a `constVec` of zeros computed), not
-    /// written since: adding one into an accumulator adds nothing.
+    /// written since, and tuples packed from zeros: adding one into an
+    /// accumulator adds nothing.
     zeros: FxHashSet<VarId>,
     /// Fresh tensors bound to a `.ks` variable (or one component of it)
     /// whose only use is still to come: that use may add into them in place.
@@ -234,7 +235,8 @@ impl FnBuilder {
         self.zeros.insert(v);
     }
 
-    /// Is `v` a tensor of zeros (filled, and not written since)?
+    /// Is `v` a tensor of zeros (filled, and not written since), or a
+    /// tuple packed from zeros?
     pub fn is_zeros(&self, v: VarId) -> bool {
         self.zeros.contains(&v) && !self.vars[v.0 as usize].mutable
     }
@@ -287,6 +289,19 @@ impl FnBuilder {
         let v = self.var(ty, name, false);
         if nonneg {
             self.nonneg.insert(v);
+        }
+        // A tuple packed from zeros is zero (a `constVec`'s element: its
+        // tensor is then known to be zeros too).
+        if let Rhs::Pack(ops, _) = &rhs {
+            let zero = |o: &Op| match o {
+                Op::Float(x) => *x == 0.0,
+                Op::Int(k) => *k == 0,
+                Op::Var(a) => self.is_zeros(*a),
+                _ => false,
+            };
+            if !ops.is_empty() && ops.iter().all(zero) {
+                self.zeros.insert(v);
+            }
         }
         if share {
             self.cse.last_mut().expect("an open block").insert(rhs.clone(), v);

@@ -1293,9 +1293,14 @@ impl Lowerer<'_> {
                 let da = self.dims_of(fb, &LVal::Op(arr.clone()), rank)?;
                 let db = self.dims_of(fb, &v, rank)?;
                 self.same_dims_check(fb, &da, &db, "`ts_add` of tensors of different sizes", site);
-                // Zeros add nothing (tensors of numbers only: a tensor of
-                // tensors still checks its rows' sizes).
-                if is_number(&elem) && crate::lower::is_zeros(&v, fb) {
+                // Zeros add nothing (tensors of numbers or tuples of them
+                // only: a tensor of tensors still checks its rows' sizes).
+                // A dense zero added per iteration would cost the
+                // accumulator's size each time: reverse mode's branch that
+                // does not read a captured vector contributes its zero
+                // (the blocked `scan`'s steps, whose other branch reads
+                // the block's carry).
+                if !needs_heap(&elem) && crate::lower::is_zeros(&v, fb) {
                     return Ok(());
                 }
                 let nest = self.nest_open(fb, &da);
