@@ -57,3 +57,15 @@ fn linked_units_are_the_whole_program_lowering() {
     }
     assert!(compared > 500, "compared {compared} functions");
 }
+
+/// `line_col` (the sites' lines and columns) counts characters, not bytes.
+/// (It was the crate's only unit test; see `test = false` in Cargo.toml.)
+#[test]
+fn line_and_column() {
+    use ksc_db::line_col;
+    assert_eq!(line_col("ab\ncd", 0), (1, 1));
+    assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    assert_eq!(line_col("é\nx", 3), (2, 1));
+    assert_eq!(line_col("ab\n", 3), (2, 1));
+    assert_eq!(line_col("ab", 9), (1, 3));
+}
