@@ -52,8 +52,19 @@ pub fn work_dir(name: &str) -> PathBuf {
 /// run at the level users get.
 pub const QUICK_CFLAGS: &str = "-O1 -march=native";
 
-/// Run the ksc binary from the repository root, with the shared cache and
-/// [`QUICK_CFLAGS`].
+/// The OpenMP runtime's waiting policy for every native run of the tests:
+/// a thread waiting at a parallel loop's end sleeps instead of spinning
+/// (libgomp's default is to spin for a while). The tests run several
+/// programs at once, each with a team of threads, on a machine with fewer
+/// cores: a spinning thread burnt the core its team's other thread needed
+/// (`hand.ks` on two threads took 6-20 s of CPU instead of 1.5 s,
+/// `gdef_reduce.ks` 10 s instead of 0.15 s, on a loaded 2-core machine).
+/// The code run, and its results, are the same; only idle threads wait
+/// differently.
+pub const OMP_WAIT: (&str, &str) = ("OMP_WAIT_POLICY", "passive");
+
+/// Run the ksc binary from the repository root, with the shared cache,
+/// [`QUICK_CFLAGS`] and [`OMP_WAIT`].
 pub fn ksc(args: &[&str]) -> Output {
     ksc_env(args, &[])
 }
@@ -66,6 +77,7 @@ pub fn ksc_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         .env("NO_COLOR", "1")
         .env("KSC_CACHE_DIR", cache_dir())
         .env("KSC_CFLAGS", QUICK_CFLAGS)
+        .env(OMP_WAIT.0, OMP_WAIT.1)
         .envs(env.iter().copied())
         .output()
         .expect("cannot start ksc")

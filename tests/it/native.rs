@@ -127,7 +127,7 @@ fn runtime_errors_match_the_interpreter() {
         let built = ksc(&["build", path, "--emit", "exe", "-o", out_dir.to_str().unwrap()]);
         assert!(built.status.success(), "{path}: {}", text(&built.stderr));
         let exe = out_dir.join(f.file_stem().unwrap());
-        let run = Command::new(&exe).current_dir(root()).output().unwrap();
+        let run = Command::new(&exe).current_dir(root()).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
         let stderr = text(&run.stderr);
         let interp_err = text(&interp.stderr);
         let message = interp_err.lines().next().unwrap_or_default();
@@ -528,7 +528,7 @@ fn a_shared_library_is_callable_from_c() {
     )
     .unwrap();
     let exe = compile_c_host(&driver, &["vecops"]);
-    let out = Command::new(&exe).output().unwrap();
+    let out = Command::new(&exe).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
     assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
 }
 
@@ -587,7 +587,12 @@ fn a_library_is_callable_from_several_host_threads() {
     )
     .unwrap();
     let exe = compile_c_host(&driver, &["par", "pthread"]);
-    let out = Command::new(&exe).env("KSC_PAR_MIN_WORK", "0").env("OMP_NUM_THREADS", "2").output().unwrap();
+    let out = Command::new(&exe)
+        .env("KSC_PAR_MIN_WORK", "0")
+        .env("OMP_NUM_THREADS", "2")
+        .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .output()
+        .unwrap();
     let stdout = text(&out.stdout);
     // The serial loop's error: the first index out of range, i = 33334.
     assert!(stdout.starts_with("0 0 index out of range: index 100002 in a tensor of size 100000"), "{stdout}");
@@ -956,7 +961,7 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
     )
     .unwrap();
     let exe = compile_c_host(&driver, &["one", "two"]);
-    let out = Command::new(&exe).output().unwrap();
+    let out = Command::new(&exe).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "the host process died ({}):\n{stdout}{}", out.status, text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
@@ -1196,7 +1201,7 @@ fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
     let dir = path.parent().unwrap();
     let built = ksc(&["build", p, "--emit", "exe", "-o", dir.to_str().unwrap()]);
     assert!(built.status.success(), "{}", text(&built.stderr));
-    let run = Command::new(dir.join("derived_error")).output().unwrap();
+    let run = Command::new(dir.join("derived_error")).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
     let err = text(&run.stderr);
     assert!(err.contains(&format!("--> {at} (in `[suffwdtape g]`)")), "{err}");
     assert!(!err.contains(":0:0"), "{err}");

@@ -60,6 +60,7 @@ fn ksc_command(args: &[&str]) -> Command {
         .current_dir(root())
         .env("NO_COLOR", "1")
         .env("KSC_CACHE_DIR", common::cache_dir())
+        .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
         .env("KSC_CFLAGS", format!("{} -DKSRT_REUSE_MIN_BYTES=0", common::QUICK_CFLAGS));
     cmd
 }
@@ -91,7 +92,7 @@ fn check_mutant(path: &std::path::Path, ad: bool) -> Verdict {
     } else {
         let limit = interp_time * 10 + Duration::from_secs(10);
         let mut exe = Command::new(out_dir.join(path.file_stem().unwrap()));
-        exe.current_dir(root());
+        exe.current_dir(root()).env(common::OMP_WAIT.0, common::OMP_WAIT.1);
         match run_limited(exe, limit) {
             Some((r, _)) => r,
             None => {

@@ -280,17 +280,3 @@ pub fn site_locations(sites: &[Site], analysis: &Analysis, path: &str, text: &st
         })
         .collect()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::line_col;
-
-    #[test]
-    fn line_and_column() {
-        assert_eq!(line_col("ab\ncd", 0), (1, 1));
-        assert_eq!(line_col("ab\ncd", 4), (2, 2));
-        assert_eq!(line_col("é\nx", 3), (2, 1));
-        assert_eq!(line_col("ab\n", 3), (2, 1));
-        assert_eq!(line_col("ab", 9), (1, 3));
-    }
-}

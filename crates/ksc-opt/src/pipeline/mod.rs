@@ -486,28 +486,3 @@ fn in_anf_to(def: &mut Def, pass: impl FnOnce(&mut Builder, ExprId, &[String]) -
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The names the command line selects passes by, in the order they
-    /// first run: renaming or adding a pass changes what users type.
-    #[test]
-    fn the_pipeline_names_its_passes_in_order() {
-        assert_eq!(
-            names(),
-            [
-                "simplify",
-                "share-loop-values",
-                "mark-paired-calls",
-                "inline-paired",
-                "scan-extras",
-                "fuse-scan-extras",
-                "mark-calls-in-loops",
-                "hoist-loop-invariants",
-                "hoist-inner-invariants"
-            ]
-        );
-    }
-}
