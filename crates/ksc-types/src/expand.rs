@@ -13,8 +13,10 @@
 //! The expansion is rewritten in place at the call's node, so that node
 //! keeps its span; one application of the operator reuses the operator's
 //! own body (keeping its spans); the others are copies, a fixed number of
-//! them (3 for `reduce`, 4 for `scan`), so the expansion is linear in the
-//! operator's size. New nodes are located at the declaration.
+//! them (3 for `reduce`, 4 for `scan`, and 11 or 10 more with
+//! `--check-monoids`), so the expansion is linear in the operator's size.
+//! New nodes are located at the declaration; the check's assertion takes
+//! the operator's lambda node, and so its location.
 
 use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::prim::REDUCE_BLOCK;
