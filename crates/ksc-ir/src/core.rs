@@ -161,17 +161,21 @@ impl Body {
 
 /// The direct sub-expressions of a node, in evaluation order (the argument
 /// of a call is one child, even when it is a literal tuple).
-pub fn children(e: &Expr) -> Vec<ExprId> {
+pub fn children(e: &Expr) -> Children {
     match e {
-        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Vec::new(),
-        Expr::Call(_, a) => vec![*a],
-        Expr::Tuple(es) => es.clone(),
-        Expr::Let(_, r, b) => vec![*r, *b],
-        Expr::If(c, t, f) => vec![*c, *t, *f],
-        Expr::Assert(c, b) => vec![*c, *b],
-        Expr::Lam(_, _, b) => vec![*b],
+        Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => Children::new(),
+        Expr::Call(_, a) => smallvec::smallvec![*a],
+        Expr::Tuple(es) => Children::from_slice(es),
+        Expr::Let(_, r, b) => smallvec::smallvec![*r, *b],
+        Expr::If(c, t, f) => smallvec::smallvec![*c, *t, *f],
+        Expr::Assert(c, b) => smallvec::smallvec![*c, *b],
+        Expr::Lam(_, _, b) => smallvec::smallvec![*b],
     }
 }
+
+/// A node's children, in order: inline up to three (every node but a
+/// longer tuple), so walking a tree does not allocate per node.
+pub type Children = smallvec::SmallVec<[ExprId; 3]>;
 
 /// A variable, literal or `$dummy`: duplicating it costs nothing and
 /// evaluating it cannot fail.

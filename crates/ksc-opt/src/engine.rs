@@ -289,7 +289,7 @@ fn rebuild(b: &mut Builder, e: ExprId, new: &[ExprId]) -> ExprId {
             b.body.alloc_typed(Expr::Call(c.clone(), new[0]), ty)
         }
         _ => {
-            if term::children(&node) == new {
+            if term::children(&node)[..] == new[..] {
                 return e;
             }
             b.body.alloc_typed(term::with_children(&node, new), ty)

@@ -261,7 +261,7 @@ fn read_through_if(ctx: &mut Ctx, e: ExprId, c: &str) -> ExprId {
     let node = ctx.expr(e).clone();
     let kids = term::children(&node);
     let new: Vec<ExprId> = kids.iter().map(|&k| read_through_if(ctx, k, c)).collect();
-    let e = if new == kids {
+    let e = if new[..] == kids[..] {
         e
     } else {
         let ty = ctx.ty(e);
