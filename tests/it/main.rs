@@ -20,3 +20,4 @@ mod random_input;
 mod reduce_tree;
 mod round_trip;
 mod watch;
+mod workspace;

@@ -69,25 +69,3 @@ fn line_and_column() {
     assert_eq!(line_col("ab\n", 3), (2, 1));
     assert_eq!(line_col("ab", 9), (1, 3));
 }
-
-/// The lib has `test = false` (Cargo.toml): a `#[cfg(test)]` module in its
-/// sources would never run under `cargo test --workspace`. Fails if one
-/// appears, so that it is moved here or the lib's tests are turned back on.
-#[test]
-fn the_lib_has_no_unit_tests_that_cargo_would_skip() {
-    fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                visit(&p, found);
-            } else if p.extension().is_some_and(|x| x == "rs")
-                && std::fs::read_to_string(&p).unwrap().contains("#[cfg(test)]")
-            {
-                found.push(p.display().to_string());
-            }
-        }
-    }
-    let mut found = Vec::new();
-    visit(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut found);
-    assert!(found.is_empty(), "unit tests that `cargo test` skips (test = false): {found:?}");
-}
