@@ -551,6 +551,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::ConstVec => {
                 let shape = sizes(args.get(0), p)?;
                 let n = tensor_count(&shape, p)?;
+                // A tensor of zeros is kept sparse (no entries), as reverse
+                // mode's zero cotangents are: adding it into an accumulator
+                // costs nothing, as natively, where adding a known zero is
+                // skipped (the zero carries' cotangent in each step of a
+                // blocked scan's reverse pass was n (m + 1) element work).
+                if numeric_zero(args.get(1)) {
+                    count_work(1);
+                    return Ok(Value::Sparse(Rc::new(Sparse::new(shape, args.take(1), Vec::new()))));
+                }
                 let mut data = alloc_elements(n)?;
                 data.resize(n, args.take(1));
                 new_tensor(shape, data)
@@ -866,5 +875,18 @@ fn accumulate(result: &mut Tensor, entry: &Value) -> Result<(), String> {
     match result.data.get_mut(k) {
         Some(slot) => add_in_place(slot, v),
         None => Err("internal error: malformed tensor".to_string()),
+    }
+}
+
+/// Is `v` a numeric zero: a Float `0.0` or `-0.0`, an Integer 0, or a
+/// tuple of them? Not `()` (tensors of units are shapes, which
+/// `buildFromSparse` reads) and not a tensor (a sparse tensor stays at the
+/// top of a value, never an element of a dense one).
+fn numeric_zero(v: &Value) -> bool {
+    match v {
+        Value::Float(x) => *x == 0.0,
+        Value::Integer(i) => *i == 0,
+        Value::Tuple(xs) => !xs.is_empty() && xs.iter().all(numeric_zero),
+        _ => false,
     }
 }
