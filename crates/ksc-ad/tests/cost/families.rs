@@ -427,8 +427,8 @@ pub fn captured_reads() -> Vec<Family> {
 /// other branch, their zero cotangent, a vector of m + 1 pairs made once,
 /// which the loop IR added element by element at each of the n steps,
 /// until it skipped adding tensors of tuples of numbers known to be zeros
-/// (now rev/f 4.25 and 4.21; the interpreter's 3.96 and 4.19, linear by
-/// the test, still adds that dense zero per step).
+/// (now rev/f 4.25 and 4.21); the interpreter added it too (3.96 and
+/// 4.19) until a `constVec` of a numeric zero became sparse (3.77, 3.79).
 pub const KNOWN_QUADRATIC: &[(&str, bool, bool)] = &[];
 
 /// Is the family's reverse mode known to be quadratic in this backend?
