@@ -467,6 +467,23 @@ pub struct Func {
 }
 
 impl Func {
+    /// A function `f` of two parameters (`VarId(0)`, `VarId(1)`) with
+    /// variables of types `vars` (the parameters first) and `body`, for the
+    /// unit tests of passes over the loop IR, here and in the backends.
+    #[doc(hidden)]
+    pub fn for_tests(vars: Vec<Type>, body: Block) -> Func {
+        Func {
+            name: ksc_ir::FunName::plain("f"),
+            c_name: "f".into(),
+            params: vec![VarId(0), VarId(1)],
+            ret: Type::Float,
+            vars: vars.into_iter().map(|ty| VarInfo { ty, name: None, mutable: false }).collect(),
+            body,
+            loops: false,
+            entry_mark: None,
+        }
+    }
+
     pub fn ty(&self, v: VarId) -> &Type {
         &self.vars[v.0 as usize].ty
     }

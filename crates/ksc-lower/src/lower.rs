@@ -484,25 +484,31 @@ impl<'a> Lowerer<'a> {
         if !consumes {
             return false;
         }
-        let lookup = |g: &FunName| match self.by_name.get(g) {
+        let mut env = self.owned_params(def);
+        crate::prims::fold_step_fresh(body, lam, false, &|g| self.fresh_result(g), &mut env).is_some_and(|f| f.all())
+    }
+
+    /// How fresh the result of a call of `g` is.
+    fn fresh_result(&self, g: &FunName) -> crate::prims::Fresh {
+        match self.by_name.get(g) {
             Some(&j) => self.facts.fresh_results[j].clone(),
             None => crate::prims::Fresh::No,
-        };
-        let mut env = self.consumed.get(&def).cloned().unwrap_or_default();
-        env.extend(self.step_params.iter().filter(|(d, ..)| *d == def).map(|(_, x, f)| (x.clone(), f.clone())));
-        crate::prims::fold_step_fresh(body, lam, false, &lookup, &mut env).is_some_and(|f| f.all())
+        }
+    }
+
+    /// The parameters of definition `def` whose storage its code owns,
+    /// with how fresh they are: those it consumes, and those of the steps
+    /// of folds being lowered that own their accumulators.
+    fn owned_params(&self, def: usize) -> Vec<(String, crate::prims::Fresh)> {
+        let mut params = self.consumed.get(&def).cloned().unwrap_or_default();
+        params.extend(self.step_params.iter().filter(|(d, ..)| *d == def).map(|(_, x, f)| (x.clone(), f.clone())));
+        params
     }
 
     /// Which parts of the value of `e` (in the body of definition `def`)
     /// are storage nothing else refers to.
     fn fresh_parts(&self, def: usize, body: &ksc_ir::Body, e: ExprId) -> crate::prims::Fresh {
-        let lookup = |g: &FunName| match self.by_name.get(g) {
-            Some(&j) => self.facts.fresh_results[j].clone(),
-            None => crate::prims::Fresh::No,
-        };
-        let mut params = self.consumed.get(&def).cloned().unwrap_or_default();
-        params.extend(self.step_params.iter().filter(|(d, ..)| *d == def).map(|(_, x, f)| (x.clone(), f.clone())));
-        crate::prims::fresh_expr(body, e, false, &lookup, &params)
+        crate::prims::fresh_expr(body, e, false, &|g| self.fresh_result(g), &self.owned_params(def))
     }
 
     /// The value `v` of a call's argument `e` (if it is known) for a
@@ -535,16 +541,7 @@ impl<'a> Lowerer<'a> {
                 Ok(LVal::Tuple(out))
             }
             (Type::Tensor(..), v) => {
-                let body = &self.defs[ctx.def].body;
-                let owned = match e {
-                    Some(e) => {
-                        crate::prims::fresh_value(body, e) || self.fresh(ctx.def, body, e) || {
-                            let body = &self.defs[ctx.def].body;
-                            self.owned_operand(fb, body, e, &v)
-                        }
-                    }
-                    None => false,
-                };
+                let owned = e.is_some_and(|e| self.owns(fb, ctx.def, e, &v));
                 let acc = self.new_acc_owned(fb, st, v, ty, owned)?;
                 self.acc_value(fb, &acc)
             }
@@ -1273,6 +1270,14 @@ impl<'a> Lowerer<'a> {
                 }
             }
         }
+    }
+
+    /// Does this code own the storage of `v`, the value of `e` (in the body
+    /// of definition `def`): a new value, one nothing else refers to, or a
+    /// variable's storage handed over ([`Lowerer::owned_operand`])?
+    pub(crate) fn owns(&self, fb: &mut FnBuilder, def: usize, e: ExprId, v: &LVal) -> bool {
+        let body = &self.defs[def].body;
+        crate::prims::fresh_value(body, e) || self.fresh(def, body, e) || self.owned_operand(fb, body, e, v)
     }
 
     /// Is a fresh tensor an operand `a` of `ts_add` owns (see

@@ -1193,8 +1193,7 @@ impl Lowerer<'_> {
                 return Ok(Acc::Tuple(accs));
             }
         }
-        let body = self.body(ctx);
-        let fresh = fresh_value(body, a) || self.fresh(ctx.def, body, a) || self.owned_operand(fb, body, a, &first);
+        let fresh = self.owns(fb, ctx.def, a, &first);
         self.new_acc_owned(fb, st, first, ty, fresh)
     }
 

@@ -139,16 +139,7 @@ mod tests {
     use ksc_ir::Type;
 
     fn func(vars: Vec<Type>, body: Block) -> Func {
-        Func {
-            name: ksc_ir::FunName::plain("f"),
-            c_name: "f".into(),
-            params: vec![VarId(0), VarId(1)],
-            ret: Type::Float,
-            vars: vars.into_iter().map(|ty| VarInfo { ty, name: None, mutable: false }).collect(),
-            body,
-            loops: false,
-            entry_mark: None,
-        }
+        Func::for_tests(vars, body)
     }
 
     /// The command line validates `--skip-pass` against these: every pass
