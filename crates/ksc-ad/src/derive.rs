@@ -658,9 +658,13 @@ impl Ctx<'_, '_> {
     fn grad_map(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
         let (parts, (x, _, body)) = self.lambda_args(e, p, arg, "a lambda and tensors", None, 0)?;
         let (lam, vecs) = (parts[0], parts[1..].to_vec());
-        if vecs.iter().any(|&v| !matches!(self.src.ty(v), Type::Tensor(1, _))) {
-            return err(e, format!("the derivative of `{p}` over tensors of rank > 1 is not implemented yet"));
-        }
+        // The index of an element: an Integer, or a tuple of them for a
+        // tensor of rank > 1 (as `build` over a tuple of sizes takes).
+        let ity = match self.src.ty(vecs[0]) {
+            Type::Tensor(1, _) => Type::Integer,
+            Type::Tensor(rank, _) => Type::Tuple(vec![Type::Integer; *rank]),
+            _ => return err(e, format!("`{p}` must be applied to tensors to be differentiated")),
+        };
         let mut grads = Vec::new();
         for &v in &vecs {
             grads.push(self.grad(v)?);
@@ -672,7 +676,7 @@ impl Ctx<'_, '_> {
         let y = self.bind_val("y", value);
         let i = self.b.fresh_name("i");
         let maps_body = self.in_block(|cx| {
-            let iv = Atom::Var(i.clone(), Type::Integer);
+            let iv = Atom::Var(i.clone(), ity.clone());
             // Element i of each vector, whose map selects element i of the vector's map.
             let mut elems = Vec::new();
             for (vv, gv) in &grads {
@@ -695,7 +699,7 @@ impl Ctx<'_, '_> {
             let (_, g) = cx.grad(body)?;
             Ok(cx.b.var(&g.0, g.1))
         })?;
-        let maps_lam = self.b.lam(&i, Type::Integer, maps_body);
+        let maps_lam = self.b.lam(&i, ity, maps_body);
         let v4 = self.atom(&grads[0].0);
         let n = self.b.prim(Prim::Size, vec![v4]);
         let maps = self.b.prim(Prim::Build, vec![n, maps_lam]);
