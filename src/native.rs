@@ -23,6 +23,14 @@ pub struct NativeOptions {
     /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub cflags: Option<String>,
+    /// A C source, object or library to compile and link with the program
+    /// (repeatable): the definitions of its external functions, the `edef`s
+    /// no built-in implements (and derivatives declared with `edef`, which
+    /// derived functions call). Their C prototypes follow the exported
+    /// calling convention: `ksc build --emit c` writes them in the header.
+    /// For `ksc run` and `ksc build --emit exe|so`
+    #[arg(long, value_name = "FILE")]
+    pub link: Vec<PathBuf>,
 }
 
 /// What ksc writes into every artefact it makes, so that a later build
@@ -102,6 +110,7 @@ fn config(opts: &NativeOptions) -> CcConfig {
     if let Some(f) = &opts.cflags {
         cfg.cflags = ksc_codegen_c::driver::split_flags(f);
     }
+    cfg.link = opts.link.clone();
     cfg
 }
 
@@ -126,8 +135,30 @@ pub(crate) fn export_roots(analysis: &ksc_types::Analysis) -> Vec<FunName> {
 
 /// Reports a failure to compile the C: bad flags are a usage error (exit
 /// code 2), anything else a failure (1).
-fn build_error(e: &ksc_codegen_c::driver::BuildError) -> ExitCode {
+fn build_error(e: &ksc_codegen_c::driver::BuildError, m: &Module, c: &Compiled) -> ExitCode {
     eprintln!("error: {e}");
+    if let ksc_codegen_c::driver::BuildError::LinkFailed { undefined, .. } = e {
+        // Each external function nothing defines, located at its `edef`,
+        // with the C it needs.
+        let ds: Vec<ksc_types::Diagnostic> = m
+            .funcs
+            .iter()
+            .filter(|f| f.external && undefined.contains(&f.c_name))
+            .filter_map(|f| {
+                let sig = c.analysis.table.get(&f.name)?;
+                let d = ksc_types::Diagnostic::error(
+                    sig.origin.file,
+                    sig.origin.span,
+                    format!("`{}` is an external function: no file given with `--link` defines it", f.name),
+                );
+                Some(d.with_note(format!(
+                    "define its C function, and pass the file with `--link`: {};",
+                    ksc_codegen_c::emit::external_prototype(f)
+                )))
+            })
+            .collect();
+        c.sources.emit(&ds);
+    }
     match e {
         ksc_codegen_c::driver::BuildError::BadFlags { .. } => ExitCode::from(USAGE),
         _ => ExitCode::from(FAILURE),
@@ -148,24 +179,26 @@ pub fn run(
     threads: Option<std::num::NonZeroUsize>,
     check_monoids: bool,
 ) -> ExitCode {
-    let Compiled { db, file, analysis, sources } = match crate::compile_with(path, check_monoids) {
+    let compiled = match crate::compile_with(path, check_monoids) {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let main_name = match main_of(&analysis, &sources) {
+    let Compiled { db, file, analysis, sources } = &compiled;
+    let (db, file) = (db, *file);
+    let main_name = match main_of(analysis, sources) {
         Ok(m) => m,
         Err(code) => return code,
     };
     let (roots, checked) = (vec![main_name.clone()], !opts.unchecked);
     let display = path.display().to_string();
-    let prog = match ksc_db::c_unit(&db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
+    let prog = match ksc_db::c_unit(db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
         Ok(p) => p,
         Err(e) => return internal_error(e),
     };
-    let Ok(module) = ksc_db::native_module(&db, file, roots, checked) else { unreachable!("c_unit succeeded") };
+    let Ok(module) = ksc_db::native_module(db, file, roots, checked) else { unreachable!("c_unit succeeded") };
     let exe = match compile_c(&prog.c, None, Artefact::Executable, &config(opts)) {
         Ok(p) => p,
-        Err(e) => return build_error(&e),
+        Err(e) => return build_error(&e, module, &compiled),
     };
     let env: Vec<(&str, String)> = threads.map(|t| ("OMP_NUM_THREADS", t.to_string())).into_iter().collect();
     match run_executable(&exe, &[], &env) {
@@ -178,7 +211,7 @@ pub fn run(
                 e.location =
                     analysis.defs().into_iter().find(|d| d.name == main_name).map(|d| (d.name.clone(), d.root));
             }
-            sources.emit(&[runtime_diagnostic(&analysis, &e)]);
+            sources.emit(&[runtime_diagnostic(analysis, &e)]);
             ExitCode::from(FAILURE)
         }
         Ok(Outcome::Abnormal(how)) => {
@@ -217,10 +250,12 @@ fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64]) -> Runt
 
 /// `ksc build FILE`: write the C, header and compiled artefacts.
 pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts: &NativeOptions) -> ExitCode {
-    let Compiled { db, file, analysis, sources } = match compile(path) {
+    let compiled = match compile(path) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let Compiled { db, file, analysis, sources } = &compiled;
+    let (db, file) = (db, *file);
     let display = path.display().to_string();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
     let stem: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
@@ -243,10 +278,10 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             return code;
         }
     }
-    let roots = export_roots(&analysis);
+    let roots = export_roots(analysis);
     if emit == Emit::Ks {
         let p = out_dir.join(format!("{stem}.ks"));
-        return match std::fs::write(&p, crate::emit_ks(&analysis)) {
+        return match std::fs::write(&p, crate::emit_ks(analysis)) {
             Ok(()) => {
                 eprintln!("wrote {}", p.display());
                 ExitCode::SUCCESS
@@ -258,7 +293,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         };
     }
     let roots = if emit == Emit::Exe {
-        match main_of(&analysis, &sources) {
+        match main_of(analysis, sources) {
             Ok(m) => vec![m],
             Err(code) => return code,
         }
@@ -266,7 +301,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         roots
     };
     let checked = !opts.unchecked;
-    let module = match ksc_db::native_module(&db, file, roots.clone(), checked) {
+    let module = match ksc_db::native_module(db, file, roots.clone(), checked) {
         Ok(m) => m,
         Err(e) => return internal_error(e),
     };
@@ -284,7 +319,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         }
         let header_name = format!("{stem}.h");
         let target = if emit == Emit::Exe { Target::Executable } else { Target::Library };
-        let prog = ksc_db::c_unit(&db, file, display.clone(), roots.clone(), checked, target, header_name.clone())
+        let prog = ksc_db::c_unit(db, file, display.clone(), roots.clone(), checked, target, header_name.clone())
             .as_ref()
             .map_err(|e| internal_error(e))?;
         let mut written = Vec::new();
@@ -301,7 +336,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             Emit::So => (Artefact::SharedLibrary, format!("lib{stem}.so")),
             Emit::Exe | Emit::Loops | Emit::Ks => (Artefact::Executable, stem.clone()),
         };
-        let built = compile_c(&prog.c, header, kind, &config(opts)).map_err(|e| build_error(&e))?;
+        let built = compile_c(&prog.c, header, kind, &config(opts)).map_err(|e| build_error(&e, module, &compiled))?;
         let bytes = std::fs::read(&built).map_err(|e| {
             eprintln!("error: cannot read `{}`: {e}", built.display());
             ExitCode::from(FAILURE)

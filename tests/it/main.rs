@@ -10,6 +10,7 @@ mod cl_cli;
 mod common;
 mod cost_native;
 mod emit_ks;
+mod externals;
 mod laws_cli;
 mod monoids;
 mod mutate;

@@ -41,8 +41,9 @@ struct Entry {
     grad_ty: Type,
 }
 
-/// Does this global function have a `.ks` body (so that `[D g]` can be
-/// derived), as opposed to an `edef`?
+/// Does this global function have a `[D g]`: a `.ks` body (so that it can
+/// be derived), or, for an `edef`, derivatives the program declares? If
+/// not, an `edef`'s Jacobian must be one ksc knows (the prelude's).
 pub type HasBody<'a> = &'a dyn Fn(&FunName) -> bool;
 
 struct Ctx<'s, 'b> {

@@ -54,12 +54,22 @@ pub trait Program {
     fn jacobian(&self, _f: &FunName) -> Option<&(Def, derive::Witnesses)> {
         None
     }
+    /// Is `name` declared by an `edef` of the program's file (implemented
+    /// outside `.ks`)? A derivative declared so (`(edef [rev f] ..)`) is
+    /// the user's, called by derived code, never derived.
+    fn is_declared(&self, _name: &FunName) -> bool {
+        false
+    }
+    /// Is `name` the user's: written with a body or declared by an `edef`?
+    fn is_provided(&self, name: &FunName) -> bool {
+        self.is_written(name) || self.is_declared(name)
+    }
 }
 
 /// `[D f]` of a function of the program, with its witnesses (what the
 /// derivations from it instantiate).
 pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
-    let has_body = |n: &FunName| program.is_written(n) || derivable(n, program);
+    let has_body = |n: &FunName| program.is_written(n) || derivable(n, program) || hand_derived(n, program);
     guard(|| derive::jacobian_def(f, &has_body))
 }
 
@@ -109,10 +119,10 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
     // A callee's value and tangent come from one `[fwdt g]`, unless `[fwd
     // g]` is written by hand and `[fwdt g]` is not.
     let pairs = |g: &FunName| {
-        !program.is_written(&g.derived(Derivation::Fwd)) || program.is_written(&g.derived(Derivation::FwdT))
+        !program.is_provided(&g.derived(Derivation::Fwd)) || program.is_provided(&g.derived(Derivation::FwdT))
     };
     while let Some(name) = work.pop() {
-        if program.is_written(&name) || by_name.contains_key(&name) || failed.contains(&name) {
+        if program.is_provided(&name) || by_name.contains_key(&name) || failed.contains(&name) {
             continue;
         }
         let Some((d, inner)) = name.inner() else { continue };
@@ -128,6 +138,19 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         let elsewhere = || if one && !inner.derivs.is_empty() { program.derived(&inner) } else { None };
         let f: Def = match written.or_else(|| by_name.get(&inner)).or_else(elsewhere) {
             Some(f) => f.clone(),
+            // A derivative of an external function that the program does
+            // not declare: say which declaration would provide it.
+            None if program.is_declared(&inner) => {
+                // `[fwdt f]` is ksc's: `[fwd f]` (with f) stands for it.
+                let wanted = if d == Derivation::FwdT { inner.derived(Derivation::Fwd) } else { name.clone() };
+                let message = format!(
+                    "`{inner}` is declared with `edef`, and so is a derivative of it, but not `{wanted}`, \
+                     which derived code calls: declare it too (`edef` or `def`)"
+                );
+                out.errors.push((name.clone(), AdError { message, at: None }));
+                failed.insert(name);
+                continue;
+            }
             None if inner.derivs.is_empty() || failed.contains(&inner) || one => {
                 let what = if d == Derivation::CL { "translate" } else { "differentiate" };
                 let message = format!("`{inner}` has no definition to {what}");
@@ -141,7 +164,9 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 continue;
             }
         };
-        let has_body = |n: &FunName| program.is_written(n) || by_name.contains_key(n) || derivable(n, program);
+        let has_body = |n: &FunName| {
+            program.is_written(n) || by_name.contains_key(n) || derivable(n, program) || hand_derived(n, program)
+        };
         // [D f] of a written f from the program, if it keeps it.
         if one && written.is_some() && !jacobians.contains_key(&f.name) {
             if let Some(j) = program.jacobian(&f.name) {
@@ -363,6 +388,15 @@ fn guard<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
             .unwrap_or_default();
         Err(AdError { message: format!("internal error (a ksc bug): {what}"), at: None })
     })
+}
+
+/// Is `n` an external function (an `edef`) whose derivatives the program
+/// provides (`[fwd n]` or `[rev n]`, declared with `edef` or written)? A
+/// call of it then gets the Jacobian `[D n] x`, which forward and reverse
+/// mode apply by calling those (the original's `edef.ks`).
+fn hand_derived(n: &FunName, program: &dyn Program) -> bool {
+    program.is_declared(n)
+        && (program.is_provided(&n.derived(Derivation::Fwd)) || program.is_provided(&n.derived(Derivation::Rev)))
 }
 
 /// Can `[fwd h]` / `[rev h]` / `[D h]` style names be derived (the base has

@@ -32,6 +32,10 @@ pub struct CcConfig {
     /// Where compiled artefacts are cached (none: compile every time into
     /// a temporary directory).
     pub cache_dir: Option<PathBuf>,
+    /// C sources, objects or libraries compiled and linked with an
+    /// executable or shared library (`--link`): the definitions of the
+    /// program's external functions.
+    pub link: Vec<PathBuf>,
 }
 
 /// Flags that are part of the semantics, always passed: no contraction of
@@ -54,7 +58,7 @@ impl CcConfig {
     pub fn from_env() -> CcConfig {
         let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into());
         let flags = std::env::var("KSC_CFLAGS").ok().unwrap_or_else(|| DEFAULT_CFLAGS.into());
-        CcConfig { cc, cflags: split_flags(&flags), cache_dir: default_cache_dir() }
+        CcConfig { cc, cflags: split_flags(&flags), cache_dir: default_cache_dir(), link: Vec::new() }
     }
 }
 
@@ -90,6 +94,14 @@ pub enum BuildError {
         flags: String,
         stderr: String,
     },
+    /// The generated code compiles, but linking it failed: the files given
+    /// with `--link` do not compile, or no file defines the C functions
+    /// `undefined` (external functions) names.
+    LinkFailed {
+        cc: String,
+        undefined: Vec<String>,
+        stderr: String,
+    },
     Io(String),
 }
 
@@ -111,6 +123,15 @@ impl std::fmt::Display for BuildError {
                 f,
                 "the C compiler `{cc}` rejects the flags `{flags}` (from `--cflags` or `$KSC_CFLAGS`; the default \
                  is `{DEFAULT_CFLAGS}`)\n{stderr}"
+            ),
+            BuildError::LinkFailed { cc, undefined, stderr } if undefined.is_empty() => write!(
+                f,
+                "the C compiler `{cc}` failed on the files given with `--link` (the generated code compiles)\n{stderr}"
+            ),
+            BuildError::LinkFailed { undefined, .. } => write!(
+                f,
+                "no file given with `--link` defines {}, which the program calls",
+                undefined.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
             ),
             BuildError::Io(m) => f.write_str(m),
         }
@@ -155,6 +176,18 @@ pub fn compile_c(
         parts.push(name.as_bytes());
         parts.push(text.as_bytes());
     }
+    // The linked files by content (and kind: a `.c` is compiled, an `.o`
+    // only linked).
+    let mut linked = Vec::new();
+    for l in &cfg.link {
+        let bytes = std::fs::read(l)
+            .map_err(|e| BuildError::Io(format!("cannot read `{}` (given with `--link`): {e}", l.display())))?;
+        linked.push((l.extension().map(|x| x.as_encoded_bytes().to_vec()).unwrap_or_default(), bytes));
+    }
+    for (ext, bytes) in &linked {
+        parts.push(ext);
+        parts.push(bytes);
+    }
     let key = content_hash(&parts);
     let dir = match &cfg.cache_dir {
         Some(d) if std::fs::create_dir_all(d).is_ok() => d.clone(),
@@ -177,6 +210,17 @@ pub fn compile_c(
     }
     let tmp_out = work.join(format!("out.{}", kind.extension()));
     if let Err(e) = run_cc(cfg, &c_file, &tmp_out, kind) {
+        // Does the generated code compile by itself? Then linking failed:
+        // the linked files, or external functions nothing defines.
+        if let BuildError::CompilerFailed { stderr, .. } = &e {
+            let linking = kind != Artefact::Object && (!cfg.link.is_empty() || stderr.contains("undefined reference"));
+            if linking && run_cc(cfg, &c_file, &work.join("probe.o"), Artefact::Object).is_ok() {
+                let undefined = undefined_symbols(stderr);
+                let stderr = stderr.clone();
+                let _ = std::fs::remove_dir_all(&work);
+                return Err(BuildError::LinkFailed { cc: cfg.cc.clone(), undefined, stderr });
+            }
+        }
         // Is it the flags? Then an empty program fails with them too, and
         // it is not ksc's code (whose C file is kept for the bug report
         // otherwise).
@@ -196,6 +240,21 @@ pub fn compile_c(
     std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(out)
+}
+
+/// The symbols a linker's messages say are undefined (GNU ld: "undefined
+/// reference to `sym'"), each once, in order.
+fn undefined_symbols(stderr: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in stderr.lines() {
+        if let Some((_, rest)) = line.split_once("undefined reference to `") {
+            let sym = rest.split('\'').next().unwrap_or_default().to_string();
+            if !sym.is_empty() && !out.contains(&sym) {
+                out.push(sym);
+            }
+        }
+    }
+    out
 }
 
 /// Runs the C compiler on one file, with OpenMP ([`PARALLEL_FLAGS`]) if the
@@ -222,6 +281,7 @@ fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra:
     }
     cmd.arg("-o").arg(out).arg(c_file);
     if kind != Artefact::Object {
+        cmd.args(&cfg.link);
         cmd.args(["-lm", "-pthread"]);
     }
     let output = cmd

@@ -66,12 +66,20 @@ pub struct CalleeSig {
     /// May it print (itself or through its calls)? A loop that calls it
     /// stays serial (`parallel.rs`).
     pub prints: bool,
+    /// Is it an external function (a user's `edef`), called with the
+    /// exported convention (every parameter as its leaves)?
+    pub external: bool,
 }
 
 impl CalleeSig {
     /// The signature of `f`, which prints (transitively) if `prints`.
     pub fn of(f: &Func, prints: bool) -> CalleeSig {
-        CalleeSig { c_name: f.c_name.clone(), params: f.params.iter().map(|p| f.ty(*p).clone()).collect(), prints }
+        CalleeSig {
+            c_name: f.c_name.clone(),
+            params: f.params.iter().map(|p| f.ty(*p).clone()).collect(),
+            prints,
+            external: f.external,
+        }
     }
 }
 
@@ -187,6 +195,11 @@ pub fn emit_with<'f>(
     let mut protos = String::new();
     let mut wrappers = String::new();
     for f in m.funcs {
+        if f.external {
+            // The user's C function, linked with the program.
+            writeln!(protos, "{};", exported_prototype(f, false)).ok();
+            continue;
+        }
         let local = local_name(&f.c_name, target);
         writeln!(protos, "static {};", prototype_named(f, &local, false)).ok();
         if target == Target::Library {
@@ -259,6 +272,12 @@ pub fn emit_with<'f>(
             c.push_str(&types);
             c.push('\n');
             c.push_str(&site_table);
+            if m.funcs.iter().any(|f| f.external) {
+                // For the external functions' tensor results.
+                c.push_str(
+                    "void *ks_arena_alloc(ks_arena *A, int64_t bytes) { return ksrt_alloc(A, (size_t)bytes); }\n",
+                );
+            }
             c.push_str(&protos);
         }
         Target::Library => {
@@ -277,6 +296,7 @@ pub fn emit_with<'f>(
                  KSRT_WEAK void ks_arena_free(ks_arena *A) {{ ksrt_arena_free(A); }}\n\
                  KSRT_WEAK ks_mark ks_arena_mark(ks_arena *A) {{ return ksrt_mark(A); }}\n\
                  KSRT_WEAK void ks_arena_reset(ks_arena *A, ks_mark m) {{ ksrt_reset(A, m); }}\n\
+                 KSRT_WEAK void *ks_arena_alloc(ks_arena *A, int64_t bytes) {{ return ksrt_alloc(A, (size_t)bytes); }}\n\
                  KSRT_WEAK int ks_arena_error(const ks_arena *A) {{ return A->error; }}\n\
                  KSRT_WEAK const char *ks_arena_error_message(const ks_arena *A) {{ return A->error_message; }}"
             )
@@ -344,6 +364,9 @@ void ks_arena_free(ks_arena *A);
 /* Remember the arena's top, and free everything allocated since. */
 ks_mark ks_arena_mark(ks_arena *A);
 void ks_arena_reset(ks_arena *A, ks_mark m);
+/* Memory in the arena, aligned for any element (for the tensors an
+ * external function returns); it lives until the arena is reset past it. */
+void *ks_arena_alloc(ks_arena *A, int64_t bytes);
 /* The error of the latest call of an exported function on this arena:
  * KS_ERROR_NONE (0), KS_ERROR_RUNTIME (1: index out of range, failed
  * assert, Integer overflow, division by zero, recursion too deep, ...) or
@@ -413,8 +436,19 @@ fn library_header(types: &[Type], m: &ModuleView, header_name: &str) -> String {
         }
     }
     h.push('\n');
-    for f in m.funcs {
+    for f in m.funcs.iter().filter(|f| !f.external) {
         writeln!(h, "/* {} */\n{};", f.name, exported_prototype(f, true)).ok();
+    }
+    if m.funcs.iter().any(|f| f.external) {
+        h.push_str(
+            "/* External functions: the program's `edef`s, which it calls with the\n \
+             * convention above. Link a definition of each with the library (pure\n \
+             * functions, callable from several threads at once; a tensor or tuple\n \
+             * returned must be new memory, for example from ks_arena_alloc). */\n",
+        );
+        for f in m.funcs.iter().filter(|f| f.external) {
+            writeln!(h, "/* {} */\n{};", f.name, exported_prototype(f, true)).ok();
+        }
     }
     writeln!(h, "#endif /* {guard} */").ok();
     h
@@ -463,6 +497,12 @@ fn local_name(f: &str, target: Target) -> String {
     }
 }
 
+/// The C prototype of an external function (a user's `edef`), as the user
+/// defines it: [`exported_prototype`]'s convention.
+pub fn external_prototype(f: &Func) -> String {
+    exported_prototype(f, true)
+}
+
 /// The exported function's prototype: the arena, then every parameter as
 /// its leaves (a tuple spread into its components, recursively, in order,
 /// named `p_0`, `p_1`, `p_1_0`..; a unit tuple takes no argument). One
@@ -492,6 +532,11 @@ fn exported_params(f: &Func, plain_names: bool) -> Vec<(Type, String)> {
         }
     }
     out
+}
+
+/// The C field path of a leaf from its name suffix (`_1_0` is `.f1.f0`).
+fn field_path(suffix: &str) -> String {
+    suffix.split('_').filter(|k| !k.is_empty()).map(|k| format!(".f{k}")).collect()
 }
 
 /// The leaves of a parameter's type, with their name suffixes.
@@ -682,7 +727,9 @@ pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, check
     prints.sort();
     let mut copies: Vec<Type> = e.copies.into_iter().collect();
     copies.sort();
-    FunctionC { text: function_text(f, callees, target, checked), types: e.types, prints, copies }
+    // An external function's C is the user's.
+    let text = if f.external { String::new() } else { function_text(f, callees, target, checked) };
+    FunctionC { text, types: e.types, prints, copies }
 }
 
 fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
@@ -860,6 +907,14 @@ impl W<'_> {
                 let (_, callee) =
                     self.callees.iter().find(|(g, _)| g == func).expect("the callees of a function are given");
                 let mut xs = vec!["A".to_string()];
+                if callee.external {
+                    // The exported convention: every argument as its leaves.
+                    for (a, p) in args.iter().zip(&callee.params) {
+                        let whole = self.op_as(a, p);
+                        xs.extend(leaves(p).into_iter().map(|(path, _)| format!("{whole}{}", field_path(&path))));
+                    }
+                    return format!("{}({})", callee.c_name, xs.join(", "));
+                }
                 for (a, p) in args.iter().zip(&callee.params) {
                     xs.push(self.op_as(a, p));
                 }

@@ -36,16 +36,34 @@ pub struct LoweringFacts {
 pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
     db.log_execution("lowering_facts".to_string());
     let a = analysis(db, file);
-    let defs = a.defs();
+    let placeholder = |ret_ty: &ksc_ir::Type| {
+        let mut body = Body::new();
+        let root = body.alloc_typed(Expr::Dummy(ret_ty.clone()), ret_ty.clone());
+        (body, root)
+    };
+    // The external functions (the file's `edef`s), after the definitions:
+    // one parameter, their argument, as the C function's leaves.
+    let externals: Vec<Def> = a
+        .externals()
+        .into_iter()
+        .map(|sig| {
+            let (body, root) = placeholder(&sig.ret_ty);
+            let params = vec![ksc_ir::Param { name: "x".into(), ty: sig.arg_ty.clone() }];
+            Def { name: sig.name.clone(), params, ret_ty: sig.ret_ty.clone(), body, root }
+        })
+        .collect();
+    let mut defs = a.defs();
+    defs.extend(externals.iter());
     let signatures = defs
         .iter()
         .map(|d| {
-            let mut body = Body::new();
-            let root = body.alloc_typed(Expr::Dummy(d.ret_ty.clone()), d.ret_ty.clone());
+            let (body, root) = placeholder(&d.ret_ty);
             TypedDef(Def { name: d.name.clone(), params: d.params.clone(), ret_ty: d.ret_ty.clone(), body, root })
         })
         .collect();
-    LoweringFacts { facts: ksc_lower::program_facts(&defs), signatures }
+    let mut facts = ksc_lower::program_facts(&defs);
+    facts.mark_external(&externals.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
+    LoweringFacts { facts, signatures }
 }
 
 /// The definition named `name` that lowering reads: the one in force, or a

@@ -454,6 +454,18 @@ pub fn is_defined(db: &dyn Db, file: SourceFile, name: FunName) -> bool {
     def_of(db, file, name).is_some()
 }
 
+/// Is `name` declared by an `edef` of the file (not the prelude's, whose
+/// derivatives ksc knows)? Derivation calls the derivatives the user
+/// declares so.
+#[salsa::tracked(returns(copy))]
+pub fn is_declared(db: &dyn Db, file: SourceFile, name: FunName) -> bool {
+    db.log_execution(format!("is_declared({name})"));
+    file_scopes(db, file)
+        .table
+        .get(&name)
+        .is_some_and(|sig| sig.kind == SigKind::Edef && sig.origin.file == FileRef::Source)
+}
+
 /// A derivation error of a `gdef`: the function that could not be derived,
 /// the message, and the expression of its base function at fault.
 #[derive(Clone, Debug, PartialEq)]
@@ -514,6 +526,9 @@ impl ksc_ad::Program for DbProgram<'_> {
     }
     fn is_written(&self, name: &FunName) -> bool {
         is_defined(self.db, self.file, name.clone())
+    }
+    fn is_declared(&self, name: &FunName) -> bool {
+        is_declared(self.db, self.file, name.clone())
     }
     fn derived(&self, name: &FunName) -> Option<&Def> {
         derived_one(self.db, self.file, name.clone()).defs.first().map(|d| &d.0).filter(|d| d.name == *name)
@@ -918,9 +933,11 @@ pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
         if !reported.insert(&e.name) {
             continue;
         }
+        // The `gdef` asking for it, else the first whose derivation needed it.
         let at = gdefs
             .iter()
             .find(|(_, g)| g.requested.as_ref() == Some(&e.name))
+            .or_else(|| gdefs.iter().find(|(_, g)| g.errors.iter().any(|x| x.name == e.name)))
             .map(|(it, _)| it.spans(db).decl)
             .unwrap_or_default();
         let mut d =

@@ -617,7 +617,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                             return Err(self.fail(
                                 cx,
                                 e,
-                                format!("`{name}` has no definition to run: it is only declared"),
+                                format!(
+                                    "`{name}` has no definition to run: it is only declared (native code calls \
+                                     its C function: `ksc run --link FILE`)"
+                                ),
                             ))
                         }
                     }

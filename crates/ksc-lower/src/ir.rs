@@ -464,6 +464,10 @@ pub struct Func {
     /// before returning (its result needs no heap) or copies its tensor
     /// parameters down on a self tail call.
     pub entry_mark: Option<VarId>,
+    /// An external function (a user's `edef`): no body; calls of it call
+    /// the C function `c_name` the user links, with the exported calling
+    /// convention (the arena, then every parameter as its leaves).
+    pub external: bool,
 }
 
 impl Func {
@@ -481,6 +485,7 @@ impl Func {
             body,
             loops: false,
             entry_mark: None,
+            external: false,
         }
     }
 
@@ -576,6 +581,9 @@ impl Func {
         let mut p = Printer { m, f: func, out: String::new() };
         let params: Vec<String> = func.params.iter().map(|&v| format!("{}: {}", p.def(v), func.ty(v))).collect();
         p.out.push_str(&format!("fn {} ({}) -> {}", func.c_name, params.join(", "), func.ret));
+        if func.external {
+            p.out.push_str(" external");
+        }
         if func.loops {
             p.out.push_str(" loops");
         }

@@ -170,6 +170,8 @@ pub struct ProgramFacts {
     fresh_results: Vec<crate::prims::Fresh>,
     /// The C name of each definition.
     c_names: Vec<String>,
+    /// Is it an external function ([`ProgramFacts::mark_external`])?
+    external: Vec<bool>,
     /// The position of each name (its first) in `names`: a search of
     /// `names` per question made lowering a program of n definitions
     /// quadratic (a 10,000-call chain: 10,000 units asking of their calls).
@@ -357,6 +359,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         recursive,
         fresh_results,
         c_names,
+        external: vec![false; n],
         index,
     }
 }
@@ -420,6 +423,26 @@ fn in_cycles(callees: &[Vec<usize>]) -> Vec<bool> {
 }
 
 impl ProgramFacts {
+    /// Makes the definitions `names` (signatures whose bodies are
+    /// placeholders) external functions: lowered to a call of the C
+    /// function the user links (a user's `edef`), never inlined, not
+    /// recursive, printing nothing, and with a result that may share
+    /// memory with an argument (so it is copied before it is written to).
+    pub fn mark_external(&mut self, names: &[FunName]) {
+        for n in names {
+            if let Some(&i) = self.index.get(n) {
+                self.external[i] = true;
+                self.inlinable[i] = false;
+                self.recursive[i] = false;
+                self.effectful[i] = false;
+                self.fresh_results[i] = crate::prims::Fresh::No;
+            }
+        }
+    }
+    /// Is the definition named `name` an external function?
+    pub fn external(&self, name: &FunName) -> bool {
+        self.index.get(name).is_some_and(|&i| self.external[i])
+    }
     /// Does the definition named `name` (transitively) print?
     pub fn effectful(&self, name: &FunName) -> bool {
         self.index.get(name).is_some_and(|&i| self.effectful[i])
@@ -602,6 +625,21 @@ impl<'a> Lowerer<'a> {
             let val = split(&mut fb, Op::Var(v), &p.ty);
             env = env.bind(&p.name, val);
         }
+        if self.facts.external[d] {
+            check_type(&def.ret_ty)?;
+            let (body, vars) = fb.finish();
+            return Ok(Func {
+                name: def.name.clone(),
+                c_name: self.facts.c_names[d].clone(),
+                params,
+                ret: def.ret_ty.clone(),
+                vars,
+                body,
+                loops: false,
+                entry_mark: None,
+                external: true,
+            });
+        }
         // A consumed parameter's fresh tensors are this code's to add into.
         let consumed = consumed_params(def);
         for (name, fresh) in &consumed {
@@ -641,6 +679,7 @@ impl<'a> Lowerer<'a> {
             body,
             loops: st.loops,
             entry_mark: None,
+            external: false,
         })
     }
 }

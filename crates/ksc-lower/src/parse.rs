@@ -368,6 +368,7 @@ struct Header {
     params: Vec<(VarId, Option<String>, Type)>,
     ret: Type,
     loops: bool,
+    external: bool,
     entry_mark: Option<(VarId, Option<String>)>,
 }
 
@@ -391,11 +392,12 @@ fn header(t: &[Tok], line: usize) -> R<Header> {
     t.expect(")")?;
     t.expect("->")?;
     let ret = t.ty()?;
+    let external = t.eat("external");
     let loops = t.eat("loops");
     let entry_mark = if t.eat("entry-mark") { Some(t.var()?) } else { None };
     t.expect("{")?;
     t.end()?;
-    Ok(Header { name, params, ret, loops, entry_mark })
+    Ok(Header { name, params, ret, external, loops, entry_mark })
 }
 
 /// What the text says of a function's variables.
@@ -464,6 +466,7 @@ impl Parser<'_> {
             body,
             loops: h.loops,
             entry_mark,
+            external: h.external,
         };
         self.types(&mut f);
         Ok(f)

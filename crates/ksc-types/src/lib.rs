@@ -151,6 +151,20 @@ impl Analysis {
 
     /// The definition in force for every function that has a body: user
     /// definitions, and prelude definitions the user did not replace.
+    /// The external functions of the file: its `edef`s that no built-in
+    /// implements (native code calls a C function the user links for each;
+    /// the interpreter cannot run them), in the order of the file.
+    pub fn externals(&self) -> Vec<&Signature> {
+        let mut sigs: Vec<&Signature> = self
+            .table
+            .signatures()
+            .filter(|s| s.kind == SigKind::Edef && s.origin.file == FileRef::Source)
+            .filter(|s| ksc_ir::builtin::Builtin::resolve(&s.name).is_none())
+            .collect();
+        sigs.sort_by_key(|s| s.origin.decl);
+        sigs
+    }
+
     pub fn defs(&self) -> Vec<&Def> {
         let mut defs: Vec<(FileRef, usize, &Def)> = self
             .table

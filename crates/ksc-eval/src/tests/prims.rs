@@ -110,7 +110,11 @@ fn dot_and_mat_vec() {
 fn edef_without_implementation() {
     let (r, _, _) = super::run_main("(edef frob Float Float) (def main Float () (frob 1.0))");
     let e = r.unwrap_err();
-    assert_eq!(e.message, "`[frob Float]` has no definition to run: it is only declared");
+    assert_eq!(
+        e.message,
+        "`[frob Float]` has no definition to run: it is only declared (native code calls its C function: `ksc run \
+         --link FILE`)"
+    );
     assert!(e.location.is_some());
 }
 
