@@ -63,6 +63,13 @@ def read_lstm(path):
     return l, c, b, main, extra, state, seq
 
 
+def read_scan(path):
+    """The `scan` workload's data: (x,) or, for the recurrence, (a, b)."""
+    v = read_numbers(path)
+    n = int(v[0])
+    return (v[1:1 + n], v[1 + n:1 + 2 * n]) if KIND == "recurrence" else (v[1:1 + n],)
+
+
 def read_micro(path):
     v = read_numbers(path)
     if KIND == "nnmf":
@@ -263,6 +270,33 @@ def setup_jax():
         obj = jax.jit(f)
         grad = jax.jit(jax.grad(f))
         return (lambda: ready(obj(x))), (lambda: ready(grad(x)))
+    if WORKLOAD == "scan":
+        # Seed 002's workloads as JAX users write them: log-sum-exp with
+        # jnp (lax.reduce over a custom monoid has no derivative), the
+        # recurrence with lax.associative_scan over affine maps, nested
+        # cumulative products with jnp.cumprod (an associative scan).
+        args = tuple(jnp.asarray(a) for a in read_scan(PATH))
+        if KIND == "lse_reduce":
+            def f(x):
+                mx = jnp.max(x)
+                return mx + jnp.log(jnp.sum(jnp.exp(x - mx)))
+        elif KIND == "recurrence":
+            def compose(p, q):
+                (a1, b1), (a2, b2) = p, q
+                return a1 * a2, a2 * b1 + b2
+
+            def f(a, b):
+                return jnp.sum(jax.lax.associative_scan(compose, (a, b))[1])
+        else:
+            levels = int(KIND[len("nested"):])
+
+            def f(x):
+                for _ in range(levels):
+                    x = jnp.cumprod(x)
+                return jnp.sum(x)
+        obj = jax.jit(f)
+        grad = jax.jit(jax.grad(f, argnums=tuple(range(len(args)))))
+        return (lambda: ready(obj(*args))), (lambda: ready(grad(*args)))
     if WORKLOAD == "gmm":
         d, k, n, alphas, means, icf, x, gamma, m = read_gmm(PATH)
         rows, cols = tril_cols(d)
@@ -412,10 +446,30 @@ def setup_jax():
 # ---------------------------------------------------------------- PyTorch
 def setup_torch():
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("KSC_BENCH_THREADS", "1")))
     torch.set_default_dtype(torch.float64)
     T = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
 
+    if WORKLOAD == "scan":
+        if KIND == "recurrence":
+            raise SystemExit("torch: PyTorch has no parallel scan over a user's monoid (the recurrence)")
+        (x,) = (T(a) for a in read_scan(PATH))
+        xg = x.clone().requires_grad_(True)
+        if KIND == "lse_reduce":
+            def f(x):
+                return torch.logsumexp(x, 0)
+        else:
+            levels = int(KIND[len("nested"):])
+
+            def f(x):
+                for _ in range(levels):
+                    x = torch.cumprod(x, 0)
+                return torch.sum(x)
+
+        def obj():
+            with torch.no_grad():
+                return f(x)
+        return obj, (lambda: torch.autograd.grad(f(xg), [xg]))
     if WORKLOAD == "lse":
         x = T(read_numbers(PATH)[1:])
         xg = x.clone().requires_grad_(True)

@@ -83,7 +83,7 @@ def counted(r, tool, which):
 def name_of(r):
     if r["workload"] == "hand":
         return "hand complicated" if r["kind"] == "hand_complicated" else "hand simple"
-    return r["workload"] if r["workload"] != "micro" else f"micro {r['kind']}"
+    return r["workload"] if r["workload"] not in ("micro", "scan") else f"{r['workload']} {r['kind']}"
 
 
 def machine():
@@ -143,7 +143,9 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
               "(the runs' budgets differ: see their commands)")
     L.append(f"Timing: ADBench's method with a smaller budget: repetitions doubled until one sample takes at "
              f"{budget}, interleaved across tools "
-             f"(round-robin), every process pinned to one core, one thread; one untimed warm-up call (JAX "
+             f"(round-robin), every process pinned to one core, one thread (except the `scan` rows labelled `2 threads`: "
+             f"ksc, JAX and PyTorch there run on two cores with two threads, the sequential C reference on one); "
+             f"one untimed warm-up call (JAX "
              f"compiles there). Times are the minimum per call (the median is in the JSON next to this file). "
              f"ksc and the C reference: `cc -O3 -march=native -ffp-contract=off`, ksc's code built with "
              f"`--unchecked`. A time counts only if the result is correct: ksc within 1e-8 of the C reference "

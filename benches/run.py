@@ -119,6 +119,21 @@ def gen_lse(path, n):
     write_bin(path, itertools.chain([n], (ranhashdoub(i) for i in range(n))))
 
 
+def gen_scan(path, kind, n):
+    """The `scan` workload's data: lse_reduce: n, x as gen_lse; recurrence:
+    n, a uniform in [0.5, 1), b uniform in [-1, 1); nested: n ones (any
+    other factors overflow k nested cumulative products of 10^6; the cost
+    does not depend on the values)."""
+    if kind == "lse_reduce":
+        return gen_lse(path, n)
+    if kind == "recurrence":
+        r = random.Random(13 + n)
+        a = (0.5 + 0.5 * r.random() for _ in range(n))
+        b = (2.0 * r.random() - 1.0 for _ in range(n))
+        return write_bin(path, itertools.chain([n], a, b))
+    write_bin(path, itertools.chain([n], itertools.repeat(1.0, n)))
+
+
 def gen_micro(path, n):
     """n, vectors u, v, r, s uniform in [0.5, 1.5), scalars a = 1.7, da = 0.3."""
     r = random.Random(7 + n)
@@ -171,6 +186,16 @@ def configs(args, datadir):
             n = int(f[:-4].rsplit("_c", 1)[1])
             out.append(("hand", "hand", kind, f"N={n} ({f[:-4]}, big model)", n, os.path.join(hand_dir, f), None))
     out += ba_configs(args)
+    # Seed 002's reduce and scan (issue 34), at 1 and 2 threads (the C
+    # reference is sequential).
+    for kind, sizes in (("lse_reduce", (10 ** 6, 10 ** 7)), ("recurrence", (10 ** 6, 10 ** 7)),
+                        ("nested1", (10 ** 6,)), ("nested2", (10 ** 6,)), ("nested3", (10 ** 6,)),
+                        ("nested4", (10 ** 6,))):
+        for n in sizes:
+            p = os.path.join(datadir, f"scan_{kind}_{n}.bin")
+            for threads in (1, 2):
+                out.append(("scan", "scan", kind, f"n={n}, {threads} thread{'s' if threads > 1 else ''}", n, p,
+                            lambda p=p, kind=kind, n=n: gen_scan(p, kind, n), threads))
     if args.only:
         keep = args.only.split(",")
         out = [c for c in out if c[0] in keep or c[2] in keep]
@@ -291,15 +316,18 @@ class Build:
 
 # ------------------------------------------------------------------ workers
 class Worker:
-    def __init__(self, tool, cmd, core, timeout, mem_limit=None):
+    def __init__(self, tool, cmd, cores, timeout, mem_limit=None):
+        """A worker on the set of `cores`, with as many threads."""
         self.tool = tool
         self.error = None
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                   XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-                   JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+        t = str(len(cores))
+        eigen = "true" if len(cores) > 1 else "false"
+        env = dict(os.environ, OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, KSC_BENCH_THREADS=t,
+                   XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={t}",
+                   JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", OMP_WAIT_POLICY="passive")
         self.errf = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf, text=True,
-                                  env=env, preexec_fn=lambda: self.limits(core, mem_limit))
+                                  env=env, preexec_fn=lambda: self.limits(cores, mem_limit))
         line = self.read(timeout)
         if line is None:
             self.fail(f"did not start within {timeout} s")
@@ -307,8 +335,8 @@ class Worker:
             self.fail(f"did not start ({line!r})")
 
     @staticmethod
-    def limits(core, mem_limit):
-        os.sched_setaffinity(0, {core})
+    def limits(cores, mem_limit):
+        os.sched_setaffinity(0, cores)
         if mem_limit:
             import resource
             resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
@@ -382,7 +410,7 @@ def max_err(a, b):
 # Workloads whose outputs are too large to hold as Python lists (BA's CSR
 # Jacobian: 65p numbers, 15 million for ba5): kept as files, compared line by
 # line, deleted after the size.
-STREAMED = ("ba",)
+STREAMED = ("ba", "scan")
 
 
 def max_err_files(pa, pb):
@@ -534,20 +562,24 @@ def main():
     build = Build(ksc, workdir)
     core = max(os.sched_getaffinity(0))
     results = []
-    for workload, name, kind, label, size, path, make in configs(opts, datadir):
+    for config in configs(opts, datadir):
+        workload, name, kind, label, size, path, make = config[:7]
+        threads = config[7] if len(config) > 7 else 1
+        cores = {core} if threads == 1 else set(sorted(os.sched_getaffinity(0))[-threads:])
         log(f"{workload} {kind} {label}")
         if make and not os.path.exists(path):
             make()
         kdir, has_grad, grad_err, ksecs, csecs = build.ksc_so(name)
         exe = build.driver(workload, name)
-        extra = [kind] if workload == "micro" else []
+        extra = [kind] if workload in ("micro", "scan") else []
         r = dict(workload=workload, kind=kind, label=label, size=size, has_grad=has_grad, grad_error=grad_err,
-                 compile_s=ksecs, emit_c_s=csecs, errors={}, time={}, mem={}, skipped=dict(skipped))
+                 compile_s=ksecs, emit_c_s=csecs, errors={}, time={}, mem={}, skipped=dict(skipped), threads=threads)
         lim = int(opts.mem_limit * 2 ** 30)
-        workers = [Worker("ref", [exe, "ref", path] + extra, core, 600, lim),
-                   Worker("ksc", [exe, "ksc", path] + extra, core, 600, lim)]
+        # The C reference is sequential: one core.
+        workers = [Worker("ref", [exe, "ref", path] + extra, {core}, 600, lim),
+                   Worker("ksc", [exe, "ksc", path] + extra, cores, 600, lim)]
         for t, py in peers.items():
-            workers.append(Worker(t, [py, os.path.join(BENCH, "peers.py"), t, workload, path] + extra, core, 1800))
+            workers.append(Worker(t, [py, os.path.join(BENCH, "peers.py"), t, workload, path] + extra, cores, 1800))
         for w in workers:
             if w.error:
                 r["skipped"][w.tool] = w.error
