@@ -4,7 +4,9 @@
     python peers.py jax|torch hand DATAFILE [MODELDIR]   (simple or complicated, told by the file)
 
 Speaks the protocol of benches/driver/worker.h over stdin/stdout: `run obj N`,
-`run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`. The programs
+`run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`; and `first`:
+the seconds of the first call of the objective and of the derivative (JAX
+traces and compiles there: its time to a first result). The programs
 are written from the formulas of shared/docs/benchmarks.md in each library's
 usual style (vectorised; `lax.scan` for JAX's LSTM); float64, one thread.
 """
@@ -683,9 +685,13 @@ def peak_kib():
 def main():
     obj, grad = setup_jax() if TOOL == "jax" else setup_torch()
     fns = {"obj": obj, "grad": grad}
-    # One untimed warm-up call of each (JAX compiles here).
-    obj()
-    grad()
+    # One warm-up call of each (JAX traces and compiles here): its time is
+    # the time to a first result (`first`), not a timed sample.
+    first = []
+    for fn in (obj, grad):
+        t0 = time.perf_counter()
+        fn()
+        first.append(time.perf_counter() - t0)
     print("ready", flush=True)
     for line in sys.stdin:
         parts = line.split()
@@ -703,6 +709,8 @@ def main():
             print("ok", flush=True)
         elif cmd == "mem":
             print(peak_kib(), flush=True)
+        elif cmd == "first":
+            print(f"{first[0]:.6g} {first[1]:.6g}", flush=True)
         elif cmd == "quit":
             break
         else:

@@ -207,6 +207,25 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
         L.append(f"| {name_of(r)} | {r['label']} | {r['fd_error']:.1e} | {pair('ksc')} | {pair('jax')} | "
                  f"{pair('torch')} | {mem} | {r['compile_s']:.2f} s ({r['emit_c_s']:.2f} s) |")
 
+    # Compile time against JAX's time to a first result (issue 35).
+    timed = [r for r in results if r.get("c_size")]
+    if timed:
+        L.append("\n## Compile time\n")
+        L.append("ksc: `ksc build --emit so` from an empty cache, split into ks to C (`--emit c` alone) and the "
+                 "rest (the C compiler); the lines of the generated C and its largest function. JAX: the first "
+                 "call of the jitted objective and derivative (tracing, compilation and one run), on the same "
+                 "machine in the same run.\n")
+        L.append("| workload | size | ksc build | ks to C | C compiler | lines of C | largest function (lines) | "
+                 "JAX first obj | JAX first deriv |")
+        L.append("|---|---|---:|---:|---:|---:|---|---:|---:|")
+        for r in timed:
+            c = r["c_size"]
+            jf = r.get("first_call", {}).get("jax")
+            jo, jg = (f"{jf[0]:.2f} s", f"{jf[1]:.2f} s") if jf else ("–", "–")
+            L.append(f"| {name_of(r)} | {r['label']} | {r['compile_s']:.2f} s | {r['emit_c_s']:.2f} s | "
+                     f"{max(0.0, r['compile_s'] - r['emit_c_s']):.2f} s | {c['lines']} | "
+                     f"`{c['largest'][:60]}` ({c['largest_lines']}) | {jo} | {jg} |")
+
     # Scaling of the micro-benchmarks.
     micro = [r for r in results if r["workload"] == "micro"]
     if micro:

@@ -252,10 +252,30 @@ def objective_only(text):
     return "\n".join(f for f in split_forms(text) if not code(f).startswith("(def main "))
 
 
+def c_size(path):
+    """Lines of the generated C file, and its largest function (lines, name):
+    each function's C starts with its name in a `/* [...] */` comment and
+    ends at the first `}` in column 0."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    largest, name, start = (0, ""), None, 0
+    for i, line in enumerate(lines):
+        if line.startswith("/* [") and line.endswith("*/"):
+            name, start = line[3:-3], i
+        elif line.startswith("}") and name is not None:
+            largest = max(largest, (i - start + 1, name))
+            name = None
+    return {"lines": len(lines), "largest_lines": largest[0], "largest": largest[1]}
+
+
 class Build:
     def __init__(self, ksc, workdir):
         self.ksc, self.workdir = ksc, workdir
         self.cache = {}
+        self.c_size = {}
 
     def ksc_so(self, name):
         """Builds ksc-examples/adbench/NAME.ks; on failure an objective-only
@@ -290,9 +310,11 @@ class Build:
                 raise RuntimeError(f"ksc cannot build even the objective of {name}.ks: {p.stderr}")
         # Front end only (parse, check, derive, lower, emit C): --emit c.
         t0 = time.perf_counter()
+        cdir = os.path.join(self.workdir, "c-" + name)
         subprocess.run([self.ksc, "build", src if has_grad else os.path.join(self.workdir, "objonly-" + name, name + ".ks"),
-                        "--emit", "c", "-o", os.path.join(self.workdir, "c-" + name)], capture_output=True)
+                        "--emit", "c", "-o", cdir], capture_output=True)
         csecs = time.perf_counter() - t0
+        self.c_size[name] = c_size(os.path.join(cdir, name + ".c"))
         self.cache[name] = (out, has_grad, err, secs, csecs)
         return self.cache[name]
 
@@ -573,7 +595,8 @@ def main():
         exe = build.driver(workload, name)
         extra = [kind] if workload in ("micro", "scan") else []
         r = dict(workload=workload, kind=kind, label=label, size=size, has_grad=has_grad, grad_error=grad_err,
-                 compile_s=ksecs, emit_c_s=csecs, errors={}, time={}, mem={}, skipped=dict(skipped), threads=threads)
+                 compile_s=ksecs, emit_c_s=csecs, c_size=build.c_size.get(name), errors={}, time={}, mem={},
+                 skipped=dict(skipped), threads=threads)
         lim = int(opts.mem_limit * 2 ** 30)
         # The C reference is sequential: one core.
         workers = [Worker("ref", [exe, "ref", path] + extra, {core}, 600, lim),
@@ -607,6 +630,10 @@ def main():
                         for t in TOOLS}
         r["correct"]["ref"] = r["fd_error"] <= TOL_FD
         for w in workers:
+            if w.tool in ("jax", "torch"):
+                first = w.ask("first")
+                if first is not None:
+                    r.setdefault("first_call", {})[w.tool] = [float(x) for x in first.split()]
             m = w.ask("mem")
             if m is not None:
                 r["mem"][w.tool] = int(m)
