@@ -11,6 +11,7 @@ mod deriv;
 mod laws;
 mod matrix;
 mod native;
+mod progress;
 mod render;
 mod watch;
 
@@ -474,6 +475,8 @@ pub(crate) struct Compiled {
     pub file: ksc_db::SourceFile,
     pub analysis: std::sync::Arc<Analysis>,
     pub sources: Sources,
+    /// The status line of a long compilation (stopped when dropped).
+    pub progress: progress::Progress,
 }
 
 /// Read and check a file, printing its diagnostics; fails if it has errors.
@@ -486,15 +489,22 @@ pub(crate) fn compile(path: &Path) -> Result<Compiled, ExitCode> {
 pub(crate) fn compile_with(path: &Path, check_monoids: bool) -> Result<Compiled, ExitCode> {
     let text = read(path)?;
     let db = ksc_db::Database::new();
+    let mut progress = progress::Progress::start(db.activity());
     let file = if check_monoids { db.add_file_checking_monoids(text) } else { db.add_file(text) };
     let analysis = ksc_db::analysis(&db, file);
     let sources = Sources::new(&path.display().to_string(), file.text(&db));
-    sources.emit(&analysis.diagnostics);
+    if !analysis.diagnostics.is_empty() {
+        // The status line is erased before diagnostics are printed.
+        progress.finish();
+        sources.emit(&analysis.diagnostics);
+        progress = progress::Progress::start(db.activity());
+    }
+    progress.phase("compiling");
     if let Some(summary) = error_summary(&analysis.diagnostics) {
         eprintln!("error: could not compile `{}` due to {summary}", path.display());
         return Err(ExitCode::from(FAILURE));
     }
-    Ok(Compiled { db, file, analysis, sources })
+    Ok(Compiled { db, file, analysis, sources, progress })
 }
 
 /// The first line of `ksc build --emit ks`'s output, by which a later build

@@ -183,7 +183,7 @@ pub fn run(
         Ok(c) => c,
         Err(code) => return code,
     };
-    let Compiled { db, file, analysis, sources } = &compiled;
+    let Compiled { db, file, analysis, sources, progress } = &compiled;
     let (db, file) = (db, *file);
     let main_name = match main_of(analysis, sources) {
         Ok(m) => m,
@@ -193,10 +193,16 @@ pub fn run(
     let display = path.display().to_string();
     let prog = match ksc_db::c_unit(db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
         Ok(p) => p,
-        Err(e) => return internal_error(e),
+        Err(e) => {
+            progress.finish();
+            return internal_error(e);
+        }
     };
     let Ok(module) = ksc_db::native_module(db, file, roots, checked) else { unreachable!("c_unit succeeded") };
-    let exe = match compile_c(&prog.c, None, Artefact::Executable, &config(opts)) {
+    progress.phase("compiling the C");
+    let exe = compile_c(&prog.c, None, Artefact::Executable, &config(opts));
+    progress.finish();
+    let exe = match exe {
         Ok(p) => p,
         Err(e) => return build_error(&e, module, &compiled),
     };
@@ -254,8 +260,11 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         Ok(c) => c,
         Err(code) => return code,
     };
-    let Compiled { db, file, analysis, sources } = &compiled;
+    let Compiled { db, file, analysis, sources, progress } = &compiled;
     let (db, file) = (db, *file);
+    // Checking is done; lowering and the C compiler show a status of
+    // their own, after the outputs are checked (whose errors it would mix with).
+    progress.finish();
     let display = path.display().to_string();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
     let stem: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
@@ -301,13 +310,19 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         roots
     };
     let checked = !opts.unchecked;
+    let progress = crate::progress::Progress::start(db.activity());
+    progress.phase("compiling");
     let module = match ksc_db::native_module(db, file, roots.clone(), checked) {
         Ok(m) => m,
-        Err(e) => return internal_error(e),
+        Err(e) => {
+            progress.finish();
+            return internal_error(e);
+        }
     };
     let write = |name: String, contents: &[u8]| -> Result<PathBuf, ExitCode> {
         let p = out_dir.join(name);
         std::fs::write(&p, contents).map_err(|e| {
+            progress.finish();
             eprintln!("error: cannot write `{}`: {e}", p.display());
             ExitCode::from(USAGE)
         })?;
@@ -321,7 +336,10 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         let target = if emit == Emit::Exe { Target::Executable } else { Target::Library };
         let prog = ksc_db::c_unit(db, file, display.clone(), roots.clone(), checked, target, header_name.clone())
             .as_ref()
-            .map_err(|e| internal_error(e))?;
+            .map_err(|e| {
+                progress.finish();
+                internal_error(e)
+            })?;
         let mut written = Vec::new();
         if target == Target::Library {
             written.push(write(header_name.clone(), prog.header.as_bytes())?);
@@ -336,7 +354,10 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             Emit::So => (Artefact::SharedLibrary, format!("lib{stem}.so")),
             Emit::Exe | Emit::Loops | Emit::Ks => (Artefact::Executable, stem.clone()),
         };
-        let built = compile_c(&prog.c, header, kind, &config(opts)).map_err(|e| build_error(&e, module, &compiled))?;
+        progress.phase("compiling the C");
+        let built = compile_c(&prog.c, header, kind, &config(opts));
+        progress.finish();
+        let built = built.map_err(|e| build_error(&e, module, &compiled))?;
         let bytes = std::fs::read(&built).map_err(|e| {
             eprintln!("error: cannot read `{}`: {e}", built.display());
             ExitCode::from(FAILURE)
@@ -350,6 +371,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         written.push(p);
         Ok(written)
     })();
+    progress.finish();
     match result {
         Ok(files) => {
             for f in files {

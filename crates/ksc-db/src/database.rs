@@ -17,6 +17,11 @@ pub trait Db: salsa::Database {
     fn log_execution(&self, what: String);
 }
 
+/// The queries that may take long (per declaration or per function), which
+/// [`Database::activity`] reports.
+const LONG_QUERIES: &[&str] =
+    &["checked", "derived_one", "simplified_jacobian", "optimised", "loop_unit", "c_function"];
+
 /// The log of executed queries: the descriptions the queries give of
 /// themselves, and the number of salsa `WillExecute` events, which must
 /// agree (every query of this crate describes itself).
@@ -24,6 +29,8 @@ pub trait Db: salsa::Database {
 struct Log {
     described: Arc<Mutex<Vec<String>>>,
     events: Arc<Mutex<usize>>,
+    /// The query that started last ([`Database::activity`]).
+    activity: Arc<Mutex<String>>,
 }
 
 /// The queries that executed since the log was last taken.
@@ -55,6 +62,9 @@ impl Db for Database {
     }
 
     fn log_execution(&self, what: String) {
+        if LONG_QUERIES.iter().any(|q| what.strip_prefix(q).is_some_and(|rest| rest.starts_with('('))) {
+            what.clone_into(&mut self.log.activity.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         self.log.described.lock().unwrap_or_else(|e| e.into_inner()).push(what);
     }
 }
@@ -100,6 +110,14 @@ impl Database {
     /// Replaces a file's text (a new revision).
     pub fn set_text(&mut self, file: SourceFile, text: String) {
         file.set_text(self).to(text);
+    }
+
+    /// The description of the long query (checking, deriving, optimising,
+    /// lowering or writing the C of one function: `loop_unit(f)`) that
+    /// started last, shared: what a progress display shows while the
+    /// database computes.
+    pub fn activity(&self) -> Arc<Mutex<String>> {
+        self.log.activity.clone()
     }
 
     /// The queries executed since the last call (and clears the log).
