@@ -130,7 +130,7 @@ impl std::fmt::Display for BuildError {
             ),
             BuildError::LinkFailed { undefined, .. } => write!(
                 f,
-                "no file given with `--link` defines {}, which the program calls",
+                "linking failed: no file given with `--link` defines {}",
                 undefined.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
             ),
             BuildError::Io(m) => f.write_str(m),

@@ -61,8 +61,8 @@ pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
             TypedDef(Def { name: d.name.clone(), params: d.params.clone(), ret_ty: d.ret_ty.clone(), body, root })
         })
         .collect();
-    let mut facts = ksc_lower::program_facts(&defs);
-    facts.mark_external(&externals.iter().map(|d| d.name.clone()).collect::<Vec<_>>());
+    let external_names: Vec<FunName> = externals.iter().map(|d| d.name.clone()).collect();
+    let facts = ksc_lower::program_facts_with_externals(&defs, &external_names);
     LoweringFacts { facts, signatures }
 }
 

@@ -35,7 +35,7 @@ mod prims;
 pub mod visit;
 
 pub use ir::Module;
-pub use lower::{program_facts, LowerError, Options, ProgramFacts, Unit};
+pub use lower::{program_facts, program_facts_with_externals, LowerError, Options, ProgramFacts, Unit};
 
 use ir::{FuncId, Site, SiteId, Stmt};
 use ksc_ir::{Def, FunName};

@@ -170,7 +170,7 @@ pub struct ProgramFacts {
     fresh_results: Vec<crate::prims::Fresh>,
     /// The C name of each definition.
     c_names: Vec<String>,
-    /// Is it an external function ([`ProgramFacts::mark_external`])?
+    /// Is it an external function ([`program_facts_with_externals`])?
     external: Vec<bool>,
     /// The position of each name (its first) in `names`: a search of
     /// `names` per question made lowering a program of n definitions
@@ -289,6 +289,16 @@ pub fn lower_unit(defs: &[&Def], facts: &ProgramFacts, root: &FunName, opts: Opt
 
 /// The facts lowering needs about every definition (see [`ProgramFacts`]).
 pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
+    program_facts_with_externals(defs, &[])
+}
+
+/// [`program_facts`] of definitions some of which, `externals`, are
+/// external functions (a user's `edef`s, given as signatures whose bodies
+/// are placeholders): lowered to a call of the C function the user links,
+/// never inlined, and with a result that may share memory with an argument
+/// (so it is copied before it is written to).
+pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName]) -> ProgramFacts {
+    let external: Vec<bool> = defs.iter().map(|d| externals.contains(&d.name)).collect();
     let mut by_name = FxHashMap::default();
     for (i, d) in defs.iter().enumerate() {
         by_name.entry(&d.name).or_insert(i);
@@ -326,7 +336,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         }
     }
     let recursive = in_cycles(&callees);
-    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i]).collect();
+    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i] && !external[i]).collect();
     // The greatest fixpoint: every result is assumed fresh, then each
     // definition's is recomputed from its body until nothing changes.
     let mut fresh_results = vec![crate::prims::Fresh::Top; n];
@@ -337,7 +347,11 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
                 Some(&j) => fresh_results[j].clone(),
                 None => crate::prims::Fresh::No,
             };
-            let f = crate::prims::fresh_expr(&defs[i].body, defs[i].root, true, &lookup, &consumed_params(defs[i]));
+            let f = if external[i] {
+                crate::prims::Fresh::No
+            } else {
+                crate::prims::fresh_expr(&defs[i].body, defs[i].root, true, &lookup, &consumed_params(defs[i]))
+            };
             if f != fresh_results[i] {
                 fresh_results[i] = f;
                 changed = true;
@@ -359,7 +373,7 @@ pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
         recursive,
         fresh_results,
         c_names,
-        external: vec![false; n],
+        external,
         index,
     }
 }
@@ -423,26 +437,6 @@ fn in_cycles(callees: &[Vec<usize>]) -> Vec<bool> {
 }
 
 impl ProgramFacts {
-    /// Makes the definitions `names` (signatures whose bodies are
-    /// placeholders) external functions: lowered to a call of the C
-    /// function the user links (a user's `edef`), never inlined, not
-    /// recursive, printing nothing, and with a result that may share
-    /// memory with an argument (so it is copied before it is written to).
-    pub fn mark_external(&mut self, names: &[FunName]) {
-        for n in names {
-            if let Some(&i) = self.index.get(n) {
-                self.external[i] = true;
-                self.inlinable[i] = false;
-                self.recursive[i] = false;
-                self.effectful[i] = false;
-                self.fresh_results[i] = crate::prims::Fresh::No;
-            }
-        }
-    }
-    /// Is the definition named `name` an external function?
-    pub fn external(&self, name: &FunName) -> bool {
-        self.index.get(name).is_some_and(|&i| self.external[i])
-    }
     /// Does the definition named `name` (transitively) print?
     pub fn effectful(&self, name: &FunName) -> bool {
         self.index.get(name).is_some_and(|&i| self.effectful[i])
