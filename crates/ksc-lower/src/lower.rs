@@ -619,33 +619,39 @@ impl<'a> Lowerer<'a> {
             let val = split(&mut fb, Op::Var(v), &p.ty);
             env = env.bind(&p.name, val);
         }
-        if self.facts.external[d] {
-            check_type(&def.ret_ty)?;
-            let (body, vars) = fb.finish();
-            return Ok(Func {
-                name: def.name.clone(),
-                c_name: self.facts.c_names[d].clone(),
-                params,
-                ret: def.ret_ty.clone(),
-                vars,
-                body,
-                loops: false,
-                entry_mark: None,
-                external: true,
-            });
-        }
+        // An external function has no body: the user's C is called.
+        let external = self.facts.external[d];
+        let loops = if external { check_type(&def.ret_ty).map(|_| false)? } else { self.lower_body(d, &mut fb, env)? };
+        let (body, vars) = fb.finish();
+        Ok(Func {
+            name: def.name.clone(),
+            c_name: self.facts.c_names[d].clone(),
+            params,
+            ret: def.ret_ty.clone(),
+            vars,
+            body,
+            loops,
+            entry_mark: None,
+            external,
+        })
+    }
+
+    /// The body of definition `d` into `fb`, its parameters bound in `env`;
+    /// whether it ends in self tail calls (a loop).
+    fn lower_body(&mut self, d: usize, fb: &mut FnBuilder, env: Env) -> R<bool> {
+        let def = self.defs[d];
         // A consumed parameter's fresh tensors are this code's to add into.
         let consumed = consumed_params(def);
         for (name, fresh) in &consumed {
             let tensor = |fb: &FnBuilder, id: &VarId| matches!(fb.vars[id.0 as usize].ty, Type::Tensor(..));
             match (env.get(name), fresh) {
-                (Some(Bound::Val(LVal::Op(Op::Var(id)))), crate::prims::Fresh::Yes) if tensor(&fb, id) => {
+                (Some(Bound::Val(LVal::Op(Op::Var(id)))), crate::prims::Fresh::Yes) if tensor(fb, id) => {
                     fb.own(*id, name, None)
                 }
                 (Some(Bound::Val(LVal::Tuple(vs))), crate::prims::Fresh::Tuple(fs)) => {
                     for (k, (v, f)) in vs.iter().zip(fs).enumerate() {
                         if let (LVal::Op(Op::Var(id)), crate::prims::Fresh::Yes) = (v, f) {
-                            if tensor(&fb, id) {
+                            if tensor(fb, id) {
                                 fb.own(*id, name, Some(k));
                             }
                         }
@@ -658,23 +664,12 @@ impl<'a> Lowerer<'a> {
         check_type(&def.ret_ty)?;
         let ctx = Ctx { def: d, env, chain: None, depth: 0 };
         let mut st = FnState { self_def: d, loops: false };
-        let v = self.lower(&mut fb, &mut st, &ctx, def.root, Tail::Function)?;
+        let v = self.lower(fb, &mut st, &ctx, def.root, Tail::Function)?;
         if !matches!(v, LVal::Never) {
-            let r = self.returned(&mut fb, &mut st, v, &def.ret_ty)?;
+            let r = self.returned(fb, &mut st, v, &def.ret_ty)?;
             fb.emit(Stmt::Return(r));
         }
-        let (body, vars) = fb.finish();
-        Ok(Func {
-            name: def.name.clone(),
-            c_name: self.facts.c_names[d].clone(),
-            params,
-            ret: def.ret_ty.clone(),
-            vars,
-            body,
-            loops: st.loops,
-            entry_mark: None,
-            external: false,
-        })
+        Ok(st.loops)
     }
 }
 
