@@ -473,9 +473,12 @@ static __attribute__((noinline, cold)) void ksrt_deeper(ks_arena *A, int32_t sit
 /* The stack_end (see ks_arena) of the calling thread: its stack's lowest
  * address (pthread_getattr_np: a thread's own stack as it was made; the
  * main thread's as far as its rlimit lets it grow) plus the margin;
- * computed once per thread. NULL if the bounds are unknown. */
-static char *ksrt_thread_stack_end(void) {
-    static __thread char *end;
+ * computed once per thread. NULL if the bounds are unknown, or if the
+ * caller is not running on that stack (a coroutine's or a signal
+ * handler's own stack): then nothing is checked, as before ksc bounded
+ * recursion by the stack. */
+static __attribute__((noinline)) char *ksrt_thread_stack_end(void) {
+    static __thread char *lo, *end, *top;
     static __thread bool known;
     if (!known) {
         known = true;
@@ -488,10 +491,13 @@ static char *ksrt_thread_stack_end(void) {
         }
         if (addr && size > 0) {
             size_t margin = size / 4 < KSRT_STACK_MARGIN ? size / 4 : KSRT_STACK_MARGIN;
-            end = (char *)addr + margin;
+            lo = (char *)addr;
+            end = lo + margin;
+            top = lo + size;
         }
     }
-    return end;
+    char *here = KSRT_STACK_HERE();
+    return end && here > lo && here < top ? end : NULL;
 }
 
 /* The bytes of native stack a program's calls may use: $KSC_MAX_STACK (a

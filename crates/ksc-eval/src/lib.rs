@@ -57,8 +57,14 @@ pub mod support {
 }
 
 /// The default bound on the native stack one top-level call may use, in
-/// bytes: nested calls fail with "recursion too deep" past it.
-pub const DEFAULT_STACK_LIMIT: usize = 256 << 20;
+/// bytes: nested calls fail with "recursion too deep" past it. For the
+/// library's users (the tests evaluating derivatives at random points,
+/// some of which recurse forever): about 20,000 nested calls, as deep as
+/// the old fixed bound of 10,000 and as quick to stop a runaway recursion
+/// (whose levels may each cost more as it goes, as a tape copied per
+/// level). `ksc run --interp` sets the limit from `KSC_MAX_STACK`, by
+/// default gigabytes.
+pub const DEFAULT_STACK_LIMIT: usize = 32 << 20;
 
 /// Native stack the interpreter may use beyond its limit before it checks
 /// again: what a nested call's arguments, and a body's expressions nested

@@ -108,13 +108,13 @@ fn deep_with_stack(n: i64, limit: usize) -> Result<String, Box<RuntimeError>> {
 }
 
 /// Nested calls have no bound of their own: only the stack's bytes bound
-/// them. 100,000 nested calls (ten times the old fixed limit) run with the
-/// default limit; a limit of 4 MiB stops the same recursion with "recursion
+/// them. 100,000 nested calls (ten times the old fixed limit) run with a
+/// limit of 512 MiB; a limit of 4 MiB stops the same recursion with "recursion
 /// too deep", and a limit twice as large lets it nest about twice as deep.
 /// Also measures the native stack one nested call takes.
 #[test]
 fn recursion_is_bounded_by_the_stack_not_by_a_count() {
-    assert_eq!(deep_with_stack(100_000, crate::DEFAULT_STACK_LIMIT).unwrap(), "100000");
+    assert_eq!(deep_with_stack(100_000, 512 << 20).unwrap(), "100000");
     let depth_at = |limit: usize| {
         let e = deep_with_stack(10_000_000, limit).unwrap_err();
         assert_eq!(e.message, "recursion too deep");
