@@ -53,8 +53,11 @@ enum Command {
     /// accepted). Its output (from `print` and `$trace`) goes to stdout; the
     /// value `main` returns is not printed. Run-time errors (failed `assert`,
     /// index out of range, sum of an empty vector, integer division by zero,
-    /// integer overflow) stop the program with the source location and exit
-    /// code 1. Compiled programs are cached by content hash (in
+    /// integer overflow, recursion too deep) stop the program with the
+    /// source location and exit code 1. Nested calls may use
+    /// `$KSC_MAX_STACK` bytes of stack (default: half of `$KSC_MAX_MEMORY`,
+    /// itself by default half the machine's memory); tail calls use none.
+    /// Compiled programs are cached by content hash (in
     /// `$KSC_CACHE_DIR`, else `$XDG_CACHE_HOME/ksc`, else `~/.cache/ksc`).
     /// `--interp` runs the reference interpreter instead.
     Run {
@@ -375,8 +378,10 @@ const EXIT_CODES: &str = "Exit codes:\n  \
 
 /// The limits of README's "Limits" from the environment: the elements of a
 /// tensor, the same for the interpreter and for native code lowered by this
-/// process, and the interpreter's memory (by default half the machine's,
-/// as native code's arena; a malformed value of either is refused here).
+/// process, the interpreter's memory (by default half the machine's, as
+/// native code's arena) and its stack (`KSC_MAX_STACK`, by default half
+/// the memory; native code reads the variable itself); a malformed value
+/// of any is refused here.
 fn set_limits() -> Result<(), String> {
     use ksc_ir::limits;
     if let Some(text) = std::env::var_os(limits::MAX_ELEMENTS_VAR) {
@@ -388,6 +393,9 @@ fn set_limits() -> Result<(), String> {
     };
     if let Some(m) = memory {
         limits::set_max_memory(m);
+    }
+    if let Some(text) = std::env::var_os(limits::MAX_STACK_VAR) {
+        limits::set_max_stack(limits::parse_max_stack(&text.to_string_lossy())?);
     }
     Ok(())
 }
@@ -635,26 +643,38 @@ fn main_of(analysis: &Analysis, sources: &Sources) -> Result<ksc_ir::FunName, Ex
     Ok(main.name.clone())
 }
 
-/// The interpreter recurses on the program's calls; give it a deep stack.
-const INTERPRETER_STACK: usize = 1 << 30;
+/// The smallest stack limit the interpreter is given when the system
+/// refuses to reserve a thread stack for the one asked for.
+const MIN_INTERPRETER_STACK: u64 = 16 << 20;
 
 fn run(path: &Path, check_monoids: bool) -> ExitCode {
     let (analysis, sources, main_name) = match analyze_main(path, check_monoids) {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let result = std::thread::scope(|s| {
-        let worker = std::thread::Builder::new().stack_size(INTERPRETER_STACK).spawn_scoped(s, || {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            let mut interp = Interpreter::new(analysis.defs());
-            let result = interp.call(&main_name, Value::Tuple(Vec::new().into()), &mut out);
-            let _ = out.flush();
-            result.map(|_| ()).map_err(Box::new)
-        });
+    // The interpreter recurses on the program's nested calls: they may use
+    // `KSC_MAX_STACK` bytes of native stack (as native code's may), on a
+    // thread with that much and the interpreter's slack (address space,
+    // backed by memory only as the calls reach it); a smaller one if the
+    // system refuses to reserve so much.
+    let mut limit = ksc_ir::limits::max_stack().min(1 << 46);
+    let (defs, main_name) = (&analysis, &main_name);
+    let result = std::thread::scope(|s| loop {
+        let stack_limit = limit as usize;
+        let worker =
+            std::thread::Builder::new().stack_size(stack_limit + ksc_eval::STACK_SLACK).spawn_scoped(s, move || {
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                let mut interp = Interpreter::new(defs.defs());
+                interp.set_stack_limit(stack_limit);
+                let result = interp.call(main_name, Value::Tuple(Vec::new().into()), &mut out);
+                let _ = out.flush();
+                result.map(|_| ()).map_err(Box::new)
+            });
         match worker {
-            Ok(handle) => handle.join().map_err(|_| ()),
-            Err(_) => Err(()),
+            Ok(handle) => break handle.join().map_err(|_| ()),
+            Err(_) if limit > MIN_INTERPRETER_STACK => limit /= 2,
+            Err(_) => break Err(()),
         }
     });
     match result {
@@ -685,8 +705,9 @@ fn runtime_diagnostic(analysis: &Analysis, e: &RuntimeError) -> Diagnostic {
             d.label(file, span, format!("called from `{}`", f.short()));
         }
     }
-    if e.stack.len() > SHOWN_FRAMES {
-        d.note(format!("... and {} more calling frames", e.stack.len() - SHOWN_FRAMES));
+    let frames = e.stack.len() + e.elided;
+    if frames > SHOWN_FRAMES {
+        d.note(format!("... and {} more calling frames", frames - SHOWN_FRAMES));
     }
     d
 }

@@ -209,8 +209,8 @@ pub fn run(
     let env: Vec<(&str, String)> = threads.map(|t| ("OMP_NUM_THREADS", t.to_string())).into_iter().collect();
     match run_executable(&exe, &[], &env) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::Failed { message, site, frames }) => {
-            let mut e = runtime_error(module, message, site, &frames);
+        Ok(Outcome::Failed { message, site, frames, elided }) => {
+            let mut e = runtime_error(module, message, site, &frames, elided);
             if e.location.is_none() {
                 // A failure with no site of its own (running out of memory
                 // in `main` itself): blame `main`'s body.
@@ -233,7 +233,7 @@ pub fn run(
 
 /// The interpreter's form of a native run-time error: the failing
 /// expression and the call sites, innermost first, expanding inlined calls.
-fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64]) -> RuntimeError {
+fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64], elided: usize) -> RuntimeError {
     let get = |s: i64| usize::try_from(s).ok().and_then(|s| m.sites.get(s));
     let mut stack = Vec::new();
     let push_chain = |mut s: Option<SiteId>, stack: &mut Vec<(FunName, ksc_ir::ExprId)>| {
@@ -251,7 +251,7 @@ fn runtime_error(m: &Module, message: String, site: i64, frames: &[i64]) -> Runt
             push_chain(Some(SiteId(f as u32)), &mut stack);
         }
     }
-    RuntimeError { message, location, stack }
+    RuntimeError { message, location, stack, elided }
 }
 
 /// `ksc build FILE`: write the C, header and compiled artefacts.

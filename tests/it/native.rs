@@ -105,7 +105,10 @@ fn runtime_errors_match_the_interpreter() {
             failures.push(format!("{path}: expected exit code 1, got {}", native.status));
             return failures;
         }
-        if native.stderr != interp.stderr {
+        // (Where "recursion too deep" happens depends on each backend's
+        // bytes of stack per call: how many frames are summarised differs.)
+        let interp_err = common::hide_frame_count(&text(&interp.stderr));
+        if common::hide_frame_count(&text(&native.stderr)) != interp_err {
             failures.push(format!(
                 "{path}: native diagnostic differs:\n{}",
                 common::diff(&text(&interp.stderr), &text(&native.stderr))
@@ -115,7 +118,7 @@ fn runtime_errors_match_the_interpreter() {
         // On two threads, with every independent loop parallel: the error
         // of the lowest failing iteration, raised as the serial code does.
         let par = ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0")]);
-        if par.status.code() != Some(1) || par.stderr != interp.stderr {
+        if par.status.code() != Some(1) || common::hide_frame_count(&text(&par.stderr)) != interp_err {
             failures.push(format!(
                 "{path}: on two threads the diagnostic differs ({}):\n{}",
                 par.status,
@@ -127,7 +130,12 @@ fn runtime_errors_match_the_interpreter() {
         let built = ksc(&["build", path, "--emit", "exe", "-o", out_dir.to_str().unwrap()]);
         assert!(built.status.success(), "{path}: {}", text(&built.stderr));
         let exe = out_dir.join(f.file_stem().unwrap());
-        let run = Command::new(&exe).current_dir(root()).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
+        let run = Command::new(&exe)
+            .current_dir(root())
+            .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+            .env(common::MAX_STACK.0, common::MAX_STACK.1)
+            .output()
+            .unwrap();
         let stderr = text(&run.stderr);
         let interp_err = text(&interp.stderr);
         let message = interp_err.lines().next().unwrap_or_default();
@@ -161,7 +169,11 @@ fn memory_of(program: &str, name: &str) -> (u64, u64) {
     std::fs::write(&src, program).unwrap();
     let built = ksc(&["build", src.to_str().unwrap(), "--emit", "exe", "-o", dir.to_str().unwrap()]);
     assert!(built.status.success(), "{}", text(&built.stderr));
-    let run = Command::new(dir.join(name)).env("KSC_ARENA_STATS", "1").output().unwrap();
+    let run = Command::new(dir.join(name))
+        .env("KSC_ARENA_STATS", "1")
+        .env(common::MAX_STACK.0, common::MAX_STACK.1)
+        .output()
+        .unwrap();
     assert!(run.status.success(), "{}", text(&run.stderr));
     let stats = text(&run.stderr);
     let field = |key: &str| -> u64 {
@@ -528,7 +540,11 @@ fn a_shared_library_is_callable_from_c() {
     )
     .unwrap();
     let exe = compile_c_host(&driver, &["vecops"]);
-    let out = Command::new(&exe).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
+    let out = Command::new(&exe)
+        .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .env(common::MAX_STACK.0, common::MAX_STACK.1)
+        .output()
+        .unwrap();
     assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
 }
 
@@ -591,6 +607,7 @@ fn a_library_is_callable_from_several_host_threads() {
         .env("KSC_PAR_MIN_WORK", "0")
         .env("OMP_NUM_THREADS", "2")
         .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .env(common::MAX_STACK.0, common::MAX_STACK.1)
         .output()
         .unwrap();
     let stdout = text(&out.stdout);
@@ -961,15 +978,16 @@ fn a_librarys_run_time_errors_return_to_the_caller() {
     )
     .unwrap();
     let exe = compile_c_host(&driver, &["one", "two"]);
-    let out = Command::new(&exe).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
+    let out = Command::new(&exe)
+        .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .env(common::MAX_STACK.0, common::MAX_STACK.1)
+        .output()
+        .unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "the host process died ({}):\n{stdout}{}", out.status, text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     assert!(stdout.ends_with("error 0: \n3 6 100 0 1.5 1\nsurvived\n"), "{stdout}");
-    assert!(
-        stdout.contains("error 1: recursion too deep\n") && stdout.contains("  ... and 9993 more calling frames\n"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("error 1: recursion too deep\n") && stdout.contains(" more calling frames\n"), "{stdout}");
     assert!(stdout.contains("error 1: index out of range: index 7 in a tensor of size 3\n  --> "), "{stdout}");
     assert!(stdout.contains("one.ks:1:47 (in `at`)"), "{stdout}");
     assert!(stdout.contains("error 1: assertion failed"), "{stdout}");
@@ -1179,7 +1197,8 @@ fn memory_limit_stops_both_backends() {
 /// A run-time error in a derived function no `gdef` asked for (the forward
 /// pass of a recursive g, which `[rev f]` calls) is located at g's name in
 /// its definition, by the interpreter, `ksc run` and a standalone
-/// executable alike (the executable said `0:0`).
+/// executable alike (the executable said `0:0`). The error is "recursion
+/// too deep", at depth 20,000 with a stack of 1 MiB.
 #[test]
 fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
     let program = "(def g Float ((a : Vec Float) (i : Integer))
@@ -1192,8 +1211,9 @@ fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
     let path = write_program("derived_error", program);
     let p = path.to_str().unwrap();
     let at = format!("{p}:1:6");
+    let small_stack = ("KSC_MAX_STACK", "1048576");
     for args in [&["run", "--interp", p][..], &["run", p][..]] {
-        let out = ksc(args);
+        let out = ksc_env(args, &[small_stack]);
         let err = text(&out.stderr);
         assert!(out.status.code() == Some(1) && err.contains(&format!("┌─ {at}\n")), "{args:?}: {err}");
         assert!(err.contains("in `[suffwdtape g]`"), "{args:?}: {err}");
@@ -1201,8 +1221,56 @@ fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
     let dir = path.parent().unwrap();
     let built = ksc(&["build", p, "--emit", "exe", "-o", dir.to_str().unwrap()]);
     assert!(built.status.success(), "{}", text(&built.stderr));
-    let run = Command::new(dir.join("derived_error")).env(common::OMP_WAIT.0, common::OMP_WAIT.1).output().unwrap();
+    let run = Command::new(dir.join("derived_error"))
+        .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .env(small_stack.0, small_stack.1)
+        .output()
+        .unwrap();
     let err = text(&run.stderr);
     assert!(err.contains(&format!("--> {at} (in `[suffwdtape g]`)")), "{err}");
     assert!(!err.contains(":0:0"), "{err}");
+}
+
+/// Recursion is bounded by memory, not by a count of calls (issue 36):
+/// every program of `ksc-examples/deep/` (a tail recursion and its
+/// derivatives, which nest a call per level, at depth 1,000,000, and a
+/// non-tail one at 100,000) prints exactly its `.expected` natively, given
+/// the stack it needs (1 GiB, reserved and used only as deep as the calls
+/// go: a level of the split passes takes some hundreds of bytes). With 8 MiB
+/// the same program fails in both backends with exit code 1 and "recursion
+/// too deep" located at a recursive call. (The interpreter takes about
+/// 1.5 KB of stack per level and seconds at this depth:
+/// `ksc-examples/deep_recursion.ks` runs the same functions in both
+/// backends at 100,000.)
+#[test]
+fn deep_recursion_is_limited_by_memory() {
+    let files = ks_files("ksc-examples/deep");
+    let failures: Vec<String> = common::par_map(&files, |f| {
+        let path = f.to_str().unwrap();
+        let mut failures = Vec::new();
+        let out = ksc_env(&["run", path], &[("KSC_MAX_STACK", "1073741824")]);
+        if !out.status.success() || !out.stderr.is_empty() {
+            failures.push(format!("{path}: native run failed ({}):\n{}", out.status, text(&out.stderr)));
+        } else {
+            failures.extend(expect_file(&f.with_extension("expected"), &text(&out.stdout)));
+        }
+        for args in [&["run", path][..], &["run", "--interp", path]] {
+            let small = ksc_env(args, &[("KSC_MAX_STACK", "8388608")]);
+            let err = text(&small.stderr);
+            if small.status.code() != Some(1)
+                || !err.starts_with("error: run-time error: recursion too deep\n")
+                || !err.contains(&format!("{path}:"))
+            {
+                failures.push(format!(
+                    "{args:?} with an 8 MiB stack: expected a located `recursion too deep`, got {}:\n{err}",
+                    small.status
+                ));
+            }
+        }
+        failures
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    report("deep recursion", failures, files.len());
 }

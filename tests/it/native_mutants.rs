@@ -61,6 +61,7 @@ fn ksc_command(args: &[&str]) -> Command {
         .env("NO_COLOR", "1")
         .env("KSC_CACHE_DIR", common::cache_dir())
         .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+        .env(common::MAX_STACK.0, common::MAX_STACK.1)
         .env("KSC_CFLAGS", format!("{} -DKSRT_REUSE_MIN_BYTES=0", common::QUICK_CFLAGS));
     cmd
 }
@@ -92,7 +93,9 @@ fn check_mutant(path: &std::path::Path, ad: bool) -> Verdict {
     } else {
         let limit = interp_time * 10 + Duration::from_secs(10);
         let mut exe = Command::new(out_dir.join(path.file_stem().unwrap()));
-        exe.current_dir(root()).env(common::OMP_WAIT.0, common::OMP_WAIT.1);
+        exe.current_dir(root())
+            .env(common::OMP_WAIT.0, common::OMP_WAIT.1)
+            .env(common::MAX_STACK.0, common::MAX_STACK.1);
         match run_limited(exe, limit) {
             Some((r, _)) => r,
             None => {

@@ -303,11 +303,13 @@ fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra:
 pub enum Outcome {
     Success,
     /// A run-time error: the message, the site, and the sites of the calls
-    /// it happened under (innermost first).
+    /// it happened under (innermost first; at most the innermost 10,000,
+    /// and how many more there are).
     Failed {
         message: String,
         site: i64,
         frames: Vec<i64>,
+        elided: usize,
     },
     /// Any other exit (a signal, an exit code other than 0 and 1).
     Abnormal(String),
@@ -338,7 +340,8 @@ pub fn run_executable(exe: &Path, args: &[String], env: &[(&str, String)]) -> Re
         let message = lines.next().unwrap_or_default().to_string();
         let site = lines.next().and_then(|s| s.trim().parse().ok()).unwrap_or(-1);
         let frames = lines.next().unwrap_or_default().split_whitespace().filter_map(|s| s.parse().ok()).collect();
-        return Ok(Outcome::Failed { message, site, frames });
+        let elided = lines.next().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+        return Ok(Outcome::Failed { message, site, frames, elided });
     }
     Ok(Outcome::Abnormal(match status.code() {
         Some(c) => format!("exit code {c}"),

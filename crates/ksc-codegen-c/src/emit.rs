@@ -314,8 +314,7 @@ pub fn emit_with<'f>(
             writeln!(
                 c,
                 "\nstatic ks_arena *ks_main_arena;\n\
-                 static void *ks_run_main(void *unused) {{\n    (void)unused;\n    (void){}(ks_main_arena);\n    return NULL;\n}}\n\
-                 #include <pthread.h>\n\
+                 static void *ks_run_main(void *unused) {{\n    (void)unused;\n    ks_main_arena->stack_end = ksrt_thread_stack_end();\n    (void){}(ks_main_arena);\n    return NULL;\n}}\n\
                  int main(void) {{\n\
                  \x20   static char out[1 << 16];\n\
                  \x20   setvbuf(stdout, out, _IOFBF, sizeof out);\n\
@@ -324,12 +323,8 @@ pub fn emit_with<'f>(
                  \x20       fprintf(stderr, \"error: out of memory: cannot create the arena\\n\");\n\
                  \x20       return 1;\n\
                  \x20   }}\n\
-                 \x20   pthread_attr_t attr;\n\
-                 \x20   pthread_t thread;\n\
-                 \x20   pthread_attr_init(&attr);\n\
-                 \x20   pthread_attr_setstacksize(&attr, (size_t)1 << 29);\n\
-                 \x20   if (pthread_create(&thread, &attr, ks_run_main, NULL) != 0) ks_run_main(NULL);\n\
-                 \x20   else pthread_join(thread, NULL);\n\
+                 \x20   /* The calls run on a stack of KSC_MAX_STACK bytes (reserved, not committed). */\n\
+                 \x20   if (!ksrt_run_on_big_stack(ks_run_main, NULL)) ks_run_main(NULL);\n\
                  \x20   fflush(stdout);\n\
                  \x20   ksrt_stats(ks_main_arena);\n\
                  \x20   return 0;\n}}",
@@ -409,6 +404,15 @@ fn library_header(types: &[Type], m: &ModuleView, header_name: &str) -> String {
  * and records the error in the arena: after each call, ks_arena_error(A)
  * is 0 if it succeeded, else the error's code, and
  * ks_arena_error_message(A) says what and where. The arena stays usable.
+ *
+ * Stack: nested calls run on the calling thread's stack, with no bound on
+ * their number but that stack: a call that would come within 256 KiB (or a
+ * quarter of a smaller stack) of its end, as pthread_getattr_np gives it,
+ * fails with \"recursion too deep\" (KS_ERROR_RUNTIME) instead of
+ * overflowing it. Deep recursion (a non-tail recursive function, or the
+ * derivatives of a tail-recursive one, at depth n) needs a stack of n times
+ * a frame's size (tens to hundreds of bytes): call from a thread made with
+ * a large stack (pthread_attr_setstacksize) for that.
  *
  * Threads: a call may run its independent loops on a team of OpenMP
  * threads (as many as OMP_NUM_THREADS or omp_set_num_threads allows; 1
@@ -1006,15 +1010,27 @@ impl W<'_> {
                 let call = self.rhs(*v, r);
                 let name = self.var(*v);
                 match frame {
+                    // A nested call: its depth is bounded only by the
+                    // native stack (the runtime's `ksrt_deeper`), and the
+                    // shadow call stack grows as needed.
                     Some(site) if self.checked => {
                         let _ = func;
                         self.line(&format!(
-                            "if (__builtin_expect(A->depth + 1 >= KSRT_MAX_DEPTH, 0)) ksrt_fail_msg(A, {}, \"recursion too deep\");",
+                            "if (__builtin_expect(A->depth + 1 >= A->frames_cap || KSRT_STACK_HERE() < A->stack_end, 0)) ksrt_deeper(A, {});",
                             site.0
                         ));
                         self.line(&format!("A->frames[A->depth++] = {};", site.0));
                         self.line(&format!("{t} {name} = {call};"));
                         self.line("A->depth--;");
+                    }
+                    // Unchecked code keeps no shadow call stack, but still
+                    // fails rather than overflow the native stack.
+                    Some(site) => {
+                        self.line(&format!(
+                            "if (__builtin_expect(KSRT_STACK_HERE() < A->stack_end, 0)) ksrt_fail_msg(A, {}, \"recursion too deep\");",
+                            site.0
+                        ));
+                        self.line(&format!("{t} {name} = {call};"));
                     }
                     _ => self.line(&format!("{t} {name} = {call};")),
                 }

@@ -8,7 +8,8 @@
  * the arena only fails on a real out-of-memory, which is reported.
  *
  * The arena also holds the shadow call stack (the call sites of running
- * functions, for the "called from" frames of run-time errors and the
+ * functions, for the "called from" frames of run-time errors; it grows on
+ * the heap), the lowest address its thread's native stack may reach (the
  * "recursion too deep" check) and the site table of the program.
  */
 #ifndef KSC_RUNTIME_H
@@ -26,11 +27,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* The deepest nesting of calls, as in the interpreter. */
-#define KSRT_MAX_DEPTH 10000
+/* Nested calls have no bound of their own: a call fails with "recursion
+ * too deep" when the native stack it would run on is within this many
+ * bytes of its thread's stack's end (or within a quarter of a smaller
+ * stack), which leaves room for a chain of calls of non-recursive
+ * functions and for the runtime's error reporting. */
+#define KSRT_STACK_MARGIN ((size_t)256 << 10)
+
+/* The calling frames of a run-time error `ksc run` is told of (the
+ * innermost; it is told how many more there are). */
+#define KSRT_REPORTED_FRAMES 10000
 
 /* Work counting, for the cost tests' second backend: built with
  * -DKS_COUNT_WORK, every block the generated code runs adds one and one
@@ -94,11 +105,18 @@ struct ks_arena {
     int32_t nworkers;
     const ksrt_site *sites;
     int32_t nsites;
-    int32_t depth;
-    int32_t frames[KSRT_MAX_DEPTH];
+    /* The shadow call stack: frames[0 .. depth), on the heap, room for
+     * frames_cap (grown by ksrt_deeper). */
+    int32_t depth, frames_cap;
+    int32_t *frames;
+    /* The lowest address the native stack of the thread running this
+     * arena may reach (its margin above the stack's end), set on entry:
+     * a nested call below it fails with "recursion too deep". NULL: no
+     * check. */
+    char *stack_end;
 };
 
-static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold));
+static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold, noinline));
 
 /* The most bytes an arena's blocks may hold: $KSC_MAX_MEMORY (a decimal
  * number of bytes), else half the machine's physical memory. Growing past
@@ -159,6 +177,7 @@ static void ksrt_arena_free(ks_arena *A) {
     ksrt_arena_free(A->scratch);
     for (int32_t t = 0; t < A->nworkers; t++) ksrt_arena_free(A->workers[t]);
     free(A->workers);
+    free(A->frames);
     free(A);
 }
 
@@ -208,7 +227,7 @@ static inline void *ksrt_alloc(ks_arena *A, size_t bytes) {
     return ksrt_grow(A, bytes);
 }
 
-static void ksrt_fail_msg(ks_arena *A, int32_t site, const char *msg) __attribute__((noreturn, cold));
+static void ksrt_fail_msg(ks_arena *A, int32_t site, const char *msg) __attribute__((noreturn, cold, noinline));
 
 /* Room for n elements of `size` bytes. */
 static inline void *ksrt_alloc_n(ks_arena *A, int64_t n, size_t size) {
@@ -388,7 +407,7 @@ static void ksrt_where(ks_arena *A, int32_t site, FILE *f, char *buf, size_t cap
 
 /* In a library's exported function: records the error in the arena and
  * returns to the entry of the exported function (`ksrt_enter`). */
-static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) __attribute__((noreturn, cold));
+static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) __attribute__((noreturn, cold, noinline));
 static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t site) {
     char where[1536];
     ksrt_where(A, site, NULL, where, sizeof where, 6);
@@ -399,7 +418,7 @@ static void ksrt_return_error(ks_arena *A, int code, const char *msg, int32_t si
     siglongjmp(*A->on_error, 1);
 }
 
-static void ksrt_report(ks_arena *A, const char *msg, int32_t site) __attribute__((noreturn, cold));
+static void ksrt_report(ks_arena *A, const char *msg, int32_t site) __attribute__((noreturn, cold, noinline));
 static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
     while (A->owner) A = A->owner;
     if (A->on_error) ksrt_return_error(A, KS_ERROR_RUNTIME, msg, site);
@@ -408,9 +427,12 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
         /* For `ksc run`, which renders the error with the source text. */
+        /* The innermost KSRT_REPORTED_FRAMES frames, then how many more
+         * (a recursion as deep as the stack allows has millions). */
+        int32_t listed = A->depth < KSRT_REPORTED_FRAMES ? A->depth : KSRT_REPORTED_FRAMES;
         fprintf(f, "%s\n%d\n", msg, (int)site);
-        for (int32_t i = A->depth - 1; i >= 0; i--) fprintf(f, "%d ", (int)A->frames[i]);
-        fprintf(f, "\n");
+        for (int32_t i = A->depth - 1; i >= A->depth - listed; i--) fprintf(f, "%d ", (int)A->frames[i]);
+        fprintf(f, "\n%d\n", (int)(A->depth - listed));
         fclose(f);
         exit(1);
     }
@@ -420,6 +442,107 @@ static void ksrt_report(ks_arena *A, const char *msg, int32_t site) {
 }
 
 static void ksrt_fail_msg(ks_arena *A, int32_t site, const char *msg) { ksrt_report(A, msg, site); }
+
+/* Room for at least n frames on A's shadow call stack; false if there is
+ * no memory for it. */
+static bool ksrt_frames_reserve(ks_arena *A, int64_t n) {
+    if (n <= A->frames_cap) return true;
+    int64_t cap = A->frames_cap < 1024 ? 1024 : (int64_t)A->frames_cap * 2;
+    if (cap < n) cap = n;
+    if (cap > INT32_MAX) cap = INT32_MAX;
+    if (n > cap) return false;
+    int32_t *f = (int32_t *)realloc(A->frames, (size_t)cap * sizeof(int32_t));
+    if (!f) return false;
+    A->frames = f;
+    A->frames_cap = (int32_t)cap;
+    return true;
+}
+
+/* The native stack's address here (the current function's frame). */
+#define KSRT_STACK_HERE() ((char *)__builtin_frame_address(0))
+
+/* Before a nested call at `site` whose frame would not fit (the shadow
+ * call stack is full, or the native stack is below A->stack_end): fails
+ * with "recursion too deep" if the native stack has run out (or there is
+ * no memory for more frames), else grows the shadow call stack. */
+static __attribute__((noinline, cold)) void ksrt_deeper(ks_arena *A, int32_t site) {
+    if (KSRT_STACK_HERE() < A->stack_end || !ksrt_frames_reserve(A, (int64_t)A->depth + 2))
+        ksrt_fail_msg(A, site, "recursion too deep");
+}
+
+/* The stack_end (see ks_arena) of the calling thread: its stack's lowest
+ * address (pthread_getattr_np: a thread's own stack as it was made; the
+ * main thread's as far as its rlimit lets it grow) plus the margin;
+ * computed once per thread. NULL if the bounds are unknown, or if the
+ * caller is not running on that stack (a coroutine's or a signal
+ * handler's own stack): then nothing is checked, as before ksc bounded
+ * recursion by the stack. */
+static __attribute__((noinline)) char *ksrt_thread_stack_end(void) {
+    static __thread char *lo, *end, *top;
+    static __thread bool known;
+    if (!known) {
+        known = true;
+        pthread_attr_t at;
+        void *addr = NULL;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &at) == 0) {
+            if (pthread_attr_getstack(&at, &addr, &size) != 0) addr = NULL;
+            pthread_attr_destroy(&at);
+        }
+        if (addr && size > 0) {
+            size_t margin = size / 4 < KSRT_STACK_MARGIN ? size / 4 : KSRT_STACK_MARGIN;
+            lo = (char *)addr;
+            end = lo + margin;
+            top = lo + size;
+        }
+    }
+    char *here = KSRT_STACK_HERE();
+    return end && here > lo && here < top ? end : NULL;
+}
+
+/* The bytes of native stack a program's calls may use: $KSC_MAX_STACK (a
+ * decimal number of bytes), else half the memory limit (ksrt_max_memory),
+ * as in the interpreter (README, "Limits"). */
+static size_t ksrt_max_stack(void) {
+    static size_t max;
+    if (!max) {
+        const char *s = getenv("KSC_MAX_STACK");
+        char *end = NULL;
+        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+        max = s && end != s && *end == 0 && v > 0 ? (size_t)v : ksrt_max_memory() / 2;
+    }
+    return max;
+}
+
+/* Starts fn(arg) on a new thread whose stack has room for ksrt_max_stack()
+ * bytes of calls above the margin: reserved address space
+ * (MAP_NORESERVE), which the system backs with memory only as the calls
+ * reach it, with a guard page at its end. A smaller stack if the system
+ * refuses so large a reservation (an address-space rlimit); false if no
+ * thread could be started. */
+static bool ksrt_run_on_big_stack(void *(*fn)(void *), void *arg) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t want = ksrt_max_stack();
+    if (want > (SIZE_MAX >> 2)) want = SIZE_MAX >> 2;
+    for (; want >= ((size_t)1 << 20); want /= 2) {
+        size_t size = (want + KSRT_STACK_MARGIN + page - 1) / page * page;
+        void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                          -1, 0);
+        if (base == MAP_FAILED) continue;
+        (void)mprotect(base, page, PROT_NONE);
+        pthread_attr_t attr;
+        pthread_t thread;
+        bool ok = pthread_attr_init(&attr) == 0 && pthread_attr_setstack(&attr, base, size) == 0 &&
+                  pthread_create(&thread, &attr, fn, arg) == 0;
+        pthread_attr_destroy(&attr);
+        if (ok) {
+            pthread_join(thread, NULL);
+            return true;
+        }
+        munmap(base, size);
+    }
+    return false;
+}
 
 /* Out of memory, reported at the call of the running function (an
  * allocation has no site of its own; `ksc run` blames `main` at depth 0). */
@@ -463,6 +586,7 @@ static inline ks_mark ksrt_enter(ks_arena *A, sigjmp_buf *jb, const ksrt_site *s
     A->sites = sites;
     A->nsites = nsites;
     A->depth = 0;
+    A->stack_end = ksrt_thread_stack_end();
     A->on_error = jb;
     return ksrt_mark(A);
 }
@@ -575,8 +699,9 @@ static void ksrt_par_begin(ks_arena *A, ksrt_par *P, int threads, int64_t n) {
         ks_arena *W = A->workers[t];
         W->sites = A->sites;
         W->nsites = A->nsites;
+        if (!ksrt_frames_reserve(W, A->depth)) ksrt_oom(A, (size_t)A->depth * sizeof(int32_t));
         W->depth = A->depth;
-        memcpy(W->frames, A->frames, (size_t)A->depth * sizeof(int32_t));
+        if (A->depth) memcpy(W->frames, A->frames, (size_t)A->depth * sizeof(int32_t));
         W->error = KS_ERROR_NONE;
     }
 }
@@ -615,8 +740,11 @@ static void ksrt_par_failed(ksrt_par *P, int t, ks_arena *W) {
 static void ksrt_par_end(ksrt_par *P) {
     ks_arena *W = P->failed, *A = P->caller;
     if (!W) return;
-    A->depth = W->depth;
-    memcpy(A->frames, W->frames, (size_t)W->depth * sizeof(int32_t));
+    /* (Without memory for the worker's frames, the caller's own.) */
+    if (ksrt_frames_reserve(A, W->depth)) {
+        A->depth = W->depth;
+        if (W->depth) memcpy(A->frames, W->frames, (size_t)W->depth * sizeof(int32_t));
+    }
     char msg[sizeof W->error_raw];
     memcpy(msg, W->error_raw, sizeof msg);
     int code = W->error;
@@ -643,6 +771,7 @@ static void ksrt_par_run(ks_arena *A, int threads, int64_t n, ksrt_range_fn fn, 
         int64_t lo, hi;
         int t = ksrt_par_range(&P, &lo, &hi);
         ks_arena *W = A->workers[t];
+        W->stack_end = ksrt_thread_stack_end();
         ks_mark m = ksrt_mark(W);
         sigjmp_buf jb;
         if (sigsetjmp(jb, 0) == 0) {
@@ -671,7 +800,7 @@ static void ksrt_fmt_index(char *buf, size_t cap, int rank, const int64_t *v) {
 }
 
 static void ksrt_fail_index(ks_arena *A, int32_t site, int rank, const int64_t *idx, const int64_t *size)
-    __attribute__((noreturn, cold));
+    __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_index(ks_arena *A, int32_t site, int rank, const int64_t *idx, const int64_t *size) {
     char a[256], b[256], msg[600];
     ksrt_fmt_index(a, sizeof a, rank, idx);
@@ -681,7 +810,7 @@ static void ksrt_fail_index(ks_arena *A, int32_t site, int rank, const int64_t *
 }
 
 static void ksrt_fail_negative(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size)
-    __attribute__((noreturn, cold));
+    __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_negative(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size) {
     char a[256], msg[400];
     ksrt_fmt_index(a, sizeof a, rank, size);
@@ -692,7 +821,7 @@ static void ksrt_fail_negative(ks_arena *A, int32_t site, const char *prim, int 
 /* A tensor of more elements than the limit (ksc_ir::limits, the
  * interpreter's message). */
 static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
-                                uint64_t limit) __attribute__((noreturn, cold));
+                                uint64_t limit) __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int rank, const int64_t *size,
                                 uint64_t limit) {
     char a[256], msg[500];
@@ -703,7 +832,7 @@ static void ksrt_fail_too_large(ks_arena *A, int32_t site, const char *prim, int
 }
 
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size)
-    __attribute__((noreturn, cold));
+    __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_t *size) {
     char a[256], msg[400];
     ksrt_fmt_index(a, sizeof a, rank, size);
@@ -712,7 +841,7 @@ static void ksrt_fail_sumbuild(ks_arena *A, int32_t site, int rank, const int64_
 }
 
 static void ksrt_fail_sizes(ks_arena *A, int32_t site, const char *what, int rank, const int64_t *a,
-                            const int64_t *b) __attribute__((noreturn, cold));
+                            const int64_t *b) __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_sizes(ks_arena *A, int32_t site, const char *what, int rank, const int64_t *a,
                             const int64_t *b) {
     char x[256], y[256], msg[700];
@@ -722,7 +851,7 @@ static void ksrt_fail_sizes(ks_arena *A, int32_t site, const char *what, int ran
     ksrt_report(A, msg, site);
 }
 
-static void ksrt_fail_diag(ks_arena *A, int32_t site, int64_t rows, int64_t cols) __attribute__((noreturn, cold));
+static void ksrt_fail_diag(ks_arena *A, int32_t site, int64_t rows, int64_t cols) __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_diag(ks_arena *A, int32_t site, int64_t rows, int64_t cols) {
     char msg[300];
     snprintf(msg, sizeof msg,
@@ -731,7 +860,7 @@ static void ksrt_fail_diag(ks_arena *A, int32_t site, int64_t rows, int64_t cols
 }
 
 static void ksrt_fail_matvec(ks_arena *A, int32_t site, int64_t rows, int64_t cols, int64_t n)
-    __attribute__((noreturn, cold));
+    __attribute__((noreturn, cold, noinline));
 static void ksrt_fail_matvec(ks_arena *A, int32_t site, int64_t rows, int64_t cols, int64_t n) {
     char msg[300];
     snprintf(msg, sizeof msg,

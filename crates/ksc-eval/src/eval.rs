@@ -27,9 +27,10 @@
 //!
 //! A call of a definition in tail position of a body (through `let`, `if`
 //! and `assert`) replaces the current frame instead of nesting, so
-//! tail-recursive loops run in constant space. Other calls nest; the nesting
-//! depth and the native stack used are both bounded, giving the error
-//! "recursion too deep" instead of a stack overflow.
+//! tail-recursive loops run in constant space. Other calls nest on the
+//! native stack; their depth is bounded only by the bytes of native stack
+//! used (`stack_limit`, from the memory the user allows: `KSC_MAX_STACK`),
+//! giving the error "recursion too deep" instead of a stack overflow.
 
 use std::io::Write;
 use std::rc::Rc;
@@ -487,6 +488,10 @@ pub(crate) struct Lambda<'p, 'a> {
     restore: usize,
 }
 
+/// The calling frames a run-time error lists (native code's runtime lists
+/// as many, `KSRT_REPORTED_FRAMES`); it counts the others.
+const LISTED_FRAMES: usize = 10_000;
+
 /// The address of a local, to measure how much native stack is in use.
 fn stack_address() -> usize {
     let marker = 0u8;
@@ -498,29 +503,26 @@ pub(crate) struct Machine<'p, 'a, 'o> {
     pub(crate) prog: &'p Prog<'a>,
     pub(crate) stack: Vec<Value>,
     pub(crate) out: &'o mut dyn Write,
-    depth: usize,
     /// Calls evaluated (of functions, natives and primitives): the
     /// interpreter's deterministic measure of work.
     pub(crate) ops: u64,
-    max_depth: usize,
     stack_origin: usize,
     stack_limit: usize,
 }
 
 impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
-    pub(crate) fn new(
-        prog: &'p Prog<'a>,
-        stack: Vec<Value>,
-        out: &'o mut dyn Write,
-        max_depth: usize,
-        stack_limit: usize,
-    ) -> Self {
-        Machine { prog, stack, out, depth: 0, ops: 0, max_depth, stack_origin: stack_address(), stack_limit }
+    pub(crate) fn new(prog: &'p Prog<'a>, stack: Vec<Value>, out: &'o mut dyn Write, stack_limit: usize) -> Self {
+        Machine { prog, stack, out, ops: 0, stack_origin: stack_address(), stack_limit }
     }
 
     /// An error at expression `at` of `cx`'s body.
     pub(crate) fn fail(&self, cx: &Compiled, at: ExprId, message: impl Into<String>) -> Box<RuntimeError> {
-        Box::new(RuntimeError { message: message.into(), location: Some((cx.def.name.clone(), at)), stack: Vec::new() })
+        Box::new(RuntimeError {
+            message: message.into(),
+            location: Some((cx.def.name.clone(), at)),
+            stack: Vec::new(),
+            elided: 0,
+        })
     }
 
     /// Attaches a location to a plain error message.
@@ -530,16 +532,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 
     /// Calls a function by name from outside.
     pub(crate) fn call_top(&mut self, name: &FunName, arg: Value) -> R<Value> {
-        let top = |message: String| Box::new(RuntimeError { message, location: None, stack: Vec::new() });
+        let top = |message: String| Box::new(RuntimeError { message, location: None, stack: Vec::new(), elided: 0 });
         if let Some(cx) = self.prog.by_name.get(name).and_then(|&d| self.prog.def(d)) {
             if let Some(why) = &cx.malformed {
                 return Err(top(format!("internal error: the body of `{name}` is malformed: {why}")));
             }
             self.bind_args(cx, Args::Whole(arg)).map_err(top)?;
-            self.depth = 1;
-            let r = self.eval(cx, 0, cx.def.root, true);
-            self.depth = 0;
-            return r;
+            return self.eval(cx, 0, cx.def.root, true);
         }
         match native_prelude(name) {
             Some(f) => f.call(&arg).map_err(top),
@@ -777,18 +776,22 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     fn call_def(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId, d: u32) -> R<Value> {
         let callee = self.callee(cx, call, d)?;
         let args = self.eval_args(cx, base, arg, callee)?;
-        if self.depth >= self.max_depth || self.stack_origin.abs_diff(stack_address()) > self.stack_limit {
+        if self.stack_origin.abs_diff(stack_address()) > self.stack_limit {
             return Err(self.fail(cx, call, "recursion too deep"));
         }
         let new_base = self.stack.len();
         let r = self.bind_args(callee, args);
         self.at(cx, call, r)?;
-        self.depth += 1;
         let r = self.eval(callee, new_base, callee.def.root, true);
-        self.depth -= 1;
         self.stack.truncate(new_base);
         r.map_err(|mut err| {
-            err.stack.push((cx.def.name.clone(), call));
+            // The innermost frames, and how many more (a recursion as deep
+            // as the stack allows has millions).
+            if err.stack.len() < LISTED_FRAMES {
+                err.stack.push((cx.def.name.clone(), call));
+            } else {
+                err.elided += 1;
+            }
             err
         })
     }

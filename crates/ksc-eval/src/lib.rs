@@ -20,9 +20,12 @@
 //! recursion too deep, ...) is a [`RuntimeError`] that points at the Core
 //! expression that failed; evaluation never panics.
 //!
-//! Deep recursion needs native stack: run the interpreter on a thread with a
-//! stack comfortably larger than [`Interpreter::set_stack_limit`] (default
-//! [`DEFAULT_STACK_LIMIT`]), e.g. 512 MiB.
+//! Nested (non-tail) calls recurse on the native stack, with no bound on
+//! their number: only the bytes of stack they use are bounded
+//! ([`Interpreter::set_stack_limit`], default [`DEFAULT_STACK_LIMIT`]), past
+//! which a call fails with "recursion too deep". Run the interpreter on a
+//! thread whose stack is comfortably larger than that limit (`ksc run
+//! --interp` sizes both from `KSC_MAX_STACK`).
 
 mod eval;
 mod linmap;
@@ -53,11 +56,21 @@ pub mod support {
     pub use crate::value::{fmt_index, fmt_size};
 }
 
-/// The default bound on nested (non-tail) calls.
-pub const DEFAULT_MAX_DEPTH: usize = 10_000;
+/// The default bound on the native stack one top-level call may use, in
+/// bytes: nested calls fail with "recursion too deep" past it. For the
+/// library's users (the tests evaluating derivatives at random points,
+/// some of which recurse forever): about 20,000 nested calls, as deep as
+/// the old fixed bound of 10,000 and as quick to stop a runaway recursion
+/// (whose levels may each cost more as it goes, as a tape copied per
+/// level). `ksc run --interp` sets the limit from `KSC_MAX_STACK`, by
+/// default gigabytes.
+pub const DEFAULT_STACK_LIMIT: usize = 32 << 20;
 
-/// The default bound on the native stack one top-level call may use, in bytes.
-pub const DEFAULT_STACK_LIMIT: usize = 256 << 20;
+/// Native stack the interpreter may use beyond its limit before it checks
+/// again: what a nested call's arguments, and a body's expressions nested
+/// without a call, take (the front end bounds their nesting). A thread
+/// running the interpreter needs at least the limit plus this.
+pub const STACK_SLACK: usize = 256 << 20;
 
 /// A failure of a running program.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,6 +82,9 @@ pub struct RuntimeError {
     /// The call sites the failure happened under, innermost first. Tail calls
     /// leave no call site.
     pub stack: Vec<(FunName, ExprId)>,
+    /// Calling frames beyond `stack`, not listed (the outermost of a native
+    /// run's deep recursion: its runtime reports the innermost 10,000).
+    pub elided: usize,
 }
 
 impl fmt::Display for RuntimeError {
@@ -84,7 +100,6 @@ pub struct Interpreter<'a> {
     prog: eval::Prog<'a>,
     /// The value stack, kept between calls to reuse its allocation.
     stack: Vec<Value>,
-    max_depth: usize,
     stack_limit: usize,
     /// Calls evaluated so far, over all runs (see [`Interpreter::operations`]).
     ops: u64,
@@ -124,22 +139,12 @@ impl<'a> Interpreter<'a> {
     /// definition go to the native prelude ([`native_prelude`]), or fail
     /// when run.
     pub fn new(defs: impl IntoIterator<Item = &'a Def>) -> Self {
-        Interpreter {
-            prog: eval::Prog::new(defs),
-            stack: Vec::new(),
-            max_depth: DEFAULT_MAX_DEPTH,
-            stack_limit: DEFAULT_STACK_LIMIT,
-            ops: 0,
-        }
+        Interpreter { prog: eval::Prog::new(defs), stack: Vec::new(), stack_limit: DEFAULT_STACK_LIMIT, ops: 0 }
     }
 
-    /// Sets the bound on nested calls (tail calls do not nest).
-    pub fn set_max_depth(&mut self, depth: usize) {
-        self.max_depth = depth;
-    }
-
-    /// Sets the bound on the native stack a call may use, in bytes. It must
-    /// be comfortably below the stack size of the running thread.
+    /// Sets the bound on the native stack a call may use, in bytes: the
+    /// only bound on the depth of nested calls (tail calls do not nest). The
+    /// running thread's stack must be larger by [`STACK_SLACK`].
     pub fn set_stack_limit(&mut self, bytes: usize) {
         self.stack_limit = bytes;
     }
@@ -158,14 +163,14 @@ impl<'a> Interpreter<'a> {
     ) -> Result<T, RuntimeError> {
         let stack = std::mem::take(&mut self.stack);
         let mut sink = std::io::sink();
-        let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.max_depth, self.stack_limit);
+        let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.stack_limit);
         let work = ops::work_done();
         let result = f(&mut machine);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| match e {
-            linmap::LmFail::Here(message) => RuntimeError { message, location: None, stack: Vec::new() },
+            linmap::LmFail::Here(message) => RuntimeError { message, location: None, stack: Vec::new(), elided: 0 },
             linmap::LmFail::Inner(e) => *e,
         })
     }
@@ -213,7 +218,7 @@ impl<'a> Interpreter<'a> {
     #[allow(clippy::result_large_err)]
     pub fn call(&mut self, name: &FunName, arg: Value, out: &mut dyn Write) -> Result<Value, RuntimeError> {
         let stack = std::mem::take(&mut self.stack);
-        let mut machine = eval::Machine::new(&self.prog, stack, out, self.max_depth, self.stack_limit);
+        let mut machine = eval::Machine::new(&self.prog, stack, out, self.stack_limit);
         let work = ops::work_done();
         let result = machine.call_top(name, arg).map(Value::densified);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);

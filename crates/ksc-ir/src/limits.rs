@@ -23,6 +23,13 @@
 //! interpreter element is a tagged value, a native one 8 bytes, and native
 //! code fuses tensors away), so where a program reaches this limit differs
 //! between them; the limit on elements is the one they share exactly.
+//!
+//! The depth of nested (non-tail) calls has no bound of its own: a call
+//! fails with "recursion too deep" when the native stack would pass
+//! `KSC_MAX_STACK` bytes ([`max_stack`], by default half the memory limit),
+//! reserved as address space and backed by memory only as calls reach it.
+//! The interpreter's frames are larger than native code's, so it reaches
+//! the limit at a smaller depth.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
@@ -99,6 +106,38 @@ pub fn parse_max_memory(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{MAX_MEMORY_VAR} must be a positive number of bytes, not `{text}`")),
+    }
+}
+
+/// The environment variable that sets the limit on the native stack a
+/// program's calls may use, in bytes: the bound on the depth of nested
+/// (non-tail) calls in both backends.
+pub const MAX_STACK_VAR: &str = "KSC_MAX_STACK";
+
+/// 0: half of [`max_memory`].
+static MAX_STACK: AtomicU64 = AtomicU64::new(0);
+
+/// The most bytes of native stack a program's nested calls may use before
+/// one fails with "recursion too deep": `KSC_MAX_STACK`, else half the
+/// memory limit (native code's runtime, `ksrt_max_stack`, computes the
+/// same).
+pub fn max_stack() -> u64 {
+    match MAX_STACK.load(Ordering::Relaxed) {
+        0 => max_memory() / 2,
+        n => n,
+    }
+}
+
+/// Sets the limit on the stack (for the whole process).
+pub fn set_max_stack(bytes: u64) {
+    MAX_STACK.store(bytes, Ordering::Relaxed);
+}
+
+/// Reads a value of `KSC_MAX_STACK`: a positive decimal number of bytes.
+pub fn parse_max_stack(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{MAX_STACK_VAR} must be a positive number of bytes, not `{text}`")),
     }
 }
 

@@ -71,6 +71,66 @@ fn overlap(a: &[u32], b: &[u32]) -> bool {
     a[..n] == b[..n]
 }
 
+/// `deltaVec n i x` whose arguments are each a scalar computed from atoms
+/// by a few primitive or prelude operations: cheap to evaluate at every
+/// place it is added (and equal operations there are shared by the
+/// builder's hash-consing).
+pub(crate) fn cheap_one_hot(body: &Body, r: ExprId) -> bool {
+    fn small_scalar(body: &Body, e: ExprId, budget: &mut u32) -> bool {
+        if *budget == 0 || !matches!(body.ty(e), Type::Integer | Type::Float) && !ksc_ir::core::is_atomic(body, e) {
+            return false;
+        }
+        *budget -= 1;
+        match &body.exprs[e] {
+            Expr::Var(_) | Expr::Lit(_) => true,
+            Expr::Call(Callee::Prim(Prim::Size), a) => ksc_ir::core::is_atomic(body, *a),
+            Expr::Call(Callee::Prim(p), a) if !matches!(p, Prim::Build | Prim::Sumbuild) => match &body.exprs[*a] {
+                Expr::Tuple(es) => es.iter().all(|&c| small_scalar(body, c, budget)),
+                _ => small_scalar(body, *a, budget),
+            },
+            Expr::Call(Callee::Fun(f), a) if ksc_ir::Builtin::resolve(f).is_some() => match &body.exprs[*a] {
+                Expr::Tuple(es) => es.iter().all(|&c| small_scalar(body, c, budget)),
+                _ => small_scalar(body, *a, budget),
+            },
+            _ => false,
+        }
+    }
+    match &body.exprs[r] {
+        Expr::Call(Callee::Prim(Prim::DeltaVec), a) => match &body.exprs[*a] {
+            Expr::Tuple(es) if es.len() == 3 => {
+                let mut budget = 8;
+                es.iter().all(|&c| small_scalar(body, c, &mut budget))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Is every occurrence of `x` in `e` (at least one) the second operand of
+/// a `ts_add` of its type, outside any lambda, with `x` not bound again?
+pub(crate) fn only_added_into(body: &Body, e: ExprId, x: &str) -> bool {
+    let mut uses = 0;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &body.exprs[e] {
+            Expr::Var(v) if v == x => return false,
+            Expr::Lam(..) if occurs(body, e, x) => return false,
+            Expr::Let(p, _, _) if p.vars().iter().any(|v| v == x) => return false,
+            _ => {}
+        }
+        if let Some((a, b)) = same_type_add(body, e) {
+            if matches!(&body.exprs[b], Expr::Var(v) if v == x) {
+                uses += 1;
+                stack.push(a);
+                continue;
+            }
+        }
+        stack.extend(children(&body.exprs[e]));
+    }
+    uses > 0
+}
+
 /// Can a value used this way be left pending: only added in, and no part
 /// of it twice?
 fn deferrable(us: &[(Path, Kind)]) -> bool {

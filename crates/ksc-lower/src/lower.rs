@@ -1129,6 +1129,21 @@ impl<'a> Lowerer<'a> {
                 }
                 Ok(LVal::Tuple(vs))
             }
+            // A one-hot vector of a few scalar operations, only added into
+            // sums: added where each sum is, at one element each time, and
+            // never made. Reverse mode makes one per read `index i v` and
+            // adds it once per use of the read (twice for `(mul (index i v)
+            // (index i v))`); made, it cost a vector of v's size per call,
+            // which made the reverse pass of a recursion over v's elements
+            // quadratic.
+            Expr::Let(Pat::Var(x), rhs, next)
+                if crate::accum::cheap_one_hot(self.body(ctx), *rhs)
+                    && !self.has_effect(ctx, *rhs)
+                    && crate::accum::only_added_into(self.body(ctx), *next, x) =>
+            {
+                let ctx = ctx.with_bound(x, Bound::Pending(*rhs, ctx.clone()));
+                self.lower(fb, st, &ctx, *next, tail)
+            }
             Expr::Let(pat, rhs, next) => {
                 let rty = self.ty(ctx, *rhs)?;
                 let v = self.lower(fb, st, ctx, *rhs, Tail::No)?;

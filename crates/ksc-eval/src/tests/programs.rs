@@ -6,13 +6,8 @@ use std::time::Instant;
 use ksc_ir::{Body, Callee, Def, Expr, FunName, Lit, Param, Pat, Prim, Type};
 use la_arena::{Idx, RawIdx};
 
-use super::{run_fn, run_main};
+use super::run_main;
 use crate::{Interpreter, RuntimeError, Value};
-
-/// Runs `f` on a thread with a big stack, as the CLI does.
-fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new().stack_size(512 << 20).spawn(f).unwrap().join().unwrap()
-}
 
 fn ff() -> Type {
     Type::Tuple(vec![Type::Float, Type::Float])
@@ -93,44 +88,54 @@ fn tail_calls_run_in_constant_space() {
 
 const DEEP: &str = "(def deep Integer (n : Integer) (if (eq n 0) 0 (add 1 (deep (sub n 1)))))";
 
-#[test]
-fn recursion_too_deep() {
-    let (ok, err) = on_big_stack(|| {
-        // (Values are not `Send`: return their text.)
-        let a = run_fn(DEEP, "deep", Type::Integer, Value::Integer(9_000)).0.map(|v| v.to_string());
-        let b = run_fn(DEEP, "deep", Type::Integer, Value::Integer(20_000)).0.map(|v| v.to_string());
-        (a, b)
-    });
-    assert_eq!(ok.unwrap(), "9000");
-    let e = err.unwrap_err();
-    assert_eq!(e.message, "recursion too deep");
-    assert_eq!(e.stack.len(), crate::DEFAULT_MAX_DEPTH - 1);
-}
-
-/// Measures the native stack one nested call takes, and checks that the
-/// stack limit stops recursion before the thread's stack overflows.
-#[test]
-fn stack_limit_and_stack_use_per_call() {
-    let limit = 4 << 20;
-    let e: RuntimeError = std::thread::Builder::new()
-        .stack_size(16 << 20)
+/// Runs `deep` at depth `n` with a stack limit of `limit` bytes, on a
+/// thread with room for it (its stack is reserved, not all used).
+fn deep_with_stack(n: i64, limit: usize) -> Result<String, Box<RuntimeError>> {
+    std::thread::Builder::new()
+        .stack_size(limit + crate::STACK_SLACK)
         .spawn(move || {
             let defs = super::mini::program(DEEP);
             let mut interp = Interpreter::new(&defs);
-            interp.set_max_depth(usize::MAX);
             interp.set_stack_limit(limit);
             interp
-                .call(&FunName::typed("deep", Type::Integer), Value::Integer(10_000_000), &mut Vec::new())
-                .unwrap_err()
+                .call(&FunName::typed("deep", Type::Integer), Value::Integer(n), &mut Vec::new())
+                .map(|v| v.to_string())
+                .map_err(Box::new)
         })
         .unwrap()
         .join()
-        .unwrap();
-    assert_eq!(e.message, "recursion too deep");
-    let per_call = limit / e.stack.len();
+        .unwrap()
+}
+
+/// Nested calls have no bound of their own: only the stack's bytes bound
+/// them. 100,000 nested calls (ten times the old fixed limit) run with a
+/// limit of 512 MiB; a limit of 4 MiB stops the same recursion with "recursion
+/// too deep", and a limit twice as large lets it nest about twice as deep.
+/// Also measures the native stack one nested call takes.
+#[test]
+fn recursion_is_bounded_by_the_stack_not_by_a_count() {
+    assert_eq!(deep_with_stack(100_000, 512 << 20).unwrap(), "100000");
+    let depth_at = |limit: usize| {
+        let e = deep_with_stack(10_000_000, limit).unwrap_err();
+        assert_eq!(e.message, "recursion too deep");
+        assert!(e.location.is_some());
+        e.stack.len() + e.elided
+    };
+    let (small, large) = (depth_at(4 << 20), depth_at(8 << 20));
+    let per_call = (4 << 20) / small;
     eprintln!("native stack per nested call of `deep`: about {per_call} bytes");
-    // 10000 nested calls must fit easily in a 512 MiB stack.
     assert!(per_call < 4096, "{per_call} bytes per call");
+    assert!(large > small * 3 / 2 && large < small * 5 / 2, "{small} calls in 4 MiB, {large} in 8 MiB");
+}
+
+/// A run-time error lists the innermost 10,000 calling frames and counts
+/// the others.
+#[test]
+fn deep_errors_list_the_innermost_frames() {
+    let e = deep_with_stack(10_000_000, 64 << 20).unwrap_err();
+    assert_eq!(e.message, "recursion too deep");
+    assert_eq!(e.stack.len(), 10_000);
+    assert!(e.elided > 0);
 }
 
 #[test]
