@@ -141,6 +141,32 @@ fn internal_error(what: &str) -> ExitCode {
     ExitCode::from(FAILURE)
 }
 
+/// Reports, located, the lambdas native code of `roots` cannot hold
+/// (`ksc_lower::lambdas`), before any C is written.
+fn lambda_check(
+    db: &ksc_db::Database,
+    file: ksc_db::SourceFile,
+    analysis: &ksc_types::Analysis,
+    sources: &crate::render::Sources,
+    roots: &[FunName],
+) -> Result<(), ExitCode> {
+    let errors = ksc_db::lambda_errors(db, file, roots);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let diags: Vec<ksc_types::Diagnostic> = errors
+        .iter()
+        .map(|e| {
+            let (f, span) = analysis.locate(&e.fun, e.expr).unwrap_or((ksc_types::FileRef::Source, Default::default()));
+            let mut d = ksc_types::Diagnostic::error(f, span, e.message.clone());
+            d.caret(format!("in `{}`", e.fun.short()));
+            d
+        })
+        .collect();
+    sources.emit(&diags);
+    Err(ExitCode::from(FAILURE))
+}
+
 /// `ksc run FILE`: compile natively and run `main`.
 pub fn run(
     path: &Path,
@@ -157,6 +183,9 @@ pub fn run(
         Err(code) => return code,
     };
     let (roots, checked) = (vec![main_name.clone()], !opts.unchecked);
+    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+        return code;
+    }
     let display = path.display().to_string();
     let prog = match ksc_db::c_unit(&db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
         Ok(p) => p,
@@ -172,6 +201,13 @@ pub fn run(
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed { message, site, frames }) => {
             let mut e = runtime_error(module, message, site, &frames);
+            // A copy of a function for its lambda arguments is located,
+            // and named, as the function.
+            let original = |f: &mut FunName| *f = ksc_db::lambda_original(&db, file, f);
+            if let Some((f, _)) = &mut e.location {
+                original(f);
+            }
+            e.stack.iter_mut().for_each(|(f, _)| original(f));
             if e.location.is_none() {
                 // A failure with no site of its own (running out of memory
                 // in `main` itself): blame `main`'s body.
@@ -265,6 +301,21 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
     } else {
         roots
     };
+    if emit != Emit::Exe {
+        for d in analysis.source.decls.iter().filter_map(|d| match d {
+            ksc_ir::Decl::Def(d) if !roots.contains(&d.name) && ksc_lower::lambdas::signature_has_lam(d) => Some(d),
+            _ => None,
+        }) {
+            eprintln!(
+                "note: `{}` is not exported: C cannot pass the lambda its type holds (calls of it with lambdas \
+                 written in the file are compiled)",
+                d.name.short()
+            );
+        }
+    }
+    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+        return code;
+    }
     let checked = !opts.unchecked;
     let module = match ksc_db::native_module(&db, file, roots.clone(), checked) {
         Ok(m) => m,

@@ -1206,3 +1206,18 @@ fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
     assert!(err.contains(&format!("--> {at} (in `[suffwdtape g]`)")), "{err}");
     assert!(!err.contains(":0:0"), "{err}");
 }
+
+/// A library does not export a function whose type holds a lambda (C
+/// cannot pass one): `ksc build` says so in a note, and exports the rest,
+/// the callers that pass it lambdas calling their copies of it.
+#[test]
+fn a_library_leaves_out_functions_taking_lambdas_with_a_note() {
+    let dir = work_dir("lambda_library");
+    let out = ksc(&["build", "ksc-examples/lambdas_native.ks", "--emit", "c", "--force", "-o", dir.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: `rec` is not exported: C cannot pass the lambda its type holds"), "{stderr}");
+    let header = std::fs::read_to_string(dir.join("lambdas_native.h")).unwrap();
+    assert!(header.contains(" ks$main(ks_arena *A);"), "{header}");
+    assert!(!header.contains(" rec(") && !header.contains(" g("), "{header}");
+}

@@ -32,11 +32,68 @@ pub struct LoweringFacts {
     pub signatures: Vec<TypedDef>,
 }
 
+/// The definitions that hold lambdas where lowering cannot take them,
+/// rewritten, and the copies made of functions for their lambda arguments
+/// (`ksc_lower::lambdas`), with the lambdas that could not be removed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LambdaFree {
+    pub defs: Vec<TypedDef>,
+    /// Each copy's name and the function it copies.
+    pub copies: Vec<(FunName, FunName)>,
+    pub errors: Vec<ksc_lower::lambdas::LambdaError>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn lambda_free(db: &dyn Db, file: SourceFile) -> LambdaFree {
+    db.log_execution("lambda_free".to_string());
+    let a = analysis(db, file);
+    let s = ksc_lower::lambdas::specialise(&a.defs());
+    LambdaFree { defs: s.defs.into_iter().map(TypedDef).collect(), copies: s.copies, errors: s.errors }
+}
+
+/// The function a definition lowering reads copies (a copy for lambda
+/// arguments names its original), for locating its sites.
+pub fn lambda_original(db: &dyn Db, file: SourceFile, name: &FunName) -> FunName {
+    let lf = lambda_free(db, file);
+    lf.copies.iter().find(|(c, _)| c == name).map_or_else(|| name.clone(), |(_, o)| o.clone())
+}
+
+/// The lambdas native code of `roots` cannot hold (in the definitions
+/// they reach), located at the original function's expression.
+pub fn lambda_errors(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> Vec<ksc_lower::lambdas::LambdaError> {
+    let lf = lambda_free(db, file);
+    let mut seen: rustc_hash::FxHashSet<FunName> = rustc_hash::FxHashSet::default();
+    let mut work: Vec<FunName> = roots.to_vec();
+    let mut out = Vec::new();
+    while let Some(n) = work.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        for e in lf.errors.iter().filter(|e| e.fun == n) {
+            let fun = lambda_original(db, file, &e.fun);
+            let e = ksc_lower::lambdas::LambdaError { fun, ..e.clone() };
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        if let Some(d) = lowering_body(db, file, n) {
+            for (_, e) in d.0.body.exprs.iter() {
+                if let Expr::Call(Callee::Fun(g), _) = e {
+                    work.push(g.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
     db.log_execution("lowering_facts".to_string());
     let a = analysis(db, file);
-    let defs = a.defs();
+    let lf = lambda_free(db, file);
+    let rewritten: Vec<Def> = lf.defs.iter().map(|d| d.0.clone()).collect();
+    let defs = ksc_lower::lambdas::lambda_free(&a.defs(), &rewritten, &lf.copies);
     let signatures = defs
         .iter()
         .map(|d| {
@@ -53,6 +110,9 @@ pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
 #[salsa::tracked(returns(ref))]
 pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
     db.log_execution(format!("lowering_body({name})"));
+    if let Some(d) = lambda_free(db, file).defs.iter().find(|d| d.0.name == name) {
+        return Some(d.clone());
+    }
     if let Some(d) = def_of(db, file, name.clone()) {
         return Some(d.clone());
     }
