@@ -12,10 +12,11 @@
 //! - a lambda chosen by an `if` where a primitive applies it becomes one
 //!   lambda whose body is the `if` of the branches' bodies (the condition
 //!   evaluated once, before);
-//! - a call of a function with `Lam` parameters calls a copy of it with
-//!   the lambdas written in (`g$lam1`, one per function and lambdas, the
-//!   lambdas' free variables its extra parameters), so a recursive call
-//!   passing its lambda on calls the same copy;
+//! - a call of a function with parameters holding lambdas (a lambda, or a
+//!   tuple with one) calls a copy of it with the lambdas written in
+//!   (`g$lam1`, one per function and lambdas, the lambdas' free variables
+//!   and the tuples' other parts its parameters instead), so a recursive
+//!   call passing its lambda on calls the same copy;
 //! - a call of a non-recursive function returning a lambda is inlined;
 //! - `print` of a lambda prints `<lambda>`, as the interpreter does.
 //!
@@ -352,6 +353,14 @@ impl<'d> State<'d> {
                 }
                 Some(cx.alloc(Expr::If(cv, va, vb), ty))
             }
+            Expr::Assert(c, x, from) => {
+                // The check first, then the value.
+                let unit = cx.b.tuple(Vec::new());
+                let check = cx.alloc(Expr::Assert(c, unit, from), Type::unit());
+                let name = cx.b.fresh_name("checked");
+                lets.push((Pat::Var(name), check));
+                self.valueize(cx, x, lets)
+            }
             Expr::Let(pat, r, body) => {
                 // Float the binding out, its names made fresh.
                 let renames: Vec<(String, String)> =
@@ -366,6 +375,25 @@ impl<'d> State<'d> {
                 self.valueize(cx, body, lets)
             }
             _ => None,
+        }
+    }
+
+    /// The value `v` with its parts that hold no lambda (literals, and
+    /// values an `if` chooses) bound to fresh variables in `lets`.
+    fn leaves_to_vars(&mut self, cx: &mut Cx, v: ExprId, lets: &mut Vec<(Pat, ExprId)>) -> ExprId {
+        let ty = cx.b.ty(v);
+        match cx.b.expr(v).clone() {
+            Expr::Var(_) | Expr::Lam(..) => v,
+            Expr::Tuple(es) => {
+                let new = es.into_iter().map(|c| self.leaves_to_vars(cx, c, lets)).collect();
+                cx.b.tuple(new)
+            }
+            _ if !has_lam(&ty) => {
+                let name = cx.b.fresh_name("v");
+                lets.push((Pat::Var(name.clone()), v));
+                cx.b.var(&name, ty)
+            }
+            _ => v,
         }
     }
 
@@ -454,15 +482,17 @@ impl<'d> State<'d> {
                 kept.push(c);
                 continue;
             }
-            let lam = if matches!(p.ty, Type::Lam(..)) {
-                self.valueize(cx, c, &mut lets).and_then(|v| self.literal(cx, v))
-            } else {
-                None
+            let lam = match self.valueize(cx, c, &mut lets) {
+                Some(v) if matches!(p.ty, Type::Lam(..)) => self.literal(cx, v),
+                // A tuple holding lambdas: its other parts become variables
+                // (so the copy's parameters), as a lambda's free variables.
+                Some(v) if matches!(p.ty, Type::Tuple(_)) => Some(self.leaves_to_vars(cx, v, &mut lets)),
+                _ => None,
             };
             let Some(lam) = lam else {
                 let message = format!(
                     "native code does not support this argument of `{}`: a lambda passed to a function must be \
-                     written as a lambda, or chosen by `if` between lambdas; `ksc run --interp` runs it",
+                     written as a lambda, chosen by `if` between lambdas, or in a tuple; `ksc run --interp` runs it",
                     def.name.short()
                 );
                 self.error(cx, c, message);
