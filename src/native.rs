@@ -201,13 +201,6 @@ pub fn run(
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed { message, site, frames }) => {
             let mut e = runtime_error(module, message, site, &frames);
-            // A copy of a function for its lambda arguments is located,
-            // and named, as the function.
-            let original = |f: &mut FunName| *f = ksc_db::lambda_original(&db, file, f);
-            if let Some((f, _)) = &mut e.location {
-                original(f);
-            }
-            e.stack.iter_mut().for_each(|(f, _)| original(f));
             if e.location.is_none() {
                 // A failure with no site of its own (running out of memory
                 // in `main` itself): blame `main`'s body.

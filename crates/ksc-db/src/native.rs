@@ -40,6 +40,9 @@ pub struct LambdaFree {
     pub defs: Vec<TypedDef>,
     /// Each copy's name and the function it copies.
     pub copies: Vec<(FunName, FunName)>,
+    /// Nodes of copies that are their lambda arguments', and where those
+    /// were written (`ksc_lower::lambdas::Specialised::moved`).
+    pub moved: Vec<(FunName, ksc_ir::ExprId, FunName, ksc_ir::ExprId)>,
     pub errors: Vec<ksc_lower::lambdas::LambdaError>,
 }
 
@@ -48,14 +51,15 @@ pub fn lambda_free(db: &dyn Db, file: SourceFile) -> LambdaFree {
     db.log_execution("lambda_free".to_string());
     let a = analysis(db, file);
     let s = ksc_lower::lambdas::specialise(&a.defs());
-    LambdaFree { defs: s.defs.into_iter().map(TypedDef).collect(), copies: s.copies, errors: s.errors }
+    LambdaFree { defs: s.defs.into_iter().map(TypedDef).collect(), copies: s.copies, moved: s.moved, errors: s.errors }
 }
 
-/// The function a definition lowering reads copies (a copy for lambda
-/// arguments names its original), for locating its sites.
-pub fn lambda_original(db: &dyn Db, file: SourceFile, name: &FunName) -> FunName {
+/// Where an expression of a definition lowering reads was written (a copy
+/// for lambda arguments is its original, a node of a lambda argument its
+/// caller's): what run-time errors are located at.
+pub fn written_at(db: &dyn Db, file: SourceFile, fun: &FunName, e: ksc_ir::ExprId) -> (FunName, ksc_ir::ExprId) {
     let lf = lambda_free(db, file);
-    lf.copies.iter().find(|(c, _)| c == name).map_or_else(|| name.clone(), |(_, o)| o.clone())
+    ksc_lower::lambdas::written_at(&lf.copies, &lf.moved, fun, e)
 }
 
 /// The lambdas native code of `roots` cannot hold (in the definitions
@@ -70,8 +74,8 @@ pub fn lambda_errors(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> Vec<ks
             continue;
         }
         for e in lf.errors.iter().filter(|e| e.fun == n) {
-            let fun = lambda_original(db, file, &e.fun);
-            let e = ksc_lower::lambdas::LambdaError { fun, ..e.clone() };
+            let (fun, expr) = written_at(db, file, &e.fun, e.expr);
+            let e = ksc_lower::lambdas::LambdaError { fun, expr, ..e.clone() };
             if !out.contains(&e) {
                 out.push(e);
             }
@@ -179,7 +183,12 @@ pub fn module_layout<'db>(
     let unit = |n: &FunName| {
         loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
     };
-    ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)
+    let mut l = ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)?;
+    // The sites of copies made for lambda arguments located as written
+    // (after numbering, as `ksc_lower::compile` does).
+    let lambdas = lambda_free(db, file);
+    ksc_lower::lambdas::locate_sites(&mut l.sites, &lambdas.copies, &lambdas.moved);
+    Ok(l)
 }
 
 /// Function `index` of the module's layout: its name, and the module's

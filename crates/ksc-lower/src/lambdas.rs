@@ -54,6 +54,10 @@ pub struct Specialised {
     /// Each copy's name and the function it copies (its expressions keep
     /// their ids, so a copy's sites are located in the original).
     pub copies: Vec<(FunName, FunName)>,
+    /// The nodes of a copy that are its lambda arguments' (copy, node),
+    /// and where each was written (caller, node): an error in a lambda is
+    /// located in its caller, as the interpreter locates it.
+    pub moved: Vec<(FunName, ExprId, FunName, ExprId)>,
     pub errors: Vec<LambdaError>,
 }
 
@@ -117,8 +121,13 @@ pub fn specialise(defs: &[&Def]) -> Specialised {
     for d in defs {
         by_name.entry(&d.name).or_insert(*d);
     }
-    let mut s =
-        State { by_name, memo: FxHashMap::default(), copies: FxHashMap::default(), out: Specialised::default() };
+    let mut s = State {
+        by_name,
+        memo: FxHashMap::default(),
+        copies: FxHashMap::default(),
+        lam_roots: Vec::new(),
+        out: Specialised::default(),
+    };
     let mut queue: Vec<Def> = Vec::new();
     for d in defs {
         if !signature_has_lam(d) && !misplaced(&d.body, d.root).is_empty() {
@@ -140,6 +149,9 @@ struct State<'d> {
     memo: FxHashMap<(FunName, String), FunName>,
     /// Copies made of each function.
     copies: FxHashMap<FunName, usize>,
+    /// Each copy's lambda arguments as copied in (their nodes are in
+    /// `out.moved`).
+    lam_roots: Vec<(FunName, ExprId)>,
     out: Specialised,
 }
 
@@ -186,10 +198,39 @@ impl<'d> State<'d> {
                 self.error(&cx, at, message);
             }
             queue.extend(cx.queue);
-            root
+            let was = cx.was;
+            restore_ids(&mut d.body, root, &was)
         };
         d.root = root;
+        self.map_lambda_copies(&d);
         d
+    }
+
+    /// The copies of a copy's lambda arguments that the rewrite made (a
+    /// lambda used twice): their nodes are where the lambda was written too.
+    fn map_lambda_copies(&mut self, d: &Def) {
+        let roots: Vec<ExprId> = self.lam_roots.iter().filter(|(c, _)| *c == d.name).map(|(_, l)| *l).collect();
+        if roots.is_empty() {
+            return;
+        }
+        let mut stack = vec![d.root];
+        let mut pairs = Vec::new();
+        while let Some(x) = stack.pop() {
+            match roots.iter().find(|&&l| l != x && d.body.same_tree(x, &d.body, l)) {
+                Some(&l) => pairs.push((x, l)),
+                None => stack.extend(term::children(&d.body.exprs[x])),
+            }
+        }
+        for (x, l) in pairs {
+            let mut walk = vec![(x, l)];
+            while let Some((x, l)) = walk.pop() {
+                if let Some((_, _, caller, at)) = self.out.moved.iter().find(|(c, n, _, _)| *c == d.name && *n == l) {
+                    let entry = (d.name.clone(), x, caller.clone(), *at);
+                    self.out.moved.push(entry);
+                }
+                walk.extend(term::children(&d.body.exprs[x]).into_iter().zip(term::children(&d.body.exprs[l])));
+            }
+        }
     }
 
     fn misplaced_message(&self, body: &Body, x: ExprId) -> String {
@@ -254,7 +295,9 @@ impl<'d> State<'d> {
                     Pat::Var(x) => vec![(x.clone(), v)],
                     Pat::Tuple(xs) => xs.iter().enumerate().map(|(i, x)| (x.clone(), self.select(cx, v, i))).collect(),
                 };
-                let body2 = term::substitute(&mut cx.b, &mut cx.cache, body, &map, false);
+                // The first use takes the value's own nodes (their ids, so
+                // their places in the source).
+                let body2 = term::substitute(&mut cx.b, &mut cx.cache, body, &map, true);
                 let body3 = self.go(cx, body2);
                 term::wrap(&mut cx.b, lets, body3)
             }
@@ -551,7 +594,11 @@ impl<'d> State<'d> {
                     return None;
                 }
                 let mut params: Vec<Param> = def.params.iter().filter(|p| !has_lam(&p.ty)).cloned().collect();
-                params.extend(cap_names.iter().zip(&cap_tys).map(|(n, t)| Param { name: n.clone(), ty: t.clone() }));
+                // The lambdas as written (so their nodes' places are known)
+                // when their free variables can name the copy's parameters.
+                let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v));
+                let (names, lams) = if clash { (&cap_names, &renamed) } else { (&captured, &lams) };
+                params.extend(names.iter().zip(&cap_tys).map(|(n, t)| Param { name: n.clone(), ty: t.clone() }));
                 let base_ty = Type::of_params(params.iter().map(|p| p.ty.clone()));
                 let name =
                     FunName { derivs: Vec::new(), base: format!("{}$lam{k}", def.name.base), base_ty: Some(base_ty) };
@@ -559,8 +606,13 @@ impl<'d> State<'d> {
                 // keep their ids (and their places in the source).
                 let mut body = def.body.clone();
                 let mut root = def.root;
-                for (p, l) in renamed.iter().rev() {
-                    let l2 = term::copy_tree(&mut body, Some(cx.b.body), *l);
+                for (p, l) in lams.iter().rev() {
+                    let mut moved = Vec::new();
+                    let l2 = copy_mapped(&mut body, cx.b.body, *l, &mut moved);
+                    for (to, from) in moved {
+                        self.out.moved.push((name.clone(), to, cx.fun.clone(), from));
+                    }
+                    self.lam_roots.push((name.clone(), l2));
                     root = body.alloc_typed(Expr::Let(Pat::Var(p.clone()), l2, root), def.ret_ty.clone());
                 }
                 let copy = Def { name: name.clone(), params, ret_ty: def.ret_ty.clone(), body, root };
@@ -600,6 +652,104 @@ impl<'d> State<'d> {
         cx.depth -= 1;
         Some(out)
     }
+}
+
+/// The tree at `root` with each rebuilt node moved back to the id of the
+/// node it stands for as written (`was`), where that node is no longer in
+/// the tree: run-time errors are located by the ids (the call of a copy
+/// made for lambda arguments, a `print` of a lambda). Returns the root.
+/// Runs after the rewrite, when no cache of the body's nodes is left.
+fn restore_ids(body: &mut Body, root: ExprId, was: &FxHashMap<ExprId, ExprId>) -> ExprId {
+    if was.is_empty() {
+        return root;
+    }
+    let mut reachable = rustc_hash::FxHashSet::default();
+    let mut order = Vec::new();
+    let mut stack = vec![root];
+    while let Some(x) = stack.pop() {
+        if reachable.insert(x) {
+            order.push(x);
+            stack.extend(term::children(&body.exprs[x]));
+        }
+    }
+    // Each reachable rebuilt node's original, if that is free.
+    let mut to: FxHashMap<ExprId, ExprId> = FxHashMap::default();
+    let mut taken = rustc_hash::FxHashSet::default();
+    for &x in &order {
+        let mut y = x;
+        while let Some(&z) = was.get(&y) {
+            y = z;
+        }
+        if y != x && !reachable.contains(&y) && body.ty(y) == body.ty(x) && taken.insert(y) {
+            to.insert(x, y);
+        }
+    }
+    if to.is_empty() {
+        return root;
+    }
+    // Children first, so a node's children are renamed before it moves.
+    for &x in order.iter().rev() {
+        let kids = term::children(&body.exprs[x]);
+        let new: Vec<ExprId> = kids.iter().map(|k| to.get(k).copied().unwrap_or(*k)).collect();
+        let node = term::with_children(&body.exprs[x], &new);
+        match to.get(&x) {
+            Some(&y) => {
+                let ty = body.ty(x).clone();
+                body.exprs[y] = node;
+                body.types.insert(y, ty);
+            }
+            None => body.exprs[x] = node,
+        }
+    }
+    to.get(&root).copied().unwrap_or(root)
+}
+
+/// A copy into `dst` of the tree at `e` of `src`, recording each node's
+/// (new id, old id).
+fn copy_mapped(dst: &mut Body, src: &Body, e: ExprId, moved: &mut Vec<(ExprId, ExprId)>) -> ExprId {
+    let node = src.exprs[e].clone();
+    let kids: Vec<ExprId> = term::children(&node).into_iter().map(|k| copy_mapped(dst, src, k, moved)).collect();
+    let new = dst.alloc_typed(term::with_children(&node, &kids), src.ty(e).clone());
+    moved.push((new, e));
+    new
+}
+
+/// The sites of copies made for lambda arguments located where their
+/// expressions were written ([`written_at`]), so run-time errors name and
+/// locate them as the interpreter does.
+pub fn locate_sites(
+    sites: &mut [crate::ir::Site],
+    copies: &[(FunName, FunName)],
+    moved: &[(FunName, ExprId, FunName, ExprId)],
+) {
+    if copies.is_empty() {
+        return;
+    }
+    for s in sites {
+        (s.fun, s.expr) = written_at(copies, moved, &s.fun, s.expr);
+    }
+}
+
+/// Where an expression of a definition lowering reads is in the program
+/// as written: a node of a lambda argument in a copy is its caller's (as
+/// written), another node of a copy is the original function's.
+pub fn written_at(
+    copies: &[(FunName, FunName)],
+    moved: &[(FunName, ExprId, FunName, ExprId)],
+    fun: &FunName,
+    e: ExprId,
+) -> (FunName, ExprId) {
+    let (mut fun, mut e) = (fun.clone(), e);
+    for _ in 0..64 {
+        if let Some((_, _, caller, at)) = moved.iter().find(|(c, x, _, _)| *c == fun && *x == e) {
+            (fun, e) = (caller.clone(), *at);
+        } else if let Some((_, original)) = copies.iter().find(|(c, _)| *c == fun) {
+            fun = original.clone();
+        } else {
+            break;
+        }
+    }
+    (fun, e)
 }
 
 /// The type of a free occurrence of `v` in the tree at `e`.

@@ -54,6 +54,7 @@ pub fn compile(defs: &[&Def], roots: &[FunName], opts: Options, optimize: bool) 
     let s = lambdas::specialise(defs);
     let defs = lambdas::lambda_free(defs, &s.defs, &s.copies);
     let mut m = lower::lower_program(&defs, roots, opts)?;
+    lambdas::locate_sites(&mut m.sites, &s.copies, &s.moved);
     if optimize {
         passes::optimize(&mut m);
     }
