@@ -172,6 +172,32 @@ fn internal_error(what: &str) -> ExitCode {
     ExitCode::from(FAILURE)
 }
 
+/// Reports, located, the lambdas native code of `roots` cannot hold
+/// (`ksc_lower::lambdas`), before any C is written.
+fn lambda_check(
+    db: &ksc_db::Database,
+    file: ksc_db::SourceFile,
+    analysis: &ksc_types::Analysis,
+    sources: &crate::render::Sources,
+    roots: &[FunName],
+) -> Result<(), ExitCode> {
+    let errors = ksc_db::lambda_errors(db, file, roots);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let diags: Vec<ksc_types::Diagnostic> = errors
+        .iter()
+        .map(|e| {
+            let (f, span) = analysis.locate(&e.fun, e.expr).unwrap_or((ksc_types::FileRef::Source, Default::default()));
+            let mut d = ksc_types::Diagnostic::error(f, span, e.message.clone());
+            d.caret(format!("in `{}`", e.fun.short()));
+            d
+        })
+        .collect();
+    sources.emit(&diags);
+    Err(ExitCode::from(FAILURE))
+}
+
 /// `ksc run FILE`: compile natively and run `main`.
 pub fn run(
     path: &Path,
@@ -190,6 +216,9 @@ pub fn run(
         Err(code) => return code,
     };
     let (roots, checked) = (vec![main_name.clone()], !opts.unchecked);
+    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+        return code;
+    }
     let display = path.display().to_string();
     let prog = match ksc_db::c_unit(db, file, display, roots.clone(), checked, Target::Executable, String::new()) {
         Ok(p) => p,
@@ -309,6 +338,21 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
     } else {
         roots
     };
+    if emit != Emit::Exe {
+        for d in analysis.source.decls.iter().filter_map(|d| match d {
+            ksc_ir::Decl::Def(d) if !roots.contains(&d.name) && ksc_lower::lambdas::signature_has_lam(d) => Some(d),
+            _ => None,
+        }) {
+            eprintln!(
+                "note: `{}` is not exported: C cannot pass the lambda its type holds (calls of it with lambdas \
+                 written in the file are compiled)",
+                d.name.short()
+            );
+        }
+    }
+    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+        return code;
+    }
     let checked = !opts.unchecked;
     let progress = crate::progress::Progress::start(db.activity());
     progress.phase("compiling");

@@ -1274,3 +1274,18 @@ fn deep_recursion_is_limited_by_memory() {
     .collect();
     report("deep recursion", failures, files.len());
 }
+
+/// A library does not export a function whose type holds a lambda (C
+/// cannot pass one): `ksc build` says so in a note, and exports the rest,
+/// the callers that pass it lambdas calling their copies of it.
+#[test]
+fn a_library_leaves_out_functions_taking_lambdas_with_a_note() {
+    let dir = work_dir("lambda_library");
+    let out = ksc(&["build", "ksc-examples/lambdas_native.ks", "--emit", "c", "--force", "-o", dir.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: `rec` is not exported: C cannot pass the lambda its type holds"), "{stderr}");
+    let header = std::fs::read_to_string(dir.join("lambdas_native.h")).unwrap();
+    assert!(header.contains(" ks$main(ks_arena *A);"), "{header}");
+    assert!(!header.contains(" rec(") && !header.contains(" g("), "{header}");
+}

@@ -67,7 +67,7 @@ pub(crate) fn import_hooked(
         Expr::Tuple(es) => Expr::Tuple(es.into_iter().map(|x| go(b, x)).collect()),
         Expr::Let(p, r, x) => Expr::Let(p, go(b, r), go(b, x)),
         Expr::If(c, t, f) => Expr::If(go(b, c), go(b, t), go(b, f)),
-        Expr::Assert(c, x) => Expr::Assert(go(b, c), go(b, x)),
+        Expr::Assert(c, x, from) => Expr::Assert(go(b, c), go(b, x), from),
         Expr::Lam(v, t, x) => Expr::Lam(v, t, go(b, x)),
         n @ (Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_)) => n,
     };
@@ -103,11 +103,11 @@ pub(crate) fn strip_expr(b: &mut Builder, src: &Body, e: ExprId, hook: Hook) -> 
             let ty = b.ty(t);
             b.body.alloc_typed(Expr::If(c, t, f), ty)
         }
-        Expr::Assert(c, x) => {
+        Expr::Assert(c, x, from) => {
             let c = import_hooked(b, src, c, &|t: &Type| t.clone(), hook);
             let x = strip_expr(b, src, x, hook);
             let ty = b.ty(x);
-            b.body.alloc_typed(Expr::Assert(c, x), ty)
+            b.body.alloc_typed(Expr::Assert(c, x, from), ty)
         }
         Expr::Call(Callee::Prim(p @ Prim::Get { .. }), a) => {
             let a = strip_expr(b, src, a, hook);
@@ -167,9 +167,9 @@ pub fn push_applications(b: &mut Builder, e: ExprId, demands: &mut Vec<FunName>)
             let t = push_applications(b, t, demands);
             Expr::If(c, t, push_applications(b, f, demands))
         }
-        Expr::Assert(c, x) => {
+        Expr::Assert(c, x, from) => {
             let c = push_applications(b, c, demands);
-            Expr::Assert(c, push_applications(b, x, demands))
+            Expr::Assert(c, push_applications(b, x, demands), from)
         }
         Expr::Lam(v, t, x) => Expr::Lam(v, t, push_applications(b, x, demands)),
         Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => return e,
@@ -248,11 +248,11 @@ pub(crate) fn rewrite_application(b: &mut Builder, e: ExprId, demands: &mut Vec<
             let ty = b.ty(a1);
             return Some(b.body.alloc_typed(Expr::If(c, a1, a2), ty));
         }
-        Expr::Assert(c, m) => {
+        Expr::Assert(c, m, from) => {
             let inner =
                 if fwd { b.prim(Prim::LmApply, vec![m, other]) } else { b.prim(Prim::LmApplyR, vec![other, m]) };
             let ty = b.ty(inner);
-            return Some(b.body.alloc_typed(Expr::Assert(c, inner), ty));
+            return Some(b.body.alloc_typed(Expr::Assert(c, inner, from), ty));
         }
         Expr::Call(Callee::Fun(name), a) if name.derivs.first() == Some(&Derivation::D) => {
             let inner =

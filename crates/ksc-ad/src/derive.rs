@@ -48,6 +48,9 @@ pub type HasBody<'a> = &'a dyn Fn(&FunName) -> bool;
 
 struct Ctx<'s, 'b> {
     src: &'s Body,
+    /// The function differentiated, whose `assert`s the derivative keeps
+    /// (stamped with where they come from, `ksc_ir::stamp`).
+    src_name: &'s FunName,
     b: Builder<'b>,
     /// Bindings of the current block, in order.
     block: Vec<(String, ExprId)>,
@@ -100,6 +103,7 @@ pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     let s_ty = f.arg_ty();
     let mut cx = Ctx {
         src: &f.body,
+        src_name: &f.name,
         b: Builder::new(&mut body, &mut fresh),
         block: Vec::new(),
         env: Vec::new(),
@@ -173,7 +177,7 @@ pub(crate) fn free_vars(body: &Body, e: ExprId) -> Vec<(String, Type)> {
                 bound.truncate(depth);
             }
             Expr::If(c, t, f) => [c, t, f].iter().for_each(|&&x| go(body, x, bound, out)),
-            Expr::Assert(c, x) => [c, x].iter().for_each(|&&y| go(body, y, bound, out)),
+            Expr::Assert(c, x, _) => [c, x].iter().for_each(|&&y| go(body, y, bound, out)),
             Expr::Lam(v, _, x) => {
                 bound.push(v.clone());
                 go(body, *x, bound, out);
@@ -327,7 +331,11 @@ impl Ctx<'_, '_> {
             Expr::If(c, t, f) => {
                 Expr::If(self.primal_in(c, shadow)?, self.primal_in(t, shadow)?, self.primal_in(f, shadow)?)
             }
-            Expr::Assert(c, body) => Expr::Assert(self.primal_in(c, shadow)?, self.primal_in(body, shadow)?),
+            Expr::Assert(c, body, from) => Expr::Assert(
+                self.primal_in(c, shadow)?,
+                self.primal_in(body, shadow)?,
+                ksc_ir::stamp(&from, self.src_name, e),
+            ),
             Expr::Lam(v, t, body) => {
                 shadow.push(v.clone());
                 let body = self.primal_in(body, shadow)?;
@@ -444,7 +452,8 @@ impl Ctx<'_, '_> {
                 let pair = self.b.body.alloc_typed(Expr::If(cv, tb, fb), pty);
                 self.split_pair(pair)
             }
-            Expr::Assert(c, body) => {
+            Expr::Assert(c, body, from) => {
+                let from = ksc_ir::stamp(&from, self.src_name, e);
                 let cv = self.primal(c)?;
                 let inner = self.in_block(|cx| {
                     let (v, g) = cx.grad(body)?;
@@ -452,7 +461,7 @@ impl Ctx<'_, '_> {
                     Ok(cx.b.tuple(vec![va, ga]))
                 })?;
                 let pty = self.b.ty(inner);
-                let pair = self.b.body.alloc_typed(Expr::Assert(cv, inner), pty);
+                let pair = self.b.body.alloc_typed(Expr::Assert(cv, inner, from), pty);
                 self.split_pair(pair)
             }
             Expr::Lam(..) => err(e, "a lambda can only be differentiated as the argument of `build`, `sumbuild`, `fold`, `map`, `map2`, `diag`, `$buildSum`, `$scan` or `$scanSum`"),

@@ -198,11 +198,11 @@ impl Fwd<'_, '_> {
                 let ty = b.ty(t);
                 return Ok(b.body.alloc_typed(Expr::If(c, t, f), ty));
             }
-            Expr::Assert(c, x) => {
+            Expr::Assert(c, x, from) => {
                 let c = import(b, self.src, c);
                 let x = self.t(b, x)?;
                 let ty = b.ty(x);
-                return Ok(b.body.alloc_typed(Expr::Assert(c, x), ty));
+                return Ok(b.body.alloc_typed(Expr::Assert(c, x, from), ty));
             }
             Expr::Lam(v, vt, x) => {
                 let x = self.t(b, x)?;
@@ -469,11 +469,11 @@ impl Fwd<'_, '_> {
                 let ty = b.ty(t);
                 Ok(b.body.alloc_typed(Expr::If(c, t, f), ty))
             }
-            Expr::Assert(c, x) => {
+            Expr::Assert(c, x, from) => {
                 let c = import(b, self.src, c);
                 let x = self.apply_s(b, x)?;
                 let ty = b.ty(x);
-                Ok(b.body.alloc_typed(Expr::Assert(c, x), ty))
+                Ok(b.body.alloc_typed(Expr::Assert(c, x, from), ty))
             }
             _ => internal(format!("not a binding form: {ty}")),
         }

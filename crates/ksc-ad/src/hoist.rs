@@ -281,7 +281,7 @@ fn invariant_reads(body: &Body, e: ExprId, param: &Var) -> Vec<ExprId> {
                 inner.extend(p.vars().iter().cloned());
                 stack.push((*next, inner));
             }
-            Expr::If(c, _, _) | Expr::Assert(c, _) => stack.push((*c, bound)),
+            Expr::If(c, _, _) | Expr::Assert(c, _, _) => stack.push((*c, bound)),
             Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) | Expr::Lam(..) => {}
         }
     }

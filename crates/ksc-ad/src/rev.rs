@@ -298,7 +298,7 @@ fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String
                 add(count_uses(src, *x, g, ivar, bound));
             }
         }
-        Expr::Assert(c, x) => {
+        Expr::Assert(c, x, _) => {
             for y in [c, x] {
                 add(count_uses(src, *y, g, ivar, bound));
             }
@@ -935,11 +935,11 @@ impl Rev<'_, '_> {
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
             }
             // The derivative fails where the function does.
-            Expr::Assert(c, x) => {
+            Expr::Assert(c, x, from) => {
                 let c = self.import_primal(b, c);
                 let x = self.sub_block(b, x, r, &outer, true)?;
                 let ty = b.ty(x);
-                b.body.alloc_typed(Expr::Assert(c, x), ty)
+                b.body.alloc_typed(Expr::Assert(c, x, from), ty)
             }
             _ => return internal("a pair that is not an `if` or `assert`"),
         };

@@ -503,7 +503,7 @@ pub fn prepare(f: &Def) -> Option<Def> {
                     let (n1, n2) = (size(&mut b, &ws[0]), size(&mut b, &ws[1]));
                     let same = b.prim(Prim::Eq, vec![n1, n2]);
                     let ty = b.ty(out);
-                    out = b.body.alloc_typed(Expr::Assert(same, out), ty);
+                    out = b.body.alloc_typed(Expr::Assert(same, out, None), ty);
                 }
                 wrap(&mut b, binds, out)
             }
@@ -550,7 +550,7 @@ fn live(body: &Body, e: ExprId, f: &FunName, vars: &mut rustc_hash::FxHashSet<St
             }
         }
         Expr::If(c, t, x) => live(body, *c, f, vars) | live(body, *t, f, vars) | live(body, *x, f, vars),
-        Expr::Assert(c, x) => live(body, *c, f, vars) | live(body, *x, f, vars),
+        Expr::Assert(c, x, _) => live(body, *c, f, vars) | live(body, *x, f, vars),
         Expr::Lam(v, _, x) => {
             let mut inner = rustc_hash::FxHashSet::default();
             let cx = live(body, *x, f, &mut inner);
@@ -747,12 +747,12 @@ impl TapeFwd<'_> {
                 let both = b.body.alloc_typed(Expr::If(c, bt, bf), both_ty);
                 Ok(self.unpack(b, both, &sites))
             }
-            Expr::Assert(c, x) => {
+            Expr::Assert(c, x, from) => {
                 let c = self.expr(b, c)?;
                 let sites = self.sites_in(e);
                 let bx = self.branch(b, x, &sites)?;
                 let both_ty = b.ty(bx);
-                let both = b.body.alloc_typed(Expr::Assert(c, bx), both_ty);
+                let both = b.body.alloc_typed(Expr::Assert(c, bx, from), both_ty);
                 Ok(self.unpack(b, both, &sites))
             }
             _ => internal("a recursive call the tape cannot reach"),

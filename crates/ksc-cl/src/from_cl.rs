@@ -270,7 +270,7 @@ impl FromCl {
                 let cond = self.go(a, input.clone(), scope, d)?;
                 let cond = self.materialize(&cond);
                 let (rest, ty) = self.nested(b, input, d)?;
-                let x = self.body.alloc_typed(Expr::Assert(cond, rest), ty.clone());
+                let x = self.body.alloc_typed(Expr::Assert(cond, rest, None), ty.clone());
                 self.bind(scope, "t", x, ty)
             }
             Cl::Let { var, ty, rhs, body } => {

@@ -129,7 +129,7 @@ impl ToCl {
                     out.extend(self.fv(x, d)?.iter().cloned());
                 }
             }
-            Expr::Assert(a, b) => {
+            Expr::Assert(a, b, _) => {
                 for x in [a, b] {
                     out.extend(self.fv(x, d)?.iter().cloned());
                 }
@@ -215,7 +215,7 @@ impl ToCl {
                 Box::new(self.expr(b, env, d)?),
                 Box::new(self.expr(c, env, d)?),
             ),
-            Expr::Assert(a, b) => Cl::Assert(Box::new(self.expr(a, env, d)?), Box::new(self.expr(b, env, d)?)),
+            Expr::Assert(a, b, _) => Cl::Assert(Box::new(self.expr(a, env, d)?), Box::new(self.expr(b, env, d)?)),
             Expr::Lam(..) => {
                 return Err(unsupported("a lambda that is not an argument of a primitive: CL has no function values"))
             }

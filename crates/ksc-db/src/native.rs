@@ -32,6 +32,65 @@ pub struct LoweringFacts {
     pub signatures: Vec<TypedDef>,
 }
 
+/// The definitions that hold lambdas where lowering cannot take them,
+/// rewritten, and the copies made of functions for their lambda arguments
+/// (`ksc_lower::lambdas`), with the lambdas that could not be removed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LambdaFree {
+    pub defs: Vec<TypedDef>,
+    /// Each copy's name and the function it copies.
+    pub copies: Vec<(FunName, FunName)>,
+    /// Nodes of copies that are their lambda arguments', and where those
+    /// were written (`ksc_lower::lambdas::Specialised::moved`).
+    pub moved: Vec<(FunName, ksc_ir::ExprId, FunName, ksc_ir::ExprId)>,
+    pub errors: Vec<ksc_lower::lambdas::LambdaError>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn lambda_free(db: &dyn Db, file: SourceFile) -> LambdaFree {
+    db.log_execution("lambda_free".to_string());
+    let a = analysis(db, file);
+    let s = ksc_lower::lambdas::specialise(&a.defs());
+    LambdaFree { defs: s.defs.into_iter().map(TypedDef).collect(), copies: s.copies, moved: s.moved, errors: s.errors }
+}
+
+/// Where an expression of a definition lowering reads was written (a copy
+/// for lambda arguments is its original, a node of a lambda argument its
+/// caller's): what run-time errors are located at.
+pub fn written_at(db: &dyn Db, file: SourceFile, fun: &FunName, e: ksc_ir::ExprId) -> (FunName, ksc_ir::ExprId) {
+    let lf = lambda_free(db, file);
+    ksc_lower::lambdas::written_at(&lf.copies, &lf.moved, fun, e)
+}
+
+/// The lambdas native code of `roots` cannot hold (in the definitions
+/// they reach), located at the original function's expression.
+pub fn lambda_errors(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> Vec<ksc_lower::lambdas::LambdaError> {
+    let lf = lambda_free(db, file);
+    let mut seen: rustc_hash::FxHashSet<FunName> = rustc_hash::FxHashSet::default();
+    let mut work: Vec<FunName> = roots.to_vec();
+    let mut out = Vec::new();
+    while let Some(n) = work.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        for e in lf.errors.iter().filter(|e| e.fun == n) {
+            let (fun, expr) = written_at(db, file, &e.fun, e.expr);
+            let e = ksc_lower::lambdas::LambdaError { fun, expr, ..e.clone() };
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        if let Some(d) = lowering_body(db, file, n) {
+            for (_, e) in d.0.body.exprs.iter() {
+                if let Expr::Call(Callee::Fun(g), _) = e {
+                    work.push(g.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
     db.log_execution("lowering_facts".to_string());
@@ -52,7 +111,9 @@ pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
             Def { name: sig.name.clone(), params, ret_ty: sig.ret_ty.clone(), body, root }
         })
         .collect();
-    let mut defs = a.defs();
+    let lf = lambda_free(db, file);
+    let rewritten: Vec<Def> = lf.defs.iter().map(|d| d.0.clone()).collect();
+    let mut defs = ksc_lower::lambdas::lambda_free(&a.defs(), &rewritten, &lf.copies);
     defs.extend(externals.iter());
     let signatures = defs
         .iter()
@@ -71,6 +132,9 @@ pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
 #[salsa::tracked(returns(ref))]
 pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
     db.log_execution(format!("lowering_body({name})"));
+    if let Some(d) = lambda_free(db, file).defs.iter().find(|d| d.0.name == name) {
+        return Some(d.clone());
+    }
     if let Some(d) = def_of(db, file, name.clone()) {
         return Some(d.clone());
     }
@@ -137,7 +201,12 @@ pub fn module_layout<'db>(
     let unit = |n: &FunName| {
         loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
     };
-    ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)
+    let mut l = ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)?;
+    // The sites of copies made for lambda arguments located as written
+    // (after numbering, as `ksc_lower::compile` does).
+    let lambdas = lambda_free(db, file);
+    ksc_lower::lambdas::locate_sites(&mut l.sites, &lambdas.copies, &lambdas.moved);
+    Ok(l)
 }
 
 /// Function `index` of the module's layout: its name, and the module's

@@ -266,7 +266,7 @@ fn compile<'a>(id: u32, def: &'a Def, by_name: &FxHashMap<&'a FunName, u32>) -> 
                 ]);
                 Aux::Nothing
             }
-            Expr::Assert(c, next) => {
+            Expr::Assert(c, next, _) => {
                 tasks.extend([Task::Visit(*next), Task::Visit(*c)]);
                 Aux::Nothing
             }
@@ -591,7 +591,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 Expr::If(c, t, f) => {
                     e = if self.eval_bool(cx, base, *c)? { *t } else { *f };
                 }
-                Expr::Assert(c, next) => {
+                Expr::Assert(c, next, _) => {
                     if !self.eval_bool(cx, base, *c)? {
                         return Err(self.fail(cx, e, "assertion failed"));
                     }

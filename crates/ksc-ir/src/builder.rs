@@ -173,9 +173,9 @@ impl<'b> Builder<'b> {
                 let (c, t, f) = (self.copy(c), self.copy(t), self.copy(f));
                 self.body.alloc_typed(Expr::If(c, t, f), ty)
             }
-            Expr::Assert(c, b) => {
+            Expr::Assert(c, b, from) => {
                 let (c, b) = (self.copy(c), self.copy(b));
-                self.body.alloc_typed(Expr::Assert(c, b), ty)
+                self.body.alloc_typed(Expr::Assert(c, b, from), ty)
             }
             Expr::Lam(v, t, b) => {
                 let b = self.copy(b);

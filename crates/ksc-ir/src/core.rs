@@ -19,6 +19,20 @@ pub type ExprId = Idx<Expr>;
 /// A local variable name. Shadowing is allowed; names are compared as text.
 pub type Var = String;
 
+/// Where an `assert` copied from another body comes from: the function
+/// whose body holds the `assert` as written and its id there (so a failure
+/// of a derived function, or of a function a call was inlined from, is
+/// located at the source's `assert`). None: written in this body.
+/// Derivation and inlining stamp it ([`stamp`]); every rewrite that
+/// rebuilds an `assert` keeps it.
+pub type AssertFrom = Option<std::sync::Arc<(FunName, ExprId)>>;
+
+/// The origin an `assert` copied from node `e` of `fun`'s body gets: the
+/// node's own origin, else `(fun, e)`.
+pub fn stamp(from: &AssertFrom, fun: &FunName, e: ExprId) -> AssertFrom {
+    Some(from.clone().unwrap_or_else(|| std::sync::Arc::new((fun.clone(), e))))
+}
+
 #[derive(Clone, Debug)]
 pub enum Lit {
     Integer(i64),
@@ -89,8 +103,8 @@ pub enum Expr {
     /// `let pat = rhs in body`.
     Let(Pat, ExprId, ExprId),
     If(ExprId, ExprId, ExprId),
-    /// `assert cond body`
-    Assert(ExprId, ExprId),
+    /// `assert cond body`, and where it comes from ([`AssertFrom`]).
+    Assert(ExprId, ExprId, AssertFrom),
     /// `lam (x : T) body`
     Lam(Var, Type, ExprId),
     /// `$dummy T`: a placeholder value of type T.
@@ -151,7 +165,7 @@ impl Body {
             (Expr::Tuple(xs), Expr::Tuple(ys)) => all(xs, ys),
             (Expr::Let(p, r, s), Expr::Let(q, t, u)) => p == q && all(&[*r, *s], &[*t, *u]),
             (Expr::If(c, t, e), Expr::If(d, u, f)) => all(&[*c, *t, *e], &[*d, *u, *f]),
-            (Expr::Assert(c, e), Expr::Assert(d, f)) => all(&[*c, *e], &[*d, *f]),
+            (Expr::Assert(c, e, _), Expr::Assert(d, f, _)) => all(&[*c, *e], &[*d, *f]),
             (Expr::Lam(v, t, e), Expr::Lam(w, u, f)) => v == w && t == u && self.same_tree(*e, other, *f),
             (Expr::Dummy(t), Expr::Dummy(u)) => t == u,
             _ => false,
@@ -168,7 +182,7 @@ pub fn children(e: &Expr) -> Children {
         Expr::Tuple(es) => Children::from_slice(es),
         Expr::Let(_, r, b) => smallvec::smallvec![*r, *b],
         Expr::If(c, t, f) => smallvec::smallvec![*c, *t, *f],
-        Expr::Assert(c, b) => smallvec::smallvec![*c, *b],
+        Expr::Assert(c, b, _) => smallvec::smallvec![*c, *b],
         Expr::Lam(_, _, b) => smallvec::smallvec![*b],
     }
 }
@@ -268,7 +282,7 @@ impl Def {
                     tasks.extend([Task::Unbind(vs.len()), Task::Visit(*b), Task::Bind(vs), Task::Visit(*r)]);
                 }
                 Expr::If(c, t, f) => tasks.extend([Task::Visit(*c), Task::Visit(*t), Task::Visit(*f)]),
-                Expr::Assert(c, b) => tasks.extend([Task::Visit(*c), Task::Visit(*b)]),
+                Expr::Assert(c, b, _) => tasks.extend([Task::Visit(*c), Task::Visit(*b)]),
                 Expr::Lam(v, _, b) => {
                     tasks.extend([Task::Unbind(1), Task::Visit(*b), Task::Bind(std::slice::from_ref(v))]);
                 }

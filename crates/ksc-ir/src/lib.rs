@@ -20,7 +20,9 @@ pub mod term;
 pub mod types;
 
 pub use crate::builtin::Builtin;
-pub use crate::core::{Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, Var};
+pub use crate::core::{
+    stamp, AssertFrom, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, Var,
+};
 pub use crate::names::{Derivation, FunName};
 pub use crate::prim::Prim;
 pub use crate::types::Type;

@@ -209,7 +209,7 @@ impl Printer<'_> {
                 }
                 s.push(')');
             }
-            Expr::Assert(c, b) => {
+            Expr::Assert(c, b, _) => {
                 s.push_str("(assert ");
                 self.flat_into(*c, s, budget)?;
                 s.push(' ');
@@ -308,7 +308,7 @@ impl Printer<'_> {
                 }
                 self.out.push(')');
             }
-            Expr::Assert(c, b) => {
+            Expr::Assert(c, b, _) => {
                 self.out.push_str("(assert ");
                 self.expr(*c, col + 8);
                 self.out.push_str(&ind(col + 2));

@@ -28,7 +28,7 @@ pub fn with_children(e: &Expr, new: &[ExprId]) -> Expr {
         Expr::Tuple(_) => Expr::Tuple(new.to_vec()),
         Expr::Let(p, _, _) => Expr::Let(p.clone(), new[0], new[1]),
         Expr::If(..) => Expr::If(new[0], new[1], new[2]),
-        Expr::Assert(..) => Expr::Assert(new[0], new[1]),
+        Expr::Assert(_, _, from) => Expr::Assert(new[0], new[1], from.clone()),
         Expr::Lam(v, t, _) => Expr::Lam(v.clone(), t.clone(), new[0]),
     }
 }
@@ -363,7 +363,7 @@ pub fn alpha_eq(ba: &Body, a: ExprId, bb: &Body, b: ExprId) -> bool {
                 tasks.extend([Task::Cmp(*f, *g), Task::Cmp(*t, *u), Task::Cmp(*c, *d)]);
                 true
             }
-            (Expr::Assert(c, e), Expr::Assert(d, f)) => {
+            (Expr::Assert(c, e, _), Expr::Assert(d, f, _)) => {
                 tasks.extend([Task::Cmp(*e, *f), Task::Cmp(*c, *d)]);
                 true
             }
@@ -383,6 +383,17 @@ pub fn alpha_eq(ba: &Body, a: ExprId, bb: &Body, b: ExprId) -> bool {
 /// Copies the tree at `e` of `src` (or of the destination body itself when
 /// `src` is None) into `dst`, with its types; returns the copy's root.
 pub fn copy_tree(dst: &mut Body, src: Option<&Body>, e: ExprId) -> ExprId {
+    copy_tree_stamping(dst, src, e, None)
+}
+
+/// [`copy_tree`] of the body of the function `fun` (`src`), an inlined
+/// call: each `assert` copied keeps where it was written
+/// ([`crate::core::stamp`]), so its failure is located there.
+pub fn copy_inlined(dst: &mut Body, src: &Body, fun: &FunName, e: ExprId) -> ExprId {
+    copy_tree_stamping(dst, Some(src), e, Some(fun))
+}
+
+fn copy_tree_stamping(dst: &mut Body, src: Option<&Body>, e: ExprId, fun: Option<&FunName>) -> ExprId {
     let mut results: Vec<ExprId> = Vec::new();
     let mut stack = vec![(e, false)];
     while let Some((x, expanded)) = stack.pop() {
@@ -397,7 +408,11 @@ pub fn copy_tree(dst: &mut Body, src: Option<&Body>, e: ExprId) -> ExprId {
             continue;
         }
         let new_kids = results.split_off(results.len() - kids.len());
-        let copy = dst.alloc_typed(with_children(&node, &new_kids), ty);
+        let mut new = with_children(&node, &new_kids);
+        if let (Some(f), Expr::Assert(_, _, from)) = (fun, &mut new) {
+            *from = crate::core::stamp(from, f, x);
+        }
+        let copy = dst.alloc_typed(new, ty);
         results.push(copy);
     }
     results.pop().expect("copy of a tree")

@@ -289,7 +289,7 @@ impl Lowerer<'_> {
                 }
                 u
             }
-            Expr::Assert(c, n) => {
+            Expr::Assert(c, n, _) => {
                 let mut u = self.uses_of(ctx, *c, x, &[], false);
                 u.extend(self.uses_of(ctx, *n, x, proj, acc));
                 u
@@ -480,7 +480,7 @@ impl Lowerer<'_> {
                     this.accumulate_proj(fb, st, ctx, acc, branch, proj, site)
                 });
             }
-            Expr::Assert(c, n) => {
+            Expr::Assert(c, n, _) => {
                 let cond = self.lower_expr(fb, st, ctx, c)?;
                 let asite = self.site_of(ctx, e);
                 match lval_op(&cond)? {

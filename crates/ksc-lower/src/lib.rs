@@ -17,6 +17,8 @@
 //! - [`visit`]: traversals and def-use helpers on the loop IR, and the
 //!   scope check run after every pass in debug builds.
 //! - [`names`]: C names of definitions (the original's mangling).
+//! - [`lambdas`]: lambdas held as values, written into copies of the
+//!   functions they are passed to before lowering.
 //!
 //! [`compile`] runs the whole pipeline. [`compile_unit`] lowers and
 //! optimises one definition by itself, and [`link`] puts such units
@@ -27,6 +29,7 @@
 mod accum;
 mod builder;
 pub mod ir;
+pub mod lambdas;
 pub mod lower;
 pub mod names;
 pub mod parse;
@@ -44,8 +47,14 @@ use rustc_hash::FxHashMap;
 /// Lowers the definitions `roots` (and what they call) and optimises the
 /// result. With `optimize` false, the loop IR is as lowered (fusion,
 /// inlining and hash-consing included, since they happen during lowering).
+///
+/// Lambdas held as values are first written into copies of the functions
+/// they are passed to ([`lambdas::specialise`]), as the database does.
 pub fn compile(defs: &[&Def], roots: &[FunName], opts: Options, optimize: bool) -> Result<Module, LowerError> {
-    let mut m = lower::lower_program(defs, roots, opts)?;
+    let s = lambdas::specialise(defs);
+    let defs = lambdas::lambda_free(defs, &s.defs, &s.copies);
+    let mut m = lower::lower_program(&defs, roots, opts)?;
+    lambdas::locate_sites(&mut m.sites, &s.copies, &s.moved);
     if optimize {
         passes::optimize(&mut m);
     }

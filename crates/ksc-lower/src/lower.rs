@@ -1192,7 +1192,7 @@ impl<'a> Lowerer<'a> {
                     vars.iter().zip(&leaf_tys).map(|(&v, t)| fb.let_(Rhs::Copy(Op::Var(v)), t.clone(), None)).collect();
                 Ok(rebuild(&ty, &mut ops.into_iter()))
             }
-            Expr::Assert(c, next) => {
+            Expr::Assert(c, next, _) => {
                 let cond = self.lower(fb, st, ctx, *c, Tail::No)?;
                 let cond = lval_op(&cond)?;
                 let site = self.site(ctx, e);
@@ -1891,7 +1891,7 @@ fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
                 walk_uses(body, c, x, inner, u);
             }
         }
-        Expr::Assert(c, b) => {
+        Expr::Assert(c, b, _) => {
             walk_uses(body, *c, x, inner, u);
             walk_uses(body, *b, x, inner, u);
         }

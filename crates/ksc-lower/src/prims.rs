@@ -222,7 +222,7 @@ fn fresh_in(
             env.truncate(depth);
             r
         }
-        Expr::Assert(_, x) => fresh_in(body, *x, ret, results, env),
+        Expr::Assert(_, x, _) => fresh_in(body, *x, ret, results, env),
         // A fold whose start is fresh and whose step returns fresh storage
         // when its accumulator is (read once): see [`fold_step_fresh`].
         Expr::Call(Callee::Prim(Prim::Fold), a) => {
@@ -416,7 +416,7 @@ impl Lowerer<'_> {
                     stack.push(*a);
                 }
                 Expr::Tuple(es) => stack.extend(es),
-                Expr::Let(_, r, b) | Expr::Assert(r, b) => stack.extend([*r, *b]),
+                Expr::Let(_, r, b) | Expr::Assert(r, b, _) => stack.extend([*r, *b]),
                 Expr::If(c, t, f) => stack.extend([*c, *t, *f]),
                 Expr::Lam(_, _, b) => stack.push(*b),
                 Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}

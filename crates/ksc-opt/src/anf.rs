@@ -148,8 +148,8 @@ impl Machine<'_, '_> {
                 }
                 Task::Assert(e) => {
                     let body = self.results.pop().expect("assert body");
-                    let Expr::Assert(c, b0) = self.b.expr(e).clone() else { unreachable!("assert") };
-                    let out = if body == b0 { e } else { self.alloc_like(e, Expr::Assert(c, body)) };
+                    let Expr::Assert(c, b0, from) = self.b.expr(e).clone() else { unreachable!("assert") };
+                    let out = if body == b0 { e } else { self.alloc_like(e, Expr::Assert(c, body, from)) };
                     self.results.push(out);
                 }
             }
@@ -174,7 +174,7 @@ impl Machine<'_, '_> {
                 tasks.push(Task::Block(f));
                 tasks.push(Task::Block(t));
             }
-            Expr::Assert(_, body) => {
+            Expr::Assert(_, body, _) => {
                 tasks.push(Task::Assert(e));
                 tasks.push(Task::Block(body));
             }

@@ -146,7 +146,7 @@ pub(crate) fn key_with(body: &ksc_ir::Body, e: ExprId, free: &dyn Fn(&Var) -> To
                 out.push(Tok::Node(4, 0));
                 tasks.extend([Task::Visit(*f), Task::Visit(*t), Task::Visit(*c)]);
             }
-            Expr::Assert(c, s) => {
+            Expr::Assert(c, s, _) => {
                 out.push(Tok::Node(5, 0));
                 tasks.extend([Task::Visit(*s), Task::Visit(*c)]);
             }
@@ -297,11 +297,12 @@ impl Machine<'_, '_, '_> {
                     let body = self.results.pop().expect("assert body");
                     let c = self.results.pop().expect("assert cond");
                     let out = match self.b.expr(e).clone() {
-                        Expr::Assert(c0, b0) if (c0, b0) == (c, body) => e,
-                        _ => {
+                        Expr::Assert(c0, b0, _) if (c0, b0) == (c, body) => e,
+                        Expr::Assert(_, _, from) => {
                             let ty = self.b.ty(e);
-                            self.b.body.alloc_typed(Expr::Assert(c, body), ty)
+                            self.b.body.alloc_typed(Expr::Assert(c, body, from), ty)
                         }
+                        _ => unreachable!("an assert"),
                     };
                     self.results.push(out);
                 }
@@ -358,7 +359,7 @@ impl Machine<'_, '_, '_> {
                     Task::Visit(c),
                 ]);
             }
-            Expr::Assert(c, s) => {
+            Expr::Assert(c, s, _) => {
                 tasks.extend([Task::Assert(e), Task::Leave, Task::Visit(s), Task::Enter(None), Task::Visit(c)]);
             }
             Expr::Lam(_, _, s) => {

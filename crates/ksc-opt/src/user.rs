@@ -182,7 +182,7 @@ impl UserRule {
                     tasks.extend([Task::Match(*y, *w, true), Task::Match(*x, *u, true), Task::Match(*c, *d, lazy)]);
                     true
                 }
-                (Expr::Assert(c, x), Expr::Assert(d, u)) => {
+                (Expr::Assert(c, x, _), Expr::Assert(d, u, _)) => {
                     tasks.extend([Task::Match(*x, *u, true), Task::Match(*c, *d, lazy)]);
                     true
                 }

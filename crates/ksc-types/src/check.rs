@@ -710,7 +710,7 @@ impl<'a> Checker<'a> {
                     Type::Unknown
                 }
             }
-            Expr::Assert(c, b) => {
+            Expr::Assert(c, b, _) => {
                 let ct = self.expr(body, c, env, spans);
                 self.expect_bool(ct, spans.expr(c), "the condition of `assert`");
                 self.expr(body, b, env, spans)

@@ -538,7 +538,7 @@ fn monoid_check(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, che
         let zero = int(b, 0);
         let ok = b.prim(Prim::Eq, vec![bad, zero]);
         let ty = b.ty(body);
-        b.body.exprs[check.at] = Expr::Assert(ok, body);
+        b.body.exprs[check.at] = Expr::Assert(ok, body, None);
         b.body.types.insert(check.at, ty);
         check.at
     })

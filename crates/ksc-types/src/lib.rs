@@ -198,7 +198,18 @@ impl Analysis {
     /// derived function no `gdef` asked for (a callee's derivative, a split
     /// pass of a recursive function) is at the name of the function it
     /// derives, in its definition.
+    ///
+    /// An `assert` copied from another body (by derivation or inlining) is
+    /// where it was written ([`ksc_ir::AssertFrom`]): a derivative fails at
+    /// its function's `assert`.
     pub fn locate(&self, fun: &FunName, e: ExprId) -> Option<(FileRef, Span)> {
+        let body = self.defs().into_iter().find(|d| d.name == *fun).map(|d| &d.body);
+        let node = body.filter(|b| (u32::from(e.into_raw()) as usize) < b.exprs.len()).map(|b| &b.exprs[e]);
+        if let Some(ksc_ir::Expr::Assert(_, _, Some(from))) = node {
+            if (&from.0, from.1) != (fun, e) {
+                return self.locate(&from.0, from.1);
+            }
+        }
         if let Some(sig) = self.table.get(fun) {
             let (_, spans) = self.decl(sig.origin);
             return Some((sig.origin.file, spans.expr(e)));

@@ -164,7 +164,7 @@ fn lower_expr(body: &mut Body, spans: &mut DeclSpans, e: &ast::Expr) -> ExprId {
             lower_expr(body, spans, else_branch),
         ),
         ast::ExprKind::Assert { cond, body: b } => {
-            Expr::Assert(lower_expr(body, spans, cond), lower_expr(body, spans, b))
+            Expr::Assert(lower_expr(body, spans, cond), lower_expr(body, spans, b), None)
         }
         ast::ExprKind::Lam { param, body: b } => {
             Expr::Lam(param.name.text.clone(), lower_type(&param.ty), lower_expr(body, spans, b))

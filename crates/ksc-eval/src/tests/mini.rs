@@ -234,7 +234,7 @@ impl Lowerer<'_> {
             "assert" => {
                 let (c, _) = self.expr(&l[1]);
                 let (b, ty) = self.expr(&l[2]);
-                self.typed(Expr::Assert(c, b), ty)
+                self.typed(Expr::Assert(c, b, None), ty)
             }
             "lam" => {
                 let p = parse_param(&l[1]);

@@ -79,12 +79,12 @@ pub(super) const ASSERT_TRUE: CoreRule = CoreRule {
 
 /// `assert true e ⇒ e`.
 fn assert_true(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
-    let Expr::Assert(c, b) = ctx.expr(e).clone() else { return None };
+    let Expr::Assert(c, b, _) = ctx.expr(e).clone() else { return None };
     matches!(ctx.expr(c), Expr::Lit(Lit::Bool(true))).then_some(b)
 }
 
 fn assert_true_instance(g: &mut G, b: &mut Builder) -> ExprId {
     let c = lit_bool(b, true);
     let e = g.expr(b, &Type::Float, 2);
-    b.body.alloc_typed(Expr::Assert(c, e), Type::Float)
+    b.body.alloc_typed(Expr::Assert(c, e, None), Type::Float)
 }

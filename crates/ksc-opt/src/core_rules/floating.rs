@@ -99,17 +99,17 @@ pub(super) const ASSERT_FLOAT_ARG: CoreRule = CoreRule {
 /// `f (.., assert c x, ..) ⇒ assert c (f (.., x, ..))` (earlier arguments without effect).
 fn assert_float_arg(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (_, mut comps, tupled, k) = first_component(ctx, e, |x| matches!(x, Expr::Assert(..)))?;
-    let Expr::Assert(c, x) = ctx.expr(comps[k]).clone() else { return None };
+    let Expr::Assert(c, x, from) = ctx.expr(comps[k]).clone() else { return None };
     comps[k] = x;
     let call = term::rebuild_call(ctx.b, e, comps, tupled);
     let ty = ctx.ty(e);
-    Some(ctx.alloc(Expr::Assert(c, call), ty))
+    Some(ctx.alloc(Expr::Assert(c, call, from), ty))
 }
 
 fn assert_float_arg_instance(g: &mut G, b: &mut Builder) -> ExprId {
     let c = g.expr(b, &Type::Bool, 1);
     let e = g.expr(b, &Type::Float, 2);
-    let a = b.body.alloc_typed(Expr::Assert(c, e), Type::Float);
+    let a = b.body.alloc_typed(Expr::Assert(c, e, None), Type::Float);
     let x = g.expr(b, &Type::Float, 1);
     call(b, "add", ff(), Type::Float, vec![a, x])
 }
@@ -156,11 +156,11 @@ pub(super) const LET_FLOAT_ASSERT: CoreRule = CoreRule {
 
 /// `assert (let p = e in c) b ⇒ let p = e in assert c b` (p renamed if free in b).
 fn let_float_assert(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
-    let Expr::Assert(cond, b) = ctx.expr(e).clone() else { return None };
+    let Expr::Assert(cond, b, from) = ctx.expr(e).clone() else { return None };
     let (p, r, c) = let_parts(ctx, cond)?;
     let (p, c) = rename_pat_avoiding(ctx, &p, c, &[b], &[]);
     let ty = ctx.ty(e);
-    let inner = ctx.alloc(Expr::Assert(c, b), ty);
+    let inner = ctx.alloc(Expr::Assert(c, b, from), ty);
     Some(let_(ctx, p, r, inner))
 }
 
@@ -171,7 +171,7 @@ fn let_float_assert_instance(g: &mut G, b: &mut Builder) -> ExprId {
         let c = with_var(g, "a", Type::Float, |g| g.expr(b, &Type::Bool, 2));
         let cond = b.let_("a", e1, c);
         let body = g.expr(b, &Type::Float, 2);
-        b.body.alloc_typed(Expr::Assert(cond, body), Type::Float)
+        b.body.alloc_typed(Expr::Assert(cond, body, None), Type::Float)
     });
     b.let_("a", e0, inner)
 }

@@ -84,7 +84,7 @@ fn inline_call(ctx: &mut Ctx, call: ExprId) -> Option<ExprId> {
     if def.ret_ty != ctx.ty(call) {
         return None;
     }
-    let body = term::copy_tree(ctx.b.body, Some(&def.body), def.root);
+    let body = term::copy_inlined(ctx.b.body, &def.body, &f, def.root);
     // Fresh names from now on must not be among the callee's `ksc$` names
     // (a binder renamed to avoid capture would collide with one of them).
     term::bump_fresh(ctx.b, body);

@@ -263,11 +263,11 @@ fn component(b: &mut Builder, cache: &mut Cache, e: ExprId, index: u32, arity: u
             let t_ty = ty(b, t);
             b.body.alloc_typed(Expr::If(c, t, f), t_ty)
         }
-        Expr::Assert(c, x) => {
+        Expr::Assert(c, x, from) => {
             let x = component(b, cache, x, index, arity)?;
             let c = term::deep_copy(b, c);
             let x_ty = ty(b, x);
-            b.body.alloc_typed(Expr::Assert(c, x), x_ty)
+            b.body.alloc_typed(Expr::Assert(c, x, from), x_ty)
         }
         Expr::Let(p, r, x) => {
             let x = component(b, cache, x, index, arity)?;
@@ -290,8 +290,8 @@ enum Step {
     Let(Pat, ExprId),
     /// In the branch of `if c` that `bool` names (true: then).
     If(ExprId, bool),
-    /// After `assert c`.
-    Assert(ExprId),
+    /// After `assert c` (and where the assert comes from).
+    Assert(ExprId, ksc_ir::AssertFrom),
     /// In the body of a loop `.. size (lam (i : Integer) ..)`, run for
     /// every i below size.
     Loop(ExprId, String),
@@ -427,11 +427,11 @@ fn inner_invariants(body: &Body, globals: &crate::Globals, column: &str, root: E
                 }
                 work.push(Work::Visit(*c));
             }
-            Expr::Assert(c, next) => {
+            Expr::Assert(c, next, from) => {
                 if !variant(&mut cache, *c) {
                     work.push(Work::Close(0));
                     work.push(Work::Visit(*next));
-                    work.push(Work::Open(Step::Assert(*c), Vec::new()));
+                    work.push(Work::Open(Step::Assert(*c, from.clone()), Vec::new()));
                 }
                 work.push(Work::Visit(*c));
             }
@@ -479,7 +479,7 @@ fn precompute(b: &mut Builder, globals: &crate::Globals, x: ExprId, path: &[Step
         let ty = b.ty(acc);
         let copied = match step {
             Step::Let(p, _) if !p.vars().iter().any(|v| needed.contains(v)) => continue,
-            Step::Let(_, e) | Step::If(e, _) | Step::Assert(e) | Step::Loop(e, _) => *e,
+            Step::Let(_, e) | Step::If(e, _) | Step::Assert(e, _) | Step::Loop(e, _) => *e,
         };
         if cache.has_effect(b.body, globals, copied) {
             return None;
@@ -500,10 +500,10 @@ fn precompute(b: &mut Builder, globals: &crate::Globals, x: ExprId, path: &[Step
                 let (t, f) = if *then { (acc, none) } else { (none, acc) };
                 b.body.alloc_typed(Expr::If(c, t, f), ty)
             }
-            Step::Assert(c) => {
+            Step::Assert(c, from) => {
                 needed.extend(cache.free_vars(b.body, *c).iter().cloned());
                 let c = term::deep_copy(b, *c);
-                b.body.alloc_typed(Expr::Assert(c, acc), ty)
+                b.body.alloc_typed(Expr::Assert(c, acc, from.clone()), ty)
             }
             Step::Loop(size, i) => {
                 // x is read as `index i pre` where it was: a let on the way
