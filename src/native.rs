@@ -173,18 +173,15 @@ fn internal_error(what: &str) -> ExitCode {
 }
 
 /// Reports, located, the lambdas native code of `roots` cannot hold
-/// (`ksc_lower::lambdas`), before any C is written.
-fn lambda_check(
-    db: &ksc_db::Database,
-    file: ksc_db::SourceFile,
-    analysis: &ksc_types::Analysis,
-    sources: &crate::render::Sources,
-    roots: &[FunName],
-) -> Result<(), ExitCode> {
-    let errors = ksc_db::lambda_errors(db, file, roots);
+/// (`ksc_lower::lambdas`), before any C is written (and after the status
+/// line is erased).
+fn lambda_check(c: &Compiled, roots: &[FunName]) -> Result<(), ExitCode> {
+    let Compiled { db, file, analysis, sources, progress } = c;
+    let errors = ksc_db::lambda_errors(db, *file, roots);
     if errors.is_empty() {
         return Ok(());
     }
+    progress.finish();
     let diags: Vec<ksc_types::Diagnostic> = errors
         .iter()
         .map(|e| {
@@ -211,12 +208,16 @@ pub fn run(
     };
     let Compiled { db, file, analysis, sources, progress } = &compiled;
     let (db, file) = (db, *file);
+    if analysis.main().is_none() {
+        // main_of reports it: the status line goes first.
+        progress.finish();
+    }
     let main_name = match main_of(analysis, sources) {
         Ok(m) => m,
         Err(code) => return code,
     };
     let (roots, checked) = (vec![main_name.clone()], !opts.unchecked);
-    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+    if let Err(code) = lambda_check(&compiled, &roots) {
         return code;
     }
     let display = path.display().to_string();
@@ -350,7 +351,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             );
         }
     }
-    if let Err(code) = lambda_check(&db, file, &analysis, &sources, &roots) {
+    if let Err(code) = lambda_check(&compiled, &roots) {
         return code;
     }
     let checked = !opts.unchecked;
