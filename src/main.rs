@@ -388,14 +388,14 @@ fn set_limits() -> Result<(), String> {
         limits::set_max_elements(limits::parse_max_elements(&text.to_string_lossy())?);
     }
     let memory = match std::env::var_os(limits::MAX_MEMORY_VAR) {
-        Some(text) => Some(limits::parse_max_memory(&text.to_string_lossy())?),
+        Some(text) => Some(limits::parse_bytes(limits::MAX_MEMORY_VAR, &text.to_string_lossy())?),
         None => physical_memory().map(|m| m / 2),
     };
     if let Some(m) = memory {
         limits::set_max_memory(m);
     }
     if let Some(text) = std::env::var_os(limits::MAX_STACK_VAR) {
-        limits::set_max_stack(limits::parse_max_stack(&text.to_string_lossy())?);
+        limits::set_max_stack(limits::parse_bytes(limits::MAX_STACK_VAR, &text.to_string_lossy())?);
     }
     Ok(())
 }

@@ -118,6 +118,15 @@ struct ks_arena {
 
 static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold, noinline));
 
+/* The positive decimal number of bytes the environment variable `name`
+ * holds, else 0 (unset or malformed; `ksc run` refuses a malformed one). */
+static size_t ksrt_env_bytes(const char *name) {
+    const char *s = getenv(name);
+    char *end = NULL;
+    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+    return s && end != s && *end == 0 ? (size_t)v : 0;
+}
+
 /* The most bytes an arena's blocks may hold: $KSC_MAX_MEMORY (a decimal
  * number of bytes), else half the machine's physical memory. Growing past
  * it is an out-of-memory error, so a program cannot exhaust the machine
@@ -125,12 +134,8 @@ static void ksrt_oom(ks_arena *A, size_t bytes) __attribute__((noreturn, cold, n
 static size_t ksrt_max_memory(void) {
     static size_t max;
     if (!max) {
-        const char *s = getenv("KSC_MAX_MEMORY");
-        char *end = NULL;
-        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-        if (s && end != s && *end == 0 && v > 0) {
-            max = (size_t)v;
-        } else {
+        max = ksrt_env_bytes("KSC_MAX_MEMORY");
+        if (!max) {
             long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
             max = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : SIZE_MAX;
         }
@@ -506,10 +511,8 @@ static __attribute__((noinline)) char *ksrt_thread_stack_end(void) {
 static size_t ksrt_max_stack(void) {
     static size_t max;
     if (!max) {
-        const char *s = getenv("KSC_MAX_STACK");
-        char *end = NULL;
-        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-        max = s && end != s && *end == 0 && v > 0 ? (size_t)v : ksrt_max_memory() / 2;
+        max = ksrt_env_bytes("KSC_MAX_STACK");
+        if (!max) max = ksrt_max_memory() / 2;
     }
     return max;
 }

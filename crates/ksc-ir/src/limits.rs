@@ -101,11 +101,12 @@ pub fn set_max_memory(bytes: u64) {
     MAX_MEMORY.store(bytes, Ordering::Relaxed);
 }
 
-/// Reads a value of `KSC_MAX_MEMORY`: a positive decimal number of bytes.
-pub fn parse_max_memory(text: &str) -> Result<u64, String> {
+/// Reads a value of the variable `var` (`KSC_MAX_MEMORY`,
+/// `KSC_MAX_STACK`): a positive decimal number of bytes.
+pub fn parse_bytes(var: &str, text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("{MAX_MEMORY_VAR} must be a positive number of bytes, not `{text}`")),
+        _ => Err(format!("{var} must be a positive number of bytes, not `{text}`")),
     }
 }
 
@@ -131,14 +132,6 @@ pub fn max_stack() -> u64 {
 /// Sets the limit on the stack (for the whole process).
 pub fn set_max_stack(bytes: u64) {
     MAX_STACK.store(bytes, Ordering::Relaxed);
-}
-
-/// Reads a value of `KSC_MAX_STACK`: a positive decimal number of bytes.
-pub fn parse_max_stack(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("{MAX_STACK_VAR} must be a positive number of bytes, not `{text}`")),
-    }
 }
 
 /// Records `bytes` more (`grown`) or fewer bytes in use by the heap (the
