@@ -1232,11 +1232,11 @@ fn errors_in_derived_functions_are_located_at_the_function_they_derive() {
 }
 
 /// Recursion is bounded by memory, not by a count of calls (issue 36):
-/// every program of `ksc-examples/deep/` (a tail recursion and its
-/// derivatives, which nest a call per level, at depth 1,000,000, and a
-/// non-tail one at 100,000) prints exactly its `.expected` natively, given
-/// the stack it needs (1 GiB, reserved and used only as deep as the calls
-/// go: a level of the split passes takes some hundreds of bytes). With 8 MiB
+/// every program of `ksc-examples/deep/` (a tail recursion's derivatives,
+/// loops, over 1,000,000 elements, and a non-tail recursion and its
+/// derivatives, which nest a call per level, at depth 1,000,000) prints
+/// exactly its `.expected` natively, given the stack it needs (1 GiB,
+/// reserved and used only as deep as the calls go). With 8 MiB
 /// the same program fails in both backends with exit code 1 and "recursion
 /// too deep" located at a recursive call. (The interpreter takes about
 /// 1.5 KB of stack per level and seconds at this depth:

@@ -91,6 +91,9 @@ impl ExprTemplate {
 
 /// Derives `[D f]`, with the witnesses of its Jacobian variables.
 pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
+    // A tail recursion as the loop it is (`tail.rs`).
+    let looped = crate::tail::as_loop(f);
+    let f = looped.as_ref().map_or(f, |l| &l.def);
     // Folds' invariant reads before them (`hoist.rs`).
     let hoisted = crate::hoist::fold_reads(f);
     let f = hoisted.as_ref().unwrap_or(f);

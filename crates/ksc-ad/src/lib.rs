@@ -11,6 +11,7 @@ pub mod jac;
 pub mod jacobians;
 pub mod rev;
 pub mod sparse;
+pub mod tail;
 pub mod tape;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -164,6 +165,28 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 continue;
             }
         };
+        // A tail recursion is differentiated as the loop it is (`tail.rs`),
+        // which calls the function counting its steps (kept after the
+        // derived function: [`derive_one`] gives that first).
+        let mut steps = None;
+        let f = match d {
+            Derivation::Fwd
+            | Derivation::Rev
+            | Derivation::FwdT
+            | Derivation::SufFwdPass
+            | Derivation::SufRevPass
+            | Derivation::SufFwdTape
+            | Derivation::SufRevAcc => match tail::as_loop(&f) {
+                Some(l) => {
+                    if !program.is_provided(&l.steps.name) && !by_name.contains_key(&l.steps.name) {
+                        steps = Some(l.steps);
+                    }
+                    l.def
+                }
+                None => f,
+            },
+            _ => f,
+        };
         let has_body = |n: &FunName| {
             program.is_written(n) || by_name.contains_key(n) || derivable(n, program) || hand_derived(n, program)
         };
@@ -239,6 +262,10 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             Ok(def) => {
                 by_name.insert(name.clone(), def.clone());
                 out.defs.push(def);
+                if let Some(steps) = steps {
+                    by_name.insert(steps.name.clone(), steps.clone());
+                    out.defs.push(steps);
+                }
             }
             Err(e) => {
                 out.errors.push((name.clone(), e));

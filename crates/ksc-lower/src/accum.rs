@@ -355,6 +355,14 @@ impl Lowerer<'_> {
         if deferrable(us) && (us.len() <= 1 || splits) {
             return Ok(Some(Bound::Pending(r, ctx.clone())));
         }
+        // A cheap one-hot only added in is added where each use is (at one
+        // element each time), even where it is added twice (`ts_add t t`,
+        // reverse mode's `(mul (index i v) (index i v))`): made, it costs a
+        // vector of its size per evaluation (a loop's step reading its
+        // scope at an index of its state was quadratic).
+        if us.iter().all(|(_, k)| *k == Kind::Acc) && cheap_one_hot(body, r) {
+            return Ok(Some(Bound::Pending(r, ctx.clone())));
+        }
         // `let p = r2 in inner` with a part only added in: p bound here
         // (deferred as its own uses allow), for the parts of `inner` to see.
         let some_added = us.iter().any(|(_, k)| *k == Kind::Acc);

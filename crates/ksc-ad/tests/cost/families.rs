@@ -119,6 +119,15 @@ pub fn families() -> Vec<Family> {
             input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) {n})"),
         },
         Family {
+            name: "tail-recursive loop",
+            // A loop as Knossos writes one, reading v (passed on as itself)
+            // at a counter of its state: differentiated as a fold, whose
+            // backward loop adds each read's cotangent into one vector.
+            program: "(def f Float ((i : Integer) (v : Vec Float) (acc : Float)) (if (eq i (size v)) acc (f (add i 1) v (add acc (mul (index i v) (sin (index i v)))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::Integer, vf.clone(), Type::Float]),
+            input: |n| format!("(tuple 0 (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 0.5)"),
+        },
+        Family {
             name: "tree recursion",
             program: "(def f Float ((v : Vec Float) (lo : Integer) (hi : Integer)) (if (eq (sub hi lo) 1) (index lo v) (let (mid (div (add lo hi) 2)) (mul (f v lo mid) (cos (f v mid hi))))))".into(),
             arg_ty: Type::Tuple(vec![vf.clone(), Type::Integer, Type::Integer]),
