@@ -94,7 +94,7 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Fo
         Show::Raw => ksc_db::jacobian_of(&c.db, c.file, f.name.clone()).as_ref().map(|j| j.0 .0.clone()),
         _ => {
             ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), how == Show::Trace).as_ref().map(|(d, fired)| {
-                for line in fired {
+                for line in &fired.fired {
                     eprintln!("{line}");
                 }
                 d.0.clone()
