@@ -136,6 +136,7 @@ pub type Structural = Result<Vec<bool>, String>;
 /// structural pattern and its pattern at the point, with the blocks of the
 /// rows and columns marked and labelled.
 pub fn matrix_svg(j: &Jacobian, point: &str, structural: &Structural) -> Document {
+    let point = &point.split_whitespace().collect::<Vec<_>>().join(" ");
     let (rows, cols) = (j.rows.len(), j.cols.len());
     let grid = Grid::new(rows, cols);
     let (row_blocks, col_blocks) = (Blocks::of_labels(&j.rows), Blocks::of_labels(&j.cols));

@@ -257,3 +257,21 @@ fn the_pictures_and_the_page_are_made_for_every_example() {
     }
     assert!(failures.is_empty(), "{} of {} failed:\n{}", failures.len(), runs.len(), failures.join("\n"));
 }
+
+/// The picture of README's "Inspecting a Jacobian" is what its command
+/// draws (re-bless with `KSC_BLESS=1` after changing the pictures).
+#[test]
+fn the_readme_picture_is_what_the_command_draws() {
+    let readme = read(&root().join("README.md"));
+    let at = readme.split("    AT='").nth(1).and_then(|s| s.split('\'').next()).expect("README sets AT");
+    let dir = work_dir("inspect-readme");
+    let svg = dir.join("gmm.svg");
+    let args = ["jacobian", "ksc-examples/adbench/gmm.ks", "gmm_gradient", "--at", at, "--svg", svg.to_str().unwrap()];
+    let command =
+        "ksc jacobian ksc-examples/adbench/gmm.ks gmm_gradient --at \"$AT\" --svg docs/gmm-gradient-jacobian.svg";
+    assert!(readme.contains(command), "README shows the command");
+    run(&args);
+    if let Some(m) = crate::common::expect_file(Path::new("docs/gmm-gradient-jacobian.svg"), &read(&svg)) {
+        panic!("{m}");
+    }
+}
