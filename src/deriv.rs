@@ -381,12 +381,13 @@ fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Resul
     let AtPoint { db, file, mut analysis } = AtPoint::new(text, f, args, "")?;
     let point = AtPoint::point();
     let jac = f.name.derived(Derivation::Jac);
-    let sparse = f.name.derived(Derivation::JacSparse);
     let mut defs = derived(&db, file, &jac)?;
-    // The structural pattern's derivation may fail where the dense one
+    // The structural pattern comes from `[D f]` (and the `[D g]` it calls)
+    // evaluated at the point; their derivation may fail where `[jac f]`'s
     // does not (the picture then says why).
-    let sparse_defs = if structural { Some(derived_quietly(&db, file, &sparse).map(|(d, _)| d)) } else { None };
-    if let Some(Ok(more)) = &sparse_defs {
+    let maps_wanted = structural;
+    let maps = if structural { Some(jacobians(&db, file, &f.name)) } else { None };
+    if let Some(Ok(more)) = &maps {
         for d in more {
             if !defs.iter().any(|e| e.name == d.name) {
                 defs.push(d.clone());
@@ -436,12 +437,90 @@ fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Resul
     if col_labels.len() != cols {
         col_labels = (0..cols).map(|c| format!("column {c}")).collect();
     }
-    let structural = match sparse_defs {
+    let owned: Vec<ksc_ir::Def> = defs.iter().map(|d| (*d).clone()).collect();
+    // The interpreter (its values are not `Send`) is done with.
+    drop(interp);
+    let from_map = match maps {
         None => Err("not computed".to_string()),
         Some(Err(m)) => Err(m),
-        Some(Ok(_)) => run(&sparse, x).and_then(|v| csr_pattern(&v, rows, cols)),
+        Some(Ok(_)) => match structural_pattern(owned.clone(), f.name.derived(Derivation::D)) {
+            Ok((r, c, pattern)) if (r, c) == (rows, cols) => Ok(pattern),
+            Ok((r, c, _)) => Err(format!("`[D f]` is {r} x {c}, `[jac f]` {rows} x {cols} (a ksc bug)")),
+            Err(m) => Err(m),
+        },
+    };
+    let structural = match from_map {
+        Ok(p) => Ok(crate::pictures::Pattern { entries: p, source: "[D f]".into(), note: None }),
+        Err(why) if maps_wanted => match sparse_pattern(&db, file, f, owned, rows, cols) {
+            Ok(p) => Ok(crate::pictures::Pattern {
+                entries: p,
+                source: "[jacsparse f]".into(),
+                note: Some(format!("from [jacsparse f]'s analysis of the reads, not [D f]: {why}")),
+            }),
+            Err(also) => Err(format!("{why}; [jacsparse f]: {also}")),
+        },
+        Err(why) => Err(why),
     };
     Ok(MatrixAt { j: crate::matrix::Jacobian { rows: row_labels, cols: col_labels, data }, structural })
+}
+
+/// The longest the structural pattern may take: applying a map of
+/// combinators applies each shared sub-map once per path to it, which for
+/// some programs (the Jacobian of a reverse pass) is far more work than
+/// `[jac f]`.
+const STRUCTURAL_SECONDS: u64 = 2;
+
+/// The structural pattern of `[D f]` (named `d`) at the point, by the
+/// interpreter on `defs` ([`ksc_eval::Interpreter::structural_pattern`]);
+/// on a thread of its own, given up after [`STRUCTURAL_SECONDS`] (the
+/// thread ends with the process).
+fn structural_pattern(defs: Vec<ksc_ir::Def>, d: FunName) -> Result<(usize, usize, Vec<bool>), String> {
+    use ksc_eval::{Interpreter, Value};
+    let (send, receive) = std::sync::mpsc::channel();
+    let work = move || {
+        let mut interp = Interpreter::new(defs.iter());
+        let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+        let map = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&d, x));
+        let out = map
+            .and_then(|m| interp.structural_pattern(&m).map_err(|e| e.message))
+            .map_err(|m| format!("evaluating `[D f]` at the point failed: {m}"));
+        let _ = send.send(out);
+    };
+    let spawned = std::thread::Builder::new().stack_size(crate::COMPILER_STACK).spawn(work);
+    if let Err(e) = spawned {
+        return Err(format!("cannot start a thread: {e}"));
+    }
+    match receive.recv_timeout(std::time::Duration::from_secs(STRUCTURAL_SECONDS)) {
+        Ok(out) => out,
+        Err(_) => Err(format!(
+            "applying `[D f]`'s combinators to each column took over {STRUCTURAL_SECONDS} s (shared sub-maps are applied once per path to them)"
+        )),
+    }
+}
+
+/// The pattern of `[jacsparse f]` at the point (entries its analysis of
+/// which inputs each result element reads allows), by the interpreter on
+/// `defs` and `[jacsparse f]`'s: where `[D f]`'s cannot be had.
+fn sparse_pattern(
+    db: &ksc_db::Database,
+    file: ksc_db::SourceFile,
+    f: &ksc_ir::Def,
+    mut defs: Vec<ksc_ir::Def>,
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<bool>, String> {
+    use ksc_eval::{Interpreter, Value};
+    let sparse = f.name.derived(Derivation::JacSparse);
+    let (more, _) = derived_quietly(db, file, &sparse)?;
+    for d in more {
+        if !defs.iter().any(|e| e.name == d.name) {
+            defs.push(d);
+        }
+    }
+    let mut interp = Interpreter::new(defs.iter());
+    let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+    let v = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&sparse, x))?;
+    csr_pattern(&v, rows, cols)
 }
 
 /// The entries of a `[jacsparse f]` value (`(tuple (tuple m n)
@@ -481,6 +560,28 @@ fn csr_pattern(v: &ksc_eval::Value, rows: usize, cols: usize) -> Result<Vec<bool
         }
     }
     Ok(pattern)
+}
+
+/// `[D f]` simplified and the Jacobians `[D g]` it calls, transitively.
+fn jacobians(db: &ksc_db::Database, file: ksc_db::SourceFile, f: &FunName) -> Result<Vec<ksc_ir::Def>, String> {
+    let (mut out, mut work): (Vec<ksc_ir::Def>, Vec<FunName>) = (Vec::new(), vec![f.clone()]);
+    while let Some(g) = work.pop() {
+        let d = match ksc_db::simplified_jacobian(db, file, g.clone(), false) {
+            Ok((d, _)) => d.0.clone(),
+            Err(e) => return Err(format!("cannot derive `[D {}]`: {}", g.short(), e.message)),
+        };
+        for (_, e) in d.body.exprs.iter() {
+            if let ksc_ir::Expr::Call(ksc_ir::Callee::Fun(name), _) = e {
+                if let Some((Derivation::D, inner)) = name.inner() {
+                    if !out.iter().any(|o| o.name == *name) && !work.contains(&inner) && inner != g {
+                        work.push(inner);
+                    }
+                }
+            }
+        }
+        out.push(d);
+    }
+    Ok(out)
 }
 
 /// Prints the matrix at the point: its sparsity drawing, or the matrix in

@@ -146,9 +146,11 @@ enum Command {
         explain: Option<String>,
         /// With `--at`, also draw the Jacobian at the point as SVG into
         /// FILE: a heat map (red positive, blue negative, white zero, with a
-        /// legend), beside its structural sparsity pattern (the entries
-        /// `[jacsparse f]`'s analysis of which inputs each result element
-        /// reads allows to be nonzero) and its pattern at the point. The
+        /// legend), beside its structural sparsity pattern (the entries the
+        /// linear-map program `[D f]`, evaluated at the point, can make
+        /// nonzero at all, a scale by 0 included; if that takes over 2 s,
+        /// those `[jacsparse f]`'s analysis of the reads allows, as the
+        /// picture says) and its pattern at the point. The
         /// argument's and the result's blocks (parameters, tuple
         /// components) are marked by lines and labelled; matrices over 100
         /// rows or columns are drawn in cells of several entries.
@@ -342,7 +344,7 @@ fn quiet_on_closed_stdout() {
 /// Core IR, which the reader bounds (`ksc_syntax::sexpr::MAX_DEPTH` brackets,
 /// `ksc_syntax::MAX_LET_DEPTH` `let` bindings); at those bounds they need
 /// more than a main thread's 8 MiB. Only the pages touched are allocated.
-const COMPILER_STACK: usize = 1 << 30;
+pub(crate) const COMPILER_STACK: usize = 1 << 30;
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();

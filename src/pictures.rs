@@ -130,7 +130,15 @@ impl Grid {
 
 /// The structural pattern of a Jacobian: which entries may be nonzero at
 /// all, or why it is not known.
-pub type Structural = Result<Vec<bool>, String>;
+pub type Structural = Result<Pattern, String>;
+
+/// Which entries of a matrix may be nonzero, row-major; what says so
+/// (`[D f]`), and a note on how it was had.
+pub struct Pattern {
+    pub entries: Vec<bool>,
+    pub source: String,
+    pub note: Option<String>,
+}
 
 /// The picture of `--svg`: the Jacobian `j` at `point` as a heat map, its
 /// structural pattern and its pattern at the point, with the blocks of the
@@ -208,16 +216,17 @@ pub fn matrix_svg(j: &Jacobian, point: &str, structural: &Structural) -> Documen
     let mut st = Group::new().set("class", "structural").set("transform", format!("translate({x0},{top})"));
     let mut missing = 0;
     match structural {
-        Ok(pattern) => {
+        Ok(p) => {
+            let pattern = &p.entries;
             let count = pattern.iter().filter(|b| **b).count();
             st = pattern_cells(st, &grid, |r, c| pattern[r * cols + c], "#404040");
-            st = frame(
-                st,
-                &grid,
-                &row_blocks,
-                &col_blocks,
-                &format!("structural ([jacsparse f]): {count} may be nonzero"),
-            );
+            let title = format!("structural ({}): {count} may be nonzero", p.source);
+            st = frame(st, &grid, &row_blocks, &col_blocks, &title);
+            let mut y = grid.height() + 32.0;
+            for line in p.note.iter().flat_map(|n| wrap(n, (panel_w / 6.0) as usize)) {
+                st = st.add(text(0.0, y, "note", &line).set("font-size", 9));
+                y += 12.0;
+            }
             missing = (0..rows * cols).filter(|&k| j.data[k] != 0.0 && !pattern[k]).count();
         }
         Err(why) => {
@@ -236,8 +245,8 @@ pub fn matrix_svg(j: &Jacobian, point: &str, structural: &Structural) -> Documen
     let x1 = x0 + panel_w + gap;
     let mut num = Group::new().set("class", "numerical").set("transform", format!("translate({x1},{top})"));
     num = pattern_cells(num, &grid, |r, c| entry(r, c) != 0.0, "#404040");
-    if let Ok(pattern) = structural {
-        num = pattern_cells(num, &grid, |r, c| entry(r, c) != 0.0 && !pattern[r * cols + c], "#e00000");
+    if let Ok(p) = structural {
+        num = pattern_cells(num, &grid, |r, c| entry(r, c) != 0.0 && !p.entries[r * cols + c], "#e00000");
     }
     num = frame(num, &grid, &row_blocks, &col_blocks, &format!("at the point: {nonzeros} nonzero"));
     doc = doc.add(num);
