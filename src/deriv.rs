@@ -164,7 +164,7 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Fo
     }
     if let Some(file) = &out.html {
         let nodes = crate::pictures::lm_graph(&simplified);
-        let graph = crate::pictures::graph_svg(&nodes, &format!("{name}: {} maps", nodes.len()));
+        let graph = crate::pictures::graph_svg(&nodes, &crate::pictures::maps_title(&name, nodes.len()));
         let page = crate::report::Page {
             file: &path.display().to_string(),
             name: &f.name.short(),

@@ -632,11 +632,16 @@ pub fn graph_svg(nodes: &[Node], title: &str) -> Document {
 /// when it is on the PATH, else by [`graph_svg`].
 pub fn write_graph(d: &Def, path: &Path) -> Result<(), String> {
     let nodes = lm_graph(d);
-    let title = format!("{}: {} maps", d.name.short(), nodes.len());
+    let title = maps_title(&d.name.short(), nodes.len());
     if let Some(svg) = run_dot(&dot_text(&nodes, &title)) {
         return std::fs::write(path, svg).map_err(|e| format!("cannot write `{}`: {e}", path.display()));
     }
     save(&graph_svg(&nodes, &title), path)
+}
+
+/// A graph's title: `[D f]: 3 maps`.
+pub fn maps_title(name: &str, n: usize) -> String {
+    format!("{name}: {n} {}", if n == 1 { "map" } else { "maps" })
 }
 
 /// `dot -Tsvg` of `text`, or None if `dot` cannot be run or fails.

@@ -192,8 +192,10 @@ pub fn html(p: &Page) -> String {
     body.append(with_text("h2", &format!("The rules that fired ({})", p.trace.fired.len())));
     let mut list = with_class(el("ol"), "rules");
     let mut k = 0;
-    let rule_item = |f: &Fired| {
+    // Numbered as in --trace (the phases between the rules are items too).
+    let rule_item = |k: usize, f: &Fired| {
         let mut li = with_class(el("li"), "rule");
+        li.assign("value", k + 1);
         let mut name = el("p");
         name.append(with_class(with_text("span", &format!("{} ", f.kind)), "kind"));
         name.append(with_class(with_text("strong", &f.rule), "name"));
@@ -210,14 +212,14 @@ pub fn html(p: &Page) -> String {
     };
     for phase in &p.trace.phases {
         while k < phase.fired.min(p.trace.fired.len()) {
-            list.append(rule_item(&p.trace.fired[k]));
+            list.append(rule_item(k, &p.trace.fired[k]));
             k += 1;
         }
         let text = format!("after {}: {} nodes", phase.name, phase.size);
         list.append(with_class(with_text("li", &text), "phase"));
     }
-    for f in &p.trace.fired[k.min(p.trace.fired.len())..] {
-        list.append(rule_item(f));
+    for (i, f) in p.trace.fired.iter().enumerate().skip(k) {
+        list.append(rule_item(i, f));
     }
     body.append(list);
     html.append(body);

@@ -141,6 +141,12 @@ fn the_html_page_has_the_source_both_jacobians_the_rules_and_the_pictures() {
     let traced = stderr.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).count();
     assert_eq!(rules.len(), traced, "{stderr}");
     assert!(texts(body, "law").iter().any(|l| l == "S(k1) ∘ S(k2) = S(k1 * k2)"));
+    // Numbered as --trace numbers them.
+    let scales = doc
+        .descendants()
+        .find(|n| class_is(n, "rule") && texts(*n, "name") == ["compose-scales"])
+        .expect("compose-scales is listed");
+    assert_eq!(scales.attribute("value"), Some("14"));
     let phases = texts(body, "phase");
     assert_eq!(phases.last().map(String::as_str), Some("after simplify-again: 10 nodes"), "{phases:?}");
     // The graph, inline; no matrix without --at.
