@@ -100,6 +100,13 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Fo
             return ExitCode::from(2);
         }
     }
+    // An output file is never the input file (as with `ksc build`).
+    let input = std::fs::canonicalize(path).ok();
+    for out in [&out.svg, &out.graph, &out.html].into_iter().flatten() {
+        if input.is_some() && std::fs::canonicalize(out).ok() == input {
+            return unwritable(format!("`{}` is the input file: ksc does not write over it", out.display()));
+        }
+    }
     let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
     let f = match find(&c.analysis, func) {
         Ok(f) => f,

@@ -103,6 +103,9 @@ enum Command {
     /// FUNC is a function defined in FILE (its base name, or its full name
     /// such as `[f (Tuple Float Float)]` if it is overloaded). The Jacobian
     /// is printed as `.ks` in A-normal form: one `let` per intermediate map.
+    /// `--trace` and `--explain` report how it was simplified, `--at` prints
+    /// it as a matrix at a point, and `--svg`, `--graph` and `--html` write
+    /// pictures of it and a page of all of these.
     Jacobian {
         /// The .ks file.
         file: PathBuf,
@@ -168,7 +171,7 @@ enum Command {
         /// the function's source, the Jacobian as derived and simplified
         /// side by side, the graph, the rules that fired (as `--trace`)
         /// and, with `--at`, the picture of `--svg`.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["raw", "sparsity"])]
+        #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
     /// Print a derived function (`[fwd f]`, `[rev f]`, `[jac f]`, ...; see

@@ -187,6 +187,7 @@ fn bad_requests_are_clear_errors() {
         (vec!["--svg".into(), dir.join("x.svg").display().to_string()], "--at"),
         (vec!["--graph".into(), "/nonexistent-dir/g.svg".into()], "cannot write `/nonexistent-dir/g.svg`"),
         (vec!["--html".into(), dir.display().to_string()], "cannot write"),
+        (vec!["--graph".into(), "ksc-examples/ad/vectors.ks".into()], "is the input file"),
         (
             vec!["--at".into(), SCALED_AT.into(), "--svg".into(), "/nonexistent-dir/m.svg".into()],
             "cannot write `/nonexistent-dir/m.svg`",
