@@ -162,9 +162,11 @@ enum Command {
         /// Draw the simplified Jacobian as a graph into FILE (SVG): a node
         /// per linear-map combinator (`lmCompose`, `lmVCat`, `lmScale`,
         /// ...), an edge from each map to the combinator that takes it,
-        /// labelled by the map's shape `S -> T`. Laid out by Graphviz's
-        /// `dot` if it is on the PATH, else by ksc (in layers, the result
-        /// at the top).
+        /// labelled by the map's shape `S -o T` (in short: `F` Float, `I`
+        /// Integer, `T[]` a vector; the edge's tooltip has the full types). Laid out by Graphviz's
+        /// `dot` if it is on the PATH (`$KSC_DOT` names another program;
+        /// set to empty, none), else by ksc (in layers, the result at the
+        /// top; the page of `--html` always has ksc's layout).
         #[arg(long, value_name = "FILE")]
         graph: Option<PathBuf>,
         /// Write the derivation as one self-contained XHTML page into FILE:

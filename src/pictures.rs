@@ -413,7 +413,7 @@ pub fn shape(t: &Type) -> String {
 
 /// A type in few characters, for a graph's edges: `F` Float, `I`
 /// Integer, `B` Bool, `S` String, `T[]` a vector of T (`T[,]` a matrix),
-/// `(T, U)` a tuple, `S -o T` a linear map.
+/// `(T, U)` a tuple, `S -o T` a linear map (`(S -o T)[]` a vector of them).
 pub fn compact(t: &Type) -> String {
     match t {
         Type::Float => "F".into(),
@@ -421,7 +421,13 @@ pub fn compact(t: &Type) -> String {
         Type::Bool => "B".into(),
         Type::String => "S".into(),
         Type::Tuple(ts) => format!("({})", ts.iter().map(compact).collect::<Vec<_>>().join(", ")),
-        Type::Tensor(n, e) => format!("{}[{}]", compact(e), ",".repeat(n.saturating_sub(1))),
+        Type::Tensor(n, e) => {
+            let e = match **e {
+                Type::LM(..) => format!("({})", compact(e)),
+                _ => compact(e),
+            };
+            format!("{e}[{}]", ",".repeat(n.saturating_sub(1)))
+        }
         Type::Lam(_, t) => compact(t),
         Type::LM(s, t) => format!("{} -o {}", compact(s), compact(t)),
         Type::Unknown => "?".into(),
@@ -510,7 +516,8 @@ fn dot_text(nodes: &[Node], title: &str) -> String {
     }
     for (k, n) in nodes.iter().enumerate() {
         for (i, t) in &n.inputs {
-            out.push_str(&format!("  n{i} -> n{k} [label={}];\n", q(&cut(&shape(t), 60))));
+            let (label, tip) = (q(&cut(&compact(t), SHAPE_CHARS)), q(&shape(t)));
+            out.push_str(&format!("  n{i} -> n{k} [label={label}, tooltip={tip}];\n"));
         }
     }
     out.push_str("}\n");
@@ -628,8 +635,12 @@ pub fn graph_svg(nodes: &[Node], title: &str) -> Document {
     doc
 }
 
+/// The environment variable naming the Graphviz program `--graph` runs
+/// (default `dot`); empty, ksc lays the graph out itself.
+pub const DOT_VAR: &str = "KSC_DOT";
+
 /// Writes the graph of `d` to `path` as SVG: drawn by Graphviz's `dot`
-/// when it is on the PATH, else by [`graph_svg`].
+/// (or `$KSC_DOT`) when it runs, else by [`graph_svg`].
 pub fn write_graph(d: &Def, path: &Path) -> Result<(), String> {
     let nodes = lm_graph(d);
     let title = maps_title(&d.name.short(), nodes.len());
@@ -648,7 +659,11 @@ pub fn maps_title(name: &str, n: usize) -> String {
 fn run_dot(text: &str) -> Option<Vec<u8>> {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let mut child = Command::new("dot")
+    let program = std::env::var_os(DOT_VAR).unwrap_or_else(|| "dot".into());
+    if program.is_empty() {
+        return None;
+    }
+    let mut child = Command::new(program)
         .arg("-Tsvg")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{ks_files, ksc, root, work_dir};
+use crate::common::{ks_files, ksc, ksc_env, root, work_dir};
 
 const SCALED_AT: &str = "(tuple 2.0 (Vec_init 0.0 1.0 3.0))";
 
@@ -102,7 +102,10 @@ fn a_large_jacobian_is_drawn_in_cells_of_several_entries() {
 fn the_graph_has_a_node_per_combinator_and_shapes_on_its_edges() {
     let dir = work_dir("inspect-graph");
     let svg = dir.join("scaled-graph.svg");
-    run(&["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--graph", svg.to_str().unwrap()]);
+    // ksc's own layout, whether Graphviz is installed or not.
+    let args = ["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--graph", svg.to_str().unwrap()];
+    let out = ksc_env(&args, &[("KSC_DOT", "")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = read(&svg);
     let doc = parse(&text);
     let labels = texts(doc.root_element(), "label");
@@ -114,8 +117,31 @@ fn the_graph_has_a_node_per_combinator_and_shapes_on_its_edges() {
     let edges = doc.descendants().filter(|n| class_is(n, "edge")).count();
     assert_eq!(edges, labels.len() - 1, "a tree: {labels:?}");
     let shapes = texts(doc.root_element(), "shape");
-    assert!(shapes.iter().any(|s| s == "(F, F[]) -o F[]"), "{shapes:?}");
+    assert!(shapes.iter().any(|s| s == "((F, F[]) -o F)[]"), "a vector of maps: {shapes:?}");
     assert!(shapes.iter().any(|s| s == "F -o F"), "{shapes:?}");
+}
+
+/// With Graphviz, `--graph` is its drawing of ksc's DOT text (here a
+/// script that prints its input stands in for `dot -Tsvg`: the file is the
+/// DOT text).
+#[test]
+fn the_graph_goes_through_dot_when_there_is_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = work_dir("inspect-dot");
+    let fake = dir.join("fake-dot");
+    std::fs::write(&fake, "#!/bin/sh\ntest \"$1\" = -Tsvg && exec cat\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out_file = dir.join("scaled.dot");
+    let args = ["jacobian", "ksc-examples/ad/vectors.ks", "scaled", "--graph", out_file.to_str().unwrap()];
+    let out = ksc_env(&args, &[("KSC_DOT", fake.to_str().unwrap())]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dot = read(&out_file);
+    assert!(dot.starts_with("digraph \"[D scaled]: 13 maps\" {"), "{dot}");
+    assert!(dot.contains("[label=\"lmVCatV\", tooltip=\"(tuple a v)\"];"), "{dot}");
+    assert!(
+        dot.contains("[label=\"((F, F[]) -o F)[]\", tooltip=\"Vec of (Tuple Float (Vec Float)) -> Float\"];"),
+        "{dot}"
+    );
 }
 
 #[test]
