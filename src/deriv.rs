@@ -1,7 +1,7 @@
 //! `ksc jacobian` and `ksc deriv`: print what automatic differentiation
 //! makes of a function, as `.ks`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use ksc_ir::{Decl, Derivation, FunName};
@@ -77,7 +77,36 @@ pub enum Show {
     Sparsity,
 }
 
-pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Format) -> ExitCode {
+/// What `ksc jacobian` writes besides what it prints: `--explain`'s
+/// report, and the files of `--svg`, `--graph` and `--html`.
+#[derive(Default)]
+pub struct Outputs {
+    pub explain: Option<String>,
+    pub svg: Option<PathBuf>,
+    pub graph: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+}
+
+/// An output file that cannot be written: exit code 2.
+fn unwritable(message: String) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Format, out: &Outputs) -> ExitCode {
+    if let Some(rule) = &out.explain {
+        if let Err(m) = crate::report::check_rule(rule) {
+            eprintln!("error: {m}");
+            return ExitCode::from(2);
+        }
+    }
+    // An output file is never the input file (as with `ksc build`).
+    let input = std::fs::canonicalize(path).ok();
+    for out in [&out.svg, &out.graph, &out.html].into_iter().flatten() {
+        if input.is_some() && std::fs::canonicalize(out).ok() == input {
+            return unwritable(format!("`{}` is the input file: ksc does not write over it", out.display()));
+        }
+    }
     let Ok(c) = crate::compile(path) else { return ExitCode::from(1) };
     let f = match find(&c.analysis, func) {
         Ok(f) => f,
@@ -86,30 +115,91 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Fo
             return ExitCode::from(2);
         }
     };
+    let name = format!("[D {}]", f.name.short());
+    // The matrix at the point, printed, and its picture.
+    let mut picture = None;
     if let Some(args) = at {
-        return dense_at(c.sources.source_text(), f, args, how == Show::Sparsity, format);
-    }
-    // `[D f]` as derived, or simplified (with the rules that fired).
-    let result = match how {
-        Show::Raw => ksc_db::jacobian_of(&c.db, c.file, f.name.clone()).as_ref().map(|j| j.0 .0.clone()),
-        _ => {
-            ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), how == Show::Trace).as_ref().map(|(d, fired)| {
-                for line in fired {
-                    eprintln!("{line}");
+        let pictures = out.svg.is_some() || out.html.is_some();
+        let m = match matrix_at(c.sources.source_text(), f, args, pictures) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
+        if pictures {
+            let doc = crate::pictures::matrix_svg(&m.j, args, &m.structural);
+            if let Some(file) = &out.svg {
+                if let Err(e) = crate::pictures::save(&doc, file) {
+                    return unwritable(e);
                 }
-                d.0.clone()
-            })
+            }
+            picture = Some(doc);
+        }
+        if let Err(code) = print_matrix(&m, f, args, how == Show::Sparsity, format) {
+            return code;
+        }
+        if out.graph.is_none() && out.html.is_none() {
+            return ExitCode::SUCCESS;
+        }
+    }
+    // `[D f]` as derived, and simplified (with the rules that fired).
+    let tracing = how == Show::Trace || out.explain.is_some() || out.html.is_some();
+    let raw = ksc_db::jacobian_of(&c.db, c.file, f.name.clone()).as_ref().map(|j| j.0 .0.clone());
+    let simplified = ksc_db::simplified_jacobian(&c.db, c.file, f.name.clone(), tracing)
+        .as_ref()
+        .map(|(d, trace)| (d.0.clone(), trace.clone()));
+    let (raw, (simplified, trace)) = match (raw, simplified) {
+        (Ok(r), Ok(s)) => (r, s),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot derive `[D {}]`: {}", f.name.short(), e.message);
+            return ExitCode::from(1);
         }
     };
-    match result {
-        Ok(d) => {
-            println!("{}", ksc_ir::print::print_def(&d));
-            ExitCode::SUCCESS
+    let raw_size = ksc_opt::schedule::term_size(&raw.body, raw.root);
+    if at.is_none() {
+        let shown = if how == Show::Raw { &raw } else { &simplified };
+        println!("{}", ksc_ir::print::print_def(shown));
+        if how == Show::Trace {
+            eprint!("{}", crate::report::trace_text(&name, raw_size, &trace));
         }
-        Err(e) => {
-            eprintln!("error: cannot derive `[D {}]`: {}", f.name.short(), e.message);
-            ExitCode::from(1)
+        if let Some(rule) = &out.explain {
+            eprint!("{}", crate::report::explain_text(&name, rule, &trace));
         }
+    }
+    if let Some(file) = &out.graph {
+        if let Err(e) = crate::pictures::write_graph(&simplified, file) {
+            return unwritable(e);
+        }
+    }
+    if let Some(file) = &out.html {
+        let nodes = crate::pictures::lm_graph(&simplified);
+        let graph = crate::pictures::graph_svg(&nodes, &crate::pictures::maps_title(&name, nodes.len()));
+        let page = crate::report::Page {
+            file: &path.display().to_string(),
+            name: &f.name.short(),
+            source: &source_of(&c.analysis, c.sources.source_text(), f),
+            raw: &ksc_ir::print::print_def(&raw),
+            raw_size,
+            simplified: &ksc_ir::print::print_def(&simplified),
+            trace: &trace,
+            matrix: at.zip(picture),
+            graph,
+        };
+        if let Err(e) = std::fs::write(file, crate::report::html(&page)) {
+            return unwritable(format!("cannot write `{}`: {e}", file.display()));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The text of `f`'s definition in the file, or (for a function a `gdef`
+/// derived) the definition printed.
+fn source_of(analysis: &ksc_types::Analysis, text: &str, f: &ksc_ir::Def) -> String {
+    let written = analysis.source.decls.iter().zip(&analysis.source.spans).find_map(|(d, spans)| match d {
+        Decl::Def(d) if d.name == f.name => text.get(spans.decl.range()),
+        _ => None,
+    });
+    match written {
+        Some(t) => t.to_string(),
+        None => ksc_ir::print::print_def(f),
     }
 }
 
@@ -117,17 +207,30 @@ pub fn jacobian(path: &Path, func: &str, at: Option<&str>, how: Show, format: Fo
 /// through the queries of `db` (`ksc_db::derive_request`), the requested
 /// one first; or the first derivation error.
 fn derived(db: &ksc_db::Database, file: ksc_db::SourceFile, name: &FunName) -> Result<Vec<ksc_ir::Def>, ExitCode> {
+    let (defs, warnings) = derived_quietly(db, file, name).map_err(|m| {
+        eprintln!("error: {m}");
+        ExitCode::from(1)
+    })?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(defs)
+}
+
+/// [`derived`], returning the first error and the warnings instead of
+/// printing them.
+fn derived_quietly(
+    db: &ksc_db::Database,
+    file: ksc_db::SourceFile,
+    name: &FunName,
+) -> Result<(Vec<ksc_ir::Def>, Vec<String>), String> {
     let out = ksc_db::derive_request(db, ksc_db::Request::new(db, file, name.clone()));
     if let Some(e) = out.errors.first() {
-        eprintln!("error: cannot derive `{}`: {}", e.name.short(), e.message);
-        return Err(ExitCode::from(1));
-    }
-    for w in &out.warnings {
-        eprintln!("warning: {w}");
+        return Err(format!("cannot derive `{}`: {}", e.name.short(), e.message));
     }
     let mut defs = out.defs;
     defs.sort_by_key(|d| d.name != *name);
-    Ok(defs)
+    Ok((defs, out.warnings.iter().map(|w| w.to_string()).collect()))
 }
 
 impl Mode {
@@ -269,78 +372,248 @@ impl AtPoint {
     }
 }
 
+/// The Jacobian of a function at a point, labelled, and its structural
+/// pattern (when asked for).
+struct MatrixAt {
+    j: crate::matrix::Jacobian,
+    structural: crate::pictures::Structural,
+}
+
 /// The Jacobian of `f` at the point `args`, as a dense matrix: `[jac f]`
 /// (forward mode over columns or reverse over rows, whichever is fewer),
-/// run by the interpreter.
-fn dense_at(text: &str, f: &ksc_ir::Def, args: &str, sparsity: bool, format: Format) -> ExitCode {
+/// run by the interpreter; with `structural`, also the pattern of `[jacsparse
+/// f]` there.
+fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Result<MatrixAt, ExitCode> {
     use ksc_eval::{Interpreter, Value};
-    use std::io::{IsTerminal, Write};
-    let AtPoint { db, file, mut analysis } = match AtPoint::new(text, f, args, "") {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+    let AtPoint { db, file, mut analysis } = AtPoint::new(text, f, args, "")?;
     let point = AtPoint::point();
     let jac = f.name.derived(Derivation::Jac);
-    let Ok(defs) = derived(&db, file, &jac) else { return ExitCode::from(1) };
-    analysis.derived = defs;
+    let mut defs = derived(&db, file, &jac)?;
+    // The structural pattern comes from `[D f]` (and the `[D g]` it calls)
+    // evaluated at the point; their derivation may fail where `[jac f]`'s
+    // does not (the picture then says why).
+    let maps_wanted = structural;
+    let maps = if structural { Some(jacobians(&db, file, &f.name)) } else { None };
+    if let Some(Ok(more)) = &maps {
+        for d in more {
+            if !defs.iter().any(|e| e.name == d.name) {
+                defs.push(d.clone());
+            }
+        }
+    }
+    // Beside those the file's `gdef`s derived (which `f` may call).
+    for d in defs {
+        if !analysis.derived.iter().any(|e| e.name == d.name) {
+            analysis.derived.push(d);
+        }
+    }
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
     let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
     // The point, f's value there (for the rows' labels), and the matrix.
     let evaluated = run(&point, Value::unit()).and_then(|x| Ok((run(&f.name, x.clone())?, run(&jac, x.clone())?, x)));
-    match evaluated {
-        Ok((y, Value::Tensor(t), x)) if t.shape.len() == 2 => {
-            let (rows, cols) = (t.shape[0], t.shape[1]);
-            // `+ 0.0` prints a zero that reverse mode made negative as 0.
-            let data: Vec<f64> = t
-                .data
-                .iter()
-                .map(|v| match v {
-                    Value::Float(x) => x + 0.0,
-                    _ => f64::NAN,
-                })
-                .collect();
-            let entry = |r: usize, c: usize| data[r * cols + c];
-            // csv, json and npy are the matrix alone, for other tools to read.
-            if format == Format::Text {
-                println!("; Jacobian of `{}` at {args}: {rows} x {cols}", f.name.short());
-            }
-            if sparsity {
-                draw_sparsity(rows, cols, |r, c| entry(r, c) != 0.0);
-                return ExitCode::SUCCESS;
-            }
-            if format == Format::Npy && std::io::stdout().is_terminal() {
-                eprintln!("error: `--format npy` writes binary data: redirect it to a file (`> jacobian.npy`)");
-                return ExitCode::from(2);
-            }
-            // Labels in the order of `$tangentFlatten`, which orders the
-            // matrix; numbered if they do not match (they always should).
-            let mut row_labels = Vec::new();
-            crate::matrix::float_labels(&y, "result", &mut row_labels);
-            let mut col_labels = crate::matrix::argument_labels(&f.params, &x);
-            if row_labels.len() != rows {
-                row_labels = (0..rows).map(|r| format!("row {r}")).collect();
-            }
-            if col_labels.len() != cols {
-                col_labels = (0..cols).map(|c| format!("column {c}")).collect();
-            }
-            let j = crate::matrix::Jacobian { rows: row_labels, cols: col_labels, data };
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = j.write(format, &mut out).and_then(|()| out.flush()) {
-                eprintln!("error: cannot write the matrix: {e}");
-                return ExitCode::from(1);
-            }
-            ExitCode::SUCCESS
-        }
+    let (y, t, x) = match evaluated {
+        Ok((y, Value::Tensor(t), x)) if t.shape.len() == 2 => (y, t, x),
         Ok((_, v, _)) => {
             eprintln!("error: `[jac {}]` returned {v:?}, not a matrix (a ksc bug)", f.name.short());
-            ExitCode::from(1)
+            return Err(ExitCode::from(1));
         }
         Err(m) => {
             eprintln!("error: evaluating the Jacobian failed: {m}");
-            ExitCode::from(1)
+            return Err(ExitCode::from(1));
+        }
+    };
+    let (rows, cols) = (t.shape[0], t.shape[1]);
+    // `+ 0.0` prints a zero that reverse mode made negative as 0.
+    let data: Vec<f64> = t
+        .data
+        .iter()
+        .map(|v| match v {
+            Value::Float(x) => x + 0.0,
+            _ => f64::NAN,
+        })
+        .collect();
+    // Labels in the order of `$tangentFlatten`, which orders the matrix;
+    // numbered if they do not match (they always should).
+    let mut row_labels = Vec::new();
+    crate::matrix::float_labels(&y, "result", &mut row_labels);
+    let mut col_labels = crate::matrix::argument_labels(&f.params, &x);
+    if row_labels.len() != rows {
+        row_labels = (0..rows).map(|r| format!("row {r}")).collect();
+    }
+    if col_labels.len() != cols {
+        col_labels = (0..cols).map(|c| format!("column {c}")).collect();
+    }
+    let owned: Vec<ksc_ir::Def> = defs.iter().map(|d| (*d).clone()).collect();
+    // The interpreter (its values are not `Send`) is done with.
+    drop(interp);
+    let from_map = match maps {
+        None => Err("not computed".to_string()),
+        Some(Err(m)) => Err(m),
+        Some(Ok(_)) => match structural_pattern(owned.clone(), f.name.derived(Derivation::D)) {
+            Ok((r, c, pattern)) if (r, c) == (rows, cols) => Ok(pattern),
+            Ok((r, c, _)) => Err(format!("`[D f]` is {r} x {c}, `[jac f]` {rows} x {cols} (a ksc bug)")),
+            Err(m) => Err(m),
+        },
+    };
+    let structural = match from_map {
+        Ok(p) => Ok(crate::pictures::Pattern { entries: p, source: "[D f]".into(), note: None }),
+        Err(why) if maps_wanted => match sparse_pattern(&db, file, f, owned, rows, cols) {
+            Ok(p) => Ok(crate::pictures::Pattern {
+                entries: p,
+                source: "[jacsparse f]".into(),
+                note: Some(format!("from [jacsparse f]'s analysis of the reads, not [D f]: {why}")),
+            }),
+            Err(also) => Err(format!("{why}; [jacsparse f]: {also}")),
+        },
+        Err(why) => Err(why),
+    };
+    Ok(MatrixAt { j: crate::matrix::Jacobian { rows: row_labels, cols: col_labels, data }, structural })
+}
+
+/// The longest the structural pattern may take: applying a map of
+/// combinators applies each shared sub-map once per path to it, which for
+/// some programs (the Jacobian of a reverse pass) is far more work than
+/// `[jac f]`.
+const STRUCTURAL_SECONDS: u64 = 2;
+
+/// The structural pattern of `[D f]` (named `d`) at the point, by the
+/// interpreter on `defs` ([`ksc_eval::Interpreter::structural_pattern`]);
+/// on a thread of its own, given up after [`STRUCTURAL_SECONDS`] (the
+/// thread ends with the process).
+fn structural_pattern(defs: Vec<ksc_ir::Def>, d: FunName) -> Result<(usize, usize, Vec<bool>), String> {
+    use ksc_eval::{Interpreter, Value};
+    let (send, receive) = std::sync::mpsc::channel();
+    let work = move || {
+        let mut interp = Interpreter::new(defs.iter());
+        let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+        let map = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&d, x));
+        let out = map
+            .and_then(|m| interp.structural_pattern(&m).map_err(|e| e.message))
+            .map_err(|m| format!("evaluating `[D f]` at the point failed: {m}"));
+        let _ = send.send(out);
+    };
+    let spawned = std::thread::Builder::new().stack_size(crate::COMPILER_STACK).spawn(work);
+    if let Err(e) = spawned {
+        return Err(format!("cannot start a thread: {e}"));
+    }
+    match receive.recv_timeout(std::time::Duration::from_secs(STRUCTURAL_SECONDS)) {
+        Ok(out) => out,
+        Err(_) => Err(format!(
+            "applying `[D f]`'s combinators to each column took over {STRUCTURAL_SECONDS} s (shared sub-maps are applied once per path to them)"
+        )),
+    }
+}
+
+/// The pattern of `[jacsparse f]` at the point (entries its analysis of
+/// which inputs each result element reads allows), by the interpreter on
+/// `defs` and `[jacsparse f]`'s: where `[D f]`'s cannot be had.
+fn sparse_pattern(
+    db: &ksc_db::Database,
+    file: ksc_db::SourceFile,
+    f: &ksc_ir::Def,
+    mut defs: Vec<ksc_ir::Def>,
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<bool>, String> {
+    use ksc_eval::{Interpreter, Value};
+    let sparse = f.name.derived(Derivation::JacSparse);
+    let (more, _) = derived_quietly(db, file, &sparse)?;
+    for d in more {
+        if !defs.iter().any(|e| e.name == d.name) {
+            defs.push(d);
         }
     }
+    let mut interp = Interpreter::new(defs.iter());
+    let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+    let v = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&sparse, x))?;
+    csr_pattern(&v, rows, cols)
+}
+
+/// The entries of a `[jacsparse f]` value (`(tuple (tuple m n)
+/// row_offsets columns values)`) as a rows x cols pattern.
+fn csr_pattern(v: &ksc_eval::Value, rows: usize, cols: usize) -> Result<Vec<bool>, String> {
+    use ksc_eval::Value;
+    let ints = |v: &Value| -> Option<Vec<i64>> {
+        match v {
+            Value::Tensor(t) => t
+                .data
+                .iter()
+                .map(|e| match e {
+                    Value::Integer(i) => Some(*i),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    };
+    let bad = || format!("`[jacsparse f]` returned a value that is not a {rows} x {cols} matrix (a ksc bug)");
+    let Value::Tuple(parts) = v else { return Err(bad()) };
+    let [dims, offsets, columns, _] = &parts[..] else { return Err(bad()) };
+    let (Value::Tuple(mn), Some(offsets), Some(columns)) = (dims, ints(offsets), ints(columns)) else {
+        return Err(bad());
+    };
+    if !matches!(&mn[..], [Value::Integer(m), Value::Integer(n)] if *m as usize == rows && *n as usize == cols)
+        || offsets.len() != rows + 1
+    {
+        return Err(bad());
+    }
+    let mut pattern = vec![false; rows * cols];
+    for r in 0..rows {
+        let (a, b) = (offsets[r].max(0) as usize, offsets[r + 1].max(0) as usize);
+        for &c in columns.get(a..b).ok_or_else(bad)? {
+            let c = usize::try_from(c).ok().filter(|&c| c < cols).ok_or_else(bad)?;
+            pattern[r * cols + c] = true;
+        }
+    }
+    Ok(pattern)
+}
+
+/// `[D f]` simplified and the Jacobians `[D g]` it calls, transitively.
+fn jacobians(db: &ksc_db::Database, file: ksc_db::SourceFile, f: &FunName) -> Result<Vec<ksc_ir::Def>, String> {
+    let (mut out, mut work): (Vec<ksc_ir::Def>, Vec<FunName>) = (Vec::new(), vec![f.clone()]);
+    while let Some(g) = work.pop() {
+        let d = match ksc_db::simplified_jacobian(db, file, g.clone(), false) {
+            Ok((d, _)) => d.0.clone(),
+            Err(e) => return Err(format!("cannot derive `[D {}]`: {}", g.short(), e.message)),
+        };
+        for (_, e) in d.body.exprs.iter() {
+            if let ksc_ir::Expr::Call(ksc_ir::Callee::Fun(name), _) = e {
+                if let Some((Derivation::D, inner)) = name.inner() {
+                    if !out.iter().any(|o| o.name == *name) && !work.contains(&inner) && inner != g {
+                        work.push(inner);
+                    }
+                }
+            }
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// Prints the matrix at the point: its sparsity drawing, or the matrix in
+/// `format`.
+fn print_matrix(m: &MatrixAt, f: &ksc_ir::Def, args: &str, sparsity: bool, format: Format) -> Result<(), ExitCode> {
+    use std::io::{IsTerminal, Write};
+    let (rows, cols) = (m.j.rows.len(), m.j.cols.len());
+    // csv, json and npy are the matrix alone, for other tools to read.
+    if format == Format::Text {
+        println!("; Jacobian of `{}` at {args}: {rows} x {cols}", f.name.short());
+    }
+    if sparsity {
+        draw_sparsity(rows, cols, |r, c| m.j.data[r * cols + c] != 0.0);
+        return Ok(());
+    }
+    if format == Format::Npy && std::io::stdout().is_terminal() {
+        eprintln!("error: `--format npy` writes binary data: redirect it to a file (`> jacobian.npy`)");
+        return Err(ExitCode::from(2));
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = m.j.write(format, &mut out).and_then(|()| out.flush()) {
+        eprintln!("error: cannot write the matrix: {e}");
+        return Err(ExitCode::from(1));
+    }
+    Ok(())
 }
 
 /// The most characters a sparsity drawing uses per line (and lines).

@@ -11,8 +11,10 @@ mod deriv;
 mod laws;
 mod matrix;
 mod native;
+mod pictures;
 mod progress;
 mod render;
+mod report;
 mod watch;
 
 use std::io::Write;
@@ -101,6 +103,9 @@ enum Command {
     /// FUNC is a function defined in FILE (its base name, or its full name
     /// such as `[f (Tuple Float Float)]` if it is overloaded). The Jacobian
     /// is printed as `.ks` in A-normal form: one `let` per intermediate map.
+    /// `--trace` and `--explain` report how it was simplified, `--at` prints
+    /// it as a matrix at a point, and `--svg`, `--graph` and `--html` write
+    /// pictures of it and a page of all of these.
     Jacobian {
         /// The .ks file.
         file: PathBuf,
@@ -131,9 +136,45 @@ enum Command {
         /// Print the Jacobian as derived, before simplification.
         #[arg(long, conflicts_with = "at")]
         raw: bool,
-        /// List the rules that fired while simplifying, in order (on stderr).
+        /// Report, on stderr, every rule that fired while simplifying, in
+        /// order: its name, its statement from the rule table, the subterm
+        /// before and after (cut beyond 600 characters), and the size of
+        /// the whole term (in nodes) after each phase of the simplifier.
         #[arg(long, conflicts_with_all = ["at", "raw"])]
         trace: bool,
+        /// Like `--trace`, only the places where the rule RULE fired (a law
+        /// of linear maps or a Core rule, by name; an unknown name lists
+        /// them).
+        #[arg(long, value_name = "RULE", conflicts_with_all = ["at", "raw", "trace"])]
+        explain: Option<String>,
+        /// With `--at`, also draw the Jacobian at the point as SVG into
+        /// FILE: a heat map (red positive, blue negative, white zero, with a
+        /// legend), beside its structural sparsity pattern (the entries the
+        /// linear-map program `[D f]`, evaluated at the point, can make
+        /// nonzero at all, a scale by 0 included; if that takes over 2 s,
+        /// those `[jacsparse f]`'s analysis of the reads allows, as the
+        /// picture says) and its pattern at the point. The
+        /// argument's and the result's blocks (parameters, tuple
+        /// components) are marked by lines and labelled; matrices over 100
+        /// rows or columns are drawn in cells of several entries.
+        #[arg(long, value_name = "FILE", requires = "at")]
+        svg: Option<PathBuf>,
+        /// Draw the simplified Jacobian as a graph into FILE (SVG): a node
+        /// per linear-map combinator (`lmCompose`, `lmVCat`, `lmScale`,
+        /// ...), an edge from each map to the combinator that takes it,
+        /// labelled by the map's shape `S -o T` (in short: `F` Float, `I`
+        /// Integer, `T[]` a vector; the edge's tooltip has the full types). Laid out by Graphviz's
+        /// `dot` if it is on the PATH (`$KSC_DOT` names another program;
+        /// set to empty, none), else by ksc (in layers, the result at the
+        /// top; the page of `--html` always has ksc's layout).
+        #[arg(long, value_name = "FILE")]
+        graph: Option<PathBuf>,
+        /// Write the derivation as one self-contained XHTML page into FILE:
+        /// the function's source, the Jacobian as derived and simplified
+        /// side by side, the graph, the rules that fired (as `--trace`)
+        /// and, with `--at`, the picture of `--svg`.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Print a derived function (`[fwd f]`, `[rev f]`, `[jac f]`, ...; see
     /// `--mode`) as `.ks` after optimisation, with the derivatives of the
@@ -308,7 +349,7 @@ fn quiet_on_closed_stdout() {
 /// Core IR, which the reader bounds (`ksc_syntax::sexpr::MAX_DEPTH` brackets,
 /// `ksc_syntax::MAX_LET_DEPTH` `let` bindings); at those bounds they need
 /// more than a main thread's 8 MiB. Only the pages touched are allocated.
-const COMPILER_STACK: usize = 1 << 30;
+pub(crate) const COMPILER_STACK: usize = 1 << 30;
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
@@ -351,7 +392,7 @@ fn command(cli: Cli) -> ExitCode {
         Command::Fmt { file } => fmt(&file),
         Command::Watch(args) => watch::watch(&args),
         Command::Laws(args) => laws::run(&args),
-        Command::Jacobian { file, func, at, sparsity, format, raw, trace } => {
+        Command::Jacobian { file, func, at, sparsity, format, raw, trace, explain, svg, graph, html } => {
             let how = if sparsity {
                 deriv::Show::Sparsity
             } else if raw {
@@ -361,7 +402,8 @@ fn command(cli: Cli) -> ExitCode {
             } else {
                 deriv::Show::Simplified
             };
-            deriv::jacobian(&file, &func, at.as_deref(), how, format)
+            let outputs = deriv::Outputs { explain, svg, graph, html };
+            deriv::jacobian(&file, &func, at.as_deref(), how, format, &outputs)
         }
         Command::Deriv { file, func, mode, at, .. } => deriv::deriv(&file, &func, mode, at.as_deref()),
         Command::Cl { file, func, check } => cl::cl(&file, &func, check),

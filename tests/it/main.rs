@@ -11,6 +11,7 @@ mod common;
 mod cost_native;
 mod emit_ks;
 mod externals;
+mod inspect;
 mod laws_cli;
 mod monoids;
 mod mutate;

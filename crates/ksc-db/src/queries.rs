@@ -845,12 +845,20 @@ pub fn simplified_jacobian(
     file: SourceFile,
     f: FunName,
     trace: bool,
-) -> Result<(TypedDef, Vec<String>), DeriveError> {
+) -> Result<(TypedDef, Trace), DeriveError> {
     db.log_execution(format!("simplified_jacobian({f})"));
     let mut d = jacobian_of(db, file, f.clone()).as_ref().map_err(Clone::clone)?.0 .0.clone();
     let defs = DbDefs::new(db, Request::new(db, file, f.derived(Derivation::D)), true);
-    let fired = ksc_opt::pipeline::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
-    Ok((TypedDef(d), fired))
+    let report = ksc_opt::pipeline::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
+    Ok((TypedDef(d), Trace { fired: report.trace, phases: report.phases }))
+}
+
+/// What simplifying a Jacobian did, when traced: the rules that fired, in
+/// order, and the phases with the term's size after each.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    pub fired: Vec<ksc_opt::Fired>,
+    pub phases: Vec<ksc_opt::schedule::Phase>,
 }
 
 /// A checked rule (compared with its types).

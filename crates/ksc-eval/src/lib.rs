@@ -201,6 +201,18 @@ impl<'a> Interpreter<'a> {
         self.with_machine(|mc| Self::as_linear_map(m)?.dense(mc))
     }
 
+    /// Which entries of the linear map's matrix ([`Interpreter::dense_matrix`])
+    /// can be nonzero at all, row-major: those its combinators carry a
+    /// column to, even by a factor that is zero here (`lmScale` by 0, a
+    /// zero of `lmDot`'s vector). Computed as the matrix of basis vectors
+    /// whose one is NaN, which every product and sum propagates (`lmFold`'s
+    /// closures run on such tangents too).
+    #[allow(clippy::result_large_err)]
+    pub fn structural_pattern(&mut self, m: &Value) -> Result<(usize, usize, Vec<bool>), RuntimeError> {
+        let mx = self.with_machine(|mc| Self::as_linear_map(m)?.dense_seeded(mc, f64::NAN))?;
+        Ok((mx.rows, mx.cols, mx.data.iter().map(|x| x.is_nan() || *x != 0.0).collect()))
+    }
+
     /// The zero tangents of the source and target spaces of a linear map.
     #[allow(clippy::result_large_err)]
     pub fn linear_map_spaces(&mut self, m: &Value) -> Result<(Value, Value), RuntimeError> {

@@ -483,6 +483,13 @@ impl LinMap {
     /// The map as a dense matrix: column j is the map applied to the j-th
     /// basis vector of the flattened source space.
     pub(crate) fn dense(&self, ev: &mut impl CallClosure) -> LR<Matrix> {
+        self.dense_seeded(ev, 1.0)
+    }
+
+    /// [`LinMap::dense`] with `seed` for the basis vectors' one: with NaN,
+    /// an entry is NaN wherever the map carries the column to it at all
+    /// (NaN times 0 is NaN), its structural pattern.
+    pub(crate) fn dense_seeded(&self, ev: &mut impl CallClosure, seed: f64) -> LR<Matrix> {
         let source = self.source_zero()?;
         let mut flat = Vec::new();
         flatten_tangent(&source, &mut flat);
@@ -494,7 +501,7 @@ impl LinMap {
         };
         let mut data = vec![0.0; rows * cols];
         for j in 0..cols {
-            let basis = unflatten(&source, &mut (0..cols).map(|k| if k == j { 1.0 } else { 0.0 }));
+            let basis = unflatten(&source, &mut (0..cols).map(|k| if k == j { seed } else { 0.0 }));
             let mut col = Vec::with_capacity(rows);
             flatten_tangent(&self.apply(ev, basis)?, &mut col);
             if col.len() != rows {

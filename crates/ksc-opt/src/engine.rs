@@ -87,6 +87,8 @@ impl Default for Options {
 pub struct Fired {
     pub rule: String,
     pub kind: RuleKind,
+    /// The rule in one line, from its table ([`Rule::statement`]).
+    pub statement: String,
     /// The rewritten term (the redex), printed as `.ks`.
     pub before: String,
     /// What it became.
@@ -728,6 +730,7 @@ impl Run<'_, '_, '_> {
             self.trace.push(Fired {
                 rule: r.name().to_string(),
                 kind: r.kind(),
+                statement: r.statement(),
                 before: ksc_ir::print::print_expr(self.b.body, e),
                 after: ksc_ir::print::print_expr(self.b.body, out),
             });

@@ -63,7 +63,32 @@ pub fn user_rules_pass(user: &RuleSet) -> Strategy {
 pub struct Report {
     /// Rules fired, in order (when `options.trace`).
     pub trace: Vec<Fired>,
+    /// The phases run, in order, each with the size of the whole term
+    /// after it and how many rules of [`Report::trace`] fired before its
+    /// end (when `options.trace`).
+    pub phases: Vec<Phase>,
     pub warnings: Vec<Warning>,
+}
+
+/// One phase of [`optimise_def`] (for `--trace`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// `user-rules`, `simplify`, `anf`, `cse` or `simplify-again`.
+    pub name: &'static str,
+    /// The nodes of the whole term after the phase.
+    pub size: usize,
+    /// The rules fired up to the end of the phase (an index into the trace).
+    pub fired: usize,
+}
+
+/// The nodes of the tree at `root`.
+pub fn term_size(body: &ksc_ir::Body, root: ksc_ir::ExprId) -> usize {
+    let (mut n, mut stack) = (0, vec![root]);
+    while let Some(e) = stack.pop() {
+        n += 1;
+        stack.extend(term::children(&body.exprs[e]));
+    }
+    n
 }
 
 /// Optimises a definition in place: the user rules once
@@ -79,23 +104,35 @@ pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &
     // compact the arena as it goes.
     rw.set_compacting(true);
     let mut root = def.root;
+    let mut phases = Vec::new();
     {
         let mut b = Builder::new(&mut def.body, &mut fresh);
+        // Records a phase's end (only when tracing: sizing walks the term).
+        let mut phase = |name, b: &Builder, root, rw: &Rewriter| {
+            if options.trace {
+                phases.push(Phase { name, size: term_size(b.body, root), fired: rw.trace().len() });
+            }
+        };
         if !user.is_empty() {
             root = rw.apply(&user_rules_pass(user), &mut b, root).unwrap_or(root);
+            phase("user-rules", &b, root, &rw);
         }
         let simplify = push_apply();
         root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
+        phase("simplify", &b, root, &rw);
         if options.cse {
             root = crate::anf::anf(&mut b, root, &params);
+            phase("anf", &b, root, &rw);
             root = crate::cse::cse(&mut b, globals, root, &params);
+            phase("cse", &b, root, &rw);
             root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
+            phase("simplify-again", &b, root, &rw);
         }
     }
     let (body, root) = term::compact(&def.body, root);
     def.body = body;
     def.root = root;
-    Report { trace: rw.take_trace(), warnings: rw.take_warnings() }
+    Report { trace: rw.take_trace(), phases, warnings: rw.take_warnings() }
 }
 
 /// Inlines the calls marked `$inline` and computes once what they compute

@@ -230,13 +230,13 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
 }
 
 /// Simplifies a Jacobian `[D f]` (the laws of linear maps, Core rules,
-/// ANF, CSE; no program rules). With `trace`, returns the rules that fired,
-/// in order, as lines `rule: before  =>  after`.
-pub fn simplify_jacobian(d: &mut Def, globals: &Globals, trace: bool) -> Vec<String> {
+/// ANF, CSE; no program rules). With `trace`, the report has the rules
+/// that fired, in order, and the phases with the term's size after each
+/// (empty without).
+pub fn simplify_jacobian(d: &mut Def, globals: &Globals, trace: bool) -> crate::Report {
     let none = RuleSet::new("none");
     let options = crate::Options { trace, ..crate::Options::default() };
-    let report = crate::optimise_def(d, &none, globals, &options);
-    report.trace.iter().map(|f| f.to_string()).collect()
+    crate::optimise_def(d, &none, globals, &options)
 }
 
 // ---------------------------------------------------------------------------
