@@ -445,12 +445,11 @@ fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Resul
         col_labels = (0..cols).map(|c| format!("column {c}")).collect();
     }
     let owned: Vec<ksc_ir::Def> = defs.iter().map(|d| (*d).clone()).collect();
-    // The interpreter (its values are not `Send`) is done with.
     drop(interp);
     let from_map = match maps {
         None => Err("not computed".to_string()),
         Some(Err(m)) => Err(m),
-        Some(Ok(_)) => match structural_pattern(owned.clone(), f.name.derived(Derivation::D)) {
+        Some(Ok(_)) => match structural_pattern(&owned, f.name.derived(Derivation::D)) {
             Ok((r, c, pattern)) if (r, c) == (rows, cols) => Ok(pattern),
             Ok((r, c, _)) => Err(format!("`[D f]` is {r} x {c}, `[jac f]` {rows} x {cols} (a ksc bug)")),
             Err(m) => Err(m),
@@ -471,38 +470,23 @@ fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Resul
     Ok(MatrixAt { j: crate::matrix::Jacobian { rows: row_labels, cols: col_labels, data }, structural })
 }
 
-/// The longest the structural pattern may take: applying a map of
-/// combinators applies each shared sub-map once per path to it, which for
-/// some programs (the Jacobian of a reverse pass) is far more work than
-/// `[jac f]`.
-const STRUCTURAL_SECONDS: u64 = 2;
+/// The most work the structural pattern may take (units of the
+/// interpreter's operation count): applying a map of combinators applies
+/// each shared sub-map once per path to it, which for some programs (the
+/// Jacobian of a reverse pass) is far more work than `[jac f]`. A count,
+/// not a time, so that the picture is the same on every machine.
+const STRUCTURAL_WORK: u64 = 20_000_000;
 
 /// The structural pattern of `[D f]` (named `d`) at the point, by the
-/// interpreter on `defs` ([`ksc_eval::Interpreter::structural_pattern`]);
-/// on a thread of its own, given up after [`STRUCTURAL_SECONDS`] (the
-/// thread ends with the process).
-fn structural_pattern(defs: Vec<ksc_ir::Def>, d: FunName) -> Result<(usize, usize, Vec<bool>), String> {
+/// interpreter on `defs` ([`ksc_eval::Interpreter::structural_pattern`]),
+/// given up past [`STRUCTURAL_WORK`].
+fn structural_pattern(defs: &[ksc_ir::Def], d: FunName) -> Result<(usize, usize, Vec<bool>), String> {
     use ksc_eval::{Interpreter, Value};
-    let (send, receive) = std::sync::mpsc::channel();
-    let work = move || {
-        let mut interp = Interpreter::new(defs.iter());
-        let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
-        let map = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&d, x));
-        let out = map
-            .and_then(|m| interp.structural_pattern(&m).map_err(|e| e.message))
-            .map_err(|m| format!("evaluating `[D f]` at the point failed: {m}"));
-        let _ = send.send(out);
-    };
-    let spawned = std::thread::Builder::new().stack_size(crate::COMPILER_STACK).spawn(work);
-    if let Err(e) = spawned {
-        return Err(format!("cannot start a thread: {e}"));
-    }
-    match receive.recv_timeout(std::time::Duration::from_secs(STRUCTURAL_SECONDS)) {
-        Ok(out) => out,
-        Err(_) => Err(format!(
-            "applying `[D f]`'s combinators to each column took over {STRUCTURAL_SECONDS} s (shared sub-maps are applied once per path to them)"
-        )),
-    }
+    let mut interp = Interpreter::new(defs.iter());
+    let mut run = |name: &FunName, arg: Value| interp.call(name, arg, &mut std::io::sink()).map_err(|e| e.message);
+    let map = run(&AtPoint::point(), Value::unit()).and_then(|x| run(&d, x));
+    map.and_then(|m| interp.structural_pattern(&m, STRUCTURAL_WORK).map_err(|e| e.message))
+        .map_err(|m| format!("`[D f]`'s pattern at the point: {m}"))
 }
 
 /// The pattern of `[jacsparse f]` at the point (entries its analysis of

@@ -151,7 +151,8 @@ enum Command {
         /// FILE: a heat map (red positive, blue negative, white zero, with a
         /// legend), beside its structural sparsity pattern (the entries the
         /// linear-map program `[D f]`, evaluated at the point, can make
-        /// nonzero at all, a scale by 0 included; if that takes over 2 s,
+        /// nonzero at all, a scale by 0 included; if that takes more than
+        /// 20 million operations of the interpreter,
         /// those `[jacsparse f]`'s analysis of the reads allows, as the
         /// picture says) and its pattern at the point. The
         /// argument's and the result's blocks (parameters, tuple

@@ -206,10 +206,16 @@ impl<'a> Interpreter<'a> {
     /// column to, even by a factor that is zero here (`lmScale` by 0, a
     /// zero of `lmDot`'s vector). Computed as the matrix of basis vectors
     /// whose one is NaN, which every product and sum propagates (`lmFold`'s
-    /// closures run on such tangents too).
+    /// closures run on such tangents too). Applying the combinators applies
+    /// a shared sub-map once per path to it, which can be far more work
+    /// than the Jacobian's: past `budget` units of work (the count of
+    /// [`Interpreter::operations`], each combinator applied counting one)
+    /// it gives up with an error, the same on every machine.
     #[allow(clippy::result_large_err)]
-    pub fn structural_pattern(&mut self, m: &Value) -> Result<(usize, usize, Vec<bool>), RuntimeError> {
-        let mx = self.with_machine(|mc| Self::as_linear_map(m)?.dense_seeded(mc, f64::NAN))?;
+    pub fn structural_pattern(&mut self, m: &Value, budget: u64) -> Result<(usize, usize, Vec<bool>), RuntimeError> {
+        let mx = ops::with_work_limit(budget, || {
+            self.with_machine(|mc| Self::as_linear_map(m)?.dense_seeded(mc, f64::NAN))
+        })?;
         Ok((mx.rows, mx.cols, mx.data.iter().map(|x| x.is_nan() || *x != 0.0).collect()))
     }
 

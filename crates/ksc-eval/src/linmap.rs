@@ -221,6 +221,10 @@ pub(crate) trait CallClosure {
 
 /// An error of linear-map evaluation: a message, or an error from inside a
 /// closure with its own location.
+/// Why applying a linear map stopped past its work limit.
+pub(crate) const OVER_WORK_LIMIT: &str =
+    "applying its combinators to each column took more operations than allowed (a shared sub-map is applied once per path to it)";
+
 pub(crate) enum LmFail {
     Here(String),
     Inner(Box<crate::RuntimeError>),
@@ -300,8 +304,19 @@ impl LinMap {
         })
     }
 
+    /// Counts one application of a combinator, and fails past the work
+    /// limit ([`ops::with_work_limit`]).
+    fn step() -> LR<()> {
+        ops::count_work(1);
+        if ops::over_work_limit() {
+            return Err(LmFail::Here(OVER_WORK_LIMIT.to_string()));
+        }
+        Ok(())
+    }
+
     /// `m ⊙ dx`
     pub(crate) fn apply(&self, ev: &mut impl CallClosure, dx: Value) -> LR<Value> {
+        Self::step()?;
         Ok(match self {
             LinMap::Zero { target, .. } => zero_tangent(target)?,
             LinMap::One(_) => dx,
@@ -385,6 +400,7 @@ impl LinMap {
 
     /// `dr ⊙ᴿ m`
     pub(crate) fn apply_r(&self, ev: &mut impl CallClosure, dr: Value) -> LR<Value> {
+        Self::step()?;
         Ok(match self {
             LinMap::Zero { source, .. } => zero_tangent(source)?,
             LinMap::One(_) => dr,

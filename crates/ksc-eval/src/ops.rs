@@ -32,6 +32,26 @@ pub(crate) fn work_done() -> u64 {
     WORK.with(|w| w.get())
 }
 
+thread_local! {
+    /// The reading of [`work_done`] past which applying a linear map gives
+    /// up (`Interpreter::structural_pattern`), if any.
+    static WORK_LIMIT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with linear-map application limited to `budget` more units
+/// of work ([`over_work_limit`]).
+pub(crate) fn with_work_limit<T>(budget: u64, f: impl FnOnce() -> T) -> T {
+    let before = WORK_LIMIT.with(|l| l.replace(Some(work_done().saturating_add(budget))));
+    let out = f();
+    WORK_LIMIT.with(|l| l.set(before));
+    out
+}
+
+/// Has the work done passed the limit [`with_work_limit`] set?
+pub(crate) fn over_work_limit() -> bool {
+    WORK_LIMIT.with(|l| l.get()).is_some_and(|limit| work_done() > limit)
+}
+
 /// The tensor to write into: `t` itself when nothing else holds it, else a
 /// copy (counted).
 fn tensor_mut(t: &mut Rc<Tensor>) -> &mut Tensor {
