@@ -44,10 +44,11 @@
 //!
 //! Before `[D f]` is derived, [`prepare`] writes a `map` or `map2` whose
 //! function calls f as the `build` it equals, and gives the `let`s around
-//! calls of f fresh names (the forward pass hoists them). Recursive calls
-//! inside other lambdas (a `$scan`'s step, a `build` over a tuple of sizes,
-//! say) are not taped: such a function keeps the checkpointing passes
-//! ([`checkpoint_passes`]).
+//! calls of f fresh names (the forward pass hoists them), and writes a
+//! `build` or `sumbuild` over a tuple of sizes whose lambda calls f as
+//! nested loops over vectors. Recursive calls inside other lambdas (a
+//! `$scan`'s step, say) are not taped: such a function keeps the
+//! checkpointing passes ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -399,14 +400,23 @@ fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
 ///   (eq (size w) (size u)) (build (size w) (lam (i : Integer) (let (x'
 ///   (tuple (index i w) (index i u))) b[x'/x])))`, its vectors bound the
 ///   same way;
+/// - a `build` or `sumbuild` over a tuple of sizes whose lambda calls f is
+///   written as nested loops over vectors (one per dimension, the taped
+///   kind): `sumbuild (tuple m n) (lam (p : Tuple Integer Integer) b)` =>
+///   `sumbuild m (lam (i : Integer) (sumbuild n (lam (j : Integer) (let
+///   (p (tuple i j)) b))))`, and a `build` stores the nested vectors and
+///   reads them back, `let (rows (build m (lam i (build n (lam j ..)))))
+///   (build (tuple m n) (lam (q : ..) (index (get$2$2 q) (index (get$1$2
+///   q) rows))))` (the sizes bound first unless written as a tuple);
 /// - the variables of a `let` around a call of f are renamed to fresh ones
 ///   (in the `let`'s body, capture-avoiding): the forward pass hoists the
 ///   bindings above a call out of the expression they are in, where a
 ///   variable of the program's could shadow another read after it.
 ///
-/// Both compute the same (`map2` of vectors of different sizes fails
-/// either way), and `[D f]` of a `build` reads element i of v's map as
-/// `map`'s does.
+/// All compute the same (`map2` of vectors of different sizes fails
+/// either way; a sum over a tuple of sizes adds in the same row-major
+/// order, grouped by rows), and `[D f]` of a `build` reads element i of
+/// v's map as `map`'s does.
 pub fn prepare(f: &Def) -> Option<Def> {
     let calls_f = |body: &Body, e: ExprId| {
         let mut found = false;
@@ -422,10 +432,11 @@ pub fn prepare(f: &Def) -> Option<Def> {
         let hit = match &f.body.exprs[e] {
             Expr::Let(p, _, _) => p.vars().iter().any(|v| !v.starts_with("ksc$")) && calls_f(&f.body, e),
             _ => prim_call(&f.body, e).is_some_and(|(p, args)| {
-                matches!((p, args.len()), (Prim::Map, 2) | (Prim::Map2, 3))
+                let maps = matches!((p, args.len()), (Prim::Map, 2) | (Prim::Map2, 3))
                     && args[1..].iter().all(|&v| matches!(f.body.ty(v), Type::Tensor(1, _)))
                     && matches!(&f.body.exprs[args[0]], Expr::Lam(..))
-                    && calls_f(&f.body, args[0])
+                    && calls_f(&f.body, args[0]);
+                maps || grid_loop(&f.body, e).is_some_and(|(_, _, lam)| calls_f(&f.body, lam))
             }),
         };
         if hit {
@@ -459,6 +470,10 @@ pub fn prepare(f: &Def) -> Option<Def> {
                 };
                 let ty = b.ty(x);
                 b.body.alloc_typed(Expr::Let(p, r, x), ty)
+            }
+            _ if grid_loop(b.body, e).is_some() => {
+                let Some((p, size, lam)) = grid_loop(b.body, e) else { continue };
+                nested_loops(&mut b, &mut cache, p, size, lam)
             }
             _ => {
                 let Some((_, args)) = prim_call(b.body, e) else { continue };
@@ -511,6 +526,76 @@ pub fn prepare(f: &Def) -> Option<Def> {
         b.body.exprs[e] = b.body.exprs[out].clone();
     }
     Some(def)
+}
+
+/// A `build` or `sumbuild` over a tuple of sizes (rank 2 or more) with its
+/// lambda written in place: the primitive, the sizes and the lambda.
+fn grid_loop(body: &Body, e: ExprId) -> Option<(Prim, ExprId, ExprId)> {
+    let (p, args) = prim_call(body, e)?;
+    if !matches!(p, Prim::Build | Prim::Sumbuild) || args.len() != 2 {
+        return None;
+    }
+    let rank = body.ty(args[0]).index_rank().filter(|&k| k >= 2)?;
+    match &body.exprs[args[1]] {
+        Expr::Lam(_, t, _) if t.index_rank() == Some(rank) => Some((p, args[0], args[1])),
+        _ => None,
+    }
+}
+
+/// A [`grid_loop`] as nested loops over vectors ([`prepare`]).
+fn nested_loops(b: &mut Builder, cache: &mut ksc_ir::term::Cache, p: Prim, size: ExprId, lam: ExprId) -> ExprId {
+    let Expr::Lam(x, x_ty, body) = b.body.exprs[lam].clone() else { unreachable!("a grid loop's lambda") };
+    let rank = x_ty.index_rank().unwrap_or(0);
+    // The sizes, as atoms (bound first unless written out).
+    let mut binds = Vec::new();
+    let sizes: Vec<ExprId> = match b.body.exprs[size].clone() {
+        Expr::Tuple(es) if es.iter().all(|&s| b.is_atomic(s)) => es,
+        _ => {
+            let s = b.fresh_name("size");
+            binds.push((Pat::Var(s.clone()), size));
+            (1..=rank as u32)
+                .map(|k| {
+                    let sv = b.var(&s, x_ty.clone());
+                    b.prim(Prim::Get { index: k, arity: rank as u32 }, vec![sv])
+                })
+                .collect()
+        }
+    };
+    let idx: Vec<String> = (0..rank).map(|_| b.fresh_name("i")).collect();
+    // The innermost body: the lambda's variable (renamed, as a `let`
+    // around a call of f is) bound to the indices.
+    let ivars: Vec<ExprId> = idx.iter().map(|i| b.var(i, Type::Integer)).collect();
+    let point = b.tuple(ivars);
+    let x2 = b.fresh_name(&ksc_ir::term::hint_of(&x));
+    let body = ksc_ir::term::rename(b, cache, body, &[(x, x2.clone())]);
+    let mut inner = b.let_(&x2, point, body);
+    let inner_p = if p == Prim::Sumbuild { Prim::Sumbuild } else { Prim::Build };
+    for k in (0..rank).rev() {
+        let lam = b.lam(&idx[k], Type::Integer, inner);
+        let n = b.copy(sizes[k]);
+        inner = b.prim(inner_p, vec![n, lam]);
+    }
+    let out = if p == Prim::Sumbuild {
+        inner
+    } else {
+        // Read the nested vectors back into the tensor of the sizes.
+        let rows = b.fresh_name("rows");
+        let rows_ty = b.ty(inner);
+        let q = b.fresh_name("q");
+        let qv = |b: &mut Builder| b.var(&q, x_ty.clone());
+        let mut elem = b.var(&rows, rows_ty);
+        for k in 1..=rank as u32 {
+            let qk = qv(b);
+            let i = b.prim(Prim::Get { index: k, arity: rank as u32 }, vec![qk]);
+            elem = b.prim(Prim::Index, vec![i, elem]);
+        }
+        let read = b.lam(&q, x_ty.clone(), elem);
+        let whole: Vec<ExprId> = sizes.iter().map(|&s| b.copy(s)).collect();
+        let whole = b.tuple(whole);
+        let tensor = b.prim(Prim::Build, vec![whole, read]);
+        b.let_(&rows, inner, tensor)
+    };
+    wrap(b, binds, out)
 }
 
 /// Does `e` compute a call of `f` whose value is needed? (Bindings whose
