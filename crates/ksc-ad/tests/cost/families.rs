@@ -162,14 +162,20 @@ pub fn recursion_in_loops() -> Vec<Family> {
             input: depth8,
         },
         Family {
-            // A build and a sumbuild over a tuple of sizes whose lambdas
-            // call f: taped as nested loops over vectors (checkpointed,
-            // [rev f] grew with the depth: 7.1, 11 and 15 times f at 3, 5
-            // and 7).
-            name: "recursion in grids",
-            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (let (g (build (tuple 2 1) (lam (kj : Tuple Integer Integer) (let ((k j) kj) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k (add j 1)))))) (sub n 1))))))) (add (index (tuple 0 0) g) (sumbuild (tuple 1 2) (lam (jl : Tuple Integer Integer) (let ((j l) jl) (mul (index l v) (cos (f v (sub n 1)))))))))))".into(),
+            // A build over a tuple of sizes whose lambda calls f: taped as
+            // nested loops over vectors (checkpointed, [rev f] grew with
+            // the depth: 7.1, 11 and 15 times f at 3, 5 and 7).
+            name: "recursion in a build grid",
+            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (let (g (build (tuple 2 1) (lam (kj : Tuple Integer Integer) (let ((k j) kj) (sin (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add k (add j 1)))))) (sub n 1))))))) (add (index (tuple 0 0) g) (index (tuple 1 0) g)))))".into(),
             arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
-            input: |n| format!("(tuple (build {n} (lam (i : Integer) (div (to_float i) {n}.0))) 5)"),
+            input: depth8,
+        },
+        Family {
+            // The same for a sumbuild over a tuple of sizes.
+            name: "recursion in a sumbuild grid",
+            program: "(def f Float ((v : Vec Float) (n : Integer)) (if (eq n 0) (sumbuild (size v) (lam (i : Integer) (sin (index i v)))) (sumbuild (tuple 1 2) (lam (jl : Tuple Integer Integer) (let ((j l) jl) (mul (index l v) (cos (f (build (size v) (lam (i : Integer) (mul (index i v) (to_float (add l 2))))) (sub n 1)))))))))".into(),
+            arg_ty: Type::Tuple(vec![Type::vec(Type::Float), Type::Integer]),
+            input: depth8,
         },
     ]
 }
