@@ -46,9 +46,10 @@
 //! function calls f as the `build` it equals, and gives the `let`s around
 //! calls of f fresh names (the forward pass hoists them), and writes a
 //! `build` or `sumbuild` over a tuple of sizes whose lambda calls f as
-//! nested loops over vectors. Recursive calls inside other lambdas (a
-//! `$scan`'s step, say) are not taped: such a function keeps the
-//! checkpointing passes ([`checkpoint_passes`]).
+//! nested loops over vectors. A `$scan` is taped as a fold is, its forward
+//! pass collecting the accumulators. Recursive calls inside other lambdas
+//! are not taped: such a function keeps the checkpointing passes
+//! ([`checkpoint_passes`]).
 
 use std::rc::Rc;
 
@@ -97,6 +98,15 @@ pub struct Plan {
     /// The loops of values (`build`, `sumbuild` or `fold`) whose lambda
     /// calls f (or has such a loop): the slots of those calls.
     pub loops: FxHashMap<ExprId, Vec<usize>>,
+}
+
+/// The first component's type of a tuple type (a threaded loop's
+/// accumulator: the loop's own, then the tape's parts).
+fn acc_ty_first(t: &Type) -> Type {
+    match t {
+        Type::Tuple(ts) => ts[0].clone(),
+        _ => unreachable!("a threaded loop's accumulator is a tuple"),
+    }
 }
 
 /// A `build` or `sumbuild` over a vector with its lambda written in place:
@@ -161,8 +171,8 @@ fn loop_lambdas(body: &Body, e: ExprId) -> Option<(Range, bool, Vec<ExprId>)> {
     }
     let (p, args) = prim_call(body, e)?;
     let (of_maps, lams) = match (p, args.len()) {
-        (Prim::Fold, 3) => (false, vec![args[0]]),
-        (Prim::LmFold, 5) => (true, vec![args[1], args[2]]),
+        (Prim::Fold | Prim::Scan, 3) => (false, vec![args[0]]),
+        (Prim::LmFold | Prim::LmScan, 5) => (true, vec![args[1], args[2]]),
         _ => return None,
     };
     lams.iter().all(|&l| matches!(body.exprs[l], Expr::Lam(..))).then_some((None, of_maps, lams))
@@ -794,7 +804,9 @@ impl TapeFwd<'_> {
                 self.binding(b, p, r)?;
                 self.expr(b, x)
             }
-            Expr::Call(Callee::Prim(Prim::Fold), _) if self.plan.loops.contains_key(&e) => self.taped_fold(b, e),
+            Expr::Call(Callee::Prim(Prim::Fold | Prim::Scan), _) if self.plan.loops.contains_key(&e) => {
+                self.taped_fold(b, e)
+            }
             Expr::Call(Callee::Prim(p), _) if self.plan.loops.contains_key(&e) => self.taped_loop(b, e, p),
             Expr::Call(Callee::Fun(_), a) if self.plan.sites.contains_key(&e) => {
                 let k = self.plan.sites[&e].slot;
@@ -856,15 +868,21 @@ impl TapeFwd<'_> {
         let nv = b.var(&n_name, n_ty.clone());
         let range = b.build(nv, |_, j| j);
         let none = b.body.alloc_typed(Expr::Dummy(vals_ty.clone()), vals_ty.clone());
-        let vals =
-            self.threaded(b, &slots, (vals_ty.clone(), none), (range, Type::Integer), &mut |b, this, vals, j| {
+        let vals = self.threaded(
+            b,
+            &slots,
+            false,
+            (vals_ty.clone(), none),
+            (range, Type::Integer),
+            &mut |b, this, vals, j| {
                 let jv = b.var(j, Type::Integer);
                 this.block.push((Pat::Var(i.clone()), jv));
                 let v = this.expr(b, lbody)?;
                 let (v_name, v_ty) = this.bind(b, "elem", v);
                 let (vals, vv) = (b.var(vals, vals_ty.clone()), b.var(&v_name, v_ty));
                 Ok(b.prim(Prim::TapePush, vec![vals, vv]))
-            })?;
+            },
+        )?;
         if p == Prim::Build {
             return Ok(vals);
         }
@@ -877,17 +895,21 @@ impl TapeFwd<'_> {
         Ok(b.prim(Prim::Sumbuild, vec![nv, lam]))
     }
 
-    /// A `fold` whose step calls f, threading the tape ([`Self::threaded`]).
+    /// A `fold` or `$scan` whose step calls f, threading the tape
+    /// ([`Self::threaded`]; a `$scan` collects its accumulators).
     fn taped_fold(&mut self, b: &mut Builder, e: ExprId) -> R<ExprId> {
         let slots = self.plan.loops[&e].clone();
-        let Some((Prim::Fold, args)) = prim_call(self.src, e) else { return internal("a taped fold that is not one") };
+        let Some((p @ (Prim::Fold | Prim::Scan), args)) = prim_call(self.src, e) else {
+            return internal("a taped fold that is not one");
+        };
         let Expr::Lam(t, tty, lbody) = self.src.exprs[args[0]].clone() else {
             return internal("a taped fold without a lambda");
         };
         let Type::Tuple(ab) = strip_type(&tty) else { return internal("a fold's step over a non-pair") };
         let (acc, v) = (self.expr(b, args[1])?, self.expr(b, args[2])?);
         let (a_ty, x_ty) = (ab[0].clone(), ab[1].clone());
-        self.threaded(b, &slots, (a_ty.clone(), acc), (v, x_ty.clone()), &mut |b, this, a, x| {
+        let collect = p == Prim::Scan;
+        self.threaded(b, &slots, collect, (a_ty.clone(), acc), (v, x_ty.clone()), &mut |b, this, a, x| {
             let (av, xv) = (b.var(a, a_ty.clone()), b.var(x, x_ty.clone()));
             let tv = b.tuple(vec![av, xv]);
             this.block.push((Pat::Var(t.clone()), tv));
@@ -902,18 +924,25 @@ impl TapeFwd<'_> {
     /// for each of `slots`, the position of its call's record is collected
     /// by iteration (-1 where it did not run). After the fold an index
     /// record per slot, `($dummy, positions)`, is pushed and the slot holds
-    /// its position. Returns the last `first`.
+    /// its position. Returns the last `first`; with `collect`, the vector
+    /// of every `first` instead, the initial and the last included (a
+    /// `$scan`'s result), appended to as the tape is.
     fn threaded(
         &mut self,
         b: &mut Builder,
         slots: &[usize],
+        collect: bool,
         (first_ty, init): (Type, ExprId),
         (over, x_ty): (ExprId, Type),
         step: &mut dyn FnMut(&mut Builder, &mut Self, &str, &str) -> R<ExprId>,
     ) -> R<ExprId> {
         let pos_ty = Type::vec(Type::Integer);
+        let firsts_ty = Type::vec(first_ty.clone());
         let mut acc_tys = vec![first_ty, self.tape_ty.clone()];
         acc_tys.extend(slots.iter().map(|_| pos_ty.clone()));
+        if collect {
+            acc_tys.push(firsts_ty.clone());
+        }
         let m = acc_tys.len() as u32;
         let acc_ty = Type::Tuple(acc_tys);
         let get = |b: &mut Builder, v: &str, t: &Type, k: u32, n: u32| {
@@ -946,6 +975,11 @@ impl TapeFwd<'_> {
                 let (ps, k) = (b.var(&parts[2 + j], pos_ty.clone()), b.var(&self.kids[slot], Type::Integer));
                 next.push(b.prim(Prim::TapePush, vec![ps, k]));
             }
+            if collect {
+                let (fs, a) =
+                    (b.var(&parts[m as usize - 1], firsts_ty.clone()), b.var(&parts[0], acc_ty_first(&acc_ty)));
+                next.push(b.prim(Prim::TapePush, vec![fs, a]));
+            }
             Ok(b.tuple(next))
         })();
         let block = std::mem::replace(&mut self.block, saved.0);
@@ -956,6 +990,9 @@ impl TapeFwd<'_> {
         let mut init = vec![init, b.var(&self.tape, self.tape_ty.clone())];
         for _ in slots {
             init.push(b.body.alloc_typed(Expr::Dummy(pos_ty.clone()), pos_ty.clone()));
+        }
+        if collect {
+            init.push(b.body.alloc_typed(Expr::Dummy(firsts_ty.clone()), firsts_ty.clone()));
         }
         let init = b.tuple(init);
         let run = b.prim(Prim::Fold, vec![lam, init, over]);
@@ -974,7 +1011,12 @@ impl TapeFwd<'_> {
             let pos = sub_one(b, size);
             self.kids[slot] = self.bind(b, "kid", pos).0;
         }
-        Ok(get(b, &run_name, &acc_ty, 1, m))
+        let last = get(b, &run_name, &acc_ty, 1, m);
+        if !collect {
+            return Ok(last);
+        }
+        let firsts = get(b, &run_name, &acc_ty, m, m);
+        Ok(b.prim(Prim::TapePush, vec![firsts, last]))
     }
 
     /// A branch in a block of its own, returning (value, tape, the
@@ -1159,14 +1201,28 @@ pub(crate) fn read_hook(tape: &RevTape, src: &Body, b: &mut Builder, x: ExprId) 
     if !tape.folds.contains(&x) {
         return None;
     }
-    let (Prim::Fold, args) = prim_call(src, x)? else { return None };
+    let (p @ (Prim::Fold | Prim::Scan), args) = prim_call(src, x)? else { return None };
     let Expr::Lam(t, tty, step) = src.exprs[args[0]].clone() else { return None };
     let copy = |b: &mut Builder, y: ExprId| {
         crate::apply::import_hooked(b, src, y, &strip_type, Some(&|b: &mut Builder, z| read_hook(tape, src, b, z)))
     };
     let (a, v) = (copy(b, args[1]), copy(b, args[2]));
-    let run = counted(b, Prim::Fold, (&t, &strip_type(&tty)), a, v, &mut |b, it| tape.in_step(x, it, || copy(b, step)));
-    Some(b.prim(Prim::Get { index: 1, arity: 2 }, vec![run]))
+    let run = counted(b, p, (&t, &strip_type(&tty)), a, v, &mut |b, it| tape.in_step(x, it, || copy(b, step)));
+    if p == Prim::Fold {
+        return Some(b.prim(Prim::Get { index: 1, arity: 2 }, vec![run]));
+    }
+    // A `$scan`'s (accumulator, iteration) pairs, without the iterations.
+    Some(b.share(run, "accs", |b, run| {
+        let n = {
+            let r = b.copy(run);
+            b.prim(Prim::Size, vec![r])
+        };
+        b.build(n, |b, k| {
+            let r = b.copy(run);
+            let pair = b.prim(Prim::Index, vec![k, r]);
+            b.prim(Prim::Get { index: 1, arity: 2 }, vec![pair])
+        })
+    }))
 }
 
 /// `p (λt. step) a v`, for p `fold` or `$scan`, with its iterations
