@@ -475,7 +475,7 @@ fn matrix_at(text: &str, f: &ksc_ir::Def, args: &str, structural: bool) -> Resul
 /// each shared sub-map once per path to it, which for some programs (the
 /// Jacobian of a reverse pass) is far more work than `[jac f]`. A count,
 /// not a time, so that the picture is the same on every machine.
-const STRUCTURAL_WORK: u64 = 20_000_000;
+const STRUCTURAL_WORK: u64 = 10_000_000;
 
 /// The structural pattern of `[D f]` (named `d`) at the point, by the
 /// interpreter on `defs` ([`ksc_eval::Interpreter::structural_pattern`]),

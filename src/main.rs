@@ -152,7 +152,7 @@ enum Command {
         /// legend), beside its structural sparsity pattern (the entries the
         /// linear-map program `[D f]`, evaluated at the point, can make
         /// nonzero at all, a scale by 0 included; if that takes more than
-        /// 20 million operations of the interpreter,
+        /// 10 million operations of the interpreter,
         /// those `[jacsparse f]`'s analysis of the reads allows, as the
         /// picture says) and its pattern at the point. The
         /// argument's and the result's blocks (parameters, tuple

@@ -12,6 +12,18 @@ use svg::Document;
 
 use crate::matrix::Jacobian;
 
+/// An SVG document of this size and title on a white background.
+fn document(width: f64, height: f64, title: &str) -> Document {
+    Document::new()
+        .set("width", width)
+        .set("height", height)
+        .set("viewBox", (0, 0, width, height))
+        .set("font-family", "sans-serif")
+        .set("font-size", 11)
+        .add(Title::new(title.to_string()))
+        .add(Rectangle::new().set("width", "100%").set("height", "100%").set("fill", "white"))
+}
+
 /// The most cells a picture draws along a side: a larger matrix is drawn
 /// in cells of several entries (as `--sparsity` draws text).
 const CELLS: usize = 100;
@@ -159,14 +171,7 @@ pub fn matrix_svg(j: &Jacobian, point: &str, structural: &Structural) -> Documen
     let entry = |r: usize, c: usize| j.data[r * cols + c];
     let nonzeros = j.data.iter().filter(|x| **x != 0.0).count();
 
-    let mut doc = Document::new()
-        .set("width", width)
-        .set("height", height)
-        .set("viewBox", (0, 0, width, height))
-        .set("font-family", "sans-serif")
-        .set("font-size", 11)
-        .add(Title::new(format!("Jacobian at {point}: {rows} x {cols}")))
-        .add(Rectangle::new().set("width", "100%").set("height", "100%").set("fill", "white"));
+    let mut doc = document(width, height, &format!("Jacobian at {point}: {rows} x {cols}"));
     let cell_note = if grid.bh > 1 || grid.bw > 1 {
         format!("; each cell {} x {} entries (the largest |entry|; any nonzero)", grid.bh, grid.bw)
     } else {
@@ -570,19 +575,9 @@ pub fn graph_svg(nodes: &[Node], title: &str) -> Document {
             x += box_w(k) + h_gap;
         }
     }
-    let mut doc = Document::new()
-        .set("width", width)
-        .set("height", height)
-        .set("viewBox", (0, 0, width, height))
-        .set("font-family", "sans-serif")
-        .set("font-size", 11)
-        .add(Title::new(title.to_string()))
-        .add(Rectangle::new().set("width", "100%").set("height", "100%").set("fill", "white"))
-        .add(text(8.0, 16.0, "caption", title))
-        .add(
-            text(8.0, 30.0, "caption", "shapes: S -o T a linear map, F Float, I Integer, T[] a vector")
-                .set("font-size", 9),
-        );
+    let mut doc = document(width, height, title).add(text(8.0, 16.0, "caption", title)).add(
+        text(8.0, 30.0, "caption", "shapes: S -o T a linear map, F Float, I Integer, T[] a vector").set("font-size", 9),
+    );
     for (k, node) in nodes.iter().enumerate() {
         for (i, t) in &node.inputs {
             let ((x1, y1), (x2, y2)) = (pos[*i], pos[k]);
