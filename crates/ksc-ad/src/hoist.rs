@@ -289,7 +289,7 @@ fn invariant_reads(body: &Body, e: ExprId, param: &Var) -> Vec<ExprId> {
 }
 
 /// Does `e` call a primitive with an effect (`print`, `$trace`)?
-fn has_effect(body: &Body, e: ExprId) -> bool {
+pub(crate) fn has_effect(body: &Body, e: ExprId) -> bool {
     let mut stack = vec![e];
     while let Some(x) = stack.pop() {
         if matches!(&body.exprs[x], Expr::Call(Callee::Prim(p), _) if p.has_effect()) {

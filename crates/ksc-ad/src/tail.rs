@@ -12,7 +12,9 @@
 //! body is in tail position (the body of a `let`, a branch of an `if`, the
 //! body of an `assert`, none inside a lambda) with its arguments written
 //! out, at least one branch ends in such a call and one in another value
-//! (a leaf), and its parameters hold no functions or linear maps. Its
+//! (a leaf), its parameters hold no functions or linear maps, and it
+//! prints nothing (the loop form runs the body's tests and updates twice:
+//! counting the steps, then taking them). Its
 //! parameters split into the invariant ones (passed on as themselves by
 //! every call: the vector a loop reads) and the state (the others).
 //!
@@ -211,7 +213,11 @@ fn pat_of(mut names: Vec<String>) -> Pat {
 
 /// f as a loop, if it is one ([the module](self)).
 pub fn as_loop(f: &Def) -> Option<Loop> {
-    if !f.name.derivs.is_empty() || f.params.iter().any(|p| holds_function(&p.ty)) || holds_function(&f.ret_ty) {
+    if !f.name.derivs.is_empty()
+        || f.params.iter().any(|p| holds_function(&p.ty))
+        || holds_function(&f.ret_ty)
+        || crate::hoist::has_effect(&f.body, f.root)
+    {
         return None;
     }
     let arity = f.params.len();
