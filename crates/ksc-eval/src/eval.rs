@@ -506,13 +506,16 @@ pub(crate) struct Machine<'p, 'a, 'o> {
     /// Calls evaluated (of functions, natives and primitives): the
     /// interpreter's deterministic measure of work.
     pub(crate) ops: u64,
+    /// Past this many `ops`, a call of a function fails
+    /// ([`crate::Interpreter::set_call_limit`]).
+    pub(crate) ops_limit: u64,
     stack_origin: usize,
     stack_limit: usize,
 }
 
 impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     pub(crate) fn new(prog: &'p Prog<'a>, stack: Vec<Value>, out: &'o mut dyn Write, stack_limit: usize) -> Self {
-        Machine { prog, stack, out, ops: 0, stack_origin: stack_address(), stack_limit }
+        Machine { prog, stack, out, ops: 0, ops_limit: u64::MAX, stack_origin: stack_address(), stack_limit }
     }
 
     /// An error at expression `at` of `cx`'s body.
@@ -599,6 +602,13 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 Expr::Call(Callee::Fun(name), arg) => {
                     self.ops += 1;
+                    if self.ops > self.ops_limit {
+                        return Err(self.fail(
+                            cx,
+                            e,
+                            format!("the run took more than {} operations (a loop that never ends?)", self.ops_limit),
+                        ));
+                    }
                     match cx.aux(e) {
                         Aux::Def(d) if tail => {
                             // A tail call: evaluate the arguments, then replace this frame.

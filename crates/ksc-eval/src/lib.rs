@@ -103,6 +103,8 @@ pub struct Interpreter<'a> {
     stack_limit: usize,
     /// Calls evaluated so far, over all runs (see [`Interpreter::operations`]).
     ops: u64,
+    /// The operations a top-level call may do ([`Interpreter::set_call_limit`]).
+    ops_limit: u64,
 }
 
 impl<'a> Interpreter<'a> {
@@ -139,12 +141,27 @@ impl<'a> Interpreter<'a> {
     /// definition go to the native prelude ([`native_prelude`]), or fail
     /// when run.
     pub fn new(defs: impl IntoIterator<Item = &'a Def>) -> Self {
-        Interpreter { prog: eval::Prog::new(defs), stack: Vec::new(), stack_limit: DEFAULT_STACK_LIMIT, ops: 0 }
+        Interpreter {
+            prog: eval::Prog::new(defs),
+            stack: Vec::new(),
+            stack_limit: DEFAULT_STACK_LIMIT,
+            ops: 0,
+            ops_limit: u64::MAX,
+        }
     }
 
     /// Sets the bound on the native stack a call may use, in bytes: the
     /// only bound on the depth of nested calls (tail calls do not nest). The
     /// running thread's stack must be larger by [`STACK_SLACK`].
+    /// Makes each top-level call fail once it has done `ops` operations
+    /// (the count of [`Interpreter::operations`]), at its next call of a
+    /// function: a tail recursion runs in constant stack, so a loop that
+    /// never ends is not stopped by the stack limit. For tests that run
+    /// programs they did not write (random mutants).
+    pub fn set_call_limit(&mut self, ops: u64) {
+        self.ops_limit = ops;
+    }
+
     pub fn set_stack_limit(&mut self, bytes: usize) {
         self.stack_limit = bytes;
     }
@@ -164,6 +181,7 @@ impl<'a> Interpreter<'a> {
         let stack = std::mem::take(&mut self.stack);
         let mut sink = std::io::sink();
         let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.stack_limit);
+        machine.ops_limit = self.ops_limit;
         let work = ops::work_done();
         let result = f(&mut machine);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);
@@ -237,6 +255,7 @@ impl<'a> Interpreter<'a> {
     pub fn call(&mut self, name: &FunName, arg: Value, out: &mut dyn Write) -> Result<Value, RuntimeError> {
         let stack = std::mem::take(&mut self.stack);
         let mut machine = eval::Machine::new(&self.prog, stack, out, self.stack_limit);
+        machine.ops_limit = self.ops_limit;
         let work = ops::work_done();
         let result = machine.call_top(name, arg).map(Value::densified);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);

@@ -336,3 +336,17 @@ fn speed() {
     assert!(x.is_finite());
     assert!(elapsed.as_secs_f64() < 10.0, "too slow: {elapsed:?}");
 }
+
+/// A tail recursion that never ends runs in constant stack; a call limit
+/// stops it, located at a call, and a call within the limit is unaffected.
+#[test]
+fn a_call_limit_stops_a_loop_that_never_ends() {
+    let defs = super::mini::program("(def spin Integer (n : Integer) (if (lt n 0) n (spin (add n 1))))");
+    let mut interp = Interpreter::new(&defs);
+    interp.set_call_limit(100_000);
+    let spin = FunName::typed("spin", Type::Integer);
+    let e = interp.call(&spin, Value::Integer(0), &mut Vec::new()).unwrap_err();
+    assert_eq!(e.message, "the run took more than 100000 operations (a loop that never ends?)");
+    assert!(e.location.is_some());
+    assert_eq!(interp.call(&spin, Value::Integer(-3), &mut Vec::new()).unwrap().to_string(), "-3");
+}
