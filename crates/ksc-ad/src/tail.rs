@@ -12,7 +12,7 @@
 //! body is in tail position (the body of a `let`, a branch of an `if`, the
 //! body of an `assert`, none inside a lambda) with its arguments written
 //! out, at least one branch ends in such a call and one in another value
-//! (a leaf), its parameters hold no functions or linear maps, and it
+//! (a leaf), its parameters and result hold no lambdas, and it
 //! prints nothing (the loop form runs the body's tests and updates twice:
 //! counting the steps, then taking them). Its
 //! parameters split into the invariant ones (passed on as themselves by
@@ -59,18 +59,8 @@ pub fn steps_name(f: &Def) -> FunName {
     FunName { derivs: Vec::new(), base: format!("{}$steps", f.name.base), base_ty }
 }
 
-/// Does `t` hold a function or a linear map (which a loop's state cannot)?
-fn holds_function(t: &Type) -> bool {
-    match t {
-        Type::Lam(..) | Type::LM(..) => true,
-        Type::Tuple(ts) => ts.iter().any(holds_function),
-        Type::Tensor(_, e) => holds_function(e),
-        _ => false,
-    }
-}
-
 /// Does `e` (anywhere, lambdas included) call f?
-fn calls(body: &Body, e: ExprId, f: &FunName) -> bool {
+pub(crate) fn calls(body: &Body, e: ExprId, f: &FunName) -> bool {
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
         if matches!(&body.exprs[e], Expr::Call(Callee::Fun(g), _) if g == f) {
@@ -214,8 +204,8 @@ fn pat_of(mut names: Vec<String>) -> Pat {
 /// f as a loop, if it is one ([the module](self)).
 pub fn as_loop(f: &Def) -> Option<Loop> {
     if !f.name.derivs.is_empty()
-        || f.params.iter().any(|p| holds_function(&p.ty))
-        || holds_function(&f.ret_ty)
+        || f.params.iter().any(|p| p.ty.holds_lam())
+        || f.ret_ty.holds_lam()
         || crate::hoist::has_effect(&f.body, f.root)
     {
         return None;
@@ -291,19 +281,13 @@ pub fn as_loop(f: &Def) -> Option<Loop> {
     let last_names = renamed(&mut b);
     let last = ksc_ir::term::rename(&mut b, &mut cache, last, &last_names);
     let ty = b.ty(last);
-    let body = match state.len() {
-        0 => last,
-        _ => b
-            .body
-            .alloc_typed(Expr::Let(pat_of(last_names.into_iter().map(|(_, to)| to).collect()), fold, last), ty.clone()),
+    // The last state bound for FINAL; with no state, the fold still runs
+    // the steps (whose asserts may fail).
+    let last_pat = match state.len() {
+        0 => Pat::Var(b.fresh_name("z")),
+        _ => pat_of(last_names.into_iter().map(|(_, to)| to).collect()),
     };
-    let body = if state.is_empty() {
-        // No state: the fold only runs the steps (whose asserts may fail).
-        let z = b.fresh_name("z");
-        b.body.alloc_typed(Expr::Let(Pat::Var(z), fold, body), ty.clone())
-    } else {
-        body
-    };
+    let body = b.body.alloc_typed(Expr::Let(last_pat, fold, last), ty.clone());
     let root = b.body.alloc_typed(Expr::Let(Pat::Var(n), count, body), ty);
     def.root = root;
     Some(Loop { def, steps })

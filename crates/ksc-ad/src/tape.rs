@@ -100,15 +100,6 @@ pub struct Plan {
     pub loops: FxHashMap<ExprId, Vec<usize>>,
 }
 
-/// The first component's type of a tuple type (a threaded loop's
-/// accumulator: the loop's own, then the tape's parts).
-fn acc_ty_first(t: &Type) -> Type {
-    match t {
-        Type::Tuple(ts) => ts[0].clone(),
-        _ => unreachable!("a threaded loop's accumulator is a tuple"),
-    }
-}
-
 /// A `build` or `sumbuild` over a vector with its lambda written in place:
 /// the size, the variable and the body.
 fn vector_loop(body: &Body, e: ExprId) -> Option<(ExprId, String, ExprId)> {
@@ -428,13 +419,7 @@ fn post_order(body: &Body, e: ExprId, f: &mut dyn FnMut(ExprId, bool)) {
 /// order, grouped by rows), and `[D f]` of a `build` reads element i of
 /// v's map as `map`'s does.
 pub fn prepare(f: &Def) -> Option<Def> {
-    let calls_f = |body: &Body, e: ExprId| {
-        let mut found = false;
-        walk(body, e, false, &mut |y, _| {
-            found |= matches!(&body.exprs[y], Expr::Call(Callee::Fun(g), _) if g == &f.name);
-        });
-        found
-    };
+    let calls_f = |body: &Body, e: ExprId| crate::tail::calls(body, e, &f.name);
     // Post-order, so that a `let` renamed inside another is already
     // rewritten (in place) when the outer one's body is copied.
     let mut targets = Vec::new();
@@ -938,7 +923,7 @@ impl TapeFwd<'_> {
     ) -> R<ExprId> {
         let pos_ty = Type::vec(Type::Integer);
         let firsts_ty = Type::vec(first_ty.clone());
-        let mut acc_tys = vec![first_ty, self.tape_ty.clone()];
+        let mut acc_tys = vec![first_ty.clone(), self.tape_ty.clone()];
         acc_tys.extend(slots.iter().map(|_| pos_ty.clone()));
         if collect {
             acc_tys.push(firsts_ty.clone());
@@ -976,8 +961,7 @@ impl TapeFwd<'_> {
                 next.push(b.prim(Prim::TapePush, vec![ps, k]));
             }
             if collect {
-                let (fs, a) =
-                    (b.var(&parts[m as usize - 1], firsts_ty.clone()), b.var(&parts[0], acc_ty_first(&acc_ty)));
+                let (fs, a) = (b.var(&parts[m as usize - 1], firsts_ty.clone()), b.var(&parts[0], first_ty.clone()));
                 next.push(b.prim(Prim::TapePush, vec![fs, a]));
             }
             Ok(b.tuple(next))

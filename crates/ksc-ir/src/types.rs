@@ -85,6 +85,16 @@ impl Type {
         }
     }
 
+    /// Does a value of this type hold a lambda (`Lam` anywhere in it)?
+    pub fn holds_lam(&self) -> bool {
+        match self {
+            Type::Lam(..) => true,
+            Type::Tuple(ts) => ts.iter().any(Type::holds_lam),
+            Type::Tensor(_, e) => e.holds_lam(),
+            _ => false,
+        }
+    }
+
     pub fn is_unknown(&self) -> bool {
         matches!(self, Type::Unknown)
     }

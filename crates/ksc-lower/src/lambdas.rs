@@ -71,12 +71,7 @@ pub fn lambda_free<'d>(defs: &[&'d Def], s: &'d [Def], copies: &[(FunName, FunNa
 
 /// Does a value of this type hold a lambda?
 pub fn has_lam(t: &Type) -> bool {
-    match t {
-        Type::Lam(..) => true,
-        Type::Tuple(ts) => ts.iter().any(has_lam),
-        Type::Tensor(_, e) => has_lam(e),
-        _ => false,
-    }
+    t.holds_lam()
 }
 
 /// Does the signature of `d` hold a lambda (so it cannot be lowered by
