@@ -45,12 +45,15 @@ pub fn work_dir(name: &str) -> PathBuf {
 }
 
 /// The C compiler's flags for the tests' native runs unless a test says
-/// otherwise: `-O1` compiles the examples' C in 40% of `-O3`'s time (38 s
-/// against 95 s of CPU for all of them). The unchecked runs of the examples
-/// keep the default `-O3` ([`reuse_always_cflags`]), so code that only the
-/// optimiser's assumptions (aliasing, vectorisation) would break is still
-/// run at the level users get.
-pub const QUICK_CFLAGS: &str = "-O1 -march=native";
+/// otherwise: `-O0`. The tests' C is large (derivatives of every example,
+/// called at several points) and is run once on small inputs, so compiling
+/// it is almost all of a native run's time: `-O0` compiles in about half
+/// `-O1`'s time (the reverse derivatives of `ksc-examples/ad/` 22 s against
+/// 45 s of CPU) and a third of `-O3`'s. What the optimiser may assume
+/// (aliasing, no undefined behaviour, vectorisation) is still tested: the
+/// unchecked runs of the examples keep the default `-O3`
+/// ([`reuse_always_cflags`]), as users get it.
+pub const QUICK_CFLAGS: &str = "-O0";
 
 /// The OpenMP runtime's waiting policy for every native run of the tests:
 /// a thread waiting at a parallel loop's end sleeps instead of spinning

@@ -133,7 +133,7 @@ int main(int argc, char **argv) {{
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
         .current_dir(&dir)
-        .args(["-O1", "-DKS_COUNT_WORK", "-o", exe.to_str().unwrap(), "driver.c", "p.c", "-lm"])
+        .args(["-O0", "-DKS_COUNT_WORK", "-o", exe.to_str().unwrap(), "driver.c", "p.c", "-lm"])
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
     if !built.status.success() {
