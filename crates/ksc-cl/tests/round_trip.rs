@@ -135,18 +135,43 @@ fn forms(c: &ksc_cl::Cl, out: &mut std::collections::BTreeSet<&'static str>) {
 
 #[test]
 fn cl_round_trip_preserves_every_example_function() {
-    let tally = std::thread::Builder::new()
-        .stack_size(1 << 30)
-        .spawn(|| {
-            let mut tally = Tally::default();
-            for path in files() {
-                check_file(&path, &mut tally);
-            }
-            tally
-        })
-        .unwrap()
-        .join()
-        .unwrap();
+    // The files, shared out to one thread per core (each with its own
+    // tally, merged in the files' order): each file is checked alone.
+    let files = files();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(files.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut tallies: Vec<(usize, Tally)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .stack_size(1 << 30)
+                    .spawn_scoped(s, || {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(path) = files.get(i) else { break };
+                            let mut tally = Tally::default();
+                            check_file(path, &mut tally);
+                            done.push((i, tally));
+                        }
+                        done
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    tallies.sort_by_key(|(i, _)| *i);
+    let mut tally = Tally::default();
+    for (_, t) in tallies {
+        tally.functions += t.functions;
+        tally.points += t.points;
+        tally.skipped_points += t.skipped_points;
+        tally.large_points += t.large_points;
+        tally.unsupported.extend(t.unsupported);
+        tally.failures.extend(t.failures);
+        tally.forms.extend(t.forms);
+    }
     eprintln!(
         "CL round trip: {} functions, {} points checked ({} skipped: the original fails there; {} left to the interpreter: over {CL_WORK} operations); unsupported:\n  {}",
         tally.functions,
