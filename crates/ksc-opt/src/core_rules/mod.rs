@@ -33,6 +33,7 @@
 //! | `loops.rs` | `sumbuild` of tuples, known sums in `$buildSum`, invariant parts of a `fold`'s elements |
 //! | `tangent.rs` | `ts_add`, `ts_scale`, `ts_dot` with zeros and ones; let-bound zeros |
 //! | `conditional.rs` | `if` and `assert` of literals, `if` of equal branches |
+//! | `ring.rs` | dF~'s rules: a Float minus itself, a condition tested again in its own branch, a sum over a one-hot term |
 //! | `fold.rs` | constant folding of arithmetic and comparisons |
 //! | `shape.rs` | `shape` pushed into its argument |
 //! | `inline.rs` | inlining marked and small calls |
@@ -71,6 +72,7 @@ mod inline;
 pub mod instances;
 mod lets;
 mod loops;
+mod ring;
 mod shape;
 mod tangent;
 mod tuple;
@@ -150,6 +152,7 @@ const IF: &str = "conditionals (reference 6.3)";
 const FOLD: &str = "constant folding (reference 6.3)";
 const INLINE: &str = "inlining (reference 6.3)";
 const SHAPE: &str = "shapes (reference 5.6)";
+const RING: &str = "ring (dF~, seed 000, 4.1)";
 
 /// Every Core rule, in the order they are tried.
 ///
@@ -195,6 +198,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     loops::SUMBUILD_TUPLE,
     vector::SUM_DELTAVEC,
     vector::SUMBUILD_DELTAVEC,
+    ring::SUMBUILD_ONE_HOT,
     vector::BUILD_INDEX_SAME,
     vector::BUILD_CONST,
     loops::BUILDSUM_KNOWN_SUMS,
@@ -206,9 +210,11 @@ pub static CORE_RULES: &[CoreRule] = &[
     tangent::TS_SCALE_ZERO,
     tangent::TS_SCALE_OF_ZERO,
     tangent::TS_DOT_ZERO,
+    ring::RING_CANCEL,
     conditional::IF_TRUE,
     conditional::IF_FALSE,
     conditional::IF_SAME,
+    ring::IF_KNOWN_COND,
     conditional::ASSERT_TRUE,
     fold::FOLD_FLOAT,
     fold::FOLD_INTEGER,

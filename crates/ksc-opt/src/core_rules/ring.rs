@@ -1,0 +1,206 @@
+//! Rules of dF~ (seed 000, section 4.1) beyond zeros and ones: a Float
+//! minus itself cancels (`x - x`, `x + -x`, `x + -1 x`), a condition
+//! tested again inside a branch of its own test is known there, and a sum
+//! over a one-hot term is that term (the iteration rule 7e).
+//!
+//! Floats are assumed finite, as where a zero annihilates (module docs of
+//! `core_rules`): `x - x` is 0 for finite `x` only.
+
+use ksc_ir::builder::Builder;
+use ksc_ir::term::{self, is_zero};
+use ksc_ir::{Callee, Expr, ExprId, FunName, Pat, Prim, Type};
+
+use super::instances::{call, ff, ii, with_var, G};
+use super::{call_parts, copy_atom, float_lit, lam_parts, let_, prim_args, share, CoreRule, Head, IF, RING};
+use crate::rule::Ctx;
+
+pub(super) const RING_CANCEL: CoreRule = CoreRule {
+    name: "ring-cancel",
+    statement: "sub x x', add x (neg x'), add x (mul -1.0 x') and their mirror images \
+        ⇒ 0.0 when x and x' are alpha-equal Floats without an effect (x finite)",
+    group: RING,
+    head: Head::Fun,
+    rewrite: ring_cancel,
+    instance: ring_cancel_instance,
+};
+
+/// Is `f` the built-in `name` of `base_ty`?
+fn is_builtin(ctx: &Ctx, f: &FunName, name: &str, base_ty: &Type) -> bool {
+    f.base == name && f.derivs.is_empty() && f.base_ty.as_ref() == Some(base_ty) && ctx.globals.is_builtin(f)
+}
+
+/// `x` if `e` is `neg x`, `mul -1.0 x` or `mul x -1.0` (built-ins on Floats).
+fn negated(ctx: &Ctx, e: ExprId) -> Option<ExprId> {
+    let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
+    match &comps[..] {
+        [x] if is_builtin(ctx, &f, "neg", &Type::Float) => Some(*x),
+        [a, b] if is_builtin(ctx, &f, "mul", &ff()) => {
+            if float_lit(ctx, *a) == Some(-1.0) {
+                Some(*b)
+            } else if float_lit(ctx, *b) == Some(-1.0) {
+                Some(*a)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `sub x x ⇒ 0.0`, `add x (neg x) ⇒ 0.0`, ... (see [`RING_CANCEL`]).
+fn ring_cancel(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
+    let [a, b] = comps[..] else { return None };
+    let (x, y) = if is_builtin(ctx, &f, "sub", &ff()) {
+        (a, b)
+    } else if is_builtin(ctx, &f, "add", &ff()) {
+        match (negated(ctx, b), negated(ctx, a)) {
+            (Some(nb), _) => (a, nb),
+            (None, Some(na)) => (na, b),
+            (None, None) => return None,
+        }
+    } else {
+        return None;
+    };
+    (ctx.pure(x) && ctx.pure(y) && ctx.alpha_eq(x, y)).then(|| ctx.b.float(0.0))
+}
+
+fn ring_cancel_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // x - x (or x + -x, x + -1 x, mirrored), added to a term so that the
+    // zero meets other arithmetic.
+    let x = g.expr(b, &Type::Float, 2);
+    let x2 = term::deep_copy(b, x);
+    let cancelled = match g.rng.below(5) {
+        0 => call(b, "sub", ff(), Type::Float, vec![x, x2]),
+        1 => {
+            let n = call(b, "neg", Type::Float, Type::Float, vec![x2]);
+            call(b, "add", ff(), Type::Float, vec![x, n])
+        }
+        2 => {
+            let n = call(b, "neg", Type::Float, Type::Float, vec![x2]);
+            call(b, "add", ff(), Type::Float, vec![n, x])
+        }
+        3 => {
+            let m1 = b.float(-1.0);
+            let n = call(b, "mul", ff(), Type::Float, vec![m1, x2]);
+            call(b, "add", ff(), Type::Float, vec![x, n])
+        }
+        _ => {
+            let m1 = b.float(-1.0);
+            let n = call(b, "mul", ff(), Type::Float, vec![x2, m1]);
+            call(b, "add", ff(), Type::Float, vec![n, x])
+        }
+    };
+    let other = g.expr(b, &Type::Float, 1);
+    call(b, "mul", ff(), Type::Float, vec![cancelled, other])
+}
+
+pub(super) const IF_KNOWN_COND: CoreRule = CoreRule {
+    name: "if-known-cond",
+    statement: "if c (if c' a b) e ⇒ if c a e and if c t (if c' a b) ⇒ if c t b when c and c' \
+        are alpha-equal and have no effect",
+    group: IF,
+    head: Head::If,
+    rewrite: if_known_cond,
+    instance: if_known_cond_instance,
+};
+
+/// A branch that tests the condition of the `if` it is a branch of again
+/// takes the side the outer test chose (see [`IF_KNOWN_COND`]).
+fn if_known_cond(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let Expr::If(c, t, f) = ctx.expr(e).clone() else { return None };
+    if !ctx.pure(c) {
+        return None;
+    }
+    let inner = |ctx: &Ctx, branch: ExprId, then: bool| match ctx.expr(branch) {
+        Expr::If(c2, a, b) if ctx.alpha_eq(c, *c2) => Some(if then { *a } else { *b }),
+        _ => None,
+    };
+    let (t2, f2) = (inner(ctx, t, true), inner(ctx, f, false));
+    if t2.is_none() && f2.is_none() {
+        return None;
+    }
+    let ty = ctx.ty(e);
+    Some(ctx.alloc(Expr::If(c, t2.unwrap_or(t), f2.unwrap_or(f)), ty))
+}
+
+fn if_known_cond_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let c = g.expr(b, &Type::Bool, 2);
+    let branch = |g: &mut G, b: &mut Builder| {
+        if g.rng.chance(70) {
+            let c2 = term::deep_copy(b, c);
+            let (x, y) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+            b.body.alloc_typed(Expr::If(c2, x, y), Type::Float)
+        } else {
+            g.expr(b, &Type::Float, 2)
+        }
+    };
+    let (t, f) = (branch(g, b), branch(g, b));
+    b.body.alloc_typed(Expr::If(c, t, f), Type::Float)
+}
+
+pub(super) const SUMBUILD_ONE_HOT: CoreRule = CoreRule {
+    name: "sumbuild-one-hot",
+    statement: "sumbuild n (lam j (if (eq i j) a Z)) ⇒ if (lt i n) (if (gte i 0) (let j = i in a) \
+        Z) Z for a known zero Z and an i without an effect, neither mentioning j (also eq j i)",
+    group: RING,
+    head: Head::Prim(Prim::Sumbuild),
+    rewrite: sumbuild_one_hot,
+    instance: sumbuild_one_hot_instance,
+};
+
+/// dF~'s iteration rule (7e): a sum over a one-hot term is its one term
+/// (see [`SUMBUILD_ONE_HOT`]). A forward-mode gradient over one-hot
+/// directions sums each direction's products in such a loop: n terms each
+/// for n directions, quadratic, and linear once the sums are gone.
+fn sumbuild_one_hot(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [n, f] = prim_args(ctx, e, Prim::Sumbuild)?[..] else { return None };
+    let (j, jty, body) = lam_parts(ctx, f)?;
+    let Expr::If(c, a, z) = ctx.expr(body).clone() else { return None };
+    let [p, q] = prim_args(ctx, c, Prim::Eq)?[..] else { return None };
+    if ctx.ty(p) != Type::Integer {
+        return None;
+    }
+    let is_j = |ctx: &Ctx, x: ExprId| matches!(ctx.expr(x), Expr::Var(v) if *v == j);
+    let i = if is_j(ctx, q) {
+        p
+    } else if is_j(ctx, p) {
+        q
+    } else {
+        return None;
+    };
+    if ctx.is_free(&j, i) || !ctx.pure(i) || !is_zero(ctx.b.body, z) || ctx.is_free(&j, z) || !ctx.pure(z) {
+        return None;
+    }
+    let ty = ctx.ty(e);
+    Some(share(ctx, i, "i", |ctx, i| {
+        let i2 = copy_atom(ctx, i);
+        let i3 = copy_atom(ctx, i);
+        let zero = ctx.b.integer(0);
+        let lo = ctx.b.call(FunName::typed("gte", ii()), vec![i2, zero], Type::Bool);
+        let hi = ctx.b.call(FunName::typed("lt", ii()), vec![i3, n], Type::Bool);
+        let one = let_(ctx, Pat::Var(j.clone()), i, a);
+        debug_assert_eq!(jty, Type::Integer);
+        let z2 = term::deep_copy(ctx.b, z);
+        let inner = ctx.alloc(Expr::If(lo, one, z), ty.clone());
+        ctx.alloc(Expr::If(hi, inner, z2), ty)
+    }))
+}
+
+fn sumbuild_one_hot_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // sumbuild n (lam j (if (eq i j) a 0.0)), i sometimes out of range, a
+    // reading j and printing sometimes.
+    let n = g.size(b, 1);
+    let i = g.expr(b, &Type::Integer, 1);
+    let j = g.name();
+    let body = with_var(g, &j, Type::Integer, |g| {
+        let jv = b.var(&j, Type::Integer);
+        let (p, q) = if g.rng.chance(50) { (i, jv) } else { (jv, i) };
+        let c = b.prim(Prim::Eq, vec![p, q]);
+        let a = g.expr(b, &Type::Float, 2);
+        let z = b.float(0.0);
+        b.body.alloc_typed(Expr::If(c, a, z), Type::Float)
+    });
+    let lam = b.body.alloc_typed(Expr::Lam(j, Type::Integer, body), Type::lam(Type::Integer, Type::Float));
+    b.prim(Prim::Sumbuild, vec![n, lam])
+}
