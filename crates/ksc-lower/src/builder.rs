@@ -119,6 +119,12 @@ impl FnBuilder {
         self.reductions.push(FxHashMap::default());
     }
 
+    /// Is code being emitted in a loop's body or a branch (a block inside
+    /// the function's own)?
+    pub fn nested(&self) -> bool {
+        self.blocks.len() > 1
+    }
+
     pub fn pop_block(&mut self) -> Block {
         self.cse.pop();
         self.checked.pop();

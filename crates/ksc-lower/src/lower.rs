@@ -30,7 +30,7 @@
 use std::rc::Rc;
 
 use ksc_ir::{Builtin, Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::builder::FnBuilder;
 use crate::ir::*;
@@ -159,8 +159,12 @@ pub struct ProgramFacts {
     pub names: Vec<FunName>,
     /// Does the definition (transitively) print?
     effectful: Vec<bool>,
-    /// Is it inlined at its call sites (small, not recursive)?
+    /// May it be inlined at its call sites (at most [`INLINE_SIZE`], not
+    /// recursive, not external)? Where it is, see [`Lowerer::lower_call`].
     inlinable: Vec<bool>,
+    /// Is it inlined at every call site, in loops or not (inlinable, and
+    /// small or called from one place only)?
+    inlined_anywhere: Vec<bool>,
     /// Does it call itself, directly or not (then `$inline` leaves it)?
     recursive: Vec<bool>,
     /// How fresh each definition's result is (`prims::fresh_expr`): a call
@@ -199,6 +203,43 @@ pub struct Lowerer<'a> {
     /// The parameters of the steps of folds being lowered that own their
     /// accumulators (definition, parameter, how fresh): see `Prim::Fold`.
     pub(crate) step_params: Vec<(usize, String, crate::prims::Fresh)>,
+    /// Per definition, its calls whose result is only projected
+    /// ([`projected_calls`]), computed when first asked.
+    projected: FxHashMap<usize, FxHashSet<ExprId>>,
+}
+
+/// The calls of `body` whose results are only read in part: the argument
+/// of a `get`, or bound by a `let` to a variable that is only an argument
+/// of `get`s. Inlined, the parts that are not read are not computed (an
+/// entry point `get$2$3 ([rev f] ...)` that wants one cotangent of three,
+/// the others matrices).
+fn projected_calls(body: &ksc_ir::Body) -> FxHashSet<ExprId> {
+    let is_call = |e: ExprId| matches!(body.exprs[e], Expr::Call(Callee::Fun(_), _));
+    let mut out = FxHashSet::default();
+    // Per variable name: (uses, uses as the argument of a `get`).
+    let mut uses: FxHashMap<&str, (usize, usize)> = FxHashMap::default();
+    for (_, e) in body.exprs.iter() {
+        match e {
+            Expr::Var(v) => uses.entry(v.as_str()).or_default().0 += 1,
+            Expr::Call(Callee::Prim(Prim::Get { .. }), t) => {
+                if is_call(*t) {
+                    out.insert(*t);
+                }
+                if let Expr::Var(v) = &body.exprs[*t] {
+                    uses.entry(v.as_str()).or_default().1 += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    for (_, e) in body.exprs.iter() {
+        if let Expr::Let(ksc_ir::Pat::Var(x), r, _) = e {
+            if is_call(*r) && uses.get(x.as_str()).is_some_and(|&(all, got)| all == got) {
+                out.insert(*r);
+            }
+        }
+    }
+    out
 }
 
 /// The parameters a definition consumes, with which of their parts are
@@ -226,7 +267,21 @@ pub(crate) fn consumed_params(def: &Def) -> Vec<(String, crate::prims::Fresh)> {
 /// the caller's accumulations. (At 400 the C of the benchmarks grows by a
 /// third to a half; GMM's gradient gets 5 to 18% faster, BA, HT and LSTM
 /// are unchanged.)
+///
+/// That is where inlining pays: in a loop (or a branch) the call's cost is
+/// paid per iteration; and where the caller reads only part of the result
+/// (the parts it does not read are then not computed). A call outside
+/// every loop and branch of its caller whose whole result is used is made
+/// once per call of the caller, so inlining it there saves a call and a
+/// result tuple, not a cost per element, while every such site gets a copy
+/// of the callee (and of what the callee inlines): a `main` calling twenty
+/// derivatives three times each was 31,000 lines of C. There a callee is
+/// inlined only if it is small ([`INLINE_ALWAYS`]) or that is its only call
+/// in the program (no copy is made).
 const INLINE_SIZE: usize = 400;
+/// The largest body inlined at every call, wherever it is: a call and its
+/// result tuple cost about as much as the arithmetic of such a body.
+const INLINE_ALWAYS: usize = 40;
 /// The deepest nesting of inlined calls.
 const INLINE_DEPTH: u32 = 8;
 
@@ -336,7 +391,16 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName]) -> Pro
         }
     }
     let recursive = in_cycles(&callees);
-    let inlinable = (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i] && !external[i]).collect();
+    let inlinable: Vec<bool> =
+        (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i] && !external[i]).collect();
+    let mut call_sites = vec![0usize; n];
+    for cs in &callees {
+        for &j in cs {
+            call_sites[j] += 1;
+        }
+    }
+    let inlined_anywhere =
+        (0..n).map(|i| inlinable[i] && (defs[i].body.exprs.len() <= INLINE_ALWAYS || call_sites[i] <= 1)).collect();
     // The greatest fixpoint: every result is assumed fresh, then each
     // definition's is recomputed from its body until nothing changes.
     let mut fresh_results = vec![crate::prims::Fresh::Top; n];
@@ -370,6 +434,7 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName]) -> Pro
         names: defs.iter().map(|d| d.name.clone()).collect(),
         effectful,
         inlinable,
+        inlined_anywhere,
         recursive,
         fresh_results,
         c_names,
@@ -472,7 +537,15 @@ impl<'a> Lowerer<'a> {
             join_budget: crate::accum::JOIN_BUDGET,
             consumed: FxHashMap::default(),
             step_params: Vec::new(),
+            projected: FxHashMap::default(),
         }
+    }
+
+    /// Is the result of the call `e` in definition `def` only read in part
+    /// ([`projected_calls`])?
+    fn projected(&mut self, def: usize, e: ExprId) -> bool {
+        let body = &self.defs[def].body;
+        self.projected.entry(def).or_insert_with(|| projected_calls(body)).contains(&e)
     }
 
     /// Is the value of `e` (in the body of definition `def`) storage
@@ -1421,7 +1494,9 @@ impl<'a> Lowerer<'a> {
             return Ok(LVal::Never);
         }
         let inline = self.opts.inline
-            && (self.facts.inlinable[d] || marked && !self.facts.recursive[d])
+            && (self.facts.inlinable[d]
+                && (self.facts.inlined_anywhere[d] || fb.nested() || self.projected(ctx.def, e))
+                || marked && !self.facts.recursive[d])
             && ctx.depth < INLINE_DEPTH;
         let mut args = args;
         if !inline && !consumed_params(callee).is_empty() {
