@@ -1289,3 +1289,81 @@ fn a_library_leaves_out_functions_taking_lambdas_with_a_note() {
     assert!(header.contains(" ks$main(ks_arena *A);"), "{header}");
     assert!(!header.contains(" rec(") && !header.contains(" g("), "{header}");
 }
+
+/// The runtime's `exp` and `log` give the interpreter's bits
+/// (`ksc_eval::mathfns`), at the default flags and in a loop the C
+/// compiler vectorises (each lane must compute what the scalar code does),
+/// on arguments over their whole ranges and the special values.
+#[test]
+fn exp_and_log_are_the_interpreters_to_the_bit_natively() {
+    let mut args: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        709.78,
+        709.79,
+        -745.13,
+        -745.14,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+    ];
+    let mut s: u64 = 0x243f6a8885a308d3;
+    for i in 0..20_000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+        args.push(match i % 3 {
+            0 => -750.0 + 1465.0 * u,
+            1 => f64::from_bits(s >> 1), // any positive double (log), huge or tiny (exp)
+            _ => 4.0 * u - 2.0,
+        });
+    }
+    let dir = work_dir("mathfns");
+    std::fs::write(dir.join("ksc_runtime.h"), ksc_codegen_c::emit::RUNTIME_H).unwrap();
+    let driver = r#"#include "ksc_runtime.h"
+int main(void) {
+    static double x[1 << 16], e[1 << 16], l[1 << 16];
+    uint64_t u; int n = 0;
+    while (n < (1 << 16) && scanf("%" SCNx64, &u) == 1) x[n++] = ksrt_asdouble(u);
+    for (int i = 0; i < n; i++) e[i] = ksrt_exp(x[i]);
+    for (int i = 0; i < n; i++) l[i] = ksrt_log(x[i]);
+    for (int i = 0; i < n; i++) printf("%016" PRIx64 " %016" PRIx64 "\n", ksrt_asuint(e[i]), ksrt_asuint(l[i]));
+    return 0;
+}
+"#;
+    std::fs::write(dir.join("driver.c"), driver).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let exe = dir.join("driver");
+    let built = Command::new(&cc)
+        .current_dir(&dir)
+        .args(ksc_codegen_c::driver::DEFAULT_CFLAGS.split_whitespace())
+        .args(ksc_codegen_c::driver::SEMANTIC_FLAGS)
+        .args(["-o", exe.to_str().unwrap(), "driver.c", "-lm", "-pthread"])
+        .output()
+        .expect("cannot run the C compiler");
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let input: String = args.iter().map(|x| format!("{:016x}\n", x.to_bits())).collect();
+    let mut child =
+        Command::new(&exe).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), args.len());
+    let mut wrong = Vec::new();
+    for (x, line) in args.iter().zip(&lines) {
+        let want =
+            format!("{:016x} {:016x}", ksc_eval::mathfns::exp(*x).to_bits(), ksc_eval::mathfns::log(*x).to_bits());
+        if *line != want {
+            wrong.push(format!("{x:e}: native {line}, interpreter {want}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), args.len(), wrong[..wrong.len().min(10)].join("\n"));
+}

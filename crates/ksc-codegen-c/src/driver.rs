@@ -40,8 +40,12 @@ pub struct CcConfig {
 
 /// Flags that are part of the semantics, always passed: no contraction of
 /// `a * b + c` into a fused multiply-add (it would change results), GNU C99
-/// for `__builtin_*_overflow`, no warnings (the code is generated).
-pub const SEMANTIC_FLAGS: &[&str] = &["-std=gnu99", "-ffp-contract=off", "-fno-math-errno", "-w"];
+/// for `__builtin_*_overflow`, no warnings (the code is generated). Neither
+/// `errno` nor the floating-point exception flags are read, so the
+/// compiler may compute both sides of a select (`-fno-trapping-math`),
+/// which is how the runtime's branch-free `exp` and `log` vectorise
+/// without AVX-512's masked operations; results are unchanged.
+pub const SEMANTIC_FLAGS: &[&str] = &["-std=gnu99", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-w"];
 
 /// Flags for multi-core code: OpenMP, for the loops `parallel.rs` finds
 /// independent. Passed when the compiler accepts them; without them the
@@ -166,7 +170,7 @@ pub fn compile_c(
     cfg: &CcConfig,
 ) -> Result<PathBuf, BuildError> {
     let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
-    for f in PARALLEL_FLAGS {
+    for f in PARALLEL_FLAGS.iter().chain(SEMANTIC_FLAGS) {
         parts.push(f.as_bytes());
     }
     for f in &cfg.cflags {

@@ -909,6 +909,70 @@ static inline int64_t ksrt_wrap_mul(int64_t a, int64_t b) { return (int64_t)((ui
 
 /* ---- the prelude's maths ------------------------------------------------- */
 
+/* exp and log: fdlibm's algorithms, branch-free (special cases selected,
+ * not branched to) so that a loop calling them vectorises, and within 1 ulp
+ * of the correctly rounded result. The interpreter computes them with the
+ * same operations in the same order (ksc-eval/src/mathfns.rs; keep the two
+ * identical): native code and the interpreter give the same bits. */
+static inline double ksrt_asdouble(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
+static inline uint64_t ksrt_asuint(double d) { uint64_t u; memcpy(&u, &d, sizeof u); return u; }
+#define KSRT_SHIFTER 6755399441055744.0 /* 1.5 * 2^52 */
+#define KSRT_LN2_HI 6.93147180369123816490e-01
+#define KSRT_LN2_LO 1.90821492927058770002e-10
+static inline int64_t ksrt_int_of(double kd) { return (int64_t)(ksrt_asuint(kd + KSRT_SHIFTER) - ksrt_asuint(KSRT_SHIFTER)); }
+static inline double ksrt_pow2(int64_t k) { return ksrt_asdouble((uint64_t)(k + 1023) << 52); }
+static inline double ksrt_exp(double x) {
+    const double inv_ln2 = 1.44269504088896338700e+00;
+    const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
+                 P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
+                 P5 = 4.13813679705723846039e-08;
+    double xc = x > 709.8 ? 709.8 : x;
+    xc = xc < -745.2 ? -745.2 : xc;
+    xc = xc == xc ? xc : 0.0;
+    double kd = xc * inv_ln2 + KSRT_SHIFTER;
+    kd = kd - KSRT_SHIFTER;
+    double hi = xc - kd * KSRT_LN2_HI;
+    double lo = kd * KSRT_LN2_LO;
+    double r = hi - lo;
+    double rr = r * r;
+    double c = r - rr * (P1 + rr * (P2 + rr * (P3 + rr * (P4 + rr * P5))));
+    double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    double k1d = kd * 0.5 + KSRT_SHIFTER;
+    k1d = k1d - KSRT_SHIFTER;
+    double k2d = kd - k1d;
+    double res = y * ksrt_pow2(ksrt_int_of(k1d)) * ksrt_pow2(ksrt_int_of(k2d));
+    res = x > 709.8 ? x * ksrt_asdouble(UINT64_C(0x7fe0000000000000)) : res;
+    return x == x ? res : x + x;
+}
+static inline double ksrt_log(double x) {
+    const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
+                 Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
+                 Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
+                 Lg7 = 1.479819860511658591e-01;
+    bool sub = x < 2.2250738585072014e-308;
+    double xs = sub ? x * 18014398509481984.0 : x;
+    int64_t kadj = sub ? -54 : 0;
+    uint64_t u = ksrt_asuint(xs);
+    uint64_t hx = (u >> 32) + (0x3ff00000 - 0x3fe6a09e);
+    int64_t k = (int64_t)(hx >> 20) - 0x3ff + kadj;
+    hx = (hx & 0x000fffff) + 0x3fe6a09e;
+    double m = ksrt_asdouble((hx << 32) | (u & UINT64_C(0xffffffff)));
+    double f = m - 1.0;
+    double hfsq = 0.5 * f * f;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+    double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+    double r = t2 + t1;
+    double dk = ksrt_asdouble(ksrt_asuint(KSRT_SHIFTER) + (uint64_t)k) - KSRT_SHIFTER;
+    double res = s * (hfsq + r) + dk * KSRT_LN2_LO - hfsq + f + dk * KSRT_LN2_HI;
+    res = x == INFINITY ? x : res;
+    res = x == 0.0 ? -INFINITY : res;
+    return x < 0.0 || x != x ? NAN : res;
+}
+
+
 static inline double ksrt_lgamma(double x) {
     int sign;
     return lgamma_r(x, &sign);

@@ -29,6 +29,7 @@
 
 mod eval;
 mod linmap;
+pub mod mathfns;
 mod native;
 mod ops;
 mod prims;

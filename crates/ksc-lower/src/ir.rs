@@ -101,8 +101,9 @@ pub enum UnOp {
     Not,
     ToFloat,
     BoolToFloat,
-    /// A function of libm (`exp`, `log`, `sin`, `cos`, `cosh`, `tanh`,
-    /// `sqrt`, `erf`, `lgamma`, `fabs`).
+    /// A function of libm (`sin`, `cos`, `cosh`, `tanh`, `sqrt`, `erf`,
+    /// `fabs`) or of the runtime (`exp`, `log`: branch-free, so that loops
+    /// calling them vectorise; `lgamma`, `digamma`).
     Math(MathFn),
     /// `$ranhashdoub`.
     RanHashDoub,
@@ -143,8 +144,8 @@ impl MathFn {
 
     pub fn c_name(self) -> &'static str {
         match self {
-            MathFn::Exp => "exp",
-            MathFn::Log => "log",
+            MathFn::Exp => "ksrt_exp",
+            MathFn::Log => "ksrt_log",
             MathFn::Sin => "sin",
             MathFn::Cos => "cos",
             MathFn::Cosh => "cosh",

@@ -3,6 +3,7 @@
 //! way the front end does.
 
 mod format_cases;
+mod mathfns;
 mod mini;
 mod prims;
 mod programs;
