@@ -23,7 +23,7 @@ use std::process::Command;
 
 use ksc_ir::Type;
 
-use crate::common::{ksc, par_map, work_dir};
+use crate::common::{ksc, par_map, work_dir, QUICK_CFLAGS};
 
 #[path = "../../crates/ksc-ad/tests/cost/families.rs"]
 mod families;
@@ -133,7 +133,8 @@ int main(int argc, char **argv) {{
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
         .current_dir(&dir)
-        .args(["-O0", "-DKS_COUNT_WORK", "-o", exe.to_str().unwrap(), "driver.c", "p.c", "-lm"])
+        .args(QUICK_CFLAGS.split_whitespace())
+        .args(["-DKS_COUNT_WORK", "-o", exe.to_str().unwrap(), "driver.c", "p.c", "-lm"])
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
     if !built.status.success() {

@@ -32,6 +32,7 @@ fn examples() -> &'static [String] {
 /// stops. A call past it is skipped, as one that fails is; the examples'
 /// calls at their points do far fewer.
 const MUTANT_OPS: u64 = 1_000_000;
+
 /// Token-level mutations that tend to keep programs well typed: swap one
 /// prelude function or literal for another of the same type.
 const SWAPS: &[(&str, &str)] = &[

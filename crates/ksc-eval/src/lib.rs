@@ -151,9 +151,6 @@ impl<'a> Interpreter<'a> {
         }
     }
 
-    /// Sets the bound on the native stack a call may use, in bytes: the
-    /// only bound on the depth of nested calls (tail calls do not nest). The
-    /// running thread's stack must be larger by [`STACK_SLACK`].
     /// Makes each top-level call fail once it has done `ops` operations
     /// (the count of [`Interpreter::operations`]), at its next call of a
     /// function: a tail recursion runs in constant stack, so a loop that
@@ -163,6 +160,9 @@ impl<'a> Interpreter<'a> {
         self.ops_limit = ops;
     }
 
+    /// Sets the bound on the native stack a call may use, in bytes: the
+    /// only bound on the depth of nested calls (tail calls do not nest). The
+    /// running thread's stack must be larger by [`STACK_SLACK`].
     pub fn set_stack_limit(&mut self, bytes: usize) {
         self.stack_limit = bytes;
     }

@@ -69,15 +69,10 @@ pub fn lambda_free<'d>(defs: &[&'d Def], s: &'d [Def], copies: &[(FunName, FunNa
     out
 }
 
-/// Does a value of this type hold a lambda?
-pub fn has_lam(t: &Type) -> bool {
-    t.holds_lam()
-}
-
 /// Does the signature of `d` hold a lambda (so it cannot be lowered by
 /// itself, nor called from C)?
 pub fn signature_has_lam(d: &Def) -> bool {
-    d.params.iter().any(|p| has_lam(&p.ty)) || has_lam(&d.ret_ty)
+    d.params.iter().any(|p| p.ty.holds_lam()) || d.ret_ty.holds_lam()
 }
 
 /// The nodes of `d`'s body that hold a lambda where lowering cannot take
@@ -89,7 +84,7 @@ fn misplaced(body: &Body, root: ExprId) -> Vec<ExprId> {
     while let Some((x, in_prim)) = stack.pop() {
         let e = &body.exprs[x];
         let allowed = in_prim && matches!(e, Expr::Lam(..));
-        if has_lam(body.ty(x)) && !allowed {
+        if body.ty(x).holds_lam() && !allowed {
             out.push(x);
             continue;
         }
@@ -230,7 +225,7 @@ impl<'d> State<'d> {
 
     fn misplaced_message(&self, body: &Body, x: ExprId) -> String {
         let ty = body.ty(x);
-        let tensor = |e: ExprId| matches!(body.ty(e), Type::Tensor(..)) && has_lam(body.ty(e));
+        let tensor = |e: ExprId| matches!(body.ty(e), Type::Tensor(..)) && body.ty(e).holds_lam();
         let read = match &body.exprs[x] {
             Expr::Call(Callee::Prim(_), arg) => {
                 tensor(*arg) || term::call_components(body, *arg).0.into_iter().any(tensor)
@@ -277,7 +272,7 @@ impl<'d> State<'d> {
             }
             Expr::Let(pat, r, body) => {
                 let r2 = self.go(cx, r);
-                if !has_lam(&cx.b.ty(r2)) {
+                if !cx.b.ty(r2).holds_lam() {
                     let body2 = self.go(cx, body);
                     return if (r2, body2) == (r, body) { e } else { cx.alloc(Expr::Let(pat, r2, body2), ty) };
                 }
@@ -306,9 +301,9 @@ impl<'d> State<'d> {
                     }
                 };
                 let Some(&def) = self.by_name.get(&g) else { return same(cx) };
-                if def.params.iter().any(|p| has_lam(&p.ty)) {
+                if def.params.iter().any(|p| p.ty.holds_lam()) {
                     self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx))
-                } else if has_lam(&def.ret_ty) {
+                } else if def.ret_ty.holds_lam() {
                     self.inline(cx, e, def, arg2).unwrap_or_else(|| same(cx))
                 } else {
                     same(cx)
@@ -318,7 +313,7 @@ impl<'d> State<'d> {
                 let arg2 = self.go(cx, arg);
                 let single = matches!(p, Prim::Get { .. }) || !matches!(cx.b.expr(arg2), Expr::Tuple(_));
                 let comps = if single { vec![arg2] } else { term::call_components(cx.b.body, arg2).0 };
-                if !comps.iter().any(|&c| has_lam(&cx.b.ty(c))) {
+                if !comps.iter().any(|&c| cx.b.ty(c).holds_lam()) {
                     return if arg2 == arg { e } else { cx.alloc(Expr::Call(Callee::Prim(p), arg2), ty) };
                 }
                 let mut lets = Vec::new();
@@ -326,7 +321,7 @@ impl<'d> State<'d> {
                     Prim::Print => {
                         let mut args = Vec::new();
                         for c in comps {
-                            if has_lam(&cx.b.ty(c)) {
+                            if cx.b.ty(c).holds_lam() {
                                 match self.valueize(cx, c, &mut lets) {
                                     Some(v) => self.print_leaves(cx, v, &mut args),
                                     None => args.push(c),
@@ -369,7 +364,7 @@ impl<'d> State<'d> {
         let ty = cx.b.ty(e);
         match cx.b.expr(e).clone() {
             Expr::Lam(..) | Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => Some(e),
-            _ if !has_lam(&ty) => {
+            _ if !ty.holds_lam() => {
                 let name = cx.b.fresh_name("v");
                 lets.push((Pat::Var(name.clone()), e));
                 Some(cx.b.var(&name, ty))
@@ -426,7 +421,7 @@ impl<'d> State<'d> {
                 let new = es.into_iter().map(|c| self.leaves_to_vars(cx, c, lets)).collect();
                 cx.b.tuple(new)
             }
-            _ if !has_lam(&ty) => {
+            _ if !ty.holds_lam() => {
                 let name = cx.b.fresh_name("v");
                 lets.push((Pat::Var(name.clone()), v));
                 cx.b.var(&name, ty)
@@ -516,7 +511,7 @@ impl<'d> State<'d> {
         let mut kept = Vec::new();
         let mut lams = Vec::new();
         for (p, &c) in def.params.iter().zip(&comps) {
-            if !has_lam(&p.ty) {
+            if !p.ty.holds_lam() {
                 kept.push(c);
                 continue;
             }
@@ -550,7 +545,7 @@ impl<'d> State<'d> {
         let mut cap_tys = Vec::new();
         for v in &captured {
             let ty = lams.iter().find_map(|(_, l)| var_type(cx.b.body, *l, v)).unwrap_or(Type::Unknown);
-            if has_lam(&ty) {
+            if ty.holds_lam() {
                 let message = format!(
                     "native code does not support a lambda that uses the lambda variable `{v}`, passed to `{}`; \
                      `ksc run --interp` runs it",
@@ -588,7 +583,7 @@ impl<'d> State<'d> {
                     self.error(cx, call, message);
                     return None;
                 }
-                let mut params: Vec<Param> = def.params.iter().filter(|p| !has_lam(&p.ty)).cloned().collect();
+                let mut params: Vec<Param> = def.params.iter().filter(|p| !p.ty.holds_lam()).cloned().collect();
                 // The lambdas as written (so their nodes' places are known)
                 // when their free variables can name the copy's parameters.
                 let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v));

@@ -8,9 +8,9 @@
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term::{self, is_zero};
-use ksc_ir::{Callee, Expr, ExprId, FunName, Pat, Prim, Type};
+use ksc_ir::{Builtin, Callee, Expr, ExprId, FunName, Pat, Prim, Type};
 
-use super::instances::{call, ff, ii, with_var, G};
+use super::instances::{call, ff, with_var, G};
 use super::{call_parts, copy_atom, float_lit, lam_parts, let_, prim_args, share, CoreRule, Head, IF, RING};
 use crate::rule::Ctx;
 
@@ -24,17 +24,17 @@ pub(super) const RING_CANCEL: CoreRule = CoreRule {
     instance: ring_cancel_instance,
 };
 
-/// Is `f` the built-in `name` of `base_ty`?
-fn is_builtin(ctx: &Ctx, f: &FunName, name: &str, base_ty: &Type) -> bool {
-    f.base == name && f.derivs.is_empty() && f.base_ty.as_ref() == Some(base_ty) && ctx.globals.is_builtin(f)
+/// Is `f` the built-in `b` (not a definition of the program's that shadows it)?
+fn is_builtin(ctx: &Ctx, f: &FunName, b: Builtin) -> bool {
+    Builtin::resolve(f) == Some(b) && ctx.globals.is_builtin(f)
 }
 
 /// `x` if `e` is `neg x`, `mul -1.0 x` or `mul x -1.0` (built-ins on Floats).
 fn negated(ctx: &Ctx, e: ExprId) -> Option<ExprId> {
     let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
     match &comps[..] {
-        [x] if is_builtin(ctx, &f, "neg", &Type::Float) => Some(*x),
-        [a, b] if is_builtin(ctx, &f, "mul", &ff()) => {
+        [x] if is_builtin(ctx, &f, Builtin::FNeg) => Some(*x),
+        [a, b] if is_builtin(ctx, &f, Builtin::FMul) => {
             if float_lit(ctx, *a) == Some(-1.0) {
                 Some(*b)
             } else if float_lit(ctx, *b) == Some(-1.0) {
@@ -51,9 +51,9 @@ fn negated(ctx: &Ctx, e: ExprId) -> Option<ExprId> {
 fn ring_cancel(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
     let [a, b] = comps[..] else { return None };
-    let (x, y) = if is_builtin(ctx, &f, "sub", &ff()) {
+    let (x, y) = if is_builtin(ctx, &f, Builtin::FSub) {
         (a, b)
-    } else if is_builtin(ctx, &f, "add", &ff()) {
+    } else if is_builtin(ctx, &f, Builtin::FAdd) {
         match (negated(ctx, b), negated(ctx, a)) {
             (Some(nb), _) => (a, nb),
             (None, Some(na)) => (na, b),
@@ -156,11 +156,11 @@ pub(super) const SUMBUILD_ONE_HOT: CoreRule = CoreRule {
 fn sumbuild_one_hot(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [n, f] = prim_args(ctx, e, Prim::Sumbuild)?[..] else { return None };
     let (j, jty, body) = lam_parts(ctx, f)?;
-    let Expr::If(c, a, z) = ctx.expr(body).clone() else { return None };
-    let [p, q] = prim_args(ctx, c, Prim::Eq)?[..] else { return None };
-    if ctx.ty(p) != Type::Integer {
+    if jty != Type::Integer {
         return None;
     }
+    let Expr::If(c, a, z) = ctx.expr(body).clone() else { return None };
+    let [p, q] = prim_args(ctx, c, Prim::Eq)?[..] else { return None };
     let is_j = |ctx: &Ctx, x: ExprId| matches!(ctx.expr(x), Expr::Var(v) if *v == j);
     let i = if is_j(ctx, q) {
         p
@@ -177,10 +177,9 @@ fn sumbuild_one_hot(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         let i2 = copy_atom(ctx, i);
         let i3 = copy_atom(ctx, i);
         let zero = ctx.b.integer(0);
-        let lo = ctx.b.call(FunName::typed("gte", ii()), vec![i2, zero], Type::Bool);
-        let hi = ctx.b.call(FunName::typed("lt", ii()), vec![i3, n], Type::Bool);
+        let lo = ctx.b.call(Builtin::IGte.name(), vec![i2, zero], Type::Bool);
+        let hi = ctx.b.call(Builtin::ILt.name(), vec![i3, n], Type::Bool);
         let one = let_(ctx, Pat::Var(j.clone()), i, a);
-        debug_assert_eq!(jty, Type::Integer);
         let z2 = term::deep_copy(ctx.b, z);
         let inner = ctx.alloc(Expr::If(lo, one, z), ty.clone());
         ctx.alloc(Expr::If(hi, inner, z2), ty)
