@@ -4,8 +4,9 @@
 //!
 //! A loop `for i < n { body }` qualifies when, wherever in its body:
 //! - every tensor written (`store`, `+=`) is made in the body, or is
-//!   written in iteration `i`'s own slab (element `i`, or the row `i` of a
-//!   rank-2 or higher tensor: [`in_own_slab`]), so iteration `i` writes
+//!   written in iteration `i`'s own slab (element `i`, the row `i` of a
+//!   rank-2 or higher tensor, or a block `[i s, i s + len)` with `len <= s`
+//!   provably: [`in_own_slab`]), so iteration `i` writes
 //!   only what no other iteration writes or reads, with values that hold
 //!   no tensors (which would live in the thread's arena); a tensor of the
 //!   surroundings it writes is read only in the same slab (never whole,
@@ -16,11 +17,14 @@
 //!   the output's order is the serial loop's) and nothing returns or
 //!   tail-calls out of the loop.
 //!
-//! A fold, a `sumbuild` and every accumulation of reverse mode therefore
-//! stay serial (their order, and so their rounding, are part of the
-//! result); `build` and the loops of derivative code that fill one element
-//! per iteration run in parallel, with results identical at any number of
-//! threads. The estimate of one iteration's work ([`cost`]) lets the
+//! A fold, a `sumbuild` and an accumulation of reverse mode into elements
+//! other iterations also add to therefore stay serial (their order, and so
+//! their rounding, are part of the result); `build`, the loops of
+//! derivative code that fill one element per iteration, and those that add
+//! into a slab no other iteration touches (the blocks of `reduce`'s
+//! reverse pass, each adding its elements' cotangents) run in parallel:
+//! every element sees the same additions in the same order, so results
+//! are identical at any number of threads. The estimate of one iteration's work ([`cost`]) lets the
 //! runtime keep small loops serial.
 
 use ksc_lower::ir::*;
@@ -45,7 +49,7 @@ pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -
     });
     let mut ok = true;
     walk(body, &mut |s| {
-        ok &= match s {
+        let r = match s {
             Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: at }) if written.contains(a) => in_own_slab(&binds, idx, at),
             // Passed whole to a call, or copied: read at any element.
             Stmt::Let(_, r) if !matches!(r, Rhs::Load { .. } | Rhs::Dim { .. }) => {
@@ -64,6 +68,7 @@ pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -
             Stmt::Print { .. } | Stmt::Return(_) | Stmt::TailCall(_) => false,
             _ => true,
         };
+        ok &= r;
     });
     ok
 }
@@ -91,44 +96,137 @@ pub fn captured(body: &Block, idx: VarId, n: &Op) -> Vec<VarId> {
     out
 }
 
-/// What the body binds: each `let`'s right-hand side, and each nested
-/// loop's trip count.
+/// What the body binds: each `let`'s right-hand side, each nested loop's
+/// trip count, and each of its mutable variables' assigned values (its
+/// initial value included) with the branch conditions that held there
+/// (`(cond, taken)`, outermost first).
 #[derive(Default)]
 struct Binds {
     lets: FxHashMap<VarId, Rhs>,
     loops: FxHashMap<VarId, Op>,
+    sets: FxHashMap<VarId, Vec<(Op, Guards)>>,
 }
 
+type Guards = Vec<(Op, bool)>;
+
 fn binds(body: &Block) -> Binds {
+    fn go(b: &Block, guards: &mut Guards, out: &mut Binds) {
+        for s in b {
+            match s {
+                Stmt::Let(v, r) => {
+                    out.lets.insert(*v, r.clone());
+                }
+                Stmt::DeclMut(v, init) => {
+                    let sets = out.sets.entry(*v).or_default();
+                    sets.extend(init.iter().map(|x| (x.clone(), guards.clone())));
+                }
+                Stmt::Set(v, x) => {
+                    if let Some(sets) = out.sets.get_mut(v) {
+                        sets.push((x.clone(), guards.clone()));
+                    }
+                }
+                Stmt::For { idx, n, pre, body, .. } => {
+                    out.loops.insert(*idx, n.clone());
+                    go(pre, guards, out);
+                    go(body, guards, out);
+                }
+                Stmt::If { cond, then, els } => {
+                    for (taken, side) in [(true, then), (false, els)] {
+                        guards.push((cond.clone(), taken));
+                        go(side, guards, out);
+                        guards.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     let mut out = Binds::default();
-    walk(body, &mut |s| match s {
-        Stmt::Let(v, r) => {
-            out.lets.insert(*v, r.clone());
-        }
-        Stmt::For { idx, n, .. } => {
-            out.loops.insert(*idx, n.clone());
-        }
-        _ => {}
-    });
+    go(body, &mut Vec::new(), &mut out);
     out
+}
+
+/// Is the Integer `x` at most `s` wherever it is read (under `guards`)?
+/// It is when it is `s`, a constant not above a constant `s`, a copy or a
+/// select of such values, a mutable variable of the body every assignment
+/// of which is such a value where it is made, or bounded by a condition
+/// that holds (`x < y`, `!(y < x)`, ... with `y` at most `s`): the length
+/// `min(n - lo, B)` of a block of `reduce` or `scan`, which the lowering
+/// writes as a branch. `depth` bounds the search (a mutable variable may
+/// be assigned from itself).
+fn at_most(b: &Binds, x: &Op, s: &Op, guards: &[(Op, bool)], depth: u32) -> bool {
+    if x == s {
+        return true;
+    }
+    if let (Op::Int(a), Op::Int(c)) = (x, s) {
+        return a <= c;
+    }
+    if depth == 0 {
+        return false;
+    }
+    // A mutable variable may change between a test and a read: only
+    // immutable values are bounded by conditions.
+    let fixed = |o: &Op| !matches!(o, Op::Var(v) if b.sets.contains_key(v));
+    let bounded_by_guard = fixed(x)
+        && guards.iter().any(|(c, taken)| {
+            let Op::Var(c) = c else { return false };
+            let Some(Rhs::Bin(op, l, r)) = b.lets.get(c) else { return false };
+            let bound = match (op, taken) {
+                (BinOp::ILt | BinOp::ILe, true) if l == x => r,
+                (BinOp::IGt | BinOp::IGe, true) if r == x => l,
+                (BinOp::ILt | BinOp::ILe, false) if r == x => l,
+                (BinOp::IGt | BinOp::IGe, false) if l == x => r,
+                _ => return false,
+            };
+            fixed(bound) && at_most(b, bound, s, &[], depth - 1)
+        });
+    if bounded_by_guard {
+        return true;
+    }
+    let Op::Var(v) = x else { return false };
+    if let Some(sets) = b.sets.get(v) {
+        return sets.iter().all(|(y, g)| at_most(b, y, s, g, depth - 1));
+    }
+    match b.lets.get(v) {
+        Some(Rhs::Copy(y)) => at_most(b, y, s, guards, depth - 1),
+        Some(Rhs::Select(c, y, z)) => [(y, true), (z, false)].into_iter().all(|(o, taken)| {
+            let mut g = guards.to_vec();
+            g.push((c.clone(), taken));
+            at_most(b, o, s, &g, depth - 1)
+        }),
+        _ => false,
+    }
+}
+
+/// `a + b` or `a * b` of Integers, checked (a failed check stops the
+/// program) or not: `Some((a, b))` if `r` is that operation.
+fn int_op(r: Option<&Rhs>, add: bool) -> Option<(&Op, &Op)> {
+    match (r?, add) {
+        (Rhs::Bin(BinOp::IAddNoCheck, a, b), true)
+        | (Rhs::IChecked(IOp::Add, a, b, _), true)
+        | (Rhs::Bin(BinOp::IMulNoCheck, a, b), false)
+        | (Rhs::IChecked(IOp::Mul, a, b, _), false) => Some((a, b)),
+        _ => None,
+    }
 }
 
 /// Does the flat index `at` lie in iteration `i`'s own slab of a tensor,
 /// `[i*t, (i+1)*t)` for some t? It does when `at` is `i` itself, or
 /// `(x * s) + j` with x in its own slab of `t` and j the index of a loop of
-/// the body over `0 .. s` (the slab then has `t*s` elements): the flat
-/// index of element `(i, j, ...)` of a rank-2 or higher `build`, whose
-/// lowering writes rows from nested loops.
+/// the body over `0 .. m`, m at most s (the slab then has `t*s` elements):
+/// the flat index of element `(i, j, ...)` of a rank-2 or higher `build`,
+/// whose lowering writes rows from nested loops, or element j of block i
+/// of a `reduce` or `scan` (and of their derivatives' accumulations).
 fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
     let Op::Var(v) = at else { return false };
     if *v == i {
         return true;
     }
-    let Some(Rhs::Bin(BinOp::IAddNoCheck, x, y)) = b.lets.get(v) else { return false };
+    let Some((x, y)) = int_op(b.lets.get(v), true) else { return false };
     let row_and_column = |row: &Op, col: &Op| {
         let (Op::Var(r), Op::Var(j)) = (row, col) else { return false };
-        let Some(Rhs::Bin(BinOp::IMulNoCheck, x, s)) = b.lets.get(r) else { return false };
-        b.loops.get(j) == Some(s) && in_own_slab(b, i, x)
+        let Some((x, s)) = int_op(b.lets.get(r), false) else { return false };
+        b.loops.get(j).is_some_and(|m| at_most(b, m, s, &[], 8)) && in_own_slab(b, i, x)
     };
     row_and_column(x, y) || row_and_column(y, x)
 }
@@ -279,6 +377,55 @@ mod tests {
         // reach the next row.
         assert!(!independent(&f, I, &row(Op::Int(1000), Op::Var(j)), &never));
         assert!(!independent(&f, I, &row(n.clone(), Op::Int(1)), &never));
+    }
+
+    /// for i < m { lo = i * 1024; r = n - lo; c = r < 1024; mut len;
+    ///   if c { len := r } else { len := ELSE }; l = len;
+    ///   for j < l { at = lo + j; out[at] += 1.0 } }
+    /// (a block of `reduce`'s derivative, checked arithmetic): block i
+    /// writes `[1024 i, 1024 i + len)`, its own slab when len <= 1024.
+    fn block(els: Op, taken_when_short: bool) -> (Func, Block) {
+        let (lo, r, c, len, l, j, at) = (VarId(6), VarId(7), VarId(8), VarId(9), VarId(10), VarId(11), VarId(12));
+        let mut vs = vars();
+        vs.extend(std::iter::repeat_n(Type::Integer, 7));
+        vs[8] = Type::Bool;
+        let n = Op::Var(VarId(1));
+        let site = SiteId(0);
+        let (short, long) = (vec![Stmt::Set(len, Op::Var(r))], vec![Stmt::Set(len, els)]);
+        let (then, els) = if taken_when_short { (short, long) } else { (long, short) };
+        let body = vec![
+            Stmt::Let(lo, Rhs::IChecked(IOp::Mul, Op::Var(I), Op::Int(1024), site)),
+            Stmt::Let(r, Rhs::IChecked(IOp::Sub, n, Op::Var(lo), site)),
+            Stmt::Let(c, Rhs::Bin(BinOp::ILt, Op::Var(r), Op::Int(1024))),
+            Stmt::DeclMut(len, None),
+            Stmt::If { cond: Op::Var(c), then, els },
+            Stmt::Let(l, Rhs::Copy(Op::Var(len))),
+            Stmt::For {
+                idx: j,
+                n: Op::Var(l),
+                pre: vec![],
+                body: vec![
+                    Stmt::Let(at, Rhs::IChecked(IOp::Add, Op::Var(lo), Op::Var(j), site)),
+                    Stmt::Accum { arr: Op::Var(OUT), idx: Op::Var(at), val: Op::Float(1.0), site },
+                ],
+                reset: false,
+            },
+        ];
+        (func(vs, vec![]), body)
+    }
+
+    #[test]
+    fn a_block_no_longer_than_its_stride_is_its_own() {
+        let (f, body) = block(Op::Int(1024), true);
+        assert!(independent(&f, I, &body, &never));
+        let (f, body) = block(Op::Int(512), true);
+        assert!(independent(&f, I, &body, &never));
+        // A block that may be longer than the stride, or whose length is
+        // the remainder when that is not shorter, reaches the next block.
+        let (f, body) = block(Op::Int(1025), true);
+        assert!(!independent(&f, I, &body, &never));
+        let (f, body) = block(Op::Int(1024), false);
+        assert!(!independent(&f, I, &body, &never));
     }
 
     /// The threshold below which a constant trip count gets no team is the

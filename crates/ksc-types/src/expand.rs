@@ -8,7 +8,8 @@
 //! goes through (`analyze`, and the database's `checked` query), so the
 //! interpreter, AD, `ksc deriv` and lowering all see the expansion and
 //! none of them knows `reduce` or `scan`. Derivatives are therefore those
-//! of the folds (sequential), and native code is serial.
+//! of the folds; natively, the loops over `reduce`'s blocks (and over them
+//! in its reverse pass) run on every core, `scan` serially.
 //!
 //! The expansion is rewritten in place at the call's node, so that node
 //! keeps its span; one application of the operator reuses the operator's
