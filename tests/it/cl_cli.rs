@@ -58,9 +58,10 @@ fn derived_functions_by_full_name() {
     assert!(stdout.ends_with("; [CL fact] : Integer => Integer\n"), "{stdout}");
 }
 
-/// A lambda bound to a variable type-checks and runs, but CL has no
-/// function values.
-const TWICE: &str = "(def twice (Vec Float) (v : Vec Float)\n  (let (g (lam (x : Float) (mul x 2.0))) (map g v)))\n";
+/// A tensor of lambdas type-checks and runs, but CL has no function
+/// values. (A lambda bound by `let` is written in where it is applied, as
+/// derivation does, and translates.)
+const TWICE: &str = "(def twice (Vec Float) (v : Vec Float)\n  (let (gs (build 1 (lam (i : Integer) (lam (x : Float) (mul x 2.0))))) (map (index 0 gs) v)))\n";
 
 /// Writes `text` to a fresh file and runs `ksc` on it with `args` after the path.
 fn on_file(name: &str, text: &str, args: &[&str]) -> std::process::Output {
@@ -104,4 +105,21 @@ fn what_cl_cannot_express_is_an_error() {
     let out = ksc(&["cl", "ksc-examples/gdef_cl.ks", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no function `nosuch`"));
+}
+
+/// A lambda bound by `let`, or passed to a function that applies it, is
+/// written in where it is applied (as derivation reads the function), so
+/// CL expresses it.
+#[test]
+fn lambdas_written_in_translate() {
+    let text = "(def apply Float ((f : Lam Float Float) (x : Float)) (f x))\n\
+                (def twice (Vec Float) (v : Vec Float)\n  (let (g (lam (x : Float) (mul x 2.0))) (map g v)))\n\
+                (def h Float (x : Float) (apply (lam (y : Float) (sin y)) x))\n";
+    for f in ["twice", "h"] {
+        let out = on_file(f, text, &["cl", f, "--check"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{f}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("$apply") && stdout.contains(&format!("; {f} :")), "{stdout}");
+    }
 }

@@ -16,7 +16,7 @@ pub mod tape;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Def, Derivation, FunName};
+use ksc_ir::{Callee, Def, Derivation, Expr, FunName};
 
 pub use derive::AdError;
 
@@ -71,7 +71,44 @@ pub trait Program {
 /// derivations from it instantiate).
 pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
     let has_body = |n: &FunName| program.is_written(n) || derivable(n, program) || hand_derived(n, program);
-    guard(|| derive::jacobian_def(f, &has_body))
+    let first_order = first_order(program, f)?;
+    guard(|| derive::jacobian_def(first_order.as_ref().unwrap_or(f), &has_body))
+}
+
+/// [`first_order`] of `f` in the program of `defs` (for `ksc cl`, which
+/// translates what `(gdef CL ..)` would).
+pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<Def>, AdError> {
+    first_order(&Listed::new(defs), f)
+}
+
+/// `f` as derivation reads it when it uses higher-order functions (seed
+/// 004): calls of functions taking lambdas inlined, applications of
+/// lambdas reduced (`ksc_ir::lambdas::inline_for_derivation`). None: `f`
+/// as it is.
+fn first_order(program: &dyn Program, f: &Def) -> Result<Option<Def>, AdError> {
+    if !ksc_ir::lambdas::needs_inlining_for_derivation(f) {
+        return Ok(None);
+    }
+    // The functions taking lambdas that it reaches, and what they reach.
+    let mut defs: Vec<&Def> = Vec::new();
+    let mut seen: FxHashSet<&FunName> = FxHashSet::default();
+    let mut work = vec![f];
+    while let Some(x) = work.pop() {
+        for (_, e) in x.body.exprs.iter() {
+            let Expr::Call(Callee::Fun(g), _) = e else { continue };
+            if !seen.insert(g) {
+                continue;
+            }
+            if let Some(gd) = program.written(g).filter(|gd| ksc_ir::lambdas::signature_has_lam(gd)) {
+                defs.push(gd);
+                work.push(gd);
+            }
+        }
+    }
+    match ksc_ir::lambdas::inline_for_derivation(f, &defs) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) => Err(AdError { message: e.message, at: (e.fun == f.name).then_some(e.expr) }),
+    }
 }
 
 /// A program given as the list of its definitions (the first of a name
@@ -162,6 +199,17 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             None => {
                 work.push(name);
                 work.push(inner);
+                continue;
+            }
+        };
+        // Higher-order functions inlined where their lambdas are known
+        // (for `[CL f]`, where that fails, CL's own error follows).
+        let f = match first_order(program, &f) {
+            Ok(first_order) => first_order.unwrap_or(f),
+            Err(_) if d == Derivation::CL => f,
+            Err(e) => {
+                out.errors.push((name.clone(), e));
+                failed.insert(name);
                 continue;
             }
         };

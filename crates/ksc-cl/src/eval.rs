@@ -296,6 +296,10 @@ impl Eval<'_> {
                 }
                 pair(new_tensor(shape, data), acc)
             }
+            Prim::Apply => {
+                let l = lam(0)?;
+                self.apply(l, &t, val(1)?.clone(), d)?
+            }
             Prim::Map => {
                 let v = tensor(val(1)?)?;
                 let l = lam(0)?;

@@ -113,7 +113,7 @@ pub fn lambda_positions(p: Prim) -> &'static [usize] {
     match p {
         Prim::Build | Prim::Sumbuild => &[1],
         Prim::BuildSum | Prim::Diag | Prim::BuildFromSparse | Prim::BuildFromSparseTupled => &[2],
-        Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2 => &[0],
+        Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2 | Prim::Apply => &[0],
         Prim::Check => &[0, 1],
         Prim::LmFold | Prim::LmScan => &[1, 2],
         _ => &[],

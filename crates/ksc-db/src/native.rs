@@ -205,7 +205,7 @@ pub fn module_layout<'db>(
     // The sites of copies made for lambda arguments located as written
     // (after numbering, as `ksc_lower::compile` does).
     let lambdas = lambda_free(db, file);
-    ksc_lower::lambdas::locate_sites(&mut l.sites, &lambdas.copies, &lambdas.moved);
+    ksc_lower::locate_sites(&mut l.sites, &lambdas.copies, &lambdas.moved);
     Ok(l)
 }
 

@@ -412,6 +412,10 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 accs.push(acc);
                 Value::vector(accs)
             }
+            Prim::Apply => {
+                let x = args.take(1);
+                self.apply_once(cx, base, args, 0, x)?
+            }
             Prim::Map => {
                 let v = tensor(args.get(1))?;
                 let mut data = alloc_elements(v.len())?;

@@ -11,6 +11,7 @@ pub mod builder;
 pub mod builtin;
 pub mod core;
 pub mod idset;
+pub mod lambdas;
 pub mod limits;
 pub mod names;
 pub mod pass;

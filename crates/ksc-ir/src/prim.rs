@@ -104,6 +104,11 @@ pub enum Prim {
     Check,
     Copydown,
     Inline,
+    /// `$apply f x`: the lambda `f : Lam S T` applied to `x : S`, written
+    /// `(f x)` for a variable `f` of a lambda type (seed 004's higher-order
+    /// functions). Derivation and lowering first write the lambda in
+    /// (`ksc_ir::lambdas`) and reduce the application to a `let`.
+    Apply,
     /// `get$i$n`: the i-th (1-based) component of an n-tuple.
     Get {
         index: u32,
@@ -200,6 +205,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Check, "$check"),
     (Prim::Copydown, "$copydown"),
     (Prim::Inline, "$inline"),
+    (Prim::Apply, "$apply"),
     (Prim::LmZero, "lmZero"),
     (Prim::LmOne, "lmOne"),
     (Prim::LmScale, "lmScale"),
@@ -301,6 +307,7 @@ impl Prim {
             | Prim::Eq
             | Prim::Ne
             | Prim::Map
+            | Prim::Apply
             | Prim::TangentBasis
             | Prim::TapePush
             | Prim::ConcatN => Some(2),
@@ -511,6 +518,11 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             } else {
                 a[1].clone()
             }
+        }
+        Prim::Apply => {
+            let (x, body) = expect_lam("the function applied", &a[0])?;
+            expect_eq("the argument", x, &a[1])?;
+            body.clone()
         }
         Prim::Map => {
             let (x, body) = expect_lam("the first argument of `map`", &a[0])?;

@@ -29,7 +29,7 @@
 mod accum;
 mod builder;
 pub mod ir;
-pub mod lambdas;
+pub use ksc_ir::lambdas;
 pub mod lower;
 pub mod names;
 pub mod parse;
@@ -54,7 +54,7 @@ pub fn compile(defs: &[&Def], roots: &[FunName], opts: Options, optimize: bool) 
     let s = lambdas::specialise(defs);
     let defs = lambdas::lambda_free(defs, &s.defs, &s.copies);
     let mut m = lower::lower_program(&defs, roots, opts)?;
-    lambdas::locate_sites(&mut m.sites, &s.copies, &s.moved);
+    locate_sites(&mut m.sites, &s.copies, &s.moved);
     if optimize {
         passes::optimize(&mut m);
     }
@@ -193,5 +193,21 @@ fn renumber(s: &mut Stmt, func: &impl Fn(FuncId) -> FuncId, site: &impl Fn(SiteI
         },
         Stmt::Accum { site: x, .. } | Stmt::Check { site: x, .. } | Stmt::Fail { site: x, .. } => *x = site(*x),
         _ => {}
+    }
+}
+
+/// The sites of copies made for lambda arguments located where their
+/// expressions were written ([`lambdas::written_at`]), so run-time errors name and
+/// locate them as the interpreter does.
+pub fn locate_sites(
+    sites: &mut [ir::Site],
+    copies: &[(FunName, FunName)],
+    moved: &[(FunName, ksc_ir::ExprId, FunName, ksc_ir::ExprId)],
+) {
+    if copies.is_empty() {
+        return;
+    }
+    for s in sites {
+        (s.fun, s.expr) = lambdas::written_at(copies, moved, &s.fun, s.expr);
     }
 }

@@ -771,6 +771,28 @@ impl<'a> Checker<'a> {
                 }
             }
             Callee::Fun(name) => {
+                // `(f x)` with `f` a variable of a lambda type in scope
+                // applies it (the innermost binding of the name wins over
+                // functions of that name, as variables do).
+                if name.derivs.is_empty() && name.base_ty.is_none() {
+                    if let Some((_, t)) = env.iter().rev().find(|(v, _)| **v == *name.base) {
+                        if let Type::Lam(..) = t {
+                            let ft = t.clone();
+                            let f = body.alloc_typed(Expr::Var(name.base.to_string()), ft.clone());
+                            let pair = body
+                                .alloc_typed(Expr::Tuple(vec![f, arg]), Type::Tuple(vec![ft.clone(), arg_ty.clone()]));
+                            body.exprs[e] = Expr::Call(Callee::Prim(Prim::Apply), pair);
+                            return match Prim::Apply.result_type(&[Type::Tuple(vec![ft, arg_ty])]) {
+                                Ok(t) => t,
+                                Err(msg) => {
+                                    self.error(span, format!("wrong argument for the lambda `{}`", name.base))
+                                        .caret(msg);
+                                    Type::Unknown
+                                }
+                            };
+                        }
+                    }
+                }
                 if name.base_ty.is_none()
                     && Prim::from_name(&name.base).is_some()
                     && self.table.overloads_of(&name).is_empty()
@@ -801,7 +823,18 @@ impl<'a> Checker<'a> {
                 }
                 let resolved = name.with_base_ty(Some(name.base_ty.clone().unwrap_or(base)));
                 let Some(sig) = self.table.get(&resolved).cloned() else {
-                    self.report_unknown_function(&resolved, &arg_ty, span);
+                    let local =
+                        name.derivs.is_empty().then(|| env.iter().rev().find(|(v, _)| **v == *name.base)).flatten();
+                    match local {
+                        Some((v, t)) => {
+                            self.error(
+                                span,
+                                format!("`{v}` is a variable of type `{t}`, not a lambda: it cannot be applied"),
+                            )
+                            .note("a variable of a lambda type (`Lam S T`) is applied like a function: `(f x)`");
+                        }
+                        None => self.report_unknown_function(&resolved, &arg_ty, span),
+                    }
                     return Type::Unknown;
                 };
                 if !arg_ty.compatible(&sig.arg_ty) {

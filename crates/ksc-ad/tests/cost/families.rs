@@ -94,6 +94,23 @@ pub fn families() -> Vec<Family> {
             input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
         },
         Family {
+            name: "higher-order loop",
+            // Seed 004's higher-order functions: a function applying its
+            // lambda in a loop, given a lambda that calls another function
+            // taking a lambda. Derivation inlines both where the lambdas
+            // are known.
+            program: concat!(
+                "(def twice Float ((g : Lam Float Float) (x : Float)) (g (g x)))\n",
+                "(def apply_all (Vec Float) ((g : Lam Float Float) (v : Vec Float)) ",
+                "(build (size v) (lam (i : Integer) (g (index i v)))))\n",
+                "(def f Float (v : Vec Float) ",
+                "(sum (apply_all (lam (y : Float) (twice (lam (z : Float) (mul z (sin z))) y)) v)))"
+            )
+            .into(),
+            arg_ty: vf.clone(),
+            input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
+        },
+        Family {
             name: "recursive product",
             program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))".into(),
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),

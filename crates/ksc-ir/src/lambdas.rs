@@ -1,4 +1,6 @@
-//! Lambdas as values, removed before lowering (issue 36).
+//! Lambdas as values, removed before lowering (issue 36) and, for
+//! derivation, by inlining ([`inline_for_derivation`], seed 004's
+//! higher-order functions).
 //!
 //! The loop IR has no closures: lowering compiles a lambda only where a
 //! primitive applies it (the lambda argument of `build`, `sumbuild`,
@@ -18,7 +20,9 @@
 //!   and the tuples' other parts its parameters instead), so a recursive
 //!   call passing its lambda on calls the same copy;
 //! - a call of a non-recursive function returning a lambda is inlined;
-//! - `print` of a lambda prints `<lambda>`, as the interpreter does.
+//! - `print` of a lambda prints `<lambda>`, as the interpreter does;
+//! - an application `$apply f x` of a lambda so written in becomes a `let`
+//!   of its parameter to x.
 //!
 //! What is left (a tensor of lambdas, a lambda returned by a recursive
 //! function, a lambda variable that no call binds) is a [`LambdaError`] at
@@ -26,8 +30,8 @@
 
 use rustc_hash::FxHashMap;
 
-use ksc_ir::builder::Builder;
-use ksc_ir::{term, Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Prim, Type};
+use crate::builder::Builder;
+use crate::{term, Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Prim, Type};
 
 /// At most this many copies of one function for its lambda arguments (a
 /// recursion passing a bigger lambda at each call would make copies
@@ -111,13 +115,7 @@ pub fn specialise(defs: &[&Def]) -> Specialised {
     for d in defs {
         by_name.entry(&d.name).or_insert(*d);
     }
-    let mut s = State {
-        by_name,
-        memo: FxHashMap::default(),
-        copies: FxHashMap::default(),
-        lam_roots: Vec::new(),
-        out: Specialised::default(),
-    };
+    let mut s = State::new(by_name, false);
     let mut queue: Vec<Def> = Vec::new();
     for d in defs {
         if !signature_has_lam(d) && !misplaced(&d.body, d.root).is_empty() {
@@ -132,8 +130,41 @@ pub fn specialise(defs: &[&Def]) -> Specialised {
     s.out
 }
 
+/// `d` as derivation reads it (seed 004's higher-order functions,
+/// defunctionalised): every call of a function of `defs` whose parameters
+/// hold lambdas inlined, and so every lambda written in where it is
+/// applied (`$apply` becomes a `let`) or given to a primitive, the same
+/// rewrite as [`specialise`] but inlining instead of copying, so derived
+/// code calls no function lowering alone knows. A recursive function
+/// taking a lambda cannot be inlined: that, and any lambda left where
+/// derivation cannot take it, is the error.
+pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<Def, LambdaError> {
+    let mut by_name: FxHashMap<&FunName, &Def> = FxHashMap::default();
+    for d in defs {
+        by_name.entry(&d.name).or_insert(*d);
+    }
+    let mut s = State::new(by_name, true);
+    let mut queue = Vec::new();
+    let out = s.process(d.clone(), &mut queue);
+    debug_assert!(queue.is_empty(), "inlining makes no copies");
+    match s.out.errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Does `d` hold a lambda that derivation cannot take as it is (a call of
+/// a function with lambda parameters, an application, a `let` of a
+/// lambda): should it be read through [`inline_for_derivation`]?
+pub fn needs_inlining_for_derivation(d: &Def) -> bool {
+    !signature_has_lam(d) && !misplaced(&d.body, d.root).is_empty()
+}
+
 struct State<'d> {
     by_name: FxHashMap<&'d FunName, &'d Def>,
+    /// Inline calls of functions with lambda parameters (for derivation)
+    /// instead of calling copies of them.
+    inline_calls: bool,
     /// (function, its lambda arguments printed with their free variables
     /// renamed, and those variables' types) to the copy made for them.
     memo: FxHashMap<(FunName, String), FunName>,
@@ -165,7 +196,27 @@ impl Cx<'_> {
 }
 
 impl<'d> State<'d> {
+    fn new(by_name: FxHashMap<&'d FunName, &'d Def>, inline_calls: bool) -> State<'d> {
+        State {
+            by_name,
+            inline_calls,
+            memo: FxHashMap::default(),
+            copies: FxHashMap::default(),
+            lam_roots: Vec::new(),
+            out: Specialised::default(),
+        }
+    }
+
     fn error(&mut self, cx: &Cx, expr: ExprId, message: String) {
+        // The messages speak of native code; for derivation, of derivatives
+        // (which the interpreter cannot run instead).
+        let message = if self.inline_calls {
+            message
+                .replace("native code does not support", "derivatives do not support")
+                .replace("; `ksc run --interp` runs it", "")
+        } else {
+            message
+        };
         self.out.errors.push(LambdaError { fun: cx.fun.clone(), expr, message });
     }
 
@@ -301,7 +352,17 @@ impl<'d> State<'d> {
                     }
                 };
                 let Some(&def) = self.by_name.get(&g) else { return same(cx) };
-                if def.params.iter().any(|p| p.ty.holds_lam()) {
+                if def.params.iter().any(|p| p.ty.holds_lam()) && self.inline_calls {
+                    self.inline(cx, e, def, arg2).unwrap_or_else(|| {
+                        let message = format!(
+                            "`{}` takes a lambda and is recursive (or inlined {MAX_INLINE_DEPTH} deep): derivatives \
+                             reach a function taking a lambda by inlining it where the lambda is known",
+                            def.name.short()
+                        );
+                        self.error(cx, e, message);
+                        same(cx)
+                    })
+                } else if def.params.iter().any(|p| p.ty.holds_lam()) {
                     self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx))
                 } else if def.ret_ty.holds_lam() {
                     self.inline(cx, e, def, arg2).unwrap_or_else(|| same(cx))
@@ -332,6 +393,20 @@ impl<'d> State<'d> {
                         }
                         let arg = if args.len() == 1 { args[0] } else { cx.b.tuple(args) };
                         cx.alloc(Expr::Call(Callee::Prim(Prim::Print), arg), ty)
+                    }
+                    // `$apply f x`: the lambda written in, applied to x bound
+                    // to a fresh variable.
+                    Prim::Apply if comps.len() == 2 => {
+                        let Type::Lam(s, _) = cx.b.ty(comps[0]) else { unreachable!("`$apply` of a lambda") };
+                        let lam = self.valueize(cx, comps[0], &mut lets).and_then(|v| self.literal(cx, v));
+                        let x = cx.b.fresh_name("x");
+                        match lam.and_then(|l| self.apply(cx, l, &x, &s)) {
+                            Some(applied) => {
+                                lets.push((Pat::Var(x), comps[1]));
+                                self.go(cx, applied)
+                            }
+                            None => cx.alloc(Expr::Call(Callee::Prim(p), arg2), ty),
+                        }
                     }
                     Prim::Get { index, .. } if single => match self.valueize(cx, arg2, &mut lets) {
                         Some(v) => self.select(cx, v, index as usize - 1),
@@ -562,7 +637,7 @@ impl<'d> State<'d> {
             lams.iter().map(|(p, l)| (p.clone(), term::rename(&mut cx.b, &mut cx.cache, *l, &renames))).collect();
         let mut key: String = renamed
             .iter()
-            .map(|(p, l)| format!("{p}={}", ksc_ir::print::print_expr(cx.b.body, *l)))
+            .map(|(p, l)| format!("{p}={}", crate::print::print_expr(cx.b.body, *l)))
             .collect::<Vec<_>>()
             .join(" ");
         for t in &cap_tys {
@@ -702,22 +777,6 @@ fn copy_mapped(dst: &mut Body, src: &Body, e: ExprId, moved: &mut Vec<(ExprId, E
     let new = dst.alloc_typed(term::with_children(&node, &kids), src.ty(e).clone());
     moved.push((new, e));
     new
-}
-
-/// The sites of copies made for lambda arguments located where their
-/// expressions were written ([`written_at`]), so run-time errors name and
-/// locate them as the interpreter does.
-pub fn locate_sites(
-    sites: &mut [crate::ir::Site],
-    copies: &[(FunName, FunName)],
-    moved: &[(FunName, ExprId, FunName, ExprId)],
-) {
-    if copies.is_empty() {
-        return;
-    }
-    for s in sites {
-        (s.fun, s.expr) = written_at(copies, moved, &s.fun, s.expr);
-    }
 }
 
 /// Where an expression of a definition lowering reads is in the program
