@@ -70,22 +70,27 @@ pub trait Program {
 /// `[D f]` of a function of the program, with its witnesses (what the
 /// derivations from it instantiate).
 pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
-    let has_body = |n: &FunName| program.is_written(n) || derivable(n, program) || hand_derived(n, program);
-    let first_order = first_order(program, f)?;
+    let (first_order, copies) = first_order(program, f)?.map_or((None, Vec::new()), |(d, c)| (Some(d), c));
+    let has_body = |n: &FunName| {
+        program.is_written(n)
+            || copies.iter().any(|c| c.name == *n)
+            || derivable(n, program)
+            || hand_derived(n, program)
+    };
     guard(|| derive::jacobian_def(first_order.as_ref().unwrap_or(f), &has_body))
 }
 
 /// [`first_order`] of `f` in the program of `defs` (for `ksc cl`, which
 /// translates what `(gdef CL ..)` would).
-pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<Def>, AdError> {
+pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     first_order(&Listed::new(defs), f)
 }
 
 /// `f` as derivation reads it when it uses higher-order functions (seed
 /// 004): calls of functions taking lambdas inlined, applications of
-/// lambdas reduced (`ksc_ir::lambdas::inline_for_derivation`). None: `f`
-/// as it is.
-fn first_order(program: &dyn Program, f: &Def) -> Result<Option<Def>, AdError> {
+/// lambdas reduced (`ksc_ir::lambdas::inline_for_derivation`), with the
+/// copies of recursive ones it calls. None: `f` as it is.
+fn first_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     if !ksc_ir::lambdas::needs_inlining_for_derivation(f) {
         return Ok(None);
     }
@@ -205,7 +210,19 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         // Higher-order functions inlined where their lambdas are known
         // (for `[CL f]`, where that fails, CL's own error follows).
         let f = match first_order(program, &f) {
-            Ok(first_order) => first_order.unwrap_or(f),
+            Ok(Some((first_order, copies))) => {
+                // The copies go with the derived functions (their own
+                // derivatives are derived here on demand, as a derived
+                // function's are).
+                for c in copies {
+                    if !program.is_provided(&c.name) && !by_name.contains_key(&c.name) {
+                        by_name.insert(c.name.clone(), c.clone());
+                        out.defs.push(c);
+                    }
+                }
+                first_order
+            }
+            Ok(None) => f,
             Err(_) if d == Derivation::CL => f,
             Err(e) => {
                 out.errors.push((name.clone(), e));

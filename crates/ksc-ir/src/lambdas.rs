@@ -38,6 +38,33 @@ use crate::{term, Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Pri
 /// without end).
 const MAX_COPIES: usize = 64;
 
+/// The largest lambda arguments (in nodes, all of one call's together) a
+/// copy is made for.
+const MAX_LAMBDA_SIZE: usize = 4096;
+
+/// The error of copies of `def` that would not end.
+fn endless_copies(def: &Def) -> String {
+    format!(
+        "native code does not support this call of `{}`: its copies for its lambda arguments do not end (a \
+         recursive call passing a bigger lambda each time?); `ksc run --interp` runs it",
+        def.name.short()
+    )
+}
+
+/// The number of nodes of the tree at `e`, counted up to `limit + 1`.
+fn tree_size_at_most(body: &Body, e: ExprId, limit: usize) -> usize {
+    let mut n = 0;
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        n += 1;
+        if n > limit {
+            break;
+        }
+        stack.extend(term::children(&body.exprs[x]));
+    }
+    n
+}
+
 /// At most this deep an inlining of functions returning lambdas.
 const MAX_INLINE_DEPTH: usize = 32;
 
@@ -134,11 +161,13 @@ pub fn specialise(defs: &[&Def]) -> Specialised {
 /// defunctionalised): every call of a function of `defs` whose parameters
 /// hold lambdas inlined, and so every lambda written in where it is
 /// applied (`$apply` becomes a `let`) or given to a primitive, the same
-/// rewrite as [`specialise`] but inlining instead of copying, so derived
-/// code calls no function lowering alone knows. A recursive function
-/// taking a lambda cannot be inlined: that, and any lambda left where
-/// derivation cannot take it, is the error.
-pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<Def, LambdaError> {
+/// rewrite as [`specialise`] but inlining instead of copying where it can.
+/// A recursive function taking a lambda is called as a copy with the
+/// lambdas written in, as native code calls it; the copies (rewritten the
+/// same way, named by their lambdas: `g$lam$` and a hash) are returned
+/// with `d`, to be derived with it. A lambda left where derivation cannot
+/// take it is the error.
+pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<(Def, Vec<Def>), LambdaError> {
     let mut by_name: FxHashMap<&FunName, &Def> = FxHashMap::default();
     for d in defs {
         by_name.entry(&d.name).or_insert(*d);
@@ -146,10 +175,15 @@ pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<Def, LambdaError>
     let mut s = State::new(by_name, true);
     let mut queue = Vec::new();
     let out = s.process(d.clone(), &mut queue);
-    debug_assert!(queue.is_empty(), "inlining makes no copies");
+    let mut copies = Vec::new();
+    queue.reverse();
+    while let Some(c) = queue.pop() {
+        let c = s.process(c, &mut queue);
+        copies.push(c);
+    }
     match s.out.errors.into_iter().next() {
         Some(e) => Err(e),
-        None => Ok(out),
+        None => Ok((out, copies)),
     }
 }
 
@@ -353,15 +387,12 @@ impl<'d> State<'d> {
                 };
                 let Some(&def) = self.by_name.get(&g) else { return same(cx) };
                 if def.params.iter().any(|p| p.ty.holds_lam()) && self.inline_calls {
-                    self.inline(cx, e, def, arg2).unwrap_or_else(|| {
-                        let message = format!(
-                            "`{}` takes a lambda and is recursive (or inlined {MAX_INLINE_DEPTH} deep): derivatives \
-                             reach a function taking a lambda by inlining it where the lambda is known",
-                            def.name.short()
-                        );
-                        self.error(cx, e, message);
-                        same(cx)
-                    })
+                    // A recursive one (or one inlined too deep) is called
+                    // as a copy, as native code calls it.
+                    match self.inline(cx, e, def, arg2) {
+                        Some(x) => x,
+                        None => self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx)),
+                    }
                 } else if def.params.iter().any(|p| p.ty.holds_lam()) {
                     self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx))
                 } else if def.ret_ty.holds_lam() {
@@ -608,6 +639,14 @@ impl<'d> State<'d> {
             };
             lams.push((p.name.clone(), lam));
         }
+        // A recursion that passes a bigger lambda at each call makes copies
+        // without end, each lambda up to twice the last (a lambda applying
+        // its parameter twice): stop at a size, not only at a count.
+        if lams.iter().map(|(_, l)| tree_size_at_most(cx.b.body, *l, MAX_LAMBDA_SIZE)).sum::<usize>() > MAX_LAMBDA_SIZE
+        {
+            self.error(cx, call, endless_copies(def));
+            return None;
+        }
         // The lambdas' free variables, in order, become parameters.
         let mut captured: Vec<String> = Vec::new();
         for (_, l) in &lams {
@@ -650,23 +689,30 @@ impl<'d> State<'d> {
                 let k = self.copies.entry(def.name.clone()).or_insert(0);
                 *k += 1;
                 if *k > MAX_COPIES {
-                    let message = format!(
-                        "native code does not support this call of `{}`: its copies for its lambda arguments \
-                         do not end (a recursive call passing a bigger lambda each time?); `ksc run --interp` runs it",
-                        def.name.short()
-                    );
-                    self.error(cx, call, message);
+                    self.error(cx, call, endless_copies(def));
                     return None;
                 }
                 let mut params: Vec<Param> = def.params.iter().filter(|p| !p.ty.holds_lam()).cloned().collect();
                 // The lambdas as written (so their nodes' places are known)
                 // when their free variables can name the copy's parameters.
-                let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v));
+                // For derivation, always renamed: a copy is then the same
+                // definition whoever makes it (its name is its content's).
+                let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v)) || self.inline_calls;
                 let (names, lams) = if clash { (&cap_names, &renamed) } else { (&captured, &lams) };
                 params.extend(names.iter().zip(&cap_tys).map(|(n, t)| Param { name: n.clone(), ty: t.clone() }));
                 let base_ty = Type::of_params(params.iter().map(|p| p.ty.clone()));
-                let name =
-                    FunName { derivs: Vec::new(), base: format!("{}$lam{k}", def.name.base), base_ty: Some(base_ty) };
+                // Copies made for derivation go with the derived functions
+                // of every function that reaches them: named by a hash of
+                // the lambdas (the memo's key), so that equal copies have
+                // one name and different ones different names.
+                let base = if self.inline_calls {
+                    let mut h = rustc_hash::FxHasher::default();
+                    std::hash::Hash::hash(&memo_key.1, &mut h);
+                    format!("{}$lam${:08x}", def.name.base, std::hash::Hasher::finish(&h) as u32)
+                } else {
+                    format!("{}$lam{k}", def.name.base)
+                };
+                let name = FunName { derivs: Vec::new(), base, base_ty: Some(base_ty) };
                 // The copy keeps the original's arena, so its expressions
                 // keep their ids (and their places in the source).
                 let mut body = def.body.clone();

@@ -111,6 +111,21 @@ pub fn families() -> Vec<Family> {
             input: |n| format!("(build {n} (lam (i : Integer) (div (to_float i) {n}.0)))"),
         },
         Family {
+            name: "higher-order recursion",
+            // A recursive function taking a lambda (not a tail recursion):
+            // derivation calls a copy with the lambda written in, taped as
+            // any recursion.
+            program: concat!(
+                "(def fold_right Float ((g : Lam (Tuple Float Float) Float) (v : Vec Float) (i : Integer)) ",
+                "(if (gte i (size v)) 0.0 (g (index i v) (fold_right g v (add i 1)))))\n",
+                "(def f Float ((x : Float) (v : Vec Float)) ",
+                "(fold_right (lam (p : Tuple Float Float) (add (get$1$2 p) (mul x (get$2$2 p)))) v 0))"
+            )
+            .into(),
+            arg_ty: Type::Tuple(vec![Type::Float, vf.clone()]),
+            input: |n| format!("(tuple 0.99 (build {n} (lam (i : Integer) (div (to_float i) {n}.0))))"),
+        },
+        Family {
             name: "recursive product",
             program: "(def f Float ((x : Float) (n : Integer)) (if (eq n 0) 1.0 (mul x (f x (sub n 1)))))".into(),
             arg_ty: Type::Tuple(vec![Type::Float, Type::Integer]),
