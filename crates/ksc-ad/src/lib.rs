@@ -9,6 +9,7 @@ pub mod fwd;
 pub mod hoist;
 pub mod jac;
 pub mod jacobians;
+mod mutual;
 pub mod rev;
 pub mod sparse;
 pub mod tail;
@@ -61,6 +62,19 @@ pub trait Program {
     fn is_declared(&self, _name: &FunName) -> bool {
         false
     }
+    /// The functions the written definition of `name` calls, each once, in
+    /// order (what mutual recursion is found by: asked for through the
+    /// database, it does not change when a body changes but its calls do
+    /// not).
+    fn callees(&self, name: &FunName) -> Vec<FunName> {
+        self.written(name).map(written_callees).unwrap_or_default()
+    }
+    /// The functions the written `name` calls that call it back (mutual
+    /// recursion, `mutual.rs`). Through the database, an edit elsewhere
+    /// that leaves the answer as it is does not re-derive `name`.
+    fn recursion_partners(&self, name: &FunName) -> Vec<FunName> {
+        self.written(name).map(|f| mutual::partners(self, f)).unwrap_or_default()
+    }
     /// Is `name` the user's: written with a body or declared by an `edef`?
     fn is_provided(&self, name: &FunName) -> bool {
         self.is_written(name) || self.is_declared(name)
@@ -86,11 +100,27 @@ pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>,
     first_order(&Listed::new(defs), f)
 }
 
-/// `f` as derivation reads it when it uses higher-order functions (seed
-/// 004): calls of functions taking lambdas inlined, applications of
-/// lambdas reduced (`ksc_ir::lambdas::inline_for_derivation`), with the
-/// copies of recursive ones it calls. None: `f` as it is.
+/// `f` as derivation reads it (seed 004) when it uses higher-order
+/// functions (calls of functions taking lambdas inlined, applications of
+/// lambdas reduced: `ksc_ir::lambdas::inline_for_derivation`, with the
+/// copies of recursive ones it calls) or is mutually recursive (the
+/// functions calling it back inlined, `mutual.rs`). None: `f` as it is.
 fn first_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
+    let higher_order = higher_order(program, f)?;
+    // Then mutual recursion as self-recursion (`mutual.rs`).
+    let (base, partners) = match &higher_order {
+        // Rewritten: its calls are not the written ones.
+        Some((d, _)) => (d, mutual::partners(program, d)),
+        None => (f, program.recursion_partners(&f.name)),
+    };
+    Ok(match mutual::self_recursive(program, base, &partners) {
+        Some(d) => Some((d, higher_order.map_or(Vec::new(), |(_, copies)| copies))),
+        None => higher_order,
+    })
+}
+
+/// The higher-order part of [`first_order`].
+fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     if !ksc_ir::lambdas::needs_inlining_for_derivation(f) {
         return Ok(None);
     }
@@ -114,6 +144,25 @@ fn first_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>
         Ok(d) => Ok(Some(d)),
         Err(e) => Err(AdError { message: e.message, at: (e.fun == f.name).then_some(e.expr) }),
     }
+}
+
+/// The functions `f` calls that call it back (mutual recursion), found
+/// through `program`'s [`Program::callees`].
+pub fn mutual_partners(program: &dyn Program, f: &Def) -> Vec<FunName> {
+    mutual::partners(program, f)
+}
+
+/// The functions `f`'s body calls, each once, in order.
+pub fn written_callees(f: &Def) -> Vec<FunName> {
+    let mut out: Vec<FunName> = Vec::new();
+    for (_, e) in f.body.exprs.iter() {
+        if let Expr::Call(Callee::Fun(g), _) = e {
+            if !out.contains(g) {
+                out.push(g.clone());
+            }
+        }
+    }
+    out
 }
 
 /// A program given as the list of its definitions (the first of a name

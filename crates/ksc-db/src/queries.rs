@@ -445,6 +445,24 @@ pub fn def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> 
     Some(TypedDef(def))
 }
 
+/// The functions the definition of `name` calls (`ksc_ad::Program::callees`):
+/// unchanged by an edit of its body that keeps its calls, so what reads it
+/// (the search for mutual recursion) is not recomputed.
+#[salsa::tracked(returns(ref))]
+pub fn callees_of(db: &dyn Db, file: SourceFile, name: FunName) -> Vec<FunName> {
+    db.log_execution(format!("callees_of({name})"));
+    def_of(db, file, name).as_ref().map(|d| ksc_ad::written_callees(&d.0)).unwrap_or_default()
+}
+
+/// The functions `name` calls that call it back (`ksc_ad::Program::recursion_partners`):
+/// derivation reads this, not the calls of every function on the way.
+#[salsa::tracked(returns(ref))]
+pub fn recursion_partners(db: &dyn Db, file: SourceFile, name: FunName) -> Vec<FunName> {
+    db.log_execution(format!("recursion_partners({name})"));
+    let program = DbProgram { db, file };
+    def_of(db, file, name).as_ref().map(|d| ksc_ad::mutual_partners(&program, &d.0)).unwrap_or_default()
+}
+
 /// Does `name` have a definition with a body (written, or in the
 /// prelude)? What derivation and optimisation ask about callees: the
 /// answer does not change when a callee's body does.
@@ -529,6 +547,12 @@ impl ksc_ad::Program for DbProgram<'_> {
     }
     fn is_declared(&self, name: &FunName) -> bool {
         is_declared(self.db, self.file, name.clone())
+    }
+    fn callees(&self, name: &FunName) -> Vec<FunName> {
+        callees_of(self.db, self.file, name.clone()).clone()
+    }
+    fn recursion_partners(&self, name: &FunName) -> Vec<FunName> {
+        recursion_partners(self.db, self.file, name.clone()).clone()
     }
     fn derived(&self, name: &FunName) -> Option<&Def> {
         derived_one(self.db, self.file, name.clone()).defs.first().map(|d| &d.0).filter(|d| d.name == *name)

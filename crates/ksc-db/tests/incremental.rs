@@ -88,7 +88,11 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "def_of([sq Float])",
             "is_defined([sq Float])",
             // [D sq] and [rev sq] are derived again. [rev cube] is not: its
-            // derivation reads only that `sq` has a definition.
+            // derivation reads only that `sq` has a definition, and which
+            // callees call `cube` back (mutual recursion): none, as before
+            // (the edited function's own calls and partners are recomputed).
+            "callees_of([sq Float])",
+            "recursion_partners([sq Float])",
             "jacobian_of([sq Float])",
             "derived_one([rev [sq Float]])",
             "closure([rev [cube Float]])",
@@ -127,6 +131,8 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "located_scopes",
             "def_of([wave Float])",
             "is_defined([wave Float])",
+            "callees_of([wave Float])",
+            "recursion_partners([wave Float])",
             "jacobian_of([wave Float])",
             "derived_one([rev [wave Float]])",
             "closure([rev [cube Float]])",
@@ -156,6 +162,8 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
             "is_defined([shift Float])",
+            "callees_of([shift Float])",
+            "recursion_partners([shift Float])",
             "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
             "closure([fwd [shifted Float]])",
@@ -179,6 +187,12 @@ fn editing_a_body_rederives_only_what_depends_on_it() {
             "item_diagnostics(def shift)",
             "def_of([shift Float])",
             "is_defined([shift Float])",
+            // `shift`'s calls change: whether `shifted` is mutually
+            // recursive is asked again (it is not, as before; [fwd shifted]
+            // is not derived again).
+            "callees_of([shift Float])",
+            "recursion_partners([shift Float])",
+            "recursion_partners([shifted Float])",
             "jacobian_of([shift Float])",
             "derived_one([fwd [shift Float]])",
             "closure([fwd [shifted Float]])",
