@@ -16,7 +16,7 @@ pub fn cl(path: &Path, func: &str, check: bool) -> ExitCode {
     };
     // As `(gdef CL ..)` reads it: calls of functions taking lambdas
     // inlined (where that fails, CL's own error follows).
-    let first_order = ksc_ad::first_order_in(&analysis.defs(), f).ok().flatten();
+    let first_order = ksc_ad::derivation_form_in(&analysis.defs(), f).ok().flatten();
     let f = first_order.as_ref().map_or(f, |(d, _)| d);
     // The passes recurse on the nesting of the body: give them a big stack.
     ksc_cl::on_big_stack(|| {

@@ -84,7 +84,7 @@ pub trait Program {
 /// `[D f]` of a function of the program, with its witnesses (what the
 /// derivations from it instantiate).
 pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
-    let (first_order, copies) = first_order(program, f)?.map_or((None, Vec::new()), |(d, c)| (Some(d), c));
+    let (first_order, copies) = derivation_form(program, f)?.map_or((None, Vec::new()), |(d, c)| (Some(d), c));
     let has_body = |n: &FunName| {
         program.is_written(n)
             || copies.iter().any(|c| c.name == *n)
@@ -94,10 +94,10 @@ pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witne
     guard(|| derive::jacobian_def(first_order.as_ref().unwrap_or(f), &has_body))
 }
 
-/// [`first_order`] of `f` in the program of `defs` (for `ksc cl`, which
+/// [`derivation_form`] of `f` in the program of `defs` (for `ksc cl`, which
 /// translates what `(gdef CL ..)` would).
-pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
-    first_order(&Listed::new(defs), f)
+pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
+    derivation_form(&Listed::new(defs), f)
 }
 
 /// `f` as derivation reads it (seed 004) when it uses higher-order
@@ -105,7 +105,7 @@ pub fn first_order_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>,
 /// lambdas reduced: `ksc_ir::lambdas::inline_for_derivation`, with the
 /// copies of recursive ones it calls) or is mutually recursive (the
 /// functions calling it back inlined, `mutual.rs`). None: `f` as it is.
-fn first_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
+fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
     let (base, partners) = match &higher_order {
@@ -119,7 +119,9 @@ fn first_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>
     })
 }
 
-/// The higher-order part of [`first_order`].
+/// The higher-order part of [`derivation_form`]. (It reads the callees'
+/// definitions to find those taking lambdas: only for a definition that
+/// calls such a function, applies or binds a lambda.)
 fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     if !ksc_ir::lambdas::needs_inlining_for_derivation(f) {
         return Ok(None);
@@ -256,9 +258,10 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 continue;
             }
         };
-        // Higher-order functions inlined where their lambdas are known
-        // (for `[CL f]`, where that fails, CL's own error follows).
-        let f = match first_order(program, &f) {
+        // Higher-order functions inlined where their lambdas are known,
+        // mutual recursion made self-recursion (for `[CL f]`, where that
+        // fails, CL's own error follows).
+        let f = match derivation_form(program, &f) {
             Ok(Some((first_order, copies))) => {
                 // The copies go with the derived functions (their own
                 // derivatives are derived here on demand, as a derived
