@@ -16,8 +16,8 @@ pub fn cl(path: &Path, func: &str, check: bool) -> ExitCode {
     };
     // As `(gdef CL ..)` reads it: calls of functions taking lambdas
     // inlined (where that fails, CL's own error follows).
-    let first_order = ksc_ad::derivation_form_in(&analysis.defs(), f).ok().flatten();
-    let f = first_order.as_ref().map_or(f, |(d, _)| d);
+    let form = ksc_ad::derivation_form_in(&analysis.defs(), f).ok().flatten();
+    let (f, copies): (&ksc_ir::Def, &[ksc_ir::Def]) = form.as_ref().map_or((f, &[]), |(d, c)| (d, c));
     // The passes recurse on the nesting of the body: give them a big stack.
     ksc_cl::on_big_stack(|| {
         let term = match ksc_cl::def_to_cl(f) {
@@ -30,12 +30,13 @@ pub fn cl(path: &Path, func: &str, check: bool) -> ExitCode {
         println!("{}", term.pretty());
         if check {
             // Γ: the program's functions, derived ones included.
-            let sigs =
-                |g: &FunName| -> Option<(Type, Type)> {
-                    analysis.table.get(g).map(|s| (s.arg_ty.clone(), s.ret_ty.clone())).or_else(|| {
-                        analysis.derived.iter().find(|d| &d.name == g).map(|d| (d.arg_ty(), d.ret_ty.clone()))
-                    })
-                };
+            let sigs = |g: &FunName| -> Option<(Type, Type)> {
+                analysis.table.get(g).map(|s| (s.arg_ty.clone(), s.ret_ty.clone())).or_else(|| {
+                    // Derived functions, and the copies of functions
+                    // taking lambdas that f's form calls.
+                    analysis.derived.iter().chain(copies).find(|d| &d.name == g).map(|d| (d.arg_ty(), d.ret_ty.clone()))
+                })
+            };
             let (s, t) = ksc_cl::def_type(f);
             match ksc_cl::check(&term, &s, &t, &sigs) {
                 Ok(()) => println!("; {} : {s} => {t}", f.name.short()),

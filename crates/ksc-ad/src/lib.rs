@@ -101,10 +101,11 @@ pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def
 }
 
 /// `f` as derivation reads it (seed 004) when it uses higher-order
-/// functions (calls of functions taking lambdas inlined, applications of
-/// lambdas reduced: `ksc_ir::lambdas::inline_for_derivation`, with the
-/// copies of recursive ones it calls) or is mutually recursive (the
-/// functions calling it back inlined, `mutual.rs`). None: `f` as it is.
+/// functions (calls of functions taking lambdas made calls of copies with
+/// the lambdas written in, applications of lambdas reduced:
+/// `ksc_ir::lambdas::specialise_for_derivation`, with the copies) or is
+/// mutually recursive (the functions calling it back inlined,
+/// `mutual.rs`). None: `f` as it is.
 fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
@@ -123,7 +124,7 @@ fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<De
 /// definitions to find those taking lambdas: only for a definition that
 /// calls such a function, applies or binds a lambda.)
 fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
-    if !ksc_ir::lambdas::needs_inlining_for_derivation(f) {
+    if !ksc_ir::lambdas::needs_specialising_for_derivation(f) {
         return Ok(None);
     }
     // The functions taking lambdas that it reaches, and what they reach.
@@ -142,7 +143,7 @@ fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)
             }
         }
     }
-    match ksc_ir::lambdas::inline_for_derivation(f, &defs) {
+    match ksc_ir::lambdas::specialise_for_derivation(f, &defs) {
         Ok(d) => Ok(Some(d)),
         Err(e) => Err(AdError { message: e.message, at: (e.fun == f.name).then_some(e.expr) }),
     }
@@ -258,8 +259,8 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 continue;
             }
         };
-        // Higher-order functions inlined where their lambdas are known,
-        // mutual recursion made self-recursion (for `[CL f]`, where that
+        // Functions taking lambdas called as copies with the lambdas
+        // written in, mutual recursion made self-recursion (for `[CL f]`, where that
         // fails, CL's own error follows).
         let f = match derivation_form(program, &f) {
             Ok(Some((first_order, copies))) => {

@@ -1,6 +1,6 @@
-//! Lambdas as values, removed before lowering (issue 36) and, for
-//! derivation, by inlining ([`inline_for_derivation`], seed 004's
-//! higher-order functions).
+//! Lambdas as values, removed before lowering (issue 36) and before
+//! derivation ([`specialise_for_derivation`], seed 004's higher-order
+//! functions).
 //!
 //! The loop IR has no closures: lowering compiles a lambda only where a
 //! primitive applies it (the lambda argument of `build`, `sumbuild`,
@@ -37,6 +37,15 @@ use crate::{term, Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Pri
 /// recursion passing a bigger lambda at each call would make copies
 /// without end).
 const MAX_COPIES: usize = 64;
+
+/// For derivation, a call of a (non-recursive) function taking lambdas is
+/// inlined when its body with the lambdas written in at each use has at
+/// most this many nodes, else it calls a copy (so nested lambdas applying
+/// their parameter twice stop doubling at this size).
+const INLINE_FOR_DERIVATION: usize = 200;
+
+/// The most nodes a definition's rewrite may make.
+const MAX_REWRITE: usize = 1_000_000;
 
 /// The largest lambda arguments (in nodes, all of one call's together) a
 /// copy is made for.
@@ -158,16 +167,18 @@ pub fn specialise(defs: &[&Def]) -> Specialised {
 }
 
 /// `d` as derivation reads it (seed 004's higher-order functions,
-/// defunctionalised): every call of a function of `defs` whose parameters
-/// hold lambdas inlined, and so every lambda written in where it is
-/// applied (`$apply` becomes a `let`) or given to a primitive, the same
-/// rewrite as [`specialise`] but inlining instead of copying where it can.
-/// A recursive function taking a lambda is called as a copy with the
-/// lambdas written in, as native code calls it; the copies (rewritten the
-/// same way, named by their lambdas: `g$lam$` and a hash) are returned
-/// with `d`, to be derived with it. A lambda left where derivation cannot
-/// take it is the error.
-pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<(Def, Vec<Def>), LambdaError> {
+/// defunctionalised): the rewrite [`specialise`] makes for native code,
+/// every lambda written in where it is applied (`$apply` becomes a `let`)
+/// or given to a primitive; a call of a non-recursive function of `defs`
+/// whose parameters hold lambdas inlined when the result is small
+/// ([`INLINE_FOR_DERIVATION`]), any other a call of a copy with the
+/// lambdas written in. The copies (rewritten the same way) are returned
+/// with `d`, to be derived with it, each once (inlining without a bound
+/// made lambdas that apply their parameter twice, nested, double at each
+/// level). Their names are their lambdas' (`g$lam$` and a hash), so the
+/// copies of different derivations agree. A lambda left where derivation
+/// cannot take it is the error.
+pub fn specialise_for_derivation(d: &Def, defs: &[&Def]) -> Result<(Def, Vec<Def>), LambdaError> {
     let mut by_name: FxHashMap<&FunName, &Def> = FxHashMap::default();
     for d in defs {
         by_name.entry(&d.name).or_insert(*d);
@@ -189,16 +200,16 @@ pub fn inline_for_derivation(d: &Def, defs: &[&Def]) -> Result<(Def, Vec<Def>), 
 
 /// Does `d` hold a lambda that derivation cannot take as it is (a call of
 /// a function with lambda parameters, an application, a `let` of a
-/// lambda): should it be read through [`inline_for_derivation`]?
-pub fn needs_inlining_for_derivation(d: &Def) -> bool {
+/// lambda): should it be read through [`specialise_for_derivation`]?
+pub fn needs_specialising_for_derivation(d: &Def) -> bool {
     !signature_has_lam(d) && !misplaced(&d.body, d.root).is_empty()
 }
 
 struct State<'d> {
     by_name: FxHashMap<&'d FunName, &'d Def>,
-    /// Inline calls of functions with lambda parameters (for derivation)
-    /// instead of calling copies of them.
-    inline_calls: bool,
+    /// For derivation: copies named by their lambdas, errors worded for
+    /// derivatives.
+    for_derivation: bool,
     /// (function, its lambda arguments printed with their free variables
     /// renamed, and those variables' types) to the copy made for them.
     memo: FxHashMap<(FunName, String), FunName>,
@@ -221,6 +232,8 @@ struct Cx<'b> {
     /// The node each rebuilt node stands for (so an error is located at
     /// the expression as written).
     was: FxHashMap<ExprId, ExprId>,
+    /// The rewrite outgrew [`MAX_REWRITE`] (reported once).
+    too_big: bool,
 }
 
 impl Cx<'_> {
@@ -230,10 +243,10 @@ impl Cx<'_> {
 }
 
 impl<'d> State<'d> {
-    fn new(by_name: FxHashMap<&'d FunName, &'d Def>, inline_calls: bool) -> State<'d> {
+    fn new(by_name: FxHashMap<&'d FunName, &'d Def>, for_derivation: bool) -> State<'d> {
         State {
             by_name,
-            inline_calls,
+            for_derivation,
             memo: FxHashMap::default(),
             copies: FxHashMap::default(),
             lam_roots: Vec::new(),
@@ -244,7 +257,7 @@ impl<'d> State<'d> {
     fn error(&mut self, cx: &Cx, expr: ExprId, message: String) {
         // The messages speak of native code; for derivation, of derivatives
         // (which the interpreter cannot run instead).
-        let message = if self.inline_calls {
+        let message = if self.for_derivation {
             message
                 .replace("native code does not support", "derivatives do not support")
                 .replace("; `ksc run --interp` runs it", "")
@@ -259,8 +272,15 @@ impl<'d> State<'d> {
         let name = d.name.clone();
         let root = {
             let b = Builder::new(&mut d.body, &mut fresh);
-            let mut cx =
-                Cx { b, cache: term::Cache::new(), fun: name, depth: 0, queue: Vec::new(), was: FxHashMap::default() };
+            let mut cx = Cx {
+                b,
+                cache: term::Cache::new(),
+                fun: name,
+                depth: 0,
+                queue: Vec::new(),
+                was: FxHashMap::default(),
+                too_big: false,
+            };
             let root = self.go(&mut cx, d.root);
             let left = misplaced(cx.b.body, root);
             let reported = self.out.errors.iter().any(|e| e.fun == cx.fun);
@@ -334,6 +354,19 @@ impl<'d> State<'d> {
 
     /// `e` rewritten, recursively.
     fn go(&mut self, cx: &mut Cx, e: ExprId) -> ExprId {
+        // Lambdas written in where they are used are copied per use: nested
+        // (a lambda applying another twice, that one applying a third
+        // twice, ...) they double at each level. Stop at a size.
+        if cx.b.body.exprs.len() > MAX_REWRITE {
+            if !cx.too_big {
+                cx.too_big = true;
+                let message = "native code does not support these lambdas: written in where they are applied, \
+                               they grow without bound (lambdas applying lambdas, nested); `ksc run --interp` runs it"
+                    .to_string();
+                self.error(cx, e, message);
+            }
+            return e;
+        }
         let out = self.go_inner(cx, e);
         if out != e {
             cx.was.entry(out).or_insert(e);
@@ -386,15 +419,17 @@ impl<'d> State<'d> {
                     }
                 };
                 let Some(&def) = self.by_name.get(&g) else { return same(cx) };
-                if def.params.iter().any(|p| p.ty.holds_lam()) && self.inline_calls {
-                    // A recursive one (or one inlined too deep) is called
-                    // as a copy, as native code calls it.
-                    match self.inline(cx, e, def, arg2) {
-                        Some(x) => x,
-                        None => self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx)),
-                    }
-                } else if def.params.iter().any(|p| p.ty.holds_lam()) {
-                    self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx))
+                if def.params.iter().any(|p| p.ty.holds_lam()) {
+                    // For derivation, a small enough result is inlined: the
+                    // optimiser's loop rules then see the lambda's reads of
+                    // its caller's vectors (a copy's reverse pass returns a
+                    // dense cotangent per call).
+                    let inlined = if self.for_derivation && self.inlined_size(cx, def, arg2) <= INLINE_FOR_DERIVATION {
+                        self.inline(cx, e, def, arg2)
+                    } else {
+                        None
+                    };
+                    inlined.unwrap_or_else(|| self.specialise_call(cx, e, def, arg2).unwrap_or_else(|| same(cx)))
                 } else if def.ret_ty.holds_lam() {
                     self.inline(cx, e, def, arg2).unwrap_or_else(|| same(cx))
                 } else {
@@ -697,7 +732,7 @@ impl<'d> State<'d> {
                 // when their free variables can name the copy's parameters.
                 // For derivation, always renamed: a copy is then the same
                 // definition whoever makes it (its name is its content's).
-                let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v)) || self.inline_calls;
+                let clash = captured.iter().any(|v| def.params.iter().any(|p| p.name == *v)) || self.for_derivation;
                 let (names, lams) = if clash { (&cap_names, &renamed) } else { (&captured, &lams) };
                 params.extend(names.iter().zip(&cap_tys).map(|(n, t)| Param { name: n.clone(), ty: t.clone() }));
                 let base_ty = Type::of_params(params.iter().map(|p| p.ty.clone()));
@@ -705,7 +740,7 @@ impl<'d> State<'d> {
                 // of every function that reaches them: named by a hash of
                 // the lambdas (the memo's key), so that equal copies have
                 // one name and different ones different names.
-                let base = if self.inline_calls {
+                let base = if self.for_derivation {
                     let mut h = rustc_hash::FxHasher::default();
                     std::hash::Hash::hash(&memo_key.1, &mut h);
                     format!("{}$lam${:08x}", def.name.base, std::hash::Hasher::finish(&h) as u32)
@@ -740,6 +775,27 @@ impl<'d> State<'d> {
         let ty = cx.b.ty(call);
         let new = cx.b.call(name, args, ty);
         Some(term::wrap(&mut cx.b, lets, new))
+    }
+
+    /// The nodes `def`'s body called with `arg` would have inlined, its
+    /// lambda arguments written in at each use (at most a bound past
+    /// [`INLINE_FOR_DERIVATION`]).
+    fn inlined_size(&self, cx: &Cx, def: &Def, arg: ExprId) -> usize {
+        let limit = INLINE_FOR_DERIVATION;
+        let comps = match (def.params.len(), cx.b.expr(arg)) {
+            (1, _) => vec![arg],
+            (k, Expr::Tuple(es)) if es.len() == k => es.clone(),
+            _ => return limit + 1,
+        };
+        let mut n = tree_size_at_most(&def.body, def.root, limit);
+        for (p, &c) in def.params.iter().zip(&comps) {
+            if !p.ty.holds_lam() {
+                continue;
+            }
+            let uses = def.body.exprs.iter().filter(|(_, x)| matches!(x, Expr::Var(v) if *v == p.name)).count();
+            n = n.saturating_add(uses.saturating_mul(tree_size_at_most(cx.b.body, c, limit)));
+        }
+        n
     }
 
     /// `call` of `def` (which returns a lambda) inlined: `let params = arg

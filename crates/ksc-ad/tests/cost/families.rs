@@ -97,8 +97,8 @@ pub fn families() -> Vec<Family> {
             name: "higher-order loop",
             // Seed 004's higher-order functions: a function applying its
             // lambda in a loop, given a lambda that calls another function
-            // taking a lambda. Derivation inlines both where the lambdas
-            // are known.
+            // taking a lambda. Derivation calls copies of both with the
+            // lambdas written in.
             program: concat!(
                 "(def twice Float ((g : Lam Float Float) (x : Float)) (g (g x)))\n",
                 "(def apply_all (Vec Float) ((g : Lam Float Float) (v : Vec Float)) ",
