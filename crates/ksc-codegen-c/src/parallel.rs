@@ -24,8 +24,8 @@
 //! into a slab no other iteration touches (the blocks of `reduce`'s
 //! reverse pass, each adding its elements' cotangents) run in parallel:
 //! every element sees the same additions in the same order, so results
-//! are identical at any number of threads. The estimate of one iteration's work ([`cost`]) lets the
-//! runtime keep small loops serial.
+//! are identical at any number of threads. The estimate of one
+//! iteration's work ([`cost`]) lets the runtime keep small loops serial.
 
 use ksc_lower::ir::*;
 use ksc_lower::visit::{defined_in, walk};

@@ -74,7 +74,8 @@ fn tree_size_at_most(body: &Body, e: ExprId, limit: usize) -> usize {
     n
 }
 
-/// At most this deep an inlining of functions returning lambdas.
+/// At most this deep an inlining of functions returning lambdas (or, for
+/// derivation, taking them).
 const MAX_INLINE_DEPTH: usize = 32;
 
 /// A lambda native code cannot hold, at an expression of `fun`'s body.
@@ -207,8 +208,8 @@ pub fn needs_specialising_for_derivation(d: &Def) -> bool {
 
 struct State<'d> {
     by_name: FxHashMap<&'d FunName, &'d Def>,
-    /// For derivation: copies named by their lambdas, errors worded for
-    /// derivatives.
+    /// For derivation: small calls of functions taking lambdas inlined,
+    /// copies named by their lambdas, errors worded for derivatives.
     for_derivation: bool,
     /// (function, its lambda arguments printed with their free variables
     /// renamed, and those variables' types) to the copy made for them.
