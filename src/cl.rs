@@ -14,8 +14,9 @@ pub fn cl(path: &Path, func: &str, check: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // As `(gdef CL ..)` reads it: calls of functions taking lambdas
-    // inlined (where that fails, CL's own error follows).
+    // As `(gdef CL ..)` reads it (`ksc_ad::derivation_form_in`: lambdas
+    // written in, mutual recursion made self-recursion; where that fails,
+    // CL's own error follows).
     let form = ksc_ad::derivation_form_in(&analysis.defs(), f).ok().flatten();
     let (f, copies): (&ksc_ir::Def, &[ksc_ir::Def]) = form.as_ref().map_or((f, &[]), |(d, c)| (d, c));
     // The passes recurse on the nesting of the body: give them a big stack.

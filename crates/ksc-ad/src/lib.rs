@@ -17,7 +17,7 @@ pub mod tape;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Callee, Def, Derivation, Expr, FunName};
+use ksc_ir::{Def, Derivation, FunName};
 
 pub use derive::AdError;
 
@@ -67,7 +67,7 @@ pub trait Program {
     /// database, it does not change when a body changes but its calls do
     /// not).
     fn callees(&self, name: &FunName) -> Vec<FunName> {
-        self.written(name).map(written_callees).unwrap_or_default()
+        self.written(name).map(ksc_ir::term::callees).unwrap_or_default()
     }
     /// The functions the written `name` calls that call it back (mutual
     /// recursion, `mutual.rs`). Through the database, an edit elsewhere
@@ -129,15 +129,14 @@ fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)
     }
     // The functions taking lambdas that it reaches, and what they reach.
     let mut defs: Vec<&Def> = Vec::new();
-    let mut seen: FxHashSet<&FunName> = FxHashSet::default();
+    let mut seen: FxHashSet<FunName> = FxHashSet::default();
     let mut work = vec![f];
     while let Some(x) = work.pop() {
-        for (_, e) in x.body.exprs.iter() {
-            let Expr::Call(Callee::Fun(g), _) = e else { continue };
-            if !seen.insert(g) {
+        for g in ksc_ir::term::callees(x) {
+            if !seen.insert(g.clone()) {
                 continue;
             }
-            if let Some(gd) = program.written(g).filter(|gd| ksc_ir::lambdas::signature_has_lam(gd)) {
+            if let Some(gd) = program.written(&g).filter(|gd| ksc_ir::lambdas::signature_has_lam(gd)) {
                 defs.push(gd);
                 work.push(gd);
             }
@@ -153,19 +152,6 @@ fn higher_order(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)
 /// through `program`'s [`Program::callees`].
 pub fn mutual_partners(program: &dyn Program, f: &Def) -> Vec<FunName> {
     mutual::partners(program, f)
-}
-
-/// The functions `f`'s body calls, each once, in order.
-pub fn written_callees(f: &Def) -> Vec<FunName> {
-    let mut out: Vec<FunName> = Vec::new();
-    for (_, e) in f.body.exprs.iter() {
-        if let Expr::Call(Callee::Fun(g), _) = e {
-            if !out.contains(g) {
-                out.push(g.clone());
-            }
-        }
-    }
-    out
 }
 
 /// A program given as the list of its definitions (the first of a name

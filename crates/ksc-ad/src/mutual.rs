@@ -17,7 +17,7 @@ use rustc_hash::FxHashSet;
 use ksc_ir::builder::Builder;
 use ksc_ir::{term, Callee, Def, Expr, ExprId, FunName, Pat};
 
-use crate::{written_callees, Program};
+use crate::Program;
 
 /// Rounds of inlining (a cycle of k functions needs k - 1).
 const ROUNDS: usize = 8;
@@ -26,7 +26,7 @@ const SEARCH: usize = 10_000;
 
 /// The functions `f` calls that call it back.
 pub fn partners<P: Program + ?Sized>(program: &P, f: &Def) -> Vec<FunName> {
-    written_callees(f).into_iter().filter(|g| *g != f.name && reaches(program, g, &f.name)).collect()
+    term::callees(f).into_iter().filter(|g| *g != f.name && reaches(program, g, &f.name)).collect()
 }
 
 /// `f` with `partners` (the functions that call it back) inlined, or None

@@ -451,7 +451,7 @@ pub fn def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> 
 #[salsa::tracked(returns(ref))]
 pub fn callees_of(db: &dyn Db, file: SourceFile, name: FunName) -> Vec<FunName> {
     db.log_execution(format!("callees_of({name})"));
-    def_of(db, file, name).as_ref().map(|d| ksc_ad::written_callees(&d.0)).unwrap_or_default()
+    def_of(db, file, name).as_ref().map(|d| ksc_ir::term::callees(&d.0)).unwrap_or_default()
 }
 
 /// The functions `name` calls that call it back (`ksc_ad::Program::recursion_partners`):
@@ -829,7 +829,7 @@ pub fn derive_request(db: &dyn Db, request: Request<'_>) -> GdefOutput {
     }
     while let Some(i) = work.pop() {
         let o = optimised(db, request, closure.defs[i].0.clone());
-        for callee in ksc_opt::pipeline::callees(&o.def.0) {
+        for callee in ksc_ir::term::callees(&o.def.0) {
             if let Some(&j) = closure.position.get(&callee) {
                 if !reached[j] {
                     reached[j] = true;

@@ -51,27 +51,13 @@ const MAX_REWRITE: usize = 1_000_000;
 /// copy is made for.
 const MAX_LAMBDA_SIZE: usize = 4096;
 
-/// The error of copies of `def` that would not end.
+/// What is not supported when copies of `def` would not end.
 fn endless_copies(def: &Def) -> String {
     format!(
-        "native code does not support this call of `{}`: its copies for its lambda arguments do not end (a \
-         recursive call passing a bigger lambda each time?); `ksc run --interp` runs it",
+        "this call of `{}`: its copies for its lambda arguments do not end (a recursive call passing a bigger \
+         lambda each time?)",
         def.name.short()
     )
-}
-
-/// The number of nodes of the tree at `e`, counted up to `limit + 1`.
-fn tree_size_at_most(body: &Body, e: ExprId, limit: usize) -> usize {
-    let mut n = 0;
-    let mut stack = vec![e];
-    while let Some(x) = stack.pop() {
-        n += 1;
-        if n > limit {
-            break;
-        }
-        stack.extend(term::children(&body.exprs[x]));
-    }
-    n
 }
 
 /// At most this deep an inlining of functions returning lambdas (or, for
@@ -255,15 +241,14 @@ impl<'d> State<'d> {
         }
     }
 
-    fn error(&mut self, cx: &Cx, expr: ExprId, message: String) {
-        // The messages speak of native code; for derivation, of derivatives
-        // (which the interpreter cannot run instead).
+    /// Reports `what` (a phrase: "this call of `g`: ...") as not
+    /// supported, by native code (which the interpreter can replace) or by
+    /// derivatives.
+    fn error(&mut self, cx: &Cx, expr: ExprId, what: String) {
         let message = if self.for_derivation {
-            message
-                .replace("native code does not support", "derivatives do not support")
-                .replace("; `ksc run --interp` runs it", "")
+            format!("derivatives do not support {what}")
         } else {
-            message
+            format!("native code does not support {what}; `ksc run --interp` runs it")
         };
         self.out.errors.push(LambdaError { fun: cx.fun.clone(), expr, message });
     }
@@ -339,7 +324,7 @@ impl<'d> State<'d> {
             _ => false,
         };
         if matches!(ty, Type::Tensor(..)) || read {
-            return "native code does not support a tensor of lambdas; `ksc run --interp` runs it".to_string();
+            return "a tensor of lambdas".to_string();
         }
         let what = match &body.exprs[x] {
             Expr::Var(v) => format!("the lambda variable `{v}`"),
@@ -348,8 +333,8 @@ impl<'d> State<'d> {
             _ => format!("a value of type `{ty}`"),
         };
         format!(
-            "native code does not support {what} here: a lambda must reach the primitive that applies it \
-             (`build`, `sumbuild`, `fold`, ...) through `let`, `if`, tuples and calls; `ksc run --interp` runs it"
+            "{what} here: a lambda must reach the primitive that applies it (`build`, `sumbuild`, `fold`, ...) \
+             through `let`, `if`, tuples and calls"
         )
     }
 
@@ -361,8 +346,8 @@ impl<'d> State<'d> {
         if cx.b.body.exprs.len() > MAX_REWRITE {
             if !cx.too_big {
                 cx.too_big = true;
-                let message = "native code does not support these lambdas: written in where they are applied, \
-                               they grow without bound (lambdas applying lambdas, nested); `ksc run --interp` runs it"
+                let message = "these lambdas: written in where they are applied, they grow without bound \
+                               (lambdas applying lambdas, nested)"
                     .to_string();
                 self.error(cx, e, message);
             }
@@ -666,8 +651,8 @@ impl<'d> State<'d> {
             };
             let Some(lam) = lam else {
                 let message = format!(
-                    "native code does not support this argument of `{}`: a lambda passed to a function must be \
-                     written as a lambda, chosen by `if` between lambdas, or in a tuple; `ksc run --interp` runs it",
+                    "this argument of `{}`: a lambda passed to a function must be written as a lambda, chosen by \
+                     `if` between lambdas, or in a tuple",
                     def.name.short()
                 );
                 self.error(cx, c, message);
@@ -678,7 +663,8 @@ impl<'d> State<'d> {
         // A recursion that passes a bigger lambda at each call makes copies
         // without end, each lambda up to twice the last (a lambda applying
         // its parameter twice): stop at a size, not only at a count.
-        if lams.iter().map(|(_, l)| tree_size_at_most(cx.b.body, *l, MAX_LAMBDA_SIZE)).sum::<usize>() > MAX_LAMBDA_SIZE
+        if lams.iter().map(|(_, l)| term::tree_size_at_most(cx.b.body, *l, MAX_LAMBDA_SIZE)).sum::<usize>()
+            > MAX_LAMBDA_SIZE
         {
             self.error(cx, call, endless_copies(def));
             return None;
@@ -696,11 +682,7 @@ impl<'d> State<'d> {
         for v in &captured {
             let ty = lams.iter().find_map(|(_, l)| var_type(cx.b.body, *l, v)).unwrap_or(Type::Unknown);
             if ty.holds_lam() {
-                let message = format!(
-                    "native code does not support a lambda that uses the lambda variable `{v}`, passed to `{}`; \
-                     `ksc run --interp` runs it",
-                    def.name.short()
-                );
+                let message = format!("a lambda that uses the lambda variable `{v}`, passed to `{}`", def.name.short());
                 self.error(cx, call, message);
                 return None;
             }
@@ -788,13 +770,13 @@ impl<'d> State<'d> {
             (k, Expr::Tuple(es)) if es.len() == k => es.clone(),
             _ => return limit + 1,
         };
-        let mut n = tree_size_at_most(&def.body, def.root, limit);
+        let mut n = term::tree_size_at_most(&def.body, def.root, limit);
         for (p, &c) in def.params.iter().zip(&comps) {
             if !p.ty.holds_lam() {
                 continue;
             }
             let uses = def.body.exprs.iter().filter(|(_, x)| matches!(x, Expr::Var(v) if *v == p.name)).count();
-            n = n.saturating_add(uses.saturating_mul(tree_size_at_most(cx.b.body, c, limit)));
+            n = n.saturating_add(uses.saturating_mul(term::tree_size_at_most(cx.b.body, c, limit)));
         }
         n
     }

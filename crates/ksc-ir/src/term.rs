@@ -418,6 +418,37 @@ fn copy_tree_stamping(dst: &mut Body, src: Option<&Body>, e: ExprId, fun: Option
     results.pop().expect("copy of a tree")
 }
 
+/// The number of nodes of the tree at `e`, counted up to `limit + 1` (so
+/// it stops early on a large tree).
+pub fn tree_size_at_most(body: &Body, e: ExprId, limit: usize) -> usize {
+    let mut n = 0;
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        n += 1;
+        if n > limit {
+            break;
+        }
+        stack.extend(children(&body.exprs[x]));
+    }
+    n
+}
+
+/// The global functions `def`'s body calls, each once, in the order met.
+pub fn callees(def: &crate::Def) -> Vec<FunName> {
+    let mut out: Vec<FunName> = Vec::new();
+    let mut stack = vec![def.root];
+    while let Some(e) = stack.pop() {
+        let node = &def.body.exprs[e];
+        if let Expr::Call(Callee::Fun(f), _) = node {
+            if !out.contains(f) {
+                out.push(f.clone());
+            }
+        }
+        stack.extend(children(node));
+    }
+    out
+}
+
 /// The variable `e` is, if it is one.
 pub fn var_name(body: &Body, e: ExprId) -> Option<&Var> {
     match &body.exprs[e] {

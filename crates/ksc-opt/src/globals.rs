@@ -56,18 +56,7 @@ impl Measure {
     pub fn at_most(self, def: &Def, limit: usize) -> bool {
         match self {
             Measure::Arena => def.body.exprs.len() <= limit,
-            Measure::Tree => {
-                let mut n = 0;
-                let mut stack = vec![def.root];
-                while let Some(x) = stack.pop() {
-                    n += 1;
-                    if n > limit {
-                        return false;
-                    }
-                    stack.extend(children(&def.body.exprs[x]));
-                }
-                true
-            }
+            Measure::Tree => ksc_ir::term::tree_size_at_most(&def.body, def.root, limit) <= limit,
         }
     }
 }

@@ -771,27 +771,24 @@ impl<'a> Checker<'a> {
                 }
             }
             Callee::Fun(name) => {
-                // `(f x)` with `f` a variable of a lambda type in scope
-                // applies it (the innermost binding of the name wins over
-                // functions of that name, as variables do).
-                if name.derivs.is_empty() && name.base_ty.is_none() {
-                    if let Some((_, t)) = env.iter().rev().find(|(v, _)| **v == *name.base) {
-                        if let Type::Lam(..) = t {
-                            let ft = t.clone();
-                            let f = body.alloc_typed(Expr::Var(name.base.to_string()), ft.clone());
-                            let pair = body
-                                .alloc_typed(Expr::Tuple(vec![f, arg]), Type::Tuple(vec![ft.clone(), arg_ty.clone()]));
-                            body.exprs[e] = Expr::Call(Callee::Prim(Prim::Apply), pair);
-                            return match Prim::Apply.result_type(&[Type::Tuple(vec![ft, arg_ty])]) {
-                                Ok(t) => t,
-                                Err(msg) => {
-                                    self.error(span, format!("wrong argument for the lambda `{}`", name.base))
-                                        .caret(msg);
-                                    Type::Unknown
-                                }
-                            };
+                // A variable of that name in scope (the innermost binding).
+                // `(f x)` with `f` of a lambda type applies it: a variable
+                // wins over functions of its name, as variables do.
+                let local = (name.derivs.is_empty() && name.base_ty.is_none())
+                    .then(|| env.iter().rev().find(|(v, _)| **v == *name.base).cloned())
+                    .flatten();
+                if let Some((v, ft @ Type::Lam(..))) = &local {
+                    let f = body.alloc_typed(Expr::Var(v.clone()), ft.clone());
+                    let pair =
+                        body.alloc_typed(Expr::Tuple(vec![f, arg]), Type::Tuple(vec![ft.clone(), arg_ty.clone()]));
+                    body.exprs[e] = Expr::Call(Callee::Prim(Prim::Apply), pair);
+                    return match Prim::Apply.result_type(&[Type::Tuple(vec![ft.clone(), arg_ty])]) {
+                        Ok(t) => t,
+                        Err(msg) => {
+                            self.error(span, format!("wrong argument for the lambda `{v}`")).caret(msg);
+                            Type::Unknown
                         }
-                    }
+                    };
                 }
                 if name.base_ty.is_none()
                     && Prim::from_name(&name.base).is_some()
@@ -823,8 +820,6 @@ impl<'a> Checker<'a> {
                 }
                 let resolved = name.with_base_ty(Some(name.base_ty.clone().unwrap_or(base)));
                 let Some(sig) = self.table.get(&resolved).cloned() else {
-                    let local =
-                        name.derivs.is_empty().then(|| env.iter().rev().find(|(v, _)| **v == *name.base)).flatten();
                     match local {
                         Some((v, t)) => {
                             self.error(

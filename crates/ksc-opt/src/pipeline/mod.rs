@@ -186,22 +186,6 @@ pub fn optimise_all(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Ru
     warnings
 }
 
-/// The global functions `def`'s body calls, each once.
-pub fn callees(def: &Def) -> Vec<ksc_ir::FunName> {
-    let mut out: Vec<ksc_ir::FunName> = Vec::new();
-    let mut stack = vec![def.root];
-    while let Some(e) = stack.pop() {
-        let node = &def.body.exprs[e];
-        if let Expr::Call(Callee::Fun(f), _) = node {
-            if !out.contains(f) {
-                out.push(f.clone());
-            }
-        }
-        stack.extend(ksc_ir::term::children(node));
-    }
-    out
-}
-
 /// Keeps, of a request's optimised derived functions, those the requested
 /// one calls, transitively (itself among them), in their order. Inlining
 /// leaves some of those derivation asked for uncalled: under `gdef rev` of
@@ -217,7 +201,7 @@ pub fn keep_called(derived: &mut Vec<Def>, requested: &ksc_ir::FunName) {
         }
         let Some(d) = derived.iter().find(|d| d.name == f) else { continue };
         called.insert(f);
-        work.extend(callees(d));
+        work.extend(ksc_ir::term::callees(d));
     }
     derived.retain(|d| called.contains(&d.name));
 }
