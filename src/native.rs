@@ -20,7 +20,9 @@ pub struct NativeOptions {
     #[arg(long)]
     pub unchecked: bool,
     /// Flags for the C compiler, replacing the default `-O3 -march=native`
-    /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`.
+    /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`. A large
+    /// program built with optimisation also gets `-flto=auto` (the C
+    /// compiler's work on every core) when the compiler accepts it.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub cflags: Option<String>,
     /// A C source, object or library to compile and link with the program

@@ -52,6 +52,20 @@ pub const SEMANTIC_FLAGS: &[&str] = &["-std=gnu99", "-ffp-contract=off", "-fno-m
 /// same C is serial (the runtime's `_OPENMP` tests).
 pub const PARALLEL_FLAGS: &[&str] = &["-fopenmp"];
 
+/// Flags that let the C compiler use every core on one large program:
+/// link-time optimisation with a job per core. The compiler's whole-program
+/// pass decides inlining first, then compiles the program's functions in
+/// partitions at once. On 2 cores this made building gmm.ks 1.4 times
+/// faster, ba.ks 1.3 and hand.ks 1.8. Results are unchanged: the semantic
+/// flags hold in every partition.
+pub const LTO_FLAGS: &[&str] = &["-flto=auto"];
+
+/// The fewest lines of C for which [`LTO_FLAGS`] pay. Below about 4,000
+/// lines (the runtime alone is about 1,000), the extra link step costs more
+/// than the parallel partitions save: lse.ks (1,400 lines) is 0.02 s slower
+/// with them, lstm.ks (5,900) 1.13 times faster.
+pub const LTO_MIN_LINES: usize = 4000;
+
 /// The default optimisation flags.
 pub const DEFAULT_CFLAGS: &str = "-O3 -march=native";
 
@@ -169,8 +183,10 @@ pub fn compile_c(
     kind: Artefact,
     cfg: &CcConfig,
 ) -> Result<PathBuf, BuildError> {
+    let lto = uses_lto(c_text, kind, cfg);
     let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
-    for f in PARALLEL_FLAGS.iter().chain(SEMANTIC_FLAGS) {
+    let lto_flags: &[&str] = if lto { LTO_FLAGS } else { &[] };
+    for f in PARALLEL_FLAGS.iter().chain(SEMANTIC_FLAGS).chain(lto_flags) {
         parts.push(f.as_bytes());
     }
     for f in &cfg.cflags {
@@ -213,7 +229,7 @@ pub fn compile_c(
         std::fs::write(work.join(name), text).map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
     }
     let tmp_out = work.join(format!("out.{}", kind.extension()));
-    if let Err(e) = run_cc(cfg, &c_file, &tmp_out, kind) {
+    if let Err(e) = run_cc_lto(cfg, &c_file, &tmp_out, kind, lto) {
         // Does the generated code compile by itself? Then linking failed:
         // the linked files, or external functions nothing defines.
         if let BuildError::CompilerFailed { stderr, .. } = &e {
@@ -261,12 +277,74 @@ fn undefined_symbols(stderr: &str) -> Vec<String> {
     out
 }
 
+/// Does compiling `c_text` into `kind` use [`LTO_FLAGS`]? For a linked
+/// artefact (an object stays plain code, for any linker) of at least
+/// [`LTO_MIN_LINES`] lines, optimised, on a machine with more than one
+/// core, when the compiler accepts the flags.
+fn uses_lto(c_text: &str, kind: Artefact, cfg: &CcConfig) -> bool {
+    kind != Artefact::Object
+        && optimises(&cfg.cflags)
+        && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+        && c_text.lines().count() >= LTO_MIN_LINES
+        && accepts_lto(cfg)
+}
+
+/// Do the flags ask for optimisation (their last `-O` level is not `-O0` or
+/// `-Og`)? Unoptimised, the compiler does not split the work, and LTO only
+/// adds its link step: gmm.ks's C at `-O0` took 0.98 s with it, 0.63 s
+/// without.
+fn optimises(cflags: &[String]) -> bool {
+    cflags.iter().rev().find(|f| f.starts_with("-O")).is_some_and(|f| f != "-O0" && f != "-Og")
+}
+
+/// Does the compiler build and link an empty program with [`LTO_FLAGS`] and
+/// the configured flags? Asked once per compiler and flags in a process.
+/// (GCC does; clang rejects `-flto=auto`; a compiler without a linker
+/// plugin fails to link.)
+fn accepts_lto(cfg: &CcConfig) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    // Keyed by the compiler and its flags, joined.
+    static KNOWN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let key = format!("{}\0{}", cfg.cc, cfg.cflags.join("\0"));
+    let known = KNOWN.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&ok) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return ok;
+    }
+    let dir =
+        std::env::temp_dir().join(format!("ksc-lto-probe-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let probe = dir.join("probe.c");
+    let ok = std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::write(&probe, "int main(void) { return 0; }\n").is_ok()
+        && Command::new(&cfg.cc)
+            .args(&cfg.cflags)
+            .args(SEMANTIC_FLAGS)
+            .args(LTO_FLAGS)
+            .arg("-o")
+            .arg(dir.join("probe"))
+            .arg(&probe)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    known.lock().unwrap_or_else(|e| e.into_inner()).insert(key, ok);
+    ok
+}
+
 /// Runs the C compiler on one file, with OpenMP ([`PARALLEL_FLAGS`]) if the
 /// compiler has it, else without (a compiler without OpenMP's runtime, as
 /// clang may be, fails on the flag, and the code is then serial).
 pub fn run_cc(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact) -> Result<(), BuildError> {
-    match run_cc_with(cfg, c_file, out, kind, PARALLEL_FLAGS) {
-        Err(BuildError::CompilerFailed { .. }) => run_cc_with(cfg, c_file, out, kind, &[]),
+    run_cc_lto(cfg, c_file, out, kind, false)
+}
+
+/// [`run_cc`], with [`LTO_FLAGS`] if `lto`.
+fn run_cc_lto(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, lto: bool) -> Result<(), BuildError> {
+    let lto_flags: &[&str] = if lto { LTO_FLAGS } else { &[] };
+    match run_cc_with(cfg, c_file, out, kind, &[PARALLEL_FLAGS, lto_flags].concat()) {
+        Err(BuildError::CompilerFailed { .. }) => run_cc_with(cfg, c_file, out, kind, lto_flags),
         r => r,
     }
 }
@@ -364,4 +442,30 @@ pub fn run_executable(exe: &Path, args: &[String], env: &[(&str, String)]) -> Re
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lto_only_when_optimising() {
+        let yes = |s: &str| optimises(&split_flags(s));
+        assert!(yes("-O3 -march=native"));
+        assert!(yes("-O0 -O2"));
+        assert!(yes("-O"));
+        assert!(!yes("-O2 -O0"));
+        assert!(!yes("-Og"));
+        assert!(!yes("-march=native"));
+    }
+
+    #[test]
+    fn no_lto_for_objects_small_programs_or_unoptimised_code() {
+        let cfg = CcConfig { cc: "cc".into(), cflags: split_flags("-O3"), cache_dir: None, link: Vec::new() };
+        let big = "int x;\n".repeat(LTO_MIN_LINES);
+        assert!(!uses_lto(&big, Artefact::Object, &cfg));
+        assert!(!uses_lto("int x;\n", Artefact::SharedLibrary, &cfg));
+        let unoptimised = CcConfig { cflags: split_flags("-O0"), ..cfg };
+        assert!(!uses_lto(&big, Artefact::Executable, &unoptimised));
+    }
 }
