@@ -128,7 +128,7 @@ struct Native {
 /// library's export): the module of `def` alone, so that a function that
 /// cannot be compiled does not hide the others.
 fn native(db: &ksc_db::Database, file: ksc_db::SourceFile, def: &Def) -> Result<Native, String> {
-    if !crate::native::plain(&def.ret_ty) || !def.params.iter().all(|p| crate::native::plain(&p.ty)) {
+    if !ksc_types::crosses_c_abi(&def.ret_ty) || !def.params.iter().all(|p| ksc_types::crosses_c_abi(&p.ty)) {
         return Err("its type has a lambda or a linear map, which `ksc build` does not export".into());
     }
     let roots = vec![def.name.clone()];

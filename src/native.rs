@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use ksc_codegen_c::{compile_c, run_executable, Artefact, CcConfig, Outcome, Target};
 use ksc_eval::RuntimeError;
-use ksc_ir::{FunName, Type};
+use ksc_ir::FunName;
 use ksc_lower::ir::{Module, SiteId};
 
 use crate::{compile, main_of, runtime_diagnostic, Compiled, FAILURE, USAGE};
@@ -116,25 +116,6 @@ fn config(opts: &NativeOptions) -> CcConfig {
     cfg
 }
 
-/// What a library exports: every definition of the user's file and every
-/// derived function whose type has no lambda or linear map.
-pub(crate) fn export_roots(analysis: &ksc_types::Analysis) -> Vec<FunName> {
-    let defs = analysis.defs();
-    analysis
-        .source
-        .decls
-        .iter()
-        .filter_map(|d| match d {
-            ksc_ir::Decl::Def(d) => Some(d),
-            _ => None,
-        })
-        .filter(|d| defs.iter().any(|x| x.name == d.name))
-        .chain(analysis.derived.iter())
-        .filter(|d| plain(&d.ret_ty) && d.params.iter().all(|p| plain(&p.ty)))
-        .map(|d| d.name.clone())
-        .collect()
-}
-
 /// Reports a failure to compile the C: bad flags are a usage error (exit
 /// code 2), anything else a failure (1).
 fn build_error(e: &ksc_codegen_c::driver::BuildError, m: &Module, c: &Compiled) -> ExitCode {
@@ -178,21 +159,12 @@ fn internal_error(what: &str) -> ExitCode {
 /// (`ksc_lower::lambdas`), before any C is written (and after the status
 /// line is erased).
 fn lambda_check(c: &Compiled, roots: &[FunName]) -> Result<(), ExitCode> {
-    let Compiled { db, file, analysis, sources, progress } = c;
-    let errors = ksc_db::lambda_errors(db, *file, roots);
-    if errors.is_empty() {
+    let Compiled { db, file, sources, progress, .. } = c;
+    let diags = ksc_db::lambda_diagnostics(db, *file, roots);
+    if diags.is_empty() {
         return Ok(());
     }
     progress.finish();
-    let diags: Vec<ksc_types::Diagnostic> = errors
-        .iter()
-        .map(|e| {
-            let (f, span) = analysis.locate(&e.fun, e.expr).unwrap_or((ksc_types::FileRef::Source, Default::default()));
-            let mut d = ksc_types::Diagnostic::error(f, span, e.message.clone());
-            d.caret(format!("in `{}`", e.fun.short()));
-            d
-        })
-        .collect();
     sources.emit(&diags);
     Err(ExitCode::from(FAILURE))
 }
@@ -319,7 +291,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             return code;
         }
     }
-    let roots = export_roots(analysis);
+    let roots = analysis.library_roots();
     if emit == Emit::Ks {
         let p = out_dir.join(format!("{stem}.ks"));
         return match std::fs::write(&p, crate::emit_ks(analysis)) {
@@ -427,15 +399,5 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             ExitCode::SUCCESS
         }
         Err(code) => code,
-    }
-}
-
-/// A type the C ABI can carry (no lambdas, linear maps or unknowns).
-pub(crate) fn plain(t: &Type) -> bool {
-    match t {
-        Type::Bool | Type::Integer | Type::Float | Type::String => true,
-        Type::Tuple(ts) => ts.iter().all(plain),
-        Type::Tensor(_, e) => plain(e),
-        _ => false,
     }
 }

@@ -104,7 +104,7 @@ fn build(db: &Database, file: SourceFile, path: &Path) -> bool {
     let c = (!analysis.has_errors()).then(|| {
         let (roots, target) = match analysis.main() {
             Some(m) => (vec![m.name.clone()], Target::Executable),
-            None => (crate::native::export_roots(&analysis), Target::Library),
+            None => (analysis.library_roots(), Target::Library),
         };
         ksc_db::c_unit(db, file, path.display().to_string(), roots, true, target, String::new())
     });

@@ -91,6 +91,25 @@ pub fn lambda_errors(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> Vec<ks
     out
 }
 
+/// [`lambda_errors`] as located diagnostics: each at its expression, the
+/// caret naming the function.
+pub fn lambda_diagnostics(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> Vec<ksc_types::Diagnostic> {
+    let errors = lambda_errors(db, file, roots);
+    if errors.is_empty() {
+        return Vec::new();
+    }
+    let a = analysis(db, file);
+    errors
+        .iter()
+        .map(|e| {
+            let (f, span) = a.locate(&e.fun, e.expr).unwrap_or((ksc_types::FileRef::Source, Default::default()));
+            let mut d = ksc_types::Diagnostic::error(f, span, e.message.clone());
+            d.caret(format!("in `{}`", e.fun.short()));
+            d
+        })
+        .collect()
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
     db.log_execution("lowering_facts".to_string());

@@ -9,6 +9,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod expand;
 pub mod lower;
+pub mod render;
 
 use std::sync::OnceLock;
 
@@ -226,6 +227,36 @@ impl Analysis {
     /// The user's `main`, if there is one: `(def main T () ...)`.
     pub fn main(&self) -> Option<&Signature> {
         self.table.get(&FunName::typed("main", Type::unit()))
+    }
+
+    /// What a library of the program exports (`ksc build --emit so`, the
+    /// Python package): every definition of the user's file and every
+    /// derived function whose signature the C ABI can carry
+    /// ([`crosses_c_abi`]).
+    pub fn library_roots(&self) -> Vec<FunName> {
+        let defs = self.defs();
+        self.source
+            .decls
+            .iter()
+            .filter_map(|d| match d {
+                Decl::Def(d) => Some(d),
+                _ => None,
+            })
+            .filter(|d| defs.iter().any(|x| x.name == d.name))
+            .chain(self.derived.iter())
+            .filter(|d| crosses_c_abi(&d.ret_ty) && d.params.iter().all(|p| crosses_c_abi(&p.ty)))
+            .map(|d| d.name.clone())
+            .collect()
+    }
+}
+
+/// A type the C ABI can carry: no lambdas, linear maps or unknowns.
+pub fn crosses_c_abi(t: &Type) -> bool {
+    match t {
+        Type::Bool | Type::Integer | Type::Float | Type::String => true,
+        Type::Tuple(ts) => ts.iter().all(crosses_c_abi),
+        Type::Tensor(_, e) => crosses_c_abi(e),
+        _ => false,
     }
 }
 
