@@ -1,0 +1,249 @@
+"""The Python package: compiling, calling, derivatives, errors.
+
+Run by `cargo test -p ksc-python` (tests/pytest.rs), which builds the
+native module, puts it in the package and runs pytest in a virtual
+environment with NumPy.
+"""
+
+import math
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import ksc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SOURCE = """
+(def f Float ((x : Float) (y : Float)) (mul x (sin y)))
+
+(def scale (Vec Float) ((a : Float) (v : Vec Float))
+  (build (size v) (lam (i : Integer) (mul a (index i v)))))
+
+(def rowsums (Vec Float) (m : Vec (Vec Float))
+  (build (size m) (lam (i : Integer) (sum (index i m)))))
+
+(def outer (Vec (Vec Float)) ((u : Vec Float) (v : Vec Float))
+  (build (size u) (lam (i : Integer) (build (size v) (lam (j : Integer) (mul (index i u) (index j v)))))))
+
+(def grid (Tensor 2 Float) ((n : Integer) (m : Integer))
+  (build (tuple n m) (lam (ij : Tuple Integer Integer)
+    (let ((i j) ij) (to_float (add (mul 10 i) j))))))
+
+(def trace2 Float (t : Tensor 2 Float)
+  (let ((n m) (size t)) (sumbuild n (lam (i : Integer) (index (tuple i i) t)))))
+
+(def firstmax (Tuple Float Float) (v : Vec Float) (tuple (index 0 v) (max v)))
+
+(def pairs (Vec (Tuple Integer Float)) (v : Vec Float)
+  (build (size v) (lam (i : Integer) (tuple i (index i v)))))
+
+(def firsts (Vec Integer) (ps : Vec (Tuple Integer Float))
+  (build (size ps) (lam (i : Integer) (get$1$2 (index i ps)))))
+
+(def at Float ((i : Integer) (v : Vec Float)) (index i v))
+
+(def twice Float (x : Float) (mul 2.0 x))
+(def twice Integer (x : Integer) (mul 2 x))
+
+(def positive Bool (x : Float) (gt x 0.0))
+
+(def greet String (n : Integer) (if (gt n 1) "many" "one"))
+
+(def lse Float (v : Vec Float)
+  (let (mx (max v))
+    (add mx (log (sumbuild (size v) (lam (i : Integer) (exp (sub (index i v) mx))))))))
+
+(def poly (Vec Float) ((a : Float) (v : Vec Float))
+  (build (size v) (lam (i : Integer) (let (x (index i v)) (add (mul a (mul x x)) (sin x))))))
+
+(gdef rev [lse (Vec Float)])
+"""
+
+
+@pytest.fixture(scope="module")
+def m():
+    return ksc.loads(SOURCE, name="test.ks")
+
+
+def test_scalars(m):
+    assert m.f(2.0, 0.5) == 2.0 * math.sin(0.5)
+    # An int converts to a Float parameter.
+    assert m.f(2, 0.5) == 2.0 * math.sin(0.5)
+    assert m.positive(1.5) is True
+    assert m.greet(3) == "many"
+
+
+def test_vectors_in_and_out(m):
+    v = np.array([1.0, 2.0, 3.0])
+    out = m.scale(2.0, v)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float64
+    np.testing.assert_array_equal(out, [2.0, 4.0, 6.0])
+    # Other layouts and dtypes convert: a strided view, ints, a list.
+    np.testing.assert_array_equal(m.scale(1.0, np.arange(6.0)[::2]), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(m.scale(1.0, np.arange(3)), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(m.scale(1.0, [1, 2]), [1.0, 2.0])
+    assert m.scale(1.0, np.zeros(0)).shape == (0,)
+
+
+def test_nested_vectors_and_tensors(m):
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(m.rowsums(a), [3.0, 12.0])
+    # Ragged rows, as a list of arrays.
+    np.testing.assert_array_equal(m.rowsums([np.ones(2), np.ones(5)]), [2.0, 5.0])
+    o = m.outer(np.array([1.0, 2.0]), np.array([1.0, 10.0, 100.0]))
+    assert o.shape == (2, 3)
+    np.testing.assert_array_equal(o, [[1, 10, 100], [2, 20, 200]])
+    g = m.grid(2, 3)
+    assert g.shape == (2, 3)
+    np.testing.assert_array_equal(g, [[0, 1, 2], [10, 11, 12]])
+    assert m.trace2(np.arange(9.0).reshape(3, 3)) == 12.0
+
+
+def test_tuples(m):
+    assert m.firstmax(np.array([-1.0, 3.0, 2.0])) == (-1.0, 3.0)
+    ps = m.pairs(np.array([0.5, 1.5]))
+    assert ps == [(0, 0.5), (1, 1.5)]
+    np.testing.assert_array_equal(m.firsts([(7, 0.0), (9, 1.0)]), [7, 9])
+
+
+def test_overloads(m):
+    assert m.twice(2) == 4 and isinstance(m.twice(2), int)
+    assert m.twice(2.5) == 5.0
+    assert m["[twice Integer]"](3) == 6
+    with pytest.raises(TypeError, match="no definition of `twice`"):
+        m.twice("x")
+
+
+def test_type_errors_name_the_parameter(m):
+    with pytest.raises(TypeError, match=r"argument `v` of scale \(Vec Float\)"):
+        m.scale(1.0, np.ones((2, 2)))
+    with pytest.raises(TypeError, match=r"argument `y` of f \(Float\)"):
+        m.f(1.0, "no")
+    with pytest.raises(TypeError, match=r"argument `i` of at \(Integer\)"):
+        m.at(1.5, np.ones(3))
+    with pytest.raises(TypeError, match=r"argument `ps\[1\]\[0\]`"):
+        m.firsts([(1, 0.0), (1.5, 0.0)])
+    with pytest.raises(TypeError, match="takes 2 argument"):
+        m.f(1.0)
+
+
+def test_runtime_errors_raise_and_the_process_goes_on(m):
+    with pytest.raises(ksc.KscRuntimeError) as e:
+        m.at(5, np.ones(3))
+    assert "index" in str(e.value) and "test.ks:" in str(e.value)
+    assert e.value.code == 1
+    # The module still works.
+    assert m.at(2, np.array([1.0, 2.0, 3.0])) == 3.0
+
+
+def test_compile_errors_are_located():
+    with pytest.raises(ksc.CompileError) as e:
+        ksc.loads("(def f Float (x : Float)\n  (add x \"one\"))\n", name="bad.ks")
+    message = str(e.value)
+    assert "bad.ks:2:" in message and "^" in message
+
+
+def test_derived_functions_by_name(m):
+    rev = m["[rev lse]"]
+    assert rev is m["[rev [lse (Vec Float)]]"]
+    v = np.array([0.5, 1.0, 2.0])
+    soft = np.exp(v) / np.exp(v).sum()
+    np.testing.assert_allclose(rev(v, 1.0), soft, rtol=1e-12)
+
+
+def central_difference(fn, x, h=1e-6):
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = h
+        g.flat[i] = (fn(x + e) - fn(x - e)) / (2 * h)
+    return g
+
+
+def test_gradients_match_finite_differences(m):
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=7)
+    g = m.grad("lse")(v)
+    np.testing.assert_allclose(g, central_difference(m.lse, v), rtol=1e-6, atol=1e-8)
+    # A gradient of several arguments, compiled on first use.
+    gx, gy = m.grad(m.f)(1.5, 0.3)
+    assert abs(gx - math.sin(0.3)) < 1e-12 and abs(gy - 1.5 * math.cos(0.3)) < 1e-12
+
+
+def test_forward_and_reverse_agree(m):
+    """The dot-product test: <dr, J dx> = <J^T dr, dx>."""
+    rng = np.random.default_rng(2)
+    a, v = 0.7, rng.normal(size=5)
+    da, dv = 0.3, rng.normal(size=5)
+    dr = rng.normal(size=5)
+    jdx = m.jvp("poly")((a, v), (da, dv))
+    ga, gv = m.vjp("poly")((a, v), dr)
+    assert abs(np.dot(dr, jdx) - (ga * da + np.dot(gv, dv))) < 1e-10
+
+
+def test_jacobian(m):
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=4)
+    j = m.jacobian("lse")(v)
+    assert j.shape == (1, 4)
+    np.testing.assert_allclose(j[0], central_difference(m.lse, v), rtol=1e-6, atol=1e-8)
+
+
+def test_sparse_jacobian(m):
+    rng = np.random.default_rng(4)
+    a, v = 0.5, rng.normal(size=6)
+    dense = m.jacobian("poly")(a, v)
+    sparse = m.jacobian("poly", sparse=True)(a, v)
+    if isinstance(sparse, tuple):
+        (rows, cols), offsets, columns, values = sparse
+        rebuilt = np.zeros((rows, cols))
+        for r in range(rows):
+            for k in range(offsets[r], offsets[r + 1]):
+                rebuilt[r, columns[k]] = values[k]
+    else:
+        rebuilt = sparse.toarray()
+    np.testing.assert_allclose(rebuilt, dense, rtol=1e-12)
+
+
+def test_reload_after_an_edit(tmp_path):
+    path = tmp_path / "edit.ks"
+    path.write_text("(def f Float (x : Float) (mul x 2.0))\n")
+    m = ksc.load(path)
+    assert m.f(3.0) == 6.0
+    path.write_text("(def f Float (x : Float) (mul x 3.0))\n")
+    m.reload()
+    assert m.f(3.0) == 9.0
+    # An edit with errors raises and keeps the module as it was.
+    path.write_text("(def f Float (x : Float) (mul x \"three\"))\n")
+    with pytest.raises(ksc.CompileError):
+        m.reload()
+    assert m.f(3.0) == 9.0
+
+
+def test_an_example_file():
+    m = ksc.load(os.path.join(ROOT, "ksc-examples", "adbench", "lse.ks"))
+    x = m.lse_data(100)
+    assert x.shape == (100,)
+    g = m.lse_gradient(x)
+    np.testing.assert_allclose(g, m["[rev lse_objective]"](x, 1.0), rtol=0, atol=0)
+    np.testing.assert_allclose(g.sum(), 1.0, rtol=1e-12)
+
+
+def test_calls_from_several_threads(m):
+    v = np.arange(1000.0)
+    expected = m.lse(v)
+    results = []
+
+    def work():
+        for _ in range(50):
+            results.append(m.lse(v))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 200
