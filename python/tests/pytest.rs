@@ -1,8 +1,9 @@
 //! Runs the Python package's tests (`tests/test_*.py`, pytest) on the
 //! native module this build made: the module and the package's Python
 //! files are put together in a fresh directory, and pytest runs in a
-//! virtual environment (under the target directory, made once, with NumPy
-//! and pytest from the package index). The C caches the tests fill are in
+//! virtual environment (under the target directory, made once, with NumPy,
+//! pytest and SciPy, for sparse Jacobians and the GMM example, from the
+//! package index). The C caches the tests fill are in
 //! a temporary directory, removed afterwards.
 
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ fn python_package() {
     let venv = profile.join("ksc-python-venv");
     let python = venv.join("bin").join("python");
     let ready = python.exists()
-        && Command::new(&python).args(["-c", "import numpy, pytest"]).output().is_ok_and(|o| o.status.success());
+        && Command::new(&python).args(["-c", "import numpy, pytest, scipy"]).output().is_ok_and(|o| o.status.success());
     if !ready {
         let _ = std::fs::remove_dir_all(&venv);
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv");
@@ -70,8 +71,9 @@ fn python_package() {
                 "--disable-pip-version-check",
                 "numpy",
                 "pytest",
+                "scipy",
             ]),
-            "pip install numpy pytest",
+            "pip install numpy pytest scipy",
         );
     }
 

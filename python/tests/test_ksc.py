@@ -5,6 +5,7 @@ native module, puts it in the package and runs pytest in a virtual
 environment with NumPy.
 """
 
+import json
 import math
 import os
 import threading
@@ -247,3 +248,20 @@ def test_calls_from_several_threads(m):
     for t in threads:
         t.join()
     assert results == [expected] * 200
+
+
+def test_the_gmm_fitting_example():
+    """ksc-examples/python/gmm_fit.py: SciPy's L-BFGS with ksc's gradient
+    raises the log-likelihood and finds the three centres."""
+    pytest.importorskip("scipy", reason="SciPy is not installed")
+    import subprocess
+    import sys
+
+    script = os.path.join(ROOT, "ksc-examples", "python", "gmm_fit.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, check=True).stdout
+    lines = dict(line.split(":", 1) for line in out.splitlines())
+    before = float(lines["log-likelihood before"])
+    after = float(lines["log-likelihood after"].split()[0])
+    assert after > before + 100, out
+    means = np.array(json.loads(lines["means"]))
+    np.testing.assert_allclose(means, [[-4.0, -2.0], [0.0, 0.0], [4.0, 4.0]], atol=0.3)
