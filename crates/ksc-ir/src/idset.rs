@@ -150,6 +150,66 @@ fn union(a: &Rc<Node>, b: &Rc<Node>) -> Rc<Node> {
     }
 }
 
+/// The bits of the tip of `t` with prefix `prefix`, if it has one.
+fn tip_bits(t: &Rc<Node>, prefix: u32) -> Option<u64> {
+    let mut t = t;
+    loop {
+        match &**t {
+            Node::Tip { prefix: p, bits } => return (*p == prefix).then_some(*bits),
+            Node::Bin { prefix: p, mask, left, right } => {
+                if above(prefix, *mask) != *p {
+                    return None;
+                }
+                t = if is_left(prefix, *mask) { left } else { right };
+            }
+        }
+    }
+}
+
+/// The elements of both (None: none), sharing what it can of `a`.
+fn intersection(a: &Rc<Node>, b: &Rc<Node>) -> Option<Rc<Node>> {
+    if Rc::ptr_eq(a, b) {
+        return Some(a.clone());
+    }
+    match (&**a, &**b) {
+        (Node::Tip { prefix, bits }, _) => {
+            let both = bits & tip_bits(b, *prefix)?;
+            match both {
+                0 => None,
+                x if x == *bits => Some(a.clone()),
+                x => Some(Rc::new(Node::Tip { prefix: *prefix, bits: x })),
+            }
+        }
+        (_, Node::Tip { .. }) => intersection(b, a),
+        (
+            Node::Bin { prefix: p1, mask: m1, left: l1, right: r1 },
+            Node::Bin { prefix: p2, mask: m2, left: l2, right: r2 },
+        ) => {
+            if m1 > m2 {
+                if above(*p2, *m1) != *p1 {
+                    None
+                } else if is_left(*p2, *m1) {
+                    intersection(l1, b)
+                } else {
+                    intersection(r1, b)
+                }
+            } else if m2 > m1 {
+                if above(*p1, *m2) != *p2 {
+                    None
+                } else if is_left(*p1, *m2) {
+                    intersection(a, l2)
+                } else {
+                    intersection(a, r2)
+                }
+            } else if p1 == p2 {
+                bin(a, *p1, *m1, intersection(l1, l2), intersection(r1, r2))
+            } else {
+                None
+            }
+        }
+    }
+}
+
 /// `t` without `x` (None: empty); `t` itself if `x` is not in it.
 fn remove(t: &Rc<Node>, x: u32) -> Option<Rc<Node>> {
     match &**t {
@@ -211,6 +271,14 @@ impl IdSet {
             (None, _) => other.clone(),
             (_, None) => self.clone(),
             (Some(a), Some(b)) => IdSet(Some(union(a, b))),
+        }
+    }
+
+    /// The elements of both.
+    pub fn intersection(&self, other: &IdSet) -> IdSet {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => IdSet(intersection(a, b)),
+            _ => IdSet(None),
         }
     }
 
@@ -286,7 +354,7 @@ mod tests {
         (*seed >> 33) as u32
     }
 
-    /// Unions and removals agree with a BTreeSet on random elements, near
+    /// Unions, intersections and removals agree with a BTreeSet on random elements, near
     /// and far apart, and keep a canonical shape (equal sets list equally).
     #[test]
     fn agrees_with_a_btreeset() {
@@ -298,7 +366,7 @@ mod tests {
                 let x = lcg(&mut seed) % spread;
                 let i = lcg(&mut seed) as usize % sets.len();
                 let j = lcg(&mut seed) as usize % sets.len();
-                let (s, r) = match lcg(&mut seed) % 3 {
+                let (s, r) = match lcg(&mut seed) % 4 {
                     0 => {
                         let mut r = sets[i].1.clone();
                         r.insert(x);
@@ -310,9 +378,13 @@ mod tests {
                         r.remove(&y);
                         (sets[i].0.without(y), r)
                     }
-                    _ => {
+                    2 => {
                         let r: BTreeSet<u32> = sets[i].1.union(&sets[j].1).copied().collect();
                         (sets[i].0.union(&sets[j].0), r)
+                    }
+                    _ => {
+                        let r: BTreeSet<u32> = sets[i].1.intersection(&sets[j].1).copied().collect();
+                        (sets[i].0.intersection(&sets[j].0), r)
                     }
                 };
                 assert_eq!(s.to_vec(), r.iter().copied().collect::<Vec<_>>());

@@ -89,8 +89,18 @@ pub struct Cache {
     ids: FxHashMap<Var, u32>,
     names: Vec<Var>,
     /// The free variables of each node asked about, by arena index.
-    free: Vec<Option<IdSet>>,
+    free: Vec<Option<Vars>>,
     effect: FxHashMap<ExprId, bool>,
+}
+
+/// What the cache knows of a node's free variables: which occur, and which
+/// of those occur more than once or under a lambda (what inlining a `let`
+/// asks, [`occurrences`]: a lookup, where counting walked the body down to
+/// each use, quadratic on deep terms).
+#[derive(Clone)]
+struct Vars {
+    free: IdSet,
+    many: IdSet,
 }
 
 fn index(e: ExprId) -> usize {
@@ -112,13 +122,17 @@ impl Cache {
         i
     }
 
-    fn known(&self, e: ExprId) -> Option<&IdSet> {
+    fn known(&self, e: ExprId) -> Option<&Vars> {
         self.free.get(index(e)).and_then(Option::as_ref)
     }
 
     /// The free variables of `e` as a set of interned names (see
     /// [`Cache::name`]).
     pub fn free_set(&mut self, body: &Body, e: ExprId) -> IdSet {
+        self.vars(body, e).free
+    }
+
+    fn vars(&mut self, body: &Body, e: ExprId) -> Vars {
         if let Some(f) = self.known(e) {
             return f.clone();
         }
@@ -134,20 +148,27 @@ impl Cache {
                 continue;
             }
             let fv = match node {
-                Expr::Var(v) => IdSet::singleton(self.intern(v)),
-                Expr::Lit(_) | Expr::Dummy(_) => IdSet::new(),
+                Expr::Var(v) => Vars { free: IdSet::singleton(self.intern(v)), many: IdSet::new() },
+                Expr::Lit(_) | Expr::Dummy(_) => Vars { free: IdSet::new(), many: IdSet::new() },
                 _ => {
-                    let mut set = IdSet::new();
+                    let (mut free, mut many) = (IdSet::new(), IdSet::new());
                     for (i, c) in children(node).into_iter().enumerate() {
-                        let mut s = self.known(c).expect("children first").clone();
+                        let Vars { free: mut f, many: mut m } = self.known(c).expect("children first").clone();
                         for v in binds_for_child(node, i) {
                             if let Some(&id) = self.ids.get(v) {
-                                s = s.without(id);
+                                f = f.without(id);
+                                m = m.without(id);
                             }
                         }
-                        set = set.union(&s);
+                        // Occurring in two children is occurring twice.
+                        many = many.union(&m).union(&free.intersection(&f));
+                        free = free.union(&f);
                     }
-                    set
+                    if matches!(node, Expr::Lam(..)) {
+                        // Under a lambda, once is once per call.
+                        many = free.clone();
+                    }
+                    Vars { free, many }
                 }
             };
             let i = index(x);
@@ -159,10 +180,20 @@ impl Cache {
         self.known(e).expect("computed").clone()
     }
 
+    /// How often `x` occurs free in `e` (see [`occurrences`]).
+    fn occurrences_of(&mut self, body: &Body, x: &str, e: ExprId) -> Occurrences {
+        let vars = self.vars(body, e);
+        match self.ids.get(x) {
+            Some(&id) if vars.many.contains(id) => Occurrences::Many,
+            Some(&id) if vars.free.contains(id) => Occurrences::Once,
+            _ => Occurrences::Zero,
+        }
+    }
+
     /// Keeps the facts of the nodes that survive a compaction of the arena
     /// (`map[old index]` is the node's new id), dropping the others.
     pub fn remap(&mut self, map: &[Option<ExprId>]) {
-        let mut free: Vec<Option<IdSet>> = Vec::new();
+        let mut free: Vec<Option<Vars>> = Vec::new();
         for (old, set) in std::mem::take(&mut self.free).into_iter().enumerate() {
             if let (Some(set), Some(Some(new))) = (set, map.get(old)) {
                 let i = index(*new);
@@ -253,35 +284,11 @@ pub enum Occurrences {
     Many,
 }
 
-/// Counts the free occurrences of `x` in `e`, looking only into subtrees
-/// where `x` is free.
+/// How often `x` occurs free in `e`: an occurrence under a lambda counts
+/// as many (it runs once per call). Cached per node with the free
+/// variables, so asking is a lookup.
 pub fn occurrences(cache: &mut Cache, body: &Body, x: &str, e: ExprId) -> Occurrences {
-    let mut count = 0;
-    let mut stack = vec![(e, false)];
-    while let Some((n, under_lam)) = stack.pop() {
-        if !cache.is_free(body, x, n) {
-            continue;
-        }
-        let node = &body.exprs[n];
-        if let Expr::Var(_) = node {
-            count += 1;
-            if count > 1 || under_lam {
-                return Occurrences::Many;
-            }
-            continue;
-        }
-        let lam = matches!(node, Expr::Lam(..));
-        for (i, c) in children(node).into_iter().enumerate() {
-            if !binds_for_child(node, i).iter().any(|v| v == x) {
-                stack.push((c, under_lam || lam));
-            }
-        }
-    }
-    if count == 0 {
-        Occurrences::Zero
-    } else {
-        Occurrences::Once
-    }
+    cache.occurrences_of(body, x, e)
 }
 
 /// Does `x` occur free in `e` as the single argument of a primitive that
