@@ -185,13 +185,17 @@ class Module:
 
     def __init__(self, session, path, cflags, checked):
         self._session = session
+        # One thread at a time in the session; the compiler runs without
+        # the GIL, and a thread waiting here waits without it too.
+        self._lock = threading.RLock()
         self._path = path
         self._cflags = cflags
         self._checked = checked
         self._build()
 
     def _build(self):
-        built = self._session.build(self._cflags, self._checked)
+        with self._lock:
+            built = self._session.build(self._cflags, self._checked)
         if built["errors"]:
             raise CompileError(built["diagnostics"])
         if built["diagnostics"]:
@@ -209,13 +213,14 @@ class Module:
                 raise ValueError("a module made by loads() is reloaded with its new source: reload(source)")
             with open(self._path, encoding="utf-8") as f:
                 source = f.read()
-        previous = self._session.text()
-        self._session.set_text(source)
-        try:
-            self._build()
-        except CompileError:
-            self._session.set_text(previous)
-            raise
+        with self._lock:
+            previous = self._session.text()
+            self._session.set_text(source)
+            try:
+                self._build()
+            except CompileError:
+                self._session.set_text(previous)
+                raise
 
     @property
     def functions(self):
@@ -262,17 +267,18 @@ class Module:
         compiled on first use (as if the file had ``(gdef derivation f)``)."""
         f = self._primal(f)
         name = f"[{derivation} {f.name}]"
-        found = [g for g in self._functions if g.name == name]
-        if found:
-            return found[0]
-        text = self._session.text()
-        self._session.set_text(text + f"\n; Asked for from Python.\n(gdef {derivation} {f.name})\n")
-        try:
-            self._build()
-        except CompileError:
-            self._session.set_text(text)
-            raise
-        found = [g for g in self._functions if g.name == name]
+        with self._lock:
+            found = [g for g in self._functions if g.name == name]
+            if found:
+                return found[0]
+            text = self._session.text()
+            self._session.set_text(text + f"\n; Asked for from Python.\n(gdef {derivation} {f.name})\n")
+            try:
+                self._build()
+            except CompileError:
+                self._session.set_text(text)
+                raise
+            found = [g for g in self._functions if g.name == name]
         if not found:
             raise TypeError(f"{name} cannot be called from Python: its type does not cross the C ABI")
         return found[0]

@@ -19,7 +19,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 const COMPILER_STACK: usize = 1 << 30;
 
 /// A `.ks` source in an incremental compiler database. Any thread may use
-/// it (Python may drop it on any thread); one at a time.
+/// it (Python may drop it on any thread); one at a time: the Python side
+/// holds a lock of its own around every call.
 #[pyclass(frozen)]
 struct Session {
     state: std::sync::Mutex<State>,
@@ -179,10 +180,16 @@ impl Session {
         if let Some(f) = cflags {
             cfg.cflags = ksc_codegen_c::driver::split_flags(&f);
         }
-        let (db, built) = on_big_stack(move || {
-            let built =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(&db, file, &path, &cfg, checked)));
-            (db, built)
+        // Without the GIL: other Python threads run while this one
+        // compiles (the Python side lets one thread at a time into a
+        // session, waiting without the GIL, so none holds it while it
+        // waits for this lock).
+        let (db, built) = py.detach(move || {
+            on_big_stack(move || {
+                let built =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(&db, file, &path, &cfg, checked)));
+                (db, built)
+            })
         });
         state.db = Some(db);
         drop(state);

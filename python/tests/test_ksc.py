@@ -265,3 +265,26 @@ def test_the_gmm_fitting_example():
     assert after > before + 100, out
     means = np.array(json.loads(lines["means"]))
     np.testing.assert_allclose(means, [[-4.0, -2.0], [0.0, 0.0], [4.0, 4.0]], atol=0.3)
+
+
+def test_compiling_from_several_threads():
+    """Derivatives compiled on first use from two threads at once (the
+    compiler runs without the GIL; the session lets one thread in at a
+    time): both finish, with the right values."""
+    m = ksc.loads(SOURCE, name="threads.ks")
+    results = {}
+
+    def work(name, args):
+        results[name] = m.grad(name)(*args)
+
+    threads = [
+        threading.Thread(target=work, args=("f", (1.5, 0.3))),
+        threading.Thread(target=work, args=("lse", (np.array([0.0, 1.0]),))),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+        assert not t.is_alive(), "a compilation did not finish"
+    assert abs(results["f"][0] - math.sin(0.3)) < 1e-12
+    np.testing.assert_allclose(results["lse"], np.exp([0.0, 1.0]) / np.exp([0.0, 1.0]).sum(), rtol=1e-12)
