@@ -166,19 +166,7 @@ def to_c(v, t, strict, keep):
         return scalar(v, t, strict)
     c = ctype(t)
     if t[0] == "Tuple":
-        comps = t[1]
-        if not comps:
-            if v not in ((), None):
-                raise Mismatch(f"expected () (the unit Tuple), got {_describe(v)}")
-            return c()
-        if not isinstance(v, (tuple, list)) or len(v) != len(comps):
-            raise Mismatch(f"expected a tuple of {len(comps)} ({show(t)}), got {_describe(v)}")
-        fields = []
-        for i, (x, ct) in enumerate(zip(v, comps)):
-            try:
-                fields.append(to_c(x, ct, strict, keep))
-            except Mismatch as e:
-                raise e.inside(f"[{i}]") from None
+        fields = _components(v, t, lambda x, ct: to_c(x, ct, strict, keep))
         return c(*fields)
     rank, elem = t[1], t[2]
     if isinstance(elem, str):
@@ -209,24 +197,31 @@ def to_c(v, t, strict, keep):
     return c((ctypes.c_int64 * rank)(*shape), ctypes.cast(arr, ctypes.POINTER(ctype(elem))))
 
 
+def _components(v, t, convert):
+    """The tuple ``v`` of the Tuple type ``t``, each component through
+    ``convert(component, its type)``; a mismatch is located at its
+    component."""
+    comps = t[1]
+    if not comps:
+        if not (v is None or (isinstance(v, tuple) and not v)):
+            raise Mismatch(f"expected () (the unit Tuple), got {_describe(v)}")
+        return []
+    if not isinstance(v, (tuple, list)) or len(v) != len(comps):
+        raise Mismatch(f"expected a tuple of {len(comps)} ({show(t)}), got {_describe(v)}")
+    out = []
+    for i, (x, ct) in enumerate(zip(v, comps)):
+        try:
+            out.append(convert(x, ct))
+        except Mismatch as e:
+            raise e.inside(f"[{i}]") from None
+    return out
+
+
 def spread(v, t, strict, keep):
     """The C arguments of a .ks parameter of type ``t``: its leaves, a
     tuple spread into its components, recursively."""
     if isinstance(t, tuple) and t[0] == "Tuple":
-        comps = t[1]
-        if not comps:
-            if v not in ((), None):
-                raise Mismatch(f"expected () (the unit Tuple), got {_describe(v)}")
-            return []
-        if not isinstance(v, (tuple, list)) or len(v) != len(comps):
-            raise Mismatch(f"expected a tuple of {len(comps)} ({show(t)}), got {_describe(v)}")
-        out = []
-        for i, (x, ct) in enumerate(zip(v, comps)):
-            try:
-                out.extend(spread(x, ct, strict, keep))
-            except Mismatch as e:
-                raise e.inside(f"[{i}]") from None
-        return out
+        return [leaf for part in _components(v, t, lambda x, ct: spread(x, ct, strict, keep)) for leaf in part]
     return [to_c(v, t, strict, keep)]
 
 
@@ -280,3 +275,16 @@ def result_of_floats(t):
     if scalar_kind(t) == "Float":
         return True
     return isinstance(t, tuple) and t[0] == "Tuple" and bool(t[1]) and all(result_of_floats(c) for c in t[1])
+
+
+def wrappable(f, who):
+    """The scalar kind of each parameter of ``f`` (see ``scalar_kind``), for
+    the JAX and PyTorch wrappers (``who`` names the wrapper in messages);
+    a TypeError if they cannot carry ``f``."""
+    kinds = [scalar_kind(t) for _, t in f.params]
+    for (name, _), k in zip(f.params, kinds):
+        if k is None:
+            raise TypeError(f"{who}: parameter `{name}` of {f.short} is not a Float, an Integer or a tensor of them")
+    if not result_of_floats(f.ret):
+        raise TypeError(f"{who}: the result of {f.short} is not Floats (a Float, a tensor of Floats, or a tuple of them)")
+    return kinds

@@ -21,8 +21,7 @@ the results are rounded). Integer arguments get no cotangent (``None``).
 import jax
 import numpy as np
 
-from ._abi import result_of_floats as _result_ok
-from ._abi import scalar_kind as _scalar_type
+from . import _abi
 
 
 def _to_ksc(a, t):
@@ -55,12 +54,7 @@ def _as(v, shapes):
 
 def wrap(f, result_shape=None):
     """A JAX-callable, differentiable version of the ksc Function ``f``."""
-    kinds = [_scalar_type(t) for _, t in f.params]
-    for (name, t), k in zip(f.params, kinds):
-        if k is None:
-            raise TypeError(f"ksc.jax.wrap: parameter `{name}` of {f.short} is not a Float, an Integer or a tensor of them")
-    if not _result_ok(f.ret):
-        raise TypeError(f"ksc.jax.wrap: the result of {f.short} is not Floats (a Float, a tensor of Floats, or a tuple of them)")
+    kinds = _abi.wrappable(f, "ksc.jax.wrap")
     module = f.module
 
     def ksc_args(args):

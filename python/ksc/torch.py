@@ -16,8 +16,7 @@ Results are float64 tensors; Integer arguments get no gradient.
 import numpy as np
 import torch
 
-from ._abi import result_of_floats as _result_ok
-from ._abi import scalar_kind as _scalar_type
+from . import _abi
 
 
 def _to_ksc(a, t):
@@ -38,12 +37,7 @@ def _to_torch(v):
 
 def wrap(f):
     """A PyTorch-callable, differentiable version of the ksc Function ``f``."""
-    kinds = [_scalar_type(t) for _, t in f.params]
-    for (name, t), k in zip(f.params, kinds):
-        if k is None:
-            raise TypeError(f"ksc.torch.wrap: parameter `{name}` of {f.short} is not a Float, an Integer or a tensor of them")
-    if not _result_ok(f.ret):
-        raise TypeError(f"ksc.torch.wrap: the result of {f.short} is not Floats (a Float, a tensor of Floats, or a tuple of them)")
+    kinds = _abi.wrappable(f, "ksc.torch.wrap")
     module = f.module
 
     def ksc_args(args):
