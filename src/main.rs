@@ -12,7 +12,6 @@ mod laws;
 mod matrix;
 mod native;
 mod pictures;
-mod progress;
 mod render;
 mod report;
 mod watch;
@@ -527,7 +526,7 @@ pub(crate) struct Compiled {
     pub analysis: std::sync::Arc<Analysis>,
     pub sources: Sources,
     /// The status line of a long compilation (stopped when dropped).
-    pub progress: progress::Progress,
+    pub progress: ksc_db::progress::Progress,
 }
 
 /// Read and check a file, printing its diagnostics; fails if it has errors.
@@ -540,7 +539,7 @@ pub(crate) fn compile(path: &Path) -> Result<Compiled, ExitCode> {
 pub(crate) fn compile_with(path: &Path, check_monoids: bool) -> Result<Compiled, ExitCode> {
     let text = read(path)?;
     let db = ksc_db::Database::new();
-    let mut progress = progress::Progress::start(db.activity());
+    let mut progress = ksc_db::progress::Progress::start(db.activity());
     let file = if check_monoids { db.add_file_checking_monoids(text) } else { db.add_file(text) };
     let analysis = ksc_db::analysis(&db, file);
     let sources = Sources::new(&path.display().to_string(), file.text(&db));
@@ -548,7 +547,7 @@ pub(crate) fn compile_with(path: &Path, check_monoids: bool) -> Result<Compiled,
         // The status line is erased before diagnostics are printed.
         progress.finish();
         sources.emit(&analysis.diagnostics);
-        progress = progress::Progress::start(db.activity());
+        progress = ksc_db::progress::Progress::start(db.activity());
     }
     progress.phase("compiling");
     if let Some(summary) = error_summary(&analysis.diagnostics) {

@@ -329,7 +329,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         return code;
     }
     let checked = !opts.unchecked;
-    let progress = crate::progress::Progress::start(db.activity());
+    let progress = ksc_db::progress::Progress::start(db.activity());
     progress.phase("compiling");
     let module = match ksc_db::native_module(db, file, roots.clone(), checked) {
         Ok(m) => m,

@@ -81,6 +81,9 @@ fn build(
     cfg: &CcConfig,
     checked: bool,
 ) -> Result<Built, String> {
+    // What a long compilation is doing, on stderr if it is a terminal, as
+    // on the command line.
+    let progress = ksc_db::progress::Progress::start(db.activity());
     let analysis = ksc_db::analysis(db, file);
     let sources = ksc_types::render::Sources::new(path, file.text(db));
     let diagnostics = sources.render_plain(&analysis.diagnostics);
@@ -92,13 +95,16 @@ fn build(
     if !lambdas.is_empty() {
         return Ok(Built { errors: true, diagnostics: diagnostics + &sources.render_plain(&lambdas), library: None });
     }
+    progress.phase("compiling");
     let module = ksc_db::native_module(db, file, roots.clone(), checked).as_ref().map_err(|e| e.clone())?;
     let header = "ksc_module.h".to_string();
     let prog = ksc_db::c_unit(db, file, path.to_string(), roots.clone(), checked, Target::Library, header.clone())
         .as_ref()
         .map_err(|e| e.clone())?;
+    progress.phase("compiling the C");
     let library =
         compile_c(&prog.c, Some((&header, &prog.header)), Artefact::SharedLibrary, cfg).map_err(|e| e.to_string())?;
+    progress.finish();
     let defs: HashMap<&FunName, &ksc_ir::Def> = analysis.defs().into_iter().map(|d| (&d.name, d)).collect();
     let c_names: HashMap<&FunName, &String> = module.funcs.iter().map(|f| (&f.name, &f.c_name)).collect();
     let mut functions = Vec::new();

@@ -68,6 +68,7 @@
 
 mod database;
 mod native;
+pub mod progress;
 mod queries;
 
 pub use database::{Database, Db, Executed};

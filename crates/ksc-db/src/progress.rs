@@ -1,4 +1,5 @@
-//! What a long compilation is doing, on stderr: once a step has taken a
+//! What a long compilation is doing, on stderr (for the command line and
+//! the Python package): once a step has taken a
 //! second, one status line (`ksc: lowering [rev f] (3 s)`) redrawn in place
 //! until the step ends, then erased. Only when stderr is a terminal (or
 //! `KSC_PROGRESS=1`, which prints each new status on a line of its own, for
@@ -112,7 +113,7 @@ fn show(mode: Mode, phase: &Mutex<String>, activity: &Mutex<String>, stop: &Atom
 }
 
 /// A query of the database in words, for the queries that take time.
-fn describe(query: &str) -> Option<String> {
+pub fn describe(query: &str) -> Option<String> {
     let (name, key) = query.split_once('(')?;
     let key = key.strip_suffix(')').unwrap_or(key);
     let what = match name {
@@ -143,21 +144,4 @@ fn without_types(name: &str) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::describe;
-
-    #[test]
-    fn queries_in_words() {
-        assert_eq!(describe("loop_unit([rev [f Float]])").as_deref(), Some("lowering [rev [f Float]]"));
-        assert_eq!(
-            describe("optimised([rev [g (Tuple (Vec Float) Integer)]])").as_deref(),
-            Some("optimising [rev [g]]")
-        );
-        assert_eq!(describe("derived_one([fwd g])").as_deref(), Some("deriving [fwd g]"));
-        assert_eq!(describe("is_defined(f)"), None);
-        assert_eq!(describe("analysis"), None);
-    }
 }
