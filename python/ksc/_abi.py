@@ -103,6 +103,11 @@ def _describe(v):
     return f"a {type(v).__name__}"
 
 
+def fits_int64(i):
+    """Does the int ``i`` fit an Integer?"""
+    return _INT64_MIN <= i <= _INT64_MAX
+
+
 def scalar(v, t, strict):
     """A Python scalar as the C scalar of type ``t``. ``strict``: an int is
     not a Float (for choosing between overloads)."""
@@ -119,7 +124,7 @@ def scalar(v, t, strict):
             i = operator.index(v)
         except TypeError:
             raise Mismatch(f"expected an int (Integer), got {_describe(v)}") from None
-        if not _INT64_MIN <= i <= _INT64_MAX:
+        if not fits_int64(i):
             raise Mismatch(f"the int {i} does not fit an Integer (64 bits)")
         return i
     if t == "Bool":

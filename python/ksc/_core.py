@@ -57,14 +57,18 @@ class _Library:
         self.lock = threading.Lock()
 
     def arena(self):
+        """This thread's arena and its mark when empty: after each call the
+        arena is reset to it (its first block is never freed, so the mark
+        stays valid)."""
         a = getattr(self.local, "arena", None)
         if a is None:
-            a = self.lib.ks_arena_new()
-            if not a:
+            arena = self.lib.ks_arena_new()
+            if not arena:
                 raise MemoryError("ksc: no memory for an arena")
+            a = (arena, self.lib.ks_arena_mark(arena))
             self.local.arena = a
             with self.lock:
-                self.arenas.append(a)
+                self.arenas.append(arena)
         return a
 
     def __del__(self):
@@ -119,6 +123,10 @@ class Function:
         keep = []
         c_args = []
         for (name, t), v in zip(self.params, args):
+            # The common scalars without the general conversion.
+            if (t == "Float" and type(v) is float) or (t == "Integer" and type(v) is int and _abi.fits_int64(v)):
+                c_args.append(v)
+                continue
             try:
                 c_args.extend(_abi.spread(v, t, strict, keep))
             except _abi.Mismatch as e:
@@ -130,8 +138,7 @@ class Function:
 
     def _call_converted(self, c_args):
         lib = self._library
-        arena = lib.arena()
-        mark = lib.lib.ks_arena_mark(arena)
+        arena, mark = lib.arena()
         try:
             result = self._c(arena, *c_args)
             code = lib.lib.ks_arena_error(arena)
