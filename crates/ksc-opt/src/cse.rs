@@ -48,7 +48,8 @@ pub fn cse(b: &mut Builder, globals: &Globals, root: ExprId, in_scope: &[Var]) -
         cache: Cache::new(),
         in_scope: FxHashMap::default(),
         scope_log: Vec::new(),
-        subst: Vec::new(),
+        subst: FxHashMap::default(),
+        subst_log: Vec::new(),
         table: FxHashMap::default(),
         table_log: Vec::new(),
         frames: Vec::new(),
@@ -212,8 +213,12 @@ struct Machine<'a, 'b, 'g> {
     /// Names in scope (with multiplicity).
     in_scope: FxHashMap<Var, u32>,
     scope_log: Vec<Var>,
-    /// Variable ↦ variable, innermost last.
-    subst: Vec<(Var, Var)>,
+    /// Variable ↦ variable: the last of a variable's stack is its image
+    /// (a map of stacks: scanning a list of pairs per variable read and per
+    /// binder was quadratic in a long let chain).
+    subst: FxHashMap<Var, Vec<Var>>,
+    /// The variables of `subst`'s pushes, in order, for leaving a frame.
+    subst_log: Vec<Var>,
     table: FxHashMap<Key, Vec<Holder>>,
     table_log: Vec<Key>,
     frames: Vec<Frame>,
@@ -321,8 +326,8 @@ impl Machine<'_, '_, '_> {
     fn visit(&mut self, e: ExprId, tasks: &mut Vec<Task>) {
         match self.b.expr(e).clone() {
             Expr::Var(v) => {
-                let out = match self.subst.iter().rev().find(|(x, _)| *x == v) {
-                    Some((_, y)) if *y != v => {
+                let out = match self.subst.get(&v).and_then(|s| s.last()) {
+                    Some(y) if *y != v => {
                         let y = y.clone();
                         let ty = self.b.ty(e);
                         self.b.var(&y, ty)
@@ -385,7 +390,7 @@ impl Machine<'_, '_, '_> {
         }
         if let (Pat::Var(x), Expr::Var(y)) = (&p, self.b.expr(r)) {
             let y = y.clone();
-            self.subst.push((x.clone(), y));
+            self.substitute(x.clone(), y);
             self.decisions.push(Decision::Dropped);
             return;
         }
@@ -417,7 +422,7 @@ impl Machine<'_, '_, '_> {
                     let mut k = vec![Tok::Node(1, 0), Tok::Prim(Prim::Get { index: c as u32 + 1, arity: n })];
                     k.extend(of.iter().cloned());
                     match self.held(&k, false, &ts[c]) {
-                        Some(Pat::Var(h)) => self.subst.push(((*orig).clone(), h)),
+                        Some(Pat::Var(h)) => self.substitute((*orig).clone(), h),
                         _ => self.record(k, Pat::Var(name.clone()), ts[c].clone()),
                     }
                 }
@@ -426,7 +431,7 @@ impl Machine<'_, '_, '_> {
                     match self.held(&of, true, &ty) {
                         Some(Pat::Tuple(hs)) => {
                             for (orig, h) in p.vars().iter().zip(hs) {
-                                self.subst.push((orig.clone(), h));
+                                self.substitute(orig.clone(), h);
                             }
                         }
                         _ => self.record(of, pat.clone(), ty),
@@ -454,12 +459,12 @@ impl Machine<'_, '_, '_> {
     fn bind_name(&mut self, v: &Var) -> Var {
         let name = if self.in_scope.get(v).copied().unwrap_or(0) > 0 {
             let fresh = self.b.fresh_name(&term::hint_of(v));
-            self.subst.push((v.clone(), fresh.clone()));
+            self.substitute(v.clone(), fresh.clone());
             fresh
         } else {
             // A binder shadows any substitution of its name.
-            if self.subst.iter().any(|(x, _)| x == v) {
-                self.subst.push((v.clone(), v.clone()));
+            if self.subst.get(v).is_some_and(|s| !s.is_empty()) {
+                self.substitute(v.clone(), v.clone());
             }
             v.clone()
         };
@@ -572,8 +577,18 @@ impl Machine<'_, '_, '_> {
         self.table_log.push(k);
     }
 
+    /// Substitutes `y` for `x` until the current frame is left.
+    fn substitute(&mut self, x: Var, y: Var) {
+        self.subst.entry(x.clone()).or_default().push(y);
+        self.subst_log.push(x);
+    }
+
     fn enter(&mut self) {
-        self.frames.push(Frame { scope: self.scope_log.len(), subst: self.subst.len(), table: self.table_log.len() });
+        self.frames.push(Frame {
+            scope: self.scope_log.len(),
+            subst: self.subst_log.len(),
+            table: self.table_log.len(),
+        });
     }
 
     fn leave(&mut self) {
@@ -583,7 +598,14 @@ impl Machine<'_, '_, '_> {
                 *n -= 1;
             }
         }
-        self.subst.truncate(f.subst);
+        for x in self.subst_log.drain(f.subst..).rev() {
+            if let Some(s) = self.subst.get_mut(&x) {
+                s.pop();
+                if s.is_empty() {
+                    self.subst.remove(&x);
+                }
+            }
+        }
         for k in self.table_log.drain(f.table..) {
             if let Some(hs) = self.table.get_mut(&k) {
                 hs.pop();
