@@ -138,6 +138,20 @@ fn normalize_stops_at_its_fuel_with_a_warning() {
 }
 
 #[test]
+fn normalize_stops_when_its_rewrites_have_made_its_work_in_nodes() {
+    // Each fold makes one node (a literal); with work for two, the third
+    // rewrite is not done, whatever the fuel.
+    let (out, warnings, fired) = run_with(&normalize(fold()), false, Options { work: 2, ..Options::default() });
+    assert_eq!(out.as_deref(), Some("(add 3.0 7.0)"));
+    assert_eq!(fired, 2);
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].kind, WarningKind::FuelExhausted);
+    assert!(warnings[0].message.contains("made 2 nodes"), "{}", warnings[0].message);
+    // With the default work, all three.
+    assert_eq!(run(&normalize(fold()), false).as_deref(), Some("10.0"));
+}
+
+#[test]
 fn rules_tries_a_set_in_order() {
     let mut set = ksc_opt::RuleSet::new("s");
     set.push(Rule::Core(core_rule("if-true").unwrap()));
