@@ -288,3 +288,32 @@ def test_compiling_from_several_threads():
         assert not t.is_alive(), "a compilation did not finish"
     assert abs(results["f"][0] - math.sin(0.3)) < 1e-12
     np.testing.assert_allclose(results["lse"], np.exp([0.0, 1.0]) / np.exp([0.0, 1.0]).sum(), rtol=1e-12)
+
+
+def test_bools_strings_integer_tensors_units_and_empty_rows():
+    m = ksc.loads(
+        """
+(def flags (Vec Bool) (v : Vec Float) (build (size v) (lam (i : Integer) (gt (index i v) 0.0))))
+(def count Integer (b : Vec Bool) (sumbuild (size b) (lam (i : Integer) (if (index i b) 1 0))))
+(def names (Vec String) (n : Integer) (build n (lam (i : Integer) (if (eq i 0) "zero" "more"))))
+(def ints (Tensor 2 Integer) (n : Integer)
+  (build (tuple n 2) (lam (ij : Tuple Integer Integer) (let ((i j) ij) (add i j)))))
+(def empty_rows (Vec (Vec Float)) (n : Integer) (build n (lam (i : Integer) (build 0 (lam (j : Integer) 1.0)))))
+(def unit_fn (Tuple) (x : Float) (tuple))
+(def pairsum Float (p : Tuple Float (Vec Float)) (let ((a v) p) (add a (sum v))))
+""",
+        name="edge.ks",
+    )
+    flags = m.flags(np.array([1.0, -1.0, 2.0]))
+    assert flags.dtype == np.bool_ and flags.tolist() == [True, False, True]
+    assert m.count(flags) == 2 and m.count([True, False]) == 1
+    with pytest.raises(TypeError, match=r"argument `b` of count"):
+        m.count(np.array([1.0, 0.0]))
+    assert m.names(3) == ["zero", "more", "more"]
+    ints = m.ints(3)
+    assert ints.dtype == np.int64 and ints.tolist() == [[0, 1], [1, 2], [2, 3]]
+    assert m.empty_rows(2).shape == (2, 0)
+    assert m.unit_fn(1.0) == ()
+    assert m.pairsum((1.0, np.array([1.0, 2.0]))) == 4.0
+    with pytest.raises(TypeError, match=r"argument `p\[1\]` of pairsum"):
+        m.pairsum((1.0, "no"))
