@@ -212,9 +212,10 @@ class Module:
 
     def reload(self, source=None):
         """Compiles the module again: from ``source`` if given, else (for
-        a module made by ``load``) from its file as it is now. Only what
-        changed is recompiled. Raises ``CompileError`` (and keeps the
-        previous functions) if the new text has errors."""
+        a module made by ``load``) from its file as it is now. What the
+        edit did not change is not checked, derived or lowered again (the C
+        compiler still compiles the whole library). Raises ``CompileError``
+        (and keeps the previous functions) if the new text has errors."""
         if source is None:
             if self._path is None:
                 raise ValueError("a module made by loads() is reloaded with its new source: reload(source)")
@@ -384,7 +385,7 @@ def loads(source, *, name="<string>", cflags=None, checked=True):
 
 def load(path, *, cflags=None, checked=True):
     """Compiles the ``.ks`` file at ``path`` into a Module (see ``loads``);
-    ``Module.reload()`` recompiles it after an edit, only what changed."""
+    ``Module.reload()`` compiles it again after an edit."""
     path = os.fspath(path)
     with open(path, encoding="utf-8") as f:
         source = f.read()

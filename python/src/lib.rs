@@ -1,6 +1,7 @@
 //! `ksc._native`: the compiler embedded in Python. One [`Session`] is one
-//! source file in an incremental database (ksc-db): setting new text after
-//! an edit recompiles only what the edit changed, as `ksc watch` does. The
+//! source file in an incremental database (ksc-db): after an edit, what it
+//! did not change is not checked, derived or lowered again, as in `ksc
+//! watch`. The
 //! Python side (`ksc/__init__.py`) loads the library a build returns and
 //! calls its functions through their C ABI (the header's convention).
 
@@ -154,7 +155,7 @@ impl Session {
     }
 
     /// Replaces the source text (an edit: what it does not change is not
-    /// compiled again).
+    /// checked, derived or lowered again).
     fn set_text(&self, text: String) -> PyResult<()> {
         let mut state = self.state();
         let file = state.file;
