@@ -2,7 +2,7 @@
 
 Types come from the native module as Python data: ``"Float"``,
 ``"Integer"``, ``"Bool"``, ``"String"``, ``("Tensor", rank, element)`` (a
-``Vec`` is rank 1) and ``("Tuple", [components])``. In C a Float is a
+``Vec`` is rank 1) and ``("Tuple", (components))``, hashable. In C a Float is a
 ``double``, an Integer an ``int64_t``, a Bool a ``bool``, a String a
 ``const char *``, a tensor ``{ int64_t size[rank]; T *data; }`` (row-major)
 and a tuple a struct with fields ``f0``, ``f1``, ... A parameter of tuple
@@ -28,15 +28,6 @@ _DTYPES = {"Float": np.float64, "Integer": np.int64, "Bool": np.bool_}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def key(t):
-    """A hashable form of a type."""
-    if isinstance(t, str):
-        return t
-    if t[0] == "Tensor":
-        return ("Tensor", t[1], key(t[2]))
-    return ("Tuple", tuple(key(c) for c in t[1]))
-
-
 def show(t):
     """A type in .ks syntax: ``Vec Float``, ``Tuple Float Integer``."""
     if isinstance(t, str):
@@ -57,9 +48,8 @@ _CTYPES = {}
 
 def ctype(t):
     """The ctypes type of a value of type ``t`` (one per type)."""
-    k = key(t)
-    if k in _CTYPES:
-        return _CTYPES[k]
+    if t in _CTYPES:
+        return _CTYPES[t]
     if isinstance(t, str):
         c = _SCALARS[t]
     elif t[0] == "Tensor":
@@ -73,7 +63,7 @@ def ctype(t):
         comps = t[1]
         fields = [(f"f{i}", ctype(c)) for i, c in enumerate(comps)] or [("unit", ctypes.c_char)]
         c = type(f"ks_tuple_{len(_CTYPES)}", (ctypes.Structure,), {"_fields_": fields})
-    _CTYPES[k] = c
+    _CTYPES[t] = c
     return c
 
 
@@ -86,7 +76,7 @@ def leaf_types(t):
 
 class Mismatch(TypeError):
     """A value that does not have the type asked for; ``where`` locates it
-    inside the argument (``[3]``, ``.f1``)."""
+    inside the argument (``[3]``, ``[1][0]``: an element, a component)."""
 
     def __init__(self, what, where=""):
         super().__init__(what)
@@ -191,12 +181,7 @@ def to_c(v, t, strict, keep):
         except TypeError:
             raise Mismatch(f"expected a sequence ({show(t)}), got {_describe(v)}") from None
         shape = (len(items),)
-    structs = []
-    for i, x in enumerate(items):
-        try:
-            structs.append(to_c(x, elem, strict, keep))
-        except Mismatch as e:
-            raise e.inside(f"[{i}]") from None
+    structs = _located(items, [elem] * len(items), lambda x, et: to_c(x, et, strict, keep))
     arr = (ctype(elem) * len(structs))(*structs)
     keep.append(arr)
     return c((ctypes.c_int64 * rank)(*shape), ctypes.cast(arr, ctypes.POINTER(ctype(elem))))
@@ -213,10 +198,16 @@ def _components(v, t, convert):
         return []
     if not isinstance(v, (tuple, list)) or len(v) != len(comps):
         raise Mismatch(f"expected a tuple of {len(comps)} ({show(t)}), got {_describe(v)}")
+    return _located(v, comps, convert)
+
+
+def _located(values, types, convert):
+    """Each value through ``convert(value, its type)``; a mismatch is
+    located at its position (``[i]``)."""
     out = []
-    for i, (x, ct) in enumerate(zip(v, comps)):
+    for i, (x, t) in enumerate(zip(values, types)):
         try:
-            out.append(convert(x, ct))
+            out.append(convert(x, t))
         except Mismatch as e:
             raise e.inside(f"[{i}]") from None
     return out

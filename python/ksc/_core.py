@@ -343,9 +343,9 @@ class Module:
         jac = self.derived("jacsparse" if sparse else "jac", f)
 
         def jacobian(*args):
-            _packed(f, args)
-            # [jac f] takes f's arguments as one tuple, [jacsparse f] as f does.
-            out = jac(*args) if len(jac.params) == len(args) else jac(args)
+            packed = _packed(f, args)
+            # [jac f] takes f's arguments packed, [jacsparse f] as f does.
+            out = jac(packed) if len(jac.params) == 1 else jac(*args)
             if not sparse:
                 return out
             (rows, cols), offsets, columns, values = out

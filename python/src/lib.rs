@@ -97,7 +97,6 @@ fn build(
         return Ok(Built { errors: true, diagnostics: diagnostics + &sources.render_plain(&lambdas), library: None });
     }
     progress.phase("compiling");
-    let module = ksc_db::native_module(db, file, roots.clone(), checked).as_ref().map_err(|e| e.clone())?;
     let header = "ksc_module.h".to_string();
     let prog = ksc_db::c_unit(db, file, path.to_string(), roots.clone(), checked, Target::Library, header.clone())
         .as_ref()
@@ -107,15 +106,15 @@ fn build(
         compile_c(&prog.c, Some((&header, &prog.header)), Artefact::SharedLibrary, cfg).map_err(|e| e.to_string())?;
     progress.finish();
     let defs: HashMap<&FunName, &ksc_ir::Def> = analysis.defs().into_iter().map(|d| (&d.name, d)).collect();
-    let c_names: HashMap<&FunName, &String> = module.funcs.iter().map(|f| (&f.name, &f.c_name)).collect();
+    let facts = &ksc_db::lowering_facts(db, file).facts;
     let mut functions = Vec::new();
     for r in &roots {
-        let (Some(d), Some(c_name)) = (defs.get(r), c_names.get(r)) else {
+        let (Some(d), Some(c_name)) = (defs.get(r), facts.c_name(r)) else {
             continue;
         };
         functions.push(Signature {
             name: r.clone(),
-            c_name: (*c_name).clone(),
+            c_name: c_name.to_string(),
             params: d.params.iter().map(|p| (p.name.to_string(), p.ty.clone())).collect(),
             ret: d.ret_ty.clone(),
         });
@@ -124,7 +123,8 @@ fn build(
 }
 
 /// A type as Python data: `"Float"`, `"Integer"`, `"Bool"`, `"String"`,
-/// `("Tensor", rank, element)` (a `Vec` is rank 1), `("Tuple", [types])`.
+/// `("Tensor", rank, element)` (a `Vec` is rank 1), `("Tuple", (types))`:
+/// tuples all through, so a type is hashable.
 fn type_to_py<'py>(py: Python<'py>, t: &Type) -> PyResult<Bound<'py, PyAny>> {
     Ok(match t {
         Type::Float => "Float".into_pyobject(py)?.into_any(),
@@ -138,7 +138,7 @@ fn type_to_py<'py>(py: Python<'py>, t: &Type) -> PyResult<Bound<'py, PyAny>> {
         .into_any(),
         Type::Tuple(ts) => {
             let items = ts.iter().map(|t| type_to_py(py, t)).collect::<PyResult<Vec<_>>>()?;
-            PyTuple::new(py, ["Tuple".into_pyobject(py)?.into_any(), PyList::new(py, items)?.into_any()])?.into_any()
+            PyTuple::new(py, ["Tuple".into_pyobject(py)?.into_any(), PyTuple::new(py, items)?.into_any()])?.into_any()
         }
         other => return Err(PyRuntimeError::new_err(format!("the type `{other}` does not cross the C ABI"))),
     })

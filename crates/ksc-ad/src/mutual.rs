@@ -50,13 +50,8 @@ pub fn self_recursive(program: &dyn Program, f: &Def, partners: &[FunName]) -> O
             }
             // `let params = arg in body of g`, in place of the call (its
             // type is the call's).
-            let body = term::copy_inlined(b.body, &gd.body, &gd.name, gd.root);
-            term::bump_fresh(&mut b, body);
-            let pat = match &gd.params[..] {
-                [p] => Pat::Var(p.name.clone()),
-                ps => Pat::Tuple(ps.iter().map(|p| p.name.clone()).collect()),
-            };
-            b.body.exprs[e] = Expr::Let(pat, arg, body);
+            let (pat, body) = term::inlined_body(&mut b, gd);
+            b.body.exprs[e] = Expr::Let(pat.unwrap_or(Pat::Tuple(Vec::new())), arg, body);
         }
     }
     Some(d)

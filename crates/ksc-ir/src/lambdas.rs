@@ -789,13 +789,11 @@ impl<'d> State<'d> {
         if recursive || cx.depth >= MAX_INLINE_DEPTH || def.body.ty(def.root).contains_unknown() {
             return None;
         }
-        let body = term::copy_inlined(cx.b.body, &def.body, &def.name, def.root);
-        term::bump_fresh(&mut cx.b, body);
+        let (pat, body) = term::inlined_body(&mut cx.b, def);
         let ty = cx.b.ty(call);
-        let out = match &def.params[..] {
-            [] => body,
-            [p] => cx.alloc(Expr::Let(Pat::Var(p.name.clone()), arg, body), ty),
-            ps => cx.alloc(Expr::Let(Pat::Tuple(ps.iter().map(|p| p.name.clone()).collect()), arg, body), ty),
+        let out = match pat {
+            None => body,
+            Some(pat) => cx.alloc(Expr::Let(pat, arg, body), ty),
         };
         cx.depth += 1;
         let out = self.go(cx, out);

@@ -443,11 +443,12 @@ pub fn tree_size_at_most(body: &Body, e: ExprId, limit: usize) -> usize {
 /// The global functions `def`'s body calls, each once, in the order met.
 pub fn callees(def: &crate::Def) -> Vec<FunName> {
     let mut out: Vec<FunName> = Vec::new();
+    let mut seen: rustc_hash::FxHashSet<&FunName> = rustc_hash::FxHashSet::default();
     let mut stack = vec![def.root];
     while let Some(e) = stack.pop() {
         let node = &def.body.exprs[e];
         if let Expr::Call(Callee::Fun(f), _) = node {
-            if !out.contains(f) {
+            if seen.insert(f) {
                 out.push(f.clone());
             }
         }
@@ -574,6 +575,21 @@ pub fn bump_fresh(b: &mut Builder, root: ExprId) {
     if *b.fresh < floor {
         *b.fresh = floor;
     }
+}
+
+/// A call of `def` written in: a copy of its body in `b`'s arena (its
+/// `assert`s stamped with where they were written, fresh names raised past
+/// the copy's) and the pattern its parameters bind (None: it has none),
+/// for `let pattern = argument in body`.
+pub fn inlined_body(b: &mut Builder, def: &crate::Def) -> (Option<Pat>, ExprId) {
+    let body = copy_inlined(b.body, &def.body, &def.name, def.root);
+    bump_fresh(b, body);
+    let pat = match &def.params[..] {
+        [] => None,
+        [p] => Some(Pat::Var(p.name.clone())),
+        ps => Some(Pat::Tuple(ps.iter().map(|p| p.name.clone()).collect())),
+    };
+    (pat, body)
 }
 
 /// Is `e` a known zero: `0.0`, `0`, `()`, a tuple of zeros, `constVec n z`

@@ -167,20 +167,6 @@ fn alias_path(body: &Body, mut e: ExprId, x: &str) -> Option<Path> {
     }
 }
 
-/// The number of Core expressions in `e`, counted up to `cap`.
-fn size(body: &Body, e: ExprId, cap: usize) -> usize {
-    let mut n = 0;
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        n += 1;
-        if n > cap {
-            break;
-        }
-        stack.extend(children(&body.exprs[e]));
-    }
-    n
-}
-
 /// `ts_add a b` whose arguments both have the sum's type.
 fn same_type_add(body: &Body, e: ExprId) -> Option<(ExprId, ExprId)> {
     let Expr::Call(Callee::Prim(Prim::TsAdd), a) = &body.exprs[e] else { return None };
@@ -669,7 +655,7 @@ impl Lowerer<'_> {
                     match body.exprs[r].clone() {
                         // A join point: the rest copied into both branches.
                         Expr::If(c, a, b) => {
-                            let cost = size(body, n, JOIN_SIZE + 1);
+                            let cost = ksc_ir::term::tree_size_at_most(body, n, JOIN_SIZE + 1);
                             if cost <= JOIN_SIZE && cost <= self.join_budget {
                                 self.join_budget -= cost;
                                 let cond = self.lower_expr(fb, st, ctx, c)?;

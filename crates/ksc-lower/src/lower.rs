@@ -515,6 +515,11 @@ impl ProgramFacts {
     pub fn inlined_where_marked(&self, name: &FunName) -> bool {
         self.index.get(name).is_some_and(|&i| !self.recursive[i])
     }
+    /// The C name of the definition named `name` (a library exports it
+    /// under this name).
+    pub fn c_name(&self, name: &FunName) -> Option<&str> {
+        self.index.get(name).map(|&i| self.c_names[i].as_str())
+    }
 }
 
 impl<'a> Lowerer<'a> {

@@ -84,19 +84,13 @@ fn inline_call(ctx: &mut Ctx, call: ExprId) -> Option<ExprId> {
     if def.ret_ty != ctx.ty(call) {
         return None;
     }
-    let body = term::copy_inlined(ctx.b.body, &def.body, &f, def.root);
-    // Fresh names from now on must not be among the callee's `ksc$` names
-    // (a binder renamed to avoid capture would collide with one of them).
-    term::bump_fresh(ctx.b, body);
-    let pat = match &def.params[..] {
-        [] => {
-            if ctx.pure(arg) {
-                return Some(body);
-            }
-            Pat::Var(ctx.b.fresh_name("unit"))
-        }
-        [p] => Pat::Var(p.name.clone()),
-        ps => Pat::Tuple(ps.iter().map(|p| p.name.clone()).collect()),
+    // Fresh names from now on are not among the callee's `ksc$` names (a
+    // binder renamed to avoid capture would collide with one of them).
+    let (pat, body) = term::inlined_body(ctx.b, def);
+    let pat = match pat {
+        Some(pat) => pat,
+        None if ctx.pure(arg) => return Some(body),
+        None => Pat::Var(ctx.b.fresh_name("unit")),
     };
     Some(let_(ctx, pat, arg, body))
 }
