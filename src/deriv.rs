@@ -251,7 +251,7 @@ impl Mode {
 
 /// `ksc deriv`: the derived function and those it needs, as `.ks`; with
 /// `cost_at`, then their costs at that point (`crate::cost::table`).
-pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>) -> ExitCode {
+pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>, schedule: Option<&str>) -> ExitCode {
     let d = mode.derivation();
     if cost_at.is_some() {
         if let Err(code) = crate::cost::check_mode(d) {
@@ -267,7 +267,12 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>) -> Exit
         }
     };
     // Derived from the program as written (not from what its gdefs made).
-    let Ok(defs) = derived(&c.db, c.file, &f.name.derived(d)) else { return ExitCode::from(1) };
+    let Ok(mut defs) = derived(&c.db, c.file, &f.name.derived(d)) else { return ExitCode::from(1) };
+    if let Some(name) = schedule {
+        if let Err(code) = run_schedule(&c, name, &mut defs) {
+            return code;
+        }
+    }
     for def in &defs {
         println!("{}\n", ksc_ir::print::print_def(def));
     }
@@ -275,6 +280,56 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>) -> Exit
         Some(args) => crate::cost::table(c.sources.source_text(), &c.analysis, f, d, args, &defs),
         None => ExitCode::SUCCESS,
     }
+}
+
+/// `ksc deriv --schedule NAME`: the program's strategy (or ksc's schedule)
+/// `name` run on each of `defs`, the rules it fired counted on stderr.
+fn run_schedule(c: &crate::Compiled, name: &str, defs: &mut [ksc_ir::Def]) -> Result<(), ExitCode> {
+    let schedules = ksc_db::program_schedules(&c.db, c.file);
+    let Some(strategy) = schedules.get(name) else {
+        let names = schedules.library().names().join(", ");
+        eprintln!("error: `{name}` is not a strategy of the file or a schedule of ksc (they are: {names})");
+        return Err(ExitCode::from(2));
+    };
+    if schedules.library().params(name) != Some(0) {
+        eprintln!("error: the strategy `{name}` takes parameters: name one that applies it to its arguments");
+        return Err(ExitCode::from(2));
+    }
+    let snapshot: Vec<ksc_ir::Def> = defs.to_vec();
+    let map = ksc_opt::DefMap::new(c.analysis.defs().into_iter().chain(snapshot.iter()));
+    let globals = ksc_opt::Globals::new(&map);
+    for def in defs.iter_mut() {
+        let options = ksc_opt::Options { trace: true, ..ksc_opt::Options::default() };
+        let mut rw = ksc_opt::Rewriter::with_options(&globals, options);
+        let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
+        let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
+        let mut b = ksc_ir::builder::Builder::new(&mut def.body, &mut fresh);
+        let out = rw.apply(&strategy, &mut b, def.root);
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for fired in rw.trace() {
+            match counts.iter_mut().find(|(r, _)| *r == fired.rule) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((fired.rule.clone(), 1)),
+            }
+        }
+        let what = match out {
+            Some(root) => {
+                def.root = root;
+                let fired: Vec<String> = counts.iter().map(|(r, n)| format!("{r} x{n}")).collect();
+                if fired.is_empty() {
+                    "succeeded, no rule fired".to_string()
+                } else {
+                    format!("succeeded: {}", fired.join(", "))
+                }
+            }
+            None => "failed (the function is printed as it was)".to_string(),
+        };
+        eprintln!("schedule {name} on {}: {what}", def.name);
+        for w in rw.warnings() {
+            eprintln!("warning: {}: {w}", def.name);
+        }
+    }
+    Ok(())
 }
 
 /// A program with a point appended (`--at ARGS` of `ksc jacobian` and

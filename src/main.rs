@@ -207,6 +207,15 @@ enum Command {
         /// argument type (e.g. `"(Vec_init 1.0 2.0)"`).
         #[arg(long, value_name = "ARGS", requires = "cost")]
         at: Option<String>,
+        /// After optimisation, run the strategy NAME on each derived
+        /// function printed (a `(strategy NAME ...)` of the file, or one
+        /// of ksc's schedules: simplify-lm, push-apply, core-cleanup,
+        /// user-rules, inline-marked; docs/strategies.md), and say on
+        /// stderr how many times each rule fired. `--cost` then measures
+        /// the result. To make a schedule part of the optimisation,
+        /// declare it in the file under the name of one of ksc's.
+        #[arg(long, value_name = "NAME")]
+        schedule: Option<String>,
         #[command(flatten)]
         passes: PassArgs,
     },
@@ -405,7 +414,9 @@ fn command(cli: Cli) -> ExitCode {
             let outputs = deriv::Outputs { explain, svg, graph, html };
             deriv::jacobian(&file, &func, at.as_deref(), how, format, &outputs)
         }
-        Command::Deriv { file, func, mode, at, .. } => deriv::deriv(&file, &func, mode, at.as_deref()),
+        Command::Deriv { file, func, mode, at, schedule, .. } => {
+            deriv::deriv(&file, &func, mode, at.as_deref(), schedule.as_deref())
+        }
         Command::Cl { file, func, check } => cl::cl(&file, &func, check),
     }
 }

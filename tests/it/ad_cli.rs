@@ -406,7 +406,7 @@ fn deriv_cost_is_the_cost_tests_measure() {
         let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{:?}", derived.errors);
-        ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+        ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
         analysis.derived = derived.defs;
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
@@ -428,4 +428,32 @@ fn deriv_cost_is_the_cost_tests_measure() {
             assert_eq!((rows[0].1[0] as u64, rows[1].1[0] as u64), (primal, want), "{func} {mode}:\n{stdout}");
         }
     }
+}
+
+#[test]
+fn a_program_strategy_replaces_a_schedule_and_deriv_tries_one() {
+    // Without the Core rules, push-apply leaves the derivative's lets.
+    let dir = crate::common::work_dir("strategies");
+    let path = dir.join("pa.ks");
+    let program = "(def f Float (x : Float) (mul (sin x) (add x 0.0)))\n(gdef fwd [f Float])\n";
+    std::fs::write(&path, program).expect("write");
+    let p = path.to_str().expect("utf-8 path");
+    let plain = stdout_of(&["deriv", p, "f", "--mode", "fwd"]);
+    assert!(!plain.contains("(let"), "{plain}");
+    let replaced = format!("{program}(strategy push-apply (normalize (rules application-laws map-laws)))\n");
+    std::fs::write(&path, replaced).expect("write");
+    let own = stdout_of(&["deriv", p, "f", "--mode", "fwd"]);
+    assert!(own.contains("(let"), "{own}");
+    // `--schedule` runs a strategy of the file after optimisation: the
+    // example's recursive `first-place`, twice.
+    let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--mode", "rev", "--schedule", "tidy"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("schedule tidy on [rev [f Float]]: succeeded"), "{stderr}");
+    let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`nosuch` is not a strategy") && stderr.contains("push-apply, core-cleanup"), "{stderr}");
+    let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "twice"]);
+    assert_eq!(out.status.code(), Some(2));
 }

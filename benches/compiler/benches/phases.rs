@@ -45,12 +45,12 @@ fn phases(c: &mut Criterion) {
     g.bench_function("simplify", |b| {
         b.iter(|| {
             let mut d = derived.clone();
-            ksc_opt::pipeline::optimise_all(&mut d, &analysis.defs(), &[]);
+            ksc_opt::pipeline::optimise_all(&mut d, &analysis.defs(), &[], &[]);
             d
         })
     });
     let mut simplified = derived.clone();
-    ksc_opt::pipeline::optimise_all(&mut simplified, &analysis.defs(), &[]);
+    ksc_opt::pipeline::optimise_all(&mut simplified, &analysis.defs(), &[], &[]);
     let mut all = analysis.defs();
     all.extend(simplified.iter());
     let roots = roots(&analysis);
@@ -62,7 +62,7 @@ fn phases(c: &mut Criterion) {
         b.iter(|| {
             let a = ksc_types::analyze(black_box(GMM));
             let mut d = derive(&a);
-            ksc_opt::pipeline::optimise_all(&mut d, &a.defs(), &[]);
+            ksc_opt::pipeline::optimise_all(&mut d, &a.defs(), &[], &[]);
             let mut all = a.defs();
             all.extend(d.iter());
             let m = ksc_lower::compile(&all, &roots, opts(), true).unwrap();

@@ -22,7 +22,7 @@ fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
     let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
     let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
     assert!(derived.errors.is_empty(), "{:?}", derived.errors);
-    ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+    ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
     analysis.derived = derived.defs;
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());

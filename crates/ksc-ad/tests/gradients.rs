@@ -102,7 +102,7 @@ fn check_all(optimise: bool) {
         let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
         assert!(derived.errors.is_empty(), "{}: {:?}", path.display(), derived.errors);
         if optimise {
-            let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+            let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
             assert!(warnings.is_empty(), "{}: {warnings:?}", path.display());
         }
         analysis.derived = derived.defs;

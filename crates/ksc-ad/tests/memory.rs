@@ -60,7 +60,7 @@ fn peak_of_derivation(text: &str) -> usize {
     PEAK.store(base, Ordering::Relaxed);
     let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
     assert!(derived.errors.is_empty(), "{:?}", derived.errors);
-    let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+    let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
     assert!(warnings.is_empty(), "{warnings:?}");
     PEAK.load(Ordering::Relaxed) - base
 }

@@ -270,7 +270,7 @@ fn derived_mutant(case: &Case, ds: &[Derivation]) -> Result<Derived, TestResult>
         ds.iter().all(|&d| !failed.contains(&f.derived(d)))
             && analysis.table.get(f).is_some_and(|sig| type_has_values(&sig.arg_ty))
     });
-    let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[]);
+    let warnings = ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
     if let Some(w) = warnings.iter().find(|w| w.contains("stopped")) {
         return Err(TestResult::error(format!("{w}\n{text}")));
     }

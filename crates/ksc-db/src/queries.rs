@@ -38,6 +38,7 @@ pub enum ItemKind {
     Edef,
     Gdef,
     Rule,
+    Strategy,
 }
 
 /// What identifies a declaration across edits: its kind and its name as
@@ -57,6 +58,7 @@ impl fmt::Display for ItemKey {
             ItemKind::Edef => "edef",
             ItemKind::Gdef => "gdef",
             ItemKind::Rule => "rule",
+            ItemKind::Strategy => "strategy",
         };
         write!(f, "{kind} {}", self.name)
     }
@@ -68,6 +70,7 @@ fn item_key(d: &Decl) -> ItemKey {
         Decl::Edef(d) => ItemKey { kind: ItemKind::Edef, name: d.name.to_string() },
         Decl::Gdef(g) => ItemKey { kind: ItemKind::Gdef, name: format!("{} {}", g.derivation.keyword(), g.fun) },
         Decl::Rule(r) => ItemKey { kind: ItemKind::Rule, name: format!("{:?}", r.name) },
+        Decl::Strategy(s) => ItemKey { kind: ItemKind::Strategy, name: s.name.clone() },
     }
 }
 
@@ -181,7 +184,7 @@ pub fn signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Option<Decl> {
             }))
         }
         d @ (Decl::Edef(_) | Decl::Gdef(_)) => Some(d.clone()),
-        Decl::Rule(_) => None,
+        Decl::Rule(_) | Decl::Strategy(_) => None,
     }
 }
 
@@ -369,7 +372,7 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
 pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic> {
     db.log_execution(format!("item_diagnostics({})", item.key(db)));
     if checked(db, item).clean {
-        return Vec::new();
+        return strategy_diagnostics(db, item);
     }
     let file = item.file(db);
     let parsed = parse_file(db, file);
@@ -381,7 +384,69 @@ pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic
     checker.check_monoids = *file.check_monoids(db);
     let mut decl = item.decl(db).clone();
     checker.check_decl(index, &mut decl, item.spans(db));
-    checker.diagnostics
+    let mut out = checker.diagnostics;
+    out.extend(strategy_diagnostics(db, item));
+    out
+}
+
+/// The program's `strategy` declarations, in order.
+#[salsa::tracked(returns(ref))]
+pub fn user_strategies(db: &dyn Db, file: SourceFile) -> Vec<ksc_ir::StrategyDecl> {
+    db.log_execution("user_strategies".to_string());
+    parse_file(db, file)
+        .items
+        .iter()
+        .filter(|it| it.key(db).kind == ItemKind::Strategy)
+        .filter_map(|&it| match it.decl(db) {
+            Decl::Strategy(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the strategy language says of the program's strategies (over its
+/// rules), by strategy.
+#[salsa::tracked(returns(ref))]
+pub fn strategy_errors(db: &dyn Db, file: SourceFile) -> Vec<ksc_opt::ScriptError> {
+    db.log_execution("strategy_errors".to_string());
+    let strategies = user_strategies(db, file);
+    if strategies.is_empty() {
+        return Vec::new();
+    }
+    let rules = user_rules(db, file);
+    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
+    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
+    let decls: Vec<&ksc_ir::StrategyDecl> = strategies.iter().collect();
+    ksc_opt::Schedules::program(&decls, &user).1
+}
+
+/// The program's schedules: ksc's, its strategies, its rules.
+pub fn program_schedules(db: &dyn Db, file: SourceFile) -> ksc_opt::Schedules {
+    let rules = user_rules(db, file);
+    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
+    let strategies = user_strategies(db, file);
+    let strategies: Vec<&ksc_ir::StrategyDecl> = strategies.iter().collect();
+    ksc_opt::pipeline::program_schedules(&rules, &strategies).0
+}
+
+/// The errors of a `strategy` declaration, located.
+fn strategy_diagnostics(db: &dyn Db, item: Item<'_>) -> Vec<Diagnostic> {
+    if item.key(db).kind != ItemKind::Strategy {
+        return Vec::new();
+    }
+    let file = item.file(db);
+    let parsed = parse_file(db, file);
+    // Its position among the strategies.
+    let k = parsed.items[..item.index(db)].iter().filter(|it| it.key(db).kind == ItemKind::Strategy).count();
+    let spans = item.spans(db);
+    strategy_errors(db, file)
+        .iter()
+        .filter(|e| e.decl == k)
+        .map(|e| {
+            let span = e.node.and_then(|n| spans.terms.get(n).copied()).unwrap_or(spans.name);
+            Diagnostic::error(FileRef::Source, span, e.message.clone())
+        })
+        .collect()
 }
 
 /// Where the definition in force for a function name is.
@@ -789,11 +854,9 @@ pub fn optimised<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> 
     db.log_execution(format!("optimised({name})"));
     let defs = DbDefs::new(db, request, true);
     let mut def = defs.derived(&name).expect("optimised: a derived function of the request").clone();
-    let rules = user_rules(db, request.file(db));
-    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
+    let schedules = program_schedules(db, request.file(db));
     let globals = ksc_opt::Globals::new(&defs);
-    let warnings = ksc_opt::pipeline::optimise_derived(&mut def, &globals, &user);
+    let warnings = ksc_opt::pipeline::optimise_derived(&mut def, &globals, &schedules);
     Optimised { def: TypedDef(def), warnings }
 }
 

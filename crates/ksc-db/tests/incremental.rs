@@ -474,8 +474,30 @@ fn jacobians_and_requests_without_a_gdef_are_queries() {
     let a = analysis(&db, file);
     let written = a.defs();
     let mut whole = ksc_ad::derive_requested(&written, std::slice::from_ref(&fwd));
-    ksc_opt::pipeline::optimise_all(&mut whole.defs, &written, &[]);
+    ksc_opt::pipeline::optimise_all(&mut whole.defs, &written, &[], &[]);
     let print = |defs: &[ksc_ir::Def]| defs.iter().map(ksc_ir::print::print_def).collect::<Vec<_>>();
     assert_eq!(print(&out.defs), print(&whole.defs), "{names:?}");
     assert!(names.contains(&"[fwd [cube Float]]".to_string()), "{names:?}");
+}
+
+#[test]
+fn a_strategy_replacing_a_schedule_reoptimises_the_derivatives() {
+    let (mut db, file) = setup();
+    let text = file.text(&db).clone();
+    db.set_text(file, format!("{text}(strategy push-apply (normalize (rules core)))\n"));
+    let ran = compile(&db, file);
+    for q in ["user_strategies", "strategy_errors", "optimised([rev [cube Float]])", "optimised([fwd [shifted Float]])"]
+    {
+        assert!(ran.contains(&q.to_string()), "{q} did not run: {ran:#?}");
+    }
+    assert_same_as_scratch(&db, file);
+    // A strategy with an error is reported where it is.
+    edit(&mut db, file, "(rules core)", "(rules core frob)");
+    let a = analysis(&db, file);
+    assert_eq!(a.diagnostics.len(), 1, "{:?}", a.diagnostics);
+    let d = &a.diagnostics[0];
+    assert!(d.message.contains("unknown rule or rule set `frob`"), "{}", d.message);
+    let at = file.text(&db).find("frob").expect("frob");
+    assert_eq!(d.span.start as usize, at);
+    assert_same_as_scratch(&db, file);
 }

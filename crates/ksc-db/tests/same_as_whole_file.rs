@@ -49,6 +49,8 @@ fn every_derived_function_is_the_one_derived_all_at_once() {
         let defs = whole.defs();
         let rules: Vec<&ksc_ir::Rule> =
             whole.source.decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
+        let strategies: Vec<&ksc_ir::StrategyDecl> =
+            whole.source.decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
         let mut expected: Vec<(String, String)> = Vec::new();
         for decl in &whole.source.decls {
             let Decl::Gdef(g) = decl else { continue };
@@ -57,7 +59,7 @@ fn every_derived_function_is_the_one_derived_all_at_once() {
             if !derived.errors.is_empty() {
                 continue;
             }
-            ksc_opt::pipeline::optimise_all(&mut derived.defs, &defs, &rules);
+            ksc_opt::pipeline::optimise_all(&mut derived.defs, &defs, &rules, &strategies);
             ksc_opt::pipeline::keep_called(&mut derived.defs, &request);
             for d in derived.defs {
                 let key = d.name.to_string();

@@ -317,12 +317,120 @@ pub struct Rule {
     pub rhs: ExprId,
 }
 
+/// `(strategy NAME BODY)` or `(strategy (NAME PARAM ...) BODY)`: a named
+/// rewriting strategy (seed 001), its body a term of the strategy language
+/// that `ksc_opt::script` reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrategyDecl {
+    pub name: String,
+    pub params: Vec<String>,
+    pub body: STerm,
+}
+
+/// An S-expression without positions: the body of a [`StrategyDecl`]. Its
+/// nodes' spans are in the declaration's span map, in pre-order
+/// ([`STerm::pre_order`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum STerm {
+    Symbol(String),
+    String(String),
+    Integer(i64),
+    /// A literal of another kind (a Float), or a list in square brackets:
+    /// never a strategy (`[...]` for the list).
+    Other(String),
+    List(Vec<STerm>),
+}
+
+impl STerm {
+    /// The term of an S-expression as read, and the spans of its nodes in
+    /// pre-order. Iterative: S-expressions nest up to the reader's limit.
+    pub fn from_sexpr(e: &ksc_syntax::sexpr::SExpr) -> (STerm, Vec<ksc_syntax::ast::Span>) {
+        use ksc_syntax::sexpr::{Atom, Bracket, SExpr, SExprKind};
+        fn atom(e: &SExpr) -> STerm {
+            match &e.kind {
+                SExprKind::Atom(Atom::Symbol(s)) => STerm::Symbol(s.clone()),
+                SExprKind::Atom(Atom::String(s)) => STerm::String(s.clone()),
+                SExprKind::Atom(Atom::Integer(i)) => STerm::Integer(*i),
+                SExprKind::Atom(Atom::Float(x)) => STerm::Other(format!("{x:?}")),
+                SExprKind::Atom(Atom::Invalid) => STerm::Other("?".to_string()),
+                SExprKind::List { .. } => STerm::Other("[...]".to_string()),
+            }
+        }
+        let mut spans = Vec::new();
+        // (node, items left to convert, converted items) per open list.
+        let mut stack: Vec<(Vec<STerm>, std::slice::Iter<'_, SExpr>)> = Vec::new();
+        let mut next = Some(e);
+        loop {
+            if let Some(x) = next.take() {
+                spans.push(x.span);
+                match &x.kind {
+                    SExprKind::List { bracket: Bracket::Paren, items, .. } => {
+                        stack.push((Vec::new(), items.iter()));
+                    }
+                    _ => {
+                        let t = atom(x);
+                        match stack.last_mut() {
+                            Some((done, _)) => done.push(t),
+                            None => return (t, spans),
+                        }
+                    }
+                }
+            }
+            let Some((_, items)) = stack.last_mut() else { unreachable!("the root is returned") };
+            match items.next() {
+                Some(child) => next = Some(child),
+                None => {
+                    let (done, _) = stack.pop().expect("an open list");
+                    let t = STerm::List(done);
+                    match stack.last_mut() {
+                        Some((outer, _)) => outer.push(t),
+                        None => return (t, spans),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The nodes in pre-order (the order of their spans).
+    pub fn pre_order(&self) -> Vec<&STerm> {
+        let (mut out, mut stack) = (Vec::new(), vec![self]);
+        while let Some(t) = stack.pop() {
+            out.push(t);
+            if let STerm::List(items) = t {
+                stack.extend(items.iter().rev());
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for STerm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            STerm::Symbol(s) | STerm::Other(s) => f.write_str(s),
+            STerm::String(s) => f.write_str(&crate::print::quote_string(s)),
+            STerm::Integer(i) => write!(f, "{i}"),
+            STerm::List(items) => {
+                f.write_str("(")?;
+                for (k, t) in items.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Decl {
     Def(Def),
     Edef(Edef),
     Gdef(Gdef),
     Rule(Rule),
+    Strategy(StrategyDecl),
 }
 
 /// A program: its declarations in order.
@@ -356,6 +464,7 @@ impl PartialEq for Decl {
             (Decl::Edef(a), Decl::Edef(b)) => a == b,
             (Decl::Gdef(a), Decl::Gdef(b)) => a == b,
             (Decl::Rule(a), Decl::Rule(b)) => a == b,
+            (Decl::Strategy(a), Decl::Strategy(b)) => a == b,
             _ => false,
         }
     }

@@ -22,7 +22,8 @@ pub mod types;
 
 pub use crate::builtin::Builtin;
 pub use crate::core::{
-    stamp, AssertFrom, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, Var,
+    stamp, AssertFrom, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, STerm,
+    StrategyDecl, Var,
 };
 pub use crate::names::{Derivation, FunName};
 pub use crate::prim::Prim;

@@ -6,7 +6,9 @@
 
 use std::fmt::Write;
 
-use crate::core::{let_chain, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule};
+use crate::core::{
+    let_chain, Body, Callee, Decl, Def, Edef, Expr, ExprId, Gdef, Lit, Param, Pat, Program, Rule, StrategyDecl,
+};
 use crate::types::Type;
 
 /// The line width the printer aims for.
@@ -30,6 +32,7 @@ pub fn print_decl(d: &Decl) -> String {
         Decl::Edef(Edef { name, ret_ty, arg_ty }) => format!("(edef {name} {ret_ty} {arg_ty})"),
         Decl::Gdef(Gdef { derivation, fun }) => format!("(gdef {} {fun})", derivation.keyword()),
         Decl::Rule(r) => print_rule(r),
+        Decl::Strategy(s) => print_strategy(s),
     }
 }
 
@@ -41,6 +44,11 @@ pub fn print_def(d: &Def) -> String {
     p.expr(d.root, 2);
     p.out.push(')');
     p.out
+}
+
+fn print_strategy(s: &StrategyDecl) -> String {
+    let head = if s.params.is_empty() { s.name.clone() } else { format!("({} {})", s.name, s.params.join(" ")) };
+    format!("(strategy {head}\n  {})", s.body)
 }
 
 fn print_rule(r: &Rule) -> String {

@@ -42,6 +42,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::globals::Globals;
 use crate::rule::{Ctx, HeadKey, Rule, RuleKind, RuleSet};
 use crate::scope::Scope;
+use crate::script::{Library, MAX_CALL_DEPTH};
 use crate::strategy::Strategy;
 
 thread_local! {
@@ -123,6 +124,10 @@ pub enum WarningKind {
     /// A rule produced a term of another type; the rewrite was refused. This
     /// is a bug in the rule (or a user rule whose sides differ in type).
     TypeChanged,
+    /// A named strategy was called too deep or too often (a recursion that
+    /// does not end), or is not defined where it was called: the call
+    /// failed ([`crate::script`]).
+    CallLimit,
 }
 
 /// A warning of a run.
@@ -188,7 +193,11 @@ impl<'g> Rewriter<'g> {
     /// every `ksc$` name of the term, so fresh names cannot clash.
     pub fn apply(&mut self, s: &Strategy, b: &mut Builder, root: ExprId) -> Option<ExprId> {
         term::bump_fresh(b, root);
-        let compact = self.compacting && matches!(s, Strategy::Normalize(..));
+        let mut top = s;
+        while let Strategy::In(_, inner) = top {
+            top = inner;
+        }
+        let compact = self.compacting && matches!(top, Strategy::Normalize(..));
         let live = b.body.exprs.len();
         let mut run = Run {
             compact,
@@ -204,6 +213,10 @@ impl<'g> Rewriter<'g> {
             here: Here::default(),
             recent: VecDeque::new(),
             dispatch: FxHashMap::default(),
+            libraries: Vec::new(),
+            call_depth: 0,
+            calls: 0,
+            call_limit_warned: false,
         };
         run.apply(s, root)
     }
@@ -339,6 +352,13 @@ struct Run<'a, 'b, 'g> {
     recent: VecDeque<String>,
     /// For each rule set and kind of node, the rules that may apply there.
     dispatch: FxHashMap<(*const RuleSet, HeadKey), Rc<Vec<usize>>>,
+    /// The libraries of named strategies in scope, innermost last.
+    libraries: Vec<Arc<Library>>,
+    /// Named strategy calls running, and made in this run.
+    call_depth: u32,
+    calls: u64,
+    /// Whether the run has warned of its call limit (once).
+    call_limit_warned: bool,
 }
 
 /// A node on the path of a traversal.
@@ -429,6 +449,41 @@ impl Run<'_, '_, '_> {
                 self.normalizing -= 1;
                 Some(r)
             }
+            Strategy::In(lib, s) => {
+                self.libraries.push(lib.clone());
+                let r = self.apply(s, e);
+                self.libraries.pop();
+                r
+            }
+            Strategy::Call(name, args) => {
+                let body = self.libraries.last().and_then(|lib| lib.unfold(name, args));
+                let Some(body) = body else {
+                    self.warn(WarningKind::CallLimit, format!("the strategy `{s}` is not defined here; it failed"));
+                    return None;
+                };
+                self.calls += 1;
+                if self.call_depth >= MAX_CALL_DEPTH || self.calls > self.options.work {
+                    if !self.call_limit_warned {
+                        self.call_limit_warned = true;
+                        let why = if self.call_depth >= MAX_CALL_DEPTH {
+                            format!("nested {MAX_CALL_DEPTH} deep")
+                        } else {
+                            format!("{} times in one run", self.options.work)
+                        };
+                        self.warn(
+                            WarningKind::CallLimit,
+                            format!("named strategies were called {why} (at `{s}`): the call failed there"),
+                        );
+                    }
+                    return None;
+                }
+                self.call_depth += 1;
+                let r = self.apply(&body, e);
+                self.call_depth -= 1;
+                r
+            }
+            // Replaced by its argument when the call is unfolded.
+            Strategy::Param(..) => None,
         }
     }
 

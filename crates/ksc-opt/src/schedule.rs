@@ -1,18 +1,25 @@
 //! The named schedules of ksc: each is a short strategy expression over rule
 //! sets, so the order in which rules are tried is visible in one place.
 //!
+//! They are written in the strategy language ([`crate::script`]) in
+//! `schedules.ks`, which this crate ships and reads at start-up:
+//!
 //! | schedule | for | strategy |
 //! |---|---|---|
-//! | [`simplify_lm`] | Jacobians (`[D f]`, `lm*` terms) | `normalize(rules(map laws ++ core))` |
-//! | [`push_apply`] | `lmApply`/`lmApplyR` down to LM-free code | `normalize(rules(application laws ++ map laws ++ core))` |
-//! | [`core_cleanup`] | ordinary Core code | `normalize(rules(core))` |
-//! | [`user_rules_pass`] | the program's `rule`s, first match, once per node | `bottomUp(try(rules(user)))` |
+//! | `simplify-lm` ([`simplify_lm`]) | Jacobians (`[D f]`, `lm*` terms) | `(normalize (rules map-laws core))` |
+//! | `push-apply` ([`push_apply`]) | `lmApply`/`lmApplyR` down to LM-free code | `(normalize (rules application-laws map-laws core))` |
+//! | `core-cleanup` ([`core_cleanup`]) | ordinary Core code | `(normalize (rules core))` |
+//! | `user-rules` ([`user_rules_pass`]) | the program's `rule`s, first match, once per node | `(bottomUp (try (rules user)))` |
+//! | `inline-marked` ([`inline_marked`]) | one level of paired inlining | `(normalize (rules inline-marked let-tuple-split))` |
+//!
+//! A program's strategy of one of these names replaces ksc's for its
+//! derived functions ([`Schedules::program`]).
 //!
 //! Every law set applies the duplicating laws of `ksc_linmap::LAWS` only
 //! where the operand they repeat is atomic (see
 //! [`crate::rule::DUPLICATED_OPERAND`]), so no schedule duplicates work.
-//! [`optimise_def`] runs a whole definition through user rules, the
-//! simplifier, ANF, CSE and the simplifier again.
+//! [`optimise_def`] runs a whole definition through `user-rules`,
+//! `push-apply`, ANF, CSE and `push-apply` again.
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term;
@@ -20,42 +27,33 @@ use ksc_ir::{Def, Var};
 
 use crate::engine::{Fired, Options, Rewriter, Warning};
 use crate::globals::Globals;
-use crate::rule::{is_application_law, is_map_law, RuleSet};
-use crate::strategy::{bottom_up, normalize, rules, try_, Strategy};
+use crate::rule::RuleSet;
+use crate::script::Schedules;
+use crate::strategy::Strategy;
 
-/// The laws that simplify linear maps (properties and transposition), then the Core rules.
-pub fn lm_rules() -> RuleSet {
-    RuleSet::laws("map-laws", is_map_law).then(&RuleSet::core(), "map-laws+core")
-}
-
-/// The laws that apply linear maps, the laws that simplify them, then the Core rules.
-pub fn apply_rules() -> RuleSet {
-    RuleSet::laws("application-laws", is_application_law)
-        .then(&RuleSet::laws("map-laws", is_map_law), "application-laws+map-laws")
-        .then(&RuleSet::core(), "application-laws+map-laws+core")
-}
-
-/// Simplifying Jacobians: the map laws and the Core rules, to a normal form.
+/// Jacobians: `simplify-lm` of `schedules.ks`, the map laws and the Core
+/// rules to a normal form.
 pub fn simplify_lm() -> Strategy {
-    normalize(rules(lm_rules()))
+    Schedules::builtin().schedule("simplify-lm")
 }
 
-/// Pushing `lmApply`/`lmApplyR` through the combinators down to LM-free
-/// code (Core rules float lets, `if`s and `assert`s out of the way).
+/// `push-apply` of `schedules.ks`: `lmApply`/`lmApplyR` pushed through the
+/// combinators down to LM-free code (Core rules float lets, `if`s and
+/// `assert`s out of the way).
 pub fn push_apply() -> Strategy {
-    normalize(rules(apply_rules()))
+    Schedules::builtin().schedule("push-apply")
 }
 
-/// Ordinary Core cleanup: the Core rules to a normal form.
+/// `core-cleanup` of `schedules.ks`: the Core rules to a normal form.
 pub fn core_cleanup() -> Strategy {
-    normalize(rules(RuleSet::core()))
+    Schedules::builtin().schedule("core-cleanup")
 }
 
-/// The program's rules: at every node, children first, the first rule that
-/// matches fires once; its result is not rewritten again (a commutativity
-/// rule terminates).
+/// `user-rules` of `schedules.ks` over `user`: at every node, children
+/// first, the first rule that matches fires once; its result is not
+/// rewritten again (a commutativity rule terminates).
 pub fn user_rules_pass(user: &RuleSet) -> Strategy {
-    bottom_up(try_(rules(user.clone())))
+    Schedules::with_user_rules(user).schedule("user-rules")
 }
 
 /// What [`optimise_def`] did.
@@ -91,12 +89,12 @@ pub fn term_size(body: &ksc_ir::Body, root: ksc_ir::ExprId) -> usize {
     n
 }
 
-/// Optimises a definition in place: the user rules once
-/// ([`user_rules_pass`]), then `push_apply` (which also simplifies maps and
-/// cleans up Core), then (with `options.cse`) ANF, CSE and `push_apply`
-/// again. The body is compacted afterwards (the arena keeps only the
-/// result's tree).
-pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &Options) -> Report {
+/// Optimises a definition in place with a program's schedules: the user
+/// rules once (`user-rules`, when the program has rules), then `push-apply`
+/// (which also simplifies maps and cleans up Core), then (with
+/// `options.cse`) ANF, CSE and `push-apply` again. The body is compacted
+/// afterwards (the arena keeps only the result's tree).
+pub fn optimise_def(def: &mut Def, schedules: &Schedules, globals: &Globals, options: &Options) -> Report {
     let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = Rewriter::with_options(globals, options.clone());
@@ -113,11 +111,11 @@ pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &
                 phases.push(Phase { name, size: term_size(b.body, root), fired: rw.trace().len() });
             }
         };
-        if !user.is_empty() {
-            root = rw.apply(&user_rules_pass(user), &mut b, root).unwrap_or(root);
+        if !schedules.user().is_empty() {
+            root = rw.apply(&schedules.schedule("user-rules"), &mut b, root).unwrap_or(root);
             phase("user-rules", &b, root, &rw);
         }
-        let simplify = push_apply();
+        let simplify = schedules.schedule("push-apply");
         root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
         phase("simplify", &b, root, &rw);
         if options.cse {
@@ -144,8 +142,7 @@ pub fn optimise_def(def: &mut Def, user: &RuleSet, globals: &Globals, options: &
 /// and the sharing of the callee's primal values decide which pairs the
 /// next level finds, and the whole simplifier runs once after the last
 /// one. The body is left in A-normal form, compacted.
-pub fn inline_marked(def: &mut Def, globals: &Globals) {
-    const RULES: [&str; 2] = ["inline-marked", "let-tuple-split"];
+pub fn inline_marked(def: &mut Def, schedules: &Schedules, globals: &Globals) {
     let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = Rewriter::with_options(globals, Options::default());
@@ -153,8 +150,7 @@ pub fn inline_marked(def: &mut Def, globals: &Globals) {
     let mut root = def.root;
     {
         let mut b = Builder::new(&mut def.body, &mut fresh);
-        let set = RuleSet::core().filter("inline-marked", |r| RULES.contains(&r.name()));
-        root = rw.apply(&normalize(rules(set)), &mut b, root).unwrap_or(root);
+        root = rw.apply(&schedules.schedule("inline-marked"), &mut b, root).unwrap_or(root);
         root = crate::anf::anf(&mut b, root, &params);
         root = crate::cse::cse(&mut b, globals, root, &params);
     }

@@ -19,6 +19,7 @@
 //! | `bottom_up(s)` | `seq(all(bottom_up(s)), s)`: children first, then the node |
 //! | `normalize(s)` | `repeat(top_down(s))`, bounded by fuel |
 //! | `rules(set)` | the rules of `set` in order, first match: `lchoice(r1, lchoice(r2, ..))` |
+//! | `name(s1, ..)` | a named strategy of the library in scope ([`crate::script`]), unfolded when it runs |
 //!
 //! The children of a node are those of Core IR, except that the literal
 //! argument tuple of a call is looked through: its components are the
@@ -30,6 +31,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::rule::{Rule, RuleSet};
+use crate::script::Library;
 
 /// A rewriting strategy.
 #[derive(Clone)]
@@ -51,6 +53,14 @@ pub enum Strategy {
     Normalize(Box<Strategy>, Option<u32>),
     /// The rules of a set, first match.
     Rules(Arc<RuleSet>),
+    /// A call of a named strategy of the library in scope (the innermost
+    /// [`Strategy::In`]), with its arguments: unfolded when it runs.
+    Call(Arc<str>, Vec<Strategy>),
+    /// A parameter (its position and name) of a named strategy's body;
+    /// unfolding a call replaces it by the argument.
+    Param(usize, Arc<str>),
+    /// A strategy with a library of named strategies in scope.
+    In(Arc<Library>, Box<Strategy>),
 }
 
 pub fn id() -> Strategy {
@@ -128,6 +138,19 @@ impl fmt::Display for Strategy {
             Strategy::Normalize(s, None) => write!(f, "normalize({s})"),
             Strategy::Normalize(s, Some(n)) => write!(f, "normalize({s}, fuel {n})"),
             Strategy::Rules(set) => write!(f, "rules({})", set.name()),
+            Strategy::Call(name, args) if args.is_empty() => f.write_str(name),
+            Strategy::Call(name, args) => {
+                write!(f, "{name}(")?;
+                for (k, a) in args.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str(")")
+            }
+            Strategy::Param(_, name) => f.write_str(name),
+            Strategy::In(_, s) => write!(f, "{s}"),
         }
     }
 }

@@ -8,7 +8,7 @@ use ksc_eval::Value;
 use ksc_ir::builder::Builder;
 use ksc_ir::term;
 use ksc_ir::{Def, ExprId};
-use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, RuleSet};
+use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, Schedules};
 
 /// `passes` run on `f`'s body (given the builder, the globals, the root
 /// and the parameters), which returns the roots to show: each printed,
@@ -202,7 +202,7 @@ fn optimised(text: &str, f: &str, arg: Value) -> Def {
     let mut d = before.clone();
     let defs = a.defs();
     let map = DefMap::new(defs.iter().copied());
-    let report = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
+    let report = optimise_def(&mut d, &Schedules::builtin(), &Globals::new(&map), &Options::default());
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     check_same(&a, &before, &d, arg);
     d

@@ -12,7 +12,7 @@ use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def, Expr, ExprId, FunName, Param, Type};
 use ksc_opt::schedule::{core_cleanup, push_apply, simplify_lm, user_rules_pass};
 use ksc_opt::strategy::{bottom_up, top_down, try_};
-use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Strategy};
+use ksc_opt::{anf, cse, optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Schedules, Strategy};
 
 const DEPTH: usize = 3000;
 const SMALL_STACK: usize = 512 * 1024;
@@ -133,7 +133,7 @@ fn a_deep_let_chain_is_simplified_and_optimised() {
         let mut d = d.clone();
         let no_defs: Vec<Def> = Vec::new();
         let map = DefMap::new(no_defs.iter());
-        let r = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
+        let r = optimise_def(&mut d, &Schedules::builtin(), &Globals::new(&map), &Options::default());
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
         d
     });

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::{checked, short_def, user_def};
-use ksc_opt::{optimise_def, DefMap, Globals, Options, RuleSet};
+use ksc_opt::{optimise_def, DefMap, Globals, Options, Schedules};
 
 /// `g0 x = x * x`, `gk x = sin (g(k-1) x)`, and `f x = g(n-1) x`.
 fn chain(n: usize) -> String {
@@ -26,7 +26,7 @@ fn optimised_f(n: usize) -> (String, usize) {
     let mut d = user_def(&a, "f");
     let defs = a.defs();
     let map = DefMap::new(defs.iter().copied());
-    let report = optimise_def(&mut d, &RuleSet::default(), &Globals::new(&map), &Options::default());
+    let report = optimise_def(&mut d, &Schedules::builtin(), &Globals::new(&map), &Options::default());
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     (short_def(&d), d.body.exprs.len())
 }

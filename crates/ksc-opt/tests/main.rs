@@ -7,11 +7,13 @@ mod anf_cse;
 mod capture;
 mod combinators;
 mod common;
+
 mod core_rules;
 mod deep;
 mod globals;
 mod inline;
 mod lm;
 mod pipeline_names;
+mod script;
 mod side_conditions;
 mod user_rules;

@@ -9,7 +9,7 @@ use ksc_ir::builder::Builder;
 use ksc_ir::term;
 use ksc_opt::schedule::user_rules_pass;
 use ksc_opt::strategy::{normalize, normalize_with_fuel, rules};
-use ksc_opt::{optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Strategy, WarningKind};
+use ksc_opt::{optimise_def, DefMap, Globals, Options, Rewriter, RuleSet, Schedules, Strategy, WarningKind};
 
 struct Outcome {
     text: String,
@@ -162,7 +162,12 @@ fn optimise_def_applies_user_rules_once() {
     let mut d = user_def(&a, "f");
     let defs = a.defs();
     let map = DefMap::new(defs.iter().copied());
-    let report = optimise_def(&mut d, &set, &Globals::new(&map), &Options { trace: true, ..Options::default() });
+    let report = optimise_def(
+        &mut d,
+        &Schedules::with_user_rules(&set),
+        &Globals::new(&map),
+        &Options { trace: true, ..Options::default() },
+    );
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!(short_def(&d), "(add y x)");
     assert_eq!(report.trace.iter().filter(|f| f.rule == "comm").count(), 1);

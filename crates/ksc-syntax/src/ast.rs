@@ -44,6 +44,7 @@ pub enum Decl {
     Edef(Edef),
     Gdef(Gdef),
     Rule(Rule),
+    Strategy(Strategy),
 }
 
 impl Decl {
@@ -53,6 +54,7 @@ impl Decl {
             Decl::Edef(d) => d.span,
             Decl::Gdef(d) => d.span,
             Decl::Rule(d) => d.span,
+            Decl::Strategy(d) => d.span,
         }
     }
 }
@@ -94,6 +96,18 @@ pub struct Rule {
     pub params: Params,
     pub lhs: Expr,
     pub rhs: Expr,
+    pub span: Span,
+}
+
+/// `(strategy NAME BODY)` or `(strategy (NAME PARAM ...) BODY)`: a named
+/// rewriting strategy (seed 001). The body is kept as read: it is a term of
+/// the strategy language (`ksc_opt::script`), which gives it its meaning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Strategy {
+    pub name: Ident,
+    /// The strategy parameters, in order (none for `(strategy NAME BODY)`).
+    pub params: Vec<Ident>,
+    pub body: crate::sexpr::SExpr,
     pub span: Span,
 }
 

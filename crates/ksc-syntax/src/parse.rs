@@ -42,7 +42,7 @@ pub const RESERVED: [&str; 17] = [
 const TYPE_WORDS: [&str; 9] = ["Integer", "Float", "String", "Bool", "Vec", "Tensor", "Tuple", "LM", "Lam"];
 const TYPE_CONSTRUCTORS: [&str; 5] = ["Vec", "Tensor", "Tuple", "LM", "Lam"];
 const BASE_TYPES: [&str; 4] = ["Integer", "Float", "String", "Bool"];
-const DECL_WORDS: [&str; 4] = ["def", "edef", "gdef", "rule"];
+const DECL_WORDS: [&str; 5] = ["def", "edef", "gdef", "rule", "strategy"];
 
 /// Parse the top-level forms read from `text`.
 pub(crate) fn parse_forms(text: &str, forms: &[SExpr]) -> (SourceFile, Vec<SyntaxError>) {
@@ -250,7 +250,8 @@ impl Parser<'_> {
     // --------------------------------------------------------- declarations
 
     fn decl(&mut self, form: &SExpr) -> PResult<Decl> {
-        let expected = "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`";
+        let expected =
+            "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)`, `(rule ...)` or `(strategy ...)`";
         if form.is_invalid() {
             return Err(Failed);
         }
@@ -266,11 +267,14 @@ impl Parser<'_> {
             Some("edef") => self.edef(form.span, items).map(Decl::Edef),
             Some("gdef") => self.gdef(form.span, items).map(Decl::Gdef),
             Some("rule") => self.rule(form.span, items).map(Decl::Rule),
+            Some("strategy") => self.strategy(form.span, items).map(Decl::Strategy),
             _ if head.is_invalid() => Err(Failed),
             Some(word) => {
                 let note = did_you_mean(word, &DECL_WORDS)
                     .or_else(|| Some("expressions can only appear inside a `def` or a `rule`".to_string()));
-                let msg = format!("expected a declaration keyword `def`, `edef`, `gdef` or `rule`, found `{word}`");
+                let msg = format!(
+                    "expected a declaration keyword `def`, `edef`, `gdef`, `rule` or `strategy`, found `{word}`"
+                );
                 Err(self.error_note(head.span, msg, note))
             }
             None => {
@@ -357,6 +361,30 @@ impl Parser<'_> {
         let lhs = self.expr_item(sides[0]);
         let rhs = self.expr_item(sides[1]);
         Ok(Rule { name: name?, name_span: rest[0].span, params: params?, lhs: lhs?, rhs: rhs?, span })
+    }
+
+    /// `(strategy NAME BODY)` or `(strategy (NAME PARAM ...) BODY)`; the
+    /// body is kept as read (`ksc_opt::script` reads it).
+    fn strategy(&mut self, span: Span, items: &[SExpr]) -> PResult<Strategy> {
+        let rest = &items[1..];
+        let found: Vec<Span> = rest.iter().map(|e| e.span).collect();
+        self.arity(span, "strategy", &["NAME", "BODY"], &found)?;
+        let (name, params) = match rest[0].as_paren_list() {
+            Some([]) => {
+                let msg = "expected the strategy's name, or `(NAME PARAM ...)`, found `()`";
+                return Err(self.error(rest[0].span, msg));
+            }
+            Some([head, ps @ ..]) => {
+                let name = self.ident(head, "strategy name");
+                let params: Vec<PResult<Ident>> = ps.iter().map(|p| self.ident(p, "strategy parameter")).collect();
+                (name?, params.into_iter().collect::<PResult<Vec<_>>>()?)
+            }
+            None => (self.ident(&rest[0], "strategy name")?, Vec::new()),
+        };
+        if rest[1].is_invalid() {
+            return Err(Failed);
+        }
+        Ok(Strategy { name, params, body: rest[1].clone(), span })
     }
 
     // ---------------------------------------------------------------- types

@@ -491,18 +491,21 @@ fn name_errors() {
 fn declaration_shape_errors() {
     assert_eq!(
         errors("x")[0].1,
-        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `x`"
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)`, `(rule ...)` or `(strategy ...)`, found `x`"
     );
     assert_eq!(
         errors("()")[0].1,
-        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `()`"
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)`, `(rule ...)` or `(strategy ...)`, found `()`"
     );
     assert_eq!(
         errors("[def f Float () 1.0]")[0].1,
-        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)` or `(rule ...)`, found `[def f Float () 1.0]`"
+        "expected a declaration `(def ...)`, `(edef ...)`, `(gdef ...)`, `(rule ...)` or `(strategy ...)`, found `[def f Float () 1.0]`"
     );
     let (_, errs) = parse_source("(dfe f Float () 1.0)");
-    assert_eq!(errs[0].message, "expected a declaration keyword `def`, `edef`, `gdef` or `rule`, found `dfe`");
+    assert_eq!(
+        errs[0].message,
+        "expected a declaration keyword `def`, `edef`, `gdef`, `rule` or `strategy`, found `dfe`"
+    );
     assert_eq!(errs[0].note.as_deref(), Some("did you mean `def`?"));
     let (_, errs) = parse_source("(add 1 2)");
     assert_eq!(errs[0].note.as_deref(), Some("expressions can only appear inside a `def` or a `rule`"));
@@ -641,4 +644,19 @@ fn deep_nesting_does_not_overflow() {
     assert!(!parse_source(&text).1.is_empty());
     let text = format!("(def f {}Float{} () 1.0)", "(Vec ".repeat(2000), ")".repeat(2000));
     assert!(!parse_source(&text).1.is_empty());
+}
+
+#[test]
+fn strategy_declarations() {
+    assert_eq!(one_decl("(strategy tidy (normalize (rules core)))"), "(strategy tidy (normalize (rules core)))");
+    assert_eq!(one_decl("(strategy (twice s) (seq s s))"), "(strategy (twice s) (seq s s))");
+    assert_eq!(
+        errors("(strategy (twice let) s)")[0].1,
+        "`let` is a reserved word and cannot be used as a strategy parameter"
+    );
+    assert_eq!(errors("(strategy () id)")[0].1, "expected the strategy's name, or `(NAME PARAM ...)`, found `()`");
+    assert_eq!(
+        errors("(strategy s id id)")[0].1,
+        "too many parts in `strategy`: expected `(strategy NAME BODY)`, found 1 more: `id`"
+    );
 }

@@ -415,7 +415,7 @@ impl<'a> Checker<'a> {
                 crate::expand::expand_body(&mut r.body, r.lhs, &params, false);
                 crate::expand::expand_body(&mut r.body, r.rhs, &params, false);
             }
-            Decl::Edef(_) | Decl::Gdef(_) => {}
+            Decl::Edef(_) | Decl::Gdef(_) | Decl::Strategy(_) => {}
         }
     }
 
@@ -454,6 +454,9 @@ impl<'a> Checker<'a> {
                 });
             }
             Decl::Gdef(g) => self.check_gdef(g, origin, spans),
+            // The strategy language is ksc-opt's (`ksc_opt::script`), which
+            // reports what its terms mean; here only the parameters.
+            Decl::Strategy(s) => self.check_param_names(s.params.iter(), spans),
             Decl::Rule(r) => {
                 self.check_param_names(r.params.iter().map(|p| &p.name), spans);
                 let mut env: Vec<(Var, Type)> = r.params.iter().map(|p| (p.name.clone(), p.ty.clone())).collect();

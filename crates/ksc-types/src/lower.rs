@@ -25,6 +25,9 @@ pub struct DeclSpans {
     pub param: Vec<Span>,
     /// Every expression of the body.
     pub exprs: ArenaMap<ExprId, Span>,
+    /// A strategy's body: each node of its term, in pre-order
+    /// (`ksc_ir::STerm::pre_order`).
+    pub terms: Vec<Span>,
 }
 
 impl DeclSpans {
@@ -79,6 +82,14 @@ pub fn lower_decl(d: &ast::Decl) -> (Decl, DeclSpans) {
             let lhs = lower_expr(&mut body, &mut spans, &r.lhs);
             let rhs = lower_expr(&mut body, &mut spans, &r.rhs);
             Decl::Rule(Rule { name: r.name.clone(), params: lower_params(&r.params), body, lhs, rhs })
+        }
+        ast::Decl::Strategy(s) => {
+            spans.name = s.name.span;
+            spans.param = s.params.iter().map(|p| p.span).collect();
+            let (body, terms) = ksc_ir::STerm::from_sexpr(&s.body);
+            spans.terms = terms;
+            let params = s.params.iter().map(|p| p.text.clone()).collect();
+            Decl::Strategy(ksc_ir::StrategyDecl { name: s.name.text.clone(), params, body })
         }
     };
     (decl, spans)

@@ -21,14 +21,14 @@ use ksc_ir::builder::Builder;
 use ksc_ir::pass::{Pass, Runner};
 use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, Prim};
 
-use crate::{Globals, RuleSet};
+use crate::{Globals, RuleSet, Schedules};
 
 /// What the derived-function passes read besides the definition.
 pub struct DerivedCx<'a> {
     /// The program's definitions and the other derived functions.
     pub globals: &'a Globals<'a>,
-    /// The program's `rule`s.
-    pub user: &'a RuleSet,
+    /// The program's schedules (ksc's, or its own) and `rule`s.
+    pub schedules: &'a Schedules,
     /// The simplifier's warnings, as messages.
     pub warnings: RefCell<Vec<String>>,
 }
@@ -129,10 +129,11 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// Runs the pipeline on one derived function; `globals` knows the
-/// program's definitions and the other derived functions, `user` holds the
-/// program's rules. Returns the simplifier's warnings.
-pub fn optimise_derived(def: &mut Def, globals: &Globals, user: &RuleSet) -> Vec<String> {
-    let cx = DerivedCx { globals, user, warnings: RefCell::new(Vec::new()) };
+/// program's definitions and the other derived functions, `schedules`
+/// holds the program's schedules and rules. Returns the simplifier's
+/// warnings.
+pub fn optimise_derived(def: &mut Def, globals: &Globals, schedules: &Schedules) -> Vec<String> {
+    let cx = DerivedCx { globals, schedules, warnings: RefCell::new(Vec::new()) };
     let runner = Runner {
         cx: &cx,
         unit_name: |d: &Def| d.name.to_string(),
@@ -173,15 +174,21 @@ fn run_steps<'a>(runner: &Runner<'a, Def, DerivedCx<'a>>, steps: &[Step<'a>], de
 
 /// Simplifies derived functions with the pipeline, in place. `existing`
 /// are the program's definitions (for inlining small functions); `rules`
-/// its `rule`s. Returns the warnings (a rule that cannot be used, a rule
+/// its `rule`s and `strategies` its `strategy` declarations. Returns the
+/// warnings (a rule that cannot be used, a strategy with an error, a rule
 /// set that ran out of fuel), as messages.
-pub fn optimise_all(derived: &mut [Def], existing: &[&Def], rules: &[&ksc_ir::Rule]) -> Vec<String> {
+pub fn optimise_all(
+    derived: &mut [Def],
+    existing: &[&Def],
+    rules: &[&ksc_ir::Rule],
+    strategies: &[&ksc_ir::StrategyDecl],
+) -> Vec<String> {
     let snapshot: Vec<Def> = derived.to_vec();
     let all = crate::DefMap::new(existing.iter().copied().chain(snapshot.iter()));
     let globals = Globals::new(&all);
-    let (user, mut warnings) = user_rule_set(rules);
+    let (schedules, mut warnings) = program_schedules(rules, strategies);
     for def in derived.iter_mut() {
-        warnings.extend(optimise_derived(def, &globals, &user));
+        warnings.extend(optimise_derived(def, &globals, &schedules));
     }
     warnings
 }
@@ -213,14 +220,28 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
     (user, rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect())
 }
 
+/// The program's schedules: ksc's, its `strategy` declarations (which may
+/// replace them) and its `rule`s; warnings for the rules it cannot use and
+/// the strategies with an error (which checking reports, located).
+pub fn program_schedules(rules: &[&ksc_ir::Rule], strategies: &[&ksc_ir::StrategyDecl]) -> (Schedules, Vec<String>) {
+    let (user, mut warnings) = user_rule_set(rules);
+    if strategies.is_empty() {
+        return (Schedules::with_user_rules(&user), warnings);
+    }
+    let (schedules, errors) = Schedules::program(strategies, &user);
+    warnings.extend(
+        errors.into_iter().map(|e| format!("strategy `{}` is not used: {}", strategies[e.decl].name, e.message)),
+    );
+    (schedules, warnings)
+}
+
 /// Simplifies a Jacobian `[D f]` (the laws of linear maps, Core rules,
 /// ANF, CSE; no program rules). With `trace`, the report has the rules
 /// that fired, in order, and the phases with the term's size after each
 /// (empty without).
 pub fn simplify_jacobian(d: &mut Def, globals: &Globals, trace: bool) -> crate::Report {
-    let none = RuleSet::new("none");
     let options = crate::Options { trace, ..crate::Options::default() };
-    crate::optimise_def(d, &none, globals, &options)
+    crate::optimise_def(d, &Schedules::builtin(), globals, &options)
 }
 
 // ---------------------------------------------------------------------------
@@ -238,7 +259,7 @@ impl<'a> Pass<Def, DerivedCx<'a>> for Simplify {
     /// Always `true`: whether the simplifier changed anything is not known
     /// cheaply, and no step repeats on it.
     fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
-        let report = crate::optimise_def(def, cx.user, cx.globals, &crate::Options::default());
+        let report = crate::optimise_def(def, cx.schedules, cx.globals, &crate::Options::default());
         cx.warnings.borrow_mut().extend(report.warnings.iter().map(|w| format!("{}: {}", def.name, w.message)));
         true
     }
@@ -316,7 +337,7 @@ impl<'a> Pass<Def, DerivedCx<'a>> for InlinePaired {
 
     fn run(&self, def: &mut Def, cx: &DerivedCx<'a>) -> bool {
         if !has_lambda(def) {
-            crate::schedule::inline_marked(def, cx.globals);
+            crate::schedule::inline_marked(def, cx.schedules, cx.globals);
             if !has_lambda(def) {
                 return true;
             }

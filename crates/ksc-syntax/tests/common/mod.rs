@@ -99,6 +99,27 @@ pub fn decl(d: &Decl) -> String {
             let sides = seq([&r.lhs, &r.rhs].into_iter()).join(" ");
             format!("(rule {} {} {sides})", ks_string(&r.name), params(&r.params))
         }
+        Decl::Strategy(s) => {
+            let head = if s.params.is_empty() {
+                s.name.text.clone()
+            } else {
+                list(std::iter::once(&s.name).chain(&s.params).map(|p| p.text.clone()))
+            };
+            format!("(strategy {head} {})", sexpr(&s.body))
+        }
+    }
+}
+
+/// An S-expression as read, in canonical layout.
+fn sexpr(e: &ksc_syntax::sexpr::SExpr) -> String {
+    use ksc_syntax::sexpr::{Atom, SExprKind};
+    match &e.kind {
+        SExprKind::Atom(Atom::Symbol(s)) => s.clone(),
+        SExprKind::Atom(Atom::String(s)) => ks_string(s),
+        SExprKind::Atom(Atom::Integer(i)) => i.to_string(),
+        SExprKind::Atom(Atom::Float(x)) => format!("{x:?}"),
+        SExprKind::Atom(Atom::Invalid) => "?".to_string(),
+        SExprKind::List { items, .. } => list(items.iter().map(sexpr)),
     }
 }
 
@@ -178,6 +199,11 @@ pub fn all_spans(file: &SourceFile) -> Vec<Span> {
                 params_spans(&r.params, &mut out);
                 expr_spans(&r.lhs, &mut out);
                 expr_spans(&r.rhs, &mut out);
+            }
+            Decl::Strategy(s) => {
+                out.push(s.name.span);
+                out.extend(s.params.iter().map(|p| p.span));
+                out.push(s.body.span);
             }
         }
     }
