@@ -7,7 +7,7 @@ mod anf_cse;
 mod capture;
 mod combinators;
 mod common;
-
+mod confluence;
 mod core_rules;
 mod deep;
 mod globals;
