@@ -286,15 +286,15 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>, schedul
 /// `name` run on each of `defs`, the rules it fired counted on stderr.
 fn run_schedule(c: &crate::Compiled, name: &str, defs: &mut [ksc_ir::Def]) -> Result<(), ExitCode> {
     let schedules = ksc_db::program_schedules(&c.db, c.file);
-    let Some(strategy) = schedules.get(name) else {
+    let Some(params) = schedules.library().params(name) else {
         let names = schedules.library().names().join(", ");
         eprintln!("error: `{name}` is not a strategy of the file or a schedule of ksc (they are: {names})");
         return Err(ExitCode::from(2));
     };
-    if schedules.library().params(name) != Some(0) {
-        eprintln!("error: the strategy `{name}` takes parameters: name one that applies it to its arguments");
+    let Some(strategy) = schedules.get(name) else {
+        eprintln!("error: the strategy `{name}` takes {params} strategies: name one that applies it to its arguments");
         return Err(ExitCode::from(2));
-    }
+    };
     let snapshot: Vec<ksc_ir::Def> = defs.to_vec();
     let map = ksc_opt::DefMap::new(c.analysis.defs().into_iter().chain(snapshot.iter()));
     let globals = ksc_opt::Globals::new(&map);

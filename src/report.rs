@@ -48,8 +48,9 @@ fn indented(s: &str, indent: &str) -> String {
 fn entry(k: usize, f: &Fired) -> String {
     let pad = "              ";
     let what = if f.kind == ksc_opt::RuleKind::Law { "law:   " } else { "rule:  " };
+    let by = if f.strategy.is_empty() { String::new() } else { format!(" (in {})", f.strategy) };
     format!(
-        "{k:>4}. {} {}\n      {what} {}\n      before: {}\n      after:  {}\n",
+        "{k:>4}. {} {}{by}\n      {what} {}\n      before: {}\n      after:  {}\n",
         f.kind,
         f.rule,
         indented(&f.statement, pad),
@@ -69,6 +70,10 @@ pub fn trace_text(name: &str, raw_size: usize, trace: &Trace) -> String {
             k += 1;
         }
         out.push_str(&format!("; after {}: {} nodes ({} rules so far)\n", phase.name, phase.size, phase.fired));
+        for n in &phase.normalizes {
+            let by = if n.strategy.is_empty() { String::new() } else { format!(" of {}", n.strategy) };
+            out.push_str(&format!(";   its normalize{by}: {} rewrites of its fuel of {}\n", n.rewrites, n.fuel));
+        }
     }
     for (i, f) in trace.fired.iter().enumerate().skip(k) {
         out.push_str(&entry(i + 1, f));

@@ -101,6 +101,9 @@ fn jacobian_of_f2_simplifies_to_one_scale() {
     let trace = ksc(&["jacobian", "ksc-examples/ad/scalar.ks", "f2", "--trace"]);
     let rules = String::from_utf8_lossy(&trace.stderr);
     assert!(rules.contains("compose-hcat-vcat") && rules.contains("compose-scales"), "{rules}");
+    // Each rule with the strategy it fired in, each normalize with its fuel.
+    assert!(rules.contains("law compose-scales (in push-apply)"), "{rules}");
+    assert!(rules.contains(";   its normalize of push-apply: 14 rewrites of its fuel of 100000"), "{rules}");
 }
 
 #[test]
@@ -456,4 +459,19 @@ fn a_program_strategy_replaces_a_schedule_and_deriv_tries_one() {
     assert!(stderr.contains("`nosuch` is not a strategy") && stderr.contains("push-apply, core-cleanup"), "{stderr}");
     let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "twice"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn rules_apply_to_written_functions_in_both_backends() {
+    // A rule the program promises (here a false one, to see it fire): it
+    // rewrites the function the user wrote, in the interpreter and natively.
+    let dir = crate::common::work_dir("rules_on_written");
+    let path = dir.join("lie.ks");
+    let program = "(rule \"lie\" (x : Float) (sin x) (cos x))\n\
+                   (def f Float (x : Float) (sin x))\n\
+                   (def main Integer () (print (f 0.0) \"\\n\"))\n";
+    std::fs::write(&path, program).expect("write");
+    let p = path.to_str().expect("utf-8 path");
+    assert_eq!(stdout_of(&["run", "--interp", p]), "1\n");
+    assert_eq!(stdout_of(&["run", p]), "1\n");
 }

@@ -340,11 +340,14 @@ impl PartialEq for TypedDef {
 pub struct Checked {
     pub decl: Decl,
     pub clean: bool,
+    /// What rewriting a definition with the program's rules warned of (a
+    /// schedule that ran out of fuel).
+    pub warnings: Vec<String>,
 }
 
 impl PartialEq for Checked {
     fn eq(&self, o: &Checked) -> bool {
-        self.clean == o.clean && same_decl(&self.decl, &o.decl)
+        self.clean == o.clean && self.warnings == o.warnings && same_decl(&self.decl, &o.decl)
     }
 }
 
@@ -362,7 +365,17 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     checker.check_monoids = *item.file(db).check_monoids(db);
     let mut decl = item.decl(db).clone();
     checker.check_decl(0, &mut decl, &DeclSpans::default());
-    Checked { decl, clean: checker.diagnostics.is_empty() }
+    let clean = checker.diagnostics.is_empty();
+    // The program's rules apply to what the user wrote too, as they did in
+    // the original (both backends then run the rewritten definition).
+    let mut warnings = Vec::new();
+    if let (true, Decl::Def(def)) = (clean, &mut decl) {
+        if !user_rules(db, item.file(db)).is_empty() {
+            let schedules = program_schedules(db, item.file(db));
+            warnings = ksc_opt::pipeline::rewrite_written(def, &schedules);
+        }
+    }
+    Checked { decl, clean, warnings }
 }
 
 /// The diagnostics of one declaration, located. A clean declaration has
@@ -371,8 +384,14 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
 #[salsa::tracked(returns(ref))]
 pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic> {
     db.log_execution(format!("item_diagnostics({})", item.key(db)));
-    if checked(db, item).clean {
-        return strategy_diagnostics(db, item);
+    let c = checked(db, item);
+    if c.clean {
+        let mut out = strategy_diagnostics(db, item);
+        if !c.warnings.is_empty() {
+            let at = item.spans(db).name;
+            out.extend(c.warnings.iter().map(|w| Diagnostic::warning(FileRef::Source, at, w.clone())));
+        }
+        return out;
     }
     let file = item.file(db);
     let parsed = parse_file(db, file);
@@ -923,7 +942,7 @@ pub fn gdef_derived<'db>(db: &'db dyn Db, item: Item<'db>) -> GdefOutput {
     derive_request(db, Request::new(db, item.file(db), g.fun.derived(g.derivation)))
 }
 
-/// `[D f]` of a written function simplified by the laws of linear maps
+/// `[D f]` of a written function simplified by the program's schedules
 /// (`ksc_opt::pipeline::simplify_jacobian`), and, if `trace`, the rules that fired,
 /// in order: what `ksc jacobian` prints.
 #[salsa::tracked(returns(ref))]
@@ -936,7 +955,8 @@ pub fn simplified_jacobian(
     db.log_execution(format!("simplified_jacobian({f})"));
     let mut d = jacobian_of(db, file, f.clone()).as_ref().map_err(Clone::clone)?.0 .0.clone();
     let defs = DbDefs::new(db, Request::new(db, file, f.derived(Derivation::D)), true);
-    let report = ksc_opt::pipeline::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), trace);
+    let schedules = program_schedules(db, file);
+    let report = ksc_opt::pipeline::simplify_jacobian(&mut d, &ksc_opt::Globals::new(&defs), &schedules, trace);
     Ok((TypedDef(d), Trace { fired: report.trace, phases: report.phases }))
 }
 

@@ -105,6 +105,10 @@ pub struct Fired {
     pub before: String,
     /// What it became.
     pub after: String,
+    /// The named strategies running when it fired, outermost first
+    /// (`push-apply`, or `tidy > first-place` for a program's), joined by
+    /// ` > `; empty when none is.
+    pub strategy: String,
 }
 
 impl fmt::Display for Fired {
@@ -149,8 +153,19 @@ pub struct Rewriter<'g> {
     pub options: Options,
     trace: Vec<Fired>,
     warnings: Vec<Warning>,
+    /// Each `normalize` run, when tracing.
+    normalizes: Vec<NormalizeRun>,
     /// May a run compact the body (see [`Rewriter::set_compacting`])?
     compacting: bool,
+}
+
+/// One `normalize` of a traced run: the named strategies it ran in, the
+/// rules it fired and its fuel (the most rewrites it could do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NormalizeRun {
+    pub strategy: String,
+    pub rewrites: usize,
+    pub fuel: u32,
 }
 
 /// Applies `s` at `root` with default options and nothing known about the
@@ -167,7 +182,14 @@ impl<'g> Rewriter<'g> {
     }
 
     pub fn with_options(globals: &'g Globals<'g>, options: Options) -> Rewriter<'g> {
-        Rewriter { globals, options, trace: Vec::new(), warnings: Vec::new(), compacting: false }
+        Rewriter {
+            globals,
+            options,
+            trace: Vec::new(),
+            warnings: Vec::new(),
+            normalizes: Vec::new(),
+            compacting: false,
+        }
     }
 
     /// Lets a `normalize` applied at the top ([`Rewriter::apply`] of a
@@ -193,11 +215,7 @@ impl<'g> Rewriter<'g> {
     /// every `ksc$` name of the term, so fresh names cannot clash.
     pub fn apply(&mut self, s: &Strategy, b: &mut Builder, root: ExprId) -> Option<ExprId> {
         term::bump_fresh(b, root);
-        let mut top = s;
-        while let Strategy::In(_, inner) = top {
-            top = inner;
-        }
-        let compact = self.compacting && matches!(top, Strategy::Normalize(..));
+        let compact = self.compacting && normalizes_at_top(s, None);
         let live = b.body.exprs.len();
         let mut run = Run {
             compact,
@@ -217,6 +235,8 @@ impl<'g> Rewriter<'g> {
             call_depth: 0,
             calls: 0,
             call_limit_warned: false,
+            names: Vec::new(),
+            normalizes: &mut self.normalizes,
         };
         run.apply(s, root)
     }
@@ -230,12 +250,30 @@ impl<'g> Rewriter<'g> {
         std::mem::take(&mut self.trace)
     }
 
+    /// The `normalize`s run so far, in the order they ended (recorded when
+    /// `options.trace`).
+    pub fn take_normalizes(&mut self) -> Vec<NormalizeRun> {
+        std::mem::take(&mut self.normalizes)
+    }
+
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
 
     pub fn take_warnings(&mut self) -> Vec<Warning> {
         std::mem::take(&mut self.warnings)
+    }
+}
+
+/// Is `s` a `normalize` (through libraries and calls of named strategies)?
+fn normalizes_at_top(s: &Strategy, lib: Option<&Library>) -> bool {
+    match s {
+        Strategy::Normalize(..) => true,
+        Strategy::In(l, inner) => normalizes_at_top(inner, Some(l)),
+        Strategy::Call(name, args) => {
+            lib.and_then(|l| l.unfold(name, args)).is_some_and(|body| matches!(body, Strategy::Normalize(..)))
+        }
+        _ => false,
     }
 }
 
@@ -359,6 +397,10 @@ struct Run<'a, 'b, 'g> {
     calls: u64,
     /// Whether the run has warned of its call limit (once).
     call_limit_warned: bool,
+    /// The named strategies running, outermost first (for the trace).
+    names: Vec<Arc<str>>,
+    /// Each `normalize` that ended, when tracing.
+    normalizes: &'a mut Vec<NormalizeRun>,
 }
 
 /// A node on the path of a traversal.
@@ -478,7 +520,9 @@ impl Run<'_, '_, '_> {
                     return None;
                 }
                 self.call_depth += 1;
+                self.names.push(name.clone());
                 let r = self.apply(&body, e);
+                self.names.pop();
                 self.call_depth -= 1;
                 r
             }
@@ -615,6 +659,17 @@ impl Run<'_, '_, '_> {
     /// nothing. Subtrees where a sweep found nothing are remembered and
     /// skipped later. At most `fuel` rewrites.
     fn normalize(&mut self, s: &Strategy, root: ExprId, fuel: u32) -> ExprId {
+        let before = self.trace.len();
+        let out = self.normalize_inner(s, root, fuel);
+        if self.options.trace {
+            let strategy = self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(" > ");
+            let rewrites = self.trace.len() - before;
+            self.normalizes.push(NormalizeRun { strategy, rewrites, fuel });
+        }
+        out
+    }
+
+    fn normalize_inner(&mut self, s: &Strategy, root: ExprId, fuel: u32) -> ExprId {
         let mut memo: FxHashSet<ExprId> = FxHashSet::default();
         let mut left = fuel;
         let mut work = self.options.work;
@@ -826,6 +881,7 @@ impl Run<'_, '_, '_> {
                 statement: r.statement(),
                 before: ksc_ir::print::print_expr(self.b.body, e),
                 after: ksc_ir::print::print_expr(self.b.body, out),
+                strategy: self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(" > "),
             });
         }
         Some(out)

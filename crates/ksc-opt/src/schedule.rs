@@ -77,6 +77,9 @@ pub struct Phase {
     pub size: usize,
     /// The rules fired up to the end of the phase (an index into the trace).
     pub fired: usize,
+    /// The `normalize`s the phase ran: in which named strategy, how many
+    /// rewrites of how much fuel.
+    pub normalizes: Vec<crate::NormalizeRun>,
 }
 
 /// The nodes of the tree at `root`.
@@ -106,25 +109,26 @@ pub fn optimise_def(def: &mut Def, schedules: &Schedules, globals: &Globals, opt
     {
         let mut b = Builder::new(&mut def.body, &mut fresh);
         // Records a phase's end (only when tracing: sizing walks the term).
-        let mut phase = |name, b: &Builder, root, rw: &Rewriter| {
+        let mut phase = |name, b: &Builder, root, rw: &mut Rewriter| {
             if options.trace {
-                phases.push(Phase { name, size: term_size(b.body, root), fired: rw.trace().len() });
+                let (size, fired, normalizes) = (term_size(b.body, root), rw.trace().len(), rw.take_normalizes());
+                phases.push(Phase { name, size, fired, normalizes });
             }
         };
         if !schedules.user().is_empty() {
             root = rw.apply(&schedules.schedule("user-rules"), &mut b, root).unwrap_or(root);
-            phase("user-rules", &b, root, &rw);
+            phase("user-rules", &b, root, &mut rw);
         }
         let simplify = schedules.schedule("push-apply");
         root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
-        phase("simplify", &b, root, &rw);
+        phase("simplify", &b, root, &mut rw);
         if options.cse {
             root = crate::anf::anf(&mut b, root, &params);
-            phase("anf", &b, root, &rw);
+            phase("anf", &b, root, &mut rw);
             root = crate::cse::cse(&mut b, globals, root, &params);
-            phase("cse", &b, root, &rw);
+            phase("cse", &b, root, &mut rw);
             root = rw.apply(&simplify, &mut b, root).unwrap_or(root);
-            phase("simplify-again", &b, root, &rw);
+            phase("simplify-again", &b, root, &mut rw);
         }
     }
     let (body, root) = term::compact(&def.body, root);

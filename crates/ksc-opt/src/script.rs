@@ -223,11 +223,16 @@ impl Schedules {
         (Schedules { lib: Arc::new(lib), user: user.clone() }, errors)
     }
 
-    /// The strategy `name` (without arguments), ready to run: its body with
-    /// the library in scope.
+    /// The strategy `name` (without arguments), ready to run: a call of it
+    /// with the library in scope (so the trace names it).
     pub fn get(&self, name: &str) -> Option<Strategy> {
-        let body = self.lib.unfold(name, &[])?;
-        Some(Strategy::In(self.lib.clone(), Box::new(body)))
+        (self.lib.params(name) == Some(0))
+            .then(|| Strategy::In(self.lib.clone(), Box::new(Strategy::Call(Arc::from(name), Vec::new()))))
+    }
+
+    /// The body of the strategy `name` (without parameters), as declared.
+    pub fn definition(&self, name: &str) -> Option<Strategy> {
+        self.lib.unfold(name, &[])
     }
 
     /// [`Schedules::get`] of one of ksc's schedules, which every library has.

@@ -168,9 +168,8 @@ fn map_table(out: &mut String, failures: &mut Vec<String>) {
     let no_defs: Vec<Def> = Vec::new();
     let map = DefMap::new(no_defs.iter());
     let globals = Globals::new(&map);
-    let set = ksc_opt::script::Schedules::builtin();
-    let Some(ksc_opt::Strategy::In(_, s)) = set.get("simplify-lm") else { panic!("simplify-lm") };
-    let ksc_opt::Strategy::Normalize(inner, _) = *s else { panic!("normalize") };
+    let set = ksc_opt::script::Schedules::builtin().definition("simplify-lm");
+    let Some(ksc_opt::Strategy::Normalize(inner, _)) = set else { panic!("simplify-lm is a normalize") };
     let ksc_opt::Strategy::Rules(set) = *inner else { panic!("rules") };
     let set: RuleSet = (*set).clone();
     let back = reversed(&set);

@@ -220,6 +220,31 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
     (user, rejected.into_iter().map(|(name, why)| format!("rule \"{name}\" is not used: {why}")).collect())
 }
 
+/// A definition the user wrote, rewritten by the program's `user-rules`
+/// schedule (ksc's applies each rule once per node, children first), as
+/// the original applied its rules to every definition; the warnings (a
+/// schedule that ran out of fuel), as messages. Nothing else of the
+/// optimiser runs on it: the loop IR has its own passes.
+pub fn rewrite_written(def: &mut Def, schedules: &Schedules) -> Vec<String> {
+    if schedules.user().is_empty() {
+        return Vec::new();
+    }
+    let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
+    let globals = Globals::unknown();
+    let mut rw = crate::Rewriter::new(&globals);
+    let root = {
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        rw.apply(&schedules.schedule("user-rules"), &mut b, def.root)
+    };
+    if let Some(root) = root {
+        let (body, root) = ksc_ir::term::compact(&def.body, root);
+        def.body = body;
+        def.root = root;
+    }
+    rw.take_warnings().into_iter().map(|w| format!("the rules on `{}`: {w}", def.name.short())).collect()
+}
+
 /// The program's schedules: ksc's, its `strategy` declarations (which may
 /// replace them) and its `rule`s; warnings for the rules it cannot use and
 /// the strategies with an error (which checking reports, located).
@@ -235,13 +260,13 @@ pub fn program_schedules(rules: &[&ksc_ir::Rule], strategies: &[&ksc_ir::Strateg
     (schedules, warnings)
 }
 
-/// Simplifies a Jacobian `[D f]` (the laws of linear maps, Core rules,
-/// ANF, CSE; no program rules). With `trace`, the report has the rules
-/// that fired, in order, and the phases with the term's size after each
-/// (empty without).
-pub fn simplify_jacobian(d: &mut Def, globals: &Globals, trace: bool) -> crate::Report {
+/// Simplifies a Jacobian `[D f]` with the program's schedules (its rules,
+/// the laws of linear maps, Core rules, ANF, CSE). With `trace`, the report
+/// has the rules that fired, in order, and the phases with the term's size
+/// after each (empty without).
+pub fn simplify_jacobian(d: &mut Def, globals: &Globals, schedules: &Schedules, trace: bool) -> crate::Report {
     let options = crate::Options { trace, ..crate::Options::default() };
-    crate::optimise_def(d, &Schedules::builtin(), globals, &options)
+    crate::optimise_def(d, schedules, globals, &options)
 }
 
 // ---------------------------------------------------------------------------
