@@ -136,7 +136,7 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
 }
 
 pub fn blessing() -> bool {
-    std::env::var_os("KSC_BLESS").is_some_and(|v| v != "0")
+    std::env::var_os("KSC_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Compare `actual` with the contents of `expected_path`; with KSC_BLESS=1,

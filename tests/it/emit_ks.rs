@@ -25,7 +25,7 @@ fn emitted_ks_runs_with_the_same_output() {
             continue;
         }
         // Compare with the original's expected output (never re-blessed from here).
-        if std::env::var_os("KSC_BLESS").is_none() {
+        if !crate::common::blessing() {
             if let Some(m) = expect_file(&f.with_extension("expected"), &String::from_utf8_lossy(&run.stdout)) {
                 failures.push(m);
             }
