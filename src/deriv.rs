@@ -286,46 +286,22 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>, schedul
 /// `name` run on each of `defs`, the rules it fired counted on stderr.
 fn run_schedule(c: &crate::Compiled, name: &str, defs: &mut [ksc_ir::Def]) -> Result<(), ExitCode> {
     let schedules = ksc_db::program_schedules(&c.db, c.file);
-    let Some(params) = schedules.library().params(name) else {
-        let names = schedules.library().names().join(", ");
-        eprintln!("error: `{name}` is not a strategy of the file or a schedule of ksc (they are: {names})");
-        return Err(ExitCode::from(2));
-    };
-    let Some(strategy) = schedules.get(name) else {
-        eprintln!("error: the strategy `{name}` takes {params} strategies: name one that applies it to its arguments");
-        return Err(ExitCode::from(2));
-    };
     let snapshot: Vec<ksc_ir::Def> = defs.to_vec();
     let map = ksc_opt::DefMap::new(c.analysis.defs().into_iter().chain(snapshot.iter()));
     let globals = ksc_opt::Globals::new(&map);
     for def in defs.iter_mut() {
-        let options = ksc_opt::Options { trace: true, ..ksc_opt::Options::default() };
-        let mut rw = ksc_opt::Rewriter::with_options(&globals, options);
-        let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
-        let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
-        let mut b = ksc_ir::builder::Builder::new(&mut def.body, &mut fresh);
-        let out = rw.apply(&strategy, &mut b, def.root);
-        let mut counts: Vec<(String, usize)> = Vec::new();
-        for fired in rw.trace() {
-            match counts.iter_mut().find(|(r, _)| *r == fired.rule) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((fired.rule.clone(), 1)),
-            }
-        }
-        let what = match out {
-            Some(root) => {
-                def.root = root;
-                let fired: Vec<String> = counts.iter().map(|(r, n)| format!("{r} x{n}")).collect();
-                if fired.is_empty() {
-                    "succeeded, no rule fired".to_string()
-                } else {
-                    format!("succeeded: {}", fired.join(", "))
-                }
-            }
-            None => "failed (the function is printed as it was)".to_string(),
+        let run = ksc_opt::pipeline::apply_schedule(def, &globals, &schedules, name).map_err(|m| {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        })?;
+        let fired: Vec<String> = run.fired.iter().map(|(r, n)| format!("{r} x{n}")).collect();
+        let what = match (run.succeeded, fired.is_empty()) {
+            (true, true) => "succeeded, no rule fired".to_string(),
+            (true, false) => format!("succeeded: {}", fired.join(", ")),
+            (false, _) => "failed (the function is printed as it was)".to_string(),
         };
         eprintln!("schedule {name} on {}: {what}", def.name);
-        for w in rw.warnings() {
+        for w in &run.warnings {
             eprintln!("warning: {}: {w}", def.name);
         }
     }

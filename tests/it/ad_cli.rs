@@ -447,6 +447,13 @@ fn a_program_strategy_replaces_a_schedule_and_deriv_tries_one() {
     std::fs::write(&path, replaced).expect("write");
     let own = stdout_of(&["deriv", p, "f", "--mode", "fwd"]);
     assert!(own.contains("(let"), "{own}");
+    // A gdef's schedule runs on its function after the optimisation: here
+    // the Core rules again, which take the lets out.
+    let scheduled = format!("{program}(strategy push-apply (normalize (rules application-laws map-laws)))\n")
+        .replace("(gdef fwd [f Float])", "(gdef fwd [f Float] core-cleanup)");
+    std::fs::write(&path, scheduled).expect("write");
+    let tidied = stdout_of(&["deriv", p, "f", "--mode", "fwd"]);
+    assert!(!tidied.contains("(let") && tidied != own, "{tidied}");
     // `--schedule` runs a strategy of the file after optimisation: the
     // example's recursive `first-place`, twice.
     let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--mode", "rev", "--schedule", "tidy"]);

@@ -408,6 +408,21 @@ pub fn item_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> Vec<Diagnostic
     out
 }
 
+/// The derived functions a `gdef` names a schedule for, with its name.
+#[salsa::tracked(returns(ref))]
+pub fn gdef_schedules(db: &dyn Db, file: SourceFile) -> Vec<(FunName, String)> {
+    db.log_execution("gdef_schedules".to_string());
+    parse_file(db, file)
+        .items
+        .iter()
+        .filter(|it| it.key(db).kind == ItemKind::Gdef)
+        .filter_map(|&it| match &checked(db, it).decl {
+            Decl::Gdef(g) => g.schedule.as_ref().map(|s| (g.fun.derived(g.derivation), s.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The program's `strategy` declarations, in order.
 #[salsa::tracked(returns(ref))]
 pub fn user_strategies(db: &dyn Db, file: SourceFile) -> Vec<ksc_ir::StrategyDecl> {
@@ -448,8 +463,24 @@ pub fn program_schedules(db: &dyn Db, file: SourceFile) -> ksc_opt::Schedules {
     ksc_opt::pipeline::program_schedules(&rules, &strategies).0
 }
 
-/// The errors of a `strategy` declaration, located.
+/// The errors of a `strategy` declaration, or of the schedule a `gdef`
+/// names, located.
 fn strategy_diagnostics(db: &dyn Db, item: Item<'_>) -> Vec<Diagnostic> {
+    if let Decl::Gdef(ksc_ir::Gdef { schedule: Some(s), .. }) = item.decl(db) {
+        let schedules = program_schedules(db, item.file(db));
+        let message = match schedules.library().params(s) {
+            Some(0) => return Vec::new(),
+            Some(k) => {
+                let plural = if k == 1 { "strategy" } else { "strategies" };
+                format!("the strategy `{s}` takes {k} {plural}: a gdef's schedule takes none")
+            }
+            None => format!(
+                "unknown strategy `{s}`: a gdef's schedule is a strategy of the file or one of ksc's ({})",
+                schedules.library().names().join(", ")
+            ),
+        };
+        return vec![Diagnostic::error(FileRef::Source, item.spans(db).ret_ty, message)];
+    }
     if item.key(db).kind != ItemKind::Strategy {
         return Vec::new();
     }
@@ -875,7 +906,14 @@ pub fn optimised<'db>(db: &'db dyn Db, request: Request<'db>, name: FunName) -> 
     let mut def = defs.derived(&name).expect("optimised: a derived function of the request").clone();
     let schedules = program_schedules(db, request.file(db));
     let globals = ksc_opt::Globals::new(&defs);
-    let warnings = ksc_opt::pipeline::optimise_derived(&mut def, &globals, &schedules);
+    let mut warnings = ksc_opt::pipeline::optimise_derived(&mut def, &globals, &schedules);
+    // A `gdef`'s own schedule, after the pipeline (its errors are the
+    // gdef's diagnostics).
+    if let Some((_, s)) = gdef_schedules(db, request.file(db)).iter().find(|(f, _)| *f == name) {
+        if let Ok(run) = ksc_opt::pipeline::apply_schedule(&mut def, &globals, &schedules, s) {
+            warnings.extend(run.warnings.into_iter().map(|w| format!("{name}: schedule {s}: {w}")));
+        }
+    }
     Optimised { def: TypedDef(def), warnings }
 }
 

@@ -84,6 +84,16 @@ fn every_derived_function_is_the_one_derived_all_at_once() {
                 continue;
             }
             ksc_opt::pipeline::optimise_all(&mut derived.defs, &defs, &rules, &strategies);
+            if let Some(s) = &g.schedule {
+                // The gdef's own schedule, on the function it asks for.
+                let snapshot = derived.defs.clone();
+                let map = ksc_opt::DefMap::new(defs.iter().copied().chain(snapshot.iter()));
+                let globals = ksc_opt::Globals::new(&map);
+                let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
+                for d in derived.defs.iter_mut().filter(|d| d.name == request) {
+                    ksc_opt::pipeline::apply_schedule(d, &globals, &schedules, s).expect("a known schedule");
+                }
+            }
             ksc_opt::pipeline::keep_called(&mut derived.defs, &request);
             for d in derived.defs {
                 let key = d.name.to_string();

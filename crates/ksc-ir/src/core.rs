@@ -300,11 +300,13 @@ pub struct Edef {
     pub arg_ty: Type,
 }
 
-/// `(gdef derivation fun)`: ask the compiler to derive a function.
+/// `(gdef derivation fun)`: ask the compiler to derive a function;
+/// `(gdef derivation fun schedule)`: and then run the named strategy on it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gdef {
     pub derivation: Derivation,
     pub fun: FunName,
+    pub schedule: Option<String>,
 }
 
 /// `(rule "name" params lhs rhs)`: a user rewrite rule.

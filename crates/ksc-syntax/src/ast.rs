@@ -78,13 +78,16 @@ pub struct Edef {
     pub span: Span,
 }
 
-/// `(gdef DERIVATION FUN)`, e.g. `(gdef rev [f (Tuple Float Float)])`.
+/// `(gdef DERIVATION FUN)`, e.g. `(gdef rev [f (Tuple Float Float)])`, or
+/// `(gdef DERIVATION FUN SCHEDULE)`: the derived function then also goes
+/// through the named strategy (ksc's own).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gdef {
     pub derivation: Derivation,
     /// Span of the derivation keyword.
     pub derivation_span: Span,
     pub fun: FunName,
+    pub schedule: Option<Ident>,
     pub span: Span,
 }
 

@@ -312,14 +312,17 @@ impl Parser<'_> {
         Ok(Edef { name: name?, ret_ty: ret_ty?, arg_ty: arg_ty?, span })
     }
 
-    /// `(gdef DERIVATION FUN)`
+    /// `(gdef DERIVATION FUN)` or `(gdef DERIVATION FUN SCHEDULE)`
     fn gdef(&mut self, span: Span, items: &[SExpr]) -> PResult<Gdef> {
         let rest = &items[1..];
         let found: Vec<Span> = rest.iter().map(|e| e.span).collect();
-        self.arity(span, "gdef", &["DERIVATION", "FUNCTION"], &found)?;
+        let parts: &[&str] =
+            if found.len() >= 3 { &["DERIVATION", "FUNCTION", "SCHEDULE"] } else { &["DERIVATION", "FUNCTION"] };
+        self.arity(span, "gdef", parts, &found)?;
         let derivation = self.gdef_derivation(&rest[0]);
         let fun = self.fun_name(&rest[1]);
-        Ok(Gdef { derivation: derivation?, derivation_span: rest[0].span, fun: fun?, span })
+        let schedule = rest.get(2).map(|s| self.ident(s, "strategy name")).transpose();
+        Ok(Gdef { derivation: derivation?, derivation_span: rest[0].span, fun: fun?, schedule: schedule?, span })
     }
 
     fn gdef_derivation(&mut self, e: &SExpr) -> PResult<Derivation> {

@@ -655,6 +655,11 @@ fn strategy_declarations() {
         "`let` is a reserved word and cannot be used as a strategy parameter"
     );
     assert_eq!(errors("(strategy () id)")[0].1, "expected the strategy's name, or `(NAME PARAM ...)`, found `()`");
+    assert_eq!(one_decl("(gdef rev [f Float] tidy)"), "(gdef rev [f Float] tidy)");
+    assert_eq!(
+        errors("(gdef rev f a b)")[0].1,
+        "too many parts in `gdef`: expected `(gdef DERIVATION FUNCTION SCHEDULE)`, found 1 more: `b`"
+    );
     assert_eq!(
         errors("(strategy s id id)")[0].1,
         "too many parts in `strategy`: expected `(strategy NAME BODY)`, found 1 more: `id`"

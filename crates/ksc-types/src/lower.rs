@@ -17,7 +17,7 @@ pub struct DeclSpans {
     pub decl: Span,
     /// The function name (or the rule's name).
     pub name: Span,
-    /// The declared result type (def, edef).
+    /// The declared result type (def, edef), or a gdef's schedule.
     pub ret_ty: Span,
     /// The argument type of an edef, or the parameter list of a def or rule.
     pub params: Span,
@@ -72,7 +72,11 @@ pub fn lower_decl(d: &ast::Decl) -> (Decl, DeclSpans) {
         ast::Decl::Gdef(d) => {
             spans.name = d.fun.span;
             spans.params = d.derivation_span;
-            Decl::Gdef(Gdef { derivation: d.derivation, fun: lower_fun_name(&d.fun) })
+            if let Some(s) = &d.schedule {
+                spans.ret_ty = s.span;
+            }
+            let schedule = d.schedule.as_ref().map(|s| s.text.clone());
+            Decl::Gdef(Gdef { derivation: d.derivation, fun: lower_fun_name(&d.fun), schedule })
         }
         ast::Decl::Rule(r) => {
             spans.name = r.name_span;

@@ -245,6 +245,60 @@ pub fn rewrite_written(def: &mut Def, schedules: &Schedules) -> Vec<String> {
     rw.take_warnings().into_iter().map(|w| format!("the rules on `{}`: {w}", def.name.short())).collect()
 }
 
+/// What [`apply_schedule`] did: whether the strategy succeeded, how often
+/// each rule fired (in the order they first fired), and the warnings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleRun {
+    pub succeeded: bool,
+    pub fired: Vec<(String, usize)>,
+    pub warnings: Vec<String>,
+}
+
+/// Runs the program's strategy `name` (without parameters) on a derived
+/// function, after its optimisation (`(gdef rev [f T] NAME)`, `ksc deriv
+/// --schedule NAME`); a strategy that fails leaves it as it was. An error if
+/// there is no such strategy or it takes parameters.
+pub fn apply_schedule(
+    def: &mut Def,
+    globals: &Globals,
+    schedules: &Schedules,
+    name: &str,
+) -> Result<ScheduleRun, String> {
+    let strategy = match (schedules.library().params(name), schedules.get(name)) {
+        (_, Some(s)) => s,
+        (Some(k), None) => {
+            let plural = if k == 1 { "strategy" } else { "strategies" };
+            return Err(format!("the strategy `{name}` takes {k} {plural}: name one that applies it to its arguments"));
+        }
+        (None, _) => {
+            let names = schedules.library().names().join(", ");
+            return Err(format!("`{name}` is not a strategy of the file or a schedule of ksc (they are: {names})"));
+        }
+    };
+    let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
+    let options = crate::Options { trace: true, ..crate::Options::default() };
+    let mut rw = crate::Rewriter::with_options(globals, options);
+    let out = {
+        let mut b = Builder::new(&mut def.body, &mut fresh);
+        rw.apply(&strategy, &mut b, def.root)
+    };
+    let mut run = ScheduleRun { succeeded: out.is_some(), ..ScheduleRun::default() };
+    for f in rw.trace() {
+        match run.fired.iter_mut().find(|(r, _)| *r == f.rule) {
+            Some((_, n)) => *n += 1,
+            None => run.fired.push((f.rule.clone(), 1)),
+        }
+    }
+    run.warnings = rw.take_warnings().into_iter().map(|w| w.message).collect();
+    if let Some(root) = out {
+        let (body, root) = ksc_ir::term::compact(&def.body, root);
+        def.body = body;
+        def.root = root;
+    }
+    Ok(run)
+}
+
 /// The program's schedules: ksc's, its `strategy` declarations (which may
 /// replace them) and its `rule`s; warnings for the rules it cannot use and
 /// the strategies with an error (which checking reports, located).

@@ -94,7 +94,10 @@ pub fn decl(d: &Decl) -> String {
     match d {
         Decl::Def(d) => format!("(def {} {} {} {})", d.name, d.ret_ty, params(&d.params), expr(&d.body)),
         Decl::Edef(d) => format!("(edef {} {} {})", d.name, d.ret_ty, d.arg_ty),
-        Decl::Gdef(d) => format!("(gdef {} {})", d.derivation, d.fun),
+        Decl::Gdef(d) => match &d.schedule {
+            None => format!("(gdef {} {})", d.derivation, d.fun),
+            Some(s) => format!("(gdef {} {} {})", d.derivation, d.fun, s.text),
+        },
         Decl::Rule(r) => {
             let sides = seq([&r.lhs, &r.rhs].into_iter()).join(" ");
             format!("(rule {} {} {sides})", ks_string(&r.name), params(&r.params))
@@ -193,6 +196,7 @@ pub fn all_spans(file: &SourceFile) -> Vec<Span> {
             Decl::Gdef(d) => {
                 out.push(d.derivation_span);
                 fun_spans(&d.fun, &mut out);
+                out.extend(d.schedule.iter().map(|s| s.span));
             }
             Decl::Rule(r) => {
                 out.push(r.name_span);
