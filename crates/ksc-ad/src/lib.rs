@@ -303,13 +303,14 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         // A `[rev g]` made of the split passes (g recursive) is
         // differentiated as the equal function that recomputes primals
         // (the tape's `$tapePush` has no derivative): `[rev g]` from the
-        // transposed `[D g]`, whose recursive call is `[rev g]` again.
+        // transposed `[D g]`, whose recursive call is `[rev g]` again. A g
+        // that is itself such a `[rev h]` is taken in its recomputing form
+        // first, and so on down (third and higher orders).
         let f = match inner.inner() {
-            Some((Derivation::Rev, g)) if written.is_none() && d != Derivation::CL && by_passes(&f) => {
-                let gdef = program.written(&g).or_else(|| by_name.get(&g)).or_else(|| program.derived(&g)).cloned();
-                match gdef.map(|gdef| {
-                    derive_from_jacobian(Derivation::Rev, &gdef, &mut jacobians, &mut work, &pairs, has_body)
-                }) {
+            Some((Derivation::Rev, _)) if written.is_none() && d != Derivation::CL && by_passes(&f) => {
+                let lookup =
+                    |n: &FunName| program.written(n).or_else(|| by_name.get(n)).or_else(|| program.derived(n)).cloned();
+                match recomputing(&inner, &lookup, &mut jacobians, &mut work, &pairs, &has_body) {
                     Some(Ok(plain)) => plain,
                     _ => f,
                 }
@@ -382,6 +383,29 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
     js.sort_by_key(|d| d.name.to_string());
     out.jacobians = js;
     out
+}
+
+/// `[rev g]` (the name `rev_g`) as the function that recomputes primals:
+/// from the transposed `[D g]` of g's definition, itself in this form first
+/// when it is a `[rev h]` made of split passes. None if a definition is
+/// missing.
+fn recomputing(
+    rev_g: &FunName,
+    lookup: &dyn Fn(&FunName) -> Option<Def>,
+    jacobians: &mut FxHashMap<FunName, (Def, derive::Witnesses)>,
+    work: &mut Vec<FunName>,
+    pairs: &dyn Fn(&FunName) -> bool,
+    has_body: &dyn Fn(&FunName) -> bool,
+) -> Option<Result<Def, AdError>> {
+    let (_, g) = rev_g.inner()?;
+    let mut gdef = lookup(&g)?;
+    if matches!(g.inner(), Some((Derivation::Rev, _))) && by_passes(&gdef) {
+        gdef = match recomputing(&g, lookup, jacobians, work, pairs, has_body)? {
+            Ok(plain) => plain,
+            Err(e) => return Some(Err(e)),
+        };
+    }
+    Some(derive_from_jacobian(Derivation::Rev, &gdef, jacobians, work, pairs, has_body))
 }
 
 /// Is f (a `[rev g]`) made of g's split passes?
