@@ -329,6 +329,16 @@ pub struct StrategyDecl {
     pub body: STerm,
 }
 
+impl StrategyDecl {
+    /// The declaration as read, and the spans of its body's nodes in
+    /// pre-order.
+    pub fn from_ast(s: &ksc_syntax::ast::Strategy) -> (StrategyDecl, Vec<ksc_syntax::ast::Span>) {
+        let (body, spans) = STerm::from_sexpr(&s.body);
+        let params = s.params.iter().map(|p| p.text.clone()).collect();
+        (StrategyDecl { name: s.name.text.clone(), params, body }, spans)
+    }
+}
+
 /// An S-expression without positions: the body of a [`StrategyDecl`]. Its
 /// nodes' spans are in the declaration's span map, in pre-order
 /// ([`STerm::pre_order`]).

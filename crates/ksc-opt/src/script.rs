@@ -199,25 +199,36 @@ impl Schedules {
             .map(|(n, &(prog, i))| (*n, if prog { decls[i].params.len() } else { builtin[i].params.len() }))
             .collect();
         let mut lib = Library { templates: FxHashMap::default(), names };
-        for (&name, &(prog, i)) in &defining {
-            let d = if prog { decls[i] } else { &builtin[i] };
+        let resolve = |d: &StrategyDecl| {
             let mut r = Resolver { params: &d.params, arity: &arity, user, pos: 0, errors: Vec::new() };
             let body = r.term(&d.body);
+            (body, r.errors)
+        };
+        for (&name, &(prog, i)) in &defining {
+            let (mut body, found) = resolve(if prog { decls[i] } else { &builtin[i] });
             if prog {
-                errors.extend(r.errors.into_iter().map(|(node, message)| ScriptError {
+                errors.extend(found.into_iter().map(|(node, message)| ScriptError {
                     decl: i,
                     node: Some(node),
                     message,
                 }));
+                // A replacement of ksc's schedule that does not read keeps
+                // ksc's (its errors are reported; nothing runs without one).
+                if body.is_none() {
+                    if let Some(b) = builtin.iter().find(|b| b.name == name) {
+                        body = resolve(b).0;
+                    }
+                }
             } else {
-                assert!(r.errors.is_empty(), "schedules.ks: {name}: {:?}", r.errors);
+                assert!(found.is_empty(), "schedules.ks: {name}: {found:?}");
             }
             if let Some(body) = body {
-                lib.templates.insert(name.to_string(), Template { params: d.params.len(), body });
+                let params = if prog { decls[i].params.len() } else { builtin[i].params.len() };
+                lib.templates.insert(name.to_string(), Template { params, body });
             }
         }
-        // A strategy whose body failed is gone: calls of it fail (with the
-        // error reported where it is declared).
+        // A strategy of the program whose body failed is gone: calls of it
+        // fail (with the error reported where it is declared).
         lib.names.retain(|n| lib.templates.contains_key(n));
         errors.sort_by_key(|e| (e.decl, e.node));
         (Schedules { lib: Arc::new(lib), user: user.clone() }, errors)
@@ -253,21 +264,23 @@ impl Schedules {
 /// The declarations of `schedules.ks`, read once.
 fn builtin_decls() -> &'static [StrategyDecl] {
     static DECLS: OnceLock<Vec<StrategyDecl>> = OnceLock::new();
-    DECLS.get_or_init(|| {
-        let (file, errors) = ksc_syntax::parse_source(SCHEDULES_KS);
-        assert!(errors.is_empty(), "schedules.ks: {errors:?}");
-        file.decls
-            .iter()
-            .map(|d| match d {
-                ksc_syntax::ast::Decl::Strategy(s) => StrategyDecl {
-                    name: s.name.text.clone(),
-                    params: s.params.iter().map(|p| p.text.clone()).collect(),
-                    body: STerm::from_sexpr(&s.body).0,
-                },
-                _ => panic!("schedules.ks holds only strategies"),
-            })
-            .collect()
-    })
+    DECLS.get_or_init(|| read_strategies(SCHEDULES_KS).unwrap_or_else(|e| panic!("schedules.ks: {e}")))
+}
+
+/// The `strategy` declarations of a text that holds nothing else (as
+/// `schedules.ks`), or what is wrong with it.
+pub fn read_strategies(text: &str) -> Result<Vec<StrategyDecl>, String> {
+    let (file, errors) = ksc_syntax::parse_source(text);
+    if let Some(e) = errors.first() {
+        return Err(e.message.clone());
+    }
+    file.decls
+        .iter()
+        .map(|d| match d {
+            ksc_syntax::ast::Decl::Strategy(s) => Ok(StrategyDecl::from_ast(s).0),
+            _ => Err("a declaration that is not a strategy".to_string()),
+        })
+        .collect()
 }
 
 /// Reads one strategy body, noting problems by the pre-order position of

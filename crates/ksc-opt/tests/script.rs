@@ -5,7 +5,7 @@
 //! end stops with a warning.
 
 use ksc_ir::builder::Builder;
-use ksc_ir::{Body, STerm, StrategyDecl};
+use ksc_ir::{Body, StrategyDecl};
 use ksc_opt::core_rules::instances::{Rng, G, HELPERS};
 use ksc_opt::schedule::{core_cleanup, push_apply, simplify_lm, user_rules_pass};
 use ksc_opt::strategy::{bottom_up, rules, top_down, try_, Strategy};
@@ -13,25 +13,8 @@ use ksc_opt::{DefMap, Globals, Options, Rewriter, RuleSet, Schedules, WarningKin
 
 use crate::common::checked;
 
-/// The `strategy` declarations of `text`.
-fn decls(text: &str) -> Vec<StrategyDecl> {
-    let (file, errors) = ksc_syntax::parse_source(text);
-    assert!(errors.is_empty(), "{errors:?}");
-    file.decls
-        .iter()
-        .map(|d| match d {
-            ksc_syntax::ast::Decl::Strategy(s) => StrategyDecl {
-                name: s.name.text.clone(),
-                params: s.params.iter().map(|p| p.text.clone()).collect(),
-                body: STerm::from_sexpr(&s.body).0,
-            },
-            other => panic!("not a strategy: {other:?}"),
-        })
-        .collect()
-}
-
 fn program(text: &str) -> (Schedules, Vec<ksc_opt::ScriptError>) {
-    let ds = decls(text);
+    let ds = ksc_opt::script::read_strategies(text).expect("strategies");
     let refs: Vec<&StrategyDecl> = ds.iter().collect();
     Schedules::program(&refs, &RuleSet::new("user"))
 }

@@ -90,10 +90,9 @@ pub fn lower_decl(d: &ast::Decl) -> (Decl, DeclSpans) {
         ast::Decl::Strategy(s) => {
             spans.name = s.name.span;
             spans.param = s.params.iter().map(|p| p.span).collect();
-            let (body, terms) = ksc_ir::STerm::from_sexpr(&s.body);
+            let (decl, terms) = ksc_ir::StrategyDecl::from_ast(s);
             spans.terms = terms;
-            let params = s.params.iter().map(|p| p.text.clone()).collect();
-            Decl::Strategy(ksc_ir::StrategyDecl { name: s.name.text.clone(), params, body })
+            Decl::Strategy(decl)
         }
     };
     (decl, spans)
