@@ -285,7 +285,11 @@ pub fn deriv(path: &Path, func: &str, mode: Mode, cost_at: Option<&str>, schedul
 /// `ksc deriv --schedule NAME`: the program's strategy (or ksc's schedule)
 /// `name` run on each of `defs`, the rules it fired counted on stderr.
 fn run_schedule(c: &crate::Compiled, name: &str, defs: &mut [ksc_ir::Def]) -> Result<(), ExitCode> {
-    let schedules = ksc_db::program_schedules(&c.db, c.file);
+    let (schedules, name) = if name.trim_start().starts_with('(') {
+        (command_line_schedule(c, name)?, COMMAND_LINE)
+    } else {
+        (ksc_db::program_schedules(&c.db, c.file), name)
+    };
     let snapshot: Vec<ksc_ir::Def> = defs.to_vec();
     let map = ksc_opt::DefMap::new(c.analysis.defs().into_iter().chain(snapshot.iter()));
     let globals = ksc_opt::Globals::new(&map);
@@ -306,6 +310,38 @@ fn run_schedule(c: &crate::Compiled, name: &str, defs: &mut [ksc_ir::Def]) -> Re
         }
     }
     Ok(())
+}
+
+/// The name `--schedule "(STRATEGY ...)"` gets among the file's strategies.
+const COMMAND_LINE: &str = "command-line";
+
+/// The file's schedules with `--schedule`'s strategy expression as one
+/// more, [`COMMAND_LINE`]; its errors, with the text they are about.
+fn command_line_schedule(c: &crate::Compiled, body: &str) -> Result<ksc_opt::Schedules, ExitCode> {
+    let usage = |m: String| {
+        eprintln!("error: --schedule {body:?}: {m}");
+        ExitCode::from(2)
+    };
+    let text = format!("(strategy {COMMAND_LINE} {body})");
+    let mut decls = ksc_opt::script::read_strategies(&text).map_err(usage)?;
+    if decls.len() != 1 {
+        return Err(usage("expected one strategy expression".to_string()));
+    }
+    let extra = decls.remove(0);
+    let rules = ksc_db::user_rules(&c.db, c.file);
+    let rules: Vec<&ksc_ir::Rule> = rules.iter().map(|r| &r.0).collect();
+    let mut strategies: Vec<&ksc_ir::StrategyDecl> = ksc_db::user_strategies(&c.db, c.file).iter().collect();
+    strategies.push(&extra);
+    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
+    let (schedules, errors) = ksc_opt::Schedules::program(&strategies, &user);
+    let nodes = extra.body.pre_order();
+    match errors.iter().find(|e| e.decl == strategies.len() - 1) {
+        Some(e) => {
+            let at = e.node.and_then(|n| nodes.get(n)).map(|t| format!(" (at `{t}`)")).unwrap_or_default();
+            Err(usage(format!("{}{at}", e.message)))
+        }
+        None => Ok(schedules),
+    }
 }
 
 /// A program with a point appended (`--at ARGS` of `ksc jacobian` and

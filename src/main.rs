@@ -210,10 +210,12 @@ enum Command {
         /// After optimisation, run the strategy NAME on each derived
         /// function printed (a `(strategy NAME ...)` of the file, or one
         /// of ksc's schedules: simplify-lm, push-apply, core-cleanup,
-        /// user-rules, inline-marked; docs/strategies.md), and say on
-        /// stderr how many times each rule fired. `--cost` then measures
-        /// the result. To make a schedule part of the optimisation,
-        /// declare it in the file under the name of one of ksc's.
+        /// user-rules, inline-marked; or a strategy written out, as
+        /// `--schedule "(topDown (rules core))"`; docs/strategies.md), and
+        /// say on stderr how many times each rule fired. `--cost` then
+        /// measures the result. To make a schedule part of the
+        /// optimisation, name it in a `gdef` or declare it in the file
+        /// under the name of one of ksc's.
         #[arg(long, value_name = "NAME")]
         schedule: Option<String>,
         #[command(flatten)]

@@ -460,6 +460,13 @@ fn a_program_strategy_replaces_a_schedule_and_deriv_tries_one() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("schedule tidy on [rev [f Float]]: succeeded"), "{stderr}");
+    // A strategy written out on the command line, calling the file's.
+    let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "(twice (try (rules core)))"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("schedule command-line on [rev [f Float]]"), "{stderr}");
+    let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "(twice frob)"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown strategy `frob`"));
     let out = ksc(&["deriv", "ksc-examples/strategies.ks", "f", "--schedule", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -13,6 +13,7 @@
 //!       | PARAM                         a parameter of the strategy being defined
 //! ITEM := core | map-laws | application-laws | user      rule sets
 //!       | RULE | "RULE"                 a Core rule, a law, or a program's rule
+//!       | (except ITEM RULE ...)       ITEM without those rules (an ablation)
 //! ```
 //!
 //! The combinators are [`crate::strategy`]'s. Named strategies may call each
@@ -450,28 +451,11 @@ impl Resolver<'_> {
         let mut names = Vec::new();
         let mut ok = true;
         for item in items {
-            let item_at = self.pos;
-            self.pos += 1;
-            let (word, quoted) = match item {
-                STerm::Symbol(s) => (s.as_str(), false),
-                STerm::String(s) => (s.as_str(), true),
-                other => {
-                    self.skip_rest(other);
-                    self.error(item_at, format!("expected a rule set or a rule's name, found `{other}`"));
-                    ok = false;
-                    continue;
-                }
-            };
-            let Some(part) = self.rule_set(word, quoted) else {
-                let message = format!(
-                    "unknown rule or rule set `{item}`: the rule sets are {}, and a rule is named as in `ksc deriv --trace`",
-                    RULE_SETS.join(", ")
-                );
-                self.error(item_at, message);
+            let Some((part, name)) = self.item(item) else {
                 ok = false;
                 continue;
             };
-            names.push(word.to_string());
+            names.push(name);
             set = Some(match set {
                 None => part,
                 Some(s) => s.then(&part, names.join("+")),
@@ -481,6 +465,63 @@ impl Resolver<'_> {
             return None;
         }
         Some(Strategy::Rules(Arc::new(set?)))
+    }
+
+    /// One item of `rules`: a rule set, a rule, or `(except ITEM RULE
+    /// ...)`, the item without those rules; with its name.
+    fn item(&mut self, item: &STerm) -> Option<(RuleSet, String)> {
+        let item_at = self.pos;
+        self.pos += 1;
+        let (word, quoted) = match item {
+            STerm::Symbol(s) => (s.as_str(), false),
+            STerm::String(s) => (s.as_str(), true),
+            STerm::List(parts) if matches!(parts.first(), Some(STerm::Symbol(h)) if h == "except") => {
+                self.pos += 1;
+                let Some((inner, rest)) = parts[1..].split_first() else {
+                    self.error(item_at, "`except` takes a rule set, then the rules to leave out".to_string());
+                    return None;
+                };
+                let base = self.item(inner);
+                let mut dropped = Vec::new();
+                let mut ok = base.is_some();
+                for r in rest {
+                    let at = self.pos;
+                    let Some((part, name)) = self.item(r) else {
+                        ok = false;
+                        continue;
+                    };
+                    match &base {
+                        Some((set, _)) if part.rules().iter().all(|p| set.get(p.name()).is_some()) => {
+                            dropped.extend(part.rules().iter().map(|p| p.name().to_string()));
+                        }
+                        Some((_, base_name)) => {
+                            self.error(at, format!("`{name}` is not among the rules of `{base_name}`"));
+                            ok = false;
+                        }
+                        None => {}
+                    }
+                }
+                let (set, base_name) = base.filter(|_| ok)?;
+                let name = format!("{base_name} except {}", dropped.join(" "));
+                return Some((set.filter(name.clone(), |r| !dropped.iter().any(|d| d == r.name())), name));
+            }
+            other => {
+                self.skip_rest(other);
+                self.error(item_at, format!("expected a rule set, a rule's name or `(except ...)`, found `{other}`"));
+                return None;
+            }
+        };
+        match self.rule_set(word, quoted) {
+            Some(part) => Some((part, word.to_string())),
+            None => {
+                let message = format!(
+                    "unknown rule or rule set `{item}`: the rule sets are {}, and a rule is named as in `ksc deriv --trace`",
+                    RULE_SETS.join(", ")
+                );
+                self.error(item_at, message);
+                None
+            }
+        }
     }
 
     /// A rule set or one rule, as a set.

@@ -104,6 +104,15 @@ fn a_program_strategy_replaces_ksc_schedule_of_its_name() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(lib.definition("push-apply").expect("push-apply").to_string(), "normalize(rules(core))");
     assert_eq!(lib.definition("simplify-lm").expect("simplify-lm").to_string(), "normalize(rules(map-laws+core))");
+    // `except` leaves rules out (an ablation), and names only rules of its set.
+    let (lib, errors) = program("(strategy ablated (rules (except core ring-cancel sumbuild-one-hot)))");
+    assert!(errors.is_empty(), "{errors:?}");
+    let Some(Strategy::Rules(set)) = lib.definition("ablated") else { panic!("rules") };
+    assert_eq!(set.len(), CORE_RULES.len() - 2);
+    assert!(set.get("ring-cancel").is_none() && set.get("let-once").is_some());
+    let (_, errors) = program("(strategy bad (rules (except core map-laws)))");
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].message.contains("`map-laws` is not among the rules of `core`"), "{errors:?}");
     // Replacing one takes the same parameters (none).
     let (_, errors) = program("(strategy (push-apply s) s)");
     assert_eq!(errors.len(), 1);
