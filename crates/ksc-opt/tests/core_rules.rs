@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::terms::random_args;
-use common::{checked, run, same_value};
+use common::{checked, close_value, run};
 use ksc_ir::builder::Builder;
 use ksc_ir::{Body, Def};
 use ksc_opt::core_rules::instances::{test_def, Rng, G, HELPERS};
@@ -20,7 +20,14 @@ use ksc_opt::{core_rule, DefMap, Globals, Options, Rewriter, Rule, CORE_RULES};
 
 /// Runs both programs on a few random arguments; a failure message if
 /// they differ where the original succeeds. Counts original successes.
-fn compare(before: &Def, after: &Def, helpers: &[&Def], rng: &mut Rng, ok: &mut usize) -> Option<String> {
+fn compare(
+    before: &Def,
+    after: &Def,
+    helpers: &[&Def],
+    rng: &mut Rng,
+    ok: &mut usize,
+    tolerance: f64,
+) -> Option<String> {
     let name = before.name.clone();
     for _ in 0..3 {
         let arg = random_args(rng);
@@ -32,7 +39,7 @@ fn compare(before: &Def, after: &Def, helpers: &[&Def], rng: &mut Rng, ok: &mut 
         let (ra, oa) = run(&defs_a, &name, arg.clone());
         let Ok(vb) = rb else { continue };
         match ra {
-            Ok(va) if same_value(&vb, &va) && ob == oa => *ok += 1,
+            Ok(va) if close_value(&vb, &va, tolerance) && ob == oa => *ok += 1,
             Ok(va) => return Some(format!("on {arg}: {vb} printing {ob:?} became {va} printing {oa:?}")),
             Err(e) => return Some(format!("on {arg}: {vb} became the error {e}")),
         }
@@ -69,7 +76,10 @@ fn check_rule(name: &str, template: Instance, helpers: &[&Def], globals: &Global
         }
         fired += 1;
         let after = test_def(b.body, out);
-        if let Some(problem) = compare(&before, &after, helpers, &mut rng, &mut ok) {
+        // A rule that may change rounding (`ROUNDING`) is compared within
+        // a relative 1e-9; every other one to the bit.
+        let tolerance = if ksc_opt::core_rules::ROUNDING.contains(&name) { 1e-9 } else { 0.0 };
+        if let Some(problem) = compare(&before, &after, helpers, &mut rng, &mut ok, tolerance) {
             return Err(format!(
                 "rule {name} changed the meaning of\n{}\ninto\n{}\n{problem}",
                 ksc_ir::print::print_expr(&before.body, before.root),

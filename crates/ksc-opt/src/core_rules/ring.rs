@@ -1,10 +1,16 @@
 //! Rules of dF~ (seed 000, section 4.1) beyond zeros and ones: a Float
-//! minus itself cancels (`x - x`, `x + -x`, `x + -1 x`), a condition
-//! tested again inside a branch of its own test is known there, and a sum
-//! over a one-hot term is that term (the iteration rule 7e).
+//! minus itself cancels (`x - x`, `x + -x`, `x + -1 x`), a common factor
+//! comes out of a sum (`y dx + z dx`), a condition tested again inside a
+//! branch of its own test is known there, and a sum over a one-hot term is
+//! that term (the iteration rule 7e).
 //!
 //! Floats are assumed finite, as where a zero annihilates (module docs of
-//! `core_rules`): `x - x` is 0 for finite `x` only.
+//! `core_rules`): `x - x` is 0 for finite `x` only. Distributivity is the
+//! one Core rule that may change rounding ([`super::ROUNDING`]): `(y + z)
+//! dx` and `y dx + z dx` differ in their last bits. Both backends run the
+//! rewritten code, so they still agree; a program that needs the bits of
+//! the expression as written leaves the rule out with `(except core
+//! distribute)` in its schedule (docs/strategies.md).
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term::{self, is_zero};
@@ -93,6 +99,87 @@ fn ring_cancel_instance(g: &mut G, b: &mut Builder) -> ExprId {
     };
     let other = g.expr(b, &Type::Float, 1);
     call(b, "mul", ff(), Type::Float, vec![cancelled, other])
+}
+
+pub(super) const DISTRIBUTE: CoreRule = CoreRule {
+    name: "distribute",
+    statement: "ts_add (ts_scale y d) (ts_scale z d') ⇒ ts_scale (add y z) d, add (mul y x) (mul z x') \
+        ⇒ mul (add y z) x and add (mul x y) (mul x' z) ⇒ mul x (add y z), when d and d' (x and x') are \
+        alpha-equal, and y, z and they have no effect (it may change rounding)",
+    group: RING,
+    head: Head::AnyCall,
+    rewrite: distribute,
+    instance: distribute_instance,
+};
+
+/// `y d + z d ⇒ (y + z) d` (see [`DISTRIBUTE`]).
+fn distribute(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (callee, comps, _) = call_parts(ctx, e)?;
+    let [a, b] = comps[..] else { return None };
+    // The two products' parts: (factor, common) of each, and how to
+    // rebuild the product of the summed factors.
+    let scaled = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
+        Expr::Call(Callee::Prim(Prim::TsScale), _) => prim_args(ctx, x, Prim::TsScale).map(|v| (v[0], v[1])),
+        _ => None,
+    };
+    let float_mul = |ctx: &Ctx, x: ExprId| match call_parts(ctx, x)? {
+        (Callee::Fun(f), cs, _) if is_builtin(ctx, &f, Builtin::FMul) && cs.len() == 2 => Some((cs[0], cs[1])),
+        _ => None,
+    };
+    let pure_same = |ctx: &mut Ctx, x: ExprId, y: ExprId| ctx.pure(x) && ctx.pure(y) && ctx.alpha_eq(x, y);
+    let sum_of = |ctx: &mut Ctx, y: ExprId, z: ExprId| ctx.b.call(Builtin::FAdd.name(), vec![y, z], Type::Float);
+    match &callee {
+        Callee::Prim(Prim::TsAdd) => {
+            let ((y, d), (z, d2)) = (scaled(ctx, a)?, scaled(ctx, b)?);
+            if !(ctx.pure(y) && ctx.pure(z) && pure_same(ctx, d, d2)) || ctx.ty(y) != Type::Float {
+                return None;
+            }
+            let k = sum_of(ctx, y, z);
+            ctx.prim(Prim::TsScale, vec![k, d])
+        }
+        Callee::Fun(f) if is_builtin(ctx, f, Builtin::FAdd) => {
+            let ((p, q), (r, s)) = (float_mul(ctx, a)?, float_mul(ctx, b)?);
+            let f = Builtin::FMul.name();
+            if ctx.pure(p) && ctx.pure(r) && pure_same(ctx, q, s) {
+                let k = sum_of(ctx, p, r);
+                Some(ctx.b.call(f, vec![k, q], Type::Float))
+            } else if ctx.pure(q) && ctx.pure(s) && pure_same(ctx, p, r) {
+                let k = sum_of(ctx, q, s);
+                Some(ctx.b.call(f, vec![p, k], Type::Float))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn distribute_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // y d + z d over Floats (the common factor on either side) or a
+    // tangent vector, sometimes with factors that differ (no rewrite).
+    let common = |g: &mut G, b: &mut Builder, t: &Type| {
+        let d = g.expr(b, t, 2);
+        let d2 = if g.rng.chance(85) { term::deep_copy(b, d) } else { g.expr(b, t, 1) };
+        (d, d2)
+    };
+    let (y, z) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+    if g.rng.chance(50) {
+        let vt = Type::vec(Type::Float);
+        let (d, d2) = common(g, b, &vt);
+        let l = b.prim(Prim::TsScale, vec![y, d]);
+        let r = b.prim(Prim::TsScale, vec![z, d2]);
+        let s = b.prim(Prim::TsAdd, vec![l, r]);
+        b.prim(Prim::Sum, vec![s])
+    } else {
+        let (x, x2) = common(g, b, &Type::Float);
+        let left = g.rng.chance(50);
+        let prod = |b: &mut Builder, k, x| {
+            let args = if left { vec![x, k] } else { vec![k, x] };
+            call(b, "mul", ff(), Type::Float, args)
+        };
+        let (l, r) = (prod(b, y, x), prod(b, z, x2));
+        call(b, "add", ff(), Type::Float, vec![l, r])
+    }
 }
 
 pub(super) const IF_KNOWN_COND: CoreRule = CoreRule {

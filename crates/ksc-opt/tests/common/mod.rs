@@ -57,8 +57,17 @@ pub fn run(defs: &[&Def], name: &FunName, arg: Value) -> (Result<Value, String>,
 
 /// Equal values: floats numerically (so -0.0 is 0.0, and NaN is NaN).
 pub fn same_value(a: &Value, b: &Value) -> bool {
+    close_value(a, b, 0.0)
+}
+
+/// [`same_value`], Floats within a relative `tolerance` (of the larger
+/// magnitude, and of 1).
+pub fn close_value(a: &Value, b: &Value, tolerance: f64) -> bool {
+    let same_value = |a, b| close_value(a, b, tolerance);
     match (a, b) {
-        (Value::Float(x), Value::Float(y)) => x == y || (x.is_nan() && y.is_nan()),
+        (Value::Float(x), Value::Float(y)) => {
+            x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tolerance * x.abs().max(y.abs()).max(1.0)
+        }
         (Value::Integer(x), Value::Integer(y)) => x == y,
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
