@@ -488,4 +488,15 @@ fn rules_apply_to_written_functions_in_both_backends() {
     let p = path.to_str().expect("utf-8 path");
     assert_eq!(stdout_of(&["run", "--interp", p]), "1\n");
     assert_eq!(stdout_of(&["run", p]), "1\n");
+    // A program's own `user-rules` runs on what it wrote even without
+    // rules: here the Core rules, which take the `if true` away.
+    let program = "(strategy user-rules (normalize (rules core)))\n\
+                   (def g Float (x : Float) (if true (mul x 2.0) x))\n\
+                   (def main Integer () (print (g 2.0) \"\\n\"))\n";
+    std::fs::write(&path, program).expect("write");
+    let out = dir.join("out");
+    stdout_of(&["build", p, "--emit", "ks", "-o", out.to_str().expect("utf-8 path"), "--force"]);
+    let emitted = std::fs::read_to_string(out.join("lie.ks")).expect("emitted");
+    let g = emitted.split("(def [g Float]").nth(1).expect("g").split("(def").next().expect("its body");
+    assert!(!g.contains("if"), "{emitted}");
 }

@@ -370,8 +370,9 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     // the original (both backends then run the rewritten definition).
     let mut warnings = Vec::new();
     if let (true, Decl::Def(def)) = (clean, &mut decl) {
-        if !user_rules(db, item.file(db)).is_empty() {
-            let schedules = program_schedules(db, item.file(db));
+        let file = item.file(db);
+        if !user_rules(db, file).is_empty() || user_strategies(db, file).iter().any(|s| s.name == "user-rules") {
+            let schedules = program_schedules(db, file);
             warnings = ksc_opt::pipeline::rewrite_written(def, &schedules);
         }
     }

@@ -136,6 +136,8 @@ fn substitute(s: &Strategy, args: &[Strategy]) -> Strategy {
 pub struct Schedules {
     lib: Arc<Library>,
     user: RuleSet,
+    /// ksc's schedules the program replaces.
+    replaced: Vec<String>,
 }
 
 impl Schedules {
@@ -232,7 +234,12 @@ impl Schedules {
         // fail (with the error reported where it is declared).
         lib.names.retain(|n| lib.templates.contains_key(n));
         errors.sort_by_key(|e| (e.decl, e.node));
-        (Schedules { lib: Arc::new(lib), user: user.clone() }, errors)
+        let replaced = builtin
+            .iter()
+            .filter(|b| defining.get(b.name.as_str()).is_some_and(|&(prog, _)| prog))
+            .map(|b| b.name.clone())
+            .collect();
+        (Schedules { lib: Arc::new(lib), user: user.clone(), replaced }, errors)
     }
 
     /// The strategy `name` (without arguments), ready to run: a call of it
@@ -250,6 +257,11 @@ impl Schedules {
     /// [`Schedules::get`] of one of ksc's schedules, which every library has.
     pub fn schedule(&self, name: &str) -> Strategy {
         self.get(name).unwrap_or_else(|| panic!("`{name}` is one of ksc's schedules (schedules.ks)"))
+    }
+
+    /// Does the program replace ksc's schedule `name`?
+    pub fn replaces(&self, name: &str) -> bool {
+        self.replaced.iter().any(|r| r == name)
     }
 
     /// The program's rules.

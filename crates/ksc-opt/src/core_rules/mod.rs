@@ -199,6 +199,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     vector::SIZE_SUMBUILD,
     vector::SIZE_DELTAVEC,
     vector::INDEX_CONSTVEC,
+    vector::INDEX_DELTAVEC,
     vector::SUM_BUILD,
     loops::SUMBUILD_TUPLE,
     vector::SUM_DELTAVEC,

@@ -256,6 +256,38 @@ fn index_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
     b.prim(Prim::Index, vec![i, v])
 }
 
+pub(super) const INDEX_DELTAVEC: CoreRule = CoreRule {
+    name: "index-deltavec",
+    statement: "index j (deltaVec n i x) ⇒ if (eq i j) x 0.0 for a Float x, when j, n, i and x have no effect",
+    group: VEC,
+    head: Head::Prim(Prim::Index),
+    rewrite: index_deltavec,
+    instance: index_deltavec_instance,
+};
+
+/// A one-hot read at `j` is its value where `j` is its position (see
+/// [`INDEX_DELTAVEC`]; like `index-constvec`, the read's range check goes):
+/// forward mode over one-hot directions reads its tangents so, and the
+/// iteration rule `sumbuild-one-hot` then takes the sums over them away.
+fn index_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [j, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
+    let [n, i, x] = prim_args(ctx, v, Prim::DeltaVec)?[..] else { return None };
+    if ctx.ty(x) != Type::Float || ctx.ty(j) != Type::Integer || ![j, n, i, x].into_iter().all(|y| ctx.pure(y)) {
+        return None;
+    }
+    let c = ctx.prim(Prim::Eq, vec![i, j])?;
+    let z = ctx.b.float(0.0);
+    Some(ctx.alloc(Expr::If(c, x, z), Type::Float))
+}
+
+fn index_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let n = g.size(b, 1);
+    let (i, x) = (g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Float, 2));
+    let v = b.prim(Prim::DeltaVec, vec![n, i, x]);
+    let j = g.expr(b, &Type::Integer, 1);
+    b.prim(Prim::Index, vec![j, v])
+}
+
 pub(super) const SUM_BUILD: CoreRule = CoreRule {
     name: "sum-build",
     statement: "sum (build n f) ⇒ sumbuild n f",

@@ -222,11 +222,13 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
 
 /// A definition the user wrote, rewritten by the program's `user-rules`
 /// schedule (ksc's applies each rule once per node, children first), as
-/// the original applied its rules to every definition; the warnings (a
-/// schedule that ran out of fuel), as messages. Nothing else of the
-/// optimiser runs on it: the loop IR has its own passes.
+/// the original applied its rules to every definition, when the program
+/// has rules or its own `user-rules`; the warnings (a schedule that ran
+/// out of fuel), as messages. Nothing else of the optimiser runs on it
+/// unless the program's `user-rules` says so: the loop IR has its own
+/// passes.
 pub fn rewrite_written(def: &mut Def, schedules: &Schedules) -> Vec<String> {
-    if schedules.user().is_empty() {
+    if schedules.user().is_empty() && !schedules.replaces("user-rules") {
         return Vec::new();
     }
     let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
