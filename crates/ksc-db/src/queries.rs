@@ -373,7 +373,8 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
         let file = item.file(db);
         if !user_rules(db, file).is_empty() || user_strategies(db, file).iter().any(|s| s.name == "user-rules") {
             let schedules = program_schedules(db, file);
-            warnings = ksc_opt::pipeline::rewrite_written(def, &schedules);
+            let declared = declared_names(db, file);
+            warnings = ksc_opt::pipeline::rewrite_written(def, &schedules, &|base| declared.contains_key(base));
         }
     }
     Checked { decl, clean, warnings }

@@ -9,6 +9,7 @@ mod fuzz_regressions;
 mod incremental;
 mod loop_passes;
 mod native_units;
+mod one_hot_gradient;
 mod progress;
 // Shared with the fuzz targets, which use the parts these tests do not.
 #[allow(dead_code)]

@@ -19,9 +19,17 @@ fn with_rules(mut a: ksc_types::Analysis) -> ksc_types::Analysis {
     let strategies: Vec<&ksc_ir::StrategyDecl> =
         decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
     let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
+    let declared: Vec<String> = decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Def(d) => Some(d.name.base.clone()),
+            Decl::Edef(d) => Some(d.name.base.clone()),
+            _ => None,
+        })
+        .collect();
     for d in &mut a.source.decls {
         if let Decl::Def(def) = d {
-            ksc_opt::pipeline::rewrite_written(def, &schedules);
+            ksc_opt::pipeline::rewrite_written(def, &schedules, &|base| declared.iter().any(|n| n == base));
         }
     }
     a

@@ -157,6 +157,9 @@ pub struct Rewriter<'g> {
     normalizes: Vec<NormalizeRun>,
     /// May a run compact the body (see [`Rewriter::set_compacting`])?
     compacting: bool,
+    /// The variables bound around the terms it rewrites (a definition's
+    /// parameters), for `anf` and `cse`.
+    in_scope: Vec<Var>,
 }
 
 /// One `normalize` of a traced run: the named strategies it ran in, the
@@ -189,6 +192,7 @@ impl<'g> Rewriter<'g> {
             warnings: Vec::new(),
             normalizes: Vec::new(),
             compacting: false,
+            in_scope: Vec::new(),
         }
     }
 
@@ -204,6 +208,12 @@ impl<'g> Rewriter<'g> {
     /// the term it rewrites.
     pub fn set_compacting(&mut self, on: bool) {
         self.compacting = on;
+    }
+
+    /// The variables bound around the terms it rewrites (a definition's
+    /// parameters): `anf` and `cse` must not capture them.
+    pub fn set_in_scope(&mut self, vars: Vec<Var>) {
+        self.in_scope = vars;
     }
 
     pub fn globals(&self) -> &'g Globals<'g> {
@@ -237,6 +247,7 @@ impl<'g> Rewriter<'g> {
             call_limit_warned: false,
             names: Vec::new(),
             normalizes: &mut self.normalizes,
+            in_scope: &self.in_scope,
         };
         run.apply(s, root)
     }
@@ -401,6 +412,8 @@ struct Run<'a, 'b, 'g> {
     names: Vec<Arc<str>>,
     /// Each `normalize` that ended, when tracing.
     normalizes: &'a mut Vec<NormalizeRun>,
+    /// The variables bound around the term (see [`Rewriter::set_in_scope`]).
+    in_scope: &'a [Var],
 }
 
 /// A node on the path of a traversal.
@@ -528,6 +541,15 @@ impl Run<'_, '_, '_> {
             }
             // Replaced by its argument when the call is unfolded.
             Strategy::Param(..) => None,
+            Strategy::Anf | Strategy::Cse => {
+                let mut vars = self.in_scope.to_vec();
+                vars.extend(self.scope.bindings().iter().map(|b| b.name.clone()));
+                Some(if matches!(s, Strategy::Anf) {
+                    crate::anf::anf(self.b, e, &vars)
+                } else {
+                    crate::cse::cse(self.b, self.globals, e, &vars)
+                })
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 //! this crate and read at start-up, in the same language.
 //!
 //! ```text
-//! BODY := id | fail
+//! BODY := id | fail | anf | cse
 //!       | (rules ITEM ...)              the rules of the items in order, first match
 //!       | (seq S S ...) | (lchoice S S ...)
 //!       | (try S) | (repeat S) | (one S) | (all S) | (topDown S) | (bottomUp S)
@@ -48,9 +48,11 @@ pub const RULE_SETS: [&str; 4] = ["core", "map-laws", "application-laws", "user"
 
 /// The combinators, with how many strategies each takes (`None`: two or
 /// more).
-const COMBINATORS: [(&str, Option<usize>); 11] = [
+const COMBINATORS: [(&str, Option<usize>); 13] = [
     ("id", Some(0)),
     ("fail", Some(0)),
+    ("anf", Some(0)),
+    ("cse", Some(0)),
     ("seq", None),
     ("lchoice", None),
     ("try", Some(1)),
@@ -126,7 +128,9 @@ fn substitute(s: &Strategy, args: &[Strategy]) -> Strategy {
         Strategy::Normalize(x, fuel) => Strategy::Normalize(go(x), *fuel),
         Strategy::Call(name, xs) => Strategy::Call(name.clone(), xs.iter().map(|x| substitute(x, args)).collect()),
         Strategy::In(lib, x) => Strategy::In(lib.clone(), go(x)),
-        Strategy::Id | Strategy::Fail | Strategy::Rule(_) | Strategy::Rules(_) => s.clone(),
+        Strategy::Id | Strategy::Fail | Strategy::Rule(_) | Strategy::Rules(_) | Strategy::Anf | Strategy::Cse => {
+            s.clone()
+        }
     }
 }
 
@@ -408,6 +412,8 @@ impl Resolver<'_> {
             return Some(match word {
                 "id" => Strategy::Id,
                 "fail" => Strategy::Fail,
+                "anf" => Strategy::Anf,
+                "cse" => Strategy::Cse,
                 "try" => Strategy::Try(one()),
                 "repeat" => Strategy::Repeat(one()),
                 "one" => Strategy::One(one()),

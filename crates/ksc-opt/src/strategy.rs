@@ -20,6 +20,7 @@
 //! | `normalize(s)` | `repeat(top_down(s))`, bounded by fuel |
 //! | `rules(set)` | the rules of `set` in order, first match: `lchoice(r1, lchoice(r2, ..))` |
 //! | `name(s1, ..)` | a named strategy of the library in scope ([`crate::script`]), unfolded when it runs |
+//! | `anf`, `cse` | the term at the node in A-normal form ([`crate::anf()`]); its common subexpressions computed once ([`crate::cse()`]); always succeed |
 //!
 //! The children of a node are those of Core IR, except that the literal
 //! argument tuple of a call is looked through: its components are the
@@ -61,6 +62,10 @@ pub enum Strategy {
     Param(usize, Arc<str>),
     /// A strategy with a library of named strategies in scope.
     In(Arc<Library>, Box<Strategy>),
+    /// The term in A-normal form (succeeds).
+    Anf,
+    /// The term with its common subexpressions computed once (succeeds).
+    Cse,
 }
 
 pub fn id() -> Strategy {
@@ -151,6 +156,8 @@ impl fmt::Display for Strategy {
             }
             Strategy::Param(_, name) => f.write_str(name),
             Strategy::In(_, s) => write!(f, "{s}"),
+            Strategy::Anf => f.write_str("anf"),
+            Strategy::Cse => f.write_str("cse"),
         }
     }
 }

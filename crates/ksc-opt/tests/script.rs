@@ -177,3 +177,28 @@ fn recursion_that_does_not_end_stops_with_a_warning() {
     let out = run.join().expect("no panic");
     assert_eq!(out, vec![("spin", false, vec![WarningKind::CallLimit]), ("expo", true, vec![WarningKind::CallLimit])]);
 }
+
+#[test]
+fn anf_and_cse_are_strategies() {
+    // `(mul x x)` twice is computed once after `(seq anf cse)`; the
+    // function's value is unchanged.
+    let a = checked(
+        "(def f Float (x : Float) (let (y (mul x x)) (add (mul x x) (mul y (mul x x)))))\n\
+         (strategy share (seq anf cse))",
+    );
+    let strategies: Vec<&StrategyDecl> =
+        a.source.decls.iter().filter_map(|d| if let ksc_ir::Decl::Strategy(s) = d { Some(s) } else { None }).collect();
+    let (schedules, errors) = Schedules::program(&strategies, &RuleSet::new("user"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut f = crate::common::user_def(&a, "f");
+    let before = f.clone();
+    let map = DefMap::new(a.defs());
+    let globals = Globals::new(&map);
+    let run = ksc_opt::pipeline::apply_schedule(&mut f, &globals, &schedules, "share").expect("share");
+    assert!(run.succeeded);
+    let text = ksc_ir::print::print_def(&f);
+    assert_eq!(text.matches("[mul (Tuple Float Float)] x x").count(), 1, "{text}");
+    let (vb, _) = crate::common::run(&[&before], &before.name, ksc_eval::Value::Float(1.5));
+    let (va, _) = crate::common::run(&[&f], &f.name, ksc_eval::Value::Float(1.5));
+    assert_eq!(vb.expect("runs"), va.expect("runs"));
+}

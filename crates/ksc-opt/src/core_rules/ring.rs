@@ -182,6 +182,133 @@ fn distribute_instance(g: &mut G, b: &mut Builder) -> ExprId {
     }
 }
 
+pub(super) const MUL_IF_ZERO: CoreRule = CoreRule {
+    name: "mul-if-zero",
+    statement: "mul (if c a Z) y ⇒ if c (mul a y) Z and mul y (if c a Z) ⇒ if c (mul y a) Z for Floats and a \
+        known zero Z, when y has no effect (y finite)",
+    group: RING,
+    head: Head::Fun,
+    rewrite: mul_if_zero,
+    instance: mul_if_zero_instance,
+};
+
+/// A product with an indicator is the product where the indicator holds
+/// (see [`MUL_IF_ZERO`]): forward mode over one-hot directions multiplies
+/// by `if (eq i j) 1.0 0.0`, which the iteration rule then sums away.
+fn mul_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Callee::Fun(f), comps, tupled) = call_parts(ctx, e)? else { return None };
+    let [p, q] = comps[..] else { return None };
+    if !is_builtin(ctx, &f, Builtin::FMul) {
+        return None;
+    }
+    let indicator = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
+        Expr::If(c, a, z) if is_zero(ctx.b.body, *z) => Some((*c, *a, *z)),
+        _ => None,
+    };
+    let (k, (c, a, z)) = match (indicator(ctx, p), indicator(ctx, q)) {
+        (Some(i), _) => (0, i),
+        (None, Some(i)) => (1, i),
+        (None, None) => return None,
+    };
+    let y = if k == 0 { q } else { p };
+    if !ctx.pure(y) || !ctx.pure(z) {
+        return None;
+    }
+    let mut parts = vec![p, q];
+    parts[k] = a;
+    let product = term::rebuild_call(ctx.b, e, parts, tupled);
+    Some(ctx.alloc(Expr::If(c, product, z), Type::Float))
+}
+
+fn mul_if_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let c = g.expr(b, &Type::Bool, 2);
+    let a = g.expr(b, &Type::Float, 2);
+    let z = b.float(0.0);
+    let ind = b.body.alloc_typed(Expr::If(c, a, z), Type::Float);
+    let y = g.expr(b, &Type::Float, 2);
+    let args = if g.rng.chance(50) { vec![ind, y] } else { vec![y, ind] };
+    call(b, "mul", ff(), Type::Float, args)
+}
+
+pub(super) const MUL_ZERO: CoreRule = CoreRule {
+    name: "mul-zero",
+    statement: "mul 0.0 y ⇒ 0.0 and mul y 0.0 ⇒ 0.0 for Floats, when y has no effect (y finite)",
+    group: RING,
+    head: Head::Fun,
+    rewrite: mul_zero,
+    instance: mul_zero_instance,
+};
+
+/// A zero annihilates a Float product (see [`MUL_ZERO`]), as it does a
+/// `ts_scale`: what `if-float-arg` leaves of an indicator's zero branch,
+/// so that it and `mul-if-zero` reach one normal form.
+fn mul_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
+    let [p, q] = comps[..] else { return None };
+    if !is_builtin(ctx, &f, Builtin::FMul) {
+        return None;
+    }
+    let (z, y) = match (float_lit(ctx, p), float_lit(ctx, q)) {
+        (Some(0.0), _) => (p, q),
+        (_, Some(0.0)) => (q, p),
+        _ => return None,
+    };
+    // The product of 0.0 and a negative y is -0.0, numerically the zero
+    // written (as `ts_scale 0.0 y`'s rule has it).
+    ctx.pure(y).then_some(z)
+}
+
+fn mul_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let z = b.float(0.0);
+    let y = g.expr(b, &Type::Float, 2);
+    let args = if g.rng.chance(50) { vec![z, y] } else { vec![y, z] };
+    let m = call(b, "mul", ff(), Type::Float, args);
+    let other = g.expr(b, &Type::Float, 1);
+    call(b, "add", ff(), Type::Float, vec![m, other])
+}
+
+pub(super) const ADD_IF_SAME: CoreRule = CoreRule {
+    name: "add-if-same",
+    statement: "add (if c a b) (if c' a' b') ⇒ if c (add a a') (add b b') (Float add or ts_add) when c and c' \
+        are alpha-equal and have no effect",
+    group: IF,
+    head: Head::AnyCall,
+    rewrite: add_if_same,
+    instance: add_if_same_instance,
+};
+
+/// Two branches on the same test added are one branch on it (see
+/// [`ADD_IF_SAME`]): each side's work is still done once.
+fn add_if_same(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (callee, comps, tupled) = call_parts(ctx, e)?;
+    let adds = match &callee {
+        Callee::Prim(Prim::TsAdd) => true,
+        Callee::Fun(f) => is_builtin(ctx, f, Builtin::FAdd),
+        _ => false,
+    };
+    let [p, q] = comps[..] else { return None };
+    let (Expr::If(c, a, b), Expr::If(c2, a2, b2)) = (ctx.expr(p).clone(), ctx.expr(q).clone()) else { return None };
+    if !adds || !ctx.pure(c) || !ctx.alpha_eq(c, c2) {
+        return None;
+    }
+    let t = term::rebuild_call(ctx.b, e, vec![a, a2], tupled);
+    let f = term::rebuild_call(ctx.b, e, vec![b, b2], tupled);
+    let ty = ctx.ty(e);
+    Some(ctx.alloc(Expr::If(c, t, f), ty))
+}
+
+fn add_if_same_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let c = g.expr(b, &Type::Bool, 2);
+    let side = |g: &mut G, b: &mut Builder, c: ExprId| {
+        let (x, y) = (g.expr(b, &Type::Float, 2), g.expr(b, &Type::Float, 2));
+        b.body.alloc_typed(Expr::If(c, x, y), Type::Float)
+    };
+    let l = side(g, b, c);
+    let c2 = if g.rng.chance(85) { term::deep_copy(b, c) } else { g.expr(b, &Type::Bool, 2) };
+    let r = side(g, b, c2);
+    call(b, "add", ff(), Type::Float, vec![l, r])
+}
+
 pub(super) const IF_KNOWN_COND: CoreRule = CoreRule {
     name: "if-known-cond",
     statement: "if c (if c' a b) e ⇒ if c a e and if c t (if c' a b) ⇒ if c t b when c and c' \

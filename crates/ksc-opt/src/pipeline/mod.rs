@@ -227,14 +227,30 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
 /// out of fuel), as messages. Nothing else of the optimiser runs on it
 /// unless the program's `user-rules` says so: the loop IR has its own
 /// passes.
-pub fn rewrite_written(def: &mut Def, schedules: &Schedules) -> Vec<String> {
+///
+/// `declared(base)`: does the program declare a function of that base
+/// name? Where it does not, a call of a built-in is the built-in, whose
+/// rules then apply; no definition is inlined.
+pub fn rewrite_written(def: &mut Def, schedules: &Schedules, declared: &dyn Fn(&str) -> bool) -> Vec<String> {
+    /// The program's function names, without their bodies.
+    struct Declared<'a>(&'a dyn Fn(&str) -> bool);
+    impl crate::Defs for Declared<'_> {
+        fn def(&self, _: &ksc_ir::FunName) -> Option<&Def> {
+            None
+        }
+        fn has_def(&self, name: &ksc_ir::FunName) -> bool {
+            (self.0)(&name.base)
+        }
+    }
     if schedules.user().is_empty() && !schedules.replaces("user-rules") {
         return Vec::new();
     }
     let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
-    let globals = Globals::unknown();
+    let names = Declared(declared);
+    let globals = Globals::new(&names);
     let mut rw = crate::Rewriter::new(&globals);
+    rw.set_in_scope(params.clone());
     let root = {
         let mut b = Builder::new(&mut def.body, &mut fresh);
         rw.apply(&schedules.schedule("user-rules"), &mut b, def.root)
@@ -281,6 +297,7 @@ pub fn apply_schedule(
     let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
     let options = crate::Options { trace: true, ..crate::Options::default() };
     let mut rw = crate::Rewriter::with_options(globals, options);
+    rw.set_in_scope(params.clone());
     let out = {
         let mut b = Builder::new(&mut def.body, &mut fresh);
         rw.apply(&strategy, &mut b, def.root)
