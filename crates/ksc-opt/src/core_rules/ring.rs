@@ -35,6 +35,16 @@ fn is_builtin(ctx: &Ctx, f: &FunName, b: Builtin) -> bool {
     Builtin::resolve(f) == Some(b) && ctx.globals.is_builtin(f)
 }
 
+/// The two arguments of a call of the built-in `b` at `e` (and whether
+/// they are written as a tuple).
+fn builtin_args(ctx: &Ctx, e: ExprId, b: Builtin) -> Option<(ExprId, ExprId, bool)> {
+    let (Callee::Fun(f), comps, tupled) = call_parts(ctx, e)? else { return None };
+    match comps[..] {
+        [p, q] if is_builtin(ctx, &f, b) => Some((p, q, tupled)),
+        _ => None,
+    }
+}
+
 /// `x` if `e` is `neg x`, `mul -1.0 x` or `mul x -1.0` (built-ins on Floats).
 fn negated(ctx: &Ctx, e: ExprId) -> Option<ExprId> {
     let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
@@ -122,10 +132,7 @@ fn distribute(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
         Expr::Call(Callee::Prim(Prim::TsScale), _) => prim_args(ctx, x, Prim::TsScale).map(|v| (v[0], v[1])),
         _ => None,
     };
-    let float_mul = |ctx: &Ctx, x: ExprId| match call_parts(ctx, x)? {
-        (Callee::Fun(f), cs, _) if is_builtin(ctx, &f, Builtin::FMul) && cs.len() == 2 => Some((cs[0], cs[1])),
-        _ => None,
-    };
+    let float_mul = |ctx: &Ctx, x: ExprId| builtin_args(ctx, x, Builtin::FMul).map(|(p, q, _)| (p, q));
     let pure_same = |ctx: &mut Ctx, x: ExprId, y: ExprId| ctx.pure(x) && ctx.pure(y) && ctx.alpha_eq(x, y);
     let sum_of = |ctx: &mut Ctx, y: ExprId, z: ExprId| ctx.b.call(Builtin::FAdd.name(), vec![y, z], Type::Float);
     match &callee {
@@ -196,11 +203,7 @@ pub(super) const MUL_IF_ZERO: CoreRule = CoreRule {
 /// (see [`MUL_IF_ZERO`]): forward mode over one-hot directions multiplies
 /// by `if (eq i j) 1.0 0.0`, which the iteration rule then sums away.
 fn mul_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
-    let (Callee::Fun(f), comps, tupled) = call_parts(ctx, e)? else { return None };
-    let [p, q] = comps[..] else { return None };
-    if !is_builtin(ctx, &f, Builtin::FMul) {
-        return None;
-    }
+    let (p, q, tupled) = builtin_args(ctx, e, Builtin::FMul)?;
     let indicator = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
         Expr::If(c, a, z) if is_zero(ctx.b.body, *z) => Some((*c, *a, *z)),
         _ => None,
@@ -243,11 +246,7 @@ pub(super) const MUL_ZERO: CoreRule = CoreRule {
 /// `ts_scale`: what `if-float-arg` leaves of an indicator's zero branch,
 /// so that it and `mul-if-zero` reach one normal form.
 fn mul_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
-    let (Callee::Fun(f), comps, _) = call_parts(ctx, e)? else { return None };
-    let [p, q] = comps[..] else { return None };
-    if !is_builtin(ctx, &f, Builtin::FMul) {
-        return None;
-    }
+    let (p, q, _) = builtin_args(ctx, e, Builtin::FMul)?;
     let (z, y) = match (float_lit(ctx, p), float_lit(ctx, q)) {
         (Some(0.0), _) => (p, q),
         (_, Some(0.0)) => (q, p),
