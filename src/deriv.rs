@@ -328,14 +328,10 @@ fn command_line_schedule(c: &crate::Compiled, body: &str) -> Result<ksc_opt::Sch
         return Err(usage("expected one strategy expression".to_string()));
     }
     let extra = decls.remove(0);
-    let rules = ksc_db::user_rules(&c.db, c.file);
-    let rules: Vec<&ksc_ir::Rule> = rules.iter().map(|r| &r.0).collect();
-    let mut strategies: Vec<&ksc_ir::StrategyDecl> = ksc_db::user_strategies(&c.db, c.file).iter().collect();
-    strategies.push(&extra);
-    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
-    let (schedules, errors) = ksc_opt::Schedules::program(&strategies, &user);
+    let (schedules, errors) = ksc_db::schedules_with(&c.db, c.file, &[&extra]);
     let nodes = extra.body.pre_order();
-    match errors.iter().find(|e| e.decl == strategies.len() - 1) {
+    let own = ksc_db::user_strategies(&c.db, c.file).len();
+    match errors.iter().find(|e| e.decl == own) {
         Some(e) => {
             let at = e.node.and_then(|n| nodes.get(n)).map(|t| format!(" (at `{t}`)")).unwrap_or_default();
             Err(usage(format!("{}{at}", e.message)))

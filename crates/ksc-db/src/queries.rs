@@ -371,8 +371,8 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     let mut warnings = Vec::new();
     if let (true, Decl::Def(def)) = (clean, &mut decl) {
         let file = item.file(db);
-        if !user_rules(db, file).is_empty() || user_strategies(db, file).iter().any(|s| s.name == "user-rules") {
-            let schedules = program_schedules(db, file);
+        let schedules = program_schedules(db, file);
+        if schedules.runs_user_rules() {
             let declared = declared_names(db, file);
             warnings = ksc_opt::pipeline::rewrite_written(def, &schedules, &|base| declared.contains_key(base));
         }
@@ -445,24 +445,28 @@ pub fn user_strategies(db: &dyn Db, file: SourceFile) -> Vec<ksc_ir::StrategyDec
 #[salsa::tracked(returns(ref))]
 pub fn strategy_errors(db: &dyn Db, file: SourceFile) -> Vec<ksc_opt::ScriptError> {
     db.log_execution("strategy_errors".to_string());
-    let strategies = user_strategies(db, file);
-    if strategies.is_empty() {
-        return Vec::new();
-    }
-    let rules = user_rules(db, file);
-    let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
-    let decls: Vec<&ksc_ir::StrategyDecl> = strategies.iter().collect();
-    ksc_opt::Schedules::program(&decls, &user).1
+    schedules_with(db, file, &[]).1
 }
 
 /// The program's schedules: ksc's, its strategies, its rules.
 pub fn program_schedules(db: &dyn Db, file: SourceFile) -> ksc_opt::Schedules {
+    schedules_with(db, file, &[]).0
+}
+
+/// The program's schedules with `extra` strategies declared after its own
+/// (`ksc deriv --schedule "(...)"`), and the problems of the strategies
+/// (numbered the program's first).
+pub fn schedules_with(
+    db: &dyn Db,
+    file: SourceFile,
+    extra: &[&ksc_ir::StrategyDecl],
+) -> (ksc_opt::Schedules, Vec<ksc_opt::ScriptError>) {
     let rules = user_rules(db, file);
     let rules: Vec<&Rule> = rules.iter().map(|r| &r.0).collect();
-    let strategies = user_strategies(db, file);
-    let strategies: Vec<&ksc_ir::StrategyDecl> = strategies.iter().collect();
-    ksc_opt::pipeline::program_schedules(&rules, &strategies).0
+    let (user, _) = ksc_opt::pipeline::user_rule_set(&rules);
+    let mut strategies: Vec<&ksc_ir::StrategyDecl> = user_strategies(db, file).iter().collect();
+    strategies.extend(extra);
+    ksc_opt::Schedules::program(&strategies, &user)
 }
 
 /// The errors of a `strategy` declaration, or of the schedule a `gdef`

@@ -194,13 +194,7 @@ fn intersection(a: &Rc<Node>, b: &Rc<Node>) -> Option<Rc<Node>> {
                     intersection(r1, b)
                 }
             } else if m2 > m1 {
-                if above(*p1, *m2) != *p2 {
-                    None
-                } else if is_left(*p1, *m2) {
-                    intersection(a, l2)
-                } else {
-                    intersection(a, r2)
-                }
+                intersection(b, a)
             } else if p1 == p2 {
                 bin(a, *p1, *m1, intersection(l1, l2), intersection(r1, r2))
             } else {

@@ -684,11 +684,15 @@ impl Run<'_, '_, '_> {
         let before = self.trace.len();
         let out = self.normalize_inner(s, root, fuel);
         if self.options.trace {
-            let strategy = self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(" > ");
-            let rewrites = self.trace.len() - before;
+            let (strategy, rewrites) = (self.strategy_path(), self.trace.len() - before);
             self.normalizes.push(NormalizeRun { strategy, rewrites, fuel });
         }
         out
+    }
+
+    /// The named strategies running, outermost first, joined by ` > `.
+    fn strategy_path(&self) -> String {
+        self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(" > ")
     }
 
     fn normalize_inner(&mut self, s: &Strategy, root: ExprId, fuel: u32) -> ExprId {
@@ -903,7 +907,7 @@ impl Run<'_, '_, '_> {
                 statement: r.statement(),
                 before: ksc_ir::print::print_expr(self.b.body, e),
                 after: ksc_ir::print::print_expr(self.b.body, out),
-                strategy: self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(" > "),
+                strategy: self.strategy_path(),
             });
         }
         Some(out)

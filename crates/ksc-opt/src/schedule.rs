@@ -53,7 +53,7 @@ pub fn core_cleanup() -> Strategy {
 /// first, the first rule that matches fires once; its result is not
 /// rewritten again (a commutativity rule terminates).
 pub fn user_rules_pass(user: &RuleSet) -> Strategy {
-    Schedules::with_user_rules(user).schedule("user-rules")
+    Schedules::program(&[], user).0.schedule("user-rules")
 }
 
 /// What [`optimise_def`] did.
@@ -93,7 +93,8 @@ pub fn term_size(body: &ksc_ir::Body, root: ksc_ir::ExprId) -> usize {
 }
 
 /// Optimises a definition in place with a program's schedules: the user
-/// rules once (`user-rules`, when the program has rules), then `push-apply`
+/// rules once (`user-rules`, when the program has rules or its own
+/// `user-rules`), then `push-apply`
 /// (which also simplifies maps and cleans up Core), then (with
 /// `options.cse`) ANF, CSE and `push-apply` again. The body is compacted
 /// afterwards (the arena keeps only the result's tree).
@@ -115,7 +116,7 @@ pub fn optimise_def(def: &mut Def, schedules: &Schedules, globals: &Globals, opt
                 phases.push(Phase { name, size, fired, normalizes });
             }
         };
-        if !schedules.user().is_empty() {
+        if schedules.runs_user_rules() {
             root = rw.apply(&schedules.schedule("user-rules"), &mut b, root).unwrap_or(root);
             phase("user-rules", &b, root, &mut rw);
         }

@@ -148,21 +148,21 @@ impl Schedules {
     /// ksc's schedules, for a program without rules or strategies.
     pub fn builtin() -> Schedules {
         static BUILTIN: OnceLock<Schedules> = OnceLock::new();
-        BUILTIN.get_or_init(|| Schedules::program(&[], &RuleSet::new("user")).0).clone()
-    }
-
-    /// ksc's schedules with the program's rules (`(rules user)`).
-    pub fn with_user_rules(user: &RuleSet) -> Schedules {
-        if user.is_empty() {
-            return Schedules::builtin();
-        }
-        Schedules::program(&[], user).0
+        BUILTIN.get_or_init(|| Schedules::read(&[], &RuleSet::new("user")).0).clone()
     }
 
     /// ksc's schedules and a program's `strategy` declarations, over its
     /// rules; the problems of the declarations (a declaration with one is
     /// left out).
     pub fn program(decls: &[&StrategyDecl], user: &RuleSet) -> (Schedules, Vec<ScriptError>) {
+        if decls.is_empty() && user.is_empty() {
+            return (Schedules::builtin(), Vec::new());
+        }
+        Schedules::read(decls, user)
+    }
+
+    /// [`Schedules::program`], read anew.
+    fn read(decls: &[&StrategyDecl], user: &RuleSet) -> (Schedules, Vec<ScriptError>) {
         let builtin = builtin_decls();
         let mut errors = Vec::new();
         // Which declaration defines each name: the program's replace ksc's.
@@ -266,6 +266,12 @@ impl Schedules {
     /// Does the program replace ksc's schedule `name`?
     pub fn replaces(&self, name: &str) -> bool {
         self.replaced.iter().any(|r| r == name)
+    }
+
+    /// Is there a `user-rules` to run: the program's rules, or its own
+    /// `user-rules`?
+    pub fn runs_user_rules(&self) -> bool {
+        !self.user.is_empty() || self.replaces("user-rules")
     }
 
     /// The program's rules.

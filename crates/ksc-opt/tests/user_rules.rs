@@ -164,7 +164,7 @@ fn optimise_def_applies_user_rules_once() {
     let map = DefMap::new(defs.iter().copied());
     let report = optimise_def(
         &mut d,
-        &Schedules::with_user_rules(&set),
+        &Schedules::program(&[], &set).0,
         &Globals::new(&map),
         &Options { trace: true, ..Options::default() },
     );

@@ -242,25 +242,38 @@ pub fn rewrite_written(def: &mut Def, schedules: &Schedules, declared: &dyn Fn(&
             (self.0)(&name.base)
         }
     }
-    if schedules.user().is_empty() && !schedules.replaces("user-rules") {
+    if !schedules.runs_user_rules() {
         return Vec::new();
     }
-    let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
     let names = Declared(declared);
     let globals = Globals::new(&names);
-    let mut rw = crate::Rewriter::new(&globals);
-    rw.set_in_scope(params.clone());
-    let root = {
+    let (_, mut rw) = rewrite_def(def, &globals, crate::Options::default(), &schedules.schedule("user-rules"));
+    rw.take_warnings().into_iter().map(|w| format!("the rules on `{}`: {w}", def.name.short())).collect()
+}
+
+/// Runs `strategy` on a definition's body, its parameters in scope, and
+/// compacts the body if it succeeded: whether it did, and the rewriter
+/// (its trace and warnings).
+fn rewrite_def<'g>(
+    def: &mut Def,
+    globals: &'g Globals<'g>,
+    options: crate::Options,
+    strategy: &crate::Strategy,
+) -> (bool, crate::Rewriter<'g>) {
+    let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
+    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
+    let mut rw = crate::Rewriter::with_options(globals, options);
+    rw.set_in_scope(params);
+    let out = {
         let mut b = Builder::new(&mut def.body, &mut fresh);
-        rw.apply(&schedules.schedule("user-rules"), &mut b, def.root)
+        rw.apply(strategy, &mut b, def.root)
     };
-    if let Some(root) = root {
+    if let Some(root) = out {
         let (body, root) = ksc_ir::term::compact(&def.body, root);
         def.body = body;
         def.root = root;
     }
-    rw.take_warnings().into_iter().map(|w| format!("the rules on `{}`: {w}", def.name.short())).collect()
+    (out.is_some(), rw)
 }
 
 /// What [`apply_schedule`] did: whether the strategy succeeded, how often
@@ -293,16 +306,9 @@ pub fn apply_schedule(
             return Err(format!("`{name}` is not a strategy of the file or a schedule of ksc (they are: {names})"));
         }
     };
-    let params: Vec<ksc_ir::Var> = def.params.iter().map(|p| p.name.clone()).collect();
-    let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
     let options = crate::Options { trace: true, ..crate::Options::default() };
-    let mut rw = crate::Rewriter::with_options(globals, options);
-    rw.set_in_scope(params.clone());
-    let out = {
-        let mut b = Builder::new(&mut def.body, &mut fresh);
-        rw.apply(&strategy, &mut b, def.root)
-    };
-    let mut run = ScheduleRun { succeeded: out.is_some(), ..ScheduleRun::default() };
+    let (succeeded, mut rw) = rewrite_def(def, globals, options, &strategy);
+    let mut run = ScheduleRun { succeeded, ..ScheduleRun::default() };
     for f in rw.trace() {
         match run.fired.iter_mut().find(|(r, _)| *r == f.rule) {
             Some((_, n)) => *n += 1,
@@ -310,11 +316,6 @@ pub fn apply_schedule(
         }
     }
     run.warnings = rw.take_warnings().into_iter().map(|w| w.message).collect();
-    if let Some(root) = out {
-        let (body, root) = ksc_ir::term::compact(&def.body, root);
-        def.body = body;
-        def.root = root;
-    }
     Ok(run)
 }
 
@@ -323,9 +324,6 @@ pub fn apply_schedule(
 /// the strategies with an error (which checking reports, located).
 pub fn program_schedules(rules: &[&ksc_ir::Rule], strategies: &[&ksc_ir::StrategyDecl]) -> (Schedules, Vec<String>) {
     let (user, mut warnings) = user_rule_set(rules);
-    if strategies.is_empty() {
-        return (Schedules::with_user_rules(&user), warnings);
-    }
     let (schedules, errors) = Schedules::program(strategies, &user);
     warnings.extend(
         errors.into_iter().map(|e| format!("strategy `{}` is not used: {}", strategies[e.decl].name, e.message)),
