@@ -30,9 +30,9 @@ pub fn print_decl(d: &Decl) -> String {
     match d {
         Decl::Def(d) => print_def(d),
         Decl::Edef(Edef { name, ret_ty, arg_ty }) => format!("(edef {name} {ret_ty} {arg_ty})"),
-        Decl::Gdef(Gdef { derivation, fun, schedule: None }) => format!("(gdef {} {fun})", derivation.keyword()),
-        Decl::Gdef(Gdef { derivation, fun, schedule: Some(s) }) => {
-            format!("(gdef {} {fun} {s})", derivation.keyword())
+        Decl::Gdef(Gdef { derivation, fun, schedule }) => {
+            let schedule = schedule.as_ref().map(|s| format!(" {s}")).unwrap_or_default();
+            format!("(gdef {} {fun}{schedule})", derivation.keyword())
         }
         Decl::Rule(r) => print_rule(r),
         Decl::Strategy(s) => print_strategy(s),
