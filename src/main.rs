@@ -296,16 +296,31 @@ enum Command {
     Watch(watch::WatchArgs),
 }
 
-/// The optimisation passes to skip or to print the IR after: what bisects
-/// a miscompile to one pass.
+/// The optimisation passes and rules to skip or to print the IR after:
+/// what bisects a miscompile to one pass or rule, and measures what a
+/// group of optimisations buys.
 #[derive(Args, Clone, Debug, Default)]
 struct PassArgs {
     /// Do not run this optimisation pass (repeatable): if a program is
     /// wrong with the pass and right without it, the pass is at fault. The
     /// derived-function passes run on Core IR (`ksc deriv` shows their
-    /// result); the others on the loop IR (`ksc build --emit loops`).
-    #[arg(long = "skip-pass", value_name = "PASS", value_parser = PossibleValuesParser::new(pass_names()))]
+    /// result); the others on the loop IR (`ksc build --emit loops`), but
+    /// `fuse-builds`, the lowering's reading of a `build` where it is
+    /// consumed (off, every `build` is stored).
+    #[arg(long = "skip-pass", value_name = "PASS", value_parser = PossibleValuesParser::new(skippable_passes()))]
     skip_pass: Vec<String>,
+    /// Leave this Core rule or law of linear maps out of every rule set
+    /// and schedule (repeatable; named as in `ksc deriv --trace`; a name
+    /// that is neither lists them all).
+    #[arg(long = "skip-rule", value_name = "RULE", value_parser = PossibleValuesParser::new(rule_names()),
+          hide_possible_values = true)]
+    skip_rule: Vec<String>,
+    /// Switch off a group of optimisations (repeatable), to measure what it
+    /// buys: its rules as `--skip-rule` and its passes as `--skip-pass`
+    /// (the lists are in docs/strategies.md, "Ablations"). The results are
+    /// the same; only the time changes.
+    #[arg(long = "ablate", value_name = "GROUP", value_parser = ablation_names())]
+    ablate: Vec<String>,
     /// Print, on stderr, each function after every run of this pass
     /// (repeatable): derived functions as `.ks`, loop-IR functions as
     /// `--emit loops` prints them.
@@ -324,11 +339,43 @@ fn pass_names() -> Vec<&'static str> {
     names
 }
 
+/// What `--skip-pass` takes: the passes and the lowering's switches.
+fn skippable_passes() -> Vec<&'static str> {
+    let mut names = pass_names();
+    names.extend(ksc_lower::passes::SWITCHES);
+    names
+}
+
+/// The Core rules and the laws of linear maps, by name.
+fn rule_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = ksc_opt::CORE_RULES.iter().map(|r| r.name).collect();
+    names.extend(ksc_linmap::LAWS.iter().map(|l| l.name));
+    names
+}
+
+/// The ablations, with what each switches off.
+fn ablation_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        ksc_opt::ablation::ABLATIONS.iter().map(|a| clap::builder::PossibleValue::new(a.name).help(a.what)),
+    )
+}
+
 impl PassArgs {
     /// Sets this process's pass options (before anything is compiled).
     fn configure(&self) {
+        let mut skip = self.skip_pass.clone();
+        let mut skip_rules = self.skip_rule.clone();
+        for name in &self.ablate {
+            let a = ksc_opt::ablation::ablation(name).expect("clap accepts the ablations only");
+            for p in a.passes {
+                assert!(skippable_passes().contains(p), "the ablation {name} names an unknown pass {p}");
+                skip.push(p.to_string());
+            }
+            skip_rules.extend(a.rules.iter().map(|r| r.to_string()));
+        }
         let options = ksc_ir::pass::PassOptions {
-            skip: self.skip_pass.clone(),
+            skip,
+            skip_rules,
             dump_after: self.dump_after.clone(),
             sink: Some(|text| eprint!("{text}")),
         };

@@ -30,8 +30,12 @@ pub trait Pass<U, C> {
 /// The user's choices of passes, for the whole process.
 #[derive(Clone, Debug, Default)]
 pub struct PassOptions {
-    /// Passes not run.
+    /// Passes not run (and the lowering's switches, such as
+    /// `fuse-builds`, turned off).
     pub skip: Vec<String>,
+    /// Core rules and laws of linear maps left out of every rule set and
+    /// every schedule (`--skip-rule`, `--ablate`).
+    pub skip_rules: Vec<String>,
     /// Passes after each run of which the unit is printed to `sink`.
     pub dump_after: Vec<String>,
     /// Where dumps go (the command line prints them to standard error;
@@ -51,8 +55,19 @@ pub fn configure(options: PassOptions) -> Result<(), PassOptions> {
 /// The pass options in force (none skipped, none dumped, unless
 /// [`configure`]d).
 pub fn options() -> &'static PassOptions {
-    static NONE: PassOptions = PassOptions { skip: Vec::new(), dump_after: Vec::new(), sink: None };
+    static NONE: PassOptions =
+        PassOptions { skip: Vec::new(), skip_rules: Vec::new(), dump_after: Vec::new(), sink: None };
     OPTIONS.get().unwrap_or(&NONE)
+}
+
+/// Is this pass (or switch of the lowering) turned off?
+pub fn skips_pass(name: &str) -> bool {
+    options().skip.iter().any(|s| s == name)
+}
+
+/// Is this Core rule or law left out of every rule set?
+pub fn skips_rule(name: &str) -> bool {
+    options().skip_rules.iter().any(|s| s == name)
 }
 
 /// Runs passes of one pipeline on units of type `U` in context `C`.
@@ -73,7 +88,7 @@ impl<U, C> Runner<'_, U, C> {
     pub fn run(&self, pass: &dyn Pass<U, C>, unit: &mut U) -> bool {
         let name = pass.name();
         let opts = options();
-        if opts.skip.iter().any(|s| s == name) || !pass.enabled(unit, self.cx) {
+        if skips_pass(name) || !pass.enabled(unit, self.cx) {
             return false;
         }
         let changed = pass.run(unit, self.cx);

@@ -528,8 +528,9 @@ impl Lowerer<'_> {
                     return Ok(LVal::Delayed(Rc::new(Delayed::constant(dims, v))));
                 }
                 let d = LVal::Delayed(Rc::new(Delayed::lam(dims, binder.clone(), *body, ctx.clone())));
-                if self.has_effect(ctx, *body) {
-                    // Effects happen where the interpreter has them: now.
+                // Effects happen where the interpreter has them: now. With
+                // `--skip-pass fuse-builds` every build is stored now.
+                if self.has_effect(ctx, *body) || ksc_ir::pass::skips_pass("fuse-builds") {
                     return Ok(LVal::Op(self.materialize_val(fb, st, d, &ty)?));
                 }
                 Ok(d)

@@ -32,6 +32,7 @@
 //! a rule whose result would have another type does not fire. Traversals and
 //! passes are iterative, so deeply nested bodies do not overflow the stack.
 
+pub mod ablation;
 pub mod anf;
 pub mod core_rules;
 pub mod cse;

@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::pass::skips_rule;
 use ksc_ir::term::{self, Cache};
 use ksc_ir::{Callee, Expr, ExprId, Type};
 use ksc_linmap::{Law, LAWS};
@@ -299,16 +300,19 @@ impl RuleSet {
         RuleSet { name: name.into(), rules: self.rules.iter().filter(|r| keep(r)).cloned().collect() }
     }
 
-    /// Every Core rule, in table order.
+    /// Every Core rule, in table order, but those the user left out
+    /// (`--skip-rule`, `--ablate`: [`ksc_ir::pass::skips_rule`]).
     pub fn core() -> RuleSet {
-        RuleSet { name: "core".to_string(), rules: CORE_RULES.iter().map(Rule::Core).collect() }
+        let rules = CORE_RULES.iter().filter(|r| !skips_rule(r.name)).map(Rule::Core).collect();
+        RuleSet { name: "core".to_string(), rules }
     }
 
-    /// The laws of `ksc_linmap::LAWS` that satisfy `keep`, in table order.
-    /// Duplicating laws among them apply only where the repeated operand is
-    /// atomic (see [`DUPLICATED_OPERAND`]).
+    /// The laws of `ksc_linmap::LAWS` that satisfy `keep`, in table order,
+    /// but those the user left out. Duplicating laws among them apply only
+    /// where the repeated operand is atomic (see [`DUPLICATED_OPERAND`]).
     pub fn laws(name: impl Into<String>, keep: impl Fn(&Law) -> bool) -> RuleSet {
-        RuleSet { name: name.into(), rules: LAWS.iter().filter(|l| keep(l)).map(Rule::Law).collect() }
+        let rules = LAWS.iter().filter(|l| keep(l) && !skips_rule(l.name)).map(Rule::Law).collect();
+        RuleSet { name: name.into(), rules }
     }
 
     /// The program's `(rule ...)` declarations, in order. A declaration that

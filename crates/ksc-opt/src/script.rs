@@ -562,8 +562,11 @@ impl Resolver<'_> {
                 .map(Rule::Core)
                 .or_else(|| ksc_linmap::LAWS.iter().find(|l| l.name == word).map(Rule::Law));
             if let Some(r) = one {
+                // A rule the user left out (`--skip-rule`) is an empty set.
                 let mut s = RuleSet::new(word);
-                s.push(r);
+                if !ksc_ir::pass::skips_rule(word) {
+                    s.push(r);
+                }
                 return Some(s);
             }
         }

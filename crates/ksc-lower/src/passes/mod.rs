@@ -84,6 +84,15 @@ pub fn names() -> Vec<&'static str> {
     out
 }
 
+/// Switches of the lowering that `--skip-pass` turns off (they are not
+/// passes: nothing to print after them, so `--dump-after` does not take
+/// them).
+///
+/// - `fuse-builds`: a `build` without effects is delayed, read where it is
+///   consumed (`index`, `size`, `sum`, ...: `lower.rs`) instead of
+///   stored. Off, every `build` is stored when it is met.
+pub const SWITCHES: &[&str] = &["fuse-builds"];
+
 /// Runs the pipeline on every function.
 pub fn optimize(m: &mut Module) {
     let effectful = effectful_funcs(m);
