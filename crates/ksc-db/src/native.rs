@@ -19,7 +19,7 @@ use ksc_lower::ir::{Func, FuncId, Module, Site, SiteId};
 use ksc_lower::{Layout, ProgramFacts, Unit};
 use ksc_types::{Analysis, FileRef, PRELUDE_NAME, PRELUDE_SOURCE};
 
-use crate::queries::{analysis, def_of, derived_functions, SourceFile, TypedDef};
+use crate::queries::{analysis, derived_functions, run_def_of, SourceFile, TypedDef};
 use crate::Db;
 
 /// What lowering reads of every definition of the program (those in force
@@ -154,7 +154,7 @@ pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<Typ
     if let Some(d) = lambda_free(db, file).defs.iter().find(|d| d.0.name == name) {
         return Some(d.clone());
     }
-    if let Some(d) = def_of(db, file, name.clone()) {
+    if let Some(d) = run_def_of(db, file, name.clone()) {
         return Some(d.clone());
     }
     derived_functions(db, file).iter().find(|d| d.0.name == name).cloned()

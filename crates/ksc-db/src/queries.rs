@@ -374,10 +374,55 @@ pub fn checked<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
         let schedules = program_schedules(db, file);
         if schedules.runs_user_rules() {
             let declared = declared_names(db, file);
-            warnings = ksc_opt::pipeline::rewrite_written(def, &schedules, &|base| declared.contains_key(base));
+            let declared = ksc_opt::pipeline::Declared(&|base| declared.contains_key(base));
+            warnings = ksc_opt::pipeline::rewrite_written(def, &schedules, &declared);
         }
     }
     Checked { decl, clean, warnings }
+}
+
+/// A declaration as the backends run it: `checked`'s, rewritten once more
+/// when the program's `user-rules` runs on what the user wrote and the
+/// definition calls derived functions of the file. That rewriting knows
+/// those functions' optimised bodies, so the Core rule `inline-small` (in
+/// `(rules core)`) may inline them: a gradient written as forward mode over
+/// one-hot directions, calling `[fwd f]` once per element, becomes one
+/// loop under `(strategy user-rules (normalize (rules core)))` (issue 43
+/// item 1, seed 001's vectorSum). Derivation reads `checked`'s
+/// definitions, never these, so nothing here depends on itself.
+#[salsa::tracked(returns(ref))]
+pub fn written<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
+    db.log_execution(format!("written({})", item.key(db)));
+    let c = checked(db, item);
+    let file = item.file(db);
+    let Decl::Def(def) = &c.decl else { return c.clone() };
+    let calls_derived = || ksc_ir::term::callees(def).iter().any(|f| !f.derivs.is_empty());
+    let schedules = program_schedules(db, file);
+    if !c.clean || !schedules.runs_user_rules() || !calls_derived() {
+        return c.clone();
+    }
+    /// The program's names, and the bodies of its derived functions.
+    struct WithDerived<'a> {
+        declared: &'a FxHashMap<String, Span>,
+        derived: FxHashMap<&'a FunName, &'a Def>,
+    }
+    impl ksc_opt::Defs for WithDerived<'_> {
+        fn def(&self, name: &FunName) -> Option<&Def> {
+            self.derived.get(name).copied()
+        }
+        fn has_def(&self, name: &FunName) -> bool {
+            self.derived.contains_key(name) || self.declared.contains_key(&name.base)
+        }
+    }
+    let program = WithDerived {
+        declared: declared_names(db, file),
+        derived: derived_functions(db, file).iter().map(|d| (&d.0.name, &d.0)).collect(),
+    };
+    let mut out = c.clone();
+    if let Decl::Def(def) = &mut out.decl {
+        out.warnings.extend(ksc_opt::pipeline::rewrite_written(def, &schedules, &program));
+    }
+    out
 }
 
 /// The diagnostics of one declaration, located. A clean declaration has
@@ -553,12 +598,31 @@ pub fn defs_in_force(db: &dyn Db, file: SourceFile) -> DefsInForce {
 #[salsa::tracked(returns(ref))]
 pub fn def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
     db.log_execution(format!("def_of({name})"));
-    let def = match defs_in_force(db, file).map.get(&name)? {
+    in_force(db, file, &name, |it| &checked(db, it).decl)
+}
+
+/// The definition in force for a function name as the backends run it
+/// ([`written`]'s); derivation reads [`def_of`]'s.
+#[salsa::tracked(returns(ref))]
+pub fn run_def_of(db: &dyn Db, file: SourceFile, name: FunName) -> Option<TypedDef> {
+    db.log_execution(format!("run_def_of({name})"));
+    in_force(db, file, &name, |it| &written(db, it).decl)
+}
+
+/// The definition in force for `name`: the prelude's, or the file's item as
+/// `decl` gives it.
+fn in_force<'db>(
+    db: &'db dyn Db,
+    file: SourceFile,
+    name: &FunName,
+    decl: impl Fn(Item<'db>) -> &'db Decl,
+) -> Option<TypedDef> {
+    let def = match defs_in_force(db, file).map.get(name)? {
         DefSource::Prelude(i) => match &prelude(db).file.decls[*i] {
             Decl::Def(d) => d.clone(),
             _ => return None,
         },
-        DefSource::Item(i) => match &checked(db, parse_file(db, file).items[*i]).decl {
+        DefSource::Item(i) => match decl(parse_file(db, file).items[*i]) {
             Decl::Def(d) => d.clone(),
             _ => return None,
         },
@@ -1137,16 +1201,24 @@ pub fn derived_functions(db: &dyn Db, file: SourceFile) -> Vec<TypedDef> {
 pub fn analysis(db: &dyn Db, file: SourceFile) -> Arc<Analysis> {
     db.log_execution("analysis".to_string());
     let parsed = parse_file(db, file);
+    let mut diagnostics = file_diagnostics(db, file).clone();
+    let errors = diagnostics.iter().any(Diagnostic::is_error);
+    // What the backends run: without errors, the definitions as rewritten
+    // knowing the derived functions they call (and that rewriting's own
+    // warnings, after `checked`'s).
+    let decl = |it| if errors { &checked(db, it).decl } else { &written(db, it).decl };
+    if !errors {
+        for &it in &parsed.items {
+            let more = &written(db, it).warnings[checked(db, it).warnings.len()..];
+            let at = it.spans(db).name;
+            diagnostics.extend(more.iter().map(|w| Diagnostic::warning(FileRef::Source, at, w.clone())));
+        }
+    }
     let source = CheckedFile {
-        decls: parsed.items.iter().map(|&it| checked(db, it).decl.clone()).collect(),
+        decls: parsed.items.iter().map(|&it| decl(it).clone()).collect(),
         spans: parsed.items.iter().map(|&it| it.spans(db).clone()).collect(),
     };
-    let diagnostics = file_diagnostics(db, file).clone();
-    let derived = if diagnostics.iter().any(Diagnostic::is_error) {
-        Vec::new()
-    } else {
-        derived_functions(db, file).iter().map(|d| d.0.clone()).collect()
-    };
+    let derived = if errors { Vec::new() } else { derived_functions(db, file).iter().map(|d| d.0.clone()).collect() };
     Arc::new(Analysis {
         prelude: prelude(db).file,
         source,

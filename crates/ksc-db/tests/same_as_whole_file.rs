@@ -27,12 +27,55 @@ fn with_rules(mut a: ksc_types::Analysis) -> ksc_types::Analysis {
             _ => None,
         })
         .collect();
+    let names = ksc_opt::pipeline::Declared(&|base| declared.iter().any(|n| n == base));
     for d in &mut a.source.decls {
         if let Decl::Def(def) = d {
-            ksc_opt::pipeline::rewrite_written(def, &schedules, &|base| declared.iter().any(|n| n == base));
+            ksc_opt::pipeline::rewrite_written(def, &schedules, &names);
         }
     }
     a
+}
+
+/// The database's definitions that call derived functions are rewritten
+/// again knowing those functions' bodies (`ksc_db::queries::written`):
+/// the same here, with the database's derived functions.
+fn knowing_derived(mut whole: ksc_types::Analysis, db: &ksc_types::Analysis) -> ksc_types::Analysis {
+    use ksc_ir::Decl;
+    if whole.has_errors() {
+        return whole;
+    }
+    let decls = whole.source.decls.clone();
+    let rules: Vec<&ksc_ir::Rule> =
+        decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
+    let strategies: Vec<&ksc_ir::StrategyDecl> =
+        decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
+    let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
+    let declared: Vec<String> = decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Def(d) => Some(d.name.base.clone()),
+            Decl::Edef(d) => Some(d.name.base.clone()),
+            _ => None,
+        })
+        .collect();
+    struct WithDerived<'a>(&'a [ksc_ir::Def], &'a [String]);
+    impl ksc_opt::Defs for WithDerived<'_> {
+        fn def(&self, name: &ksc_ir::FunName) -> Option<&ksc_ir::Def> {
+            self.0.iter().find(|d| d.name == *name)
+        }
+        fn has_def(&self, name: &ksc_ir::FunName) -> bool {
+            self.def(name).is_some() || self.1.contains(&name.base)
+        }
+    }
+    let program = WithDerived(&db.derived, &declared);
+    for d in &mut whole.source.decls {
+        if let Decl::Def(def) = d {
+            if ksc_ir::term::callees(def).iter().any(|f| !f.derivs.is_empty()) {
+                ksc_opt::pipeline::rewrite_written(def, &schedules, &program);
+            }
+        }
+    }
+    whole
 }
 
 #[test]
@@ -41,8 +84,8 @@ fn every_file_checks_as_with_the_whole_file_checker() {
     assert!(files.len() > 50, "found {} files", files.len());
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        let whole = with_rules(ksc_types::analyze(&text));
         let db = ksc_db::analyze(&text);
+        let whole = knowing_derived(with_rules(ksc_types::analyze(&text)), &db);
         let name = path.display();
         // The database adds what derivation reports after the checker's.
         assert!(

@@ -3,6 +3,7 @@
 //! links once, and its tests share the machine's cores instead of each
 //! file's tests running after the others'.
 
+mod ablation;
 mod anf_cse;
 mod capture;
 mod combinators;

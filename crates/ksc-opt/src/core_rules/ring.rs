@@ -16,7 +16,7 @@ use ksc_ir::builder::Builder;
 use ksc_ir::term::{self, is_zero};
 use ksc_ir::{Builtin, Callee, Expr, ExprId, FunName, Pat, Prim, Type};
 
-use super::instances::{call, ff, with_var, G};
+use super::instances::{call, ff, vf, with_var, G};
 use super::{call_parts, copy_atom, float_lit, lam_parts, let_, prim_args, share, CoreRule, Head, IF, RING};
 use crate::rule::Ctx;
 
@@ -415,4 +415,73 @@ fn sumbuild_one_hot_instance(g: &mut G, b: &mut Builder) -> ExprId {
     });
     let lam = b.body.alloc_typed(Expr::Lam(j, Type::Integer, body), Type::lam(Type::Integer, Type::Float));
     b.prim(Prim::Sumbuild, vec![n, lam])
+}
+
+pub(super) const TS_DOT_DELTAVEC: CoreRule = CoreRule {
+    name: "ts-dot-deltavec",
+    statement: "ts_dot v (deltaVec n i a) and ts_dot (deltaVec n i a) v ⇒ if (lt i (size v)) (if (gte i 0) \
+        (mul (index i v) a) 0.0) 0.0 for a Vec Float v and a Float a, when v, n, i and a have no effect",
+    group: RING,
+    head: Head::Prim(Prim::TsDot),
+    rewrite: ts_dot_deltavec,
+    instance: ts_dot_deltavec_instance,
+};
+
+/// A dot product with a one-hot vector is one product (see
+/// [`TS_DOT_DELTAVEC`]): the forward derivative of a dot product, `[fwd f]`
+/// of `dot x x` inlined into a loop over one-hot directions, takes the
+/// direction so. Where `v` and the direction differ in size the product
+/// failed and the rewrite does not (a rewrite may remove a failure); the
+/// read of `v` is in range.
+fn ts_dot_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, y] = prim_args(ctx, e, Prim::TsDot)?[..] else { return None };
+    let (v, dv) = match (prim_args(ctx, x, Prim::DeltaVec), prim_args(ctx, y, Prim::DeltaVec)) {
+        (_, Some(_)) => (x, y),
+        (Some(_), None) => (y, x),
+        (None, None) => return None,
+    };
+    let [n, i, a] = prim_args(ctx, dv, Prim::DeltaVec)?[..] else { return None };
+    let builtins = [Builtin::FMul, Builtin::ILt, Builtin::IGte];
+    if ctx.ty(v) != Type::vec(Type::Float)
+        || ctx.ty(a) != Type::Float
+        || ![v, n, i, a].into_iter().all(|z| ctx.pure(z))
+        || !builtins.iter().all(|b| ctx.globals.is_builtin(&b.name()))
+    {
+        return None;
+    }
+    Some(share(ctx, v, "v", |ctx, v| {
+        share(ctx, i, "i", |ctx, i| {
+            let (v2, i2, i3) = (copy_atom(ctx, v), copy_atom(ctx, i), copy_atom(ctx, i));
+            let size = ctx.b.prim(Prim::Size, vec![v2]);
+            let hi = ctx.b.call(Builtin::ILt.name(), vec![i2, size], Type::Bool);
+            let zero = ctx.b.integer(0);
+            let lo = ctx.b.call(Builtin::IGte.name(), vec![i3, zero], Type::Bool);
+            let read = ctx.b.prim(Prim::Index, vec![i, v]);
+            let product = ctx.b.call(Builtin::FMul.name(), vec![read, a], Type::Float);
+            let (z1, z2) = (ctx.b.float(0.0), ctx.b.float(0.0));
+            let inner = ctx.alloc(Expr::If(lo, product, z1), Type::Float);
+            ctx.alloc(Expr::If(hi, inner, z2), Type::Float)
+        })
+    }))
+}
+
+fn ts_dot_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // let v = e in ts_dot v (deltaVec (size v) i a), or the mirror image,
+    // i sometimes out of range; sometimes a direction of another size.
+    let e = g.expr(b, &vf(), 2);
+    let body = with_var(g, "v", vf(), |g| {
+        let n = if g.rng.chance(80) {
+            let vv = b.var("v", vf());
+            b.prim(Prim::Size, vec![vv])
+        } else {
+            g.size(b, 1)
+        };
+        let i = g.expr(b, &Type::Integer, 1);
+        let a = g.expr(b, &Type::Float, 2);
+        let dv = b.prim(Prim::DeltaVec, vec![n, i, a]);
+        let vv = b.var("v", vf());
+        let args = if g.rng.chance(50) { vec![vv, dv] } else { vec![dv, vv] };
+        b.prim(Prim::TsDot, args)
+    });
+    b.let_("v", e, body)
 }

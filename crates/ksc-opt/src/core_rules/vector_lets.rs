@@ -360,6 +360,52 @@ fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     Some(ctx.substitute(b, &[(x, r)], false))
 }
 
+pub(super) const LET_DELTAVEC: CoreRule = CoreRule {
+    name: "let-deltavec",
+    statement: "let x = deltaVec n i a in b ⇒ b[x := deltaVec n i a] for atoms i and a (a Float) and n without \
+        effect, when b uses x only as the vector of index and size",
+    group: VEC,
+    head: Head::Let,
+    rewrite: let_deltavec,
+    instance: let_deltavec_instance,
+};
+
+/// `let x = deltaVec n i a in b ⇒ b[x := deltaVec n i a]` (see
+/// [`LET_DELTAVEC`]): a one-hot direction bound once and read element by
+/// element (forward mode over one-hot directions, a derivative inlined
+/// into the loop over the directions) is read where it is used, where
+/// `index-deltavec` makes each read a test of the position and the
+/// iteration rules take the sums over it away. Reads that stay a
+/// `deltaVec` are made of atoms and n, which has no effect.
+fn let_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let [n, i, a] = prim_args(ctx, r, Prim::DeltaVec)?[..] else { return None };
+    if ctx.ty(a) != Type::Float || !ctx.pure(n) || !ctx.is_atomic(i) || !ctx.is_atomic(a) || !only_indexed(ctx, &x, b) {
+        return None;
+    }
+    Some(ctx.substitute(b, &[(x, r)], false))
+}
+
+fn let_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // let x = deltaVec n i a in (index j x) + to_float (size x) + e, e
+    // sometimes rebinding x.
+    let n = g.expr(b, &Type::Integer, 2);
+    let (i, a) = (g.atom(b, &Type::Integer), g.atom(b, &Type::Float));
+    let dv = b.prim(Prim::DeltaVec, vec![n, i, a]);
+    let body = with_var(g, "x", vf(), |g| {
+        let j = g.expr(b, &Type::Integer, 1);
+        let x1 = b.var("x", vf());
+        let p = b.prim(Prim::Index, vec![j, x1]);
+        let x2 = b.var("x", vf());
+        let s = b.prim(Prim::Size, vec![x2]);
+        let q = call(b, "to_float", Type::Integer, Type::Float, vec![s]);
+        let e = g.expr(b, &Type::Float, 2);
+        let pq = call(b, "add", ff(), Type::Float, vec![p, q]);
+        call(b, "add", ff(), Type::Float, vec![pq, e])
+    });
+    b.let_("x", dv, body)
+}
+
 fn let_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
     // let x = constVec n a in (index i x) + to_float (size x) + e, e
     // sometimes rebinding x.

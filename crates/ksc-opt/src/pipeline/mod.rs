@@ -228,27 +228,42 @@ pub fn user_rule_set(rules: &[&ksc_ir::Rule]) -> (RuleSet, Vec<String>) {
 /// unless the program's `user-rules` says so: the loop IR has its own
 /// passes.
 ///
-/// `declared(base)`: does the program declare a function of that base
-/// name? Where it does not, a call of a built-in is the built-in, whose
-/// rules then apply; no definition is inlined.
-pub fn rewrite_written(def: &mut Def, schedules: &Schedules, declared: &dyn Fn(&str) -> bool) -> Vec<String> {
-    /// The program's function names, without their bodies.
-    struct Declared<'a>(&'a dyn Fn(&str) -> bool);
-    impl crate::Defs for Declared<'_> {
-        fn def(&self, _: &ksc_ir::FunName) -> Option<&Def> {
-            None
-        }
-        fn has_def(&self, name: &ksc_ir::FunName) -> bool {
-            (self.0)(&name.base)
-        }
-    }
+/// `program` is what the rewriting knows of the program's functions: their
+/// names ([`Declared`]: where the program declares no function of a base
+/// name, a call of a built-in is the built-in, whose rules then apply),
+/// and the bodies it may inline (the database gives the optimised bodies
+/// of the derived functions a definition calls; no written body is
+/// inlined). `inline-small` inlines a body of at most
+/// [`WRITTEN_INLINE_SIZE`] nodes there, with the small calls it makes.
+pub fn rewrite_written(def: &mut Def, schedules: &Schedules, program: &dyn crate::Defs) -> Vec<String> {
     if !schedules.runs_user_rules() {
         return Vec::new();
     }
-    let names = Declared(declared);
-    let globals = Globals::new(&names);
-    let (_, mut rw) = rewrite_def(def, &globals, crate::Options::default(), &schedules.schedule("user-rules"));
+    let globals = Globals::new(program);
+    let options = crate::Options { inline_size: WRITTEN_INLINE_SIZE, ..crate::Options::default() };
+    let (_, mut rw) = rewrite_def(def, &globals, options, &schedules.schedule("user-rules"));
     rw.take_warnings().into_iter().map(|w| format!("the rules on `{}`: {w}", def.name.short())).collect()
+}
+
+/// The largest body (in nodes, with the small calls it makes) that
+/// `inline-small` inlines into what the user wrote: larger than between
+/// derived functions (`Options::inline_size`), since the bodies known there
+/// are derived functions, already optimised, whose inlining into a loop
+/// lets the Core rules see a one-hot direction (`[fwd f]` of a sum or a
+/// dot product is 15 to 40 nodes).
+pub const WRITTEN_INLINE_SIZE: usize = 100;
+
+/// The program's function names, without their bodies: `has_def(f)` if the
+/// program declares a function of `f`'s base name.
+pub struct Declared<'a>(pub &'a dyn Fn(&str) -> bool);
+
+impl crate::Defs for Declared<'_> {
+    fn def(&self, _: &ksc_ir::FunName) -> Option<&Def> {
+        None
+    }
+    fn has_def(&self, name: &ksc_ir::FunName) -> bool {
+        (self.0)(&name.base)
+    }
 }
 
 /// Runs `strategy` on a definition's body, its parameters in scope, and
