@@ -90,10 +90,11 @@ fn motion(s: &Stmt, cx: &Cx) -> Motion {
 }
 
 /// Can this statement fail or have an observable effect (a barrier for
-/// guarded hoisting)?
+/// guarded hoisting)? A load is not: its range is checked by a `check`
+/// before it (a barrier), or known, or the build is `--unchecked`.
 fn is_barrier(s: &Stmt) -> bool {
     match s {
-        Stmt::Let(_, r) => r.can_fail() || matches!(r, Rhs::Load { .. }),
+        Stmt::Let(_, r) => r.can_fail(),
         Stmt::Check { .. } | Stmt::Fail { .. } | Stmt::Print { .. } | Stmt::Accum { .. } => true,
         Stmt::For { pre, body, .. } => pre.iter().chain(body).any(is_barrier),
         Stmt::If { then, els, .. } => then.iter().chain(els).any(is_barrier),
@@ -144,6 +145,14 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
                             guarded.push(s);
                         }
                         _ => {
+                            let mut s = s;
+                            if let Stmt::If { then, els, .. } = &mut s {
+                                let mut out = Hoisted { free: &mut free, guarded: &mut guarded, barrier };
+                                for branch in [then, els] {
+                                    let b = std::mem::take(branch);
+                                    *branch = speculate(b, cx, &mut inside, &mut guarded_defs, &mut out);
+                                }
+                            }
                             barrier |= is_barrier(&s);
                             rest.push(s);
                         }
@@ -160,4 +169,61 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
         }
     }
     out
+}
+
+/// Where statements taken out of a branch go: before the loop, or into its
+/// preheader (after the guarded statements they read), unless a barrier
+/// came first.
+struct Hoisted<'a> {
+    free: &'a mut Vec<Stmt>,
+    guarded: &'a mut Vec<Stmt>,
+    barrier: bool,
+}
+
+/// Takes out of a branch of an `if` in a loop body (and the `if`s nested
+/// in it) the invariant statements that are pure and cannot fail: run
+/// before the loop whether or not the branch would have run (speculated:
+/// a scalar operation, once, instead of once per iteration), as the
+/// camera's sine and cosine under a test of its angle in every point's
+/// projection. Statements that may fail stay where they are.
+fn speculate(
+    block: Block,
+    cx: &Cx,
+    inside: &mut FxHashSet<VarId>,
+    guarded_defs: &mut FxHashSet<VarId>,
+    out: &mut Hoisted,
+) -> Block {
+    let mut kept = Vec::with_capacity(block.len());
+    for mut s in block {
+        let invariant = || {
+            stmt_operands(&s).iter().all(|o| match o {
+                Op::Var(v) => !inside.contains(v) && !cx.mutable(o),
+                _ => true,
+            })
+        };
+        if matches!(s, Stmt::Let(..)) && matches!(motion(&s, cx), Motion::Free) && invariant() {
+            let reads_guarded = stmt_operands(&s).iter().any(|o| matches!(o, Op::Var(v) if guarded_defs.contains(v)));
+            if !reads_guarded || !out.barrier {
+                if let Stmt::Let(v, _) = &s {
+                    inside.remove(v);
+                    if reads_guarded {
+                        guarded_defs.insert(*v);
+                    }
+                }
+                if reads_guarded {
+                    out.guarded.push(s)
+                } else {
+                    out.free.push(s)
+                }
+                continue;
+            }
+        }
+        if let Stmt::If { then, els, .. } = &mut s {
+            for branch in [then, els] {
+                *branch = speculate(std::mem::take(branch), cx, inside, guarded_defs, out);
+            }
+        }
+        kept.push(s);
+    }
+    kept
 }
