@@ -62,7 +62,7 @@ HISTORY = "history.jsonl"
 LATEST = "latest"  # latest.json, latest.md, latest.svg
 TOOLS = ["ksc", "ref", "jax", "torch"]
 # The order of the harness's workloads (run.py's configs), for latest.*.
-WORKLOADS = ["gmm", "lse", "lstm", "micro", "hand", "ba"]
+WORKLOADS = ["gmm", "lse", "lstm", "micro", "hand", "ba", "project"]
 
 sys.path.insert(0, BENCH)
 import report  # noqa: E402

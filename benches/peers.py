@@ -2,6 +2,7 @@
 
     python peers.py jax|torch WORKLOAD DATAFILE [KIND]
     python peers.py jax|torch hand DATAFILE [MODELDIR]   (simple or complicated, told by the file)
+    python peers.py jax|torch project DATAFILE   (seed 000's figure 11: one camera, N points)
 
 Speaks the protocol of benches/driver/worker.h over stdin/stdout: `run obj N`,
 `run grad N`, `out obj PATH`, `out grad PATH`, `mem`, `quit`; and `first`:
@@ -83,6 +84,78 @@ def read_micro(path):
     n = int(v[0])
     vec = [v[1 + i * n:1 + (i + 1) * n] for i in range(4)]
     return dict(u=vec[0], v=vec[1], r=vec[2], s=vec[3], a=float(v[1 + 4 * n]), da=float(v[2 + 4 * n]))
+
+
+# The largest dense n x n matrix a peer makes: the Jacobian the
+# vadd_jacsparse peers convert to CSR (JAX and PyTorch have no sparse
+# Jacobian), the basis of n one-hot tangents of vectorsum's forward-mode
+# gradient: 1 GiB, n = 11585.
+DENSE_JACOBIAN_BYTES = 1 << 30
+
+
+def refuse_dense_jacobian(n, lib, what=None):
+    """vadd_jacsparse, vectorsum: refuses (before `ready`: benches/run.py
+    records the message as the reason the tool is skipped) a dense n x n
+    matrix that does not fit, instead of running out of memory. `what`: the
+    matrix and why the library makes it (vadd_jacsparse's by default)."""
+    if 8 * n * n > DENSE_JACOBIAN_BYTES:
+        what = what or f"{lib} has no sparse Jacobian, and the dense {n} x {n} Jacobian of vadd_jacsparse"
+        b = 8 * n * n
+        size = f"{b / 1e12:.3g} TB" if b >= 1e12 else f"{b / 1e9:.3g} GB"
+        raise SystemExit(f"{TOOL}: {what} ({size}) does not fit in memory: refused (it runs at n <= "
+                         f"{math.isqrt(DENSE_JACOBIAN_BYTES // 8)})")
+
+
+def vectorsum_basis(n, lib):
+    """vectorsum's refusal: forward mode over the n one-hot directions, as
+    seed 001's program computes the gradient, vectorised over an n x n
+    basis of tangents."""
+    refuse_dense_jacobian(n, lib, f"{lib} vectorises the forward-mode gradient of vectorSum over its {n} one-hot "
+                                  f"tangents, and their dense {n} x {n} basis")
+
+
+def read_project(path):
+    """The `project` workload's data (benches/run.py's gen_project): N, one
+    camera (11: r, C, f, x0, kappa), N points (N x 3)."""
+    v = read_numbers(path)
+    n = int(v[0])
+    return v[1:12].copy(), v[12:12 + 3 * n].reshape(n, 3)
+
+
+def project_fn(xp):
+    """ADBench's BA projection for the `project` workload, for jax.numpy or
+    torch (xp): project(cam, X) of points X (..., 3) by the camera cam (11),
+    (..., 2); one point or a batch. As in the BA peers, theta is taken as 1
+    where r = 0, so that the unused Rodrigues branch has no NaN derivative."""
+    def project(cam, X):
+        r0, r1, r2 = cam[0], cam[1], cam[2]
+        x0, x1, x2 = X[..., 0] - cam[3], X[..., 1] - cam[4], X[..., 2] - cam[5]
+        sq = r0 * r0 + r1 * r1 + r2 * r2
+        nz = sq != 0
+        th = xp.sqrt(xp.where(nz, sq, xp.ones_like(sq)))
+        c, s = xp.cos(th), xp.sin(th)
+        v0, v1, v2 = r0 / th, r1 / th, r2 / th
+        t = (v0 * x0 + v1 * x1 + v2 * x2) * (1.0 - c)
+        y0 = xp.where(nz, x0 * c + (v1 * x2 - v2 * x1) * s + v0 * t, x0 + (r1 * x2 - r2 * x1))
+        y1 = xp.where(nz, x1 * c + (v2 * x0 - v0 * x2) * s + v1 * t, x1 + (r2 * x0 - r0 * x2))
+        y2 = xp.where(nz, x2 * c + (v0 * x1 - v1 * x0) * s + v2 * t, x2 + (r0 * x1 - r1 * x0))
+        px, py = y0 / y2, y1 / y2
+        s2 = px * px + py * py
+        L = 1.0 + cam[9] * s2 + cam[10] * s2 * s2
+        return xp.stack([px * L * cam[6] + cam[7], py * L * cam[6] + cam[8]], -1)
+    return project
+
+
+def project_structure(arange, cat, n):
+    """The CSR row offsets (2N + 1) and column indices (28N) of the `project`
+    Jacobian (layout of benches/reference/project.c: rows 2i, 2i + 1 hold the
+    camera's 11 columns, then point i's 3 at 11 + 3i), with the library's
+    arange and concatenate."""
+    rows = 14 * arange(2 * n + 1)
+    pts = 11 + 3 * arange(n)[:, None] + arange(3)[None, :]
+    camc = arange(11)[None, :] + 0 * arange(n)[:, None]
+    block = cat([camc, pts], 1)
+    return rows, cat([block, block], 1).reshape(-1)
 
 
 def read_ba(path):
@@ -387,6 +460,63 @@ def setup_jax():
             obj = jax.jit(vscale)
             der = jax.jit(lambda a, v, r: jax.vjp(vscale, a, v)[1](r))
             return (lambda: ready(obj(a, v))), (lambda: ready(der(a, v, r)))
+        # Figure 8's Jacobians, as a JAX user writes them: jit(jacfwd(f))
+        # (forward mode, vmapped over the columns: n for vadd, 1 for vscale).
+        if KIND == "vadd_jac":
+            obj = jax.jit(vadd)
+            der = jax.jit(jax.jacfwd(vadd))  # d(u + v)/du: n x n
+            return (lambda: ready(obj(u, v))), (lambda: ready(der(u, v)))
+        if KIND == "vscale_jac":
+            aj = jnp.asarray(a)
+            obj = jax.jit(vscale)
+            der = jax.jit(jax.jacfwd(vscale))  # d(a v)/da: n (the n x 1 column)
+            return (lambda: ready(obj(aj, v))), (lambda: ready(der(aj, v)))
+        if KIND == "vectorsum":
+            # Seed 001's vectorSum: the gradient by forward mode over the n
+            # one-hot directions, as its program computes it: jacfwd (a JVP
+            # vmapped over the identity's n columns, n x n work).
+            vectorsum_basis(len(u), "JAX")
+            vectorSum = jnp.sum
+            obj = jax.jit(vectorSum)
+            der = jax.jit(jax.jacfwd(vectorSum))  # n
+            return (lambda: ready(obj(u))), (lambda: ready(der(u)))
+        if KIND == "vadd_jacsparse":
+            # JAX has no sparse Jacobian: the dense one (jit(jacfwd)), then
+            # its nonzeros in CSR by jax.experimental.sparse.BCSR.fromdense,
+            # inside the timed call. The count of nonzeros is known only from
+            # the values, and jit needs it static: it is counted first (a
+            # jitted count_nonzero, read back), then the conversion is jitted
+            # for that count (5 times faster than an eager fromdense). Refused
+            # where the dense one does not fit (n = 10^6: 8 TB).
+            refuse_dense_jacobian(len(u), "JAX")
+            from jax.experimental import sparse
+            obj = jax.jit(vadd)
+            dense = jax.jit(jax.jacfwd(vadd))
+            count = jax.jit(jnp.count_nonzero)
+            fromdense = jax.jit(sparse.BCSR.fromdense, static_argnames=("nse",))
+
+            def der():
+                J = dense(u, v)
+                S = fromdense(J, nse=int(count(J)))
+                return ready((S.data, S.indptr, S.indices))  # values, row offsets, columns
+            return (lambda: ready(obj(u, v))), der
+    if WORKLOAD == "project":
+        # Seed 000's figure 11: per point, the 2 x 11 (camera) and 2 x 3
+        # (point) blocks by forward mode (jacfwd over the 14 directions),
+        # vmapped over the points; the CSR structure is built in the same
+        # jitted call (as the BA peers, ksc and the reference build theirs in
+        # every call; it depends on N only, so XLA may fold it to constants).
+        cam, X = (jnp.asarray(a) for a in read_project(PATH))
+        project = project_fn(jnp)
+        local = jax.vmap(jax.jacfwd(project, argnums=(0, 1)), in_axes=(None, 0))
+
+        def jac(cam, X):
+            jc, jx = local(cam, X)  # (N, 2, 11), (N, 2, 3)
+            rows, cols = project_structure(jnp.arange, jnp.concatenate, X.shape[0])
+            return jnp.concatenate([jc, jx], 2).reshape(-1), rows, cols
+        obj = jax.jit(project)
+        der = jax.jit(jac)
+        return (lambda: ready(obj(cam, X))), (lambda: ready(der(cam, X)))
     if WORKLOAD == "hand":
         parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
         data = (parents, jnp.asarray(rel), jnp.asarray(inv), jnp.asarray(pos), jnp.asarray(weights),
@@ -578,6 +708,58 @@ def setup_torch():
             return nograd(lambda: a * v), der
         if KIND == "vscale_vjp":
             return nograd(lambda: a * v), (lambda: torch.autograd.grad(ag * vg, [ag, vg], grad_outputs=r))
+        # Figure 8's Jacobians and seed 001's vectorSum gradient (forward
+        # mode over the n one-hot directions): vectorised forward mode, as
+        # for HT.
+        if KIND in ("vadd_jac", "vadd_jacsparse", "vscale_jac", "vectorsum"):
+            if KIND == "vadd_jacsparse":
+                refuse_dense_jacobian(len(u), "PyTorch")
+            if KIND == "vectorsum":
+                vectorsum_basis(len(u), "PyTorch")
+            if hasattr(torch, "func"):
+                jacfwd = lambda g, x: torch.func.jacfwd(g)(x)  # noqa: E731
+            else:  # torch < 2: the same vectorised forward mode through the functional API
+                jacfwd = lambda g, x: torch.autograd.functional.jacobian(g, x, vectorize=True, strategy="forward-mode")  # noqa: E731
+            if KIND == "vscale_jac":
+                at = torch.tensor(a)
+                return nograd(lambda: a * v), (lambda: jacfwd(lambda a: a * v, at))  # n (the n x 1 column)
+            if KIND == "vadd_jac":
+                return nograd(lambda: u + v), (lambda: jacfwd(lambda u: u + v, u))  # n x n
+            if KIND == "vectorsum":
+                return nograd(lambda: torch.sum(u)), (lambda: jacfwd(torch.sum, u))  # n
+
+            def der():
+                # PyTorch has no sparse Jacobian: the dense one, then its
+                # nonzeros in CSR (to_sparse_csr), inside the timed call.
+                # Refused where the dense one does not fit (n = 10^6: 8 TB).
+                J = jacfwd(lambda u: u + v, u).to_sparse_csr()
+                return J.values(), J.crow_indices(), J.col_indices()
+            return nograd(lambda: u + v), der
+    if WORKLOAD == "project":
+        # Seed 000's figure 11, as for JAX: torch.func's vmap of jacfwd over
+        # the points (functorch's on torch < 2, the same API), the CSR
+        # structure built in the same call.
+        if hasattr(torch, "func"):
+            vmap, jacfwd = torch.func.vmap, torch.func.jacfwd
+        else:
+            try:
+                from functorch import jacfwd, vmap
+            except ImportError:
+                raise SystemExit(f"torch: PyTorch {torch.__version__} has neither torch.func nor functorch "
+                                 "(vmap of jacfwd)")
+        cam, X = (T(a) for a in read_project(PATH))
+        project = project_fn(torch)
+        local = vmap(jacfwd(project, argnums=(0, 1)), in_dims=(None, 0))
+
+        def jac():
+            jc, jx = local(cam, X)  # (N, 2, 11), (N, 2, 3)
+            rows, cols = project_structure(torch.arange, torch.cat, X.shape[0])
+            return torch.cat([jc, jx], 2).reshape(-1), rows, cols
+
+        def obj():
+            with torch.no_grad():
+                return project(cam, X)
+        return obj, jac
     if WORKLOAD == "hand":
         parents, rel, inv, pos, weights, triangles, corr, points, us, theta = read_hand(PATH, hand_model_dir())
         data = (parents, T(rel), T(inv), T(pos), T(weights), torch.tensor(triangles), torch.tensor(corr), T(points),

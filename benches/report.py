@@ -73,7 +73,7 @@ def ratio(a, b):
 
 def counted(r, tool, which):
     """A time counts only if the tool's output was correct."""
-    if tool == "ksc" and which == "grad" and not r["has_grad"]:
+    if tool.startswith("ksc") and which == "grad" and not r["has_grad"]:
         return None
     if not r["correct"].get(tool, False) and tool != "ref":
         return None
@@ -226,6 +226,9 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
                      f"{max(0.0, r['compile_s'] - r['emit_c_s']):.2f} s | {c['lines']} | "
                      f"`{c['largest'][:60]}` ({c['largest_lines']}) | {jo} | {jg} |")
 
+    # dF~'s ablations (issue 43 item 3).
+    L += ablation_table(results)
+
     # Scaling of the micro-benchmarks.
     micro = [r for r in results if r["workload"] == "micro"]
     if micro:
@@ -251,7 +254,7 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
         L.append("\n## Failures\n")
         L.append("A tool that failed on a size has no time there (–).\n")
         for n, label, t, why in fails:
-            L.append(f"- {n} {label}, {NAMES[t]}: {why}")
+            L.append(f"- {n} {label}, {NAMES.get(t, t)}: {why}")
     errs = {}
     for r in results:
         if not r["has_grad"] and r.get("grad_error"):
@@ -280,6 +283,34 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
     with open(base + ".md", "w") as f:
         f.write("\n".join(L) + "\n")
     plot(results, base + ".svg")
+
+
+ABLATIONS = ["fusion", "licm", "df-rules"]
+
+
+def ablation_table(results):
+    """ksc with each group of optimisations switched off (`ksc build --ablate
+    GROUP`) against ksc with all of them, on the rows that timed them."""
+    rows = [r for r in results if any(f"ksc-no-{a}-grad" in r["time"] or f"ksc-no-{a}" in r.get("skipped", {})
+                                      for a in ABLATIONS)]
+    if not rows:
+        return []
+    L = ["\n## Ablations (dF~, seed 000, section 5)\n",
+         "ksc built with `--ablate GROUP` (docs/strategies.md, \"Ablations\": `fusion`, `licm`, `df-rules`) against "
+         "ksc with every optimisation, derivative; objective: the time without the group over the time with it "
+         "(above 1: the group pays), and the derivative's time without it. The C compiler (`-O3`) still "
+         "optimises the C of every build. A build whose calls took longer than the harness allows "
+         "(`--ablation-timeout`) or whose result was wrong is –, its reason under Failures.\n",
+         "| workload | size | ksc deriv; obj | " + " | ".join(f"without {a}" for a in ABLATIONS) + " |",
+         "|---|---|---:|" + "---:|" * len(ABLATIONS)]
+    for r in rows:
+        g, o = counted(r, "ksc", "grad"), counted(r, "ksc", "obj")
+        cells = []
+        for a in ABLATIONS:
+            ga, oa = counted(r, f"ksc-no-{a}", "grad"), counted(r, f"ksc-no-{a}", "obj")
+            cells.append(f"{fmt_r(ratio(ga, g))}; {fmt_r(ratio(oa, o))} ({fmt_t(ga)})")
+        L.append(f"| {name_of(r)} | {r['label']} | {fmt_t(g)}; {fmt_t(o)} | " + " | ".join(cells) + " |")
+    return L
 
 
 def geomean(xs):

@@ -50,6 +50,13 @@ CFLAGS = ["-O3", "-march=native"]
 SEMANTIC = ["-std=gnu99", "-ffp-contract=off", "-fno-math-errno"]
 TOOLS = ["ksc", "ref", "jax", "torch"]
 TOOL_NAMES = {"ksc": "ksc", "ref": "C reference", "jax": "JAX", "torch": "PyTorch"}
+# dF~'s ablations (seed 000, section 5; issue 43 item 3): ksc built with
+# `--ablate GROUP` (docs/strategies.md, "Ablations") is timed beside ksc on
+# the workloads of dF~'s figures 8 to 11, as the tool "ksc-no-GROUP".
+ABLATIONS = ["fusion", "licm", "df-rules"]
+ABLATED_WORKLOADS = ("micro", "lse", "project")
+for _a in ABLATIONS:
+    TOOL_NAMES["ksc-no-" + _a] = f"ksc without {_a}"
 TOL_KSC = 1e-8
 TOL_FD = 1e-4
 ASK_TIMEOUT = 600  # seconds for one request to a worker
@@ -140,6 +147,31 @@ def gen_micro(path, n):
     write_bin(path, itertools.chain([n], (0.5 + r.random() for _ in range(4 * n)), [1.7, 0.3]))
 
 
+# The camera and point of ADBench's BA file ba1 (its first lines), used if
+# the file is not there.
+BA1_CAMERA = [-0.758453, -1.109613, -0.845551, 34.556073, 39.676747, 53.881673, 419.194514, 5.864426, -8.518870,
+              0.087812, 0.002739]
+BA1_POINT = [7.203245, 0.001144, 3.023326]
+
+
+def gen_project(path, n):
+    """The `project` workload (seed 000's figure 11): n, one camera (11: r, C,
+    f, x0, kappa, ADBench's BA order), n points (3 each). The camera is the
+    first of ADBench's ba1_n49_m7776_p31843.txt; an ADBench BA file holds one
+    point (its loader replicates it), so the points are that point plus
+    seeded offsets uniform in [-5, 5)^3 (all distinct; about 36 in front of
+    the camera, 70 away)."""
+    cam, pt = BA1_CAMERA, BA1_POINT
+    f = os.path.join(DATA, "ba", "ba1_n49_m7776_p31843.txt")
+    if os.path.exists(f):
+        with open(f) as fh:
+            v = [float(x) for x in itertools.islice((x for line in fh for x in line.split()), 17)]
+        cam, pt = v[3:14], v[14:17]
+    r = random.Random(17 + n)
+    xs = (pt[k] + 10.0 * (r.random() - 0.5) for _ in range(n) for k in range(3))
+    write_bin(path, itertools.chain([n], cam, xs))
+
+
 def gen_nnmf(path, m, n):
     """m, n, w (m), h (n), A (m x n), uniform in [0.5, 1.5)."""
     r = random.Random(11 + n)
@@ -171,9 +203,25 @@ def configs(args, datadir):
         p = os.path.join(datadir, f"micro_{n}.bin")
         for kind in ("dot", "max", "vadd_jvp", "vadd_vjp", "vscale_jvp", "vscale_vjp"):
             out.append(("micro", "micro", kind, f"n={n}", n, p, lambda p=p, n=n: gen_micro(p, n)))
+    # Figure 8's full Jacobians: d(u + v)/du dense (n x n) at 10^3 only, and
+    # in CSR; d(a v)/da (n x 1). JAX and PyTorch have no sparse Jacobian:
+    # at 10^6 their vadd_jacsparse workers refuse (the dense one is 8 TB).
+    for kind, sizes in (("vadd_jac", (10 ** 3,)), ("vadd_jacsparse", (10 ** 3, 10 ** 6)),
+                        ("vscale_jac", (10 ** 3, 10 ** 6))):
+        for n in sizes:
+            p = os.path.join(datadir, f"micro_{n}.bin")
+            out.append(("micro", "micro", kind, f"n={n}", n, p, lambda p=p, n=n: gen_micro(p, n)))
     for n in (1000, 2000):
         p = os.path.join(datadir, f"nnmf_1000x{n}.bin")
         out.append(("micro", "nnmf", "nnmf", f"m=1000 n={n}", n, p, lambda p=p, n=n: gen_nnmf(p, 1000, n)))
+    # Seed 001's vectorSum (its section 6, sizes 2500 to 50000): the
+    # gradient of the sum by forward mode over the n one-hot directions,
+    # built from vectorsum.ks (v is the micro data's u). Optimised linear,
+    # unoptimised (ksc-no-df-rules) quadratic; JAX's and PyTorch's n x n
+    # forward mode is refused over 1 GiB (n > 11585).
+    for n in (2500, 10000, 50000):
+        p = os.path.join(datadir, f"micro_{n}.bin")
+        out.append(("micro", "vectorsum", "vectorsum", f"n={n}", n, p, lambda p=p, n=n: gen_micro(p, n)))
     # HT (hand tracking), simple and complicated variants: ADBench's files on
     # the big model (the driver and the peers read it from ../big-model next
     # to each file, and tell the variant by the file's contents).
@@ -186,6 +234,12 @@ def configs(args, datadir):
             n = int(f[:-4].rsplit("_c", 1)[1])
             out.append(("hand", "hand", kind, f"N={n} ({f[:-4]}, big model)", n, os.path.join(hand_dir, f), None))
     out += ba_configs(args)
+    # Figure 11: the Jacobian of one camera's projections of N points (CSR,
+    # 2N x (11 + 3N)); the size for the plot is N.
+    for n in (10 ** 3, 10 ** 4):
+        p = os.path.join(datadir, f"project_{n}.bin")
+        out.append(("project", "project", "project", f"N={n} (camera of ADBench ba1)", n, p,
+                    lambda p=p, n=n: gen_project(p, n)))
     # Seed 002's reduce and scan (issue 34), at 1 and 2 threads (the C
     # reference is sequential).
     for kind, sizes in (("lse_reduce", (10 ** 6, 10 ** 7)), ("recurrence", (10 ** 6, 10 ** 7)),
@@ -277,6 +331,22 @@ class Build:
         self.cache = {}
         self.c_size = {}
 
+    def ksc_ablated(self, name, group):
+        """Builds ksc-examples/adbench/NAME.ks with `--ablate GROUP` into its
+        own directory, whose library the driver loads through
+        LD_LIBRARY_PATH (it takes precedence over the driver's RUNPATH).
+        Returns the directory, or the build's error as (None, message)."""
+        key = ("ablated", name, group)
+        if key not in self.cache:
+            out = os.path.join(self.workdir, f"ksc-{name}-no-{group}")
+            os.makedirs(out, exist_ok=True)
+            env = dict(os.environ, KSC_CACHE_DIR=tempfile.mkdtemp(dir=self.workdir))
+            p = subprocess.run([self.ksc, "build", os.path.join(EXAMPLES, name + ".ks"), "--emit", "so", "-o", out,
+                                "--unchecked", "--ablate", group], capture_output=True, text=True, env=env)
+            err = (p.stderr.strip().splitlines() or ["(no message)"])[0]
+            self.cache[key] = (out, None) if p.returncode == 0 else (None, f"ksc --ablate {group} cannot build: {err}")
+        return self.cache[key]
+
     def ksc_so(self, name):
         """Builds ksc-examples/adbench/NAME.ks; on failure an objective-only
         copy. Returns (dir, has_grad, grad_error, compile seconds, emit-c seconds)."""
@@ -329,8 +399,11 @@ class Build:
                                                                   "-l" + name, "-Wl,-rpath," + kdir, "-lm"]
         if not has_grad:
             cmd.insert(1, "-DKSC_NO_GRAD")
-        if name == "nnmf":
-            cmd.insert(1, "-DNNMF")
+        # A micro kind built from its own example program (nnmf.ks,
+        # vectorsum.ks): driver/micro.c includes its header under -DNNMF,
+        # -DVECTORSUM, ...
+        if workload == "micro" and name != "micro":
+            cmd.insert(1, "-D" + name.upper())
         subprocess.run(cmd, check=True)
         self.cache[key] = exe
         return exe
@@ -338,15 +411,17 @@ class Build:
 
 # ------------------------------------------------------------------ workers
 class Worker:
-    def __init__(self, tool, cmd, cores, timeout, mem_limit=None):
-        """A worker on the set of `cores`, with as many threads."""
+    def __init__(self, tool, cmd, cores, timeout, mem_limit=None, env=None, ask_timeout=ASK_TIMEOUT):
+        """A worker on the set of `cores`, with as many threads; `env`: more
+        environment variables; `ask_timeout`: seconds one request may take."""
         self.tool = tool
         self.error = None
+        self.ask_timeout = ask_timeout
         t = str(len(cores))
         eigen = "true" if len(cores) > 1 else "false"
         env = dict(os.environ, OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, KSC_BENCH_THREADS=t,
                    XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={t}",
-                   JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", OMP_WAIT_POLICY="passive")
+                   JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", OMP_WAIT_POLICY="passive", **(env or {}))
         self.errf = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf, text=True,
                                   env=env, preexec_fn=lambda: self.limits(cores, mem_limit))
@@ -397,9 +472,9 @@ class Worker:
         except (BrokenPipeError, OSError):
             self.fail("died")
             return None
-        line = self.read(ASK_TIMEOUT)
+        line = self.read(self.ask_timeout)
         if line is None:
-            self.fail(f"timed out ({ASK_TIMEOUT} s) on `{cmd}`")
+            self.fail(f"timed out ({self.ask_timeout:.0f} s) on `{cmd}`")
             return None
         if not line or line.startswith("error"):
             self.fail(f"failed on `{cmd}`")
@@ -511,6 +586,12 @@ def main():
     ap.add_argument("--ksc", help="use this ksc binary instead of building one")
     ap.add_argument("--ksc-rev", help="build ksc from a clean snapshot of this commit (e.g. HEAD)")
     ap.add_argument("--no-criterion", action="store_true", help="skip the criterion benchmarks of the compiler")
+    ap.add_argument("--no-ablations", action="store_true",
+                    help="do not time ksc with each of its ablations (--ablate fusion, licm, df-rules) on the "
+                         "workloads of dF~'s figures (micro, lse, project)")
+    ap.add_argument("--ablation-timeout", type=float, default=120.0,
+                    help="seconds one call of an ablated build may take before it is stopped and reported "
+                         "(default 120: without its optimisations a derivative may be quadratic)")
     ap.add_argument("--no-install", action="store_true", help="do not run benches/setup_peers.sh")
     ap.add_argument("--out", default=os.path.join(BENCH, "results"),
                     help="results directory: history.jsonl and latest.* (default benches/results; "
@@ -601,6 +682,14 @@ def main():
         # The C reference is sequential: one core.
         workers = [Worker("ref", [exe, "ref", path] + extra, {core}, 600, lim),
                    Worker("ksc", [exe, "ksc", path] + extra, cores, 600, lim)]
+        ablated = [] if opts.no_ablations or workload not in ABLATED_WORKLOADS else ["ksc-no-" + a for a in ABLATIONS]
+        for tool in ablated:
+            adir, why = build.ksc_ablated(name, tool[len("ksc-no-"):])
+            if adir is None:
+                r["skipped"][tool] = why
+                continue
+            workers.append(Worker(tool, [exe, "ksc", path] + extra, cores, 600, lim, env={"LD_LIBRARY_PATH": adir},
+                                  ask_timeout=opts.ablation_timeout))
         for t, py in peers.items():
             workers.append(Worker(t, [py, os.path.join(BENCH, "peers.py"), t, workload, path] + extra, cores, 1800))
         for w in workers:
@@ -612,7 +701,8 @@ def main():
         # fails, e.g. out of memory, leaves the objective's results).
         outs = {}
         for which in ("obj", "grad"):
-            ws = [w for w in workers if not w.error and not (w.tool == "ksc" and which == "grad" and not has_grad)]
+            ws = [w for w in workers
+                  if not w.error and not (w.tool.startswith("ksc") and which == "grad" and not has_grad)]
             for w in ws:
                 f = os.path.join(workdir, f"out-{w.tool}-{which}.txt")
                 if w.ask(f"out {which} {f}") is not None:
@@ -620,14 +710,15 @@ def main():
             if which == "grad":
                 fd = byname["ref"].ask("fd")
                 r["fd_error"] = float(fd) if fd is not None else math.inf
-            for t in ("ksc", "jax", "torch"):
+            for t in ["ksc", "jax", "torch"] + ablated:
                 if (t, which) in outs and ("ref", which) in outs:
                     r["errors"][f"{t}-{which}"] = max_err(outs[(t, which)], outs[("ref", which)])
             ws = [w for w in ws if not w.error]
             for tool, v in time_interleaved(ws, which, opts).items():
                 r["time"][f"{tool}-{which}"] = v
-        r["correct"] = {t: all(e <= (TOL_KSC if t == "ksc" else 1e-6) for k, e in r["errors"].items() if k.startswith(t + "-"))
-                        for t in TOOLS}
+        r["correct"] = {t: all(e <= (TOL_KSC if t.startswith("ksc") else 1e-6) for k, e in r["errors"].items()
+                               if k.startswith(t + "-") and k[len(t) + 1:] in ("obj", "grad"))
+                        for t in TOOLS + ablated}
         r["correct"]["ref"] = r["fd_error"] <= TOL_FD
         for w in workers:
             if w.tool in ("jax", "torch"):

@@ -1,7 +1,8 @@
 /* Hand-written C references of the micro-benchmarks of seed 000
- * (ksc-examples/adbench/micro.ks says what each computes), written from the
- * formulas for this project. */
+ * (ksc-examples/adbench/micro.ks says what each computes) and of seed 001's
+ * vectorSum (vectorsum.ks), written from the formulas for this project. */
 #include <math.h>
+#include <string.h>
 
 static double ref_dot(long n, const double *u, const double *v) {
     double s = 0.0;
@@ -65,4 +66,31 @@ static void ref_nnmf_gradient(long m, long n, const double *w, const double *h, 
         double iw = 1.0 / w[i];
         for (long j = 0; j < n; j++) g[j] -= a[i * n + j] * iw / (h[j] * h[j]);
     }
+}
+/* Figure 8's Jacobians, written from the formula: d(u + v)/du is the n x n
+ * identity, row-major (dense) or in CSR (row i holds one entry, column i,
+ * value 1: values, row offsets (n + 1), column indices); d(a v)/da is the
+ * column v (n x 1). */
+static void ref_vadd_jac(long n, double *J) {
+    memset(J, 0, sizeof(double) * n * n);
+    for (long i = 0; i < n; i++) J[i * n + i] = 1.0;
+}
+static void ref_vadd_jacsparse(long n, double *vals, long *rows, long *cols) {
+    for (long i = 0; i < n; i++) { vals[i] = 1.0; rows[i] = i; cols[i] = i; }
+    rows[n] = n;
+}
+static void ref_vscale_jac(long n, const double *v, double *J) {
+    for (long i = 0; i < n; i++) J[i] = v[i];
+}
+/* Seed 001's vectorSum: the sum of v, and its gradient by hand: d(sum v)/dv_i
+ * is 1 for every i, so the gradient is n ones, n read from v's size (the
+ * values are not read). */
+static double ref_vectorsum(long n, const double *v) {
+    double s = 0.0;
+    for (long i = 0; i < n; i++) s += v[i];
+    return s;
+}
+static void ref_vectorsum_gradient(long n, const double *v, double *g) {
+    (void)v;
+    for (long i = 0; i < n; i++) g[i] = 1.0;
 }
