@@ -13,20 +13,7 @@ fn with_rules(mut a: ksc_types::Analysis) -> ksc_types::Analysis {
     if a.has_errors() {
         return a;
     }
-    let decls = a.source.decls.clone();
-    let rules: Vec<&ksc_ir::Rule> =
-        decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
-    let strategies: Vec<&ksc_ir::StrategyDecl> =
-        decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
-    let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
-    let declared: Vec<String> = decls
-        .iter()
-        .filter_map(|d| match d {
-            Decl::Def(d) => Some(d.name.base.clone()),
-            Decl::Edef(d) => Some(d.name.base.clone()),
-            _ => None,
-        })
-        .collect();
+    let (schedules, declared) = schedules_and_names(&a.source.decls);
     let names = ksc_opt::pipeline::Declared(&|base| declared.iter().any(|n| n == base));
     for d in &mut a.source.decls {
         if let Decl::Def(def) = d {
@@ -34,6 +21,25 @@ fn with_rules(mut a: ksc_types::Analysis) -> ksc_types::Analysis {
         }
     }
     a
+}
+
+/// The program's schedules, and the base names it declares.
+fn schedules_and_names(decls: &[ksc_ir::Decl]) -> (ksc_opt::Schedules, Vec<String>) {
+    use ksc_ir::Decl;
+    let rules: Vec<&ksc_ir::Rule> =
+        decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
+    let strategies: Vec<&ksc_ir::StrategyDecl> =
+        decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
+    let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
+    let declared = decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Def(d) => Some(d.name.base.clone()),
+            Decl::Edef(d) => Some(d.name.base.clone()),
+            _ => None,
+        })
+        .collect();
+    (schedules, declared)
 }
 
 /// The database's definitions that call derived functions are rewritten
@@ -44,20 +50,7 @@ fn knowing_derived(mut whole: ksc_types::Analysis, db: &ksc_types::Analysis) -> 
     if whole.has_errors() {
         return whole;
     }
-    let decls = whole.source.decls.clone();
-    let rules: Vec<&ksc_ir::Rule> =
-        decls.iter().filter_map(|d| if let Decl::Rule(r) = d { Some(r) } else { None }).collect();
-    let strategies: Vec<&ksc_ir::StrategyDecl> =
-        decls.iter().filter_map(|d| if let Decl::Strategy(s) = d { Some(s) } else { None }).collect();
-    let (schedules, _) = ksc_opt::pipeline::program_schedules(&rules, &strategies);
-    let declared: Vec<String> = decls
-        .iter()
-        .filter_map(|d| match d {
-            Decl::Def(d) => Some(d.name.base.clone()),
-            Decl::Edef(d) => Some(d.name.base.clone()),
-            _ => None,
-        })
-        .collect();
+    let (schedules, declared) = schedules_and_names(&whole.source.decls);
     struct WithDerived<'a>(&'a [ksc_ir::Def], &'a [String]);
     impl ksc_opt::Defs for WithDerived<'_> {
         fn def(&self, name: &ksc_ir::FunName) -> Option<&ksc_ir::Def> {

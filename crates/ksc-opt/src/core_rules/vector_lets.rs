@@ -387,30 +387,15 @@ fn let_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 }
 
 fn let_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
-    // let x = deltaVec n i a in (index j x) + to_float (size x) + e, e
-    // sometimes rebinding x.
     let n = g.expr(b, &Type::Integer, 2);
     let (i, a) = (g.atom(b, &Type::Integer), g.atom(b, &Type::Float));
     let dv = b.prim(Prim::DeltaVec, vec![n, i, a]);
-    let body = with_var(g, "x", vf(), |g| {
-        let j = g.expr(b, &Type::Integer, 1);
-        let x1 = b.var("x", vf());
-        let p = b.prim(Prim::Index, vec![j, x1]);
-        let x2 = b.var("x", vf());
-        let s = b.prim(Prim::Size, vec![x2]);
-        let q = call(b, "to_float", Type::Integer, Type::Float, vec![s]);
-        let e = g.expr(b, &Type::Float, 2);
-        let pq = call(b, "add", ff(), Type::Float, vec![p, q]);
-        call(b, "add", ff(), Type::Float, vec![pq, e])
-    });
-    b.let_("x", dv, body)
+    read_by_index_and_size(g, b, dv)
 }
 
-fn let_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
-    // let x = constVec n a in (index i x) + to_float (size x) + e, e
-    // sometimes rebinding x.
-    let (n, a) = (g.expr(b, &Type::Integer, 2), g.atom(b, &Type::Float));
-    let cv = b.prim(Prim::ConstVec, vec![n, a]);
+/// `let x = v in (index i x) + to_float (size x) + e`, e sometimes
+/// rebinding x: what `let-constvec` and `let-deltavec` substitute into.
+fn read_by_index_and_size(g: &mut G, b: &mut Builder, v: ExprId) -> ExprId {
     let body = with_var(g, "x", vf(), |g| {
         let i = g.expr(b, &Type::Integer, 1);
         let x1 = b.var("x", vf());
@@ -422,5 +407,11 @@ fn let_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
         let pq = call(b, "add", ff(), Type::Float, vec![p, q]);
         call(b, "add", ff(), Type::Float, vec![pq, e])
     });
-    b.let_("x", cv, body)
+    b.let_("x", v, body)
+}
+
+fn let_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let (n, a) = (g.expr(b, &Type::Integer, 2), g.atom(b, &Type::Float));
+    let cv = b.prim(Prim::ConstVec, vec![n, a]);
+    read_by_index_and_size(g, b, cv)
 }
