@@ -540,14 +540,33 @@ fn strategy_diagnostics(db: &dyn Db, item: Item<'_>) -> Vec<Diagnostic> {
     // Its position among the strategies.
     let k = parsed.items[..item.index(db)].iter().filter(|it| it.key(db).kind == ItemKind::Strategy).count();
     let spans = item.spans(db);
-    strategy_errors(db, file)
+    let mut out: Vec<Diagnostic> = strategy_errors(db, file)
         .iter()
         .filter(|e| e.decl == k)
         .map(|e| {
             let span = e.node.and_then(|n| spans.terms.get(n).copied()).unwrap_or(spans.name);
             Diagnostic::error(FileRef::Source, span, e.message.clone())
         })
-        .collect()
+        .collect();
+    // An `in-def` of a plain name the file defines nothing of runs nowhere:
+    // most likely a misspelling. (A derived function's name, `[rev f]`, is
+    // known only once derived.)
+    if let Decl::Strategy(d) = item.decl(db) {
+        let declared = declared_names(db, file);
+        let nodes = d.body.pre_order();
+        for (p, t) in nodes.iter().enumerate() {
+            let ksc_ir::STerm::List(xs) = t else { continue };
+            let [ksc_ir::STerm::Symbol(head), ksc_ir::STerm::Symbol(f) | ksc_ir::STerm::String(f), ..] = &xs[..] else {
+                continue;
+            };
+            if head == "in-def" && !f.contains('[') && !declared.contains_key(f.as_str()) {
+                let span = spans.terms.get(p + 2).copied().unwrap_or(spans.name);
+                let message = format!("`in-def {f}`: the file defines no function `{f}`, so this runs nowhere");
+                out.push(Diagnostic::warning(FileRef::Source, span, message));
+            }
+        }
+    }
+    out
 }
 
 /// Where the definition in force for a function name is.

@@ -40,15 +40,25 @@ const VECTOR_SUM: &str = "(def vectorSum Float (v : Vec Float) (sum v))
 
 /// The program `gradient` with an input, with the schedule or without.
 fn program(gradient: &str, with_schedule: bool) -> String {
-    let schedule = if with_schedule { SCHEDULE } else { "" };
+    with(if with_schedule { SCHEDULE } else { "" }, gradient)
+}
+
+/// The program `gradient` with an input, after `schedule`.
+fn with(schedule: &str, gradient: &str) -> String {
     format!("{schedule}{gradient}(def input (Vec Float) (n : Integer) (build n (lam (i : Integer) (to_float i))))\n")
 }
 
 /// The operations of `grad_fwd (input n)` and its result's element 3.
 fn cost(gradient: &str, with_schedule: bool, n: i64) -> (u64, f64) {
+    cost_of(&program(gradient, with_schedule), n)
+}
+
+/// The operations of `grad_fwd (input n)` in `program`, and its result's
+/// element 3.
+fn cost_of(program: &str, n: i64) -> (u64, f64) {
     use ksc_eval::{Interpreter, Value};
     use ksc_ir::{FunName, Type};
-    let analysis = ksc_db::analyze(&program(gradient, with_schedule));
+    let analysis = ksc_db::analyze(program);
     assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
@@ -88,4 +98,19 @@ fn a_forward_mode_gradient_over_one_hot_directions_is_linear_after_the_rules() {
 fn so_is_one_that_calls_the_forward_derivative() {
     linear_after_the_rules(DOT_THROUGH_FWD, 6.0);
     linear_after_the_rules(VECTOR_SUM, 1.0);
+}
+
+#[test]
+fn a_schedule_for_one_definition_runs_there_only() {
+    // `in-def` runs the Core rules on `grad_fwd` alone: linear; on `input`
+    // alone, the gradient stays quadratic.
+    let on = |f: &str| format!("(strategy user-rules (in-def {f} (normalize (rules core))))\n");
+    let (here1, g) = cost_of(&with(&on("grad_fwd"), VECTOR_SUM), 250);
+    let (here4, _) = cost_of(&with(&on("grad_fwd"), VECTOR_SUM), 1000);
+    let (there1, h) = cost_of(&with(&on("input"), VECTOR_SUM), 250);
+    let (there4, _) = cost_of(&with(&on("input"), VECTOR_SUM), 1000);
+    println!("in grad_fwd: {here1} -> {here4}; in input: {there1} -> {there4}");
+    assert_eq!((g, h), (1.0, 1.0));
+    assert!(2 * here4 <= 9 * here1, "{here1} -> {here4}");
+    assert!(there4 >= 14 * there1, "{there1} -> {there4}");
 }

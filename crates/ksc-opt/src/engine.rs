@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term::{self, Cache};
-use ksc_ir::{Callee, Expr, ExprId, Pat, Prim, Var};
+use ksc_ir::{Callee, Expr, ExprId, FunName, Pat, Prim, Var};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::globals::Globals;
@@ -160,6 +160,8 @@ pub struct Rewriter<'g> {
     /// The variables bound around the terms it rewrites (a definition's
     /// parameters), for `anf` and `cse`.
     in_scope: Vec<Var>,
+    /// The definition whose body it rewrites, for `in-def`.
+    def_name: Option<FunName>,
 }
 
 /// One `normalize` of a traced run: the named strategies it ran in, the
@@ -193,6 +195,7 @@ impl<'g> Rewriter<'g> {
             normalizes: Vec::new(),
             compacting: false,
             in_scope: Vec::new(),
+            def_name: None,
         }
     }
 
@@ -214,6 +217,12 @@ impl<'g> Rewriter<'g> {
     /// parameters): `anf` and `cse` must not capture them.
     pub fn set_in_scope(&mut self, vars: Vec<Var>) {
         self.in_scope = vars;
+    }
+
+    /// The definition whose body it rewrites: `(in-def NAME S)` runs S
+    /// only there ([`names_def`]).
+    pub fn set_def(&mut self, name: &FunName) {
+        self.def_name = Some(name.clone());
     }
 
     pub fn globals(&self) -> &'g Globals<'g> {
@@ -248,6 +257,7 @@ impl<'g> Rewriter<'g> {
             names: Vec::new(),
             normalizes: &mut self.normalizes,
             in_scope: &self.in_scope,
+            def_name: self.def_name.as_ref(),
         };
         run.apply(s, root)
     }
@@ -276,11 +286,18 @@ impl<'g> Rewriter<'g> {
     }
 }
 
+/// Does `pattern` name the definition `def`: its name as ksc prints it
+/// without types (`f`, `[rev f]`) or with them (`[f (Vec Float)]`)?
+pub fn names_def(pattern: &str, def: &FunName) -> bool {
+    def.short() == pattern || def.to_string() == pattern
+}
+
 /// Is `s` a `normalize` (through libraries and calls of named strategies)?
 fn normalizes_at_top(s: &Strategy, lib: Option<&Library>) -> bool {
     match s {
         Strategy::Normalize(..) => true,
         Strategy::In(l, inner) => normalizes_at_top(inner, Some(l)),
+        Strategy::InDef(_, inner) => normalizes_at_top(inner, lib),
         Strategy::Call(name, args) => {
             lib.and_then(|l| l.unfold(name, args)).is_some_and(|body| matches!(body, Strategy::Normalize(..)))
         }
@@ -414,6 +431,8 @@ struct Run<'a, 'b, 'g> {
     normalizes: &'a mut Vec<NormalizeRun>,
     /// The variables bound around the term (see [`Rewriter::set_in_scope`]).
     in_scope: &'a [Var],
+    /// The definition being rewritten (see [`Rewriter::set_def`]).
+    def_name: Option<&'a FunName>,
 }
 
 /// A node on the path of a traversal.
@@ -541,6 +560,13 @@ impl Run<'_, '_, '_> {
             }
             // Replaced by its argument when the call is unfolded.
             Strategy::Param(..) => None,
+            Strategy::InDef(name, s) => {
+                if self.def_name.is_some_and(|d| names_def(name, d)) {
+                    self.apply(s, e)
+                } else {
+                    Some(e)
+                }
+            }
             Strategy::Anf | Strategy::Cse => {
                 let mut vars = self.in_scope.to_vec();
                 vars.extend(self.scope.bindings().iter().map(|b| b.name.clone()));

@@ -102,6 +102,7 @@ pub fn optimise_def(def: &mut Def, schedules: &Schedules, globals: &Globals, opt
     let params: Vec<Var> = def.params.iter().map(|p| p.name.clone()).collect();
     let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = Rewriter::with_options(globals, options.clone());
+    rw.set_def(&def.name);
     // Nothing of the body but the term is kept here: the simplifier may
     // compact the arena as it goes.
     rw.set_compacting(true);
@@ -152,6 +153,7 @@ pub fn inline_marked(def: &mut Def, schedules: &Schedules, globals: &Globals) {
     let mut fresh = term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = Rewriter::with_options(globals, Options::default());
     rw.set_compacting(true);
+    rw.set_def(&def.name);
     let mut root = def.root;
     {
         let mut b = Builder::new(&mut def.body, &mut fresh);

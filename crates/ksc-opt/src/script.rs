@@ -9,6 +9,7 @@
 //!       | (seq S S ...) | (lchoice S S ...)
 //!       | (try S) | (repeat S) | (one S) | (all S) | (topDown S) | (bottomUp S)
 //!       | (normalize S) | (normalize S FUEL)
+//!       | (in-def FUN S)                S on the definition FUN only (`f`, `"[rev f]"`), id elsewhere
 //!       | NAME | (NAME S ...)           a named strategy applied to its arguments
 //!       | PARAM                         a parameter of the strategy being defined
 //! ITEM := core | map-laws | application-laws | user      rule sets
@@ -128,6 +129,7 @@ fn substitute(s: &Strategy, args: &[Strategy]) -> Strategy {
         Strategy::Normalize(x, fuel) => Strategy::Normalize(go(x), *fuel),
         Strategy::Call(name, xs) => Strategy::Call(name.clone(), xs.iter().map(|x| substitute(x, args)).collect()),
         Strategy::In(lib, x) => Strategy::In(lib.clone(), go(x)),
+        Strategy::InDef(name, x) => Strategy::InDef(name.clone(), go(x)),
         Strategy::Id | Strategy::Fail | Strategy::Rule(_) | Strategy::Rules(_) | Strategy::Anf | Strategy::Cse => {
             s.clone()
         }
@@ -348,6 +350,7 @@ impl Resolver<'_> {
                 self.pos += 1;
                 match word.as_str() {
                     "rules" => self.rules(at, args),
+                    "in-def" => self.in_def(at, args),
                     "normalize" if args.len() == 2 => {
                         let s = self.term(&args[0]);
                         let fuel_at = self.pos;
@@ -388,6 +391,33 @@ impl Resolver<'_> {
                 self.error(at, format!("expected a strategy, found `{other}`"))
             }
         }
+    }
+
+    /// `(in-def FUN S)`: FUN a written function's name (`f`, `"[f (Vec
+    /// Float)]"`) or a derived one's (`"[rev f]"`), as a symbol or a string.
+    fn in_def(&mut self, at: usize, args: &[STerm]) -> Option<Strategy> {
+        let [fun, s] = args else {
+            args.iter().for_each(|a| self.skip(a));
+            return self.error(
+                at,
+                match args.len() {
+                    1 => "`in-def` takes a function's name and one strategy, found 1 argument".to_string(),
+                    n => format!("`in-def` takes a function's name and one strategy, found {n} arguments"),
+                },
+            );
+        };
+        let fun_at = self.pos;
+        self.pos += 1;
+        let name = match fun {
+            STerm::Symbol(n) | STerm::String(n) => Some(n.clone()),
+            other => {
+                self.skip_rest(other);
+                self.error(fun_at, format!("expected a function's name (`f`, or `\"[rev f]\"`), found `{other}`"));
+                None
+            }
+        };
+        let s = self.term(s)?;
+        Some(Strategy::InDef(Arc::from(name?.as_str()), Box::new(s)))
     }
 
     /// After the first node of `t` is counted: the rest of its subtree.
@@ -456,10 +486,12 @@ impl Resolver<'_> {
                 self.error(at, format!("the strategy `{word}` takes {k} {plural}, found {n}"))
             }
             None if word == "rules" => self.error(at, "`rules` names one or more rule sets or rules".to_string()),
+            None if word == "in-def" => self.error(at, "`in-def` takes a function's name and one strategy".to_string()),
             None => self.error(
                 at,
                 format!(
-                    "unknown strategy `{word}`: expected a combinator ({}), `rules`, a parameter or a declared strategy",
+                    "unknown strategy `{word}`: expected a combinator ({}), `rules`, `in-def`, a parameter or a \
+                     declared strategy",
                     COMBINATORS.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
                 ),
             ),

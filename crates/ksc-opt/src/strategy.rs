@@ -66,6 +66,10 @@ pub enum Strategy {
     Anf,
     /// The term with its common subexpressions computed once (succeeds).
     Cse,
+    /// The strategy on the definitions of this name (a written function's,
+    /// `f` or `[f T]`, or a derived one's as ksc prints it, `[rev f]`);
+    /// elsewhere the term unchanged (succeeds).
+    InDef(Arc<str>, Box<Strategy>),
 }
 
 pub fn id() -> Strategy {
@@ -158,6 +162,7 @@ impl fmt::Display for Strategy {
             Strategy::In(_, s) => write!(f, "{s}"),
             Strategy::Anf => f.write_str("anf"),
             Strategy::Cse => f.write_str("cse"),
+            Strategy::InDef(name, s) => write!(f, "inDef({name}, {s})"),
         }
     }
 }

@@ -202,3 +202,31 @@ fn anf_and_cse_are_strategies() {
     let (va, _) = crate::common::run(&[&f], &f.name, ksc_eval::Value::Float(1.5));
     assert_eq!(vb.expect("runs"), va.expect("runs"));
 }
+
+#[test]
+fn in_def_runs_its_strategy_on_the_definitions_it_names_only() {
+    // `(in-def f S)` rewrites f's body; g's is left as it is (and the run
+    // succeeds there). A derived function is named as ksc prints it.
+    let a = checked(
+        "(def f Float (x : Float) (let (y (mul x x)) y))\n\
+         (def g Float (x : Float) (let (y (mul x x)) y))\n\
+         (strategy tidy (in-def f (normalize (rules core))))\n\
+         (strategy typed (in-def \"[g Float]\" (normalize (rules core))))",
+    );
+    let strategies: Vec<&StrategyDecl> =
+        a.source.decls.iter().filter_map(|d| if let ksc_ir::Decl::Strategy(s) = d { Some(s) } else { None }).collect();
+    let (schedules, errors) = Schedules::program(&strategies, &RuleSet::new("user"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let map = DefMap::new(a.defs());
+    let globals = Globals::new(&map);
+    let rewritten = |name: &str, strategy: &str| {
+        let mut d = crate::common::user_def(&a, name);
+        let run = ksc_opt::pipeline::apply_schedule(&mut d, &globals, &schedules, strategy).expect("runs");
+        assert!(run.succeeded);
+        ksc_ir::print::print_def(&d)
+    };
+    assert!(!rewritten("f", "tidy").contains("let"), "f is rewritten");
+    assert!(rewritten("g", "tidy").contains("let"), "g is not");
+    assert!(!rewritten("g", "typed").contains("let"), "g by its typed name");
+    assert!(ksc_opt::engine::names_def("[rev f]", &ksc_ir::FunName::plain("f").derived(ksc_ir::Derivation::Rev)));
+}

@@ -279,6 +279,7 @@ fn rewrite_def<'g>(
     let mut fresh = ksc_ir::term::fresh_floor(&def.body, def.root, params.iter());
     let mut rw = crate::Rewriter::with_options(globals, options);
     rw.set_in_scope(params);
+    rw.set_def(&def.name);
     let out = {
         let mut b = Builder::new(&mut def.body, &mut fresh);
         rw.apply(strategy, &mut b, def.root)
