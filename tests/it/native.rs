@@ -322,17 +322,22 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "jac_inner_invariant" => {
                 // In the branch by columns, the loop over the columns (up
-                // to the check that they filled the matrix) holds five
-                // loops: its own, the basis tangent's, the rows', each
-                // row's tangent sum and the copy of the column into the
-                // matrix; the primal sums are before it.
+                // to the check that they filled the matrix) holds three
+                // loops: its own, the rows' and the copy of the column into
+                // the matrix; the primal sums are before it. The column's
+                // direction is a one-hot (`tangent-basis-one-hot`), so each
+                // row's tangent sum over theta is its one term
+                // (`scale-if-zero`, `sumbuild-one-hot`), not a loop.
                 let f = function_of(&loops, "jac1$f");
                 let columns = f
                     .split("ksc_columns = alloc")
                     .nth(1)
                     .and_then(|s| s.split("of tensors of fewer").next())
                     .unwrap_or_default();
-                check(columns.matches("for ").count() == 5, "the rows' primal sums are computed in every column")
+                check(
+                    columns.matches("for ").count() == 3,
+                    "the rows' primal sums are computed in every column, or their tangent sums loop",
+                )
             }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");

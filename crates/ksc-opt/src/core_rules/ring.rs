@@ -485,3 +485,100 @@ fn ts_dot_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
     });
     b.let_("v", e, body)
 }
+
+pub(super) const TANGENT_BASIS_ONE_HOT: CoreRule = CoreRule {
+    name: "tangent-basis-one-hot",
+    statement: "$tangentBasis x k ⇒ deltaVec (size x) k 1.0 for a Vec Float x, and ⇒ if (eq k 0) 1.0 0.0 for a \
+        Float x, when x and k have no effect",
+    group: RING,
+    head: Head::Prim(Prim::TangentBasis),
+    rewrite: tangent_basis_one_hot,
+    instance: tangent_basis_one_hot_instance,
+};
+
+/// The k-th direction of a vector's (or a Float's) tangent space is a
+/// one-hot (see [`TANGENT_BASIS_ONE_HOT`]): `[jac f]`'s columns are f's
+/// forward derivative along these, which the one-hot rules then read
+/// element by element (a position out of range is no direction: zeros, as
+/// `deltaVec` out of range).
+fn tangent_basis_one_hot(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, k] = prim_args(ctx, e, Prim::TangentBasis)?[..] else { return None };
+    if !ctx.pure(x) || !ctx.pure(k) {
+        return None;
+    }
+    match ctx.ty(x) {
+        Type::Float => {
+            let zero = ctx.b.integer(0);
+            let c = ctx.prim(Prim::Eq, vec![k, zero])?;
+            let (one, z) = (ctx.b.float(1.0), ctx.b.float(0.0));
+            Some(ctx.alloc(Expr::If(c, one, z), Type::Float))
+        }
+        t if t == Type::vec(Type::Float) => {
+            let n = ctx.b.prim(Prim::Size, vec![x]);
+            let one = ctx.b.float(1.0);
+            Some(ctx.b.prim(Prim::DeltaVec, vec![n, k, one]))
+        }
+        _ => None,
+    }
+}
+
+fn tangent_basis_one_hot_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // $tangentBasis x k of a vector or a Float, k sometimes out of range;
+    // read through a sum, so the instance is a Float.
+    let k = g.expr(b, &Type::Integer, 1);
+    if g.rng.chance(50) {
+        let x = g.expr(b, &Type::Float, 1);
+        b.prim(Prim::TangentBasis, vec![x, k])
+    } else {
+        let x = g.expr(b, &vf(), 2);
+        let t = b.prim(Prim::TangentBasis, vec![x, k]);
+        b.prim(Prim::Sum, vec![t])
+    }
+}
+
+pub(super) const SCALE_IF_ZERO: CoreRule = CoreRule {
+    name: "scale-if-zero",
+    statement: "ts_scale (if c a Z) y ⇒ if c (ts_scale a y) Z and ts_scale y (if c a Z) ⇒ if c (ts_scale y a) Z \
+        for Floats and a known zero Z, when y has no effect (y finite)",
+    group: RING,
+    head: Head::Prim(Prim::TsScale),
+    rewrite: scale_if_zero,
+    instance: scale_if_zero_instance,
+};
+
+/// `mul-if-zero` for the scaling of a Float tangent (see
+/// [`SCALE_IF_ZERO`]): a forward derivative scales its direction, and
+/// along `[jac f]`'s one-hot columns the direction is an indicator.
+fn scale_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [p, q] = prim_args(ctx, e, Prim::TsScale)?[..] else { return None };
+    if ctx.ty(e) != Type::Float || ctx.ty(p) != Type::Float {
+        return None;
+    }
+    let indicator = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
+        Expr::If(c, a, z) if is_zero(ctx.b.body, *z) => Some((*c, *a, *z)),
+        _ => None,
+    };
+    let (k, (c, a, z)) = match (indicator(ctx, p), indicator(ctx, q)) {
+        (Some(i), _) => (0, i),
+        (None, Some(i)) => (1, i),
+        (None, None) => return None,
+    };
+    let y = if k == 0 { q } else { p };
+    if !ctx.pure(y) || !ctx.pure(z) {
+        return None;
+    }
+    let mut parts = vec![p, q];
+    parts[k] = a;
+    let scaled = ctx.b.prim(Prim::TsScale, parts);
+    Some(ctx.alloc(Expr::If(c, scaled, z), Type::Float))
+}
+
+fn scale_if_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let c = g.expr(b, &Type::Bool, 2);
+    let a = g.expr(b, &Type::Float, 2);
+    let z = b.float(0.0);
+    let ind = b.body.alloc_typed(Expr::If(c, a, z), Type::Float);
+    let y = g.expr(b, &Type::Float, 2);
+    let args = if g.rng.chance(50) { vec![ind, y] } else { vec![y, ind] };
+    b.prim(Prim::TsScale, args)
+}
