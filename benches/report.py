@@ -250,6 +250,11 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
 
     fails = [(name_of(r), r["label"], t, why) for r in results for t, why in r.get("skipped", {}).items()
              if t not in skipped or skipped[t] != why]
+    built = (opts.get("build_failures") if isinstance(opts, dict) else getattr(opts, "build_failures", None)) or []
+    if built:
+        L.append("\n## Rows not measured\n")
+        L.append("Their programs or drivers did not build, so no tool was timed:\n")
+        L += [f"- {b}" for b in built]
     if fails:
         L.append("\n## Failures\n")
         L.append("A tool that failed on a size has no time there (–).\n")

@@ -655,6 +655,7 @@ def main():
                              text=True).stdout.strip()
         source = f"commit {rev}" + (" (clean snapshot)" if opts.ksc_rev else " plus the work tree's changes")
     opts.ksc_source = source
+    opts.build_failures = []
     opts.command = "python3 benches/run.py " + " ".join(sys.argv[1:])
     ksc_src = ROOT if opts.ksc else src
 
@@ -672,8 +673,15 @@ def main():
         log(f"{workload} {kind} {label}")
         if make and not os.path.exists(path):
             make()
-        kdir, has_grad, grad_err, ksecs, csecs = build.ksc_so(name)
-        exe = build.driver(workload, name)
+        try:
+            kdir, has_grad, grad_err, ksecs, csecs = build.ksc_so(name)
+            exe = build.driver(workload, name)
+        except (RuntimeError, subprocess.CalledProcessError) as e:
+            # A workload that does not build is reported, and the run goes on.
+            why = (str(e).strip().splitlines() or ["(no message)"])[0]
+            log(f"  SKIPPING the row: {why}")
+            opts.build_failures.append(f"{workload} {kind} {label}: {why}")
+            continue
         extra = [kind] if workload in ("micro", "scan") else []
         r = dict(workload=workload, kind=kind, label=label, size=size, has_grad=has_grad, grad_error=grad_err,
                  compile_s=ksecs, emit_c_s=csecs, c_size=build.c_size.get(name), errors={}, time={}, mem={},
