@@ -305,7 +305,9 @@ def ablation_table(results):
          "ksc with every optimisation, derivative; objective: the time without the group over the time with it "
          "(above 1: the group pays), and the derivative's time without it. The C compiler (`-O3`) still "
          "optimises the C of every build. A build whose calls took longer than the harness allows "
-         "(`--ablation-timeout`) or whose result was wrong is –, its reason under Failures.\n",
+         "(`--ablation-timeout`) or whose result was wrong is –, its reason under Failures. Two libraries "
+         "of the same C can differ by about 10% in one run (the run of 2026-11-30 measured dot's gradient, "
+         "which no group changes, at 0.89 to 0.98 of ksc's): only ratios beyond that say a group pays.\n",
          "| workload | size | ksc deriv; obj | " + " | ".join(f"without {a}" for a in ABLATIONS) + " |",
          "|---|---|---:|" + "---:|" * len(ABLATIONS)]
     for r in rows:
