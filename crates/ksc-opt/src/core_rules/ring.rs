@@ -204,11 +204,20 @@ pub(super) const MUL_IF_ZERO: CoreRule = CoreRule {
 /// by `if (eq i j) 1.0 0.0`, which the iteration rule then sums away.
 fn mul_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (p, q, tupled) = builtin_args(ctx, e, Builtin::FMul)?;
-    let indicator = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
+    let (c, parts, z) = split_indicator(ctx, p, q)?;
+    let product = term::rebuild_call(ctx.b, e, parts, tupled);
+    Some(ctx.alloc(Expr::If(c, product, z), Type::Float))
+}
+
+/// Of two operands `p` and `q`, one an indicator `if c a Z` (Z a known
+/// zero) and the other without effect: c, the operands with a for the
+/// indicator, and Z.
+fn split_indicator(ctx: &mut Ctx, p: ExprId, q: ExprId) -> Option<(ExprId, Vec<ExprId>, ExprId)> {
+    let indicator = |x: ExprId| match ctx.expr(x) {
         Expr::If(c, a, z) if is_zero(ctx.b.body, *z) => Some((*c, *a, *z)),
         _ => None,
     };
-    let (k, (c, a, z)) = match (indicator(ctx, p), indicator(ctx, q)) {
+    let (k, (c, a, z)) = match (indicator(p), indicator(q)) {
         (Some(i), _) => (0, i),
         (None, Some(i)) => (1, i),
         (None, None) => return None,
@@ -219,18 +228,26 @@ fn mul_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     }
     let mut parts = vec![p, q];
     parts[k] = a;
-    let product = term::rebuild_call(ctx.b, e, parts, tupled);
-    Some(ctx.alloc(Expr::If(c, product, z), Type::Float))
+    Some((c, parts, z))
 }
 
 fn mul_if_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let args = indicator_and_float(g, b);
+    call(b, "mul", ff(), Type::Float, args)
+}
+
+/// `if c a 0.0` and a Float, in either order.
+fn indicator_and_float(g: &mut G, b: &mut Builder) -> Vec<ExprId> {
     let c = g.expr(b, &Type::Bool, 2);
     let a = g.expr(b, &Type::Float, 2);
     let z = b.float(0.0);
     let ind = b.body.alloc_typed(Expr::If(c, a, z), Type::Float);
     let y = g.expr(b, &Type::Float, 2);
-    let args = if g.rng.chance(50) { vec![ind, y] } else { vec![y, ind] };
-    call(b, "mul", ff(), Type::Float, args)
+    if g.rng.chance(50) {
+        vec![ind, y]
+    } else {
+        vec![y, ind]
+    }
 }
 
 pub(super) const MUL_ZERO: CoreRule = CoreRule {
@@ -554,31 +571,12 @@ fn scale_if_zero(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if ctx.ty(e) != Type::Float || ctx.ty(p) != Type::Float {
         return None;
     }
-    let indicator = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
-        Expr::If(c, a, z) if is_zero(ctx.b.body, *z) => Some((*c, *a, *z)),
-        _ => None,
-    };
-    let (k, (c, a, z)) = match (indicator(ctx, p), indicator(ctx, q)) {
-        (Some(i), _) => (0, i),
-        (None, Some(i)) => (1, i),
-        (None, None) => return None,
-    };
-    let y = if k == 0 { q } else { p };
-    if !ctx.pure(y) || !ctx.pure(z) {
-        return None;
-    }
-    let mut parts = vec![p, q];
-    parts[k] = a;
+    let (c, parts, z) = split_indicator(ctx, p, q)?;
     let scaled = ctx.b.prim(Prim::TsScale, parts);
     Some(ctx.alloc(Expr::If(c, scaled, z), Type::Float))
 }
 
 fn scale_if_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
-    let c = g.expr(b, &Type::Bool, 2);
-    let a = g.expr(b, &Type::Float, 2);
-    let z = b.float(0.0);
-    let ind = b.body.alloc_typed(Expr::If(c, a, z), Type::Float);
-    let y = g.expr(b, &Type::Float, 2);
-    let args = if g.rng.chance(50) { vec![ind, y] } else { vec![y, ind] };
+    let args = indicator_and_float(g, b);
     b.prim(Prim::TsScale, args)
 }
