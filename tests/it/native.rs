@@ -321,22 +321,30 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 )
             }
             "jac_inner_invariant" => {
-                // In the branch by columns, the loop over the columns (up
-                // to the check that they filled the matrix) holds three
-                // loops: its own, the rows' and the copy of the column into
-                // the matrix; the primal sums are before it. The column's
-                // direction is a one-hot (`tangent-basis-one-hot`), so each
-                // row's tangent sum over theta is its one term
-                // (`scale-if-zero`, `sumbuild-one-hot`), not a loop.
+                // In the branch by columns, the rows' primal sums and their
+                // sines and cosines are computed once, before the matrix;
+                // the matrix is one nest of two loops (rows, columns) with
+                // no loop and no sine inside: the column's direction is a
+                // one-hot (`tangent-basis-one-hot`), so each entry's tangent
+                // sum over theta is its one term (`scale-if-zero`,
+                // `sumbuild-one-hot`), and the columns are computed where
+                // they are stored (`let-columns`, `index-concatn-build`).
                 let f = function_of(&loops, "jac1$f");
-                let columns = f
-                    .split("ksc_columns = alloc")
-                    .nth(1)
-                    .and_then(|s| s.split("of tensors of fewer").next())
+                // The matrix: the first two-dimensional allocation after
+                // the cosines (the first branch's is the zero matrix).
+                let (before, after) = f.split_once("cos ").unwrap_or_default();
+                let matrix = after
+                    .split(" = alloc [")
+                    .skip(1)
+                    .find(|s| s.split(']').next().is_some_and(|dims| dims.contains(", ")))
+                    .and_then(|s| s.split("return").next())
                     .unwrap_or_default();
                 check(
-                    columns.matches("for ").count() == 3,
-                    "the rows' primal sums are computed in every column, or their tangent sums loop",
+                    matrix.matches("for ").count() == 2
+                        && !matrix.contains("sin ")
+                        && !matrix.contains("cos ")
+                        && before.contains("sin "),
+                    "the rows' primal sums or sines are computed in every column, or the entries' tangent sums loop",
                 )
             }
             "fwd_sumbuild" => {

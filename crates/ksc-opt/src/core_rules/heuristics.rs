@@ -144,7 +144,16 @@ pub(super) fn cheap_linear_map(ctx: &Ctx, e: ExprId) -> bool {
 
 /// The most lambdas of `e` around a free occurrence of `x`: how many nested
 /// loops would run a copy of `x`'s value put there (see [`costly_call`]).
+/// The lambda of a `build` over k dimensions (a tuple of sizes) counts k:
+/// it runs as often as k nested loops (`[jac f]`'s matrix, when its
+/// columns are read where they are stored: `let-columns`).
 pub(super) fn lambda_depth(ctx: &mut Ctx, x: &str, e: ExprId) -> usize {
+    if let Some([m, f]) = prim_args(ctx, e, Prim::Build).as_deref() {
+        if let (Type::Tuple(dims), Expr::Lam(v, _, b)) = (ctx.ty(*m), ctx.expr(*f).clone()) {
+            let inner = if v != x && ctx.is_free(x, b) { dims.len() + lambda_depth(ctx, x, b) } else { 0 };
+            return lambda_depth(ctx, x, *m).max(inner);
+        }
+    }
     match ctx.expr(e).clone() {
         Expr::Var(_) => 0,
         Expr::Lam(v, _, b) if v != x && ctx.is_free(x, b) => 1 + lambda_depth(ctx, x, b),

@@ -252,3 +252,25 @@ fn known_zero(ctx: &mut Ctx, z: ExprId) -> bool {
     };
     bound.is_some_and(|r| is_zero(ctx.b.body, r) && ctx.pure(r))
 }
+
+pub(super) const FLATTEN_VEC: CoreRule = CoreRule {
+    name: "flatten-vec",
+    statement: "$tangentFlatten v ⇒ v for a Vec Float v",
+    group: TANGENT,
+    head: Head::Prim(Prim::TangentFlatten),
+    rewrite: flatten_vec,
+    instance: flatten_vec_instance,
+};
+
+/// A vector of Floats is its own flattened tangent (see [`FLATTEN_VEC`]):
+/// what `[jac f]`'s columns and rows are, for f from or to a vector.
+fn flatten_vec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [v] = prim_args(ctx, e, Prim::TangentFlatten)?[..] else { return None };
+    (ctx.ty(v) == vf()).then_some(v)
+}
+
+fn flatten_vec_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let v = g.expr(b, &vf(), 2);
+    let f = b.prim(Prim::TangentFlatten, vec![v]);
+    b.prim(Prim::Sum, vec![f])
+}

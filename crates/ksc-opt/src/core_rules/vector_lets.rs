@@ -6,7 +6,7 @@
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term;
-use ksc_ir::{Expr, ExprId, Pat, Prim, Type};
+use ksc_ir::{Expr, ExprId, Pat, Prim, Type, Var};
 
 use super::heuristics::{
     costly_call, expensive, lambda_depth, lazy_reads, small_element, Read, LAZY_READS, LET_BUILD_READS,
@@ -414,4 +414,233 @@ fn let_constvec_instance(g: &mut G, b: &mut Builder) -> ExprId {
     let (n, a) = (g.expr(b, &Type::Integer, 2), g.atom(b, &Type::Float));
     let cv = b.prim(Prim::ConstVec, vec![n, a]);
     read_by_index_and_size(g, b, cv)
+}
+
+pub(super) const LET_COLUMNS: CoreRule = CoreRule {
+    name: "let-columns",
+    statement: "let x = $concatN (tuple n s) (build n (lam c (let .. in build s (lam r e)))) in b ⇒ b[x := ..] \
+        when n and s are atoms, the vectors pure, e without loops or calls of functions with a body, the lets \
+        small values that do not read r, and b reads x once, as index (tuple p q) x in a build over (tuple s n) \
+        or (tuple n s) under no other lambda",
+    group: VEC,
+    head: Head::Let,
+    rewrite: let_columns,
+    instance: let_columns_instance,
+};
+
+/// `[jac f]` by columns stacks its columns (`$concatN` of a `build` over
+/// the columns of `build`s over the rows) and reads the stack transposed
+/// into the matrix, element by element: each column is built, copied and
+/// read again (see [`LET_COLUMNS`]). When the columns are `build`s, the
+/// stack is read where it is used, so `index-concatn-build` computes each
+/// element of the matrix where it is stored: one pass. The read is once
+/// per element of a loop over as many elements as the stack has, so no
+/// element is computed twice.
+fn let_columns(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
+    let Stacked { n, s, e: element, .. } = stacked_builds(ctx, r)?;
+    // An element with loops or calls keeps its columns: `[jac f]`'s passes
+    // move the work that does not depend on the column out of the loop
+    // over the columns (`hoist-inner-invariants`), which needs that loop.
+    if !ctx.is_atomic(n) || !ctx.is_atomic(s) || !ctx.pure(r) || expensive(ctx, element) || free_count(ctx, &x, b) != 1
+    {
+        return None;
+    }
+    let mut loops = Vec::new();
+    let Ok(Some(size)) = transposed_read(ctx, &x, b, &mut loops) else { return None };
+    let Expr::Tuple(dims) = ctx.expr(size).clone() else { return None };
+    let same = |ctx: &Ctx, a: ExprId, b: ExprId| ctx.alpha_eq(a, b);
+    let matches = match dims[..] {
+        [a, b2] => (same(ctx, a, s) && same(ctx, b2, n)) || (same(ctx, a, n) && same(ctx, b2, s)),
+        _ => false,
+    };
+    matches.then(|| ctx.substitute(b, &[(x, r)], true))
+}
+
+/// The parts of `$concatN (tuple n s) (build n' (lam c (let .. in build s'
+/// (lam r e))))` with n' and s' the same as n and s, and lets (if any) of
+/// small pure values that do not read r.
+fn stacked_builds(ctx: &mut Ctx, v: ExprId) -> Option<Stacked> {
+    let [shape, vectors] = prim_args(ctx, v, Prim::ConcatN)?[..] else { return None };
+    let Expr::Tuple(dims) = ctx.expr(shape).clone() else { return None };
+    let [n, s] = dims[..] else { return None };
+    let [n2, f] = prim_args(ctx, vectors, Prim::Build)?[..] else { return None };
+    let (c, _, mut column) = lam_parts(ctx, f)?;
+    let mut lets = Vec::new();
+    while let Expr::Let(p, rhs, b) = ctx.expr(column).clone() {
+        if !ctx.pure(rhs) || !small_element(ctx, rhs) {
+            return None;
+        }
+        lets.push((p, rhs));
+        column = b;
+    }
+    let [s2, g] = prim_args(ctx, column, Prim::Build)?[..] else { return None };
+    let (row, _, e) = lam_parts(ctx, g)?;
+    let moves_in = lets.iter().all(|(p, rhs)| !p.vars().contains(&row) && !ctx.is_free(&row, *rhs));
+    (moves_in && ctx.alpha_eq(n, n2) && ctx.alpha_eq(s, s2)).then_some(Stacked { n, s, c, row, lets, e })
+}
+
+/// Stacked builds (see [`stacked_builds`]).
+struct Stacked {
+    n: ExprId,
+    s: ExprId,
+    c: Var,
+    row: Var,
+    /// Small values each column binds before its build: computed again for
+    /// each element where the stack is read element by element.
+    lets: Vec<(Pat, ExprId)>,
+    e: ExprId,
+}
+
+/// Where the one free `x` of `e` is read: Ok(Some(size)) when it is read
+/// as `index (tuple ..) x` under exactly one lambda, a `build`'s of that
+/// size; Ok(None) when `e` does not mention it; Err otherwise. `loops`: the
+/// lambdas around `e`, each with its build's size if it is one.
+fn transposed_read(ctx: &mut Ctx, x: &str, e: ExprId, loops: &mut Vec<Option<ExprId>>) -> Result<Option<ExprId>, ()> {
+    if !ctx.is_free(x, e) {
+        return Ok(None);
+    }
+    if let Some([i, v]) = prim_args(ctx, e, Prim::Index).as_deref() {
+        if matches!(ctx.expr(*v), Expr::Var(y) if y == x) {
+            if !matches!(ctx.expr(*i), Expr::Tuple(_)) || ctx.is_free(x, *i) {
+                return Err(());
+            }
+            return match loops[..] {
+                [Some(size)] => Ok(Some(size)),
+                _ => Err(()),
+            };
+        }
+    }
+    if let Some([m, f]) = prim_args(ctx, e, Prim::Build).as_deref() {
+        if let Some((j, _, lb)) = lam_parts(ctx, *f) {
+            if ctx.is_free(x, *m) || j == x {
+                return Err(());
+            }
+            loops.push(Some(*m));
+            let found = transposed_read(ctx, x, lb, loops);
+            loops.pop();
+            return found;
+        }
+    }
+    match ctx.expr(e).clone() {
+        Expr::Var(_) => Err(()),
+        Expr::Lam(v, _, b) => {
+            if v == x {
+                return Ok(None);
+            }
+            loops.push(None);
+            let found = transposed_read(ctx, x, b, loops);
+            loops.pop();
+            found
+        }
+        Expr::Let(p, r, b) => {
+            let in_r = transposed_read(ctx, x, r, loops)?;
+            if in_r.is_some() || p.vars().iter().any(|v| v == x) {
+                return Ok(in_r);
+            }
+            transposed_read(ctx, x, b, loops)
+        }
+        other => {
+            for c in term::children(&other) {
+                if let Some(size) = transposed_read(ctx, x, c, loops)? {
+                    return Ok(Some(size));
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn let_columns_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // let x = $concatN (tuple n s) (build n (lam c (build s (lam r e))))
+    // in build (tuple s n) (lam ij (index (tuple (get$2$2 ij) (get$1$2 ij)) x)),
+    // sometimes over (tuple n s) read in order, sometimes adding e'.
+    let (n, s) = (b.integer(1 + g.rng.below(3) as i64), b.integer(1 + g.rng.below(3) as i64));
+    let stacked = stack_of_builds(g, b, n, s);
+    let mty = Type::tensor(2, Type::Float);
+    let ij_ty = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    let transposed = g.rng.chance(70);
+    let body = with_var(g, "x", mty.clone(), |g| {
+        let read = with_var(g, "ksc$ij", ij_ty.clone(), |g| {
+            let ij = b.var("ksc$ij", ij_ty.clone());
+            let (k1, k2) = if transposed { (2, 1) } else { (1, 2) };
+            let p = b.prim(Prim::Get { index: k1, arity: 2 }, vec![ij]);
+            let ij = b.var("ksc$ij", ij_ty.clone());
+            let q = b.prim(Prim::Get { index: k2, arity: 2 }, vec![ij]);
+            let pq = b.tuple(vec![p, q]);
+            let x = b.var("x", mty.clone());
+            let read = b.prim(Prim::Index, vec![pq, x]);
+            if g.rng.chance(30) {
+                let e = g.expr(b, &Type::Float, 1);
+                b.prim(Prim::TsAdd, vec![read, e])
+            } else {
+                read
+            }
+        });
+        let lam = b.lam("ksc$ij", ij_ty.clone(), read);
+        let (a, c) = if transposed { (b.copy(s), b.copy(n)) } else { (b.copy(n), b.copy(s)) };
+        let size = b.tuple(vec![a, c]);
+        b.prim(Prim::Build, vec![size, lam])
+    });
+    b.let_("x", stacked, body)
+}
+
+/// `$concatN (tuple n s) (build n (lam c (build s (lam r e))))`, e reading
+/// c and r.
+fn stack_of_builds(g: &mut G, b: &mut Builder, n: ExprId, s: ExprId) -> ExprId {
+    let column = with_var(g, "ksc$c", Type::Integer, |g| {
+        let inner = with_var(g, "ksc$r", Type::Integer, |g| g.expr(b, &Type::Float, 2));
+        let lam = b.lam("ksc$r", Type::Integer, inner);
+        let s2 = b.copy(s);
+        b.prim(Prim::Build, vec![s2, lam])
+    });
+    let lam = b.lam("ksc$c", Type::Integer, column);
+    let n2 = b.copy(n);
+    let columns = b.prim(Prim::Build, vec![n2, lam]);
+    let (n3, s3) = (b.copy(n), b.copy(s));
+    let shape = b.tuple(vec![n3, s3]);
+    b.prim(Prim::ConcatN, vec![shape, columns])
+}
+
+pub(super) const INDEX_CONCATN_BUILD: CoreRule = CoreRule {
+    name: "index-concatn-build",
+    statement: "index (tuple p q) ($concatN (tuple n s) (build n (lam c (let .. in build s (lam r e))))) ⇒ let \
+        (c, r) = (tuple p q) in let .. in e when n, s, p, q and e have no effect, and the lets bind small pure \
+        values that do not read r",
+    group: VEC,
+    head: Head::Prim(Prim::Index),
+    rewrite: index_concatn_build,
+    instance: index_concatn_build_instance,
+};
+
+/// An element of stacked `build`s of one size is its `build`s' element
+/// (see [`INDEX_CONCATN_BUILD`]; where the sizes disagree the stack
+/// failed, and the rewrite does not).
+fn index_concatn_build(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [pq, v] = prim_args(ctx, e, Prim::Index)?[..] else { return None };
+    let Stacked { n, s, c, row: r, lets, e: element } = stacked_builds(ctx, v)?;
+    if !matches!(ctx.expr(pq), Expr::Tuple(xs) if xs.len() == 2)
+        || ![pq, n, s, element].into_iter().all(|x| ctx.pure(x))
+    {
+        return None;
+    }
+    // The column's lets, inside the element.
+    let mut body = element;
+    for (p, rhs) in lets.into_iter().rev() {
+        body = let_(ctx, p, rhs, body);
+    }
+    if c == r {
+        // The rows' index hides the columns'.
+        let Expr::Tuple(xs) = ctx.expr(pq).clone() else { return None };
+        return Some(let_(ctx, Pat::Var(r), xs[1], body));
+    }
+    Some(let_(ctx, Pat::Tuple(vec![c, r]), pq, body))
+}
+
+fn index_concatn_build_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let (n, s) = (b.integer(1 + g.rng.below(3) as i64), b.integer(1 + g.rng.below(3) as i64));
+    let stacked = stack_of_builds(g, b, n, s);
+    let (p, q) = (g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Integer, 1));
+    let pq = b.tuple(vec![p, q]);
+    b.prim(Prim::Index, vec![pq, stacked])
 }
