@@ -420,8 +420,8 @@ pub(super) const LET_COLUMNS: CoreRule = CoreRule {
     name: "let-columns",
     statement: "let x = $concatN (tuple n s) (build n (lam c (let .. in build s (lam r e)))) in b ⇒ b[x := ..] \
         when n and s are atoms, the vectors pure, e without loops or calls of functions with a body, the lets \
-        small values that do not read r, and b reads x once, as index (tuple p q) x in a build over (tuple s n) \
-        or (tuple n s) under no other lambda",
+        small scalar values that do not read r, and b reads x once, as index (tuple p q) x in a build over \
+        (tuple s n) or (tuple n s) under no other lambda",
     group: VEC,
     head: Head::Let,
     rewrite: let_columns,
@@ -468,7 +468,9 @@ fn stacked_builds(ctx: &mut Ctx, v: ExprId) -> Option<Stacked> {
     let (c, _, mut column) = lam_parts(ctx, f)?;
     let mut lets = Vec::new();
     while let Expr::Let(p, rhs, b) = ctx.expr(column).clone() {
-        if !ctx.pure(rhs) || !small_element(ctx, rhs) {
+        // Scalars only: a vector (a basis tangent) would be made again for
+        // every entry.
+        if !ctx.pure(rhs) || !small_element(ctx, rhs) || holds_tensor(&ctx.ty(rhs)) {
             return None;
         }
         lets.push((p, rhs));
@@ -478,6 +480,15 @@ fn stacked_builds(ctx: &mut Ctx, v: ExprId) -> Option<Stacked> {
     let (row, _, e) = lam_parts(ctx, g)?;
     let moves_in = lets.iter().all(|(p, rhs)| !p.vars().contains(&row) && !ctx.is_free(&row, *rhs));
     (moves_in && ctx.alpha_eq(n, n2) && ctx.alpha_eq(s, s2)).then_some(Stacked { n, s, c, row, lets, e })
+}
+
+/// Does a value of this type hold a tensor?
+fn holds_tensor(t: &Type) -> bool {
+    match t {
+        Type::Tensor(..) => true,
+        Type::Tuple(ts) => ts.iter().any(holds_tensor),
+        _ => false,
+    }
 }
 
 /// Stacked builds (see [`stacked_builds`]).
@@ -606,7 +617,7 @@ pub(super) const INDEX_CONCATN_BUILD: CoreRule = CoreRule {
     name: "index-concatn-build",
     statement: "index (tuple p q) ($concatN (tuple n s) (build n (lam c (let .. in build s (lam r e))))) ⇒ let \
         (c, r) = (tuple p q) in let .. in e when n, s, p, q and e have no effect, and the lets bind small pure \
-        values that do not read r",
+        scalar values that do not read r",
     group: VEC,
     head: Head::Prim(Prim::Index),
     rewrite: index_concatn_build,
