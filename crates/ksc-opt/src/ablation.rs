@@ -33,9 +33,9 @@ pub static ABLATIONS: &[Ablation] = &[
     Ablation {
         name: "fusion",
         what: "producer-consumer fusion: dF~'s fusion rules (figure 7c: index and size of a build) and ksc's \
-               forms of them (sum of a build, a let-bound build read where it is used), the lowering's reading \
-               of a build where it is consumed instead of storing it (fuse-builds), and the loop IR's \
-               fuse-consumers",
+               forms of them (sum of a build, a let-bound build read where it is used, [jac f]'s columns \
+               computed where the matrix stores them), the lowering's reading of a build where it is consumed \
+               instead of storing it (fuse-builds), and the loop IR's fuse-consumers",
         rules: &[
             "index-build",
             "size-build",
@@ -44,6 +44,8 @@ pub static ABLATIONS: &[Ablation] = &[
             "let-build",
             "let-build-loop",
             "let-build-lazy",
+            "let-columns",
+            "index-concatn-build",
         ],
         passes: &["fuse-builds", "fuse-consumers"],
     },
