@@ -198,10 +198,15 @@ fn deriv_prints_the_whole_jacobian() {
     let stdout = stdout_of(&["deriv", "ksc-examples/gdef_jac.ks", "scale_sq", "--mode", "jac"]);
     assert!(stdout.contains("(def [jac [scale_sq (Tuple Float (Vec Float))]] (Tensor 2 Float)"), "{stdout}");
     // Both ways, chosen at run time (the vector's size is not in its type),
-    // with the derivatives inlined into the loops.
+    // with the derivatives inlined into the loops: by columns, each entry
+    // computed where the matrix stores it (its direction a one-hot of the
+    // tuple's components: `tangent-basis-tuple`, then `let-columns`); by
+    // rows, one row at a time.
     // The first definition printed is [jac f]; the callees' follow.
     let jac = stdout.split("\n\n").next().unwrap();
-    assert!(jac.contains("(lam (ksc$column : Integer)") && jac.contains("(lam (ksc$row : Integer)"), "{jac}");
+    let by_columns = jac.contains("(build (tuple ksc$shape ksc$n)") && jac.contains("(ksc$column (get$2$2");
+    assert!(by_columns && jac.contains("(lam (ksc$row : Integer)"), "{jac}");
+    assert!(!jac.contains("$tangentBasis") && !jac.contains("$concatN (tuple ksc$n"), "{jac}");
     assert!(!jac.contains("[fwd ") && !jac.contains("[rev "), "{jac}");
 }
 

@@ -76,6 +76,7 @@ pub static ABLATIONS: &[Ablation] = &[
             "let-deltavec",
             "ts-dot-deltavec",
             "tangent-basis-one-hot",
+            "tangent-basis-tuple",
         ],
         passes: &[],
     },

@@ -222,6 +222,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     tangent::TS_DOT_ZERO,
     ring::TS_DOT_DELTAVEC,
     ring::TANGENT_BASIS_ONE_HOT,
+    ring::TANGENT_BASIS_TUPLE,
     ring::RING_CANCEL,
     ring::DISTRIBUTE,
     conditional::IF_TRUE,

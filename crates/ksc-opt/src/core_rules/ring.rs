@@ -580,3 +580,76 @@ fn scale_if_zero_instance(g: &mut G, b: &mut Builder) -> ExprId {
     let args = indicator_and_float(g, b);
     b.prim(Prim::TsScale, args)
 }
+
+pub(super) const TANGENT_BASIS_TUPLE: CoreRule = CoreRule {
+    name: "tangent-basis-tuple",
+    statement: "$tangentBasis x k ⇒ tuple ($tangentBasis (get$1$n x) k) ($tangentBasis (get$2$n x) (k - d1)) .. \
+        for a tuple x of n components, d1, d2, .. the tangent dimensions of the components before, when x and k \
+        have no effect",
+    group: RING,
+    head: Head::Prim(Prim::TangentBasis),
+    rewrite: tangent_basis_tuple,
+    instance: tangent_basis_tuple_instance,
+};
+
+/// The k-th direction of a tuple's tangent space is, component by
+/// component, the k-th counted from the component's first (see
+/// [`TANGENT_BASIS_TUPLE`]): the directions of `[jac f]` of a function of
+/// several arguments, which `tangent-basis-one-hot` then reads component
+/// by component.
+fn tangent_basis_tuple(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let [x, k] = prim_args(ctx, e, Prim::TangentBasis)?[..] else { return None };
+    let Type::Tuple(ts) = ctx.ty(x) else { return None };
+    if ts.is_empty() || !ctx.pure(x) || !ctx.pure(k) {
+        return None;
+    }
+    let ty = ctx.ty(e);
+    let n = u32::try_from(ts.len()).ok()?;
+    Some(share(ctx, x, "x", |ctx, x| {
+        share(ctx, k, "k", |ctx, k| {
+            let mut parts = Vec::new();
+            let mut offset: Option<ExprId> = None;
+            for i in 0..n {
+                let xi = copy_atom(ctx, x);
+                let part = ctx.b.prim(Prim::Get { index: i + 1, arity: n }, vec![xi]);
+                let ki = copy_atom(ctx, k);
+                let at = match offset {
+                    None => ki,
+                    Some(o) => {
+                        let o2 = term::deep_copy(ctx.b, o);
+                        ctx.b.int_op("sub", ki, o2)
+                    }
+                };
+                parts.push(ctx.b.prim(Prim::TangentBasis, vec![part, at]));
+                if i + 1 < n {
+                    let xi = copy_atom(ctx, x);
+                    let part = ctx.b.prim(Prim::Get { index: i + 1, arity: n }, vec![xi]);
+                    let dim = ctx.b.prim(Prim::TangentDim, vec![part]);
+                    offset = Some(match offset {
+                        None => dim,
+                        Some(o) => ctx.b.int_op("add", o, dim),
+                    });
+                }
+            }
+            ctx.alloc(Expr::Tuple(parts), ty.clone())
+        })
+    }))
+}
+
+fn tangent_basis_tuple_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    // let t = $tangentBasis (tuple a v) k in add (get$1$2 t) (sum (get$2$2 t)),
+    // k sometimes out of range.
+    let a = g.expr(b, &Type::Float, 1);
+    let v = g.expr(b, &vf(), 2);
+    let x = b.tuple(vec![a, v]);
+    let k = g.expr(b, &Type::Integer, 1);
+    let basis = b.prim(Prim::TangentBasis, vec![x, k]);
+    let tty = Type::Tuple(vec![Type::Float, vf()]);
+    let t1 = b.var("ksc$t", tty.clone());
+    let first = b.prim(Prim::Get { index: 1, arity: 2 }, vec![t1]);
+    let t2 = b.var("ksc$t", tty);
+    let second = b.prim(Prim::Get { index: 2, arity: 2 }, vec![t2]);
+    let s = b.prim(Prim::Sum, vec![second]);
+    let body = call(b, "add", ff(), Type::Float, vec![first, s]);
+    b.let_("ksc$t", basis, body)
+}

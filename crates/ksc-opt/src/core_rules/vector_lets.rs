@@ -9,7 +9,7 @@ use ksc_ir::term;
 use ksc_ir::{Expr, ExprId, Pat, Prim, Type, Var};
 
 use super::heuristics::{
-    costly_call, expensive, lambda_depth, lazy_reads, small_element, Read, LAZY_READS, LET_BUILD_READS,
+    costly_call, expensive, lambda_depth, lazy_reads, small_element, trivial, Read, LAZY_READS, LET_BUILD_READS,
 };
 use super::instances::{call, ff, vf, with_var, G};
 use super::{free_count, int_lit, lam_parts, let_, let_parts, only_indexed, prim_args, CoreRule, Head, VEC};
@@ -362,8 +362,8 @@ fn let_constvec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
 
 pub(super) const LET_DELTAVEC: CoreRule = CoreRule {
     name: "let-deltavec",
-    statement: "let x = deltaVec n i a in b ⇒ b[x := deltaVec n i a] for atoms i and a (a Float) and n without \
-        effect, when b uses x only as the vector of index and size",
+    statement: "let x = deltaVec n i a in b ⇒ b[x := deltaVec n i a] for an atom a (a Float), i a few reads and \
+        arithmetic, and n without effect, when b uses x only as the vector of index and size",
     group: VEC,
     head: Head::Let,
     rewrite: let_deltavec,
@@ -376,11 +376,12 @@ pub(super) const LET_DELTAVEC: CoreRule = CoreRule {
 /// into the loop over the directions) is read where it is used, where
 /// `index-deltavec` makes each read a test of the position and the
 /// iteration rules take the sums over it away. Reads that stay a
-/// `deltaVec` are made of atoms and n, which has no effect.
+/// `deltaVec` are made of an atom, a position that costs a few operations
+/// (`[jac f]`'s column less an offset) and n, which has no effect.
 fn let_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     let [n, i, a] = prim_args(ctx, r, Prim::DeltaVec)?[..] else { return None };
-    if ctx.ty(a) != Type::Float || !ctx.pure(n) || !ctx.is_atomic(i) || !ctx.is_atomic(a) || !only_indexed(ctx, &x, b) {
+    if ctx.ty(a) != Type::Float || !ctx.pure(n) || !trivial(ctx, i) || !ctx.is_atomic(a) || !only_indexed(ctx, &x, b) {
         return None;
     }
     Some(ctx.substitute(b, &[(x, r)], false))
