@@ -304,9 +304,9 @@ struct PassArgs {
     /// Do not run this optimisation pass (repeatable): if a program is
     /// wrong with the pass and right without it, the pass is at fault. The
     /// derived-function passes run on Core IR (`ksc deriv` shows their
-    /// result); the others on the loop IR (`ksc build --emit loops`), but
-    /// `fuse-builds`, the lowering's reading of a `build` where it is
-    /// consumed (off, every `build` is stored).
+    /// result); the others on the loop IR (`ksc build --emit loops`).
+    /// `fuse-builds` is a switch of the lowering: off, every `build` is
+    /// stored instead of read where it is consumed.
     #[arg(long = "skip-pass", value_name = "PASS", value_parser = PossibleValuesParser::new(skippable_passes()))]
     skip_pass: Vec<String>,
     /// Leave this Core rule or law of linear maps out of every rule set

@@ -436,7 +436,7 @@ pub(super) const LET_COLUMNS: CoreRule = CoreRule {
 /// stack is read where it is used, so `index-concatn-build` computes each
 /// element of the matrix where it is stored: one pass. The read is once
 /// per element of a loop over as many elements as the stack has, so no
-/// element is computed twice.
+/// more entries are computed than the stack held.
 fn let_columns(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     let Stacked { n, s, e: element, .. } = stacked_builds(ctx, r)?;
