@@ -396,9 +396,12 @@ pub fn written<'db>(db: &'db dyn Db, item: Item<'db>) -> Checked {
     let c = checked(db, item);
     let file = item.file(db);
     let Decl::Def(def) = &c.decl else { return c.clone() };
-    let calls_derived = || ksc_ir::term::callees(def).iter().any(|f| !f.derivs.is_empty());
+    // The cheap tests first: most definitions call no derived function.
+    if !c.clean || !ksc_ir::term::callees(def).iter().any(|f| !f.derivs.is_empty()) {
+        return c.clone();
+    }
     let schedules = program_schedules(db, file);
-    if !c.clean || !schedules.runs_user_rules() || !calls_derived() {
+    if !schedules.runs_user_rules() {
         return c.clone();
     }
     /// The program's names, and the bodies of its derived functions.

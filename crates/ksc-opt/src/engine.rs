@@ -160,8 +160,9 @@ pub struct Rewriter<'g> {
     /// The variables bound around the terms it rewrites (a definition's
     /// parameters), for `anf` and `cse`.
     in_scope: Vec<Var>,
-    /// The definition whose body it rewrites, for `in-def`.
-    def_name: Option<FunName>,
+    /// The names of the definition whose body it rewrites, for `in-def`
+    /// ([`def_names`]); none if it was not told.
+    def_names: Vec<String>,
 }
 
 /// One `normalize` of a traced run: the named strategies it ran in, the
@@ -195,7 +196,7 @@ impl<'g> Rewriter<'g> {
             normalizes: Vec::new(),
             compacting: false,
             in_scope: Vec::new(),
-            def_name: None,
+            def_names: Vec::new(),
         }
     }
 
@@ -220,9 +221,9 @@ impl<'g> Rewriter<'g> {
     }
 
     /// The definition whose body it rewrites: `(in-def NAME S)` runs S
-    /// only there ([`names_def`]).
+    /// only there, NAME one of [`def_names`].
     pub fn set_def(&mut self, name: &FunName) {
-        self.def_name = Some(name.clone());
+        self.def_names = def_names(name).to_vec();
     }
 
     pub fn globals(&self) -> &'g Globals<'g> {
@@ -257,7 +258,7 @@ impl<'g> Rewriter<'g> {
             names: Vec::new(),
             normalizes: &mut self.normalizes,
             in_scope: &self.in_scope,
-            def_name: self.def_name.as_ref(),
+            def_names: &self.def_names,
         };
         run.apply(s, root)
     }
@@ -286,10 +287,10 @@ impl<'g> Rewriter<'g> {
     }
 }
 
-/// Does `pattern` name the definition `def`: its name as ksc prints it
-/// without types (`f`, `[rev f]`) or with them (`[f (Vec Float)]`)?
-pub fn names_def(pattern: &str, def: &FunName) -> bool {
-    def.short() == pattern || def.to_string() == pattern
+/// The names `in-def` knows a definition by: as ksc prints it without
+/// types (`f`, `[rev f]`) and with them (`[f (Vec Float)]`).
+pub fn def_names(def: &FunName) -> [String; 2] {
+    [def.short(), def.to_string()]
 }
 
 /// Is `s` a `normalize` (through libraries and calls of named strategies)?
@@ -431,8 +432,9 @@ struct Run<'a, 'b, 'g> {
     normalizes: &'a mut Vec<NormalizeRun>,
     /// The variables bound around the term (see [`Rewriter::set_in_scope`]).
     in_scope: &'a [Var],
-    /// The definition being rewritten (see [`Rewriter::set_def`]).
-    def_name: Option<&'a FunName>,
+    /// The names of the definition being rewritten (see
+    /// [`Rewriter::set_def`]).
+    def_names: &'a [String],
 }
 
 /// A node on the path of a traversal.
@@ -561,7 +563,7 @@ impl Run<'_, '_, '_> {
             // Replaced by its argument when the call is unfolded.
             Strategy::Param(..) => None,
             Strategy::InDef(name, s) => {
-                if self.def_name.is_some_and(|d| names_def(name, d)) {
+                if self.def_names.iter().any(|d| **d == **name) {
                     self.apply(s, e)
                 } else {
                     Some(e)

@@ -228,5 +228,6 @@ fn in_def_runs_its_strategy_on_the_definitions_it_names_only() {
     assert!(!rewritten("f", "tidy").contains("let"), "f is rewritten");
     assert!(rewritten("g", "tidy").contains("let"), "g is not");
     assert!(!rewritten("g", "typed").contains("let"), "g by its typed name");
-    assert!(ksc_opt::engine::names_def("[rev f]", &ksc_ir::FunName::plain("f").derived(ksc_ir::Derivation::Rev)));
+    let rev_f = ksc_opt::engine::def_names(&ksc_ir::FunName::plain("f").derived(ksc_ir::Derivation::Rev));
+    assert!(rev_f.iter().any(|n| n == "[rev f]"), "{rev_f:?}");
 }

@@ -128,10 +128,7 @@ fn distribute(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [a, b] = comps[..] else { return None };
     // The two products' parts: (factor, common) of each, and how to
     // rebuild the product of the summed factors.
-    let scaled = |ctx: &Ctx, x: ExprId| match ctx.expr(x) {
-        Expr::Call(Callee::Prim(Prim::TsScale), _) => prim_args(ctx, x, Prim::TsScale).map(|v| (v[0], v[1])),
-        _ => None,
-    };
+    let scaled = |ctx: &Ctx, x: ExprId| prim_args(ctx, x, Prim::TsScale).map(|v| (v[0], v[1]));
     let float_mul = |ctx: &Ctx, x: ExprId| builtin_args(ctx, x, Builtin::FMul).map(|(p, q, _)| (p, q));
     let pure_same = |ctx: &mut Ctx, x: ExprId, y: ExprId| ctx.pure(x) && ctx.pure(y) && ctx.alpha_eq(x, y);
     let sum_of = |ctx: &mut Ctx, y: ExprId, z: ExprId| ctx.b.call(Builtin::FAdd.name(), vec![y, z], Type::Float);
@@ -402,18 +399,24 @@ fn sumbuild_one_hot(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     if ctx.is_free(&j, i) || !ctx.pure(i) || !is_zero(ctx.b.body, z) || ctx.is_free(&j, z) || !ctx.pure(z) {
         return None;
     }
-    let ty = ctx.ty(e);
     Some(share(ctx, i, "i", |ctx, i| {
         let i2 = copy_atom(ctx, i);
-        let i3 = copy_atom(ctx, i);
-        let zero = ctx.b.integer(0);
-        let lo = ctx.b.call(Builtin::IGte.name(), vec![i2, zero], Type::Bool);
-        let hi = ctx.b.call(Builtin::ILt.name(), vec![i3, n], Type::Bool);
         let one = let_(ctx, Pat::Var(j.clone()), i, a);
-        let z2 = term::deep_copy(ctx.b, z);
-        let inner = ctx.alloc(Expr::If(lo, one, z), ty.clone());
-        ctx.alloc(Expr::If(hi, inner, z2), ty)
+        in_range(ctx, i2, n, one, z)
     }))
+}
+
+/// `if (lt i n) (if (gte i 0) value z) z` for an atom i: `value` where i
+/// is a position of a vector of n elements, else the zero `z`.
+fn in_range(ctx: &mut Ctx, i: ExprId, n: ExprId, value: ExprId, z: ExprId) -> ExprId {
+    let ty = ctx.ty(value);
+    let i2 = copy_atom(ctx, i);
+    let zero = ctx.b.integer(0);
+    let lo = ctx.b.call(Builtin::IGte.name(), vec![i, zero], Type::Bool);
+    let hi = ctx.b.call(Builtin::ILt.name(), vec![i2, n], Type::Bool);
+    let z2 = term::deep_copy(ctx.b, z);
+    let inner = ctx.alloc(Expr::If(lo, value, z), ty.clone());
+    ctx.alloc(Expr::If(hi, inner, z2), ty)
 }
 
 fn sumbuild_one_hot_instance(g: &mut G, b: &mut Builder) -> ExprId {
@@ -468,16 +471,12 @@ fn ts_dot_deltavec(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     }
     Some(share(ctx, v, "v", |ctx, v| {
         share(ctx, i, "i", |ctx, i| {
-            let (v2, i2, i3) = (copy_atom(ctx, v), copy_atom(ctx, i), copy_atom(ctx, i));
+            let (v2, i2) = (copy_atom(ctx, v), copy_atom(ctx, i));
             let size = ctx.b.prim(Prim::Size, vec![v2]);
-            let hi = ctx.b.call(Builtin::ILt.name(), vec![i2, size], Type::Bool);
-            let zero = ctx.b.integer(0);
-            let lo = ctx.b.call(Builtin::IGte.name(), vec![i3, zero], Type::Bool);
             let read = ctx.b.prim(Prim::Index, vec![i, v]);
             let product = ctx.b.call(Builtin::FMul.name(), vec![read, a], Type::Float);
-            let (z1, z2) = (ctx.b.float(0.0), ctx.b.float(0.0));
-            let inner = ctx.alloc(Expr::If(lo, product, z1), Type::Float);
-            ctx.alloc(Expr::If(hi, inner, z2), Type::Float)
+            let z = ctx.b.float(0.0);
+            in_range(ctx, i2, size, product, z)
         })
     }))
 }
