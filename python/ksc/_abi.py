@@ -221,24 +221,70 @@ def spread(v, t, strict, keep):
     return [to_c(v, t, strict, keep)]
 
 
-def from_c(c, t):
-    """A C value of type ``t`` as Python data, copied out of the arena:
-    scalars as float, int, bool, str; tuples as tuples; a tensor of scalars
-    as an array of its shape; a tensor of equal-shaped arrays as one array
-    (a ``Vec (Vec Float)`` of rows of one length is 2-D); other tensors as
-    lists (rank 1) or object arrays."""
+def _is_scalar_tensor(t):
+    return isinstance(t, tuple) and t[0] == "Tensor" and isinstance(t[2], str) and t[2] != "String"
+
+
+def has_scalar_tensors(t):
+    """Does a value of type ``t`` hold tensors of scalars, itself or in its
+    tuple's components (not inside other tensors)?"""
+    if _is_scalar_tensor(t):
+        return True
+    return isinstance(t, tuple) and t[0] == "Tuple" and any(has_scalar_tensors(ct) for ct in t[1])
+
+
+def scalar_tensors(c, t):
+    """The tensors of scalars in a C value of type ``t``, itself or its
+    tuple's components (not those inside other tensors), in the order
+    ``from_c`` converts them: each as (address, bytes)."""
+    if _is_scalar_tensor(t):
+        n = int(np.prod([c.size[i] for i in range(t[1])]))
+        address = ctypes.cast(c.data, ctypes.c_void_p).value
+        return [(address, n * np.dtype(_DTYPES[t[2]]).itemsize)] if n > 0 and address else []
+    if isinstance(t, tuple) and t[0] == "Tuple":
+        return [x for i, ct in enumerate(t[1]) for x in scalar_tensors(getattr(c, f"f{i}"), ct)]
+    return []
+
+
+class _InPlace:
+    """An array's memory left where the call put it (in an arena, which
+    ``owner`` keeps from reuse while the array lives): NumPy reads it
+    through ``__array_interface__`` and keeps this object as the array's
+    base."""
+
+    def __init__(self, address, shape, dtype, owner):
+        self.__array_interface__ = {
+            "data": (address, False),
+            "shape": shape,
+            "typestr": np.dtype(dtype).str,
+            "version": 3,
+        }
+        self.owner = owner
+
+
+def from_c(c, t, owner=None, in_place=()):
+    """A C value of type ``t`` as Python data: scalars as float, int, bool,
+    str; tuples as tuples; a tensor of scalars as an array of its shape; a
+    tensor of equal-shaped arrays as one array (a ``Vec (Vec Float)`` of
+    rows of one length is 2-D); other tensors as lists (rank 1) or object
+    arrays. Everything is copied out of the arena, except the tensors of
+    scalars whose addresses are in ``in_place``: those arrays use the
+    arena's memory and keep ``owner`` alive."""
     if isinstance(t, str):
         if t == "String":
             return c.decode() if isinstance(c, bytes) else (c or b"").decode()
         return {"Float": float, "Integer": int, "Bool": bool}[t](c)
     if t[0] == "Tuple":
-        return tuple(from_c(getattr(c, f"f{i}"), ct) for i, ct in enumerate(t[1]))
+        return tuple(from_c(getattr(c, f"f{i}"), ct, owner, in_place) for i, ct in enumerate(t[1]))
     rank, elem = t[1], t[2]
     shape = tuple(c.size[i] for i in range(rank))
     n = int(np.prod(shape)) if shape else 1
     if isinstance(elem, str) and elem != "String":
         if n == 0:
             return np.zeros(shape, dtype=_DTYPES[elem])
+        address = ctypes.cast(c.data, ctypes.c_void_p).value
+        if address in in_place:
+            return np.asarray(_InPlace(address, shape, _DTYPES[elem], owner))
         flat = np.ctypeslib.as_array(c.data, shape=(n,))
         return np.array(flat, dtype=_DTYPES[elem]).reshape(shape)
     items = [from_c(c.data[i], elem) for i in range(n)]

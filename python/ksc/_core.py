@@ -33,8 +33,15 @@ class KscRuntimeError(RuntimeError):
 
 
 class _Library:
-    """A loaded shared library and this module's arenas in it (one per
-    thread: an arena serves one call at a time)."""
+    """A loaded shared library and this module's arenas in it. A thread
+    calls on an arena of its own (an arena serves one call at a time);
+    when a call's large result is left in its arena (see
+    ``Function._call_converted``), the arena goes with the result and the
+    thread takes another, from ``idle`` (arenas whose results are gone,
+    their memory already touched) or new."""
+
+    # At most this many idle arenas are kept; more are freed.
+    IDLE_MAX = 4
 
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -52,8 +59,13 @@ class _Library:
         lib.ks_arena_error.argtypes = [ctypes.c_void_p]
         lib.ks_arena_error_message.restype = ctypes.c_char_p
         lib.ks_arena_error_message.argtypes = [ctypes.c_void_p]
+        lib.ks_arena_allocated_since.restype = ctypes.c_int
+        lib.ks_arena_allocated_since.argtypes = [ctypes.c_void_p, self.mark_type, ctypes.c_void_p, ctypes.c_int64]
+        lib.ks_arena_capacity.restype = ctypes.c_int64
+        lib.ks_arena_capacity.argtypes = [ctypes.c_void_p]
         self.local = threading.local()
-        self.arenas = []
+        self.arenas = set()
+        self.idle = []
         self.lock = threading.Lock()
 
     def arena(self):
@@ -62,14 +74,35 @@ class _Library:
         stays valid)."""
         a = getattr(self.local, "arena", None)
         if a is None:
-            arena = self.lib.ks_arena_new()
-            if not arena:
-                raise MemoryError("ksc: no memory for an arena")
-            a = (arena, self.lib.ks_arena_mark(arena))
-            self.local.arena = a
             with self.lock:
-                self.arenas.append(arena)
+                a = self.idle.pop() if self.idle else None
+            if a is None:
+                arena = self.lib.ks_arena_new()
+                if not arena:
+                    raise MemoryError("ksc: no memory for an arena")
+                a = (arena, self.lib.ks_arena_mark(arena))
+                with self.lock:
+                    self.arenas.add(arena)
+            self.local.arena = a
         return a
+
+    def give_away(self, a):
+        """This thread's arena ``a`` now belongs to a result; the thread's
+        next call takes another."""
+        if getattr(self.local, "arena", None) is a:
+            self.local.arena = None
+
+    def take_back(self, a):
+        """An arena whose results are gone: emptied, and kept idle (or
+        freed if enough are)."""
+        arena, mark = a
+        self.lib.ks_arena_reset(arena, mark)
+        with self.lock:
+            if len(self.idle) < self.IDLE_MAX:
+                self.idle.append(a)
+                return
+            self.arenas.discard(arena)
+        self.lib.ks_arena_free(arena)
 
     def __del__(self):
         free = getattr(getattr(self, "lib", None), "ks_arena_free", None)
@@ -78,12 +111,33 @@ class _Library:
                 free(a)
 
 
+class _ArenaLoan:
+    """An arena lent to the arrays of one result, which use its memory;
+    when the last of them is gone, the arena goes back to its library."""
+
+    def __init__(self, library, a):
+        self.library = library
+        self.a = a
+
+    def __del__(self):
+        self.library.take_back(self.a)
+
+
+# A result's arrays are left in the arena, not copied, when they hold at
+# least this many bytes and the arena holds at most LOAN_SLACK times as
+# much (so a loan never keeps much more memory than its arrays): copying
+# them would cost more than the call from Python (8 MB take 0.8 ms).
+LOAN_MIN_BYTES = 1 << 18
+LOAN_SLACK = 4
+
+
 class Function:
     """A compiled function: call it with Python values (float, int, bool,
     str, tuples, NumPy arrays of any rank; a ``Vec (Vec Float)`` from a 2-D
     array or a list of 1-D arrays). Arrays of the right dtype and layout
-    are passed without a copy; results are copied out (NumPy arrays,
-    tuples, Python scalars).
+    are passed without a copy. Results are NumPy arrays, tuples and Python
+    scalars, new objects (a large array may be the memory the call wrote
+    it in, kept for it, rather than a copy; never an argument's).
 
     Attributes: ``name`` (its full .ks name, ``[rev [f Float]]``),
     ``short`` (``[rev f]``), ``params`` (name and type of each), ``ret``,
@@ -102,6 +156,9 @@ class Function:
         leaves = [lt for _, t in self.params for lt in _abi.leaf_types(t)]
         self._c.argtypes = [ctypes.c_void_p] + [_abi.ctype(lt) for lt in leaves]
         self._c.restype = _abi.ctype(self.ret)
+        # Does the result hold tensors of scalars outside other tensors
+        # (returned as arrays, which may keep the arena's memory)?
+        self._has_arrays = _abi.has_scalar_tensors(self.ret)
 
     @property
     def module(self):
@@ -138,16 +195,45 @@ class Function:
 
     def _call_converted(self, c_args):
         lib = self._library
-        arena, mark = lib.arena()
+        a = lib.arena()
+        arena, mark = a
+        lent = False
         try:
             result = self._c(arena, *c_args)
             code = lib.lib.ks_arena_error(arena)
             if code:
                 message = lib.lib.ks_arena_error_message(arena).decode(errors="replace")
                 raise KscRuntimeError(message, code)
+            if self._has_arrays:
+                in_place = self._in_arena(lib, a, _abi.scalar_tensors(result, self.ret))
+                if in_place:
+                    lib.give_away(a)
+                    lent = True
+                    return _abi.from_c(result, self.ret, _ArenaLoan(lib, a), in_place)
             return _abi.from_c(result, self.ret)
         finally:
-            lib.lib.ks_arena_reset(arena, mark)
+            if not lent:
+                lib.lib.ks_arena_reset(arena, mark)
+
+    @staticmethod
+    def _in_arena(lib, a, arrays):
+        """The addresses of the arrays of a result (``arrays``: its tensors
+        of scalars, as address and bytes) to leave in the arena ``a``
+        instead of copying them: those the call allocated (not an
+        argument's memory), if together they are large and most of what
+        the arena holds; else none. Arrays that share memory (a tuple of
+        one vector twice) are copied, so that no two arrays alias."""
+        arena, mark = a
+        spans = sorted(arrays)
+        shared = set()
+        for (p, n), (q, m) in zip(spans, spans[1:]):
+            if q < p + n:
+                shared.update((p, q))
+        mine = [(p, n) for p, n in spans if p not in shared and lib.lib.ks_arena_allocated_since(arena, mark, p, n)]
+        total = sum(n for _, n in mine)
+        if total < LOAN_MIN_BYTES or lib.lib.ks_arena_capacity(arena) > LOAN_SLACK * total:
+            return set()
+        return {p for p, _ in mine}
 
     def __call__(self, *args):
         c_args, keep = self._convert(args, strict=False)

@@ -60,6 +60,12 @@ SOURCE = """
 (def poly (Vec Float) ((a : Float) (v : Vec Float))
   (build (size v) (lam (i : Integer) (let (x (index i v)) (add (mul a (mul x x)) (sin x))))))
 
+(def same (Vec Float) (v : Vec Float) v)
+
+(def both (Tuple (Vec Float) (Vec Float) Float (Vec Float)) (v : Vec Float)
+  (let (w (build (size v) (lam (i : Integer) (add 1.0 (index i v)))))
+    (tuple w w (index 0 v) v)))
+
 (gdef rev [lse (Vec Float)])
 """
 
@@ -231,6 +237,39 @@ def test_an_example_file():
     g = m.lse_gradient(x)
     np.testing.assert_allclose(g, m["[rev lse_objective]"](x, 1.0), rtol=0, atol=0)
     np.testing.assert_allclose(g.sum(), 1.0, rtol=1e-12)
+
+
+def test_large_results(m):
+    # A result of 8 MB is not copied out of the arena: it keeps the arena
+    # while it lives. Each stays intact while others are made, and the
+    # arenas are reused once the results are gone.
+    n = 10**6
+    v = np.arange(float(n))
+    kept = [m.scale(float(k), v) for k in range(6)]
+    for k, r in enumerate(kept):
+        assert r.shape == (n,) and r.dtype == np.float64 and r.flags.writeable
+        assert r[7] == 7.0 * k and r[-1] == (n - 1) * k
+    kept[0][:] = -1.0
+    np.testing.assert_array_equal(kept[1][:3], [0.0, 1.0, 2.0])
+    library = m.scale._library
+    held = len(library.arenas)
+    assert held >= 6
+    del kept, r
+    for k in range(20):
+        assert m.scale(2.0, v)[n - 1] == 2.0 * (n - 1)
+    # The arenas the results held are idle (at most IDLE_MAX kept), not new.
+    assert len(library.arenas) <= held and len(library.idle) <= library.IDLE_MAX
+    # An argument returned as the result is copied, never the argument's
+    # memory; a vector that appears twice in a tuple is two arrays.
+    s = m.same(v)
+    assert not np.shares_memory(s, v)
+    np.testing.assert_array_equal(s, v)
+    w1, w2, first, back = m.both(v)
+    assert first == 0.0 and w1[5] == 6.0
+    assert not np.shares_memory(w1, w2) and not np.shares_memory(back, v)
+    w1[5] = 0.0
+    assert w2[5] == 6.0
+    np.testing.assert_array_equal(back, v)
 
 
 def test_calls_from_several_threads(m):

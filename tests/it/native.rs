@@ -520,7 +520,8 @@ fn a_shared_library_is_callable_from_c() {
         "(def norm2 Float (v : Vec Float) (sum (build (size v) (lam (i : Integer) (mul (index i v) (index i v))))))\n\
          (def [rev norm2] (Vec Float) ((v : Vec Float) (dr : Float))\n\
            (build (size v) (lam (i : Integer) (mul (mul 2.0 dr) (index i v)))))\n\
-         (def fact Float (n : Integer) (if (lte n 0) 1.0 (mul (to_float n) (fact (sub n 1)))))\n",
+         (def fact Float (n : Integer) (if (lte n 0) 1.0 (mul (to_float n) (fact (sub n 1)))))\n\
+         (def same (Vec Float) (v : Vec Float) v)\n",
     )
     .unwrap();
     let built = ksc(&["build", src.to_str().unwrap(), "--emit", "so", "-o", dir.to_str().unwrap()]);
@@ -545,8 +546,14 @@ fn a_shared_library_is_callable_from_c() {
            double xs[3] = {1.0, 2.0, 3.0};\n\
            ks_T1f v = {3, xs};\n\
            ks_arena *A = ks_arena_new();\n\
+           ks_mark m = ks_arena_mark(A);\n\
            ks_T1f g = rev$norm2(A, v, 0.5);\n\
            printf(\"%g %g %g %g %g\\n\", norm2(A, v), g.data[0], g.data[1], g.data[2], fact(A, 5));\n\
+           /* Which memory a call allocated: its result's, not an argument's. */\n\
+           ks_mark after = ks_arena_mark(A);\n\
+           printf(\"%d %d %d %d %d\\n\", ks_arena_allocated_since(A, m, g.data, 24),\n\
+                  ks_arena_allocated_since(A, m, g.data, 1 << 30), ks_arena_allocated_since(A, after, g.data, 24),\n\
+                  ks_arena_allocated_since(A, m, same(A, v).data, 24), ks_arena_capacity(A) >= 24);\n\
            ks_arena_free(A);\n\
            return 0;\n\
          }\n",
@@ -558,7 +565,7 @@ fn a_shared_library_is_callable_from_c() {
         .env(common::MAX_STACK.0, common::MAX_STACK.1)
         .output()
         .unwrap();
-    assert_eq!(text(&out.stdout), "14 1 2 3 120\n");
+    assert_eq!(text(&out.stdout), "14 1 2 3 120\n1 0 0 0 1\n");
 }
 
 /// A library whose functions run parallel loops, called from two host

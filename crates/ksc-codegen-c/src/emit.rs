@@ -298,7 +298,9 @@ pub fn emit_with<'f>(
                  KSRT_WEAK void ks_arena_reset(ks_arena *A, ks_mark m) {{ ksrt_reset(A, m); }}\n\
                  KSRT_WEAK void *ks_arena_alloc(ks_arena *A, int64_t bytes) {{ return ksrt_alloc(A, (size_t)bytes); }}\n\
                  KSRT_WEAK int ks_arena_error(const ks_arena *A) {{ return A->error; }}\n\
-                 KSRT_WEAK const char *ks_arena_error_message(const ks_arena *A) {{ return A->error_message; }}"
+                 KSRT_WEAK const char *ks_arena_error_message(const ks_arena *A) {{ return A->error_message; }}\n\
+                 KSRT_WEAK int ks_arena_allocated_since(const ks_arena *A, ks_mark m, const void *p, int64_t bytes) {{ return bytes >= 0 && ksrt_allocated_since(A, m, p, (size_t)bytes); }}\n\
+                 KSRT_WEAK int64_t ks_arena_capacity(const ks_arena *A) {{ return (int64_t)A->capacity; }}"
             )
             .ok();
         }
@@ -374,6 +376,15 @@ void *ks_arena_alloc(ks_arena *A, int64_t bytes);
 #define KS_ERROR_MEMORY 2
 int ks_arena_error(const ks_arena *A);
 const char *ks_arena_error_message(const ks_arena *A);
+/* Whether the `bytes` bytes at `p` were allocated in the arena since the
+ * mark `m` (so a result there is not an argument's or a constant's memory,
+ * and stays valid until the arena is reset to `m`); and the bytes the
+ * arena holds in all its blocks. A caller that keeps a large result where
+ * it is, instead of copying it out, can take another arena for its next
+ * calls and reset this one when it is done with the result (the Python
+ * package does). */
+int ks_arena_allocated_since(const ks_arena *A, ks_mark m, const void *p, int64_t bytes);
+int64_t ks_arena_capacity(const ks_arena *A);
 #endif
 ";
 

@@ -287,6 +287,22 @@ static inline void ksrt_reset(ks_arena *A, ks_mark m) {
     A->end = m.block ? m.block->start + m.block->size : NULL;
 }
 
+/* Whether the `bytes` bytes at `p` were allocated since the mark `m`: they
+ * lie in the part of m's block above m's top, or in a block chained after
+ * it up to the current one (a library's caller asks, before it keeps a
+ * result's memory instead of copying it: a result may also be an
+ * argument's memory, or a constant's). */
+static int ksrt_allocated_since(const ks_arena *A, ks_mark m, const void *p, size_t bytes) {
+    const char *lo = (const char *)p;
+    for (const ksrt_block *b = A->block; b; b = b->prev) {
+        const char *start = b == m.block ? m.top : b->start;
+        const char *end = b == A->block ? A->top : b->start + b->size;
+        if (lo >= start && lo <= end && bytes <= (size_t)(end - lo)) return 1;
+        if (b == m.block) break;
+    }
+    return 0;
+}
+
 /* Fills n doubles with +0.0. A small fill is made of scalar stores, hidden
  * from the vectoriser: a vector store (or memset's) makes a scalar load of
  * one of its elements wait for it to retire, and a zero-filled cotangent's
