@@ -18,6 +18,7 @@ mod mutate;
 mod native;
 mod native_mutants;
 mod passes;
+mod python;
 mod random_input;
 mod reduce_tree;
 mod round_trip;
