@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use ksc_codegen_c::{compile_c, run_executable, Artefact, CcConfig, Outcome, Target};
+use ksc_codegen_c::{compile_program, run_executable, Artefact, CcConfig, Outcome, Target};
 use ksc_eval::RuntimeError;
 use ksc_ir::FunName;
 use ksc_lower::ir::{Module, SiteId};
@@ -20,9 +20,11 @@ pub struct NativeOptions {
     #[arg(long)]
     pub unchecked: bool,
     /// Flags for the C compiler, replacing the default `-O3 -march=native`
-    /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`. A large
-    /// program built with optimisation also gets `-flto=auto` (the C
-    /// compiler's work on every core) when the compiler accepts it.
+    /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`. On a machine
+    /// of several cores a large program is compiled as several translation
+    /// units at once, each cached (an edit recompiles the units it
+    /// changed), or, without a large function, with `-flto=auto` when the
+    /// compiler accepts it.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub cflags: Option<String>,
     /// A C source, object or library to compile and link with the program
@@ -204,7 +206,7 @@ pub fn run(
     };
     let Ok(module) = ksc_db::native_module(db, file, roots, checked) else { unreachable!("c_unit succeeded") };
     progress.phase("compiling the C");
-    let exe = compile_c(&prog.c, None, Artefact::Executable, &config(opts));
+    let exe = compile_program(prog, None, Artefact::Executable, &config(opts));
     progress.finish();
     let exe = match exe {
         Ok(p) => p,
@@ -363,7 +365,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
         if target == Target::Library {
             written.push(write(header_name.clone(), prog.header.as_bytes())?);
         }
-        let header = (target == Target::Library).then_some((header_name.as_str(), prog.header.as_str()));
+        let header = (target == Target::Library).then_some(header_name.as_str());
         let (kind, name) = match emit {
             Emit::C => {
                 written.push(write(format!("{stem}.c"), prog.c.as_bytes())?);
@@ -374,7 +376,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             Emit::Exe | Emit::Loops | Emit::Ks => (Artefact::Executable, stem.clone()),
         };
         progress.phase("compiling the C");
-        let built = compile_c(&prog.c, header, kind, &config(opts));
+        let built = compile_program(prog, header, kind, &config(opts));
         progress.finish();
         let built = built.map_err(|e| build_error(&e, module, &compiled))?;
         let bytes = std::fs::read(&built).map_err(|e| {

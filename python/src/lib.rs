@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use ksc_codegen_c::{compile_c, Artefact, CcConfig, Target};
+use ksc_codegen_c::{compile_program, Artefact, CcConfig, Target};
 use ksc_ir::{FunName, Type};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -102,8 +102,7 @@ fn build(
         .as_ref()
         .map_err(|e| e.clone())?;
     progress.phase("compiling the C");
-    let library =
-        compile_c(&prog.c, Some((&header, &prog.header)), Artefact::SharedLibrary, cfg).map_err(|e| e.to_string())?;
+    let library = compile_program(prog, Some(&header), Artefact::SharedLibrary, cfg).map_err(|e| e.to_string())?;
     progress.finish();
     let defs: HashMap<&FunName, &ksc_ir::Def> = analysis.defs().into_iter().map(|d| (&d.name, d)).collect();
     let facts = &ksc_db::lowering_facts(db, file).facts;

@@ -534,7 +534,8 @@ fn a_shared_library_is_callable_from_c() {
     let emitted = ksc(&["build", src.to_str().unwrap(), "--emit", "c", "-o", dir.to_str().unwrap()]);
     assert!(emitted.status.success(), "{}", text(&emitted.stderr));
     let c = std::fs::read_to_string(dir.join("vecops.c")).unwrap();
-    let fact = c.split("static double ksl_fact(ks_arena *A, int64_t n_0) {").nth(1).expect("a static ksl_fact");
+    assert!(c.contains("#define KSRT_FN static\n"), "{c}");
+    let fact = c.split("KSRT_FN double ksl_fact(ks_arena *A, int64_t n_0) {").nth(1).expect("a static ksl_fact");
     assert!(fact.split("\n}").next().unwrap().contains("ksl_fact(A, "), "{c}");
     let wrapper = c.split("\ndouble fact(ks_arena *A, int64_t n_0) {").nth(1).expect("an exported fact");
     assert!(wrapper.split("\n}").next().unwrap().contains("= ksl_fact(A, n_0);"), "{c}");
@@ -1386,4 +1387,45 @@ int main(void) {
         }
     }
     assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), args.len(), wrong[..wrong.len().min(10)].join("\n"));
+}
+
+/// A large program is compiled as translation units (docs/native.md,
+/// "Translation units"), each cached by its text: after an edit of a small
+/// function that the large ones do not call, only the units holding it (or
+/// a function it was inlined into) are compiled again, and the program
+/// runs as the interpreter runs it, before and after. (A machine of one
+/// core compiles the single file; then only the results are compared.)
+#[test]
+fn an_edit_recompiles_only_the_translation_units_it_changes() {
+    let dir = work_dir("units");
+    let cache = dir.join("cache");
+    let src = dir.join("hand.ks");
+    let original = std::fs::read_to_string(root().join("ksc-examples/adbench/hand.ks")).unwrap();
+    let column = "(def column (Vec Float) ((m : Tensor 2 Float) (c : Integer))\n  (build (get$1$2 (size m)) (lam (r : Integer) (index (tuple r c) m))))";
+    assert!(original.contains(column), "hand.ks no longer defines `column` as this test edits it");
+    let edited = original.replace(column, &column.replace("(index (tuple r c) m)", "(mul 2.0 (index (tuple r c) m))"));
+    let objects = || {
+        std::fs::read_dir(&cache)
+            .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "o"))).count())
+            .unwrap_or(0)
+    };
+    let mut outputs = Vec::new();
+    let mut counts = Vec::new();
+    for source in [&original, &edited] {
+        std::fs::write(&src, source).unwrap();
+        let p = src.to_str().unwrap();
+        let cache_env = cache.to_str().unwrap();
+        let native = ksc_env(&["run", p], &[("KSC_CACHE_DIR", cache_env)]);
+        let interp = ksc(&["run", "--interp", p]);
+        assert!(native.status.success(), "{}", text(&native.stderr));
+        assert_eq!(text(&native.stdout), text(&interp.stdout), "native and interpreted runs differ");
+        outputs.push(text(&native.stdout));
+        counts.push(objects());
+    }
+    assert_ne!(outputs[0], outputs[1], "the edit changes what main prints");
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        let (units, recompiled) = (counts[0], counts[1] - counts[0]);
+        assert!(units >= 4, "hand.ks's C is split into {units} units");
+        assert!(recompiled >= 1 && recompiled * 2 <= units, "the edit recompiled {recompiled} of {units} units");
+    }
 }

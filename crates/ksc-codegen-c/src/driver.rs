@@ -209,14 +209,7 @@ pub fn compile_c(
         parts.push(bytes);
     }
     let key = content_hash(&parts);
-    let dir = match &cfg.cache_dir {
-        Some(d) if std::fs::create_dir_all(d).is_ok() => d.clone(),
-        _ => {
-            let d = std::env::temp_dir().join(format!("ksc-{}-{key}", std::process::id()));
-            std::fs::create_dir_all(&d).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", d.display())))?;
-            d
-        }
-    };
+    let dir = cache_dir(cfg, &key)?;
     let out = dir.join(format!("{key}.{}", kind.extension()));
     if out.exists() {
         return Ok(out);
@@ -260,6 +253,145 @@ pub fn compile_c(
     std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(out)
+}
+
+/// Compiles a program into an artefact: on a machine of several cores, as
+/// its translation units (`prog.units`, for a large program), each
+/// compiled on its own, as many at once as there are cores, and cached by
+/// its text (so an edit recompiles only the units whose C changed), then
+/// linked; else, and for an object, or when the units do not build (the
+/// single file then gives the diagnosis), as the single file `prog.c`
+/// ([`compile_c`]; each unit compiles the runtime again, which one core
+/// would pay for). A library's header is written as `header_name`.
+pub fn compile_program(
+    prog: &crate::CProgram,
+    header_name: Option<&str>,
+    kind: Artefact,
+    cfg: &CcConfig,
+) -> Result<PathBuf, BuildError> {
+    let header = header_name.map(|n| (n, prog.header.as_str()));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if prog.units.len() < 2 || kind == Artefact::Object || cores < 2 {
+        return compile_c(&prog.c, header, kind, cfg);
+    }
+    compile_units(&prog.units, header, kind, cfg).or_else(|_| compile_c(&prog.c, header, kind, cfg))
+}
+
+/// The cache directory, else a fresh temporary one named by `key`.
+fn cache_dir(cfg: &CcConfig, key: &str) -> Result<PathBuf, BuildError> {
+    match &cfg.cache_dir {
+        Some(d) if std::fs::create_dir_all(d).is_ok() => Ok(d.clone()),
+        _ => {
+            let d = std::env::temp_dir().join(format!("ksc-{}-{key}", std::process::id()));
+            std::fs::create_dir_all(&d).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", d.display())))?;
+            Ok(d)
+        }
+    }
+}
+
+/// The key parts every compilation shares: the compiler and its flags.
+fn compiler_parts(cfg: &CcConfig) -> Vec<&[u8]> {
+    let mut parts: Vec<&[u8]> = vec![cfg.cc.as_bytes()];
+    for f in PARALLEL_FLAGS.iter().chain(SEMANTIC_FLAGS) {
+        parts.push(f.as_bytes());
+    }
+    for f in &cfg.cflags {
+        parts.push(f.as_bytes());
+    }
+    parts
+}
+
+/// [`compile_program`]'s separate compilation of the units.
+fn compile_units(
+    units: &[String],
+    header: Option<(&str, &str)>,
+    kind: Artefact,
+    cfg: &CcConfig,
+) -> Result<PathBuf, BuildError> {
+    let header_parts: Vec<&[u8]> = header.map(|(n, t)| vec![n.as_bytes(), t.as_bytes()]).unwrap_or_default();
+    let keys: Vec<String> = units
+        .iter()
+        .map(|u| {
+            let mut parts = vec![u.as_bytes(), b"unit".as_slice()];
+            parts.extend(compiler_parts(cfg));
+            parts.extend(&header_parts);
+            content_hash(&parts)
+        })
+        .collect();
+    // The artefact: the units' objects, linked as `kind` with the files
+    // given to link.
+    let mut linked = Vec::new();
+    for l in &cfg.link {
+        let bytes = std::fs::read(l)
+            .map_err(|e| BuildError::Io(format!("cannot read `{}` (given with `--link`): {e}", l.display())))?;
+        linked.push((l.extension().map(|x| x.as_encoded_bytes().to_vec()).unwrap_or_default(), bytes));
+    }
+    let mut parts: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    parts.push(kind.extension().as_bytes());
+    parts.extend(compiler_parts(cfg));
+    for (ext, bytes) in &linked {
+        parts.push(ext);
+        parts.push(bytes);
+    }
+    let key = content_hash(&parts);
+    let dir = cache_dir(cfg, &key)?;
+    let out = dir.join(format!("{key}.{}", kind.extension()));
+    if out.exists() {
+        return Ok(out);
+    }
+    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
+    let result = (|| {
+        if let Some((name, text)) = header {
+            std::fs::write(work.join(name), text)
+                .map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
+        }
+        // The objects not cached yet, the largest first, compiled by as
+        // many threads as there are cores.
+        let mut todo: Vec<usize> = (0..units.len()).filter(|&i| !dir.join(format!("{}.o", keys[i])).exists()).collect();
+        todo.sort_by_key(|&i| std::cmp::Reverse(units[i].len()));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, todo.len().max(1));
+        let failed: std::sync::Mutex<Option<BuildError>> = std::sync::Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = todo.get(at) else { break };
+                    if failed.lock().map_or(true, |f| f.is_some()) {
+                        break;
+                    }
+                    let c_file = work.join(format!("unit{i}.c"));
+                    let tmp = work.join(format!("unit{i}.o"));
+                    let r = std::fs::write(&c_file, &units[i])
+                        .map_err(|e| BuildError::Io(format!("cannot write {}: {e}", c_file.display())))
+                        .and_then(|()| run_cc(cfg, &c_file, &tmp, Artefact::Object))
+                        .and_then(|()| {
+                            let obj = dir.join(format!("{}.o", keys[i]));
+                            std::fs::rename(&tmp, &obj)
+                                .map_err(|e| BuildError::Io(format!("cannot write {}: {e}", obj.display())))
+                        });
+                    if let Err(e) = r {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(e);
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = failed.into_inner().ok().flatten() {
+            return Err(e);
+        }
+        let objs: Vec<PathBuf> = keys.iter().map(|k| dir.join(format!("{k}.o"))).collect();
+        let tmp_out = work.join(format!("out.{}", kind.extension()));
+        match run_cc_inputs(cfg, &objs, &tmp_out, kind, PARALLEL_FLAGS) {
+            Err(BuildError::CompilerFailed { .. }) => run_cc_inputs(cfg, &objs, &tmp_out, kind, &[]),
+            r => r,
+        }?;
+        std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result.map(|()| out)
 }
 
 /// The symbols a linker's messages say are undefined (GNU ld: "undefined
@@ -350,6 +482,19 @@ fn run_cc_lto(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, lto: bo
 }
 
 fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra: &[&str]) -> Result<(), BuildError> {
+    run_cc_inputs(cfg, &[c_file.to_path_buf()], out, kind, extra)
+}
+
+/// Runs the C compiler on `inputs` (C files, or objects to link) with the
+/// flags of [`run_cc`] and `extra`.
+fn run_cc_inputs(
+    cfg: &CcConfig,
+    inputs: &[PathBuf],
+    out: &Path,
+    kind: Artefact,
+    extra: &[&str],
+) -> Result<(), BuildError> {
+    let c_file = &inputs[0];
     let mut cmd = Command::new(&cfg.cc);
     cmd.args(&cfg.cflags).args(SEMANTIC_FLAGS).args(extra);
     match kind {
@@ -361,7 +506,7 @@ fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra:
             cmd.args(["-c", "-fPIC"]);
         }
     }
-    cmd.arg("-o").arg(out).arg(c_file);
+    cmd.arg("-o").arg(out).args(inputs);
     if kind != Artefact::Object {
         cmd.args(&cfg.link);
         cmd.args(["-lm", "-pthread"]);

@@ -19,7 +19,7 @@ use ksc_ir::Type;
 use ksc_lower::ir::*;
 use ksc_lower::names::mangle_type;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A location of the source, for the site table.
 #[derive(Clone, Debug)]
@@ -41,9 +41,32 @@ pub enum Target {
 /// The generated C: the program text and, for a library, its header.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CProgram {
+    /// The whole program as one self-contained C file (`ksc build --emit
+    /// c` writes it).
     pub c: String,
     pub header: String,
+    /// The same program as separate translation units, for a large program
+    /// (empty otherwise): the C compiler compiles them concurrently and
+    /// caches each by its text, so an edit recompiles only the units whose
+    /// C changed ([`crate::driver::compile_program`]). Unit 0 holds the
+    /// small functions and what the program has once (the site table, the
+    /// library's entry points or `main`); each large function
+    /// ([`UNIT_MIN_LINES`]) is a unit of its own. Functions are
+    /// `KSRT_FN`: `static` in the single file, hidden (not exported) but
+    /// visible to the other units here.
+    pub units: Vec<String>,
 }
+
+/// A function of at least this many lines of C is a translation unit of
+/// its own (when the program is split: [`UNITS_MIN_LINES`]).
+pub const UNIT_MIN_LINES: usize = 300;
+
+/// A program of at least this many lines of C is split into translation
+/// units. Each unit compiles the runtime again (about 0.1 s), and the C
+/// compiler's optimisations across functions matter little in ksc's code
+/// (each function's callees are inlined by ksc where it pays): gmm, lse,
+/// lstm, nnmf, hand and ba ran as fast without them (interleaved A/B).
+pub const UNITS_MIN_LINES: usize = 4000;
 
 pub const RUNTIME_H: &str = include_str!("ksc_runtime.h");
 
@@ -159,9 +182,8 @@ pub fn emit_with<'f>(
 ) -> CProgram {
     let mut e = Emitter::default();
     e.add_type(&Type::unit());
-    let mut bodies = String::new();
-    for i in 0..m.funcs.len() {
-        let fc = function_c(FuncId(i as u32));
+    let fcs: Vec<std::borrow::Cow<'f, FunctionC>> = (0..m.funcs.len()).map(|i| function_c(FuncId(i as u32))).collect();
+    for fc in &fcs {
         for t in &fc.types {
             if e.seen.insert(t.clone()) {
                 e.types.push(t.clone());
@@ -169,39 +191,19 @@ pub fn emit_with<'f>(
         }
         e.prints.extend(fc.prints.iter().cloned());
         e.copies.extend(fc.copies.iter().cloned());
-        bodies.push_str(&fc.text);
-    }
-    // Printing and copying helpers need their components' helpers.
-    let mut prints: Vec<Type> = e.prints.iter().cloned().collect();
-    while let Some(t) = prints.pop() {
-        for c in children(&t) {
-            if e.prints.insert(c.clone()) {
-                prints.push(c);
-            }
-        }
-    }
-    let mut copies: Vec<Type> = e.copies.iter().cloned().collect();
-    while let Some(t) = copies.pop() {
-        for c in children(&t) {
-            if needs_heap(&c) && e.copies.insert(c.clone()) {
-                copies.push(c);
-            }
-        }
     }
     let mut types = String::new();
     for t in e.types.clone() {
         types.push_str(&type_def(&t));
     }
-    let mut protos = String::new();
-    let mut wrappers = String::new();
-    for f in m.funcs {
+    let nsites = m.sites.len();
+    // Each function's exported entry point (a library's).
+    let mut wrappers = vec![String::new(); m.funcs.len()];
+    for (f, wrapper) in m.funcs.iter().zip(&mut wrappers) {
         if f.external {
-            // The user's C function, linked with the program.
-            writeln!(protos, "{};", exported_prototype(f, false)).ok();
             continue;
         }
         let local = local_name(&f.c_name, target);
-        writeln!(protos, "static {};", prototype_named(f, &local, false)).ok();
         if target == Target::Library {
             // The entry point: a run-time error in the body comes back here
             // (ksrt_enter in the runtime), and the call returns zeros.
@@ -211,36 +213,32 @@ pub fn emit_with<'f>(
                 .collect();
             let ret = c_type(&f.ret);
             writeln!(
-                wrappers,
-                "{} {{\n    sigjmp_buf ksrt_jb;\n    ks_mark ksrt_m = ksrt_enter(A, &ksrt_jb, ks_sites, {nsites});\n    \
+                wrapper,
+                "{} {{\n    sigjmp_buf ksrt_jb;\n    ks_mark ksrt_m = ksrt_enter(A, &ksrt_jb, ks_sites, ks_nsites);\n    \
                  if (sigsetjmp(ksrt_jb, 0)) {{\n        {ret} ksrt_z;\n        memset(&ksrt_z, 0, sizeof ksrt_z);\n        \
                  ksrt_failed(A, ksrt_m);\n        return ksrt_z;\n    }}\n    {ret} ksrt_r = {local}({});\n    \
                  ksrt_leave(A);\n    return ksrt_r;\n}}",
                 exported_prototype(f, false),
                 args.join(", "),
-                nsites = m.sites.len()
             )
             .ok();
         }
     }
-    let mut helpers = String::new();
-    let mut ps: Vec<&Type> = e.prints.iter().collect();
-    ps.sort();
-    for t in &ps {
-        writeln!(helpers, "static void ks_print_{}({} x);", mangle_type(t), c_type(t)).ok();
-    }
-    let mut cs: Vec<&Type> = e.copies.iter().collect();
-    cs.sort();
-    for t in &cs {
-        writeln!(helpers, "static {0} ks_copy_{1}(ks_arena *A, {0} x);", c_type(t), mangle_type(t)).ok();
-    }
-    for t in &ps {
-        helpers.push_str(&print_fn(t));
-    }
-    for t in &cs {
-        helpers.push_str(&copy_fn(t));
-    }
-    let mut site_table = String::from("static const ksrt_site ks_sites[] = {\n");
+    // The functions' site maps (`site_order`): static in the single file,
+    // defined in unit 0 and declared in the others when split.
+    let maps: Vec<(String, String)> = m
+        .funcs
+        .iter()
+        .filter(|f| !f.external)
+        .filter_map(|f| {
+            let order = site_order(f);
+            (!order.is_empty()).then(|| {
+                let ids: Vec<String> = order.iter().map(|x| x.0.to_string()).collect();
+                (site_map_name(f, target), ids.join(", "))
+            })
+        })
+        .collect();
+    let mut site_table = String::from("KSRT_SITES const ksrt_site ks_sites[] = {\n");
     for (s, loc) in m.sites.iter().zip(sites) {
         let parent = s.inlined_at.map_or(-1, |p| p.0 as i64);
         writeln!(
@@ -258,39 +256,54 @@ pub fn emit_with<'f>(
         site_table.push_str("    {\"\", 0, 0, \"\", -1},\n");
     }
     site_table.push_str("};\n");
-    let nsites = m.sites.len();
 
-    let mut c = String::new();
-    c.push_str("/* Generated by ksc from a .ks program. Do not edit. */\n");
-    c.push_str(RUNTIME_H);
-    c.push('\n');
-    // Marks the compiled artefact as ksc's, so `ksc build` may replace it.
-    c.push_str("__attribute__((used)) static const char ksrt_artefact_marker[] = \"ksc-generated-artefact\";\n");
+    // What the program has once: the site table, and the library's entry
+    // points and arena functions or the executable's `main`.
     let mut header = String::new();
+    let mut once = String::new();
+    let mut tail = String::new();
     match target {
         Target::Executable => {
-            c.push_str(&types);
-            c.push('\n');
-            c.push_str(&site_table);
+            once.push_str(&site_table);
             if m.funcs.iter().any(|f| f.external) {
                 // For the external functions' tensor results.
-                c.push_str(
+                once.push_str(
                     "void *ks_arena_alloc(ks_arena *A, int64_t bytes) { return ksrt_alloc(A, (size_t)bytes); }\n",
                 );
             }
-            c.push_str(&protos);
+            if let Some(main) = m.main {
+                let f = m.funcs[main.0 as usize];
+                writeln!(
+                    tail,
+                    "\nstatic ks_arena *ks_main_arena;\n\
+                     static void *ks_run_main(void *unused) {{\n    (void)unused;\n    ks_main_arena->stack_end = ksrt_thread_stack_end();\n    (void){}(ks_main_arena);\n    return NULL;\n}}\n\
+                     int main(void) {{\n\
+                     \x20   static char out[1 << 16];\n\
+                     \x20   setvbuf(stdout, out, _IOFBF, sizeof out);\n\
+                     \x20   ks_main_arena = ksrt_arena_new(ks_sites, {nsites});\n\
+                     \x20   if (!ks_main_arena) {{\n\
+                     \x20       fprintf(stderr, \"error: out of memory: cannot create the arena\\n\");\n\
+                     \x20       return 1;\n\
+                     \x20   }}\n\
+                     \x20   /* The calls run on a stack of KSC_MAX_STACK bytes (reserved, not committed). */\n\
+                     \x20   if (!ksrt_run_on_big_stack(ks_run_main, NULL)) ks_run_main(NULL);\n\
+                     \x20   fflush(stdout);\n\
+                     \x20   ksrt_stats(ks_main_arena);\n\
+                     \x20   return 0;\n}}",
+                    f.c_name
+                )
+                .ok();
+            }
         }
         Target::Library => {
             header.push_str(&library_header(&e.types, m, header_name));
-            writeln!(c, "#include \"{header_name}\"").ok();
-            c.push_str("struct ks_arena_public_check { char ok[sizeof(ks_mark)]; };\n");
-            c.push_str(&site_table);
-            c.push_str(&protos);
+            once.push_str("struct ks_arena_public_check { char ok[sizeof(ks_mark)]; };\n");
+            once.push_str(&site_table);
             // The arena's functions are the same in every library (an
             // exported function sets the arena's site table on entry), and
             // weak: two libraries or objects linked together share one.
             writeln!(
-                c,
+                once,
                 "#define KSRT_WEAK __attribute__((weak))\n\
                  KSRT_WEAK ks_arena *ks_arena_new(void) {{ return ksrt_arena_new(ks_sites, {nsites}); }}\n\
                  KSRT_WEAK void ks_arena_free(ks_arena *A) {{ ksrt_arena_free(A); }}\n\
@@ -305,37 +318,291 @@ pub fn emit_with<'f>(
             .ok();
         }
     }
-    c.push('\n');
-    c.push_str(&helpers);
-    c.push('\n');
-    c.push_str(&bodies);
-    c.push_str(&wrappers);
-    if target == Target::Executable {
-        if let Some(main) = m.main {
-            let f = m.funcs[main.0 as usize];
-            writeln!(
-                c,
-                "\nstatic ks_arena *ks_main_arena;\n\
-                 static void *ks_run_main(void *unused) {{\n    (void)unused;\n    ks_main_arena->stack_end = ksrt_thread_stack_end();\n    (void){}(ks_main_arena);\n    return NULL;\n}}\n\
-                 int main(void) {{\n\
-                 \x20   static char out[1 << 16];\n\
-                 \x20   setvbuf(stdout, out, _IOFBF, sizeof out);\n\
-                 \x20   ks_main_arena = ksrt_arena_new(ks_sites, {nsites});\n\
-                 \x20   if (!ks_main_arena) {{\n\
-                 \x20       fprintf(stderr, \"error: out of memory: cannot create the arena\\n\");\n\
-                 \x20       return 1;\n\
-                 \x20   }}\n\
-                 \x20   /* The calls run on a stack of KSC_MAX_STACK bytes (reserved, not committed). */\n\
-                 \x20   if (!ksrt_run_on_big_stack(ks_run_main, NULL)) ks_run_main(NULL);\n\
-                 \x20   fflush(stdout);\n\
-                 \x20   ksrt_stats(ks_main_arena);\n\
-                 \x20   return 0;\n}}",
-                f.c_name
-            )
+    // The start of every translation unit: the runtime, the types (a
+    // library's are in its header), the prototypes of the functions
+    // `funcs` (with the storage class of each: `linkage`) and the site
+    // maps.
+    const HIDDEN: &str = "__attribute__((visibility(\"hidden\")))";
+    let start = |unit: Option<usize>, funcs: &[usize], linkage: &dyn Fn(usize) -> &'static str| {
+        let mut c = String::new();
+        match unit {
+            None => c.push_str("/* Generated by ksc from a .ks program. Do not edit. */\n"),
+            Some(k) => {
+                writeln!(c, "/* Generated by ksc from a .ks program, translation unit {k}. Do not edit. */").ok();
+            }
+        }
+        c.push_str(RUNTIME_H);
+        c.push('\n');
+        if unit.is_none_or(|k| k == 0) {
+            // Marks the compiled artefact as ksc's, so `ksc build` may replace it.
+            c.push_str(
+                "__attribute__((used)) static const char ksrt_artefact_marker[] = \"ksc-generated-artefact\";\n",
+            );
+        }
+        match target {
+            Target::Executable => {
+                c.push_str(&types);
+                c.push('\n');
+            }
+            Target::Library => {
+                writeln!(c, "#include \"{header_name}\"").ok();
+            }
+        }
+        for &i in funcs {
+            let f = m.funcs[i];
+            if f.external {
+                // The user's C function, linked with the program.
+                writeln!(c, "{};", exported_prototype(f, false)).ok();
+            } else {
+                writeln!(c, "{} {};", linkage(i), prototype_named(f, &local_name(&f.c_name, target), false)).ok();
+            }
+        }
+        // The site table and its length, which an entry point gives the
+        // arena (a variable, so that the units' text does not depend on it).
+        match unit {
+            None => writeln!(c, "#define KSRT_SITES static\nstatic const int32_t ks_nsites = {nsites};"),
+            Some(0) => writeln!(c, "#define KSRT_SITES {HIDDEN}\n{HIDDEN} const int32_t ks_nsites = {nsites};"),
+            Some(_) => {
+                writeln!(c, "extern {HIDDEN} const ksrt_site ks_sites[];\nextern {HIDDEN} const int32_t ks_nsites;")
+            }
+        }
+        .ok();
+        for (name, ids) in &maps {
+            match unit {
+                None => writeln!(c, "static const int32_t {name}[] = {{{ids}}};"),
+                Some(0) => writeln!(c, "{HIDDEN} const int32_t {name}[] = {{{ids}}};"),
+                Some(_) => writeln!(c, "extern {HIDDEN} const int32_t {name}[];"),
+            }
             .ok();
         }
+        c
+    };
+    // The functions' texts, each defined `KSRT_FN` as `linkage` says.
+    let bodies = |funcs: &[usize], linkage: &dyn Fn(usize) -> &'static str| {
+        let mut out = String::new();
+        let mut current = "";
+        for &i in funcs {
+            if fcs[i].text.is_empty() {
+                continue;
+            }
+            if linkage(i) != current {
+                current = linkage(i);
+                writeln!(out, "#undef KSRT_FN\n#define KSRT_FN {current}").ok();
+            }
+            out.push_str(&fcs[i].text);
+        }
+        out
+    };
+    let entry_points = |funcs: &[usize]| -> String { funcs.iter().map(|&i| wrappers[i].as_str()).collect() };
+    let all: Vec<usize> = (0..fcs.len()).collect();
+    let single = |_: usize| "static";
+    let mut c = start(None, &all, &single);
+    c.push_str(&once);
+    c.push('\n');
+    c.push_str(&helpers(&e.prints, &e.copies));
+    c.push('\n');
+    c.push_str(&bodies(&all, &single));
+    c.push_str(&tail);
+    c.push_str(&entry_points(&all));
+
+    // Split: the large functions in units of their own (grouped below),
+    // each unit with static copies of the small functions its functions
+    // call (directly or through other small ones), so that the C compiler
+    // may still inline them or change how they are called; unit 0 has every
+    // small function, and what the program has once. A function's entry
+    // point (a library's) is in the function's unit.
+    let mut units = Vec::new();
+    let large: FxHashSet<usize> = all
+        .iter()
+        .copied()
+        .filter(|&i| !m.funcs[i].external && fcs[i].text.lines().count() >= UNIT_MIN_LINES)
+        .collect();
+    if c.lines().count() >= UNITS_MIN_LINES && !large.is_empty() {
+        // The callers of each function (`main`'s is the C `main`, in unit 0).
+        let mut callers: Vec<FxHashSet<usize>> = vec![FxHashSet::default(); m.funcs.len()];
+        for &i in &all {
+            walk(&m.funcs[i].body, &mut |st| {
+                if let Stmt::Let(_, Rhs::Call { func, .. }) = st {
+                    callers[func.0 as usize].insert(i);
+                }
+            });
+        }
+        if let Some(main) = m.main {
+            callers[main.0 as usize].insert(usize::MAX);
+        }
+        // A large function called in a loop of another shares its unit
+        // (that of the group's first function), where it is static: BA's
+        // Jacobian calls its block function once per block, with a tuple
+        // that the C compiler passes in registers only to a static callee
+        // (the Jacobian took 5 to 8% longer with the two in units of their
+        // own). Calls made once per call of the caller may cross units, so
+        // that units stay small (hand.ks's Jacobians are called once each
+        // by the functions that return them).
+        let mut in_loops: Vec<FxHashSet<usize>> = vec![FxHashSet::default(); m.funcs.len()];
+        for &i in &all {
+            let f = m.funcs[i];
+            calls_in_loops(&f.body, f.loops, &mut in_loops[i]);
+        }
+        let mut group: Vec<usize> = (0..m.funcs.len()).collect();
+        fn find(group: &mut [usize], i: usize) -> usize {
+            let mut r = i;
+            while group[r] != r {
+                r = group[r];
+            }
+            group[i] = r;
+            r
+        }
+        for &i in &large {
+            for &g in &callers[i] {
+                if g != i && large.contains(&g) && in_loops[g].contains(&i) {
+                    let (a, b) = (find(&mut group, i), find(&mut group, g));
+                    group[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let home: Vec<usize> = (0..m.funcs.len()).map(|i| find(&mut group, i)).collect();
+        // Every function is static in its unit (the C compiler may change
+        // how it is called there); one called from other units also has an
+        // entry there, `<name>$x`, hidden, which they call through a static
+        // forwarder of the function's name.
+        let called_out: FxHashSet<usize> = large
+            .iter()
+            .copied()
+            .filter(|&i| callers[i].iter().any(|&g| g == usize::MAX || home[g] != home[i]))
+            .collect();
+        let entry = |i: usize| {
+            let f = m.funcs[i];
+            let local = local_name(&f.c_name, target);
+            let args: Vec<String> =
+                std::iter::once("A".to_string()).chain(f.params.iter().map(|&p| var_name(f, p))).collect();
+            let (args, x) = (args.join(", "), format!("{local}$x"));
+            let proto = prototype_named(f, &x, false);
+            let forward = prototype_named(f, &local, false);
+            (
+                format!("{HIDDEN} {proto} {{ return {local}({args}); }}\n"),
+                format!("extern {HIDDEN} {proto};\nstatic inline {forward} {{ return {x}({args}); }}\n"),
+            )
+        };
+        let linkage = |_: usize| "static";
+        let unit = |k: usize, own: &[usize], once: &str, tail: &str| {
+            // `own` and the small functions they call, in the program's order.
+            let mut members: FxHashSet<usize> = own.iter().copied().collect();
+            let mut todo: Vec<usize> = own.to_vec();
+            while let Some(i) = todo.pop() {
+                walk(&m.funcs[i].body, &mut |st| {
+                    if let Stmt::Let(_, Rhs::Call { func, .. }) = st {
+                        let g = func.0 as usize;
+                        if !large.contains(&g) && members.insert(g) {
+                            todo.push(g);
+                        }
+                    }
+                });
+            }
+            let mut funcs: Vec<usize> = members.into_iter().collect();
+            funcs.sort_unstable();
+            // Prototypes: the unit's functions and the external ones; the
+            // entries of the others it may call.
+            let declared: Vec<usize> =
+                all.iter().copied().filter(|&i| m.funcs[i].external || funcs.contains(&i)).collect();
+            let (mut prints, mut copies) = (FxHashSet::default(), FxHashSet::default());
+            for &i in &funcs {
+                prints.extend(fcs[i].prints.iter().cloned());
+                copies.extend(fcs[i].copies.iter().cloned());
+            }
+            let mut u = start(Some(k), &declared, &linkage);
+            let mut called: Vec<usize> = called_out.iter().copied().collect();
+            called.sort_unstable();
+            for &i in &called {
+                if !funcs.contains(&i) {
+                    u.push_str(&entry(i).1);
+                }
+            }
+            u.push_str(once);
+            u.push('\n');
+            u.push_str(&helpers(&prints, &copies));
+            u.push('\n');
+            u.push_str(&bodies(&funcs, &linkage));
+            for &i in &called {
+                if own.contains(&i) {
+                    u.push_str(&entry(i).0);
+                }
+            }
+            u.push_str(tail);
+            u.push_str(&entry_points(own));
+            u
+        };
+        let small: Vec<usize> = all.iter().copied().filter(|i| !large.contains(i)).collect();
+        units.push(unit(0, &small, &once, &tail));
+        let mut roots: Vec<usize> = large.iter().copied().filter(|&i| home[i] == i).collect();
+        roots.sort_unstable();
+        for (k, &r) in roots.iter().enumerate() {
+            let own: Vec<usize> = all.iter().copied().filter(|&i| large.contains(&i) && home[i] == r).collect();
+            units.push(unit(k + 1, &own, "", ""));
+        }
     }
-    CProgram { c, header }
+    CProgram { c, header, units }
+}
+
+/// The functions called in loops of a block (all of them if `looping`: the
+/// body of a function whose tail calls are a loop), into `out`.
+fn calls_in_loops(b: &Block, looping: bool, out: &mut FxHashSet<usize>) {
+    for st in b {
+        match st {
+            Stmt::Let(_, Rhs::Call { func, .. }) if looping => {
+                out.insert(func.0 as usize);
+            }
+            Stmt::For { pre, body, .. } => {
+                calls_in_loops(pre, looping, out);
+                calls_in_loops(body, true, out);
+            }
+            Stmt::If { then, els, .. } => {
+                calls_in_loops(then, looping, out);
+                calls_in_loops(els, looping, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The printing and copying helpers of these types (static: each unit has
+/// those it uses), with those of their components.
+fn helpers(prints: &FxHashSet<Type>, copies: &FxHashSet<Type>) -> String {
+    let mut prints = prints.clone();
+    let mut todo: Vec<Type> = prints.iter().cloned().collect();
+    while let Some(t) = todo.pop() {
+        for c in children(&t) {
+            if prints.insert(c.clone()) {
+                todo.push(c);
+            }
+        }
+    }
+    let mut copies = copies.clone();
+    let mut todo: Vec<Type> = copies.iter().cloned().collect();
+    while let Some(t) = todo.pop() {
+        for c in children(&t) {
+            if needs_heap(&c) && copies.insert(c.clone()) {
+                todo.push(c);
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut ps: Vec<&Type> = prints.iter().collect();
+    ps.sort();
+    for t in &ps {
+        writeln!(out, "static void ks_print_{}({} x);", mangle_type(t), c_type(t)).ok();
+    }
+    let mut cs: Vec<&Type> = copies.iter().collect();
+    cs.sort();
+    for t in &cs {
+        writeln!(out, "static {0} ks_copy_{1}(ks_arena *A, {0} x);", c_type(t), mangle_type(t)).ok();
+    }
+    for t in &ps {
+        out.push_str(&print_fn(t));
+    }
+    for t in &cs {
+        out.push_str(&copy_fn(t));
+    }
+    out
 }
 
 /// The include guard of a header named `header_name` (`vecops.h`:
@@ -747,15 +1014,46 @@ pub fn function(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, check
     FunctionC { text, types: e.types, prints, copies }
 }
 
+/// The sites a function's statements name, each once, in the order they
+/// first appear: its site map, `ksrt_sm_<function>` in the C, holds their
+/// numbers in the program's site table (`ks_sites`), and the function's C
+/// names a site by its index in the map. So the function's C does not
+/// change when the program's sites are numbered again (after an edit of
+/// another function), and a translation unit of it is compiled again only
+/// if it changed ([`CProgram::units`]).
+pub fn site_order(f: &Func) -> Vec<SiteId> {
+    let mut order = Vec::new();
+    let mut seen = FxHashSet::default();
+    let mut add = |x: SiteId| {
+        if x != SiteId::UNCHECKED && seen.insert(x) {
+            order.push(x);
+        }
+    };
+    walk(&f.body, &mut |s| match s {
+        Stmt::Let(_, Rhs::Un(_, _, Some(x)) | Rhs::IChecked(_, _, _, x)) => add(*x),
+        Stmt::Let(_, Rhs::Call { frame: Some(x), .. }) => add(*x),
+        Stmt::Accum { site: x, .. } | Stmt::Check { site: x, .. } | Stmt::Fail { site: x, .. } => add(*x),
+        _ => {}
+    });
+    order
+}
+
+/// The name of a function's site map.
+fn site_map_name(f: &Func, target: Target) -> String {
+    format!("ksrt_sm_{}", local_name(&f.c_name, target))
+}
+
 fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
-    writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(&f.body)).ok();
+    writeln!(out, "KSRT_FN {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(&f.body)).ok();
+    let sites: FxHashMap<SiteId, usize> = site_order(f).into_iter().enumerate().map(|(k, x)| (x, k)).collect();
     let mut w = W {
         f,
         callees,
         target,
         checked,
+        sites: &sites,
         out: String::new(),
         depth: 1,
         loop_marks: Vec::new(),
@@ -798,6 +1096,8 @@ struct W<'a> {
     callees: &'a [(FuncId, CalleeSig)],
     target: Target,
     checked: bool,
+    /// The function's sites by their index in its site map ([`site_order`]).
+    sites: &'a FxHashMap<SiteId, usize>,
     out: String,
     depth: usize,
     /// For each enclosing `for`, the marks taken inside its body (at any
@@ -827,6 +1127,14 @@ fn float_lit(x: f64) -> String {
 }
 
 impl W<'_> {
+    /// A site as the C names it: its entry of the function's site map.
+    fn site(&self, x: SiteId) -> String {
+        match self.sites.get(&x) {
+            Some(k) => format!("{}[{k}]", site_map_name(self.f, self.target)),
+            None => x.0.to_string(),
+        }
+    }
+
     fn line(&mut self, s: &str) {
         for _ in 0..self.depth {
             self.out.push_str("    ");
@@ -914,7 +1222,7 @@ impl W<'_> {
                 if *site == SiteId::UNCHECKED && *op != IOp::Div {
                     format!("ksrt_wrap_{name}({a}, {b})")
                 } else {
-                    format!("ksrt_i{name}(A, {}, {a}, {b})", site.0)
+                    format!("ksrt_i{name}(A, {}, {a}, {b})", self.site(*site))
                 }
             }
             Rhs::Select(c, a, b) => format!("{} ? {} : {}", self.op(c), self.op_as(a, t), self.op_as(b, t)),
@@ -1028,9 +1336,9 @@ impl W<'_> {
                         let _ = func;
                         self.line(&format!(
                             "if (__builtin_expect(A->depth + 1 >= A->frames_cap || KSRT_STACK_HERE() < A->stack_end, 0)) ksrt_deeper(A, {});",
-                            site.0
+                            self.site(*site)
                         ));
-                        self.line(&format!("A->frames[A->depth++] = {};", site.0));
+                        self.line(&format!("A->frames[A->depth++] = {};", self.site(*site)));
                         self.line(&format!("{t} {name} = {call};"));
                         self.line("A->depth--;");
                     }
@@ -1039,7 +1347,7 @@ impl W<'_> {
                     Some(site) => {
                         self.line(&format!(
                             "if (__builtin_expect(KSRT_STACK_HERE() < A->stack_end, 0)) ksrt_fail_msg(A, {}, \"recursion too deep\");",
-                            site.0
+                            self.site(*site)
                         ));
                         self.line(&format!("{t} {name} = {call};"));
                     }
@@ -1128,7 +1436,7 @@ impl W<'_> {
                 let val = self.op(val);
                 let line = match self.f.op_ty(arr) {
                     Type::Tensor(_, e) if *e == Type::Integer && self.checked => {
-                        format!("{slot} = ksrt_iadd(A, {}, {slot}, {val});", site.0)
+                        format!("{slot} = ksrt_iadd(A, {}, {slot}, {val});", self.site(*site))
                     }
                     Type::Tensor(_, e) if *e == Type::Integer => format!("{slot} = ksrt_wrap_add({slot}, {val});"),
                     _ => format!("{slot} += {val};"),
@@ -1280,6 +1588,7 @@ impl W<'_> {
             callees: self.callees,
             target: self.target,
             checked: self.checked,
+            sites: self.sites,
             out: String::new(),
             depth: 1,
             loop_marks: Vec::new(),
@@ -1400,7 +1709,7 @@ impl W<'_> {
     }
 
     fn fail(&mut self, site: SiteId, err: &ErrorKind) {
-        let s = site.0;
+        let s = self.site(site);
         let arr = |w: &W, xs: &[Op]| format!("(int64_t[]){{{}}}", w.ints(xs));
         let line = match err {
             ErrorKind::Assert => format!("ksrt_fail_msg(A, {s}, \"assertion failed\");"),

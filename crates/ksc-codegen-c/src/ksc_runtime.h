@@ -49,7 +49,8 @@
  * brace), and the runtime adds the elements it fills or copies; the total
  * is ks_work_count. Otherwise nothing is counted. */
 #ifdef KS_COUNT_WORK
-uint64_t ks_work_count;
+/* Weak: each translation unit of a program split into several has it. */
+__attribute__((weak)) uint64_t ks_work_count;
 #define KS_WORK(n) (ks_work_count += (uint64_t)(n))
 #else
 #define KS_WORK(n) ((void)0)

@@ -10,7 +10,7 @@ pub mod driver;
 pub mod emit;
 pub mod parallel;
 
-pub use driver::{compile_c, run_executable, Artefact, BuildError, CcConfig, Outcome};
+pub use driver::{compile_c, compile_program, run_executable, Artefact, BuildError, CcConfig, Outcome};
 pub use emit::{
     callees, callees_with, emit, emit_with, function, CProgram, CalleeSig, FunctionC, ModuleView, SiteLocation, Target,
     RUNTIME_H,
