@@ -1418,6 +1418,7 @@ fn an_edit_recompiles_only_the_translation_units_it_changes() {
         let native = ksc_env(&["run", p], &[("KSC_CACHE_DIR", cache_env)]);
         let interp = ksc(&["run", "--interp", p]);
         assert!(native.status.success(), "{}", text(&native.stderr));
+        assert!(!text(&native.stderr).contains("translation units"), "{}", text(&native.stderr));
         assert_eq!(text(&native.stdout), text(&interp.stdout), "native and interpreted runs differ");
         outputs.push(text(&native.stdout));
         counts.push(objects());

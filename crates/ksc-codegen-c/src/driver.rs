@@ -184,26 +184,15 @@ pub fn compile_c(
     cfg: &CcConfig,
 ) -> Result<PathBuf, BuildError> {
     let lto = uses_lto(c_text, kind, cfg);
-    let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), cfg.cc.as_bytes(), kind.extension().as_bytes()];
+    let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), kind.extension().as_bytes()];
+    parts.extend(compiler_parts(cfg));
     let lto_flags: &[&str] = if lto { LTO_FLAGS } else { &[] };
-    for f in PARALLEL_FLAGS.iter().chain(SEMANTIC_FLAGS).chain(lto_flags) {
-        parts.push(f.as_bytes());
-    }
-    for f in &cfg.cflags {
-        parts.push(f.as_bytes());
-    }
+    parts.extend(lto_flags.iter().map(|f| f.as_bytes()));
     if let Some((name, text)) = header {
         parts.push(name.as_bytes());
         parts.push(text.as_bytes());
     }
-    // The linked files by content (and kind: a `.c` is compiled, an `.o`
-    // only linked).
-    let mut linked = Vec::new();
-    for l in &cfg.link {
-        let bytes = std::fs::read(l)
-            .map_err(|e| BuildError::Io(format!("cannot read `{}` (given with `--link`): {e}", l.display())))?;
-        linked.push((l.extension().map(|x| x.as_encoded_bytes().to_vec()).unwrap_or_default(), bytes));
-    }
+    let linked = linked_files(cfg)?;
     for (ext, bytes) in &linked {
         parts.push(ext);
         parts.push(bytes);
@@ -274,7 +263,18 @@ pub fn compile_program(
     if prog.units.len() < 2 || kind == Artefact::Object || cores < 2 {
         return compile_c(&prog.c, header, kind, cfg);
     }
-    compile_units(&prog.units, header, kind, cfg).or_else(|_| compile_c(&prog.c, header, kind, cfg))
+    compile_units(&prog.units, header, kind, cfg).or_else(|units_failed| {
+        let single = compile_c(&prog.c, header, kind, cfg);
+        if single.is_ok() {
+            // The units are at fault (the program itself builds): say so,
+            // rather than lose the split without a word.
+            eprintln!(
+                "warning: ksc's translation units of this program did not build, so it was compiled as one \
+                 file (a bug in ksc, please report it): {units_failed}"
+            );
+        }
+        single
+    })
 }
 
 /// The cache directory, else a fresh temporary one named by `key`.
@@ -287,6 +287,22 @@ fn cache_dir(cfg: &CcConfig, key: &str) -> Result<PathBuf, BuildError> {
             Ok(d)
         }
     }
+}
+
+/// A file given to link: its extension and bytes.
+type LinkedFile = (Vec<u8>, Vec<u8>);
+
+/// The files given to link (`--link`), by content and kind (a `.c` is
+/// compiled, an `.o` only linked).
+fn linked_files(cfg: &CcConfig) -> Result<Vec<LinkedFile>, BuildError> {
+    cfg.link
+        .iter()
+        .map(|l| {
+            let bytes = std::fs::read(l)
+                .map_err(|e| BuildError::Io(format!("cannot read `{}` (given with `--link`): {e}", l.display())))?;
+            Ok((l.extension().map(|x| x.as_encoded_bytes().to_vec()).unwrap_or_default(), bytes))
+        })
+        .collect()
 }
 
 /// The key parts every compilation shares: the compiler and its flags.
@@ -320,12 +336,7 @@ fn compile_units(
         .collect();
     // The artefact: the units' objects, linked as `kind` with the files
     // given to link.
-    let mut linked = Vec::new();
-    for l in &cfg.link {
-        let bytes = std::fs::read(l)
-            .map_err(|e| BuildError::Io(format!("cannot read `{}` (given with `--link`): {e}", l.display())))?;
-        linked.push((l.extension().map(|x| x.as_encoded_bytes().to_vec()).unwrap_or_default(), bytes));
-    }
+    let linked = linked_files(cfg)?;
     let mut parts: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
     parts.push(kind.extension().as_bytes());
     parts.extend(compiler_parts(cfg));
