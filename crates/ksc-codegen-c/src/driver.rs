@@ -192,19 +192,10 @@ pub fn compile_c(
         parts.push(name.as_bytes());
         parts.push(text.as_bytes());
     }
-    let linked = linked_files(cfg)?;
-    for (ext, bytes) in &linked {
-        parts.push(ext);
-        parts.push(bytes);
-    }
-    let key = content_hash(&parts);
-    let dir = cache_dir(cfg, &key)?;
-    let out = dir.join(format!("{key}.{}", kind.extension()));
-    if out.exists() {
-        return Ok(out);
-    }
-    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
+    let (out, work) = match slot(cfg, parts, kind)? {
+        Slot::Cached(out) => return Ok(out),
+        Slot::Build { out, work } => (out, work),
+    };
     let c_file = work.join("program.c");
     std::fs::write(&c_file, c_text).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", c_file.display())))?;
     if let Some((name, text)) = header {
@@ -289,6 +280,33 @@ fn cache_dir(cfg: &CcConfig, key: &str) -> Result<PathBuf, BuildError> {
     }
 }
 
+/// Where an artefact goes: cached already, or to be built in `work` (a
+/// fresh directory in the cache) and moved to `out`.
+enum Slot {
+    Cached(PathBuf),
+    Build { out: PathBuf, work: PathBuf },
+}
+
+/// The slot of the artefact of kind `kind` whose cache key is `parts` and
+/// the files given to link.
+fn slot(cfg: &CcConfig, parts: Vec<&[u8]>, kind: Artefact) -> Result<Slot, BuildError> {
+    let linked = linked_files(cfg)?;
+    let mut all = parts;
+    for (ext, bytes) in &linked {
+        all.push(ext);
+        all.push(bytes);
+    }
+    let key = content_hash(&all);
+    let dir = cache_dir(cfg, &key)?;
+    let out = dir.join(format!("{key}.{}", kind.extension()));
+    if out.exists() {
+        return Ok(Slot::Cached(out));
+    }
+    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
+    Ok(Slot::Build { out, work })
+}
+
 /// A file given to link: its extension and bytes.
 type LinkedFile = (Vec<u8>, Vec<u8>);
 
@@ -336,22 +354,14 @@ fn compile_units(
         .collect();
     // The artefact: the units' objects, linked as `kind` with the files
     // given to link.
-    let linked = linked_files(cfg)?;
     let mut parts: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
     parts.push(kind.extension().as_bytes());
     parts.extend(compiler_parts(cfg));
-    for (ext, bytes) in &linked {
-        parts.push(ext);
-        parts.push(bytes);
-    }
-    let key = content_hash(&parts);
-    let dir = cache_dir(cfg, &key)?;
-    let out = dir.join(format!("{key}.{}", kind.extension()));
-    if out.exists() {
-        return Ok(out);
-    }
-    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
+    let (out, work) = match slot(cfg, parts, kind)? {
+        Slot::Cached(out) => return Ok(out),
+        Slot::Build { out, work } => (out, work),
+    };
+    let dir = work.parent().expect("the work directory is in the cache").to_path_buf();
     let result = (|| {
         if let Some((name, text)) = header {
             std::fs::write(work.join(name), text)
