@@ -102,7 +102,10 @@ fn build(
         .as_ref()
         .map_err(|e| e.clone())?;
     progress.phase("compiling the C");
-    let library = compile_program(prog, Some(&header), Artefact::SharedLibrary, cfg).map_err(|e| e.to_string())?;
+    let library = compile_program(prog, Some(&header), Artefact::SharedLibrary, cfg, &|done, total| {
+        progress.phase(&format!("compiling the C ({done} of {total} units)"))
+    })
+    .map_err(|e| e.to_string())?;
     progress.finish();
     let defs: HashMap<&FunName, &ksc_ir::Def> = analysis.defs().into_iter().map(|d| (&d.name, d)).collect();
     let facts = &ksc_db::lowering_facts(db, file).facts;

@@ -243,18 +243,21 @@ pub fn compile_c(
 /// single file then gives the diagnosis), as the single file `prog.c`
 /// ([`compile_c`]; each unit compiles the runtime again, which one core
 /// would pay for). A library's header is written as `header_name`.
+/// `progress(done, total)` is told, from the compiling threads, how many
+/// of the units not cached yet are compiled.
 pub fn compile_program(
     prog: &crate::CProgram,
     header_name: Option<&str>,
     kind: Artefact,
     cfg: &CcConfig,
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<PathBuf, BuildError> {
     let header = header_name.map(|n| (n, prog.header.as_str()));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if prog.units.len() < 2 || kind == Artefact::Object || cores < 2 {
         return compile_c(&prog.c, header, kind, cfg);
     }
-    compile_units(&prog.units, header, kind, cfg).or_else(|units_failed| {
+    compile_units(&prog.units, header, kind, cfg, progress).or_else(|units_failed| {
         let single = compile_c(&prog.c, header, kind, cfg);
         if single.is_ok() {
             // The units are at fault (the program itself builds): say so,
@@ -341,6 +344,7 @@ fn compile_units(
     header: Option<(&str, &str)>,
     kind: Artefact,
     cfg: &CcConfig,
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<PathBuf, BuildError> {
     let header_parts: Vec<&[u8]> = header.map(|(n, t)| vec![n.as_bytes(), t.as_bytes()]).unwrap_or_default();
     let keys: Vec<String> = units
@@ -372,6 +376,10 @@ fn compile_units(
         let mut todo: Vec<usize> = (0..units.len()).filter(|&i| !dir.join(format!("{}.o", keys[i])).exists()).collect();
         todo.sort_by_key(|&i| std::cmp::Reverse(units[i].len()));
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        if !todo.is_empty() {
+            progress(0, todo.len());
+        }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, todo.len().max(1));
         let failed: std::sync::Mutex<Option<BuildError>> = std::sync::Mutex::new(None);
         std::thread::scope(|scope| {
@@ -392,9 +400,12 @@ fn compile_units(
                             std::fs::rename(&tmp, &obj)
                                 .map_err(|e| BuildError::Io(format!("cannot write {}: {e}", obj.display())))
                         });
-                    if let Err(e) = r {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(e);
+                    match r {
+                        Ok(()) => progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, todo.len()),
+                        Err(e) => {
+                            if let Ok(mut f) = failed.lock() {
+                                f.get_or_insert(e);
+                            }
                         }
                     }
                 });
