@@ -206,9 +206,8 @@ pub fn run(
     };
     let Ok(module) = ksc_db::native_module(db, file, roots, checked) else { unreachable!("c_unit succeeded") };
     progress.phase("compiling the C");
-    let exe = compile_program(prog, None, Artefact::Executable, &config(opts), &|done, total| {
-        progress.phase(&format!("compiling the C ({done} of {total} units)"))
-    });
+    let exe =
+        compile_program(prog, None, Artefact::Executable, &config(opts), &|done, total| progress.c_units(done, total));
     progress.finish();
     let exe = match exe {
         Ok(p) => p,
@@ -378,9 +377,7 @@ pub fn build(path: &Path, out_dir: Option<&Path>, emit: Emit, force: bool, opts:
             Emit::Exe | Emit::Loops | Emit::Ks => (Artefact::Executable, stem.clone()),
         };
         progress.phase("compiling the C");
-        let built = compile_program(prog, header, kind, &config(opts), &|done, total| {
-            progress.phase(&format!("compiling the C ({done} of {total} units)"))
-        });
+        let built = compile_program(prog, header, kind, &config(opts), &|done, total| progress.c_units(done, total));
         progress.finish();
         let built = built.map_err(|e| build_error(&e, module, &compiled))?;
         let bytes = std::fs::read(&built).map_err(|e| {

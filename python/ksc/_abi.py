@@ -279,7 +279,7 @@ def from_c(c, t, owner=None, in_place=()):
     rank, elem = t[1], t[2]
     shape = tuple(c.size[i] for i in range(rank))
     n = int(np.prod(shape)) if shape else 1
-    if isinstance(elem, str) and elem != "String":
+    if _is_scalar_tensor(t):
         if n == 0:
             return np.zeros(shape, dtype=_DTYPES[elem])
         address = ctypes.cast(c.data, ctypes.c_void_p).value

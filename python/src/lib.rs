@@ -103,7 +103,7 @@ fn build(
         .map_err(|e| e.clone())?;
     progress.phase("compiling the C");
     let library = compile_program(prog, Some(&header), Artefact::SharedLibrary, cfg, &|done, total| {
-        progress.phase(&format!("compiling the C ({done} of {total} units)"))
+        progress.c_units(done, total)
     })
     .map_err(|e| e.to_string())?;
     progress.finish();

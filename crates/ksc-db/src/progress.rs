@@ -59,6 +59,12 @@ impl Progress {
         *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase.to_string();
     }
 
+    /// The C compiler's progress: `done` of the `total` translation units
+    /// to compile are compiled (`ksc_codegen_c::compile_program`'s report).
+    pub fn c_units(&self, done: usize, total: usize) {
+        self.phase(&format!("compiling the C ({done} of {total} units)"));
+    }
+
     /// Stops showing the status and erases it (before the program runs and
     /// writes to the terminal itself).
     pub fn finish(&self) {

@@ -180,19 +180,11 @@ pub fn link<'u>(
 
 /// Renumbers the functions and sites one statement refers to.
 fn renumber(s: &mut Stmt, func: &impl Fn(FuncId) -> FuncId, site: &impl Fn(SiteId) -> SiteId) {
-    match s {
-        Stmt::Let(_, rhs) => match rhs {
-            ir::Rhs::Un(_, _, Some(x)) | ir::Rhs::IChecked(_, _, _, x) => *x = site(*x),
-            ir::Rhs::Call { func: f, frame, .. } => {
-                *f = func(*f);
-                if let Some(x) = frame {
-                    *x = site(*x);
-                }
-            }
-            _ => {}
-        },
-        Stmt::Accum { site: x, .. } | Stmt::Check { site: x, .. } | Stmt::Fail { site: x, .. } => *x = site(*x),
-        _ => {}
+    if let Stmt::Let(_, ir::Rhs::Call { func: f, .. }) = s {
+        *f = func(*f);
+    }
+    if let Some(x) = visit::site_mut(s) {
+        *x = site(*x);
     }
 }
 

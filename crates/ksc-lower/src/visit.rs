@@ -13,6 +13,31 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ir::*;
 
+/// The site a statement names (for its run-time error or its call's
+/// frame), if any: the one list of them, for renumbering ([`site_mut`]) and
+/// for the C emitter's site maps ([`site`]). The patterns bind by
+/// reference, shared or mutable as the statement is.
+macro_rules! stmt_site {
+    ($s:expr) => {
+        match $s {
+            Stmt::Let(_, Rhs::Un(_, _, Some(x)) | Rhs::IChecked(_, _, _, x)) => Some(x),
+            Stmt::Let(_, Rhs::Call { frame: Some(x), .. }) => Some(x),
+            Stmt::Accum { site: x, .. } | Stmt::Check { site: x, .. } | Stmt::Fail { site: x, .. } => Some(x),
+            _ => None,
+        }
+    };
+}
+
+/// The site a statement names, to change.
+pub fn site_mut(s: &mut Stmt) -> Option<&mut SiteId> {
+    stmt_site!(s)
+}
+
+/// The site a statement names.
+pub fn site(s: &Stmt) -> Option<SiteId> {
+    stmt_site!(s).copied()
+}
+
 /// Calls `f` on every statement, nested ones included.
 pub fn walk(b: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in b {
