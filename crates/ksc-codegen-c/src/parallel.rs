@@ -216,17 +216,31 @@ fn int_op(r: Option<&Rhs>, add: bool) -> Option<(&Op, &Op)> {
 /// the body over `0 .. m`, m at most s (the slab then has `t*s` elements):
 /// the flat index of element `(i, j, ...)` of a rank-2 or higher `build`,
 /// whose lowering writes rows from nested loops, or element j of block i
-/// of a `reduce` or `scan` (and of their derivatives' accumulations).
+/// of a `reduce` or `scan` (and of their derivatives' accumulations). With
+/// a constant s >= 1, j may also be a constant in `0 .. s` (or absent, 0):
+/// the elements of a loop unrolled s times, as unroll-and-jam writes them.
 fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
     let Op::Var(v) = at else { return false };
     if *v == i {
         return true;
     }
+    // x * s with x in its own slab: Some(s).
+    let start = |o: &Op| -> Option<Op> {
+        let Op::Var(r) = o else { return None };
+        let (x, s) = int_op(b.lets.get(r), false)?;
+        in_own_slab(b, i, x).then(|| s.clone())
+    };
+    if let Some(Op::Int(s)) = start(at) {
+        return s >= 1;
+    }
     let Some((x, y)) = int_op(b.lets.get(v), true) else { return false };
     let row_and_column = |row: &Op, col: &Op| {
-        let (Op::Var(r), Op::Var(j)) = (row, col) else { return false };
-        let Some((x, s)) = int_op(b.lets.get(r), false) else { return false };
-        b.loops.get(j).is_some_and(|m| at_most(b, m, s, &[], 8)) && in_own_slab(b, i, x)
+        let Some(s) = start(row) else { return false };
+        match (col, &s) {
+            (Op::Int(c), Op::Int(s)) => 0 <= *c && c < s,
+            (Op::Var(j), _) => b.loops.get(j).is_some_and(|m| at_most(b, m, &s, &[], 8)),
+            _ => false,
+        }
     };
     row_and_column(x, y) || row_and_column(y, x)
 }
@@ -377,6 +391,36 @@ mod tests {
         // reach the next row.
         assert!(!independent(&f, I, &row(Op::Int(1000), Op::Var(j)), &never));
         assert!(!independent(&f, I, &row(n.clone(), Op::Int(1)), &never));
+    }
+
+    #[test]
+    fn the_elements_of_an_unrolled_iteration_are_its_own() {
+        // for i < m { r = i * 8; out[r] = 1.0; at = r + c; out[at] = 1.0 }
+        // (unroll-and-jam's eight elements per iteration, c < 8).
+        let (r, at) = (VarId(6), VarId(7));
+        let mut vs = vars();
+        vs.extend([Type::Integer, Type::Integer]);
+        let f = func(vs, vec![]);
+        let unrolled = |stride: Op, c: i64| {
+            vec![
+                Stmt::Let(r, Rhs::Bin(BinOp::IMulNoCheck, Op::Var(I), stride)),
+                Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(r), val: Op::Float(1.0) },
+                Stmt::Let(at, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(r), Op::Int(c))),
+                Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(at), val: Op::Float(1.0) },
+            ]
+        };
+        assert!(independent(&f, I, &unrolled(Op::Int(8), 7), &never));
+        // The next iteration's first element, one before the slab, or a
+        // stride that is not known.
+        assert!(!independent(&f, I, &unrolled(Op::Int(8), 8), &never));
+        assert!(!independent(&f, I, &unrolled(Op::Int(8), -1), &never));
+        assert!(!independent(&f, I, &unrolled(Op::Var(VarId(1)), 1), &never));
+        // A stride of 0: every iteration writes element 0.
+        let zero = vec![
+            Stmt::Let(r, Rhs::Bin(BinOp::IMulNoCheck, Op::Var(I), Op::Int(0))),
+            Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(r), val: Op::Float(1.0) },
+        ];
+        assert!(!independent(&f, I, &zero, &never));
     }
 
     /// for i < m { lo = i * 1024; r = n - lo; c = r < 1024; mut len;
