@@ -279,6 +279,21 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
         // Arms left: lowering's (fusion, accumulation, scalar replacement) and Core passes' properties; loop passes' are file tests.
         failures.extend(match stem {
             "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
+            "serial_input" => {
+                // The row sums a fold reads are made first (a vector, filled
+                // by a loop parallel.rs may give a team), the scaled elements
+                // read where the fold steps; on two threads with every
+                // independent loop on a team, the result is the interpreter's.
+                let (rows, scaled) = (function_of(&loops, "row_sums_fold"), function_of(&loops, "scaled_fold"));
+                check(
+                    rows.matches("alloc").count() == 1 && !scaled.contains("alloc"),
+                    "a fold over row sums did not compute them first, or one over cheap elements did",
+                )
+                .or_else(|| {
+                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
+                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
+                })
+            }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")
             }

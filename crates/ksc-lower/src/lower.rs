@@ -2019,6 +2019,24 @@ impl<'a> Lowerer<'a> {
     pub(crate) fn dims_of(&mut self, fb: &mut FnBuilder, v: &LVal, rank: usize) -> R<Vec<Op>> {
         self.dims(fb, v, rank)
     }
+    /// The vector a serial loop (a `fold`'s or a scan's steps) reads
+    /// element by element: a delayed `build` whose elements have loops of
+    /// their own is computed first, into a vector, by a loop of its own.
+    /// That loop's iterations are independent, so it runs on every core
+    /// (ksc-codegen-c's `parallel.rs`), where fused into the serial loop
+    /// they would not; each element is still computed once, the same way,
+    /// so results are unchanged. `scan`'s block results (a fold over each
+    /// block, read by the serial scan of the carries) are the case in
+    /// point. Elements on the heap stay fused: their loop would be serial.
+    pub(crate) fn serial_input(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
+        let LVal::Delayed(d) = &v else { return Ok(v) };
+        let DelayedElem::Lam { body, ctx, .. } = &d.elem else { return Ok(v) };
+        let (_, elem_ty) = tensor_ty(ty)?;
+        if needs_heap(&elem_ty) || !has_loop(&self.defs[ctx.def].body, *body) {
+            return Ok(v);
+        }
+        Ok(LVal::Op(self.materialize_in(fb, st, v, ty)?))
+    }
     pub(crate) fn elem_of(
         &mut self,
         fb: &mut FnBuilder,
@@ -2214,6 +2232,33 @@ impl Ctx {
     pub(crate) fn bound(&self, name: &str) -> Option<Bound> {
         self.env.get(name).cloned()
     }
+}
+
+/// Does the expression at `e` loop (a `build`, `sumbuild`, `fold`, scan,
+/// `sum`, ... anywhere in it)? Calls are not looked into.
+fn has_loop(body: &ksc_ir::Body, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        let ex = &body.exprs[x];
+        if let Expr::Call(Callee::Prim(p), _) = ex {
+            if matches!(
+                p,
+                Prim::Build
+                    | Prim::Sumbuild
+                    | Prim::Fold
+                    | Prim::Scan
+                    | Prim::ScanSum
+                    | Prim::BuildSum
+                    | Prim::Sum
+                    | Prim::Map
+                    | Prim::Map2
+            ) {
+                return true;
+            }
+        }
+        stack.extend(ksc_ir::core::children(ex));
+    }
+    false
 }
 
 #[cfg(test)]

@@ -784,6 +784,7 @@ impl Lowerer<'_> {
                 let (v, vt) = args[2].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
+                let v = self.serial_input(fb, st, v, vt)?;
                 // A fold that owns its accumulator (`Lowerer::fold_owns`)
                 // starts from owned storage (or a copy), and its step owns
                 // its parameter's accumulator, which it hands on (to a
@@ -839,6 +840,7 @@ impl Lowerer<'_> {
                 let (v, vt) = args[args.len() - 1].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
                 let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
+                let v = self.serial_input(fb, st, v, vt)?;
                 let Arg::Lam { binder, body } = &args[0] else {
                     return internal(format!("`{p}` of a lambda that is not written in place"));
                 };

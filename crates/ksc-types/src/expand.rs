@@ -9,7 +9,8 @@
 //! interpreter, AD, `ksc deriv` and lowering all see the expansion and
 //! none of them knows `reduce` or `scan`. Derivatives are therefore those
 //! of the folds; natively, the loops over `reduce`'s blocks (and over them
-//! in its reverse pass) run on every core, `scan` serially.
+//! in its reverse pass) and over `scan`'s block results run on every core,
+//! `scan`'s final pass (the flat scan from the carries) serially.
 //!
 //! The expansion is rewritten in place at the call's node, so that node
 //! keeps its span; one application of the operator reuses the operator's
