@@ -175,15 +175,6 @@ fn has_float(t: &Type) -> bool {
     }
 }
 
-/// Does a value of this type hold a tensor?
-fn has_tensor(t: &Type) -> bool {
-    match t {
-        Type::Tensor(..) => true,
-        Type::Tuple(ts) => ts.iter().any(has_tensor),
-        _ => false,
-    }
-}
-
 /// Is an index space of this size (a variable) empty: `n == 0`, or some
 /// dimension zero for a tuple of sizes.
 fn is_empty(b: &mut Builder, n: &(String, Type)) -> ExprId {
@@ -339,7 +330,7 @@ impl Rev<'_, '_> {
                 hit.then(|| g.clone())
             });
             match map {
-                Some(g) if has_tensor(&part.1) => {
+                Some(g) if part.1.holds_tensor() => {
                     self.accs.insert(part.0.clone());
                     self.contribs.entry(g).or_default().push(part);
                 }
@@ -398,7 +389,7 @@ impl Rev<'_, '_> {
             _ => None,
         };
         let tensor = |e: ExprId| match self.src.ty(e) {
-            Type::LM(_, t) => t.tangent().is_some_and(|t| has_tensor(&t)),
+            Type::LM(_, t) => t.tangent().is_some_and(|t| t.holds_tensor()),
             _ => false,
         };
         if n == 1 {

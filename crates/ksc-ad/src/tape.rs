@@ -1247,14 +1247,7 @@ pub(crate) fn counted(
 /// Does the cotangent of f's argument hold a tensor (so that its reverse
 /// pass has an accumulating variant, `[sufrevacc f]`)?
 pub fn accumulates(s: &Type) -> bool {
-    fn go(t: &Type) -> bool {
-        match t {
-            Type::Tensor(..) => true,
-            Type::Tuple(ts) => ts.iter().any(go),
-            _ => false,
-        }
-    }
-    s.tangent().is_some_and(|t| go(&t))
+    s.tangent().is_some_and(|t| t.holds_tensor())
 }
 
 /// `[sufrevpass [f S]]` from `[D f]` (see the module's documentation), or

@@ -253,8 +253,7 @@ pub fn compile_program(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<PathBuf, BuildError> {
     let header = header_name.map(|n| (n, prog.header.as_str()));
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if prog.units.len() < 2 || kind == Artefact::Object || cores < 2 {
+    if prog.units.len() < 2 || kind == Artefact::Object || cores() < 2 {
         return compile_c(&prog.c, header, kind, cfg);
     }
     compile_units(&prog.units, header, kind, cfg, progress).or_else(|units_failed| {
@@ -269,6 +268,11 @@ pub fn compile_program(
         }
         single
     })
+}
+
+/// The cores the C compiler may use at once (1 if unknown).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The cache directory, else a fresh temporary one named by `key`.
@@ -380,7 +384,7 @@ fn compile_units(
         if !todo.is_empty() {
             progress(0, todo.len());
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, todo.len().max(1));
+        let threads = cores().clamp(1, todo.len().max(1));
         let failed: std::sync::Mutex<Option<BuildError>> = std::sync::Mutex::new(None);
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -448,7 +452,7 @@ fn undefined_symbols(stderr: &str) -> Vec<String> {
 fn uses_lto(c_text: &str, kind: Artefact, cfg: &CcConfig) -> bool {
     kind != Artefact::Object
         && optimises(&cfg.cflags)
-        && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+        && cores() > 1
         && c_text.lines().count() >= LTO_MIN_LINES
         && accepts_lto(cfg)
 }

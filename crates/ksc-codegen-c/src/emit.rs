@@ -115,19 +115,20 @@ pub fn callees(m: &Module, prints: &[bool], f: &Func) -> Vec<(FuncId, CalleeSig)
 /// [`callees`], with the signature of function `g` of the module from
 /// `sig(g)`; `None` if one of them has none.
 pub fn callees_with(f: &Func, sig: &mut dyn FnMut(FuncId) -> Option<CalleeSig>) -> Option<Vec<(FuncId, CalleeSig)>> {
-    let mut out: Vec<(FuncId, CalleeSig)> = Vec::new();
-    let mut missing = false;
+    called(f).into_iter().map(|g| sig(g).map(|c| (g, c))).collect()
+}
+
+/// The functions `f` calls, each once, in the order of their first call.
+fn called(f: &Func) -> Vec<FuncId> {
+    let mut out = Vec::new();
     walk(&f.body, &mut |s| {
         if let Stmt::Let(_, Rhs::Call { func, .. }) = s {
-            if !out.iter().any(|(g, _)| g == func) {
-                match sig(*func) {
-                    Some(c) => out.push((*func, c)),
-                    None => missing = true,
-                }
+            if !out.contains(func) {
+                out.push(*func);
             }
         }
     });
-    (!missing).then_some(out)
+    out
 }
 
 #[derive(Default)]
@@ -402,13 +403,13 @@ pub fn emit_with<'f>(
         .collect();
     if c.lines().count() >= UNITS_MIN_LINES && !large.is_empty() {
         // The callers of each function (`main`'s is the C `main`, in unit 0).
+        let calls: Vec<Vec<usize>> =
+            all.iter().map(|&i| called(m.funcs[i]).iter().map(|g| g.0 as usize).collect()).collect();
         let mut callers: Vec<FxHashSet<usize>> = vec![FxHashSet::default(); m.funcs.len()];
         for &i in &all {
-            walk(&m.funcs[i].body, &mut |st| {
-                if let Stmt::Let(_, Rhs::Call { func, .. }) = st {
-                    callers[func.0 as usize].insert(i);
-                }
-            });
+            for &g in &calls[i] {
+                callers[g].insert(i);
+            }
         }
         if let Some(main) = m.main {
             callers[main.0 as usize].insert(usize::MAX);
@@ -473,14 +474,11 @@ pub fn emit_with<'f>(
             let mut members: FxHashSet<usize> = own.iter().copied().collect();
             let mut todo: Vec<usize> = own.to_vec();
             while let Some(i) = todo.pop() {
-                walk(&m.funcs[i].body, &mut |st| {
-                    if let Stmt::Let(_, Rhs::Call { func, .. }) = st {
-                        let g = func.0 as usize;
-                        if !large.contains(&g) && members.insert(g) {
-                            todo.push(g);
-                        }
+                for &g in &calls[i] {
+                    if !large.contains(&g) && members.insert(g) {
+                        todo.push(g);
                     }
-                });
+                }
             }
             let mut funcs: Vec<usize> = members.into_iter().collect();
             funcs.sort_unstable();
@@ -549,24 +547,22 @@ fn calls_in_loops(b: &Block, looping: bool, out: &mut FxHashSet<usize>) {
 /// The printing and copying helpers of these types (static: each unit has
 /// those it uses), with those of their components.
 fn helpers(prints: &FxHashSet<Type>, copies: &FxHashSet<Type>) -> String {
-    let mut prints = prints.clone();
-    let mut todo: Vec<Type> = prints.iter().cloned().collect();
-    while let Some(t) = todo.pop() {
-        for c in children(&t) {
-            if prints.insert(c.clone()) {
-                todo.push(c);
+    // A helper of a type calls its components' helpers: printing each of
+    // them, copying those that hold tensors.
+    let with_components = |types: &FxHashSet<Type>, keep: fn(&Type) -> bool| {
+        let mut all = types.clone();
+        let mut todo: Vec<Type> = all.iter().cloned().collect();
+        while let Some(t) = todo.pop() {
+            for c in children(&t) {
+                if keep(&c) && all.insert(c.clone()) {
+                    todo.push(c);
+                }
             }
         }
-    }
-    let mut copies = copies.clone();
-    let mut todo: Vec<Type> = copies.iter().cloned().collect();
-    while let Some(t) = todo.pop() {
-        for c in children(&t) {
-            if needs_heap(&c) && copies.insert(c.clone()) {
-                todo.push(c);
-            }
-        }
-    }
+        all
+    };
+    let prints = with_components(prints, |_| true);
+    let copies = with_components(copies, needs_heap);
     let mut out = String::new();
     let mut ps: Vec<&Type> = prints.iter().collect();
     ps.sort();

@@ -99,6 +99,17 @@ impl Type {
         matches!(self, Type::Unknown)
     }
 
+    /// Does a value of this type hold a tensor (itself, or a component of
+    /// its tuple)? Such values live in memory of their own (the loop IR's
+    /// heap), and are not scalars to compute again where they are read.
+    pub fn holds_tensor(&self) -> bool {
+        match self {
+            Type::Tensor(..) => true,
+            Type::Tuple(ts) => ts.iter().any(Type::holds_tensor),
+            _ => false,
+        }
+    }
+
     /// Does this type mention `Unknown` anywhere?
     pub fn contains_unknown(&self) -> bool {
         match self {

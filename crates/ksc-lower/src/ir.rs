@@ -520,13 +520,9 @@ impl Module {
     }
 }
 
-/// Does a value of this type hold tensors (need heap memory)?
+/// Does a value of this type need heap memory ([`Type::holds_tensor`])?
 pub fn needs_heap(t: &Type) -> bool {
-    match t {
-        Type::Tensor(..) => true,
-        Type::Tuple(ts) => ts.iter().any(needs_heap),
-        _ => false,
-    }
+    t.holds_tensor()
 }
 
 // ---------------------------------------------------------------------------

@@ -2234,29 +2234,16 @@ impl Ctx {
     }
 }
 
-/// Does the expression at `e` loop (a `build`, `sumbuild`, `fold`, scan,
-/// `sum`, ... anywhere in it)? Calls are not looked into.
+/// Does the expression at `e` loop? Every loop of Core IR takes a lambda
+/// (`build`, `sumbuild`, `fold`, the scans, `map`, ...), except `sum`.
+/// Calls are not looked into.
 fn has_loop(body: &ksc_ir::Body, e: ExprId) -> bool {
     let mut stack = vec![e];
     while let Some(x) = stack.pop() {
-        let ex = &body.exprs[x];
-        if let Expr::Call(Callee::Prim(p), _) = ex {
-            if matches!(
-                p,
-                Prim::Build
-                    | Prim::Sumbuild
-                    | Prim::Fold
-                    | Prim::Scan
-                    | Prim::ScanSum
-                    | Prim::BuildSum
-                    | Prim::Sum
-                    | Prim::Map
-                    | Prim::Map2
-            ) {
-                return true;
-            }
+        match &body.exprs[x] {
+            Expr::Lam(..) | Expr::Call(Callee::Prim(Prim::Sum), _) => return true,
+            other => stack.extend(ksc_ir::core::children(other)),
         }
-        stack.extend(ksc_ir::core::children(ex));
     }
     false
 }

@@ -471,7 +471,7 @@ fn stacked_builds(ctx: &mut Ctx, v: ExprId) -> Option<Stacked> {
     while let Expr::Let(p, rhs, b) = ctx.expr(column).clone() {
         // Scalars only: a vector (a basis tangent) would be made again for
         // every entry.
-        if !ctx.pure(rhs) || !small_element(ctx, rhs) || holds_tensor(&ctx.ty(rhs)) {
+        if !ctx.pure(rhs) || !small_element(ctx, rhs) || ctx.ty(rhs).holds_tensor() {
             return None;
         }
         lets.push((p, rhs));
@@ -481,15 +481,6 @@ fn stacked_builds(ctx: &mut Ctx, v: ExprId) -> Option<Stacked> {
     let (row, _, e) = lam_parts(ctx, g)?;
     let moves_in = lets.iter().all(|(p, rhs)| !p.vars().contains(&row) && !ctx.is_free(&row, *rhs));
     (moves_in && ctx.alpha_eq(n, n2) && ctx.alpha_eq(s, s2)).then_some(Stacked { n, s, c, row, lets, e })
-}
-
-/// Does a value of this type hold a tensor?
-fn holds_tensor(t: &Type) -> bool {
-    match t {
-        Type::Tensor(..) => true,
-        Type::Tuple(ts) => ts.iter().any(holds_tensor),
-        _ => false,
-    }
 }
 
 /// Stacked builds (see [`stacked_builds`]).
