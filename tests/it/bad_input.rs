@@ -1,7 +1,7 @@
 //! Every program in `tests/bad/` is rejected with a precise diagnostic: exit
 //! code 1, a `file:line:column` location, the texts named on its first lines
 //! (`; expect: ...`, one per line), and exactly the rendered diagnostics of its `.stderr`
-//! file. Re-bless with `KSC_BLESS=1 cargo test --test bad_input`.
+//! file. Re-bless with `KSC_BLESS=1 cargo test --test it bad_input`.
 
 use crate::common::{expect_file, ks_files, ksc, report, root};
 

@@ -867,7 +867,7 @@ static void ksrt_fail_sizes(ks_arena *A, int32_t site, const char *what, int ran
     char x[256], y[256], msg[700];
     ksrt_fmt_index(x, sizeof x, rank, a);
     ksrt_fmt_index(y, sizeof y, rank, b);
-    snprintf(msg, sizeof msg, "%s %s and %s", what, x, y);
+    snprintf(msg, sizeof msg, "%s: %s and %s", what, x, y);
     ksrt_report(A, msg, site);
 }
 

@@ -688,7 +688,7 @@ impl Lowerer<'_> {
                         let end = bin(fb, BinOp::IAddNoCheck, Op::Var(pos), count);
                         let cond = bin(fb, BinOp::ILe, end.clone(), n.clone());
                         let what =
-                            "`$concatN` of tensors of more elements than its size (elements so far, size):".to_string();
+                            "`$concatN` of tensors of more elements than its size (elements so far, size)".to_string();
                         fb.emit(Stmt::Check {
                             cond,
                             site,
