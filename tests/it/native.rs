@@ -294,6 +294,16 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                         .map(|out| format!("{path}: on two threads, native code printed {out}"))
                 })
             }
+            "scan_blocks" => {
+                // Block results, carries and result: the scanned `build` is
+                // not made; on two threads with every independent loop on a
+                // team (both loops over blocks), the interpreter's result.
+                let f = function_of(&loops, "recurrence");
+                check(f.matches("alloc").count() == 3, "`scan` made other vectors than its three").or_else(|| {
+                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
+                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
+                })
+            }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")
             }

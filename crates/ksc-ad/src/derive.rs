@@ -91,6 +91,10 @@ impl ExprTemplate {
 
 /// Derives `[D f]`, with the witnesses of its Jacobian variables.
 pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
+    // `scan` as the left scan it equals (a derived function may have one
+    // inlined from a primal).
+    let flat = ksc_types::expand::scans_for_derivation(f);
+    let f = flat.as_ref().unwrap_or(f);
     // A tail recursion as the loop it is (`tail.rs`).
     let looped = crate::tail::as_loop(f);
     let f = looped.as_ref().map_or(f, |l| &l.def);

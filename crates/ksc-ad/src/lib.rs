@@ -107,6 +107,10 @@ pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def
 /// mutually recursive (the functions calling it back inlined,
 /// `mutual.rs`). None: `f` as it is.
 fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
+    // `scan` (`$scanBlocks`) as the left scan it equals
+    // (`ksc_types::expand`): no derivative rule, and not CL, knows it.
+    let flat = ksc_types::expand::scans_for_derivation(f);
+    let f = flat.as_ref().unwrap_or(f);
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
     let (base, partners) = match &higher_order {
@@ -114,9 +118,15 @@ fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<De
         Some((d, _)) => (d, mutual::partners(program, d)),
         None => (f, program.recursion_partners(&f.name)),
     };
-    Ok(match mutual::self_recursive(program, base, &partners) {
+    let form = match mutual::self_recursive(program, base, &partners) {
         Some(d) => Some((d, higher_order.map_or(Vec::new(), |(_, copies)| copies))),
         None => higher_order,
+    };
+    // The partners inlined or the copies made may have scans of their own.
+    let flatten = |d: Def| ksc_types::expand::scans_for_derivation(&d).unwrap_or(d);
+    Ok(match form {
+        Some((d, copies)) => Some((flatten(d), copies.into_iter().map(flatten).collect())),
+        None => flat.map(|d| (d, Vec::new())),
     })
 }
 

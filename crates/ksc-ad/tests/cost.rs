@@ -154,10 +154,11 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
 }
 
 /// `reduce` and `scan` (seed 002's log-sum-exp, linear recurrence and
-/// matrix products) through their blocked tree: the derivatives of the
-/// expansion's folds and `$scan`s, within the bounds and linear at 1500
-/// and 6000 elements (2 and 6 blocks). Measured: rev/f 5.3 (log-sum-exp),
-/// 4.2 (recurrence), 4.0 (matrices); fwd/f 3.2, 2.3, 3.4. Forward mode of
+/// matrix products) through their blocked tree: the derivatives of
+/// `reduce`'s folds, and of `scan` read as the left scan it equals, within
+/// the bounds and linear at 1500 and 6000 elements (2 and 6 blocks).
+/// Measured: rev/f 5.3 (log-sum-exp), 3.4 (recurrence), 4.0 (matrices);
+/// fwd/f 3.0, 2.0, 3.4. Forward mode of
 /// a bilinear operator (the matrix product) computes it three times,
 /// op(a, b), op(da, b) and op(a, db), so its factor is [`FWD_BILINEAR`].
 #[test]
@@ -171,9 +172,10 @@ fn reduce_and_scan_cost_a_small_constant_times_the_function() {
 /// grows with the depth; here each level adds the same work to the
 /// primal and to each derivative (within 1%: the differences between
 /// consecutive k are compared), and every k is within the bounds.
-/// Measured: every level adds 18,031 operations to f, 39,057 to
-/// `[fwd f]` and 102,745 to `[rev f]` (rev/f 4.62, 5.16, 5.34, 5.43; fwd/f
-/// 2.25 to 2.19).
+/// Measured: every level adds 5,526 operations to f (the blocked order's
+/// two passes over the elements), 12,003 to `[fwd f]` and 33,011 to
+/// `[rev f]` (the left scan's derivatives; rev/f 5.43, 5.70, 5.79, 5.84;
+/// fwd/f 2.99 to 2.38).
 #[test]
 fn nested_scans_cost_the_same_per_level() {
     let cumprod = |x: &str| format!("(scan (lam (pq : Tuple Float Float) (mul (get$1$2 pq) (get$2$2 pq))) 1.0 {x})");

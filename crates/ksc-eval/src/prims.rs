@@ -176,6 +176,7 @@ fn count_loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
     let read: &[usize] = match p {
         Prim::Unzip => &[0],
         Prim::Fold | Prim::Scan => &[2],
+        Prim::ScanBlocks => &[2],
         Prim::ScanSum => &[3],
         Prim::Map => &[1],
         Prim::Map2 => &[1, 2],
@@ -411,6 +412,40 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 self.close(l);
                 accs.push(acc);
                 Value::vector(accs)
+            }
+            Prim::ScanBlocks => {
+                // `scan`'s blocked order (`ksc_ir::prim::REDUCE_BLOCK`): the
+                // results of all blocks but the last, the carries, then each
+                // block from its carry, in that order (as native code: a
+                // failing step fails first in the same pass).
+                let v = tensor(args.get(2))?;
+                let e = args.take(1);
+                let l = self.lambda(cx, base, args, 0)?;
+                let blocks: Vec<&[Value]> = v.data.chunks(ksc_ir::prim::REDUCE_BLOCK as usize).collect();
+                let mut sums = Vec::with_capacity(blocks.len());
+                for block in blocks.iter().take(blocks.len().saturating_sub(1)) {
+                    let mut acc = e.clone();
+                    for x in *block {
+                        acc = self.apply(&l, pair(acc, x.clone()))?;
+                    }
+                    sums.push(acc);
+                }
+                let mut carries = Vec::with_capacity(blocks.len().max(1));
+                carries.push(e);
+                for s in sums {
+                    let next = self.apply(&l, pair(carries[carries.len() - 1].clone(), s))?;
+                    carries.push(next);
+                }
+                let mut out = alloc_elements(v.len())?;
+                for (block, carry) in blocks.iter().zip(carries) {
+                    let mut acc = carry;
+                    for x in *block {
+                        acc = self.apply(&l, pair(acc, x.clone()))?;
+                        out.push(acc.clone());
+                    }
+                }
+                self.close(l);
+                Value::vector(out)
             }
             Prim::Apply => {
                 let x = args.take(1);

@@ -39,6 +39,16 @@ pub enum Prim {
     /// sum of the terms (not in the original; reverse mode of `fold` carries
     /// the accumulator's cotangent and sums the scope's with it).
     ScanSum,
+    /// `$scanBlocks OP E V`: `scan OP E V` in its blocked order
+    /// ([`REDUCE_BLOCK`]), which the expansion of `scan` writes
+    /// (`ksc_types::expand`): the results s_k of all blocks but the last,
+    /// the carries c_0 = E, c_(k+1) = c_k ⊙ s_k, then each block scanned
+    /// from its carry (for n <= B: the left scan from E). Native code runs
+    /// the first and last passes, over blocks, on every core. Derivation
+    /// reads it as the left scan `$scan OP E V` without its first element,
+    /// which equals it by the monoid laws (`ksc_types::expand::
+    /// scans_for_derivation`).
+    ScanBlocks,
     /// `reduce OP E V` with `OP : (T, T) -> T` associative and `E` its
     /// identity: `E ⊙ V[0] ⊙ ... ⊙ V[n-1]` in the association tree of
     /// [`REDUCE_BLOCK`]. It exists only between parsing and
@@ -174,6 +184,7 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::Scan, "$scan"),
     (Prim::BuildSum, "$buildSum"),
     (Prim::ScanSum, "$scanSum"),
+    (Prim::ScanBlocks, "$scanBlocks"),
     (Prim::Reduce, "reduce"),
     (Prim::ScanInclusive, "scan"),
     (Prim::TapePush, "$tapePush"),
@@ -315,6 +326,7 @@ impl Prim {
             | Prim::Scan
             | Prim::Reduce
             | Prim::ScanInclusive
+            | Prim::ScanBlocks
             | Prim::BuildSum
             | Prim::Map2
             | Prim::Delta
@@ -476,7 +488,7 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             )?;
             T::Tuple(vec![T::vec(a[1].clone()), a[2].clone()])
         }
-        Prim::Reduce | Prim::ScanInclusive => {
+        Prim::Reduce | Prim::ScanInclusive | Prim::ScanBlocks => {
             // OP fixes T; the identity and the vector's elements must agree.
             let (x, body) = expect_lam(&format!("the operator (first argument) of `{p}`"), &a[0])?;
             let t = match x {
@@ -498,7 +510,7 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 }
             };
             expect_eq("the elements of the vector (third argument)", t, elem)?;
-            if p == Prim::ScanInclusive {
+            if p != Prim::Reduce {
                 T::vec(t.clone())
             } else {
                 t.clone()

@@ -2025,9 +2025,8 @@ impl<'a> Lowerer<'a> {
     /// That loop's iterations are independent, so it runs on every core
     /// (ksc-codegen-c's `parallel.rs`), where fused into the serial loop
     /// they would not; each element is still computed once, the same way,
-    /// so results are unchanged. `scan`'s block results (a fold over each
-    /// block, read by the serial scan of the carries) are the case in
-    /// point. Elements on the heap stay fused: their loop would be serial.
+    /// so results are unchanged. Elements on the heap stay fused: their
+    /// loop would be serial.
     pub(crate) fn serial_input(&mut self, fb: &mut FnBuilder, st: &mut FnState, v: LVal, ty: &Type) -> R<LVal> {
         let LVal::Delayed(d) = &v else { return Ok(v) };
         let DelayedElem::Lam { body, ctx, .. } = &d.elem else { return Ok(v) };

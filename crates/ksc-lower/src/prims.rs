@@ -387,6 +387,140 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The accumulators of `$scan` (`out[i]` before step i, `out[n]` after
+    /// the last) or `$scanSum` (with `sum`, its `z` and type: the lambda also
+    /// returns a term, added in place into one accumulator that starts as a
+    /// copy of z). Stored values must live: a step's temporaries are freed
+    /// by copying its new accumulator down to the mark taken after the
+    /// previous one was stored.
+    #[allow(clippy::too_many_arguments)]
+    fn scan(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        p: Prim,
+        lam: &Arg,
+        (init, acc_ty): (LVal, &Type),
+        (v, vt): (LVal, &Type),
+        sum: Option<(LVal, Type)>,
+        ty: &Type,
+        site: SiteId,
+    ) -> R<LVal> {
+        let (_, elem_ty) = tensor_ty(vt)?;
+        let v = self.serial_input(fb, st, v, vt)?;
+        let Arg::Lam { binder, body } = lam else {
+            return internal(format!("`{p}` of a lambda that is not written in place"));
+        };
+        let (binder, body) = (binder.clone(), *body);
+        let sum = match sum {
+            Some((z, zt)) => Some(self.new_acc(fb, st, z, &zt)?),
+            None => None,
+        };
+        let accs_ty = if sum.is_some() { tuple_tys(ty)?[0].clone() } else { ty.clone() };
+        let leaves = self.leaves_of(fb, st, init, acc_ty)?;
+        let vars = fold_vars(fb, &leaves);
+        let dims = self.dims_of(fb, &v, 1)?;
+        let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
+        // n + 1 accumulators: within the limit on elements.
+        self.limit_check(fb, std::slice::from_ref(&n1), &p.to_string(), site);
+        let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, accs_ty, Some("accs"));
+        let nest = self.nest_open(fb, &dims);
+        let acc = read_fold_vars(fb, &vars, acc_ty);
+        let stored = self.materialize_val(fb, st, acc.clone(), acc_ty)?;
+        fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
+        let mark = fb.mark_if(needs_heap(acc_ty));
+        let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
+        let new = fb.var(acc_ty.clone(), Some("acc"), true);
+        fb.emit(Stmt::DeclMut(new, None));
+        let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
+        let set = Acc::Set(new, acc_ty.clone());
+        let target = match sum {
+            Some(sum) => Acc::Tuple(vec![set, sum]),
+            None => set,
+        };
+        self.accumulate_expr(fb, st, &inner, &target, body, site)?;
+        self.set_fold_vars(fb, st, &vars, new, acc_ty, mark)?;
+        self.nest_close(fb, nest);
+        let last = read_fold_vars(fb, &vars, acc_ty);
+        let stored = self.materialize_val(fb, st, last, acc_ty)?;
+        fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
+        match &target {
+            Acc::Tuple(accs) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &accs[1])?])),
+            _ => Ok(LVal::Op(out)),
+        }
+    }
+
+    /// The steps of the lambda `lam` over `v[lo .. lo + len)` from `start`
+    /// (a block of `$scanBlocks`), in a loop of their own: the variables
+    /// holding the accumulator after them. With `out`, each step's
+    /// accumulator is stored at its element's index, living on (copied down
+    /// to a mark taken after the previous one was stored, as a scan's);
+    /// otherwise the steps' memory is freed (copied down to a mark taken
+    /// before them, as a fold's).
+    #[allow(clippy::too_many_arguments)]
+    fn block_steps(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        lam: &Arg,
+        (acc_ty, elem_ty): (&Type, &Type),
+        (start, v, lo, len): (LVal, &LVal, Op, Op),
+        out: Option<&Op>,
+        site: SiteId,
+    ) -> R<Vec<VarId>> {
+        let Arg::Lam { binder, body } = lam else {
+            return internal("`$scanBlocks` of a lambda that is not written in place");
+        };
+        let (binder, body) = (binder.clone(), *body);
+        let leaves = self.leaves_of(fb, st, start, acc_ty)?;
+        let vars = fold_vars(fb, &leaves);
+        let fold_mark = if out.is_none() { fb.mark_if(needs_heap(acc_ty)) } else { None };
+        let steps = self.nest_open(fb, &[len]);
+        let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo, steps.flat()), Type::Integer, None);
+        let mark = if out.is_some() { fb.mark_if(needs_heap(acc_ty)) } else { fold_mark };
+        let acc = read_fold_vars(fb, &vars, acc_ty);
+        let x = self.elem_of(fb, st, v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
+        let new = fb.var(acc_ty.clone(), Some("acc"), true);
+        fb.emit(Stmt::DeclMut(new, None));
+        let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
+        self.accumulate_expr(fb, st, &inner, &Acc::Set(new, acc_ty.clone()), body, site)?;
+        self.set_fold_vars(fb, st, &vars, new, acc_ty, mark)?;
+        if let Some(out) = out {
+            let now = read_fold_vars(fb, &vars, acc_ty);
+            let stored = self.materialize_val(fb, st, now, acc_ty)?;
+            fb.emit(Stmt::Store { arr: out.clone(), idx: at, val: stored });
+        }
+        self.nest_close(fb, steps);
+        Ok(vars)
+    }
+
+    /// A scan's step done: its accumulator's leaf variables `vars` take the
+    /// new value (set in `new`), copied down to `mark` where they live on
+    /// the heap.
+    fn set_fold_vars(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        vars: &[VarId],
+        new: VarId,
+        acc_ty: &Type,
+        mark: Option<VarId>,
+    ) -> R<()> {
+        let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
+        let new = split(fb, new, acc_ty);
+        let new = self.leaves_of(fb, st, new, acc_ty)?;
+        for (&var, (o, _)) in vars.iter().zip(new) {
+            fb.emit(Stmt::Set(var, o));
+        }
+        if let Some(m) = mark {
+            let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
+            fb.emit(Stmt::CopyDown { mark: m, vars: hv });
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, lam: &Arg, x: LVal) -> R<LVal> {
         match lam {
             Arg::Lam { binder, body } => {
@@ -830,70 +964,62 @@ impl Lowerer<'_> {
                 Ok(read_fold_vars(fb, &vars, &acc_ty))
             }
             Prim::Scan | Prim::ScanSum => {
-                // The accumulators of a fold, stored: out[i] before step i,
-                // out[n] after the last. Stored values must live: a step's
-                // temporaries are freed by copying its new accumulator down
-                // to the mark taken after the previous one was stored.
-                // `$scanSum`'s lambda also returns a term, added in place into
-                // one accumulator that starts as a copy of z.
                 let (init, acc_ty) = args[1].val()?;
                 let (v, vt) = args[args.len() - 1].val()?;
-                let (_, elem_ty) = tensor_ty(vt)?;
-                let (init, acc_ty, v) = (init.clone(), acc_ty.clone(), v.clone());
-                let v = self.serial_input(fb, st, v, vt)?;
-                let Arg::Lam { binder, body } = &args[0] else {
-                    return internal(format!("`{p}` of a lambda that is not written in place"));
-                };
-                let (binder, body) = (binder.clone(), *body);
                 let sum = match p {
-                    Prim::ScanSum => {
-                        let (z, zt) = args[2].val()?;
-                        let (z, zt) = (z.clone(), zt.clone());
-                        Some(self.new_acc(fb, st, z, &zt)?)
-                    }
+                    Prim::ScanSum => Some(args[2].val().map(|(z, zt)| (z.clone(), zt.clone()))?),
                     _ => None,
                 };
-                let accs_ty = if sum.is_some() { tuple_tys(&ty)?[0].clone() } else { ty.clone() };
-                let leaves = self.leaves_of(fb, st, init, &acc_ty)?;
-                let vars = fold_vars(fb, &leaves);
-                let dims = self.dims_of(fb, &v, 1)?;
-                let n1 = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, dims[0].clone(), Op::Int(1)), Type::Integer, Some("n1"));
-                // n + 1 accumulators: within the limit on elements.
-                self.limit_check(fb, std::slice::from_ref(&n1), &p.to_string(), site);
-                let out = fb.let_(Rhs::Alloc { dims: vec![n1], elem: acc_ty.clone() }, accs_ty, Some("accs"));
-                let nest = self.nest_open(fb, &dims);
-                let acc = read_fold_vars(fb, &vars, &acc_ty);
-                let stored = self.materialize_val(fb, st, acc.clone(), &acc_ty)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
-                let mark = fb.mark_if(needs_heap(&acc_ty));
-                let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
-                let new = fb.var(acc_ty.clone(), Some("acc"), true);
-                fb.emit(Stmt::DeclMut(new, None));
-                let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
-                let set = Acc::Set(new, acc_ty.clone());
-                let target = match sum {
-                    Some(sum) => Acc::Tuple(vec![set, sum]),
-                    None => set,
-                };
-                self.accumulate_expr(fb, st, &inner, &target, body, site)?;
-                let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
-                let new = split(fb, new, &acc_ty);
-                let new = self.leaves_of(fb, st, new, &acc_ty)?;
-                for (&var, (o, _)) in vars.iter().zip(new) {
-                    fb.emit(Stmt::Set(var, o));
-                }
-                if let Some(m) = mark {
-                    let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
-                    fb.emit(Stmt::CopyDown { mark: m, vars: hv });
-                }
+                let (init, acc_ty, v, vt) = (init.clone(), acc_ty.clone(), v.clone(), vt.clone());
+                self.scan(fb, st, ctx, p, &args[0], (init, &acc_ty), (v, &vt), sum, &ty, site)
+            }
+            Prim::ScanBlocks => {
+                // `scan`'s blocked order (`ksc_ir::prim::REDUCE_BLOCK`), in
+                // three passes: a loop over the blocks but the last, folding
+                // each from E into its own element of the results s; the
+                // carries as `$scan OP E s`; a loop over the blocks, scanning
+                // block k from carry k into its own slab of the result, [kB,
+                // kB + len) with len = min(B, n - kB). The loops over blocks
+                // are independent, so a team runs them (ksc-codegen-c's
+                // `parallel.rs` sees the slab); each block's steps run in
+                // order, as the interpreter's do.
+                let (e, acc_ty) = args[1].val()?;
+                let (v, vt) = args[2].val()?;
+                let (_, elem_ty) = tensor_ty(vt)?;
+                let (e, acc_ty, v) = (e.clone(), acc_ty.clone(), v.clone());
+                let n = self.dims_of(fb, &v, 1)?.remove(0);
+                let block = Op::Int(ksc_ir::prim::REDUCE_BLOCK);
+                let up = bin(fb, BinOp::IAddNoCheck, n.clone(), Op::Int(ksc_ir::prim::REDUCE_BLOCK - 1));
+                let m = self.int_arith(fb, IOp::Div, up, block.clone(), site);
+                let none = bin(fb, BinOp::ILt, m.clone(), Op::Int(1));
+                let before = self.int_arith(fb, IOp::Sub, m.clone(), Op::Int(1), site);
+                let full = fb.let_(Rhs::Select(none, Op::Int(0), before), Type::Integer, Some("full"));
+                let vec_ty = Type::vec(acc_ty.clone());
+                let sums = fb.let_(Rhs::Alloc { dims: vec![full.clone()], elem: acc_ty.clone() }, vec_ty.clone(), None);
+                let nest = self.nest_open(fb, std::slice::from_ref(&full));
+                let k = nest.flat();
+                let lo = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), block.clone()), Type::Integer, Some("lo"));
+                let steps = (e.clone(), &v, lo, block.clone());
+                let vars = self.block_steps(fb, st, ctx, &args[0], (&acc_ty, &elem_ty), steps, None, site)?;
+                let sum = read_fold_vars(fb, &vars, &acc_ty);
+                let sum = self.materialize_val(fb, st, sum, &acc_ty)?;
+                fb.emit(Stmt::Store { arr: sums.clone(), idx: k, val: sum });
                 self.nest_close(fb, nest);
-                let last = read_fold_vars(fb, &vars, &acc_ty);
-                let stored = self.materialize_val(fb, st, last, &acc_ty)?;
-                fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
-                match &target {
-                    Acc::Tuple(accs) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &accs[1])?])),
-                    _ => Ok(LVal::Op(out)),
-                }
+                let carries = (LVal::Op(sums), &vec_ty);
+                let carries =
+                    self.scan(fb, st, ctx, Prim::Scan, &args[0], (e, &acc_ty), carries, None, &vec_ty, site)?;
+                let out = fb.let_(Rhs::Alloc { dims: vec![n.clone()], elem: acc_ty.clone() }, ty.clone(), None);
+                let nest = self.nest_open(fb, std::slice::from_ref(&m));
+                let k = nest.flat();
+                let lo = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), block.clone()), Type::Integer, Some("lo"));
+                let rest = self.int_arith(fb, IOp::Sub, n, lo.clone(), site);
+                let short = bin(fb, BinOp::ILt, rest.clone(), block.clone());
+                let len = fb.let_(Rhs::Select(short, rest, block), Type::Integer, Some("len"));
+                let carry = self.elem_of(fb, st, &carries, &acc_ty, std::slice::from_ref(&k), Some(k.clone()))?;
+                let steps = (carry, &v, lo, len);
+                self.block_steps(fb, st, ctx, &args[0], (&acc_ty, &elem_ty), steps, Some(&out), site)?;
+                self.nest_close(fb, nest);
+                Ok(LVal::Op(out))
             }
             Prim::Map | Prim::Map2 => {
                 let (rank, out_elem) = tensor_ty(&ty)?;

@@ -1,21 +1,25 @@
 //! The expansion of `reduce` and `scan` into Core IR every later stage
-//! knows (`fold`, `$scan`, `build`, `index`, `size`, `if`, Integer
-//! arithmetic, `let`), computing exactly the association tree documented at
-//! [`ksc_ir::prim::REDUCE_BLOCK`].
+//! knows (`fold`, `$scanBlocks`, `build`, `index`, `size`, `if`, Integer
+//! arithmetic, `let`), computing exactly the association tree documented
+//! at [`ksc_ir::prim::REDUCE_BLOCK`].
 //!
 //! It runs at the end of checking a declaration without errors
 //! ([`crate::check::Checker::check_decl`]), the one step every consumer
 //! goes through (`analyze`, and the database's `checked` query), so the
 //! interpreter, AD, `ksc deriv` and lowering all see the expansion and
-//! none of them knows `reduce` or `scan`. Derivatives are therefore those
-//! of the folds; natively, the loops over `reduce`'s blocks (and over them
-//! in its reverse pass) and over `scan`'s block results run on every core,
-//! `scan`'s final pass (the flat scan from the carries) serially.
+//! none of them knows `reduce` or `scan`. `reduce` becomes folds over
+//! its blocks and the tree over their results; `scan` becomes the
+//! primitive `$scanBlocks`, which every backend computes in the blocked
+//! order itself. Natively, the loops over `reduce`'s blocks (and over them
+//! in its reverse pass) and `$scanBlocks`' two passes over blocks run on
+//! every core; its carries (a step per block) serially. Derivation reads
+//! `$scanBlocks` as the left scan it equals ([`scans_for_derivation`]),
+//! so `scan`'s derivatives are those of a `$scan`, serial.
 //!
 //! The expansion is rewritten in place at the call's node, so that node
 //! keeps its span; one application of the operator reuses the operator's
 //! own body (keeping its spans); the others are copies, a fixed number of
-//! them (3 for `reduce`, 4 for `scan`, and 11 or 10 more with
+//! them (3 for `reduce`, none for `scan`, and 11 or 10 more with
 //! `--check-monoids`), so the expansion is linear in the operator's size.
 //! New nodes are located at the declaration; the check's assertion takes
 //! the operator's lambda node, and so its location.
@@ -23,7 +27,7 @@
 use ksc_ir::builder::{prim_call, Builder};
 use ksc_ir::prim::REDUCE_BLOCK;
 use ksc_ir::term::{deep_copy, fresh_floor};
-use ksc_ir::{Body, Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
+use ksc_ir::{Body, Callee, Def, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
 
 /// Expands every `reduce` and `scan` of the tree at `root` (whose types are
 /// known), innermost first. `params` are the names bound around the tree.
@@ -75,7 +79,7 @@ fn expand_call(body: &mut Body, fresh: &mut u32, e: ExprId, check_monoids: bool)
     let op_lam = op;
     let mut b = Builder::new(body, fresh);
     let reducing = p == Prim::Reduce;
-    let mut copies = if reducing { 3 } else { 4 };
+    let mut copies = if reducing { 3 } else { 1 };
     // The check's assertion takes the operator's node (and so its
     // location): the lambda is not needed once its body is placed.
     let check = check_monoids.then_some(Check { at: op_lam, reduce: reducing });
@@ -345,85 +349,80 @@ fn levels(b: &mut Builder, m: &V) -> ExprId {
     b.prim(Prim::Get { index: 1, arity: 2 }, vec![f])
 }
 
+/// `scan OP E V` is the primitive `$scanBlocks OP E V`, which every
+/// backend computes in the blocked order of [`REDUCE_BLOCK`] (native code
+/// running its passes over blocks on every core), after the monoid check
+/// with `--check-monoids`.
 fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, check: Option<Check>) -> ExprId {
-    let op = std::cell::RefCell::new(op);
-    blocked(
-        b,
-        init,
-        vec,
-        |b, v, e, n| {
-            // build n (lam i (index (i + 1) ($scan OP e v)))
-            let lam = op.borrow_mut().lam(b);
-            let (ee, vv) = (e.get(b), v.get(b));
-            let all = b.prim(Prim::Scan, vec![lam, ee, vv]);
+    let Some(check) = check else {
+        let lam = op.lam(b);
+        return b.prim(Prim::ScanBlocks, vec![lam, init, vec]);
+    };
+    let_in(b, "v", vec, |b, v| {
+        let_in(b, "e", init, |b, e| {
+            let vv = v.get(b);
+            let size = b.prim(Prim::Size, vec![vv]);
+            let_in(b, "n", size, |b, n| {
+                let lam = op.lam(b);
+                let (ee, vv) = (e.get(b), v.get(b));
+                let body = b.prim(Prim::ScanBlocks, vec![lam, ee, vv]);
+                monoid_check(b, op, t, &v, &e, &n, check, body)
+            })
+        })
+    })
+}
+
+/// `f` with every `$scanBlocks OP E V` (a `scan`) written as the left scan
+/// it equals by the monoid laws, `let c = $scan OP E V in build (size V)
+/// (lam i (index (i + 1) c))`, if it has one: derivation reads it so (as
+/// seed 002 does, derivatives may associate differently from the
+/// primal). The derivative of the blocked order itself would carry the
+/// block results and carries through every pass, and a flat form of it
+/// restarting at each block costs a test and a branch per element in
+/// every derivative. The reverse pass of `scan` is therefore one serial
+/// loop.
+pub fn scans_for_derivation(f: &Def) -> Option<Def> {
+    let calls: Vec<ExprId> = f
+        .body
+        .exprs
+        .iter()
+        .filter(|(_, e)| matches!(e, Expr::Call(Callee::Prim(Prim::ScanBlocks), _)))
+        .map(|(x, _)| x)
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let mut d = f.clone();
+    let mut fresh = fresh_floor(&d.body, d.root, d.params.iter().map(|p| &p.name));
+    for e in calls {
+        let Some((_, args)) = prim_call(&d.body, e) else { continue };
+        let [lam, init, vec] = args[..] else { continue };
+        let Expr::Call(_, arg) = d.body.exprs[e] else { continue };
+        let mut b = Builder::new(&mut d.body, &mut fresh);
+        let left = let_in(&mut b, "v", vec, |b, v| {
+            let vv = v.get(b);
+            let all = b.prim(Prim::Scan, vec![lam, init, vv]);
             let_in(b, "c", all, |b, c| {
-                let nn = n.get(b);
-                build_v(b, nn, |b, i| {
+                let vv = v.get(b);
+                let n = b.prim(Prim::Size, vec![vv]);
+                build_v(b, n, |b, i| {
                     let (ii, one) = (i.get(b), int(b, 1));
                     let at = b.int_op("add", ii, one);
                     let cc = c.get(b);
                     b.prim(Prim::Index, vec![at, cc])
                 })
             })
-        },
-        |b, v, e, n, m| {
-            let s = block_sums(b, &mut op.borrow_mut(), v, e, n, m);
-            let_in(b, "s", s, |b, s| {
-                // The carries c_0 = e, c_(k+1) = c_k ⊙ s_k.
-                let lam = op.borrow_mut().lam(b);
-                let (ee, ss) = (e.get(b), s.get(b));
-                let carries = b.prim(Prim::Scan, vec![lam, ee, ss]);
-                let_in(b, "c", carries, |b, c| {
-                    // One left scan over all n elements in which each block
-                    // starts again from its carry: acc_i = (c_k if i = kB,
-                    // else acc_(i-1)) ⊙ V[i]. The same operations as
-                    // scanning each block from its carry, but flat: its
-                    // reverse mode reads the carries at i / B (one-hots of
-                    // T) instead of a vector of blocks (one-hots of vectors,
-                    // each a dense zero for every other block).
-                    let w_ty = Type::Tuple(vec![t.clone(), Type::Integer]);
-                    let w = V(b.fresh_name("w"), w_ty.clone());
-                    let ww = w.get(b);
-                    let acc = b.prim(Prim::Get { index: 1, arity: 2 }, vec![ww]);
-                    let ww = w.get(b);
-                    let i = b.prim(Prim::Get { index: 2, arity: 2 }, vec![ww]);
-                    let step = let_in(b, "i", i, |b, i| {
-                        let (ii, bb) = (i.get(b), int(b, REDUCE_BLOCK));
-                        let k = b.int_op("div", ii, bb);
-                        let_in(b, "k", k, |b, k| {
-                            let (kk, bb) = (k.get(b), int(b, REDUCE_BLOCK));
-                            let lo = b.int_op("mul", kk, bb);
-                            let ii = i.get(b);
-                            let first = b.prim(Prim::Eq, vec![ii, lo]);
-                            let (kk, cc) = (k.get(b), c.get(b));
-                            let carry = b.prim(Prim::Index, vec![kk, cc]);
-                            let start = if_(b, first, carry, acc);
-                            let (ii, vv) = (i.get(b), v.get(b));
-                            let x = b.prim(Prim::Index, vec![ii, vv]);
-                            op.borrow_mut().apply(b, start, x)
-                        })
-                    });
-                    let lam = b.lam(&w.0, w_ty, step);
-                    let (ee, nn) = (e.get(b), n.get(b));
-                    let range = build_v(b, nn, |b, i| i.get(b));
-                    let all = b.prim(Prim::Scan, vec![lam, ee, range]);
-                    let_in(b, "all", all, |b, all| {
-                        let nn = n.get(b);
-                        build_v(b, nn, |b, i| {
-                            let (ii, one) = (i.get(b), int(b, 1));
-                            let at = b.int_op("add", ii, one);
-                            let aa = all.get(b);
-                            b.prim(Prim::Index, vec![at, aa])
-                        })
-                    })
-                })
-            })
-        },
-        |b, v, e, n, body| match check {
-            Some(c) => monoid_check(b, &mut op.borrow_mut(), t, v, e, n, c, body),
-            None => body,
-        },
-    )
+        });
+        let node = b.body.exprs[left].clone();
+        let ty = b.ty(left);
+        b.body.exprs[e] = node;
+        b.body.types.insert(e, ty);
+        for dead in [left, arg] {
+            b.body.exprs[dead] = Expr::Tuple(Vec::new());
+            b.body.types.insert(dead, Type::unit());
+        }
+    }
+    Some(d)
 }
 
 /// Where and what [`monoid_check`] checks.
