@@ -259,17 +259,56 @@ pub fn worth_a_team(n: i64, body: &Block) -> bool {
 
 /// Units of work of one run of a block, for the runtime's threshold
 /// (`KSRT_PAR_MIN_WORK`): one per statement, a call 50 (its body is
-/// unknown here), a nested loop 16 runs of its body (its trip count is
-/// known only at run time), a branch its larger side.
+/// unknown here), a branch its larger side, a nested loop its trip count's
+/// runs of its body: the count if it is a constant, or the constant it is
+/// provably at most (the length `min(n - k B, B)` of a block of `reduce` or
+/// `scan`: B), else 16 (known only at run time).
 pub fn cost(b: &Block) -> u64 {
+    cost_in(b, &binds(b))
+}
+
+fn cost_in(b: &Block, binds: &Binds) -> u64 {
     b.iter()
         .map(|s| match s {
-            Stmt::For { pre, body, .. } => 1 + cost(pre) + 16 * cost(body),
-            Stmt::If { then, els, .. } => 1 + cost(then).max(cost(els)),
+            Stmt::For { n, pre, body, .. } => {
+                runs(binds, n).saturating_mul(cost_in(body, binds)).saturating_add(1 + cost_in(pre, binds))
+            }
+            Stmt::If { then, els, .. } => 1 + cost_in(then, binds).max(cost_in(els, binds)),
             Stmt::Let(_, Rhs::Call { .. }) => 50,
             _ => 1,
         })
         .fold(0u64, u64::saturating_add)
+}
+
+/// The runs [`cost`] counts for a nested loop of trip count `n`.
+fn runs(b: &Binds, n: &Op) -> u64 {
+    if let Op::Int(c) = n {
+        return u64::try_from(*c).unwrap_or(0);
+    }
+    // The constants that make up n (a select's or an assignment's), the
+    // least that bounds it.
+    let mut constants = Vec::new();
+    let mut work = vec![n.clone()];
+    let mut seen = rustc_hash::FxHashSet::default();
+    while let Some(x) = work.pop() {
+        if constants.len() > 8 || seen.len() > 32 {
+            break;
+        }
+        match &x {
+            Op::Int(c) if *c >= 0 => constants.push(*c),
+            // (A mutable variable may be assigned from itself.)
+            Op::Var(v) if !seen.insert(*v) => {}
+            Op::Var(v) => match (b.lets.get(v), b.sets.get(v)) {
+                (Some(Rhs::Copy(y)), _) => work.push(y.clone()),
+                (Some(Rhs::Select(_, y, z)), _) => work.extend([y.clone(), z.clone()]),
+                (_, Some(sets)) => work.extend(sets.iter().map(|(y, _)| y.clone())),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    constants.sort_unstable();
+    constants.into_iter().find(|&c| at_most(b, n, &Op::Int(c), &[], 8)).map_or(16, |c| u64::try_from(c).unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -482,10 +521,32 @@ mod tests {
     #[test]
     fn cost_weighs_calls_and_nested_loops() {
         let inner = vec![Stmt::Let(X, Rhs::Copy(Op::Float(1.0)))];
+        let nested = |n: Op| Stmt::For { idx: VarId(9), n, pre: vec![], body: inner.clone(), reset: false };
+        let call = Stmt::Let(X, Rhs::Call { func: FuncId(1), args: vec![], frame: None });
+        // A constant trip count is counted as it is; one known only at run
+        // time as 16 runs.
+        assert_eq!(cost(&vec![nested(Op::Int(4)), call.clone()]), 1 + 4 + 50);
+        assert_eq!(cost(&vec![nested(Op::Var(VarId(1))), call]), 1 + 16 + 50);
+        // A block of `reduce` or `scan`, min(n - k B, B) long: B runs of
+        // its body (2 statements; before the loop, 4 statements, a branch
+        // of 2 and a copy).
+        let (_, body) = block(Op::Int(1024), true);
+        assert_eq!(cost(&body), 4 + 2 + 1 + (1 + 1024 * 2));
+        // A length not bounded by a constant (the remainder where it is at
+        // least B, or a size known only at run time): 16 runs.
+        let (_, body) = block(Op::Int(1024), false);
+        assert_eq!(cost(&body), 4 + 2 + 1 + (1 + 16 * 2));
+        let (_, body) = block(Op::Var(VarId(1)), true);
+        assert_eq!(cost(&body), 4 + 2 + 1 + (1 + 16 * 2));
+        // A trip count assigned from itself (a mutable variable's value
+        // carried round a loop) ends the search: 16 runs.
+        let m = VarId(4);
         let body = vec![
-            Stmt::For { idx: VarId(9), n: Op::Int(4), pre: vec![], body: inner, reset: false },
-            Stmt::Let(X, Rhs::Call { func: FuncId(1), args: vec![], frame: None }),
+            Stmt::DeclMut(m, None),
+            Stmt::Set(m, Op::Var(m)),
+            Stmt::Let(VarId(3), Rhs::Copy(Op::Var(m))),
+            Stmt::For { idx: VarId(9), n: Op::Var(VarId(3)), pre: vec![], body: inner.clone(), reset: false },
         ];
-        assert_eq!(cost(&body), 1 + 16 + 50);
+        assert_eq!(cost(&body), 3 + 1 + 16);
     }
 }
