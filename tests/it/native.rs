@@ -466,10 +466,15 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 )
             }
             "accumulate_tuple" => {
-                // After the accumulators are made, `scatter2` allocates nothing.
-                let f = loops.split("fn ks$main").next().unwrap_or_default();
-                let after = f.split(":acc = ").last().unwrap_or_default();
-                check(f.contains(":acc = ") && !after.contains("alloc"), "a contribution was built before it was added")
+                // The accumulators are the first terms, made before the loop
+                // over the others (the last loop at the function's top
+                // level); in that loop `scatter2` allocates nothing.
+                let f = function_of(&loops, "scatter2");
+                let in_loop = f.rsplit("\n  for ").next().unwrap_or_default();
+                check(
+                    f.contains("\n  for ") && !in_loop.contains("alloc"),
+                    "a contribution was built before it was added",
+                )
             }
             "passed_through" => {
                 // How many results each function takes from a parameter

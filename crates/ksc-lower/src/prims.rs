@@ -1268,10 +1268,19 @@ impl Lowerer<'_> {
                 vars.iter().zip(&tys).map(|(&var, t)| fb.let_(Rhs::Copy(Op::Var(var)), t.clone(), None)).collect();
             return Ok(crate::lower::rebuild(ty, &mut out.into_iter()));
         }
-        // The first term, copied so it can be added into in place.
+        // The first term, copied so it can be added into in place, unless
+        // the element of a delayed build is new storage (a one-hot, a
+        // `build`: reverse mode's sums of one-hots), made here for this sum.
         let zeros = vec![Op::Int(0); rank];
         let first = self.elem_of(fb, st, v, ty, &zeros, Some(Op::Int(0)))?;
-        let acc = self.new_acc(fb, st, first, ty)?;
+        let fresh = match v {
+            LVal::Delayed(d) => d.lam_parts().is_some_and(|(_, e, dctx)| {
+                let body = self.body(dctx);
+                fresh_value(body, e) || self.fresh(dctx.def, body, e)
+            }),
+            _ => false,
+        };
+        let acc = self.new_acc_owned(fb, st, first, ty, fresh)?;
         let nest = self.nest_open(fb, &dims);
         let not_first = bin(fb, BinOp::IGt, nest.flat(), Op::Int(0));
         fb.push_block();
