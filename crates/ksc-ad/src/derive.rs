@@ -93,8 +93,8 @@ impl ExprTemplate {
 pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
     // `scan` as the left scan it equals (a derived function may have one
     // inlined from a primal).
-    let flat = ksc_types::expand::scans_for_derivation(f);
-    let f = flat.as_ref().unwrap_or(f);
+    let left_scans = ksc_types::expand::scans_for_derivation(f);
+    let f = left_scans.as_ref().unwrap_or(f);
     // A tail recursion as the loop it is (`tail.rs`).
     let looped = crate::tail::as_loop(f);
     let f = looped.as_ref().map_or(f, |l| &l.def);

@@ -103,14 +103,15 @@ pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def
 /// `f` as derivation reads it (seed 004) when it uses higher-order
 /// functions (calls of functions taking lambdas made calls of copies with
 /// the lambdas written in, applications of lambdas reduced:
-/// `ksc_ir::lambdas::specialise_for_derivation`, with the copies) or is
+/// `ksc_ir::lambdas::specialise_for_derivation`, with the copies), is
 /// mutually recursive (the functions calling it back inlined,
-/// `mutual.rs`). None: `f` as it is.
+/// `mutual.rs`) or has a `scan` (read as the left scan it equals,
+/// `ksc_types::expand::scans_for_derivation`). None: `f` as it is.
 fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     // `scan` (`$scanBlocks`) as the left scan it equals
     // (`ksc_types::expand`): no derivative rule, and not CL, knows it.
-    let flat = ksc_types::expand::scans_for_derivation(f);
-    let f = flat.as_ref().unwrap_or(f);
+    let left_scans = ksc_types::expand::scans_for_derivation(f);
+    let f = left_scans.as_ref().unwrap_or(f);
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
     let (base, partners) = match &higher_order {
@@ -123,10 +124,10 @@ fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<De
         None => higher_order,
     };
     // The partners inlined or the copies made may have scans of their own.
-    let flatten = |d: Def| ksc_types::expand::scans_for_derivation(&d).unwrap_or(d);
+    let with_left_scans = |d: Def| ksc_types::expand::scans_for_derivation(&d).unwrap_or(d);
     Ok(match form {
-        Some((d, copies)) => Some((flatten(d), copies.into_iter().map(flatten).collect())),
-        None => flat.map(|d| (d, Vec::new())),
+        Some((d, copies)) => Some((with_left_scans(d), copies.into_iter().map(with_left_scans).collect())),
+        None => left_scans.map(|d| (d, Vec::new())),
     })
 }
 

@@ -175,8 +175,7 @@ pub fn new_tensor(shape: Vec<usize>, data: Vec<Value>) -> Value {
 fn count_loads(cx: &Compiled, p: Prim, arg: ExprId, args: &PrimArgs) -> u64 {
     let read: &[usize] = match p {
         Prim::Unzip => &[0],
-        Prim::Fold | Prim::Scan => &[2],
-        Prim::ScanBlocks => &[2],
+        Prim::Fold | Prim::Scan | Prim::ScanBlocks => &[2],
         Prim::ScanSum => &[3],
         Prim::Map => &[1],
         Prim::Map2 => &[1, 2],

@@ -211,6 +211,7 @@ pub fn costly(body: &Body, r: ExprId) -> bool {
                 | Prim::BuildSum
                 | Prim::Scan
                 | Prim::ScanSum
+                | Prim::ScanBlocks
                 | Prim::Map
                 | Prim::Map2
         ),
