@@ -296,13 +296,24 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "scan_blocks" => {
                 // Block results, carries and result: the scanned `build` is
-                // not made; on two threads with every independent loop on a
-                // team (both loops over blocks), the interpreter's result.
+                // not made. Both loops over blocks have a team version in
+                // the C, and on two threads with every independent loop on
+                // a team the result is the interpreter's.
                 let f = function_of(&loops, "recurrence");
-                check(f.matches("alloc").count() == 3, "`scan` made other vectors than its three").or_else(|| {
-                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
-                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
-                })
+                let c_dir = out.join("scan_blocks_c");
+                let built = ksc(&["build", path, "--emit", "c", "-o", c_dir.to_str().unwrap()]);
+                assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+                let c = std::fs::read_to_string(c_dir.join("scan_blocks.c")).unwrap();
+                let teams = c
+                    .lines()
+                    .filter(|l| l.starts_with("static void ksl_recurrence_par_") && l.contains("_team("))
+                    .count();
+                check(f.matches("alloc").count() == 3, "`scan` made other vectors than its three")
+                    .or_else(|| check(teams == 2, "the loops over blocks do not both have a team version"))
+                    .or_else(|| {
+                        native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
+                            .map(|out| format!("{path}: on two threads, native code printed {out}"))
+                    })
             }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")

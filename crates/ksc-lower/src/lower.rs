@@ -559,6 +559,15 @@ impl<'a> Lowerer<'a> {
         self.fresh_parts(def, body, e).all()
     }
 
+    /// Is the value of `e` storage made each time `e` is evaluated, so
+    /// nothing else refers to it? Unlike [`Self::fresh`], a variable bound
+    /// around `e` is not, even one whose storage this code owns: `e` may be
+    /// the element of a `build`, and such a variable the same storage in
+    /// every element.
+    pub(crate) fn made_fresh(&self, body: &ksc_ir::Body, e: ExprId) -> bool {
+        crate::prims::fresh_expr(body, e, false, &|g| self.fresh_result(g), &[]).all()
+    }
+
     /// May the fold whose step is `lam` (in the body of definition `def`)
     /// own its accumulator, so that its step adds into it in place? When
     /// the step hands it to a function that consumes it (`[sufrevacc f]`,

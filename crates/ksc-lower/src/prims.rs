@@ -1274,10 +1274,7 @@ impl Lowerer<'_> {
         let zeros = vec![Op::Int(0); rank];
         let first = self.elem_of(fb, st, v, ty, &zeros, Some(Op::Int(0)))?;
         let fresh = match v {
-            LVal::Delayed(d) => d.lam_parts().is_some_and(|(_, e, dctx)| {
-                let body = self.body(dctx);
-                fresh_value(body, e) || self.fresh(dctx.def, body, e)
-            }),
+            LVal::Delayed(d) => d.lam_parts().is_some_and(|(_, e, dctx)| self.made_fresh(self.body(dctx), e)),
             _ => false,
         };
         let acc = self.new_acc_owned(fb, st, first, ty, fresh)?;
