@@ -315,6 +315,23 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                             .map(|out| format!("{path}: on two threads, native code printed {out}"))
                     })
             }
+            "scan_jvp" => {
+                // `[fwd recurrence]` scans the pairs (value, tangent) with
+                // `$scanBlocks`: both of its loops over blocks have a team
+                // version, and two threads print what the interpreter does.
+                let c_dir = out.join("scan_jvp_c");
+                let built = ksc(&["build", path, "--emit", "c", "-o", c_dir.to_str().unwrap()]);
+                assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+                let c = std::fs::read_to_string(c_dir.join("scan_jvp.c")).unwrap();
+                let teams = c
+                    .lines()
+                    .filter(|l| l.starts_with("static void ksl_fwd$recurrence_par_") && l.contains("_team("))
+                    .count();
+                check(teams == 2, "the tangents' scan does not have two loops over blocks on a team").or_else(|| {
+                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
+                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
+                })
+            }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")
             }

@@ -8,6 +8,7 @@
 //! read of folds' Jacobians.
 
 use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::prim::Accumulators;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 
 use crate::derive::{AdError, R};
@@ -308,8 +309,9 @@ pub(crate) fn checked_def(name: FunName, params: Vec<Param>, ret_ty: Type, body:
     Ok(Def { name, params, ret_ty, body, root })
 }
 
-/// The arguments of an `lmFold` (false) or `lmScan` (true) call.
-pub(crate) fn fold_call(src: &Body, m: ExprId) -> Option<(Vec<ExprId>, bool)> {
-    use ksc_ir::builder::call_of;
-    call_of(src, m, Prim::LmFold).map(|f| (f, false)).or_else(|| call_of(src, m, Prim::LmScan).map(|f| (f, true)))
+/// The arguments of an `lmFold`, `lmScan` or `lmScanBlocks` call, and
+/// which it is.
+pub(crate) fn fold_call(src: &Body, m: ExprId) -> Option<(Vec<ExprId>, Accumulators)> {
+    let (p, args) = prim_call(src, m)?;
+    Some((args, p.fold_map_kind()?))
 }

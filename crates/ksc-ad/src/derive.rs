@@ -9,6 +9,7 @@
 //! `fold` gets `lmFold`.
 
 use ksc_ir::builder::Builder;
+use ksc_ir::prim::Accumulators;
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Lit, Pat, Prim, Type};
 
 use crate::jacobians::{edef_jacobian, prim_jacobian};
@@ -91,9 +92,9 @@ impl ExprTemplate {
 
 /// Derives `[D f]`, with the witnesses of its Jacobian variables.
 pub fn jacobian_def(f: &Def, has_body: HasBody) -> R<(Def, Witnesses)> {
-    // `scan` as the left scan it equals (a derived function may have one
-    // inlined from a primal).
-    let left_scans = ksc_types::expand::scans_for_derivation(f);
+    // A `scan` whose operator calls f as the left scan it equals (a
+    // derived function may have one inlined from a primal).
+    let left_scans = ksc_types::expand::scans_for_derivation(f, true);
     let f = left_scans.as_ref().unwrap_or(f);
     // A tail recursion as the loop it is (`tail.rs`).
     let looped = crate::tail::as_loop(f);
@@ -475,7 +476,7 @@ impl Ctx<'_, '_> {
             Expr::Call(Callee::Prim(Prim::Inline), arg) => self.grad(arg),
             Expr::Call(Callee::Prim(p @ (Prim::Build | Prim::Sumbuild)), arg) => self.grad_build(e, p, arg),
             Expr::Call(Callee::Prim(Prim::BuildSum), arg) => self.grad_build_sum(e, arg),
-            Expr::Call(Callee::Prim(p @ (Prim::Fold | Prim::Scan)), arg) => self.grad_fold(e, p, arg),
+            Expr::Call(Callee::Prim(p @ (Prim::Fold | Prim::Scan | Prim::ScanBlocks)), arg) => self.grad_fold(e, p, arg),
             Expr::Call(Callee::Prim(Prim::ScanSum), arg) => self.grad_scan_sum(e, arg),
             Expr::Call(Callee::Prim(p @ (Prim::Map | Prim::Map2)), arg) => self.grad_map(e, p, arg),
             Expr::Call(Callee::Prim(Prim::Diag), arg) => self.grad_diag(e, arg),
@@ -765,8 +766,9 @@ impl Ctx<'_, '_> {
         Ok((y, g))
     }
 
-    /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2), and
-    /// `$scan (λt. b) acc v` (all the accumulators) through `lmScan`.
+    /// `fold (λt. b) acc v` through `lmFold` (knossos-reference.md 5.2),
+    /// `$scan (λt. b) acc v` (all the accumulators) through `lmScan`, and
+    /// `$scanBlocks` (a monoid's scan) through `lmScanBlocks`.
     fn grad_fold(&mut self, e: ExprId, p: Prim, arg: ExprId) -> R<(Atom, (String, Type))> {
         let (parts, lam_parts) = self.lambda_args(e, p, arg, "a lambda, an accumulator and a vector", Some(3), 0)?;
         let [lam, acc, vec] = parts[..] else { unreachable!("three arguments") };
@@ -776,7 +778,7 @@ impl Ctx<'_, '_> {
         let (a1, v1) = (self.atom(&accv), self.atom(&vv));
         let value = self.b.prim(p, vec![f_primal, a1, v1]);
         let y = self.bind_val("y", value);
-        let lm = if p == Prim::Scan { Prim::LmScan } else { Prim::LmFold };
+        let lm = Accumulators::of_value(p).expect("a fold-like loop").map_prim();
         let m = self.fold_map(lm, lam, lam_parts, (&accv, gacc), (&vv, gv), false)?;
         let g = self.bind_lm(m, &y);
         Ok((y, g))

@@ -5,6 +5,7 @@
 //! returns the value with the tangent, from the same run.
 
 use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::prim::Accumulators;
 use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 
@@ -246,7 +247,7 @@ impl Fwd<'_, '_> {
             Prim::LmCompose => {
                 let x = self.apply_s(b, args[1])?;
                 match fold_call(self.src, args[0]) {
-                    Some((fold, scan)) => self.ffold(b, &fold, x, scan)?,
+                    Some((fold, kept)) => self.ffold(b, &fold, x, kept)?,
                     None => self.apply_j(b, args[0], Some(x))?,
                 }
             }
@@ -278,11 +279,15 @@ impl Fwd<'_, '_> {
 
     /// `lmFold (sc, f, df, acc, v) ⊙ (dsc, (dacc, dv))` with the fold's
     /// value: a fold carrying the accumulator and its tangent (seed 003
-    /// figure 14, FFold), the pair it ends in. For an `lmScan` (`scan`), the
-    /// same step under `$scan`: the vector of the pairs. The step's value is
+    /// figure 14, FFold), the pair it ends in. For an `lmScan`, the same
+    /// step under `$scan`: the vector of the pairs. For an `lmScanBlocks`
+    /// (a monoid's scan), the step under `$scanBlocks`: the step is then
+    /// seed 002's paired monoid `(a, da) ⊕ (x, dx) = (a ⊙ x, ∂⊙ (da, dx))`,
+    /// associative with left identity `(E, dE)` because ⊙ is with E, so the
+    /// tangents are computed in the scan's parallel blocks. The step's value is
     /// the primal of its tangent's let-program (the witness of the map it
     /// ends in) where that is known, so the step computes it once.
-    fn ffold_pair(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
+    fn ffold_pair(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, kept: Accumulators) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
         let (Expr::Lam(fp, _, fbody), Expr::Lam(t2, tty, dbody)) =
             (self.src.exprs[f].clone(), self.src.exprs[df].clone())
@@ -370,7 +375,7 @@ impl Fwd<'_, '_> {
         let lam = b.lam(&p, p_ty.clone(), step);
         let a0 = import(b, self.src, acc);
         let init = b.tuple(vec![a0, dacc]);
-        let result = b.prim(if scan { Prim::Scan } else { Prim::Fold }, vec![lam, init, pairs]);
+        let result = b.prim(kept.value_prim(), vec![lam, init, pairs]);
         let result = b.let_(&dv_name, dv, result);
         let result = b.let_(&dsc_name, dsc, result);
         Ok(b.let_(&xs, x, result))
@@ -378,10 +383,10 @@ impl Fwd<'_, '_> {
 
     /// `lmFold (sc, f, df, acc, v) ⊙ x`: the tangent part of [`Self::ffold_pair`]
     /// (for a scan, the vector of the accumulators' tangents).
-    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, scan: bool) -> R<ExprId> {
-        let pair = self.ffold_pair(b, fold, x, scan)?;
+    fn ffold(&mut self, b: &mut Builder, fold: &[ExprId], x: ExprId, kept: Accumulators) -> R<ExprId> {
+        let pair = self.ffold_pair(b, fold, x, kept)?;
         Ok(map_tail(b, pair, &mut |b, e| {
-            if scan {
+            if kept != Accumulators::Last {
                 components(b, e, 2)
             } else {
                 b.prim(Prim::Get { index: 2, arity: 2 }, vec![e])
@@ -398,7 +403,8 @@ impl Fwd<'_, '_> {
     fn pair_fold(&mut self, b: &mut Builder, p: &Pat, r: ExprId, x: ExprId, map: bool) -> Option<R<ExprId>> {
         let Pat::Var(y) = p else { return None };
         let (prim, args) = prim_call(self.src, r)?;
-        if !matches!(prim, Prim::Fold | Prim::Scan) || args.len() != 3 {
+        let kind = Accumulators::of_value(prim)?;
+        if args.len() != 3 {
             return None;
         }
         // The bindings up to the fold's map, none of which reads y.
@@ -408,9 +414,9 @@ impl Fwd<'_, '_> {
         let (g, g_rhs, fold, xin, rest) = loop {
             let Expr::Let(q, rhs, next) = self.src.exprs[at].clone() else { return None };
             if let (Pat::Var(g), Some((Prim::LmCompose, margs))) = (&q, prim_call(self.src, rhs)) {
-                if let Some((fold, scan)) = fold_call(self.src, margs[0]) {
+                if let Some((fold, kept)) = fold_call(self.src, margs[0]) {
                     let same = |i: usize, j: usize| ksc_ir::term::alpha_eq(self.src, args[i], self.src, fold[j]);
-                    if scan == (prim == Prim::Scan) && same(0, 1) && same(1, 3) && same(2, 4) {
+                    if kept == kind && same(0, 1) && same(1, 3) && same(2, 4) {
                         break (g.clone(), rhs, fold, margs[1], next);
                     }
                 }
@@ -421,7 +427,6 @@ impl Fwd<'_, '_> {
             between.push((q, rhs));
             at = next;
         };
-        let scan = prim == Prim::Scan;
         let y = y.clone();
         Some((|| {
             let y_ty = self.src.ty(r).clone();
@@ -432,13 +437,17 @@ impl Fwd<'_, '_> {
                 done.push((q, rhs));
             }
             let xt = self.apply_s(b, xin)?;
-            let pair = self.ffold_pair(b, &fold, xt, scan)?;
+            let pair = self.ffold_pair(b, &fold, xt, kind)?;
             let rest = if map { self.apply_s(b, rest)? } else { self.t(b, rest)? };
             let pn = b.fresh_name("pf");
             let pair_ty = b.ty(pair);
             let project = |b: &mut Builder, k: u32, ty: &Type| {
                 let pv = b.var(&pn, pair_ty.clone());
-                let e = if scan { components(b, pv, k) } else { b.prim(Prim::Get { index: k, arity: 2 }, vec![pv]) };
+                let e = if kind == Accumulators::Last {
+                    b.prim(Prim::Get { index: k, arity: 2 }, vec![pv])
+                } else {
+                    components(b, pv, k)
+                };
                 debug_assert_eq!(&b.ty(e), ty);
                 e
             };

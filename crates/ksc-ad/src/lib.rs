@@ -81,10 +81,22 @@ pub trait Program {
     }
 }
 
+/// How derivation reads a `scan` (`$scanBlocks`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scans {
+    /// As itself, a scan over a monoid (its map `lmScanBlocks`), unless
+    /// its operator calls the function (a tape records calls only in a
+    /// `fold` or `$scan`).
+    Monoid,
+    /// As the left scan it equals (`[CL f]`, which knows no `$scanBlocks`).
+    Left,
+}
+
 /// `[D f]` of a function of the program, with its witnesses (what the
 /// derivations from it instantiate).
 pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witnesses), AdError> {
-    let (first_order, copies) = derivation_form(program, f)?.map_or((None, Vec::new()), |(d, c)| (Some(d), c));
+    let (first_order, copies) =
+        derivation_form(program, f, Scans::Monoid)?.map_or((None, Vec::new()), |(d, c)| (Some(d), c));
     let has_body = |n: &FunName| {
         program.is_written(n)
             || copies.iter().any(|c| c.name == *n)
@@ -97,7 +109,7 @@ pub fn jacobian_in(program: &dyn Program, f: &Def) -> Result<(Def, derive::Witne
 /// [`derivation_form`] of `f` in the program of `defs` (for `ksc cl`, which
 /// translates what `(gdef CL ..)` would).
 pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
-    derivation_form(&Listed::new(defs), f)
+    derivation_form(&Listed::new(defs), f, Scans::Left)
 }
 
 /// `f` as derivation reads it (seed 004) when it uses higher-order
@@ -105,12 +117,12 @@ pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def
 /// the lambdas written in, applications of lambdas reduced:
 /// `ksc_ir::lambdas::specialise_for_derivation`, with the copies), is
 /// mutually recursive (the functions calling it back inlined,
-/// `mutual.rs`) or has a `scan` (read as the left scan it equals,
-/// `ksc_types::expand::scans_for_derivation`). None: `f` as it is.
-fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<Def>)>, AdError> {
-    // `scan` (`$scanBlocks`) as the left scan it equals
-    // (`ksc_types::expand`): no derivative rule, and not CL, knows it.
-    let left_scans = ksc_types::expand::scans_for_derivation(f);
+/// `mutual.rs`) or has a `scan` read as the left scan it equals
+/// (`ksc_types::expand::scans_for_derivation`; with [`Scans::Monoid`] only
+/// one whose operator calls f). None: `f` as it is.
+fn derivation_form(program: &dyn Program, f: &Def, scans: Scans) -> Result<Option<(Def, Vec<Def>)>, AdError> {
+    let only_recursive = scans == Scans::Monoid;
+    let left_scans = ksc_types::expand::scans_for_derivation(f, only_recursive);
     let f = left_scans.as_ref().unwrap_or(f);
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
@@ -124,7 +136,7 @@ fn derivation_form(program: &dyn Program, f: &Def) -> Result<Option<(Def, Vec<De
         None => higher_order,
     };
     // The partners inlined or the copies made may have scans of their own.
-    let with_left_scans = |d: Def| ksc_types::expand::scans_for_derivation(&d).unwrap_or(d);
+    let with_left_scans = |d: Def| ksc_types::expand::scans_for_derivation(&d, only_recursive).unwrap_or(d);
     Ok(match form {
         Some((d, copies)) => Some((with_left_scans(d), copies.into_iter().map(with_left_scans).collect())),
         None => left_scans.map(|d| (d, Vec::new())),
@@ -259,7 +271,8 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
         // Functions taking lambdas called as copies with the lambdas
         // written in, mutual recursion made self-recursion (for `[CL f]`, where that
         // fails, CL's own error follows).
-        let f = match derivation_form(program, &f) {
+        let scans = if d == Derivation::CL { Scans::Left } else { Scans::Monoid };
+        let f = match derivation_form(program, &f, scans) {
             Ok(Some((first_order, copies))) => {
                 // The copies go with the derived functions (their own
                 // derivatives are derived here on demand, as a derived

@@ -11,6 +11,7 @@
 use rustc_hash::FxHashMap;
 
 use ksc_ir::builder::{prim_call, Builder};
+use ksc_ir::prim::Accumulators;
 use ksc_ir::term::{let_chain, wrap};
 use ksc_ir::{Body, Callee, Def, Derivation, Expr, ExprId, FunName, Param, Pat, Prim, Type};
 
@@ -572,8 +573,8 @@ impl Rev<'_, '_> {
                 if self.recursive_call(b, args[0], args[1], &r)?.is_some() {
                     return Ok(());
                 }
-                if let Some((fold, scan)) = fold_call(self.src, args[0]) {
-                    let t = self.rfold(b, args[0], &fold, r, scan)?;
+                if let Some((fold, kept)) = fold_call(self.src, args[0]) {
+                    let t = self.rfold(b, args[0], &fold, r, kept)?;
                     let t = self.emit(b, "r", t);
                     return self.push_r(b, t, args[1]);
                 }
@@ -753,15 +754,25 @@ impl Rev<'_, '_> {
     /// step's contributions to the scope and to its element are gathered
     /// from those.
     ///
-    /// For an `lmScan` (`scan`), `r` has a part for every accumulator: the
+    /// For an `lmScan` (`$scan`), `r` has a part for every accumulator: the
     /// backward scan starts from the last part and adds part i to the
-    /// accumulator's cotangent once step i has been transposed.
+    /// accumulator's cotangent once step i has been transposed. For an
+    /// `lmScanBlocks` (`$scanBlocks`), the same without a part for the
+    /// first accumulator: part i - 1 is added after step i > 0. (Its
+    /// backward scan is serial: seed 002's Theorem 3.7 is not built.)
     ///
     /// In `[sufrevpass f]`, a fold whose step calls f counts its iterations
     /// ([`crate::tape::counted`]), so the copies of its steps read those
     /// calls' records: the stored accumulators are (accumulator, iteration)
     /// pairs.
-    fn rfold(&mut self, b: &mut Builder, at: ExprId, fold: &[ExprId], r: (String, Type), scan: bool) -> R<ExprId> {
+    fn rfold(
+        &mut self,
+        b: &mut Builder,
+        at: ExprId,
+        fold: &[ExprId],
+        r: (String, Type),
+        kept: Accumulators,
+    ) -> R<ExprId> {
         let [sc, f, df, acc, v] = fold[..] else { return internal("malformed lmFold") };
         let Expr::Lam(t2, tty, dbody) = self.src.exprs[df].clone() else { return internal("lmFold without a lambda") };
         let sc_ty = self.src.ty(sc).clone();
@@ -856,13 +867,26 @@ impl Rev<'_, '_> {
         let dsc_i = get(b, dv, 1, 2);
         let dv = b.var(&d_name, d_ty.clone());
         let mut dt = get(b, dv, 2, 2);
-        if scan {
-            // (da_i + r[i], dx_i)
+        if kept != Accumulators::Last {
+            // (da_i + r[i], dx_i); for `lmScanBlocks`, (da_i + r[i - 1],
+            // dx_i) after a step i > 0.
             let dt2 = b.copy(dt);
             let da = get(b, dt, 1, 2);
-            let (iv, rv) = (b.var(&i_name, Type::Integer), b.var(&r.0, r.1.clone()));
-            let ri = b.prim(Prim::Index, vec![iv, rv]);
-            let da = b.prim(Prim::TsAdd, vec![da, ri]);
+            let mut at = b.var(&i_name, Type::Integer);
+            if kept == Accumulators::AfterFirst {
+                let one = b.integer(1);
+                at = b.int_op("sub", at, one);
+            }
+            let rv = b.var(&r.0, r.1.clone());
+            let ri = b.prim(Prim::Index, vec![at, rv]);
+            let mut da = b.prim(Prim::TsAdd, vec![da, ri]);
+            if kept == Accumulators::AfterFirst {
+                let (iv, zero) = (b.var(&i_name, Type::Integer), b.integer(0));
+                let first = b.prim(Prim::Eq, vec![iv, zero]);
+                let dt3 = b.copy(dt2);
+                let da_only = get(b, dt3, 1, 2);
+                da = b.if_(first, da_only, da);
+            }
             let dx = get(b, dt2, 2, 2);
             dt = b.tuple(vec![da, dx]);
         }
@@ -874,9 +898,22 @@ impl Rev<'_, '_> {
         let nv2 = b.var(&n.0, n.1.clone());
         let ks = b.build(nv2, |_, k| k);
         let mut r0 = b.var(&r.0, r.1.clone());
-        if scan {
-            let nv = b.var(&n.0, n.1.clone());
-            r0 = b.prim(Prim::Index, vec![nv, r0]);
+        match kept {
+            Accumulators::Last => {}
+            Accumulators::All => {
+                let nv = b.var(&n.0, n.1.clone());
+                r0 = b.prim(Prim::Index, vec![nv, r0]);
+            }
+            Accumulators::AfterFirst => {
+                // The last part; none over no elements.
+                let lastv = b.var(&last.0, last.1.clone());
+                let part = b.prim(Prim::Index, vec![lastv, r0]);
+                let (nv, zero) = (b.var(&n.0, n.1.clone()), b.integer(0));
+                let empty = b.prim(Prim::Eq, vec![nv, zero]);
+                let a = import(b, self.src, acc);
+                let none = b.zero_tangent(a);
+                r0 = b.if_(empty, none, part);
+            }
         }
         let scv = b.var(&sc_name, sc_ty.clone());
         let z = b.zero_tangent(scv);

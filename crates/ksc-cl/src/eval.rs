@@ -408,7 +408,7 @@ impl Eval<'_> {
                     _ => return Err("internal error: `ts_dot` returned something other than a Float".to_string()),
                 }
             }
-            Prim::LmFold | Prim::LmScan => {
+            Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks => {
                 return Err(format!(
                     "`{p}` is not supported by the CL evaluator: its value is a linear map holding its lambdas as closures of the interpreter"
                 ))

@@ -115,7 +115,7 @@ pub fn lambda_positions(p: Prim) -> &'static [usize] {
         Prim::BuildSum | Prim::Diag | Prim::BuildFromSparse | Prim::BuildFromSparseTupled => &[2],
         Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::Map | Prim::Map2 | Prim::Apply => &[0],
         Prim::Check => &[0, 1],
-        Prim::LmFold | Prim::LmScan => &[1, 2],
+        Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks => &[1, 2],
         _ => &[],
     }
 }

@@ -10,6 +10,8 @@
 
 use std::rc::Rc;
 
+use ksc_ir::prim::Accumulators;
+
 use crate::ops;
 use crate::value::{Closure, Tensor, Value};
 
@@ -55,15 +57,16 @@ pub enum LinMap {
         index: usize,
         tuple: Value,
     },
-    /// `lmFold (s, f, df, acc, v)`, or `lmScan` (the same arguments) when
-    /// `scan`: the map to all n + 1 accumulators rather than the last.
+    /// `lmFold (s, f, df, acc, v)`, or `lmScan` (the same arguments), or
+    /// `lmScanBlocks`: the map to the accumulators `kept` (the last, all
+    /// n + 1, or the n after the first).
     Fold {
         scope: Value,
         f: Rc<Closure>,
         df: Rc<Closure>,
         acc: Value,
         vector: Rc<Tensor>,
-        scan: bool,
+        kept: Accumulators,
     },
 }
 
@@ -293,13 +296,11 @@ impl LinMap {
                 Value::Tuple(xs) if *index < xs.len() => zero_tangent(&xs[*index])?,
                 v => return Err(format!("`lmGet` of {}", v.kind())),
             },
-            LinMap::Fold { acc, scan: false, .. } => zero_tangent(acc)?,
-            LinMap::Fold { acc, vector, scan: true, .. } => {
+            LinMap::Fold { acc, kept: Accumulators::Last, .. } => zero_tangent(acc)?,
+            LinMap::Fold { acc, vector, kept, .. } => {
                 let z = zero_tangent(acc)?;
-                Value::Tensor(Rc::new(Tensor {
-                    shape: vec![vector.data.len() + 1],
-                    data: vec![z; vector.data.len() + 1],
-                }))
+                let n = kept.count(vector.data.len());
+                Value::Tensor(Rc::new(Tensor { shape: vec![n], data: vec![z; n] }))
             }
         })
     }
@@ -369,8 +370,9 @@ impl LinMap {
                 };
                 components(&dx, n, "the tangent of an lmGet")?[*index].clone()
             }
-            LinMap::Fold { f, df, acc, vector, scan, .. } => {
+            LinMap::Fold { f, df, acc, vector, kept, .. } => {
                 // FFold: carry (acc, dacc) forwards (keeping every dacc for a scan).
+                let scan = *kept != Accumulators::Last;
                 let ds_dx = components(&dx, 2, "the tangent of an lmFold")?;
                 let ds = ds_dx[0].clone();
                 let dacc_dv = components(&ds_dx[1], 2, "the tangent of an lmFold")?;
@@ -381,15 +383,18 @@ impl LinMap {
                 for (x, dxi) in vector.data.iter().zip(&dv.data) {
                     let t = Value::Tuple(vec![a.clone(), x.clone()].into());
                     let m = as_map(&ev.call_closure(df, t.clone())?)?;
-                    if *scan {
+                    if scan {
                         all.push(dacc.clone());
                     }
                     let dt = Value::Tuple(vec![dacc, dxi.clone()].into());
                     dacc = m.apply(ev, Value::Tuple(vec![ds.clone(), dt].into()))?;
                     a = ev.call_closure(f, t)?;
                 }
-                if *scan {
+                if scan {
                     all.push(dacc);
+                    if *kept == Accumulators::AfterFirst {
+                        all.remove(0);
+                    }
                     Value::Tensor(Rc::new(Tensor { shape: vec![all.len()], data: all }))
                 } else {
                     dacc
@@ -461,7 +466,7 @@ impl LinMap {
                 *slot = ops::ts_add(slot.clone(), &dr)?;
                 Value::Tuple(parts.into())
             }
-            LinMap::Fold { scope, f, df, acc, vector, scan } => {
+            LinMap::Fold { scope, f, df, acc, vector, kept } => {
                 // RFold: a forward sweep storing the accumulators, then a
                 // backward sweep accumulating the scope's cotangent. A
                 // scan's cotangent has a part for every accumulator, added
@@ -473,9 +478,22 @@ impl LinMap {
                     a = ev.call_closure(f, Value::Tuple(vec![a, x.clone()].into()))?;
                 }
                 let n = vector.data.len();
-                let rs = if *scan { Some(tensor_like(&dr, &[n + 1], "the cotangent of an lmScan")?) } else { None };
-                let part = |k: usize| rs.as_ref().map(|rs| rs.data[k].clone());
-                let mut r = part(n).unwrap_or(dr);
+                // The cotangent of accumulator k (none for the first of an
+                // `lmScanBlocks`, which it does not keep).
+                let rs = match kept {
+                    Accumulators::Last => None,
+                    _ => Some(tensor_like(&dr, &[kept.count(n)], "the cotangent of a scan's map")?),
+                };
+                let part = |k: usize| match (kept, &rs) {
+                    (Accumulators::AfterFirst, Some(rs)) => k.checked_sub(1).map(|k| rs.data[k].clone()),
+                    (_, rs) => rs.as_ref().map(|rs| rs.data[k].clone()),
+                };
+                let mut r = match (kept, part(n)) {
+                    (Accumulators::Last, _) => dr,
+                    (_, Some(last)) => last,
+                    // An `lmScanBlocks` over no elements keeps nothing.
+                    (_, None) => zero_tangent(acc)?,
+                };
                 let mut dscope = zero_tangent(scope)?;
                 let mut dv = Vec::with_capacity(n);
                 for (k, (a, x)) in accs.into_iter().zip(&vector.data).enumerate().rev() {

@@ -784,11 +784,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 }
                 v => return Err(Fail::Here(format!("`{p}` of {}", v.kind()))),
             },
-            Prim::LmFold | Prim::LmScan => {
+            Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks => {
                 let f = self.closure_arg(cx, base, args, 1)?;
                 let df = self.closure_arg(cx, base, args, 2)?;
-                let scan = p == Prim::LmScan;
-                lm(LinMap::Fold { scope: args.take(0), f, df, acc: args.take(3), vector: tensor(args.get(4))?, scan })
+                let kept = p.fold_map_kind().expect("a fold-like map");
+                lm(LinMap::Fold { scope: args.take(0), f, df, acc: args.take(3), vector: tensor(args.get(4))?, kept })
             }
             Prim::LmApply => {
                 let m = map_arg(args.get(0))?;

@@ -87,6 +87,12 @@ impl<'b> Builder<'b> {
         self.call(FunName::typed(op, pair), vec![x, y], Type::Bool)
     }
 
+    /// `if c t f`, typed like `t`.
+    pub fn if_(&mut self, c: ExprId, t: ExprId, f: ExprId) -> ExprId {
+        let ty = self.ty(t);
+        self.body.alloc_typed(Expr::If(c, t, f), ty)
+    }
+
     /// `mul` of two Floats (the prelude's).
     pub fn mul_float(&mut self, a: ExprId, b: ExprId) -> ExprId {
         self.call(FunName::typed("mul", Type::Tuple(vec![Type::Float, Type::Float])), vec![a, b], Type::Float)

@@ -44,10 +44,11 @@ pub enum Prim {
     /// (`ksc_types::expand`): the results s_k of all blocks but the last,
     /// the carries c_0 = E, c_(k+1) = c_k ⊙ s_k, then each block scanned
     /// from its carry (for n <= B: the left scan from E). Native code runs
-    /// the first and last passes, over blocks, on every core. Derivation
-    /// reads it as the left scan `$scan OP E V` without its first element,
-    /// which equals it by the monoid laws (`ksc_types::expand::
-    /// scans_for_derivation`).
+    /// the first and last passes, over blocks, on every core. Its map is
+    /// `lmScanBlocks`; a scan whose OP calls the function differentiated
+    /// (and every scan in `[CL f]`) is read as the left scan `$scan OP E V`
+    /// without its first element, which equals it by the monoid laws
+    /// (`ksc_types::expand::scans_for_derivation`).
     ScanBlocks,
     /// `reduce OP E V` with `OP : (T, T) -> T` associative and `E` its
     /// identity: `E ⊙ V[0] ⊙ ... ⊙ V[n-1]` in the association tree of
@@ -168,6 +169,14 @@ pub enum Prim {
     /// the derivative of `$scan f acc v` (all n + 1 accumulators), with the
     /// arguments of `lmFold`.
     LmScan,
+    /// `lmScanBlocks (s, f, df, acc, v) : LM (Tuple S (Tuple A (Vec B)))
+    /// (Vec A)`: the derivative of `$scanBlocks f acc v` (the n accumulators
+    /// after the first, the scan of a monoid), with the arguments of
+    /// `lmFold`. As a map it is `lmScan` without its first row; because f
+    /// is associative with left identity `acc`, its application is itself
+    /// a `$scanBlocks`, over the pairs (value, tangent) (seed 002 section
+    /// 3.2), so forward mode keeps the scan's parallel blocks.
+    LmScanBlocks,
     /// `lmApply (m, dx) : dT` for `m : LM S T`, `dx : dS`.
     LmApply,
     /// `lmApplyR (dr, m) : dS` for `m : LM S T`, `dr : dT`.
@@ -232,9 +241,54 @@ const NAMED: &[(Prim, &str)] = &[
     (Prim::LmIndex, "lmIndex"),
     (Prim::LmFold, "lmFold"),
     (Prim::LmScan, "lmScan"),
+    (Prim::LmScanBlocks, "lmScanBlocks"),
     (Prim::LmApply, "lmApply"),
     (Prim::LmApplyR, "lmApplyR"),
 ];
+
+/// Which accumulators of a fold over n elements a fold-like map's target
+/// holds: the derivative of `fold` (the last), of `$scan` (all n + 1) or
+/// of `$scanBlocks` (the n after the first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Accumulators {
+    Last,
+    All,
+    AfterFirst,
+}
+
+impl Accumulators {
+    /// The primitive that computes these accumulators' values.
+    pub fn value_prim(self) -> Prim {
+        match self {
+            Accumulators::Last => Prim::Fold,
+            Accumulators::All => Prim::Scan,
+            Accumulators::AfterFirst => Prim::ScanBlocks,
+        }
+    }
+
+    /// The fold-like map of their derivative.
+    pub fn map_prim(self) -> Prim {
+        match self {
+            Accumulators::Last => Prim::LmFold,
+            Accumulators::All => Prim::LmScan,
+            Accumulators::AfterFirst => Prim::LmScanBlocks,
+        }
+    }
+
+    /// The kind of a loop's value primitive (`fold`, `$scan`, `$scanBlocks`).
+    pub fn of_value(p: Prim) -> Option<Accumulators> {
+        [Accumulators::Last, Accumulators::All, Accumulators::AfterFirst].into_iter().find(|k| k.value_prim() == p)
+    }
+
+    /// How many accumulators over n elements.
+    pub fn count(self, n: usize) -> usize {
+        match self {
+            Accumulators::Last => 1,
+            Accumulators::All => n + 1,
+            Accumulators::AfterFirst => n,
+        }
+    }
+}
 
 impl Prim {
     /// The primitive with this surface name, including the `get$i$n` family.
@@ -283,9 +337,21 @@ impl Prim {
                 | Prim::LmGet { .. }
                 | Prim::LmFold
                 | Prim::LmScan
+                | Prim::LmScanBlocks
                 | Prim::LmApply
                 | Prim::LmApplyR
         )
+    }
+
+    /// The accumulators a fold-like map (`lmFold`, `lmScan`,
+    /// `lmScanBlocks`) maps to; None for any other primitive.
+    pub fn fold_map_kind(self) -> Option<Accumulators> {
+        Some(match self {
+            Prim::LmFold => Accumulators::Last,
+            Prim::LmScan => Accumulators::All,
+            Prim::LmScanBlocks => Accumulators::AfterFirst,
+            _ => return None,
+        })
     }
 
     /// The fixed surface names, for "did you mean" suggestions.
@@ -358,7 +424,7 @@ impl Prim {
             | Prim::LmApply
             | Prim::LmApplyR => Some(2),
             Prim::LmOne | Prim::LmScaleR | Prim::LmDot | Prim::LmTranspose | Prim::LmGet { .. } => Some(1),
-            Prim::LmFold | Prim::LmScan => Some(5),
+            Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks => Some(5),
             Prim::Print | Prim::VecInit | Prim::LmVCat | Prim::LmHCat => None,
         }
     }
@@ -769,7 +835,7 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
                 t => return Err(format!("`{p}` needs a tuple of {arity} components, but its argument has type `{t}`")),
             }
         }
-        Prim::LmFold | Prim::LmScan => {
+        Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks => {
             // (s : S, f : Lam (A,B) A, df : Lam (A,B) (LM (S,(A,B)) A), acc : A, v : Vec B)
             let (x, body) = expect_lam(&format!("the second argument of `{p}`"), &a[1])?;
             let (dx, dbody) = expect_lam(&format!("the third argument of `{p}`"), &a[2])?;
@@ -784,7 +850,7 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             let want = T::lm(T::Tuple(vec![a[0].clone(), ab.clone()]), a[3].clone());
             expect_eq("the derivative's result", &want, dbody)?;
             let source = T::Tuple(vec![a[0].clone(), T::Tuple(vec![a[3].clone(), a[4].clone()])]);
-            let target = if p == Prim::LmScan { T::vec(a[3].clone()) } else { a[3].clone() };
+            let target = if p == Prim::LmFold { a[3].clone() } else { T::vec(a[3].clone()) };
             T::lm(source, target)
         }
         Prim::LmApply => {

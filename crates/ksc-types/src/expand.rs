@@ -12,9 +12,10 @@
 //! primitive `$scanBlocks`, which every backend computes in the blocked
 //! order itself. Natively, the loops over `reduce`'s blocks (and over them
 //! in its reverse pass) and `$scanBlocks`' two passes over blocks run on
-//! every core; its carries (a step per block) serially. Derivation reads
-//! `$scanBlocks` as the left scan it equals ([`scans_for_derivation`]),
-//! so `scan`'s derivatives are those of a `$scan`, serial.
+//! every core; its carries (a step per block) serially. Derivation
+//! differentiates `$scanBlocks` itself (forward mode is a `$scanBlocks`
+//! of pairs, seed 002's JVP; reverse mode is serial), except where it
+//! reads it as the left scan it equals ([`scans_for_derivation`]).
 //!
 //! The expansion is rewritten in place at the call's node, so that node
 //! keeps its span; one application of the operator reuses the operator's
@@ -155,11 +156,6 @@ impl V {
     }
 }
 
-fn if_(b: &mut Builder, c: ExprId, t: ExprId, f: ExprId) -> ExprId {
-    let ty = b.ty(t);
-    b.body.alloc_typed(Expr::If(c, t, f), ty)
-}
-
 /// `let x = rhs in body(x)`.
 fn let_in(b: &mut Builder, hint: &str, rhs: ExprId, body: impl FnOnce(&mut Builder, V) -> ExprId) -> ExprId {
     let v = V::bind(b, hint, rhs);
@@ -202,7 +198,7 @@ fn blocked(
                 let num = b.int_op("add", nn, bm1);
                 let m = b.int_op("div", num, bb);
                 let l = let_in(b, "m", m, |b, m| large(b, &v, &e, &n, &m));
-                let body = if_(b, test, s, l);
+                let body = b.if_(test, s, l);
                 guard(b, &v, &e, &n, body)
             })
         })
@@ -221,7 +217,7 @@ fn with_block(b: &mut Builder, v: &V, n: &V, k: &V, then: impl FnOnce(&mut Build
             let (rr, bb) = (r.get(b), int(b, REDUCE_BLOCK));
             let short = b.int_test("lt", rr, bb);
             let (rr, bb) = (r.get(b), int(b, REDUCE_BLOCK));
-            let len = if_(b, short, rr, bb);
+            let len = b.if_(short, rr, bb);
             let block = build_v(b, len, |b, j| {
                 let (l1, jj) = (lo.get(b), j.get(b));
                 let at = b.int_op("add", l1, jj);
@@ -290,7 +286,7 @@ fn reduce(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, che
                                         let both = op.borrow_mut().apply(b, left, right);
                                         let (x, aa) = (i2.get(b), a.get(b));
                                         let carried = b.prim(Prim::Index, vec![x, aa]);
-                                        if_(b, pair, both, carried)
+                                        b.if_(pair, both, carried)
                                     })
                                 })
                             })
@@ -338,7 +334,7 @@ fn levels(b: &mut Builder, m: &V) -> ExprId {
         let p = b.int_op("mul", p, two);
         let next = b.tuple(vec![count, p]);
         let same = c.get(b);
-        if_(b, more, next, same)
+        b.if_(more, next, same)
     });
     let lam = b.lam(&w.0, w_ty, step);
     let (z, o) = (int(b, 0), int(b, 1));
@@ -372,22 +368,33 @@ fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, check
     })
 }
 
-/// `f` with every `$scanBlocks OP E V` (a `scan`) written as the left scan
-/// it equals by the monoid laws, `let c = $scan OP E V in build (size V)
-/// (lam i (index (i + 1) c))`, if it has one: derivation reads it so (as
-/// seed 002 does, derivatives may associate differently from the
-/// primal). The derivative of the blocked order itself would carry the
-/// block results and carries through every pass, and a flat form of it
-/// restarting at each block costs a test and a branch per element in
-/// every derivative. The reverse pass of `scan` is therefore one serial
-/// loop.
-pub fn scans_for_derivation(f: &Def) -> Option<Def> {
+/// `f` with its `$scanBlocks OP E V` (a `scan`) written as the left scan
+/// they equal by the monoid laws, `let c = $scan OP E V in build (size V)
+/// (lam i (index (i + 1) c))`, if it has one: all of them, or with
+/// `only_recursive` those whose OP calls f (whose calls a tape records
+/// only in a `fold` or `$scan`). Derivation otherwise differentiates
+/// `$scanBlocks` itself (its map `lmScanBlocks`, whose forward mode is a
+/// `$scanBlocks` of pairs); `[CL f]`, which knows no `$scanBlocks`, reads
+/// all of them so. Derivatives may associate differently from the primal,
+/// as seed 002's do.
+pub fn scans_for_derivation(f: &Def, only_recursive: bool) -> Option<Def> {
+    let calls_f = |lam: ExprId| {
+        let mut stack = vec![lam];
+        while let Some(x) = stack.pop() {
+            if matches!(&f.body.exprs[x], Expr::Call(Callee::Fun(g), _) if *g == f.name) {
+                return true;
+            }
+            stack.extend(ksc_ir::core::children(&f.body.exprs[x]));
+        }
+        false
+    };
     let calls: Vec<ExprId> = f
         .body
         .exprs
         .iter()
         .filter(|(_, e)| matches!(e, Expr::Call(Callee::Prim(Prim::ScanBlocks), _)))
         .map(|(x, _)| x)
+        .filter(|&x| !only_recursive || prim_call(&f.body, x).is_some_and(|(_, args)| calls_f(args[0])))
         .collect();
     if calls.is_empty() {
         return None;
@@ -510,7 +517,7 @@ fn monoid_check(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, che
                             let (prev, zero) = (verdict.get(b), int(b, 0));
                             let held = b.prim(Prim::Eq, vec![prev, zero]);
                             let one = int(b, 1);
-                            if_(b, held, this, one)
+                            b.if_(held, this, one)
                         };
                         lets.push(rhs);
                     }
@@ -525,7 +532,7 @@ fn monoid_check(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, che
                 })
             })
         });
-        if_(b, failed, keep, go)
+        b.if_(failed, keep, go)
     });
     let lam = b.lam(&w.0, w_ty, step);
     let (ee, zero) = (e.get(b), int(b, 0));
@@ -551,7 +558,7 @@ fn verdict(b: &mut Builder, agree: ExprId, message: Vec<ExprId>) -> ExprId {
     let (zero, one) = (int(b, 0), int(b, 1));
     let name = b.fresh_name("said");
     let failed = b.let_(&name, said, one);
-    if_(b, agree, zero, failed)
+    b.if_(agree, zero, failed)
 }
 
 fn text(b: &mut Builder, s: &str) -> ExprId {
@@ -643,7 +650,7 @@ fn associative(b: &mut Builder, op: &mut Op, t: &Type, prim: &str, v: &V, n: &V,
         })
     });
     let zero = int(b, 0);
-    if_(b, inside, checked, zero)
+    b.if_(inside, checked, zero)
 }
 
 /// Do `x` and `y` of type `t` agree (see [`MONOID_TOLERANCE`])? A Bool.
@@ -686,7 +693,7 @@ fn agree(b: &mut Builder, t: &Type, x: ExprId, y: ExprId) -> ExprId {
                     let this = agree(b, tk, pk, qk);
                     // Components after a disagreeing one are not compared.
                     let no = b.body.alloc_typed(Expr::Lit(Lit::Bool(false)), Type::Bool);
-                    all = if_(b, this, all, no);
+                    all = b.if_(this, all, no);
                 }
                 all
             }
@@ -722,17 +729,17 @@ fn agree(b: &mut Builder, t: &Type, x: ExprId, y: ExprId) -> ExprId {
                     let qe = b.prim(Prim::Index, vec![i2, qq]);
                     let this = agree(b, elem, pe, qe);
                     let (zero, one) = (int(b, 0), int(b, 1));
-                    let miss = if_(b, this, zero, one);
+                    let miss = b.if_(this, zero, one);
                     let lam = b.lam(&ix.0, ix_ty, miss);
                     let ss = sz.get(b);
                     let misses = b.prim(Prim::Sumbuild, vec![ss, lam]);
                     let zero = int(b, 0);
                     let none = b.prim(Prim::Eq, vec![misses, zero]);
                     let yes = b.body.alloc_typed(Expr::Lit(Lit::Bool(true)), Type::Bool);
-                    if_(b, empty, yes, none)
+                    b.if_(empty, yes, none)
                 });
                 let no = b.body.alloc_typed(Expr::Lit(Lit::Bool(false)), Type::Bool);
-                if_(b, same_size, every, no)
+                b.if_(same_size, every, no)
             }
             _ => {
                 let (pp, qq) = (p.get(b), q.get(b));

@@ -132,7 +132,11 @@ pub(super) fn cheap_linear_map(ctx: &Ctx, e: ExprId) -> bool {
             Expr::Var(_) | Expr::Lit(_) | Expr::Dummy(_) => {}
             Expr::Tuple(es) => stack.extend(es),
             Expr::Call(Callee::Prim(p), a)
-                if p.is_linear_map() && !matches!(p, Prim::LmApply | Prim::LmApplyR | Prim::LmFold | Prim::LmScan) =>
+                if p.is_linear_map()
+                    && !matches!(
+                        p,
+                        Prim::LmApply | Prim::LmApplyR | Prim::LmFold | Prim::LmScan | Prim::LmScanBlocks
+                    ) =>
             {
                 stack.push(*a)
             }

@@ -200,6 +200,7 @@ pub static CORE_RULES: &[CoreRule] = &[
     vector::SIZE_CONSTVEC,
     vector::SIZE_SUMBUILD,
     vector::SIZE_DELTAVEC,
+    vector::SIZE_SCAN,
     vector::INDEX_CONSTVEC,
     vector::INDEX_DELTAVEC,
     vector_lets::INDEX_CONCATN_BUILD,

@@ -4,10 +4,10 @@
 
 use ksc_ir::builder::Builder;
 use ksc_ir::term::{self, numeric_leaves};
-use ksc_ir::{Callee, Expr, ExprId, Lit, Pat, Prim, Type, Var};
+use ksc_ir::{Callee, Expr, ExprId, FunName, Lit, Pat, Prim, Type, Var};
 
 use super::heuristics::trivial;
-use super::instances::{ff, vf, with_var, G};
+use super::instances::{call, ff, vf, with_var, G};
 use super::{cannot_fail, index_in_range, int_lit, lam, lam_parts, let_, prim_args, CoreRule, Head, VEC};
 use crate::rule::Ctx;
 
@@ -230,6 +230,55 @@ fn size_deltavec_instance(g: &mut G, b: &mut Builder) -> ExprId {
     let (n, i, x) = (g.size(b, 1), g.expr(b, &Type::Integer, 1), g.expr(b, &Type::Float, 2));
     let v = b.prim(Prim::DeltaVec, vec![n, i, x]);
     b.prim(Prim::Size, vec![v])
+}
+
+pub(super) const SIZE_SCAN: CoreRule = CoreRule {
+    name: "size-scan",
+    statement: "size ($scanBlocks f e v) ⇒ size v, size ($scan f e v) ⇒ size v + 1 when f and e have no effect",
+    group: VEC,
+    head: Head::Prim(Prim::Size),
+    rewrite: size_scan,
+    instance: size_scan_instance,
+};
+
+/// `size ($scanBlocks f e v) ⇒ size v` and `size ($scan f e v) ⇒
+/// size v + 1` when `f` and `e` have no effect (a scan keeps an
+/// accumulator per element, and `$scan` the first too): reverse mode asks
+/// for the size of a primal scan to shape its cotangent, and would
+/// otherwise compute the scan for it.
+fn size_scan(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
+    let v = prim_args(ctx, e, Prim::Size)?[0];
+    let (p, args) = match ctx.expr(v) {
+        Expr::Call(Callee::Prim(p @ (Prim::Scan | Prim::ScanBlocks)), _) => (*p, prim_args(ctx, v, *p)?),
+        _ => return None,
+    };
+    let [f, init, vec] = args[..] else { return None };
+    if !ctx.pure(f) || !ctx.pure(init) {
+        return None;
+    }
+    let n = ctx.prim(Prim::Size, vec![vec])?;
+    if p == Prim::ScanBlocks {
+        return Some(n);
+    }
+    let one = ctx.alloc(Expr::Lit(Lit::Integer(1)), Type::Integer);
+    let pair = Type::Tuple(vec![Type::Integer, Type::Integer]);
+    let arg = ctx.alloc(Expr::Tuple(vec![n, one]), pair.clone());
+    Some(ctx.alloc(Expr::Call(Callee::Fun(FunName::typed("add", pair)), arg), Type::Integer))
+}
+
+fn size_scan_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let n = g.size(b, 1);
+    let v = g.build_with(b, n, |g, b| g.expr(b, &Type::Float, 2));
+    let op = *g.rng.pick(&["add", "mul", "max"]);
+    let p = g.name();
+    let (x, y) = (b.var(&p, ff()), b.var(&p, ff()));
+    let (x, y) = (b.prim(Prim::Get { index: 1, arity: 2 }, vec![x]), b.prim(Prim::Get { index: 2, arity: 2 }, vec![y]));
+    let body = call(b, op, ff(), Type::Float, vec![x, y]);
+    let lam = b.lam(&p, ff(), body);
+    let init = g.lit_float(b);
+    let scan = if g.rng.chance(50) { Prim::ScanBlocks } else { Prim::Scan };
+    let s = b.prim(scan, vec![lam, init, v]);
+    b.prim(Prim::Size, vec![s])
 }
 
 pub(super) const INDEX_CONSTVEC: CoreRule = CoreRule {
