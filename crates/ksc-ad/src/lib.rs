@@ -12,6 +12,7 @@ pub mod jacobians;
 mod mutual;
 pub mod rev;
 pub mod sparse;
+mod symmetric;
 pub mod tail;
 pub mod tape;
 
@@ -324,8 +325,37 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
                 jacobians.insert(f.name.clone(), j.clone());
             }
         }
-        // A `[rev g]` made of the split passes (g recursive) is
-        // differentiated as the equal function that recomputes primals
+        // `[fwd [rev g]]`, `[fwdt [rev g]]` and `[rev [rev g]]` of a `[rev
+        // g]` made of the split passes (g recursive), linear in the depth
+        // by the symmetry of second derivatives (`symmetric.rs`); its own
+        // split passes are the checkpointing ones, whose reverse pass is
+        // that `[rev [rev g]]`.
+        let taped_rev = written.is_none() && matches!(inner.inner(), Some((Derivation::Rev, _))) && by_passes(&f);
+        if taped_rev && matches!(d, Derivation::SufFwdPass | Derivation::SufRevPass) {
+            if d == Derivation::SufRevPass {
+                work.push(f.name.derived(Derivation::Rev));
+            }
+            let def = tape::checkpoint_passes(d, &f.name, &f.arg_ty(), &f.ret_ty);
+            by_name.insert(name.clone(), def.clone());
+            out.defs.push(def);
+            continue;
+        }
+        if taped_rev && matches!(d, Derivation::Fwd | Derivation::FwdT | Derivation::Rev) {
+            match guard(|| symmetric::second_def(d, &f)) {
+                Ok((def, needs)) => {
+                    by_name.insert(name.clone(), def.clone());
+                    out.defs.push(def);
+                    work.extend(needs);
+                }
+                Err(e) => {
+                    out.errors.push((name.clone(), e));
+                    failed.insert(name);
+                }
+            }
+            continue;
+        }
+        // Other derivatives of such a `[rev g]` differentiate it as the
+        // equal function that recomputes primals
         // (the tape's `$tapePush` has no derivative): `[rev g]` from the
         // transposed `[D g]`, whose recursive call is `[rev g]` again. A g
         // that is itself such a `[rev h]` is taken in its recomputing form
