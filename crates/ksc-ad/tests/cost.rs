@@ -155,10 +155,11 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
 
 /// `reduce` and `scan` (seed 002's log-sum-exp, linear recurrence and
 /// matrix products) through their blocked tree: the derivatives of
-/// `reduce`'s folds, and of `scan` read as the left scan it equals, within
+/// `reduce`'s folds, and of `scan`'s `lmScanBlocks` (forward mode a
+/// `$scanBlocks` of pairs, reverse mode a serial backward scan), within
 /// the bounds and linear at 1500 and 6000 elements (2 and 6 blocks).
-/// Measured: rev/f 5.3 (log-sum-exp), 3.4 (recurrence), 4.0 (matrices);
-/// fwd/f 3.0, 2.0, 3.4. Forward mode of
+/// Measured: rev/f 5.3 (log-sum-exp), 3.1 (recurrence), 4.0 (matrices);
+/// fwd/f 3.0, 2.5, 3.4. Forward mode of
 /// a bilinear operator (the matrix product) computes it three times,
 /// op(a, b), op(da, b) and op(a, db), so its factor is [`FWD_BILINEAR`].
 #[test]
@@ -173,9 +174,10 @@ fn reduce_and_scan_cost_a_small_constant_times_the_function() {
 /// primal and to each derivative (within 1%: the differences between
 /// consecutive k are compared), and every k is within the bounds.
 /// Measured: every level adds 5,526 operations to f (the blocked order's
-/// two passes over the elements), 12,003 to `[fwd f]` and 33,011 to
-/// `[rev f]` (the left scan's derivatives; rev/f 5.43, 5.70, 5.79, 5.84;
-/// fwd/f 2.99 to 2.38).
+/// two passes over the elements), 14,603 to `[fwd f]` (the same two
+/// passes over (value, tangent) pairs) and 26,532 to `[rev f]` (a serial
+/// scan of the accumulators and one backwards; rev/f 3.80, 4.30, 4.47,
+/// 4.55; fwd/f 2.91 to 2.71).
 #[test]
 fn nested_scans_cost_the_same_per_level() {
     let cumprod = |x: &str| format!("(scan (lam (pq : Tuple Float Float) (mul (get$1$2 pq) (get$2$2 pq))) 1.0 {x})");
