@@ -276,6 +276,21 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             let (native, interp) = (ksc_env(&["run", path], env), ksc(&["run", "--interp", path]));
             (!native.status.success() || native.stdout != interp.stdout).then(|| text(&native.stdout))
         };
+        // The same on two threads with every independent loop on a team.
+        let two_threads_wrong = || {
+            native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
+                .map(|out| format!("{path}: on two threads, native code printed {out}"))
+        };
+        // How many loops of the C function `ksl_{function}` have a team
+        // version (the file's C, built once).
+        let teams_of = |function: &str| {
+            let c_dir = out.join(format!("{stem}_c"));
+            let built = ksc(&["build", path, "--emit", "c", "-o", c_dir.to_str().unwrap(), "--force"]);
+            assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+            let c = std::fs::read_to_string(c_dir.join(format!("{stem}.c"))).unwrap();
+            let head = format!("static void ksl_{function}_par_");
+            c.lines().filter(|l| l.starts_with(&head) && l.contains("_team(")).count()
+        };
         // Arms left: lowering's (fusion, accumulation, scalar replacement) and Core passes' properties; loop passes' are file tests.
         failures.extend(match stem {
             "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
@@ -289,10 +304,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                     rows.matches("alloc").count() == 1 && !scaled.contains("alloc"),
                     "a fold over row sums did not compute them first, or one over cheap elements did",
                 )
-                .or_else(|| {
-                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
-                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
-                })
+                .or_else(two_threads_wrong)
             }
             "scan_blocks" => {
                 // Block results, carries and result: the scanned `build` is
@@ -300,37 +312,21 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // the C, and on two threads with every independent loop on
                 // a team the result is the interpreter's.
                 let f = function_of(&loops, "recurrence");
-                let c_dir = out.join("scan_blocks_c");
-                let built = ksc(&["build", path, "--emit", "c", "-o", c_dir.to_str().unwrap()]);
-                assert!(built.status.success(), "{path}: {}", text(&built.stderr));
-                let c = std::fs::read_to_string(c_dir.join("scan_blocks.c")).unwrap();
-                let teams = c
-                    .lines()
-                    .filter(|l| l.starts_with("static void ksl_recurrence_par_") && l.contains("_team("))
-                    .count();
                 check(f.matches("alloc").count() == 3, "`scan` made other vectors than its three")
-                    .or_else(|| check(teams == 2, "the loops over blocks do not both have a team version"))
                     .or_else(|| {
-                        native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
-                            .map(|out| format!("{path}: on two threads, native code printed {out}"))
+                        check(teams_of("recurrence") == 2, "the loops over blocks do not both have a team version")
                     })
+                    .or_else(two_threads_wrong)
             }
             "scan_jvp" => {
                 // `[fwd recurrence]` scans the pairs (value, tangent) with
                 // `$scanBlocks`: both of its loops over blocks have a team
                 // version, and two threads print what the interpreter does.
-                let c_dir = out.join("scan_jvp_c");
-                let built = ksc(&["build", path, "--emit", "c", "-o", c_dir.to_str().unwrap()]);
-                assert!(built.status.success(), "{path}: {}", text(&built.stderr));
-                let c = std::fs::read_to_string(c_dir.join("scan_jvp.c")).unwrap();
-                let teams = c
-                    .lines()
-                    .filter(|l| l.starts_with("static void ksl_fwd$recurrence_par_") && l.contains("_team("))
-                    .count();
-                check(teams == 2, "the tangents' scan does not have two loops over blocks on a team").or_else(|| {
-                    native_wrong(&[("OMP_NUM_THREADS", "2"), ("KSC_PAR_MIN_WORK", "0")])
-                        .map(|out| format!("{path}: on two threads, native code printed {out}"))
-                })
+                check(
+                    teams_of("fwd$recurrence") == 2,
+                    "the tangents' scan does not have two loops over blocks on a team",
+                )
+                .or_else(two_threads_wrong)
             }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")

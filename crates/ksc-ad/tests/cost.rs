@@ -11,19 +11,26 @@ use ksc_ir::{Derivation, FunName, Type};
 use crate::families;
 use families::Family;
 
-/// Operation counts of f (the program's function `f`), [fwd f] and [rev f]
-/// on the input `input(n)`.
-fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
-    let f = "f";
-    let text =
-        format!("{program}\n(gdef fwd [{f} {arg_ty}])\n(gdef rev [{f} {arg_ty}])\n(def input {arg_ty} () {input})\n");
-    let mut analysis = ksc_types::analyze(&text);
+/// The program `text`, checked, with the functions its `gdef`s ask for
+/// derived and optimised as `ksc` does.
+fn with_derivatives(text: &str) -> ksc_types::Analysis {
+    let mut analysis = ksc_types::analyze(text);
     assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
     let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
     let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
     assert!(derived.errors.is_empty(), "{:?}", derived.errors);
     ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
     analysis.derived = derived.defs;
+    analysis
+}
+
+/// Operation counts of f (the program's function `f`), [fwd f] and [rev f]
+/// on the input `input(n)`.
+fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
+    let f = "f";
+    let text =
+        format!("{program}\n(gdef fwd [{f} {arg_ty}])\n(gdef rev [{f} {arg_ty}])\n(def input {arg_ty} () {input})\n");
+    let analysis = with_derivatives(&text);
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
     let mut sink = std::io::sink();
@@ -294,13 +301,7 @@ fn derivatives_of_derivatives_of_recursion_are_linear() {
             .collect();
         let program =
             format!("(def g Float ((x : Float) (n : Integer)) (if (eq n 0) x (mul x (sin (g x (sub n 1))))))\n{gdefs}");
-        let mut analysis = ksc_types::analyze(&program);
-        assert!(!analysis.has_errors(), "{:?}", analysis.diagnostics);
-        let requests: Vec<FunName> = analysis.gdef_requests().into_iter().map(|(n, _)| n).collect();
-        let mut derived = ksc_ad::derive_requested(&analysis.defs(), &requests);
-        assert!(derived.errors.is_empty(), "{:?}", derived.errors);
-        ksc_opt::pipeline::optimise_all(&mut derived.defs, &analysis.defs(), &[], &[]);
-        analysis.derived = derived.defs;
+        let analysis = with_derivatives(&program);
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         // The argument of `name` at g's argument x: a tangent or cotangent
