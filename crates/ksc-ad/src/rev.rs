@@ -872,13 +872,13 @@ impl Rev<'_, '_> {
             // dx_i) after a step i > 0.
             let dt2 = b.copy(dt);
             let da = get(b, dt, 1, 2);
-            let mut at = b.var(&i_name, Type::Integer);
+            let mut part = b.var(&i_name, Type::Integer);
             if kept == Accumulators::AfterFirst {
                 let one = b.integer(1);
-                at = b.int_op("sub", at, one);
+                part = b.int_op("sub", part, one);
             }
             let rv = b.var(&r.0, r.1.clone());
-            let ri = b.prim(Prim::Index, vec![at, rv]);
+            let ri = b.prim(Prim::Index, vec![part, rv]);
             let mut da = b.prim(Prim::TsAdd, vec![da, ri]);
             if kept == Accumulators::AfterFirst {
                 let (iv, zero) = (b.var(&i_name, Type::Integer), b.integer(0));

@@ -843,6 +843,10 @@ fn prim_result_type(p: Prim, a: &[Type]) -> Result<Type, String> {
             if rank != 1 {
                 return Err(format!("`{p}` runs over a vector, but its fifth argument has type `{}`", a[4]));
             }
+            if p == Prim::LmScanBlocks {
+                // A monoid's scan: its elements are accumulators.
+                expect_eq("the elements of `lmScanBlocks`' vector", &a[3], elem)?;
+            }
             let ab = T::Tuple(vec![a[3].clone(), elem.clone()]);
             expect_eq("the fold function's parameter", &ab, x)?;
             expect_eq("the fold function's result", &a[3], body)?;
