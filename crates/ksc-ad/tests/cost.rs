@@ -165,8 +165,11 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
 /// `reduce`'s folds, and of `scan`'s `lmScanBlocks` (forward mode a
 /// `$scanBlocks` of pairs, reverse mode a serial backward scan), within
 /// the bounds and linear at 1500 and 6000 elements (2 and 6 blocks).
-/// Measured: rev/f 5.3 (log-sum-exp), 3.1 (recurrence), 4.0 (matrices);
-/// fwd/f 3.0, 2.5, 3.4. Forward mode of
+/// Measured: rev/f 5.3 (log-sum-exp), 3.1 (recurrence), 4.0 (matrices),
+/// 2.9 (a scan of matrices as vectors); fwd/f 3.0, 2.5, 3.4, 2.2. The scan
+/// of matrices' reverse mode was quadratic while derivation read `scan` as
+/// a `$scan` and a `build` dropping its first element: 95 and 343 times f.
+/// Forward mode of
 /// a bilinear operator (the matrix product) computes it three times,
 /// op(a, b), op(da, b) and op(a, db), so its factor is [`FWD_BILINEAR`].
 #[test]

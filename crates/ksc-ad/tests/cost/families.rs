@@ -375,6 +375,27 @@ pub fn reductions() -> Vec<Family> {
                                  (let (x (index i v)) (tuple (cos x) (mul 0.5 (sin x)) (mul -0.5 (sin x)) (cos x)))))))
                  (let ((a b c d) p) (add (add a b) (add c d)))))"
                 .into(),
+            arg_ty: vf.clone(),
+            input: floats,
+        },
+        Family {
+            // A scan whose accumulators are tensors (2 x 2 rotations as
+            // vectors of 4). Its reverse mode was quadratic while
+            // derivation read the scan as a `$scan` followed by a `build`
+            // dropping its first element (rev/f 95 at 1500 elements and
+            // 343 at 6000).
+            name: "scan: 2x2 products",
+            program: "(def f Float (v : Vec Float)
+               (let (ms (scan (lam (pq : Tuple (Vec Float) (Vec Float))
+                                (let ((p q) pq)
+                                  (build 4 (lam (k : Integer)
+                                    (let ((r (mul 2 (div k 2))) (c (sub k (mul 2 (div k 2)))))
+                                      (add (mul (index r p) (index c q)) (mul (index (add r 1) p) (index (add 2 c) q))))))))
+                              (Vec_init 1.0 0.0 0.0 1.0)
+                              (build (size v) (lam (i : Integer)
+                                (let (x (index i v)) (Vec_init (cos x) (sin x) (neg (sin x)) (cos x)))))))
+                 (sumbuild (size ms) (lam (i : Integer) (index 0 (index i ms))))))"
+                .into(),
             arg_ty: vf,
             input: floats,
         },
