@@ -409,10 +409,6 @@ impl Lowerer<'_> {
     ) -> R<LVal> {
         let (_, elem_ty) = tensor_ty(vt)?;
         let v = self.serial_input(fb, st, v, vt)?;
-        let Arg::Lam { binder, body } = lam else {
-            return internal(format!("`{p}` of a lambda that is not written in place"));
-        };
-        let (binder, body) = (binder.clone(), *body);
         let sum = match sum {
             Some((z, zt)) => Some(self.new_acc(fb, st, z, &zt)?),
             None => None,
@@ -431,23 +427,14 @@ impl Lowerer<'_> {
         fb.emit(Stmt::Store { arr: out.clone(), idx: nest.flat(), val: stored });
         let mark = fb.mark_if(needs_heap(acc_ty));
         let x = self.elem_of(fb, st, &v, &elem_ty, nest.idx(), Some(nest.flat()))?;
-        let new = fb.var(acc_ty.clone(), Some("acc"), true);
-        fb.emit(Stmt::DeclMut(new, None));
-        let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
-        let set = Acc::Set(new, acc_ty.clone());
-        let target = match sum {
-            Some(sum) => Acc::Tuple(vec![set, sum]),
-            None => set,
-        };
-        self.accumulate_expr(fb, st, &inner, &target, body, site)?;
-        self.set_fold_vars(fb, st, &vars, new, acc_ty, mark)?;
+        let sum = self.lambda_step(fb, st, ctx, lam, (acc, x), (&vars, acc_ty), sum, mark, site)?;
         self.nest_close(fb, nest);
         let last = read_fold_vars(fb, &vars, acc_ty);
         let stored = self.materialize_val(fb, st, last, acc_ty)?;
         fb.emit(Stmt::Store { arr: out.clone(), idx: dims[0].clone(), val: stored });
-        match &target {
-            Acc::Tuple(accs) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &accs[1])?])),
-            _ => Ok(LVal::Op(out)),
+        match sum {
+            Some(sum) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &sum)?])),
+            None => Ok(LVal::Op(out)),
         }
     }
 
@@ -470,10 +457,6 @@ impl Lowerer<'_> {
         out: Option<&Op>,
         site: SiteId,
     ) -> R<Vec<VarId>> {
-        let Arg::Lam { binder, body } = lam else {
-            return internal("`$scanBlocks` of a lambda that is not written in place");
-        };
-        let (binder, body) = (binder.clone(), *body);
         let leaves = self.leaves_of(fb, st, start, acc_ty)?;
         let vars = fold_vars(fb, &leaves);
         let fold_mark = if out.is_none() { fb.mark_if(needs_heap(acc_ty)) } else { None };
@@ -482,11 +465,7 @@ impl Lowerer<'_> {
         let mark = if out.is_some() { fb.mark_if(needs_heap(acc_ty)) } else { fold_mark };
         let acc = read_fold_vars(fb, &vars, acc_ty);
         let x = self.elem_of(fb, st, v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
-        let new = fb.var(acc_ty.clone(), Some("acc"), true);
-        fb.emit(Stmt::DeclMut(new, None));
-        let inner = ctx.with_binding(&binder, LVal::Tuple(vec![acc, x]));
-        self.accumulate_expr(fb, st, &inner, &Acc::Set(new, acc_ty.clone()), body, site)?;
-        self.set_fold_vars(fb, st, &vars, new, acc_ty, mark)?;
+        self.lambda_step(fb, st, ctx, lam, (acc, x), (&vars, acc_ty), None, mark, site)?;
         if let Some(out) = out {
             let now = read_fold_vars(fb, &vars, acc_ty);
             let stored = self.materialize_val(fb, st, now, acc_ty)?;
@@ -496,18 +475,36 @@ impl Lowerer<'_> {
         Ok(vars)
     }
 
-    /// A scan's step done: its accumulator's leaf variables `vars` take the
-    /// new value (set in `new`), copied down to `mark` where they live on
-    /// the heap.
-    fn set_fold_vars(
+    /// One step of a scan's lambda `lam` (a `$scan`'s, `$scanSum`'s or
+    /// `$scanBlocks`'): applied to the accumulator `acc` and the element
+    /// `x`, its new accumulator into the leaf variables `vars` (copied down
+    /// to `mark` where they live on the heap), and, for `$scanSum`, its
+    /// term added into `sum`, which it gives back.
+    #[allow(clippy::too_many_arguments)]
+    fn lambda_step(
         &mut self,
         fb: &mut FnBuilder,
         st: &mut FnState,
-        vars: &[VarId],
-        new: VarId,
-        acc_ty: &Type,
+        ctx: &Ctx,
+        lam: &Arg,
+        (acc, x): (LVal, LVal),
+        (vars, acc_ty): (&[VarId], &Type),
+        sum: Option<Acc>,
         mark: Option<VarId>,
-    ) -> R<()> {
+        site: SiteId,
+    ) -> R<Option<Acc>> {
+        let Arg::Lam { binder, body } = lam else {
+            return internal("a scan of a lambda that is not written in place");
+        };
+        let new = fb.var(acc_ty.clone(), Some("acc"), true);
+        fb.emit(Stmt::DeclMut(new, None));
+        let inner = ctx.with_binding(binder, LVal::Tuple(vec![acc, x]));
+        let set = Acc::Set(new, acc_ty.clone());
+        let target = match sum {
+            Some(sum) => Acc::Tuple(vec![set, sum]),
+            None => set,
+        };
+        self.accumulate_expr(fb, st, &inner, &target, *body, site)?;
         let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
         let new = split(fb, new, acc_ty);
         let new = self.leaves_of(fb, st, new, acc_ty)?;
@@ -518,7 +515,10 @@ impl Lowerer<'_> {
             let hv: Vec<VarId> = vars.iter().copied().filter(|v| needs_heap(fb.ty(*v))).collect();
             fb.emit(Stmt::CopyDown { mark: m, vars: hv });
         }
-        Ok(())
+        Ok(match target {
+            Acc::Tuple(mut accs) => accs.pop(),
+            _ => None,
+        })
     }
 
     fn apply(&mut self, fb: &mut FnBuilder, st: &mut FnState, ctx: &Ctx, lam: &Arg, x: LVal) -> R<LVal> {
