@@ -16,7 +16,7 @@ pub struct Family {
 
 /// A chain of `levels` functions, each a loop over the result of the one
 /// below (`g1` over the argument), and `f`, the sum over the last.
-fn call_chain(levels: usize) -> String {
+pub fn call_chain(levels: usize) -> String {
     let step = |name: &str, ty: &str, loop_: &str, below: &str| {
         format!(
             "(def {name} {ty} (v : Vec Float) (let (w {below}) ({loop_} (size w) (lam (i : Integer) (let (x (index i w)) (add (sin x) (mul x (cos x))))))))\n"

@@ -13,7 +13,8 @@
 //! computes g's primal values once, for both. The inlined `[rev g]` has the
 //! same pattern with g's callees, so marking and inlining go on, level by
 //! level, until nothing is marked or the body reaches [`BUDGET`] nodes
-//! (beyond it, levels are recomputed as before). A level is the pipeline's
+//! (beyond it, levels are recomputed as before), at most [`CHAIN_LEVELS`]
+//! levels. A level is the pipeline's
 //! `inline-paired` pass: in a body without lambdas only the inlining, ANF
 //! and CSE, with the simplifier once after the last level (a simplifier
 //! run per level cost a chain of n calls 17 runs per `[rev gk]`). A small `[rev g]`
@@ -33,8 +34,18 @@ use ksc_ir::{Callee, Def, Derivation, Expr, ExprId, FunName, Prim};
 /// into it.
 pub const BUDGET: usize = 20_000;
 
-/// The most levels inlined (optimiser runs).
+/// The most runs of the passes that follow a chain's inlining into the
+/// values its scans keep (`scan_extras`, `fuse_scan_extras`).
 pub const MAX_LEVELS: usize = 16;
+
+/// The most levels of a chain of calls inlined (optimiser runs): enough
+/// that [`BUDGET`] is what stops a chain of small functions. At 16, the
+/// levels below the sixteenth were recomputed by each level above: `[rev
+/// f]` of a chain of 64 loops cost 3.13 times f, and of 640 scalar
+/// functions 19.8 times; now 1.66 and 2.20 (the latter past the budget).
+/// Deriving them takes longer (0.76 s to 2.4 s from ks to C for a chain of
+/// 160 scalar functions, whose C is smaller: 49k lines, 61k before).
+pub const CHAIN_LEVELS: usize = 256;
 
 /// The most nodes a reverse pass without a paired primal call may have to
 /// be inlined: a small one (`[rev sigmoid]`) computes again a value of the

@@ -65,7 +65,7 @@ pub fn steps<'a>() -> Vec<Step<'a>> {
                 // (`chain.rs`), and then shared between loops again.
                 Repeat {
                     pass: &MarkPairedCalls,
-                    times: chain::MAX_LEVELS,
+                    times: chain::CHAIN_LEVELS,
                     then: vec![Once(&InlinePaired)],
                     after: vec![Once(&SimplifyInlined), share()],
                 },
