@@ -1,10 +1,11 @@
 //! `reduce` and `scan` follow the association tree documented at
-//! `ksc_ir::prim::REDUCE_BLOCK`: the interpreter's results for Float sums
+//! `ksc_ir::prim::REDUCE_BLOCK` (and, for `reduce`'s blocks,
+//! `REDUCE_RUNS`): the interpreter's results for Float sums
 //! of 5000 elements equal, bit for bit, the tree computed here in Rust,
 //! and differ from the plain left fold (so the tree is really used).
 
 use ksc_eval::{Interpreter, Value};
-use ksc_ir::prim::REDUCE_BLOCK;
+use ksc_ir::prim::{REDUCE_BLOCK, REDUCE_RUNS};
 use ksc_ir::{FunName, Type};
 
 const SRC: &str = "
@@ -20,14 +21,37 @@ fn input(n: usize) -> Vec<f64> {
     (0..n).map(|i| ((i as f64) * 0.7).sin() * 10f64.powi((i % 9) as i32 - 3)).collect()
 }
 
-/// The tree, written out: left folds from E over blocks of B, then the
-/// block results combined pairwise, an odd last one carried up.
+/// A block's result, written out: R runs of `len / R` elements (the last
+/// also taking the rest), each a left fold from E, combined left to right.
+fn runs(e: f64, c: &[f64]) -> f64 {
+    let r = REDUCE_RUNS as usize;
+    let run = c.len() / r;
+    let mut acc = vec![e; r];
+    for j in 0..run {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += c[l * run + j];
+        }
+    }
+    for x in &c[r * run..] {
+        acc[r - 1] += x;
+    }
+    acc[1..].iter().fold(acc[0], |a, x| a + x)
+}
+
+/// The tree, written out: blocks of B, each in runs, then the block
+/// results combined pairwise, an odd last one carried up; a vector of at
+/// most B elements is the left fold from E.
 fn tree_reduce(e: f64, v: &[f64]) -> f64 {
+    blocks_reduce(e, v, runs)
+}
+
+/// The blocked tree with each block's result given by `block`.
+fn blocks_reduce(e: f64, v: &[f64], block: fn(f64, &[f64]) -> f64) -> f64 {
     let b = REDUCE_BLOCK as usize;
     if v.len() <= b {
         return v.iter().fold(e, |a, x| a + x);
     }
-    let mut level: Vec<f64> = v.chunks(b).map(|c| c.iter().fold(e, |a, x| a + x)).collect();
+    let mut level: Vec<f64> = v.chunks(b).map(|c| block(e, c)).collect();
     while level.len() > 1 {
         level = level.chunks(2).map(|p| if p.len() == 2 { p[0] + p[1] } else { p[0] }).collect();
     }
@@ -93,6 +117,27 @@ fn reduce_follows_the_documented_tree_bit_for_bit() {
         let got = call("r", &v);
         assert_eq!(got, Value::Float(v.iter().fold(0.0, |a, x| a + x)), "n = {n}");
     }
+}
+
+/// Derivation reads each block as its left fold
+/// (`ksc_types::expand::runs_for_derivation`): the definition it
+/// differentiates computes, bit for bit, the tree with left folds over the
+/// blocks, which differs from the runs' tree.
+#[test]
+fn derivation_reads_each_block_as_its_left_fold() {
+    let v = input(5000);
+    let analysis = ksc_types::analyze(SRC);
+    let r = analysis.defs().into_iter().find(|d| d.name.base == "r").unwrap().clone();
+    let read = ksc_types::expand::runs_for_derivation(&r).expect("r has runs");
+    let mut interp = Interpreter::new([&read]);
+    let arg = Value::vector(v.iter().map(|&x| Value::Float(x)).collect());
+    let got = match interp.call(&r.name, arg, &mut Vec::new()).unwrap() {
+        Value::Float(x) => x,
+        v => panic!("{v}"),
+    };
+    let folds = blocks_reduce(0.0, &v, |e, c| c.iter().fold(e, |a, x| a + x));
+    assert_eq!(got.to_bits(), folds.to_bits(), "read for derivation {got:e}, folds per block {folds:e}");
+    assert_ne!(got.to_bits(), tree_reduce(0.0, &v).to_bits(), "this input does not tell the runs from the folds");
 }
 
 #[test]

@@ -123,7 +123,13 @@ pub fn derivation_form_in(defs: &[&Def], f: &Def) -> Result<Option<(Def, Vec<Def
 /// one whose operator calls f). None: `f` as it is.
 fn derivation_form(program: &dyn Program, f: &Def, scans: Scans) -> Result<Option<(Def, Vec<Def>)>, AdError> {
     let only_recursive = scans == Scans::Monoid;
-    let left_scans = ksc_types::expand::scans_for_derivation(f, only_recursive);
+    // `reduce`'s runs and some scans, as derivation reads them.
+    let read = |d: &Def| {
+        let runs = ksc_types::expand::runs_for_derivation(d);
+        let d2 = runs.as_ref().unwrap_or(d);
+        ksc_types::expand::scans_for_derivation(d2, only_recursive).or(runs)
+    };
+    let left_scans = read(f);
     let f = left_scans.as_ref().unwrap_or(f);
     let higher_order = higher_order(program, f)?;
     // Then mutual recursion as self-recursion (`mutual.rs`).
@@ -137,7 +143,7 @@ fn derivation_form(program: &dyn Program, f: &Def, scans: Scans) -> Result<Optio
         None => higher_order,
     };
     // The partners inlined or the copies made may have scans of their own.
-    let with_left_scans = |d: Def| ksc_types::expand::scans_for_derivation(&d, only_recursive).unwrap_or(d);
+    let with_left_scans = |d: Def| read(&d).unwrap_or(d);
     Ok(match form {
         Some((d, copies)) => Some((with_left_scans(d), copies.into_iter().map(with_left_scans).collect())),
         None => left_scans.map(|d| (d, Vec::new())),
