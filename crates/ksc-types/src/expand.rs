@@ -463,20 +463,24 @@ fn scan(b: &mut Builder, op: &mut Op, t: &Type, init: ExprId, vec: ExprId, check
 /// from [`RUNS_HINT`]) read, for derivation, as the left fold over the
 /// block that it equals by the monoid laws, as [`scans_for_derivation`]
 /// reads a scan: derivatives keep the loops over blocks they had before
-/// the runs. Derived in the runs' own form, reverse mode stored a vector
-/// per step and its cotangent: 300 bytes per element of `reduce`'s vector
-/// (80 for the fold), the gradient of log-sum-exp at n = 10^7 6 to 13
-/// times slower for the page faults. A derivative's own primal values of
-/// the block are then those of the fold, rounded differently from the
-/// runs' by the order of the operations. None if `f` has no `reduce`
-/// blocks.
+/// the runs. Derived in the runs' own form (with the steps' elements in a
+/// vector), reverse mode stored a vector per step and its cotangent: 300
+/// bytes per element of `reduce`'s vector (80 for the fold), the gradient
+/// of log-sum-exp at n = 10^7 6 to 13 times slower for the page faults. A
+/// derivative's own primal values of the block are then those of the
+/// fold, rounded differently from the runs' by the order of the
+/// operations. A block whose expansion a user's rule rewrote is
+/// differentiated as it is. None if `f` has no `reduce` blocks.
 pub fn runs_for_derivation(f: &Def) -> Option<Def> {
     let prefix = format!("ksc${RUNS_HINT}");
     let sites: Vec<ExprId> = f
         .body
         .exprs
         .iter()
-        .filter(|(_, e)| matches!(e, Expr::Let(Pat::Var(v), _, _) if v.starts_with(&prefix)))
+        .filter(|(_, e)| {
+            matches!(e, Expr::Let(Pat::Var(v), _, _)
+                if v.strip_prefix(&prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())))
+        })
         .map(|(x, _)| x)
         .collect();
     if sites.is_empty() {
