@@ -282,17 +282,25 @@ fn reverse_mode_of_loops_reading_captured_vectors_is_linear() {
 #[test]
 fn call_chains_are_linear_in_their_depth() {
     let input = "(build 50 (lam (i : Integer) (div (to_float i) 50.0)))";
+    let vf = Type::vec(Type::Float);
+    linear_under_3("call chain of", [8, 32].map(|l| (l, families::call_chain(l), vf.clone(), input)));
+}
+
+/// Asserts, for a family's program at a size and at 4 times that work
+/// (`(size, program, argument type, input)`), that `[rev f]` is under 3
+/// times f at both and that its work grows at most 4.5 times.
+fn linear_under_3(what: &str, at: [(usize, String, Type, &str); 2]) {
     let mut failures = Vec::new();
     let mut last: Option<u64> = None;
-    for levels in [8, 32] {
-        let (primal, _, rev) = costs(&families::call_chain(levels), Type::vec(Type::Float), input);
-        println!("call chain of {levels}: f {primal}, [rev f] {rev} ({:.2})", rev as f64 / primal as f64);
+    for (size, program, ty, input) in at {
+        let (primal, _, rev) = costs(&program, ty, input);
+        println!("{what} {size}: f {primal}, [rev f] {rev} ({:.2})", rev as f64 / primal as f64);
         if rev > 3 * primal + C {
-            failures.push(format!("{levels} levels: [rev f] {rev} operations, f {primal}"));
+            failures.push(format!("{what} {size}: [rev f] {rev} operations, f {primal}"));
         }
         if let Some(before) = last {
             if 2 * rev > 9 * before {
-                failures.push(format!("[rev f] not linear in the depth: {before} -> {rev}"));
+                failures.push(format!("[rev f] not linear: {before} -> {rev}"));
             }
         }
         last = Some(rev);
@@ -315,22 +323,7 @@ fn the_doubling_family_is_linear() {
         }
         text + &format!("(def f Float (x : Float) (f{i} (f{i} x)))\n", i = k - 1)
     };
-    let mut failures = Vec::new();
-    let mut last: Option<u64> = None;
-    for k in [6, 8] {
-        let (primal, _, rev) = costs(&program(k), Type::Float, "0.3");
-        println!("doubling k = {k}: f {primal}, [rev f] {rev} ({:.2})", rev as f64 / primal as f64);
-        if rev > 3 * primal + C {
-            failures.push(format!("k = {k}: [rev f] {rev} operations, f {primal}"));
-        }
-        if let Some(before) = last {
-            if 2 * rev > 9 * before {
-                failures.push(format!("[rev f] not linear in the work: {before} -> {rev}"));
-            }
-        }
-        last = Some(rev);
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    linear_under_3("doubling k =", [6, 8].map(|k| (k, program(k), Type::Float, "0.3")));
 }
 
 /// Derivatives of derivatives of a recursive function (seed 004; issue
