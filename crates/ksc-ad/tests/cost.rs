@@ -56,6 +56,12 @@ fn costs(program: &str, arg_ty: Type, input: &str) -> (u64, u64, u64) {
 /// The additive constant allowed on top of the factors.
 const C: u64 = 200;
 
+/// Is `after`, measured at 4 times the size of `before`, linear in it (at
+/// most 4.5 times)?
+fn linear(before: u64, after: u64) -> bool {
+    2 * after <= 9 * before
+}
+
 /// The factors: `ops([fwd f]) <= FWD ops(f) + C`, `ops([rev f]) <= REV
 /// ops(f) + C`, as fractions over 4. Since the count includes element work
 /// (stores count as loads do), the cheapest primal, the fold of products
@@ -93,7 +99,6 @@ fn check_at(families: impl IntoIterator<Item = Family>, sizes: [usize; 2], fwd: 
                 failures.push(format!("{} at n = {n}: f {p}, fwd {f}, rev {r}", fam.name));
             }
             if let Some((p1, f1, r1)) = last {
-                let linear = |a: u64, b: u64| 2 * b <= 9 * a;
                 if !(linear(p1, p) && linear(f1, f) && linear(r1, r)) {
                     failures.push(format!("{} not linear: f {p1} -> {p}, fwd {f1} -> {f}, rev {r1} -> {r}", fam.name));
                 }
@@ -253,15 +258,15 @@ fn reverse_mode_of_loops_reading_captured_vectors_is_linear() {
             let (p4, _, r4) = costs(&fam.program, fam.arg_ty.clone(), &(fam.input)(m));
             let ratio = r4 as f64 / r1 as f64;
             println!("{:<10} rev at n={n}: {r1:<8} at n={m}: {r4:<8} ratio {ratio:.2} (f: {p1} and {p4})", fam.name);
-            let linear = 2 * r4 <= 9 * r1;
+            let is_linear = linear(r1, r4);
             if families::known_quadratic(fam.name, false) {
-                if linear {
+                if is_linear {
                     failures.push(format!(
                         "{}: now linear (rev {r1} at n = {n}, {r4} at n = {m}): remove it from KNOWN_QUADRATIC",
                         fam.name
                     ));
                 }
-            } else if !linear || 4 * r4 > REV * p4 + 4 * C {
+            } else if !is_linear || 4 * r4 > REV * p4 + 4 * C {
                 failures.push(format!("{}: rev {r1} at n = {n}, {r4} at n = {m} (f {p1}, {p4})", fam.name));
             }
         }
@@ -299,7 +304,7 @@ fn linear_under_3(what: &str, at: [(usize, String, Type, &str); 2]) {
             failures.push(format!("{what} {size}: [rev f] {rev} operations, f {primal}"));
         }
         if let Some(before) = last {
-            if 2 * rev > 9 * before {
+            if !linear(before, rev) {
                 failures.push(format!("[rev f] not linear: {before} -> {rev}"));
             }
         }
@@ -398,7 +403,7 @@ fn derivatives_of_derivatives_of_recursion_are_linear() {
             }
             if let Some(before) = &last {
                 for ((name, &a), &b) in names.iter().zip(&before[1..]).zip(&ops[1..]) {
-                    if 2 * b > 9 * a {
+                    if !linear(a, b) {
                         failures.push(format!("{name} not linear in the depth: {a} -> {b}"));
                     }
                 }

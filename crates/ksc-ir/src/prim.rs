@@ -33,9 +33,9 @@ pub const REDUCE_BLOCK: i64 = 1024;
 /// independent applications at a time, which native code runs as one
 /// loop that the C compiler vectorises where the operator allows: the
 /// objective of log-sum-exp's `(max, sum of exp)` monoid, whose `exp`s a
-/// left fold computes one at a time, takes 0.39 to 0.47 of the time it
+/// left fold computes one at a time, takes 0.41 to 0.43 of the time it
 /// took with a left fold per block (n = 10^6 and 10^7, AMD EPYC with
-/// AVX-512; 8 runs gave 0.56 to 0.68). Derivation reads a block as its
+/// AVX-512; 64 runs gave 0.45 to 0.49). Derivation reads a block as its
 /// left fold (`ksc_types::expand::runs_for_derivation`).
 pub const REDUCE_RUNS: i64 = 32;
 
