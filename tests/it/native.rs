@@ -294,6 +294,14 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
         // Arms left: lowering's (fusion, accumulation, scalar replacement) and Core passes' properties; loop passes' are file tests.
         failures.extend(match stem {
             "fuse_sum_build" => check(!loops.contains("alloc"), "`sum (build ...)` allocated a vector"),
+            "view_builds" => {
+                let (lse, expsum, shorter) =
+                    (function_of(&loops, "lse "), function_of(&loops, "expsum "), function_of(&loops, "shorter "));
+                check(
+                    !lse.contains("alloc [%1]") && expsum.contains("alloc [%1]") && shorter.contains("alloc [%2]"),
+                    "a view was stored, or a computed build (or one not known in range) was not",
+                )
+            }
             "serial_input" => {
                 // The row sums a fold reads are made first (a vector, filled
                 // by a loop parallel.rs may give a team), the scaled elements

@@ -1447,11 +1447,53 @@ impl<'a> Lowerer<'a> {
         // Zeros (the value, or parts of a tuple) stay delayed where they
         // are only added (nothing to add), indexed or measured, or are an
         // accumulator's start (made once).
-        if u.only_size || (u.count <= 1 && !u.under_lambda) {
+        if u.only_size || (u.count <= 1 && !u.under_lambda) || (only_read(body, scope, x) && self.is_view(fb, &v)) {
             Ok(v)
         } else {
             self.force_parts(fb, st, v, ty, !u.passed)
         }
+    }
+
+    /// Is `v` a delayed vector whose elements are a view of vectors already
+    /// computed: `build (size x) (lam i E)` with E made of `index i x`
+    /// (x a computed vector of the build's size, so the read cannot fail),
+    /// scalar variables, literals, tuples and projections? Reading its
+    /// element is as cheap as reading it from memory, so it is read where
+    /// it is used, however often, and never stored: `reduce OP E (build n
+    /// (lam i (tuple (index i x) 1.0)))` reads x, not a vector of pairs
+    /// written first.
+    fn is_view(&mut self, fb: &mut FnBuilder, v: &LVal) -> bool {
+        let LVal::Delayed(d) = v else { return false };
+        let DelayedElem::Lam { binder, body, ctx } = &d.elem else { return false };
+        let [size] = &d.dims[..] else { return false };
+        let code = self.body(ctx);
+        let mut stack = vec![*body];
+        while let Some(e) = stack.pop() {
+            match &code.exprs[e] {
+                Expr::Lit(_) => {}
+                Expr::Var(y) => match ctx.env.get(y) {
+                    Some(Bound::Val(LVal::Op(_))) => {}
+                    _ if y == binder => {}
+                    _ => return false,
+                },
+                Expr::Tuple(es) => stack.extend(es),
+                Expr::Call(Callee::Prim(Prim::Get { .. }), t) => stack.push(*t),
+                Expr::Call(Callee::Prim(Prim::Index), a) => {
+                    let [i, x] = code.call_args(*a)[..] else { return false };
+                    if !matches!(&code.exprs[i], Expr::Var(j) if j == binder) {
+                        return false;
+                    }
+                    let Expr::Var(x) = &code.exprs[x] else { return false };
+                    let Some(Bound::Val(xv @ LVal::Op(_))) = ctx.env.get(x) else { return false };
+                    let xv = xv.clone();
+                    if self.checked() && self.dims(fb, &xv, 1).ok().as_deref() != Some(std::slice::from_ref(size)) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
     }
 
     // ---------------------------------------------------------------------
@@ -1926,6 +1968,44 @@ fn walk_buildsum_body(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mu
         }
         _ => walk_uses(body, e, x, Where { passed: true, ..at }, u),
     }
+}
+
+/// Is every occurrence of `x` in `e` an element read (`index _ x`), its
+/// size, or the vector a `fold` or a scan goes over (which lowering reads
+/// element by element)?
+fn only_read(body: &ksc_ir::Body, e: ExprId, x: &str) -> bool {
+    let is_x = |a: ExprId| matches!(&body.exprs[a], Expr::Var(v) if v == x);
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &body.exprs[e] {
+            Expr::Var(v) if v == x => return false,
+            Expr::Call(
+                Callee::Prim(Prim::Index | Prim::Size | Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::ScanBlocks),
+                a,
+            ) => {
+                let args = body.call_args(*a);
+                let n = args.len();
+                for (k, a) in args.into_iter().enumerate() {
+                    if !(is_x(a) && k + 1 == n) {
+                        stack.push(a);
+                    }
+                }
+            }
+            Expr::Let(p, r, b) => {
+                stack.push(*r);
+                if !p.vars().iter().any(|v| v == x) {
+                    stack.push(*b);
+                }
+            }
+            Expr::Lam(v, _, b) => {
+                if v != x {
+                    stack.push(*b);
+                }
+            }
+            other => stack.extend(ksc_ir::core::children(other)),
+        }
+    }
+    true
 }
 
 /// Where an occurrence is (see [`Uses`]).
