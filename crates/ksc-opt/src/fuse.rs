@@ -349,3 +349,91 @@ fn bind_parts(b: &mut Builder, fused: ExprId, (node1, x1): (ExprId, &Var), (node
     let Expr::Let(_, _, next2) = b.body.exprs[node2].clone() else { unreachable!("a let") };
     b.body.exprs[node2] = Expr::Let(Pat::Var(x2.clone()), second, next2);
 }
+
+/// Merges the pairs of `if`s on one condition in a chain of lets of the
+/// A-normal-form tree at `root`; returns how many it merged. For `let x1
+/// = if c A1 B1` and a later `let x2 = if c A2 B2` of the same chain (`c`
+/// the same expression, nothing it reads bound in between, nothing with an
+/// effect from the first to the second, the lets in between that the
+/// second reads moved above the first as for loops):
+///
+/// ```text
+/// let s  = if c (let (x1 A1) (y A2) (tuple x1 y)) (let (x1 B1) (y B2) (tuple x1 y))
+///     x1 = get$1$2 s
+/// ..
+/// let x2 = get$2$2 s
+/// ```
+///
+/// Reverse mode makes this pattern at every `if` whose value the reverse
+/// pass needs: the primal's `if`, then the reverse pass's `if` on the same
+/// test, whose branches recompute their primal's values. Merged, CSE reads
+/// those values from the primal's branch (`reduce`'s blocks, folded once
+/// instead of twice in its gradient). The branches run in the order they
+/// ran, so the results and any failure are the same.
+pub fn merge_ifs(b: &mut Builder, globals: &Globals, root: ExprId) -> usize {
+    // Each merge leaves one `if` fewer, so this ends.
+    let mut merged = 0;
+    while chain_heads(b.body, root).into_iter().any(|head| merge_in_chain(b, globals, head)) {
+        merged += 1;
+    }
+    merged
+}
+
+/// Merges one pair of `if`s of the chain at `head`; whether there was one.
+fn merge_in_chain(b: &mut Builder, globals: &Globals, head: ExprId) -> bool {
+    let (lets, _) = chain(b.body, head);
+    let mut cache = Cache::new();
+    for (k1, (_, p1, r1)) in lets.iter().enumerate() {
+        let (Pat::Var(x1), Expr::If(c1, ..)) = (p1, &b.body.exprs[*r1]) else { continue };
+        if cache.has_effect(b.body, globals, *r1) {
+            continue;
+        }
+        let c1 = *c1;
+        let reads = cache.free_vars(b.body, c1);
+        for (k2, (_, p2, r2)) in lets.iter().enumerate().skip(k1 + 1) {
+            if cache.has_effect(b.body, globals, *r2) {
+                break;
+            }
+            if p2.vars().iter().any(|v| reads.contains(v)) {
+                break;
+            }
+            let (Pat::Var(x2), Expr::If(c2, ..)) = (p2, &b.body.exprs[*r2]) else { continue };
+            if !ksc_ir::term::alpha_eq(b.body, c1, b.body, *c2) {
+                continue;
+            }
+            // The second `if` sees x1 in its branches; the lets in between
+            // that it reads move above the first.
+            let free2: Vec<Var> = cache.free_vars(b.body, *r2).iter().filter(|v| *v != x1).cloned().collect();
+            let Some(up) = lets_to_move(b.body, &mut cache, &lets[k1..=k2], &free2) else { continue };
+            let (node1, node2) =
+                if up.iter().any(|&u| u) { reorder(b, &lets[k1..=k2], &up) } else { (lets[k1].0, lets[k2].0) };
+            merge(b, (node1, x1), (node2, x2));
+            return true;
+        }
+    }
+    false
+}
+
+/// Merges the `if`s of the lets `node1` of `x1` and `node2` of `x2` (see
+/// [`merge_ifs`]).
+fn merge(b: &mut Builder, (node1, x1): (ExprId, &Var), (node2, x2): (ExprId, &Var)) {
+    let rhs = |b: &Builder, node: ExprId| match b.body.exprs[node] {
+        Expr::Let(_, r, _) => match b.body.exprs[r] {
+            Expr::If(c, t, f) => (c, t, f),
+            _ => unreachable!("an if"),
+        },
+        _ => unreachable!("a let"),
+    };
+    let ((c, t1, f1), (_, t2, f2)) = (rhs(b, node1), rhs(b, node2));
+    let branch = |b: &mut Builder, first: ExprId, second: ExprId| {
+        let (ty1, ty2) = (b.ty(first), b.ty(second));
+        let y = b.fresh_name("part");
+        let (v1, v2) = (b.var(x1, ty1), b.var(&y, ty2));
+        let pair = b.tuple(vec![v1, v2]);
+        let inner = b.let_(&y, second, pair);
+        b.let_(x1, first, inner)
+    };
+    let (t, f) = (branch(b, t1, t2), branch(b, f1, f2));
+    let merged = b.if_(c, t, f);
+    bind_parts(b, merged, (node1, x1), (node2, x2));
+}

@@ -53,7 +53,7 @@ pub use anf::anf;
 pub use core_rules::{core_rule, CoreRule, Head, CORE_RULES};
 pub use cse::cse;
 pub use engine::{apply, rewrites_on_this_thread, Fired, NormalizeRun, Options, Rewriter, Warning, WarningKind};
-pub use fuse::fuse_loops;
+pub use fuse::{fuse_loops, merge_ifs};
 pub use globals::{DefMap, Defs, Facts, Globals, Lookup, Measure};
 pub use residuals::{fuse_scan_extras, scan_extras};
 pub use rule::{Ctx, Rule, RuleKind, RuleSet};

@@ -369,3 +369,64 @@ fn loops_that_depend_on_each_other_or_on_an_effect_between_them_are_not_fused() 
     let (n, out) = fused(builds, "f", vec_arg(&[0.5, 1.5]));
     assert_eq!((n, out.matches("build").count()), (0, 2), "{out}");
 }
+
+/// ANF and CSE, `merge_ifs`, ANF and CSE of `f` (what reverse mode runs):
+/// how many pairs of `if`s were merged and the result printed, checked
+/// against the original on `arg`.
+fn merged_ifs(text: &str, f: &str, arg: Value) -> (usize, String) {
+    let mut n = 0;
+    let shown = after_passes(text, f, arg, |b, globals, root, params| {
+        let r = anf(b, root, params);
+        let r = cse(b, globals, r, params);
+        n = ksc_opt::merge_ifs(b, globals, r);
+        let r = anf(b, r, params);
+        vec![cse(b, globals, r, params)]
+    });
+    (n, shown[0].clone())
+}
+
+#[test]
+fn ifs_on_one_test_are_merged_and_their_branches_share_values() {
+    // Reverse mode's shape: the primal's `if`, then the reverse pass's on
+    // the same test, recomputing the branch's values (here the sums).
+    let text = "(def f Float ((v : Vec Float) (d : Float))
+                  (let ((r (if (lt (size v) 3) (sum v) (sumbuild (size v) (lam (i : Integer) (exp (index i v))))))
+                        (k (mul d 2.0))
+                        (g (if (lt (size v) 3) (mul k (sum v))
+                               (mul (div k r) (sumbuild (size v) (lam (j : Integer) (exp (index j v))))))))
+                    (add r g)))";
+    for xs in [&[0.5, 1.5][..], &[0.5, 1.5, -2.0, 0.25]] {
+        let arg = Value::tuple(vec![vec_arg(xs), Value::Float(0.75)]);
+        let (n, out) = merged_ifs(text, "f", arg);
+        assert_eq!(n, 1, "{out}");
+        assert_eq!(
+            (out.matches("(if").count(), out.matches("(sumbuild").count(), out.matches("(sum ").count()),
+            (1, 1, 1),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn ifs_on_other_tests_or_across_an_effect_or_a_rebinding_are_not_merged() {
+    let arg = || Value::tuple(vec![vec_arg(&[0.5, 1.5]), Value::Float(0.75)]);
+    let other_test = "(def f Float ((v : Vec Float) (d : Float))
+                        (let ((r (if (lt (size v) 3) (sum v) d))
+                              (g (if (lt (size v) 4) (mul 2.0 (sum v)) d)))
+                          (add r g)))";
+    let printing = "(def f Float ((v : Vec Float) (d : Float))
+                      (let ((r (if (lt d 3.0) (sum v) d))
+                            (p (print \"between\"))
+                            (g (if (lt d 3.0) (mul 2.0 (sum v)) d)))
+                        (add r g)))";
+    // The second test's `d` is another variable than the first's.
+    let rebinding = "(def f Float ((v : Vec Float) (d : Float))
+                       (let ((r (if (lt d 1.0) (sum v) d))
+                             (d (mul d 2.0))
+                             (g (if (lt d 1.0) (mul 2.0 (sum v)) d)))
+                         (add r g)))";
+    for text in [other_test, printing, rebinding] {
+        let (n, out) = merged_ifs(text, "f", arg());
+        assert_eq!((n, out.matches("(if").count()), (0, 2), "{out}");
+    }
+}

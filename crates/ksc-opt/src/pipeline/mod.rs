@@ -380,7 +380,9 @@ impl<'a> Pass<Def, DerivedCx<'a>> for Simplify {
 /// `share-loop-values`: forward mode's loops of values and of tangents
 /// fused ([`crate::fuse_loops`], then CSE at once, which reads the values
 /// from the tangents' pairs before the cleanup could split the loops
-/// again), then [`crate::share_loop_values`] and
+/// again), the `if`s on one test merged ([`crate::merge_ifs`], then CSE:
+/// a reverse pass's branch reads its primal values from the primal's
+/// branch), then [`crate::share_loop_values`] and
 /// [`crate::folds_from_scans`], on the body in A-normal form.
 struct ShareLoopValues;
 
@@ -407,10 +409,17 @@ impl<'a> Pass<Def, DerivedCx<'a>> for ShareLoopValues {
                     crate::cse(b, globals, root, params)
                 })
             });
+        // Then CSE reads a branch's values from the merged `if`'s other.
+        let merged = in_anf_to(def, |b, root, params| {
+            (crate::merge_ifs(b, globals, root) > 0).then(|| {
+                let root = crate::anf(b, root, params);
+                crate::cse(b, globals, root, params)
+            })
+        });
         let shared = in_anf(def, |b, root| {
             crate::share_loop_values(b, globals, root) + crate::folds_from_scans(b, globals, root) > 0
         });
-        fused || shared
+        fused || merged || shared
     }
 }
 
