@@ -12,7 +12,8 @@
 //!   evaluating elements, and only other uses allocate and fill a tensor. A
 //!   delayed value bound by `let` or passed as a parameter stays delayed only
 //!   if the variable is used once and not inside a lambda, so no element is
-//!   computed twice;
+//!   computed twice, or if its elements only rearrange computed vectors
+//!   (`is_view`), which costs no more than reading them stored;
 //! - small non-recursive definitions are inlined at their call sites (the
 //!   arguments' lowered values bound to the parameters), so fusion works
 //!   across definitions (`sum (mul a v)` with the prelude's `mul`);
