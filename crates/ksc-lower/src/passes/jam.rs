@@ -168,7 +168,7 @@ enum StopKind {
 
 /// Can this computation fail at run time? Unchecked arithmetic cannot,
 /// nor a division by a constant other than 0 and -1.
-fn may_fail(rhs: &Rhs) -> bool {
+pub(crate) fn may_fail(rhs: &Rhs) -> bool {
     match rhs {
         Rhs::IChecked(IOp::Div, _, b, _) => !matches!(b, Op::Int(k) if *k != 0 && *k != -1),
         Rhs::IChecked(_, _, _, site) => *site != SiteId::UNCHECKED,

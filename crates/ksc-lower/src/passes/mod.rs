@@ -24,6 +24,7 @@ pub mod arena;
 pub mod copy_down;
 pub mod cse;
 pub mod dce;
+pub mod distribute;
 pub mod first_adds;
 pub mod fuse;
 pub mod guarded;
@@ -64,6 +65,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &packed::ForwardPackedTensors,
     &version::VersionRangeGuards,
     &jam::JamSums,
+    &distribute::DistributeRecurrences,
     &first_adds::FirstAddsIntoZeros,
     &copy_down::ElideCopyDowns,
     // Last but for the arena: no later pass may move a load of the dying
@@ -156,8 +158,8 @@ mod tests {
     #[test]
     fn names_are_the_pipelines_passes_each_once() {
         let names = names();
-        assert_eq!(PIPELINE.len(), 14);
-        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(PIPELINE.len(), 15);
+        assert_eq!(names.len(), 14, "{names:?}");
         assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
         assert_eq!(names.first(), Some(&"share-guarded"));
         assert_eq!(names.last(), Some(&"place-arena-scopes"));
