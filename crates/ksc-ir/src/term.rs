@@ -814,3 +814,31 @@ pub fn mark_inline(body: &mut Body, e: ExprId) -> ExprId {
     body.exprs[e] = Expr::Call(Callee::Prim(Prim::Inline), call);
     call
 }
+
+/// Walks the nodes of `e` in the scope of the free `x` (a binder of `x`
+/// hides its body): `visit` returns the children to go on with, or None
+/// for all of them.
+pub fn walk_free(body: &Body, x: &str, e: ExprId, visit: &mut dyn FnMut(ExprId, &Expr) -> Option<Vec<ExprId>>) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        let node = &body.exprs[e];
+        if let Some(next) = visit(e, node) {
+            stack.extend(next);
+            continue;
+        }
+        match node {
+            Expr::Let(p, r, b) => {
+                stack.push(*r);
+                if !p.vars().iter().any(|v| v == x) {
+                    stack.push(*b);
+                }
+            }
+            Expr::Lam(v, _, b) => {
+                if v != x {
+                    stack.push(*b);
+                }
+            }
+            other => stack.extend(children(other)),
+        }
+    }
+}

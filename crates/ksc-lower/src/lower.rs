@@ -1976,37 +1976,23 @@ fn walk_buildsum_body(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mu
 /// element by element)?
 fn only_read(body: &ksc_ir::Body, e: ExprId, x: &str) -> bool {
     let is_x = |a: ExprId| matches!(&body.exprs[a], Expr::Var(v) if v == x);
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match &body.exprs[e] {
-            Expr::Var(v) if v == x => return false,
-            Expr::Call(
-                Callee::Prim(Prim::Index | Prim::Size | Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::ScanBlocks),
-                a,
-            ) => {
-                let args = body.call_args(*a);
-                let n = args.len();
-                for (k, a) in args.into_iter().enumerate() {
-                    if !(is_x(a) && k + 1 == n) {
-                        stack.push(a);
-                    }
-                }
-            }
-            Expr::Let(p, r, b) => {
-                stack.push(*r);
-                if !p.vars().iter().any(|v| v == x) {
-                    stack.push(*b);
-                }
-            }
-            Expr::Lam(v, _, b) => {
-                if v != x {
-                    stack.push(*b);
-                }
-            }
-            other => stack.extend(ksc_ir::core::children(other)),
+    let mut ok = true;
+    ksc_ir::term::walk_free(body, x, e, &mut |_, node| match node {
+        Expr::Var(v) if v == x => {
+            ok = false;
+            Some(Vec::new())
         }
-    }
-    true
+        Expr::Call(
+            Callee::Prim(Prim::Index | Prim::Size | Prim::Fold | Prim::Scan | Prim::ScanSum | Prim::ScanBlocks),
+            a,
+        ) => {
+            let args = body.call_args(*a);
+            let n = args.len();
+            Some(args.into_iter().enumerate().filter(|&(k, a)| !(is_x(a) && k + 1 == n)).map(|(_, a)| a).collect())
+        }
+        _ => None,
+    });
+    ok
 }
 
 /// Where an occurrence is (see [`Uses`]).

@@ -229,11 +229,18 @@ fn cse_reads_a_tuple_patterns_components_from_projections_and_back() {
 /// runs): how many pairs were fused and the result printed, checked
 /// against the original on `arg`.
 fn fused(text: &str, f: &str, arg: Value) -> (usize, String) {
+    between_cse(text, f, arg, ksc_opt::fuse_loops)
+}
+
+/// ANF and CSE, `pass`, ANF and CSE of `f`: what `pass` returns (how many
+/// things it changed) and the result printed, checked against the
+/// original on `arg`.
+fn between_cse(text: &str, f: &str, arg: Value, pass: fn(&mut Builder, &Globals, ExprId) -> usize) -> (usize, String) {
     let mut n = 0;
     let shown = after_passes(text, f, arg, |b, globals, root, params| {
         let r = anf(b, root, params);
         let r = cse(b, globals, r, params);
-        n = ksc_opt::fuse_loops(b, globals, r);
+        n = pass(b, globals, r);
         let r = anf(b, r, params);
         vec![cse(b, globals, r, params)]
     });
@@ -374,15 +381,7 @@ fn loops_that_depend_on_each_other_or_on_an_effect_between_them_are_not_fused() 
 /// how many pairs of `if`s were merged and the result printed, checked
 /// against the original on `arg`.
 fn merged_ifs(text: &str, f: &str, arg: Value) -> (usize, String) {
-    let mut n = 0;
-    let shown = after_passes(text, f, arg, |b, globals, root, params| {
-        let r = anf(b, root, params);
-        let r = cse(b, globals, r, params);
-        n = ksc_opt::merge_ifs(b, globals, r);
-        let r = anf(b, r, params);
-        vec![cse(b, globals, r, params)]
-    });
-    (n, shown[0].clone())
+    between_cse(text, f, arg, ksc_opt::merge_ifs)
 }
 
 #[test]

@@ -407,7 +407,7 @@ fn copy_atom(ctx: &mut Ctx, e: ExprId) -> ExprId {
 /// How many times `x` occurs free in `e`, written (under lambdas too).
 fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
     let mut count = 0;
-    walk_free(&*ctx.b.body, x, e, &mut |_, node| match node {
+    term::walk_free(&*ctx.b.body, x, e, &mut |_, node| match node {
         Expr::Var(v) if v == x => {
             count += 1;
             Some(Vec::new())
@@ -415,34 +415,6 @@ fn free_count(ctx: &Ctx, x: &str, e: ExprId) -> usize {
         _ => None,
     });
     count
-}
-
-/// Walks the nodes of `e` in the scope of the free `x` (a binder of `x`
-/// hides its body): `visit` returns the children to go on with, or None
-/// for all of them.
-fn walk_free(body: &ksc_ir::Body, x: &str, e: ExprId, visit: &mut dyn FnMut(ExprId, &Expr) -> Option<Vec<ExprId>>) {
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        let node = &body.exprs[e];
-        if let Some(next) = visit(e, node) {
-            stack.extend(next);
-            continue;
-        }
-        match node {
-            Expr::Let(p, r, b) => {
-                stack.push(*r);
-                if !p.vars().iter().any(|v| v == x) {
-                    stack.push(*b);
-                }
-            }
-            Expr::Lam(v, _, b) => {
-                if v != x {
-                    stack.push(*b);
-                }
-            }
-            other => stack.extend(term::children(other)),
-        }
-    }
 }
 
 /// Is every free occurrence of `x` in `e` the vector argument of `index` or
@@ -457,7 +429,7 @@ fn only_uses(ctx: &Ctx, x: &str, e: ExprId, added: bool) -> bool {
     let body: &ksc_ir::Body = &*ctx.b.body;
     let is_x = |a: ExprId| matches!(&body.exprs[a], Expr::Var(w) if w == x);
     let mut ok = true;
-    walk_free(body, x, e, &mut |e, node| match node {
+    term::walk_free(body, x, e, &mut |e, node| match node {
         Expr::Var(v) if v == x => {
             ok = false;
             Some(Vec::new())
