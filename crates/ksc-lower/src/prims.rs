@@ -55,14 +55,21 @@ fn read_fold_vars(fb: &mut FnBuilder, vars: &[VarId], acc_ty: &Type) -> LVal {
     crate::lower::rebuild(acc_ty, &mut cur.into_iter())
 }
 
-/// A type with tensors, all of whose tensors have scalar elements (adding
-/// into them in place touches no storage shared with another value).
+/// A type with tensors, all of whose tensors have elements of numbers or
+/// tuples of them, which the tensor holds itself (adding into them in
+/// place touches no storage shared with another value).
 fn flat_tensors(t: &Type) -> bool {
+    fn numbers(t: &Type) -> bool {
+        match t {
+            Type::Tuple(ts) => ts.iter().all(numbers),
+            t => is_number(t),
+        }
+    }
     fn go(t: &Type, seen: &mut bool) -> bool {
         match t {
             Type::Tensor(_, e) => {
                 *seen = true;
-                is_number(e)
+                numbers(e)
             }
             Type::Tuple(ts) => ts.iter().all(|t| go(t, seen)),
             _ => true,
@@ -73,7 +80,7 @@ fn flat_tensors(t: &Type) -> bool {
 }
 
 /// Does lowering `e` give storage that nothing else refers to? (A new
-/// vector of scalars: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
+/// vector of numbers or of tuples of them: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
 /// `sumbuild` or `sum` of flat tensors, whose accumulator is new: a sum
 /// adds its terms in place into a copy of its first, `Lowerer::sum`.)
 pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
