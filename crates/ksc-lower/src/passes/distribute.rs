@@ -122,7 +122,7 @@ fn in_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> Block 
 
 /// How a loop body splits (statements by position in the body).
 struct Plan {
-    /// The carried variables the first loop computes, and their types.
+    /// The carried variables the first loop computes.
     upstream: Vec<VarId>,
     /// The statements of the first loop.
     first: FxHashSet<usize>,
@@ -136,8 +136,9 @@ fn is_math(rhs: &Rhs) -> bool {
     matches!(rhs, Rhs::Un(UnOp::Math(MathFn::Exp | MathFn::Log), ..))
 }
 
+/// A carried value stored per iteration in the chunk's array: a number.
 fn scalar(t: &Type) -> bool {
-    matches!(t, Type::Float | Type::Integer | Type::Bool)
+    matches!(t, Type::Float | Type::Integer)
 }
 
 /// The loop body (if it has no nested block) with each component read
@@ -311,7 +312,7 @@ fn plan(body: &Block, vars: &[VarInfo]) -> Option<Plan> {
     upstream.sort();
     // Math that reads no carried value runs ahead of the loop's chains
     // already (the processor starts later iterations' math while the
-    // chain waits): `sum (exp v)` measured no faster split.
+    // chain waits): `sum (exp v)`, split, measured 7 to 16% slower.
     if upstream.is_empty() || upstream.iter().any(|v| !scalar(&vars[v.0 as usize].ty)) {
         return None;
     }
