@@ -1448,7 +1448,7 @@ impl<'a> Lowerer<'a> {
         // Zeros (the value, or parts of a tuple) stay delayed where they
         // are only added (nothing to add), indexed or measured, or are an
         // accumulator's start (made once).
-        if u.only_size || (u.count <= 1 && !u.under_lambda) || (only_read(body, scope, x) && self.is_view(fb, &v)) {
+        if u.only_size || (u.count <= 1 && !u.under_lambda) || (self.is_view(fb, &v) && only_read(body, scope, x)) {
             Ok(v)
         } else {
             self.force_parts(fb, st, v, ty, !u.passed)

@@ -39,7 +39,7 @@ impl Pass<Func, LoopCx<'_>> for Dce {
 }
 
 /// Removes the dead code; whether there was any.
-fn dce(f: &mut Func, effectful: &[bool]) -> bool {
+pub(crate) fn dce(f: &mut Func, effectful: &[bool]) -> bool {
     // Fresh tensors: allocated or copied here, so written through no other
     // name (an alias would be made by a statement reading the tensor).
     let mut fresh: FxHashSet<VarId> = FxHashSet::default();

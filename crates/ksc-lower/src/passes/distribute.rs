@@ -78,10 +78,16 @@ impl Pass<Func, LoopCx<'_>> for DistributeRecurrences {
     }
 
     /// Whether a loop was split.
-    fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
+    fn run(&self, f: &mut Func, cx: &LoopCx<'_>) -> bool {
         let body = std::mem::take(&mut f.body);
         let mut changed = false;
         f.body = in_block(body, &mut f.vars, &mut changed);
+        // The copies' share of what the body computed for the others (the
+        // third loop's of the recurrences, the tuples `forwarded` left
+        // unread) is dead.
+        if changed {
+            super::dce::dce(f, cx.effectful);
+        }
         changed
     }
 }
@@ -93,9 +99,14 @@ fn in_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> Block 
             Stmt::For { idx, n, pre, body, reset } => {
                 let pre = in_block(pre, vars, changed);
                 let body = in_block(body, vars, changed);
-                // A loop of a few iterations gains nothing.
+                // A loop of a few iterations gains nothing; one without
+                // math or too large is not looked at further.
                 let short = matches!(n, Op::Int(k) if k < MIN_ITERATIONS);
-                let flat = (!reset && !short).then(|| forwarded(&body, vars)).flatten();
+                let candidate = !reset
+                    && !short
+                    && body.len() <= MAX_BODY
+                    && body.iter().any(|s| matches!(s, Stmt::Let(_, r) if is_math(r)));
+                let flat = candidate.then(|| forwarded(&body, vars)).flatten();
                 match flat.as_ref().and_then(|b| Some((b, plan(b, vars)?))) {
                     Some((flat, p)) => {
                         *changed = true;
@@ -205,9 +216,6 @@ fn forwarded(body: &Block, vars: &[VarInfo]) -> Option<Block> {
 }
 
 fn plan(body: &Block, vars: &[VarInfo]) -> Option<Plan> {
-    if body.len() > MAX_BODY {
-        return None;
-    }
     // What the body is made of, and which variables are which.
     let mut inner: FxHashMap<VarId, usize> = FxHashMap::default();
     let mut stored = FxHashSet::default();
@@ -372,7 +380,6 @@ fn split(idx: VarId, n: Op, pre: Block, body: &Block, p: &Plan, vars: &mut Vec<V
         let mut map = pre_vars.clone();
         map.insert(idx, i.var().expect("a variable"));
         make(vars, &mut b, &mut map, &Op::Var(j));
-        drop_dead_lets(&mut b);
         Stmt::For { idx: j, n: len.clone(), pre: Vec::new(), body: b, reset: false }
     };
     // The carried values, as the iteration reads them, from the chunk's
@@ -434,25 +441,4 @@ fn split(idx: VarId, n: Op, pre: Block, body: &Block, p: &Plan, vars: &mut Vec<V
 fn new_index(vars: &mut Vec<VarInfo>) -> VarId {
     vars.push(VarInfo { ty: Type::Integer, name: Some("i".into()), mutable: false });
     VarId(vars.len() as u32 - 1)
-}
-
-/// Removes the lets of `b` whose variable nothing reads, and the body's
-/// own mutable variables that nothing reads (the third loop's share of the
-/// recurrences it no longer computes, and the tuples [`forwarded`] made
-/// unread).
-fn drop_dead_lets(b: &mut Block) {
-    loop {
-        let used: FxHashSet<VarId> = b.iter().flat_map(|s| stmt_operands(s).into_iter().filter_map(Op::var)).collect();
-        let declared: FxHashSet<VarId> =
-            b.iter().filter_map(|s| if let Stmt::DeclMut(v, _) = s { Some(*v) } else { None }).collect();
-        let before = b.len();
-        b.retain(|s| match s {
-            Stmt::Let(v, _) => used.contains(v),
-            Stmt::DeclMut(v, _) | Stmt::Set(v, _) if declared.contains(v) => used.contains(v),
-            _ => true,
-        });
-        if b.len() == before {
-            return;
-        }
-    }
 }

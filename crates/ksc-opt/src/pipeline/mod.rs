@@ -410,6 +410,10 @@ impl<'a> Pass<Def, DerivedCx<'a>> for ShareLoopValues {
                 })
             });
         // Then CSE reads a branch's values from the merged `if`'s other.
+        // In an A-normal form of its own, after the fused bodies' chains
+        // are one again: merged in the fusion's, forward mode of a tree
+        // in a loop cost 5 times the work at 4 times the size
+        // (`cost_native`).
         let merged = in_anf_to(def, |b, root, params| {
             (crate::merge_ifs(b, globals, root) > 0).then(|| {
                 let root = crate::anf(b, root, params);
