@@ -1462,11 +1462,16 @@ impl<'a> Lowerer<'a> {
     /// element is as cheap as reading it from memory, so it is read where
     /// it is used, however often, and never stored: `reduce OP E (build n
     /// (lam i (tuple (index i x) 1.0)))` reads x, not a vector of pairs
-    /// written first.
+    /// written first. So is a `constVec` of numbers or tuples of them,
+    /// whose every element is the value itself.
     fn is_view(&mut self, fb: &mut FnBuilder, v: &LVal) -> bool {
         let LVal::Delayed(d) = v else { return false };
-        let DelayedElem::Lam { binder, body, ctx } = &d.elem else { return false };
         let [size] = &d.dims[..] else { return false };
+        let (binder, body, ctx) = match &d.elem {
+            DelayedElem::Lam { binder, body, ctx } => (binder, body, ctx),
+            // A `constVec` of numbers: each element is the value itself.
+            DelayedElem::Const(c) => return flat_numbers(fb, c),
+        };
         let code = self.body(ctx);
         let mut stack = vec![*body];
         while let Some(e) = stack.pop() {
@@ -1829,6 +1834,17 @@ pub(crate) fn is_zeros(v: &LVal, fb: &FnBuilder) -> bool {
         LVal::Tuple(vs) => vs.iter().all(|v| is_zeros(v, fb)),
         LVal::Delayed(d) => matches!(&d.elem, DelayedElem::Const(c) if is_zeros(c, fb)),
         _ => false,
+    }
+}
+
+/// Is `v` a number, or a tuple of them (held in operands, not delayed)?
+fn flat_numbers(fb: &FnBuilder, v: &LVal) -> bool {
+    match v {
+        LVal::Op(Op::Float(_) | Op::Int(_)) => true,
+        LVal::Op(Op::Var(x)) => matches!(fb.ty(*x), Type::Float | Type::Integer),
+        LVal::Op(_) => false,
+        LVal::Tuple(xs) => xs.iter().all(|x| flat_numbers(fb, x)),
+        LVal::Delayed(_) | LVal::Never => false,
     }
 }
 
