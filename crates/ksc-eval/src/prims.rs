@@ -415,34 +415,29 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::ScanBlocks => {
                 // `scan`'s blocked order (`ksc_ir::prim::REDUCE_BLOCK`): the
                 // results of all blocks but the last, the carries, then each
-                // block from its carry, in that order (as native code: a
-                // failing step fails first in the same pass).
+                // block from its carry, in that order, whole blocks in lanes
+                // (`SCAN_LANES`) where the accumulator is numbers, as native
+                // code runs them (so a failing step fails first in the same
+                // pass and at the same element).
                 let v = tensor(args.get(2))?;
                 let e = args.take(1);
                 let l = self.lambda(cx, base, args, 0)?;
-                let blocks: Vec<&[Value]> = v.data.chunks(ksc_ir::prim::REDUCE_BLOCK as usize).collect();
-                let mut sums = Vec::with_capacity(blocks.len());
-                for block in blocks.iter().take(blocks.len().saturating_sub(1)) {
-                    let mut acc = e.clone();
-                    for x in *block {
-                        acc = self.apply(&l, pair(acc, x.clone()))?;
-                    }
-                    sums.push(acc);
-                }
+                let b = ksc_ir::prim::REDUCE_BLOCK as usize;
+                let lanes = if flat_numbers(&e) { ksc_ir::prim::SCAN_LANES as usize } else { 1 };
+                let blocks: Vec<&[Value]> = v.data.chunks(b).collect();
+                let before_last = blocks.len().saturating_sub(1);
+                let starts = vec![e.clone(); before_last];
+                let sums = self.scan_blocks_pass(&l, &blocks[..before_last], starts, lanes, None)?;
                 let mut carries = Vec::with_capacity(blocks.len().max(1));
                 carries.push(e);
                 for s in sums {
                     let next = self.apply(&l, pair(carries[carries.len() - 1].clone(), s))?;
                     carries.push(next);
                 }
+                carries.truncate(blocks.len());
                 let mut out = alloc_elements(v.len())?;
-                for (block, carry) in blocks.iter().zip(carries) {
-                    let mut acc = carry;
-                    for x in *block {
-                        acc = self.apply(&l, pair(acc, x.clone()))?;
-                        out.push(acc.clone());
-                    }
-                }
+                out.resize(v.len(), Value::unit());
+                self.scan_blocks_pass(&l, &blocks, carries, lanes, Some(&mut out))?;
                 self.close(l);
                 Value::vector(out)
             }
@@ -805,6 +800,44 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     }
 
     /// `print a b c`: evaluates and writes each argument in turn.
+    /// One pass of `$scanBlocks` over `blocks`, each from its start: whole
+    /// blocks in groups of `lanes` advancing a step of each at a time, the
+    /// rest one at a time (`ksc_ir::prim::SCAN_LANES`). Each block's
+    /// result; with `out`, each step's accumulator at its element's index.
+    fn scan_blocks_pass(
+        &mut self,
+        l: &Lambda<'p, 'a>,
+        blocks: &[&[Value]],
+        mut accs: Vec<Value>,
+        lanes: usize,
+        mut out: Option<&mut Vec<Value>>,
+    ) -> Result<Vec<Value>, Fail> {
+        let b = ksc_ir::prim::REDUCE_BLOCK as usize;
+        let whole = blocks.iter().take_while(|x| x.len() == b).count();
+        let grouped = if lanes > 1 { whole / lanes * lanes } else { 0 };
+        let mut step = |this: &mut Self, accs: &mut [Value], k: usize, j: usize| -> Result<(), Fail> {
+            let acc = std::mem::replace(&mut accs[k], Value::unit());
+            accs[k] = this.apply(l, pair(acc, blocks[k][j].clone()))?;
+            if let Some(out) = out.as_deref_mut() {
+                out[k * b + j] = accs[k].clone();
+            }
+            Ok(())
+        };
+        for g in (0..grouped).step_by(lanes.max(1)) {
+            for j in 0..b {
+                for k in g..g + lanes {
+                    step(self, &mut accs, k, j)?;
+                }
+            }
+        }
+        for (k, block) in blocks.iter().enumerate().skip(grouped) {
+            for j in 0..block.len() {
+                step(self, &mut accs, k, j)?;
+            }
+        }
+        Ok(accs)
+    }
+
     fn print(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId) -> R<Value> {
         let parts = cx.def.body.call_args(arg);
         for &c in &parts {
@@ -828,6 +861,16 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 enum Fail {
     Here(String),
     Inner(Box<crate::RuntimeError>),
+}
+
+/// Is `v` a number, a Boolean, or a tuple of them (what `scan` runs in
+/// lanes: `ksc_ir::prim::scans_in_lanes` of its type)?
+fn flat_numbers(v: &Value) -> bool {
+    match v {
+        Value::Float(_) | Value::Integer(_) | Value::Bool(_) => true,
+        Value::Tuple(xs) => xs.iter().all(flat_numbers),
+        _ => false,
+    }
 }
 
 impl From<String> for Fail {

@@ -21,8 +21,37 @@ use crate::types::Type;
 /// `scan OP E V` (inclusive): if n <= B, the left scan from E. Otherwise,
 /// with the same blocks and s_k, the carries c_0 = E, c_(k+1) = c_k ⊙ s_k
 /// (left to right), and element i of block k is the left fold from c_k
-/// over V[kB..=i]: `((c_k ⊙ V_kB) ⊙ ...) ⊙ V_i`.
+/// over V[kB..=i]: `((c_k ⊙ V_kB) ⊙ ...) ⊙ V_i`. Both passes over the
+/// blocks run their steps in lanes where the accumulator is numbers
+/// ([`SCAN_LANES`]).
 pub const REDUCE_BLOCK: i64 = 1024;
+
+/// The number L of blocks of `scan` (`$scanBlocks`) that advance
+/// together, when the accumulator holds only numbers and Booleans
+/// ([`scans_in_lanes`]): in each pass over the blocks (the results of all
+/// blocks but the last, then each block from its carry), the full blocks
+/// (of [`REDUCE_BLOCK`] elements) go in groups of L consecutive blocks,
+/// step j of each block of the group in turn, then step j + 1; the blocks
+/// left over go one at a time. Each block is still the left fold (or
+/// scan) over its elements, so the values are those of one block at a
+/// time; only the order of the steps between blocks changes (which the
+/// interpreter follows too, so a failing step fails in both backends at
+/// the same element). A step depends on the one before in its block, so
+/// one block at a time waits the operator's latency per element (the
+/// affine-map monoid's multiply-add: 8 cycles); L blocks' chains overlap.
+pub const SCAN_LANES: i64 = 4;
+
+/// Does `scan` over accumulators of this type run its blocks in lanes
+/// ([`SCAN_LANES`])? Only numbers, Booleans and tuples of them: their
+/// steps need no memory (a tensor accumulator's steps allocate, and each
+/// block's would be kept apart).
+pub fn scans_in_lanes(t: &Type) -> bool {
+    match t {
+        Type::Float | Type::Integer | Type::Bool => true,
+        Type::Tuple(ts) => ts.iter().all(scans_in_lanes),
+        _ => false,
+    }
+}
 
 /// The number R of runs a block of `reduce` is folded in: a block of len
 /// elements is cut into R runs of r = floor(len / R) elements, in order,

@@ -31,6 +31,23 @@ pub(crate) enum Acc {
 
 /// Mutable variables holding the leaves of a fold's or scan's accumulator,
 /// initialised with `leaves`.
+/// What every pass of `$scanBlocks` over its blocks shares: the operator,
+/// the accumulator's and elements' types, the elements and their number.
+struct BlockPass<'a> {
+    lam: &'a Arg,
+    tys: (&'a Type, &'a Type),
+    v: &'a LVal,
+    n: &'a Op,
+    site: SiteId,
+}
+
+/// Where a pass of `$scanBlocks` starts each block: from E (folding it to
+/// its result), or from its carry (scanning it).
+enum BlockStart {
+    From(LVal),
+    Carries(LVal),
+}
+
 fn fold_vars(fb: &mut FnBuilder, leaves: &[(Op, Type)]) -> Vec<VarId> {
     leaves
         .iter()
@@ -443,6 +460,141 @@ impl Lowerer<'_> {
             Some(sum) => Ok(LVal::Tuple(vec![LVal::Op(out), self.acc_value(fb, &sum)?])),
             None => Ok(LVal::Op(out)),
         }
+    }
+
+    /// One pass of `$scanBlocks` over its blocks k < count, of which the
+    /// first `whole` have B elements (`REDUCE_BLOCK`; the others n - kB):
+    /// each block's steps from its start, E (then its result is stored at
+    /// `dest[k]`) or its carry (then each step's accumulator is stored in
+    /// `dest`, at its element's index). Where the accumulator is numbers
+    /// (`ksc_ir::prim::scans_in_lanes`), the whole blocks go in groups of L
+    /// (`SCAN_LANES`) that advance together (`block_lanes`), the rest one
+    /// at a time; else every block one at a time, in a loop over k (so a
+    /// team may run it).
+    #[allow(clippy::too_many_arguments)]
+    fn block_pass(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        pass: &BlockPass<'_>,
+        start: &BlockStart,
+        (count, whole): (Op, Op),
+        dest: &Op,
+    ) -> R<()> {
+        let bsz = ksc_ir::prim::REDUCE_BLOCK;
+        let lanes = if ksc_ir::prim::scans_in_lanes(pass.tys.0) { ksc_ir::prim::SCAN_LANES } else { 1 };
+        let first = if lanes > 1 {
+            let groups = self.int_arith(fb, IOp::Div, whole, Op::Int(lanes), pass.site);
+            let nest = self.nest_open(fb, std::slice::from_ref(&groups));
+            let base = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, nest.flat(), Op::Int(lanes)), Type::Integer, None);
+            let mut ks = Vec::new();
+            let mut starts = Vec::new();
+            for l in 0..lanes {
+                let k = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, base.clone(), Op::Int(l)), Type::Integer, Some("k"));
+                starts.push(self.block_start(fb, st, start, pass.tys.0, &k)?);
+                ks.push(k);
+            }
+            let los: Vec<Op> = ks
+                .iter()
+                .map(|k| fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), Op::Int(bsz)), Type::Integer, Some("lo")))
+                .collect();
+            let out = matches!(start, BlockStart::Carries(_)).then_some(dest);
+            let vars = self.block_lanes(fb, st, ctx, pass, starts, &los, out)?;
+            if out.is_none() {
+                for (k, vars) in ks.into_iter().zip(vars) {
+                    let sum = read_fold_vars(fb, &vars, pass.tys.0);
+                    let sum = self.materialize_val(fb, st, sum, pass.tys.0)?;
+                    fb.emit(Stmt::Store { arr: dest.clone(), idx: k, val: sum });
+                }
+            }
+            self.nest_close(fb, nest);
+            Some(bin(fb, BinOp::IMulNoCheck, groups, Op::Int(lanes)))
+        } else {
+            None
+        };
+        // The blocks left over (all of them, one at a time, without lanes).
+        let left = match &first {
+            Some(f) => self.int_arith(fb, IOp::Sub, count, f.clone(), pass.site),
+            None => count,
+        };
+        let nest = self.nest_open(fb, std::slice::from_ref(&left));
+        let k = match first {
+            Some(f) => fb.let_(Rhs::Bin(BinOp::IAddNoCheck, f, nest.flat()), Type::Integer, Some("k")),
+            None => nest.flat(),
+        };
+        let lo = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), Op::Int(bsz)), Type::Integer, Some("lo"));
+        let b0 = self.block_start(fb, st, start, pass.tys.0, &k)?;
+        let (len, out) = match start {
+            BlockStart::From(_) => (Op::Int(bsz), None),
+            BlockStart::Carries(_) => {
+                let rest = self.int_arith(fb, IOp::Sub, pass.n.clone(), lo.clone(), pass.site);
+                let short = bin(fb, BinOp::ILt, rest.clone(), Op::Int(bsz));
+                (fb.let_(Rhs::Select(short, rest, Op::Int(bsz)), Type::Integer, Some("len")), Some(dest))
+            }
+        };
+        let steps = (b0, pass.v, lo, len);
+        let vars = self.block_steps(fb, st, ctx, pass.lam, pass.tys, steps, out, pass.site)?;
+        if out.is_none() {
+            let sum = read_fold_vars(fb, &vars, pass.tys.0);
+            let sum = self.materialize_val(fb, st, sum, pass.tys.0)?;
+            fb.emit(Stmt::Store { arr: dest.clone(), idx: k, val: sum });
+        }
+        self.nest_close(fb, nest);
+        Ok(())
+    }
+
+    /// Block k's accumulator before its first step.
+    fn block_start(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        start: &BlockStart,
+        acc_ty: &Type,
+        k: &Op,
+    ) -> R<LVal> {
+        match start {
+            BlockStart::From(e) => Ok(e.clone()),
+            BlockStart::Carries(c) => self.elem_of(fb, st, c, acc_ty, std::slice::from_ref(k), Some(k.clone())),
+        }
+    }
+
+    /// `block_steps` for L whole blocks at once (from `starts`, at `los`):
+    /// one loop over the B steps, each running step j of every block in
+    /// turn, the blocks' accumulators in their own variables (numbers: no
+    /// memory to free). With `out`, each step's accumulator is stored at
+    /// its element's index. The variables holding each block's result.
+    #[allow(clippy::too_many_arguments)]
+    fn block_lanes(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        ctx: &Ctx,
+        pass: &BlockPass<'_>,
+        starts: Vec<LVal>,
+        los: &[Op],
+        out: Option<&Op>,
+    ) -> R<Vec<Vec<VarId>>> {
+        let (acc_ty, elem_ty) = pass.tys;
+        let mut lanes = Vec::new();
+        for s in starts {
+            let leaves = self.leaves_of(fb, st, s, acc_ty)?;
+            lanes.push(fold_vars(fb, &leaves));
+        }
+        let steps = self.nest_open(fb, &[Op::Int(ksc_ir::prim::REDUCE_BLOCK)]);
+        for (vars, lo) in lanes.iter().zip(los) {
+            let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), steps.flat()), Type::Integer, None);
+            let acc = read_fold_vars(fb, vars, acc_ty);
+            let x = self.elem_of(fb, st, pass.v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
+            self.lambda_step(fb, st, ctx, pass.lam, (acc, x), (vars, acc_ty), None, None, pass.site)?;
+            if let Some(out) = out {
+                let now = read_fold_vars(fb, vars, acc_ty);
+                let stored = self.materialize_val(fb, st, now, acc_ty)?;
+                fb.emit(Stmt::Store { arr: out.clone(), idx: at, val: stored });
+            }
+        }
+        self.nest_close(fb, steps);
+        Ok(lanes)
     }
 
     /// The steps of the lambda `lam` over `v[lo .. lo + len)` from `start`
@@ -982,14 +1134,15 @@ impl Lowerer<'_> {
             }
             Prim::ScanBlocks => {
                 // `scan`'s blocked order (`ksc_ir::prim::REDUCE_BLOCK`), in
-                // three passes: a loop over the blocks but the last, folding
-                // each from E into its own element of the results s; the
-                // carries as `$scan OP E s`; a loop over the blocks, scanning
-                // block k from carry k into its own slab of the result, [kB,
-                // kB + len) with len = min(B, n - kB). The loops over blocks
-                // are independent, so a team runs them (ksc-codegen-c's
-                // `parallel.rs` sees the slab); each block's steps run in
-                // order, as the interpreter's do.
+                // three passes: the blocks but the last, each folded from E
+                // into its own element of the results s; the carries as
+                // `$scan OP E s`; every block, scanned from carry k into its
+                // own slab of the result, [kB, kB + len) with len = min(B, n
+                // - kB). The passes over blocks are independent loops, so a
+                // team runs them (ksc-codegen-c's `parallel.rs` sees the
+                // slab); each block's steps run in order, as the
+                // interpreter's do, and in lanes (`SCAN_LANES` full blocks
+                // advancing together) where the accumulator is numbers.
                 let (e, acc_ty) = args[1].val()?;
                 let (v, vt) = args[2].val()?;
                 let (_, elem_ty) = tensor_ty(vt)?;
@@ -1003,29 +1156,15 @@ impl Lowerer<'_> {
                 let full = fb.let_(Rhs::Select(none, Op::Int(0), before), Type::Integer, Some("full"));
                 let vec_ty = Type::vec(acc_ty.clone());
                 let sums = fb.let_(Rhs::Alloc { dims: vec![full.clone()], elem: acc_ty.clone() }, vec_ty.clone(), None);
-                let nest = self.nest_open(fb, std::slice::from_ref(&full));
-                let k = nest.flat();
-                let lo = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), block.clone()), Type::Integer, Some("lo"));
-                let steps = (e.clone(), &v, lo, block.clone());
-                let vars = self.block_steps(fb, st, ctx, &args[0], (&acc_ty, &elem_ty), steps, None, site)?;
-                let sum = read_fold_vars(fb, &vars, &acc_ty);
-                let sum = self.materialize_val(fb, st, sum, &acc_ty)?;
-                fb.emit(Stmt::Store { arr: sums.clone(), idx: k, val: sum });
-                self.nest_close(fb, nest);
+                let tys = (&acc_ty, &elem_ty);
+                let pass = BlockPass { lam: &args[0], tys, v: &v, n: &n, site };
+                self.block_pass(fb, st, ctx, &pass, &BlockStart::From(e.clone()), (full.clone(), full), &sums)?;
                 let carries = (LVal::Op(sums), &vec_ty);
                 let carries =
                     self.scan(fb, st, ctx, Prim::Scan, &args[0], (e, &acc_ty), carries, None, &vec_ty, site)?;
                 let out = fb.let_(Rhs::Alloc { dims: vec![n.clone()], elem: acc_ty.clone() }, ty.clone(), None);
-                let nest = self.nest_open(fb, std::slice::from_ref(&m));
-                let k = nest.flat();
-                let lo = fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), block.clone()), Type::Integer, Some("lo"));
-                let rest = self.int_arith(fb, IOp::Sub, n, lo.clone(), site);
-                let short = bin(fb, BinOp::ILt, rest.clone(), block.clone());
-                let len = fb.let_(Rhs::Select(short, rest, block), Type::Integer, Some("len"));
-                let carry = self.elem_of(fb, st, &carries, &acc_ty, std::slice::from_ref(&k), Some(k.clone()))?;
-                let steps = (carry, &v, lo, len);
-                self.block_steps(fb, st, ctx, &args[0], (&acc_ty, &elem_ty), steps, Some(&out), site)?;
-                self.nest_close(fb, nest);
+                let whole = self.int_arith(fb, IOp::Div, n.clone(), block, site);
+                self.block_pass(fb, st, ctx, &pass, &BlockStart::Carries(carries), (m, whole), &out)?;
                 Ok(LVal::Op(out))
             }
             Prim::Map | Prim::Map2 => {
