@@ -140,6 +140,9 @@ fn derivation_reads_each_block_as_its_left_fold() {
     assert_ne!(got.to_bits(), tree_reduce(0.0, &v).to_bits(), "this input does not tell the runs from the folds");
 }
 
+/// The scan of 5000 elements (five blocks) runs a group of four whole
+/// blocks in lanes (`SCAN_LANES`) in each pass, and the rest one at a
+/// time: each block's values are still its own left scan, bit for bit.
 #[test]
 fn scan_follows_the_documented_blocks_bit_for_bit() {
     let v = input(5000);
