@@ -758,8 +758,11 @@ impl Rev<'_, '_> {
     /// backward scan starts from the last part and adds part i to the
     /// accumulator's cotangent once step i has been transposed. For an
     /// `lmScanBlocks` (`$scanBlocks`), the same without a part for the
-    /// first accumulator: part i - 1 is added after step i > 0. (Its
-    /// backward scan is serial: seed 002's Theorem 3.7 is not built.)
+    /// first accumulator: part i - 1 is added after step i > 0, and each
+    /// element's cotangent is added one-hot into the backward scan's sum
+    /// (in place natively, where the step computes it) instead of being
+    /// stored per step and gathered in reverse afterwards. (Its backward
+    /// scan is serial: seed 002's Theorem 3.7 is not built.)
     ///
     /// In `[sufrevpass f]`, a fold whose step calls f counts its iterations
     /// ([`crate::tape::counted`]), so the copies of its steps read those
@@ -847,14 +850,18 @@ impl Rev<'_, '_> {
         // (added in place, not stored per step). Step k visits element
         // i = n - 1 - k.
         let db_ty = ab[1].tangent().unwrap_or(Type::Unknown);
-        let c_ty = Type::Tuple(vec![da_ty.clone(), db_ty.clone()]);
+        // A scan over a monoid adds each element's cotangent, one-hot, into
+        // the summed terms: written where the step computes it, not stored
+        // per step and gathered in reverse afterwards.
+        let one_hot = kept == Accumulators::AfterFirst && taped.is_none();
+        let c_ty = if one_hot { da_ty.clone() } else { Type::Tuple(vec![da_ty.clone(), db_ty.clone()]) };
         let p = b.fresh_name("p");
         let p_ty = Type::Tuple(vec![c_ty.clone(), Type::Integer]);
         let get = |b: &mut Builder, e: ExprId, i: u32, n: u32| b.prim(Prim::Get { index: i, arity: n }, vec![e]);
         let rk = b.fresh_name("rk");
         let pv = b.var(&p, p_ty.clone());
         let c = get(b, pv, 1, 2);
-        let rk_val = get(b, c, 1, 2);
+        let rk_val = if one_hot { c } else { get(b, c, 1, 2) };
         let pv = b.var(&p, p_ty.clone());
         let k = get(b, pv, 2, 2);
         let lastv = b.var(&last.0, last.1.clone());
@@ -890,7 +897,17 @@ impl Rev<'_, '_> {
             let dx = get(b, dt2, 2, 2);
             dt = b.tuple(vec![da, dx]);
         }
-        let next = b.tuple(vec![dt, dsc_i]);
+        let next = if one_hot {
+            let dt2 = b.copy(dt);
+            let da = get(b, dt, 1, 2);
+            let dx = get(b, dt2, 2, 2);
+            let (nv, iv) = (b.var(&n.0, n.1.clone()), b.var(&i_name, Type::Integer));
+            let dx = b.prim(Prim::DeltaVec, vec![nv, iv, dx]);
+            let terms = b.tuple(vec![dsc_i, dx]);
+            b.tuple(vec![da, terms])
+        } else {
+            b.tuple(vec![dt, dsc_i])
+        };
         let body = b.let_(&d_name, d, next);
         let body = b.let_(&i_name, i, body);
         let body = b.let_(&rk, rk_val, body);
@@ -916,10 +933,17 @@ impl Rev<'_, '_> {
             }
         }
         let scv = b.var(&sc_name, sc_ty.clone());
-        let z = b.zero_tangent(scv);
-        // The element cotangent before the first step is never read.
-        let placeholder = b.body.alloc_typed(Expr::Dummy(db_ty.clone()), db_ty.clone());
-        let init = b.tuple(vec![r0, placeholder]);
+        let mut z = b.zero_tangent(scv);
+        let init = if one_hot {
+            let vv = import(b, self.src, v);
+            let zv = b.zero_tangent(vv);
+            z = b.tuple(vec![z, zv]);
+            r0
+        } else {
+            // The element cotangent before the first step is never read.
+            let placeholder = b.body.alloc_typed(Expr::Dummy(db_ty.clone()), db_ty.clone());
+            b.tuple(vec![r0, placeholder])
+        };
         let both = b.prim(Prim::ScanSum, vec![lam, init, z, ks]);
         let both = self.emit(b, "rs", both);
         let bv = b.var(&both.0, both.1.clone());
@@ -927,10 +951,20 @@ impl Rev<'_, '_> {
         let rs = self.emit(b, "rs", rs);
         let bv = b.var(&both.0, both.1.clone());
         let dsc = get(b, bv, 2, 2);
-        // dacc from the last accumulator; dv[i] from step n - 1 - i,
-        // stored at n - i.
         let (nv3, rsv) = (b.var(&n.0, n.1.clone()), b.var(&rs.0, rs.1.clone()));
         let fin = b.prim(Prim::Index, vec![nv3, rsv]);
+        if one_hot {
+            // dacc from the last accumulator, dv the sum of the one-hots.
+            let terms = self.emit(b, "terms", dsc);
+            let tv = b.var(&terms.0, terms.1.clone());
+            let dsc = get(b, tv, 1, 2);
+            let tv = b.var(&terms.0, terms.1.clone());
+            let dvec = get(b, tv, 2, 2);
+            let inner = b.tuple(vec![fin, dvec]);
+            return Ok(b.tuple(vec![dsc, inner]));
+        }
+        // dacc from the last accumulator; dv[i] from step n - 1 - i,
+        // stored at n - i.
         let dacc = get(b, fin, 1, 2);
         let nv4 = b.var(&n.0, n.1.clone());
         let dvec = b.build(nv4, |b, i| {

@@ -170,8 +170,9 @@ fn recursion_in_a_folds_step_costs_a_small_constant_times_the_function() {
 /// `reduce`'s folds, and of `scan`'s `lmScanBlocks` (forward mode a
 /// `$scanBlocks` of pairs, reverse mode a serial backward scan), within
 /// the bounds and linear at 1500 and 6000 elements (2 and 6 blocks).
-/// Measured: rev/f 5.3 (log-sum-exp), 3.1 (recurrence), 4.0 (matrices),
-/// 2.9 (a scan of matrices as vectors); fwd/f 3.0, 2.5, 3.4, 2.2. The scan
+/// Measured at 6000: rev/f 2.9 (log-sum-exp), 3.1 (recurrence), 3.1
+/// (matrices), 2.9 (a scan of matrices as vectors); fwd/f 2.0, 2.6, 2.6,
+/// 2.2. The scan
 /// of matrices' reverse mode was quadratic while derivation read `scan` as
 /// a `$scan` and a `build` dropping its first element: 95 and 343 times f.
 /// Forward mode of
@@ -190,9 +191,11 @@ fn reduce_and_scan_cost_a_small_constant_times_the_function() {
 /// consecutive k are compared), and every k is within the bounds.
 /// Measured: every level adds 5,526 operations to f (the blocked order's
 /// two passes over the elements), 14,603 to `[fwd f]` (the same two
-/// passes over (value, tangent) pairs) and 26,532 to `[rev f]` (a serial
-/// scan of the accumulators and one backwards; rev/f 3.80, 4.30, 4.47,
-/// 4.55; fwd/f 2.91 to 2.71).
+/// passes over (value, tangent) pairs) and 31,170 to `[rev f]` (a serial
+/// scan of the accumulators and one backwards, which adds each element's
+/// cotangent one-hot into the gradient, counted per element with the zero
+/// vector it starts from; rev/f 4.10, 4.87, 5.13, 5.25; fwd/f 2.91 to
+/// 2.71).
 #[test]
 fn nested_scans_cost_the_same_per_level() {
     let cumprod = |x: &str| format!("(scan (lam (pq : Tuple Float Float) (mul (get$1$2 pq) (get$2$2 pq))) 1.0 {x})");
