@@ -799,7 +799,6 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         })
     }
 
-    /// `print a b c`: evaluates and writes each argument in turn.
     /// One pass of `$scanBlocks` over `blocks`, each from its start: whole
     /// blocks in groups of `lanes` advancing a step of each at a time, the
     /// rest one at a time (`ksc_ir::prim::SCAN_LANES`). Each block's
@@ -838,6 +837,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         Ok(accs)
     }
 
+    /// `print a b c`: evaluates and writes each argument in turn.
     fn print(&mut self, cx: &'p Compiled<'a>, base: usize, call: ExprId, arg: ExprId) -> R<Value> {
         let parts = cx.def.body.call_args(arg);
         for &c in &parts {

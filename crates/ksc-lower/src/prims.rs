@@ -29,8 +29,6 @@ pub(crate) enum Acc {
     Tuple(Vec<Acc>),
 }
 
-/// Mutable variables holding the leaves of a fold's or scan's accumulator,
-/// initialised with `leaves`.
 /// What every pass of `$scanBlocks` over its blocks shares: the operator,
 /// the accumulator's and elements' types, the elements and their number.
 struct BlockPass<'a> {
@@ -48,6 +46,8 @@ enum BlockStart {
     Carries(LVal),
 }
 
+/// Mutable variables holding the leaves of a fold's or scan's accumulator,
+/// initialised with `leaves`.
 fn fold_vars(fb: &mut FnBuilder, leaves: &[(Op, Type)]) -> Vec<VarId> {
     leaves
         .iter()
@@ -503,9 +503,7 @@ impl Lowerer<'_> {
             let vars = self.block_lanes(fb, st, ctx, pass, starts, &los, out)?;
             if out.is_none() {
                 for (k, vars) in ks.into_iter().zip(vars) {
-                    let sum = read_fold_vars(fb, &vars, pass.tys.0);
-                    let sum = self.materialize_val(fb, st, sum, pass.tys.0)?;
-                    fb.emit(Stmt::Store { arr: dest.clone(), idx: k, val: sum });
+                    self.store_block_result(fb, st, pass.tys.0, &vars, dest, k)?;
                 }
             }
             self.nest_close(fb, nest);
@@ -536,11 +534,25 @@ impl Lowerer<'_> {
         let steps = (b0, pass.v, lo, len);
         let vars = self.block_steps(fb, st, ctx, pass.lam, pass.tys, steps, out, pass.site)?;
         if out.is_none() {
-            let sum = read_fold_vars(fb, &vars, pass.tys.0);
-            let sum = self.materialize_val(fb, st, sum, pass.tys.0)?;
-            fb.emit(Stmt::Store { arr: dest.clone(), idx: k, val: sum });
+            self.store_block_result(fb, st, pass.tys.0, &vars, dest, k)?;
         }
         self.nest_close(fb, nest);
+        Ok(())
+    }
+
+    /// Block k's result, held in `vars`, stored at `dest[k]`.
+    fn store_block_result(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        acc_ty: &Type,
+        vars: &[VarId],
+        dest: &Op,
+        k: Op,
+    ) -> R<()> {
+        let sum = read_fold_vars(fb, vars, acc_ty);
+        let sum = self.materialize_val(fb, st, sum, acc_ty)?;
+        fb.emit(Stmt::Store { arr: dest.clone(), idx: k, val: sum });
         Ok(())
     }
 
