@@ -423,7 +423,8 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 let e = args.take(1);
                 let l = self.lambda(cx, base, args, 0)?;
                 let b = ksc_ir::prim::REDUCE_BLOCK as usize;
-                let lanes = if flat_numbers(&e) { ksc_ir::prim::SCAN_LANES as usize } else { 1 };
+                let in_lanes = matches!(body.ty(call), Type::Tensor(_, t) if ksc_ir::prim::scans_in_lanes(t));
+                let lanes = if in_lanes { ksc_ir::prim::SCAN_LANES as usize } else { 1 };
                 let blocks: Vec<&[Value]> = v.data.chunks(b).collect();
                 let before_last = blocks.len().saturating_sub(1);
                 let starts = vec![e.clone(); before_last];
@@ -861,16 +862,6 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
 enum Fail {
     Here(String),
     Inner(Box<crate::RuntimeError>),
-}
-
-/// Is `v` a number, a Boolean, or a tuple of them (what `scan` runs in
-/// lanes: `ksc_ir::prim::scans_in_lanes` of its type)?
-fn flat_numbers(v: &Value) -> bool {
-    match v {
-        Value::Float(_) | Value::Integer(_) | Value::Bool(_) => true,
-        Value::Tuple(xs) => xs.iter().all(flat_numbers),
-        _ => false,
-    }
 }
 
 impl From<String> for Fail {

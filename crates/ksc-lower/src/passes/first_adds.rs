@@ -27,7 +27,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{any_stmt, definitions, mentions};
+use crate::visit::{any_stmt, definitions, fresh_let, mentions};
 
 /// The `first-adds-into-zeros` pass.
 pub struct FirstAddsIntoZeros;
@@ -60,10 +60,7 @@ fn first_adds_into_zeros(f: &mut Func) -> bool {
                 }
                 Stmt::Accum { arr: Op::Var(x), idx: Op::Int(k), val, .. } if *x == a && written.insert(*k) => {
                     let (k, val) = (*k, val.clone());
-                    let t = VarId(vars.len() as u32);
-                    vars.push(VarInfo { ty: ksc_ir::Type::Float, name: None, mutable: false });
-                    b[p] = Stmt::Let(t, Rhs::Bin(BinOp::FAdd, Op::Float(0.0), val));
-                    b.insert(p + 1, Stmt::Store { arr: Op::Var(a), idx: Op::Int(k), val: Op::Var(t) });
+                    first_add_stored(b, p, a, Op::Int(k), val, vars);
                     p += 1;
                 }
                 Stmt::Accum { arr: Op::Var(x), idx: Op::Int(_), .. } if *x == a => {}
@@ -149,7 +146,10 @@ fn covered_once(
 ) -> bool {
     let Some(p) = (from..b.len()).find(|&p| mentions(&b[p], a)) else { return false };
     let Stmt::For { idx: k, n: m, pre, body, .. } = &mut b[p] else { return false };
-    if m != n || mentions_block(pre, a) || any_stmt(body, &mut |s| matches!(s, Stmt::Return(_) | Stmt::TailCall(_))) {
+    if m != n
+        || pre.iter().any(|s| mentions(s, a))
+        || any_stmt(body, &mut |s| matches!(s, Stmt::Return(_) | Stmt::TailCall(_)))
+    {
         return false;
     }
     let k = *k;
@@ -205,10 +205,7 @@ fn covered_once(
             Stmt::Let(_, r @ Rhs::Load { arr: Op::Var(_), .. }) if loads_from(r, a) => *r = Rhs::Copy(zero.clone()),
             Stmt::Accum { arr: Op::Var(x), idx, val, .. } if *x == a => {
                 let (idx, val) = (idx.clone(), val.clone());
-                let t = VarId(vars.len() as u32);
-                vars.push(VarInfo { ty: ksc_ir::Type::Float, name: None, mutable: false });
-                adds[q] = Stmt::Let(t, Rhs::Bin(BinOp::FAdd, Op::Float(0.0), val));
-                adds.insert(q + 1, Stmt::Store { arr: Op::Var(a), idx, val: Op::Var(t) });
+                first_add_stored(adds, q, a, idx, val, vars);
                 q += 1;
             }
             _ => {}
@@ -216,6 +213,15 @@ fn covered_once(
         q += 1;
     }
     true
+}
+
+/// Replaces statement `p` of `b`, the first `a[idx] += val` into a zero,
+/// with `t = 0.0 + val; a[idx] = t` (the same value, signed zeros
+/// included, without loading the zero).
+fn first_add_stored(b: &mut Block, p: usize, a: VarId, idx: Op, val: Op, vars: &mut Vec<VarInfo>) {
+    let (sum, t) = fresh_let(vars, Rhs::Bin(BinOp::FAdd, Op::Float(0.0), val), ksc_ir::Type::Float);
+    b[p] = sum;
+    b.insert(p + 1, Stmt::Store { arr: Op::Var(a), idx, val: t });
 }
 
 /// Is `r` a load from `a`?
@@ -237,8 +243,4 @@ fn load_store(b: &Block, a: VarId) -> Option<Op> {
         }
         _ => None,
     }
-}
-
-fn mentions_block(b: &Block, a: VarId) -> bool {
-    b.iter().any(|s| mentions(s, a))
 }
