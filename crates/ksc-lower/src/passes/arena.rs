@@ -56,7 +56,10 @@ fn escapes(b: &Block, vars: &[VarInfo]) -> bool {
         Stmt::Store { val: Op::Var(v), .. } | Stmt::Set(_, Op::Var(v)) if needs_heap(&vars[v.0 as usize].ty) => {
             e = true
         }
-        Stmt::CopyDown { .. } => e = true,
+        // A copy down to a mark taken inside the block stays above the
+        // block's start (the copied value escapes only if a store or an
+        // assignment above lets it).
+        Stmt::CopyDown { mark, .. } if !local.contains(mark) => e = true,
         // A record written into a tape that may outlive the block.
         Stmt::Let(_, Rhs::TapePush { .. }) => e = true,
         _ => {}
