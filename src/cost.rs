@@ -72,12 +72,12 @@ pub fn table(
     };
     let defs = analysis.defs();
     let mut interp = Interpreter::new(defs.iter().copied());
-    let mut measure = |n: &FunName, arg: Value| -> Result<(Value, u64), String> {
-        let before = interp.operations();
+    let mut measure = |n: &FunName, arg: Value| -> Result<(Value, (u64, u64)), String> {
+        let (before, span) = (interp.operations(), interp.span());
         let v = interp
             .call(n, arg, &mut std::io::sink())
             .map_err(|e| format!("evaluating `{}` failed: {}", n.short(), e.message))?;
-        Ok((v, interp.operations() - before))
+        Ok((v, (interp.operations() - before, interp.span() - span)))
     };
     let counts = (|| {
         let (x, _) = measure(&AtPoint::point(), Value::unit())?;
@@ -95,10 +95,10 @@ pub fn table(
     println!("; cost at `--at {args}`{}", direction(d));
     let (fs, ds) = (f.name.short(), name.short());
     let w = fs.len().max(ds.len()).max("function".len());
-    println!("; {:<w$}  {:>12}  {:>8}", "function", "operations", "ratio");
-    println!("; {fs:<w$}  {primal:>12}  {:>8.2}", 1.0);
-    let ratio = derivative as f64 / primal.max(1) as f64;
-    println!("; {ds:<w$}  {derivative:>12}  {ratio:>8.2}");
+    println!("; {:<w$}  {:>12}  {:>8}  {:>12}", "function", "operations", "ratio", "span");
+    println!("; {fs:<w$}  {:>12}  {:>8.2}  {:>12}", primal.0, 1.0, primal.1);
+    let ratio = derivative.0 as f64 / primal.0.max(1) as f64;
+    println!("; {ds:<w$}  {:>12}  {ratio:>8.2}  {:>12}", derivative.0, derivative.1);
     println!(";");
     // The native code of each derived function printed.
     let w = printed.iter().map(|p| p.name.short().len()).max().unwrap_or(0).max("function".len());

@@ -193,9 +193,12 @@ enum Command {
         /// After the derived functions, print what they cost, as `;`
         /// comments: the interpreter's operation count (calls, loads and
         /// element work; the measure the cost tests bound) of the function
-        /// and of the derivative at the point `--at`, and their ratio
-        /// (`[fwd f]` is given the tangent whose every Float is 1.0, `[rev
-        /// f]` the cotangent whose every Float is 1.0); then, for each
+        /// and of the derivative at the point `--at`, their ratio, and
+        /// their span (the operations on the longest chain of dependent
+        /// steps, independent iterations of `build` and of `scan`'s blocks
+        /// being separate chains: the depth on unbounded cores) (`[fwd f]`
+        /// is given the tangent whose every Float is 1.0, `[rev f]` the
+        /// cotangent whose every Float is 1.0); then, for each
         /// derived function printed, the `for` loops (nested ones
         /// included), the statements that may allocate a tensor, and the
         /// lines of its C function (without the exported wrapper) in the

@@ -518,6 +518,12 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         Machine { prog, stack, out, ops: 0, ops_limit: u64::MAX, stack_origin: stack_address(), stack_limit }
     }
 
+    /// Counts `n` operations, on the current chain of the span too.
+    pub(crate) fn count_ops(&mut self, n: u64) {
+        self.ops += n;
+        crate::ops::count_span(n);
+    }
+
     /// An error at expression `at` of `cx`'s body.
     pub(crate) fn fail(&self, cx: &Compiled, at: ExprId, message: impl Into<String>) -> Box<RuntimeError> {
         Box::new(RuntimeError {
@@ -601,7 +607,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     e = *next;
                 }
                 Expr::Call(Callee::Fun(name), arg) => {
-                    self.ops += 1;
+                    self.count_ops(1);
                     if self.ops > self.ops_limit {
                         return Err(self.fail(
                             cx,
@@ -645,7 +651,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 Expr::Call(Callee::Prim(p), arg) => {
                     // Projections are free once tuples are scalar-replaced.
                     if !matches!(p, ksc_ir::Prim::Get { .. }) {
-                        self.ops += 1;
+                        self.count_ops(1);
                     }
                     break self.eval_prim(cx, base, e, *p, *arg)?;
                 }

@@ -104,6 +104,8 @@ pub struct Interpreter<'a> {
     stack_limit: usize,
     /// Calls evaluated so far, over all runs (see [`Interpreter::operations`]).
     ops: u64,
+    /// The runs' spans, added ([`Interpreter::span`]).
+    span: u64,
     /// The operations a top-level call may do ([`Interpreter::set_call_limit`]).
     ops_limit: u64,
 }
@@ -137,6 +139,29 @@ impl<'a> Interpreter<'a> {
         self.ops
     }
 
+    /// The span of the runs since the interpreter was made (added over
+    /// runs): the operations of [`Interpreter::operations`] on the longest
+    /// chain of steps that depend on each other, the depth a machine of
+    /// unbounded cores would need. The iterations of the loops that native
+    /// code may run on a team of threads are independent chains: `build`
+    /// (and `map`, `map2`), whose iterations each count their own work and
+    /// whose result's allocation counts one (as `unzip`'s columns of an
+    /// element do); and the two passes of
+    /// `$scanBlocks` over its blocks (a block being a chain of its steps).
+    /// Everything else is one chain: sums (their order is their value),
+    /// folds, the carries between `scan`'s blocks, calls. So `reduce`'s
+    /// span, whose blocks are a `build` and whose tree combines them in
+    /// log levels, is at most a constant (a block's) plus a term in
+    /// log n; a `scan`'s adds its carries, one per block of
+    /// `ksc_ir::prim::REDUCE_BLOCK` elements. The span is an upper bound:
+    /// a `build` fused into the loop that reads it keeps its span, and the
+    /// element work of operations on whole tensors (`ts_add` of vectors, a
+    /// `constVec`, a one-hot made dense) counts on the chain, though
+    /// native code may run it on a team.
+    pub fn span(&self) -> u64 {
+        self.span
+    }
+
     /// Prepares the definitions to run. Their bodies must be resolved: every
     /// called `FunName` has its base type. Calls of names without a
     /// definition go to the native prelude ([`native_prelude`]), or fail
@@ -147,6 +172,7 @@ impl<'a> Interpreter<'a> {
             stack: Vec::new(),
             stack_limit: DEFAULT_STACK_LIMIT,
             ops: 0,
+            span: 0,
             ops_limit: u64::MAX,
         }
     }
@@ -183,9 +209,10 @@ impl<'a> Interpreter<'a> {
         let mut sink = std::io::sink();
         let mut machine = eval::Machine::new(&self.prog, stack, &mut sink, self.stack_limit);
         machine.ops_limit = self.ops_limit;
-        let work = ops::work_done();
+        let (work, span) = (ops::work_done(), ops::span_done());
         let result = f(&mut machine);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);
+        self.span += ops::span_done().wrapping_sub(span);
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| match e {
@@ -257,9 +284,10 @@ impl<'a> Interpreter<'a> {
         let stack = std::mem::take(&mut self.stack);
         let mut machine = eval::Machine::new(&self.prog, stack, out, self.stack_limit);
         machine.ops_limit = self.ops_limit;
-        let work = ops::work_done();
+        let (work, span) = (ops::work_done(), ops::span_done());
         let result = machine.call_top(name, arg).map(Value::densified);
         self.ops += machine.ops + ops::work_done().wrapping_sub(work);
+        self.span += ops::span_done().wrapping_sub(span);
         self.stack = machine.stack;
         self.stack.clear();
         result.map_err(|e| *e)

@@ -19,6 +19,73 @@ thread_local! {
 /// Counts `n` units of element work: elements made, copied or combined.
 pub(crate) fn count_work(n: usize) {
     WORK.with(|w| w.set(w.get().wrapping_add(n as u64)));
+    count_span(n as u64);
+}
+
+thread_local! {
+    /// The span on this thread: the operations and element work on the
+    /// longest chain of dependent steps so far (see `Interpreter::span`).
+    static SPAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` steps on the current chain (the calls the machine counts;
+/// element work counts itself).
+pub(crate) fn count_span(n: u64) {
+    SPAN.with(|s| s.set(s.get().wrapping_add(n)));
+}
+
+/// The span so far (wrapping: compare two readings with `wrapping_sub`).
+pub(crate) fn span_done() -> u64 {
+    SPAN.with(|s| s.get())
+}
+
+/// Sets the span (to a reading of [`span_done`]).
+pub(crate) fn set_span(to: u64) {
+    SPAN.with(|s| s.set(to));
+}
+
+/// A loop whose iterations are independent, for the span: every iteration
+/// starts where the loop started, and the loop ends where its longest
+/// iteration ended. The loops that native code may run on a team
+/// (`build`, `map`, the passes of `$scanBlocks` over blocks) are counted
+/// so; everything else (sums, folds, the carries between blocks) is a
+/// chain. Taking back work (`uncount_work`) does not shorten the span, so
+/// the span is an upper bound.
+pub(crate) struct ParSpan {
+    start: u64,
+    longest: u64,
+}
+
+impl ParSpan {
+    /// Starts the loop at the current span.
+    pub(crate) fn begin() -> ParSpan {
+        let s = span_done();
+        ParSpan { start: s, longest: s }
+    }
+
+    /// Counts what ran since `begin` (the allocation of the result,
+    /// whose size counts as work) as `steps` on the chain instead.
+    pub(crate) fn set_up(&mut self, steps: u64) {
+        self.start = self.start.wrapping_add(steps);
+        self.longest = self.start;
+        set_span(self.start);
+    }
+
+    /// Ends an iteration: keeps its end if it is the latest, and starts the
+    /// next one where the loop started.
+    pub(crate) fn next(&mut self) {
+        let s = span_done();
+        if s.wrapping_sub(self.start) > self.longest.wrapping_sub(self.start) {
+            self.longest = s;
+        }
+        set_span(self.start);
+    }
+
+    /// Ends the loop where its longest iteration ended.
+    pub(crate) fn end(mut self) {
+        self.next();
+        set_span(self.longest);
+    }
 }
 
 /// Takes back `n` units of element work counted before (see `count_loads`).

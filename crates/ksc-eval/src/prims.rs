@@ -234,7 +234,17 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             _ => {}
         }
         let mut args = self.prim_args(cx, base, call, arg, arity(p))?;
-        self.ops += count_loads(cx, p, arg, &args);
+        let loads = count_loads(cx, p, arg, &args);
+        self.ops += loads;
+        // On the span, a loop whose iterations are independent reads in each
+        // iteration its own elements: `map`'s one (or two), a block's of
+        // `$scanBlocks` (in each of its two passes).
+        let block = ksc_ir::prim::REDUCE_BLOCK as u64;
+        ops::count_span(match p {
+            Prim::Map | Prim::Map2 => loads.min(2),
+            Prim::ScanBlocks => loads.min(2 * block),
+            _ => loads,
+        });
         let r = self.prim(cx, base, call, p, arg, &mut args);
         // Errors from inside a lambda already have their location.
         r.map_err(|e| match e {
@@ -322,11 +332,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::Build => {
                 let shape = sizes(args.get(0), p)?;
                 let n = tensor_count(&shape, p)?;
+                let mut par = ops::ParSpan::begin();
                 let mut data = alloc_elements(n)?;
+                par.set_up(1);
                 let l = self.lambda(cx, base, args, 1)?;
                 for k in 0..n {
                     data.push(self.apply(&l, index_at(k, &shape))?);
+                    par.next();
                 }
+                par.end();
                 self.close(l);
                 new_tensor(shape, data)
             }
@@ -436,7 +450,9 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     carries.push(next);
                 }
                 carries.truncate(blocks.len());
+                let mut par = ops::ParSpan::begin();
                 let mut out = alloc_elements(v.len())?;
+                par.set_up(1);
                 out.resize(v.len(), Value::unit());
                 self.scan_blocks_pass(&l, &blocks, carries, lanes, Some(&mut out))?;
                 self.close(l);
@@ -448,11 +464,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Map => {
                 let v = tensor(args.get(1))?;
+                let mut par = ops::ParSpan::begin();
                 let mut data = alloc_elements(v.len())?;
+                par.set_up(1);
                 let l = self.lambda(cx, base, args, 0)?;
                 for x in &v.data {
                     data.push(self.apply(&l, x.clone())?);
+                    par.next();
                 }
+                par.end();
                 self.close(l);
                 new_tensor(v.shape.clone(), data)
             }
@@ -465,11 +485,15 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         fmt_size(&b.shape)
                     )));
                 }
+                let mut par = ops::ParSpan::begin();
                 let mut data = alloc_elements(a.len())?;
+                par.set_up(1);
                 let l = self.lambda(cx, base, args, 0)?;
                 for (x, y) in a.data.iter().zip(&b.data) {
                     data.push(self.apply(&l, pair(x.clone(), y.clone()))?);
+                    par.next();
                 }
+                par.end();
                 self.close(l);
                 new_tensor(a.shape.clone(), data)
             }
@@ -568,7 +592,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     (_, Some(Value::Tuple(vs))) => vs.len(),
                     _ => 0,
                 };
+                // Native code writes the columns in the loop that makes the
+                // elements (one element's columns on each chain of the span).
+                let mut par = ops::ParSpan::begin();
                 count_work(v.len().saturating_mul(n));
+                par.set_up(n as u64);
                 let mut columns: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(v.len())).collect();
                 for x in &v.data {
                     match x {
@@ -815,12 +843,18 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
         let b = ksc_ir::prim::REDUCE_BLOCK as usize;
         let whole = blocks.iter().take_while(|x| x.len() == b).count();
         let grouped = if lanes > 1 { whole / lanes * lanes } else { 0 };
+        // The blocks are independent: on the span, each is its own chain
+        // of steps, and the pass ends with the longest.
+        let start = ops::span_done();
+        let mut chains = vec![0u64; blocks.len()];
         let mut step = |this: &mut Self, accs: &mut [Value], k: usize, j: usize| -> Result<(), Fail> {
             let acc = std::mem::replace(&mut accs[k], Value::unit());
             accs[k] = this.apply(l, pair(acc, blocks[k][j].clone()))?;
             if let Some(out) = out.as_deref_mut() {
                 out[k * b + j] = accs[k].clone();
             }
+            chains[k] += ops::span_done().wrapping_sub(start);
+            ops::set_span(start);
             Ok(())
         };
         for g in (0..grouped).step_by(lanes.max(1)) {
@@ -835,6 +869,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                 step(self, &mut accs, k, j)?;
             }
         }
+        ops::set_span(start.wrapping_add(chains.into_iter().max().unwrap_or(0)));
         Ok(accs)
     }
 
