@@ -228,6 +228,8 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
 
     # dF~'s ablations (issue 43 item 3).
     L += ablation_table(results)
+    # Both modes of sums (issue 37).
+    L += reassociate_table(results)
 
     # Scaling of the micro-benchmarks.
     micro = [r for r in results if r["workload"] == "micro"]
@@ -317,6 +319,28 @@ def ablation_table(results):
             ga, oa = counted(r, f"ksc-no-{a}", "grad"), counted(r, f"ksc-no-{a}", "obj")
             cells.append(f"{fmt_r(ratio(ga, g))}; {fmt_r(ratio(oa, o))} ({fmt_t(ga)})")
         L.append(f"| {name_of(r)} | {r['label']} | {fmt_t(g)}; {fmt_t(o)} | " + " | ".join(cells) + " |")
+    return L
+
+
+def reassociate_table(results):
+    """ksc built with `--reassociate` against ksc, on the rows that timed it."""
+    tool = "ksc-reassociate"
+    rows = [r for r in results if f"{tool}-obj" in r["time"] or tool in r.get("skipped", {})]
+    if not rows:
+        return []
+    L = ["\n## Sums in any order (`ksc build --reassociate`)\n",
+         "ksc built with `--reassociate` (docs/native.md, \"Reassociated sums\": the loops over data that only "
+         "add into Float sums or keep a maximum are vectorised, their terms combined in another order than the "
+         "program's, so results differ from the interpreter's by rounding) against ksc's default, which adds "
+         "in the program's order: its time over ksc's (below 1: it pays), objective; derivative, and its times. "
+         "Its results are checked against the C reference as ksc's are.\n",
+         "| workload | size | obj | deriv | reassociated obj | reassociated deriv |",
+         "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        g, o = counted(r, "ksc", "grad"), counted(r, "ksc", "obj")
+        ga, oa = counted(r, tool, "grad"), counted(r, tool, "obj")
+        L.append(f"| {name_of(r)} | {r['label']} | {fmt_r(ratio(oa, o))} | {fmt_r(ratio(ga, g))} | {fmt_t(oa)} | "
+                 f"{fmt_t(ga)} |")
     return L
 
 

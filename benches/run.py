@@ -57,6 +57,11 @@ ABLATIONS = ["fusion", "licm", "df-rules"]
 ABLATED_WORKLOADS = ("micro", "lse", "project")
 for _a in ABLATIONS:
     TOOL_NAMES["ksc-no-" + _a] = f"ksc without {_a}"
+# `ksc build --reassociate` (issue 37): the sums and maxima of loops over
+# data combined in any order, vectorised (docs/native.md, "Reassociated
+# sums"); timed beside ksc on every workload as the tool "ksc-reassociate".
+REASSOCIATED = "ksc-reassociate"
+TOOL_NAMES[REASSOCIATED] = "ksc --reassociate"
 TOL_KSC = 1e-8
 TOL_FD = 1e-4
 ASK_TIMEOUT = 600  # seconds for one request to a worker
@@ -331,20 +336,22 @@ class Build:
         self.cache = {}
         self.c_size = {}
 
-    def ksc_ablated(self, name, group):
-        """Builds ksc-examples/adbench/NAME.ks with `--ablate GROUP` into its
+    def ksc_variant(self, name, tool):
+        """Builds ksc-examples/adbench/NAME.ks as the tool TOOL ("ksc-no-GROUP":
+        with `--ablate GROUP`; REASSOCIATED: with `--reassociate`) into its
         own directory, whose library the driver loads through
         LD_LIBRARY_PATH (it takes precedence over the driver's RUNPATH).
         Returns the directory, or the build's error as (None, message)."""
-        key = ("ablated", name, group)
+        flags = ["--reassociate"] if tool == REASSOCIATED else ["--ablate", tool[len("ksc-no-"):]]
+        key = ("variant", name, tool)
         if key not in self.cache:
-            out = os.path.join(self.workdir, f"ksc-{name}-no-{group}")
+            out = os.path.join(self.workdir, f"{tool}-{name}")
             os.makedirs(out, exist_ok=True)
             env = dict(os.environ, KSC_CACHE_DIR=tempfile.mkdtemp(dir=self.workdir))
             p = subprocess.run([self.ksc, "build", os.path.join(EXAMPLES, name + ".ks"), "--emit", "so", "-o", out,
-                                "--unchecked", "--ablate", group], capture_output=True, text=True, env=env)
+                                "--unchecked"] + flags, capture_output=True, text=True, env=env)
             err = (p.stderr.strip().splitlines() or ["(no message)"])[0]
-            self.cache[key] = (out, None) if p.returncode == 0 else (None, f"ksc --ablate {group} cannot build: {err}")
+            self.cache[key] = (out, None) if p.returncode == 0 else (None, f"ksc {' '.join(flags)} cannot build: {err}")
         return self.cache[key]
 
     def ksc_so(self, name):
@@ -589,6 +596,9 @@ def main():
     ap.add_argument("--no-ablations", action="store_true",
                     help="do not time ksc with each of its ablations (--ablate fusion, licm, df-rules) on the "
                          "workloads of dF~'s figures (micro, lse, project)")
+    ap.add_argument("--no-reassociate", action="store_true",
+                    help="do not time ksc built with --reassociate (sums of loops over data added in any order) "
+                         "beside ksc")
     ap.add_argument("--ablation-timeout", type=float, default=120.0,
                     help="seconds one call of an ablated build may take before it is stopped and reported "
                          "(default 120: without its optimisations a derivative may be quadratic)")
@@ -691,8 +701,10 @@ def main():
         workers = [Worker("ref", [exe, "ref", path] + extra, {core}, 600, lim),
                    Worker("ksc", [exe, "ksc", path] + extra, cores, 600, lim)]
         ablated = [] if opts.no_ablations or workload not in ABLATED_WORKLOADS else ["ksc-no-" + a for a in ABLATIONS]
+        if not opts.no_reassociate:
+            ablated.append(REASSOCIATED)
         for tool in ablated:
-            adir, why = build.ksc_ablated(name, tool[len("ksc-no-"):])
+            adir, why = build.ksc_variant(name, tool)
             if adir is None:
                 r["skipped"][tool] = why
                 continue

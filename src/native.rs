@@ -19,6 +19,17 @@ pub struct NativeOptions {
     /// benchmarking; assertions and division by zero stay checked).
     #[arg(long)]
     pub unchecked: bool,
+    /// Let the C compiler combine the terms of Float sums and maxima in
+    /// any order, which vectorises them: the loops over data (in no other
+    /// loop) that only add into sums or keep a maximum (`sum`, `sumbuild`,
+    /// `dot`, `max` of a vector, a fold of additions). Results then differ
+    /// from the interpreter's, and from a build without it, by rounding: a
+    /// sum of n terms by at most about n ε Σ|term| (ε = 2^-53); a maximum
+    /// is the same value (but for which of two equal zeros, or whether a
+    /// first element that is NaN, is kept). Without it, native code
+    /// combines in the program's order and gives the interpreter's bits
+    #[arg(long)]
+    pub reassociate: bool,
     /// Flags for the C compiler, replacing the default `-O3 -march=native`
     /// (also `$KSC_CFLAGS`). The compiler is `$CC`, else `cc`. On a machine
     /// of several cores a large program is compiled as several translation
@@ -115,6 +126,11 @@ fn config(opts: &NativeOptions) -> CcConfig {
         cfg.cflags = ksc_codegen_c::driver::split_flags(f);
     }
     cfg.link = opts.link.clone();
+    if opts.reassociate {
+        // The generated C is the same; the macro marks its sums (and keys
+        // the cache apart).
+        cfg.cflags.push("-DKSC_REASSOCIATE".into());
+    }
     cfg
 }
 

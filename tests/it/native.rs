@@ -1492,3 +1492,27 @@ fn an_edit_recompiles_only_the_translation_units_it_changes() {
         assert!(recompiled >= 1 && recompiled * 2 <= units, "the edit recompiled {recompiled} of {units} units");
     }
 }
+
+/// `--reassociate` (`ksc-codegen-c/src/reassoc.rs`): the loops of
+/// `tests/reassociate/sums.ks` that only add into sums or keep a maximum
+/// are marked in the C, and the native results, whose sums are added in
+/// another order, are the interpreter's within rounding (the program
+/// prints its results also as differences from nearby values times 1e8,
+/// so that about ten significant digits are compared).
+#[test]
+fn reassociated_sums_agree_with_the_interpreter_within_rounding() {
+    let path = root().join("tests/reassociate/sums.ks");
+    let path = path.to_str().unwrap();
+    let interp = ksc(&["run", "--interp", path]);
+    let native = ksc(&["run", "--reassociate", path]);
+    assert!(interp.status.success() && native.status.success(), "{}{}", text(&interp.stderr), text(&native.stderr));
+    let (a, b) = (text(&interp.stdout), text(&native.stdout));
+    assert!(common::same_numbers(&a, &b), "interpreter:\n{a}native --reassociate:\n{b}");
+    let dir = work_dir("reassociate");
+    let built = ksc(&["build", path, "--emit", "c", "-o", dir.to_str().unwrap(), "--force"]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let c = std::fs::read_to_string(dir.join("sums.c")).unwrap();
+    for mark in ["KSRT_SUMS(", "KSRT_MAXIMA("] {
+        assert!(c.lines().any(|l| l.trim_start().starts_with(mark)), "no loop marked {mark} in the C");
+    }
+}

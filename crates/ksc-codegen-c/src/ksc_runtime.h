@@ -55,6 +55,19 @@ __attribute__((weak)) uint64_t ks_work_count;
 #else
 #define KS_WORK(n) ((void)0)
 #endif
+/* `ksc build --reassociate` (-DKSC_REASSOCIATE): the loops that only add
+ * into Float sums, or only take maxima (ksc-codegen-c/src/reassoc.rs), are
+ * marked so that the C compiler combines their terms in any order,
+ * vectorised. Otherwise every sum is added in the program's order, as the
+ * interpreter adds it. */
+#define KSRT_STR(x) #x
+#ifdef KSC_REASSOCIATE
+#define KSRT_SUMS(...) _Pragma(KSRT_STR(omp simd reduction(+ : __VA_ARGS__)))
+#define KSRT_MAXIMA(...) _Pragma(KSRT_STR(omp simd reduction(max : __VA_ARGS__)))
+#else
+#define KSRT_SUMS(...)
+#define KSRT_MAXIMA(...)
+#endif
 /* The first arena block; later blocks double. */
 #define KSRT_FIRST_BLOCK (1u << 20)
 

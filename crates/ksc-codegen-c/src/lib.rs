@@ -9,6 +9,7 @@
 pub mod driver;
 pub mod emit;
 pub mod parallel;
+pub mod reassoc;
 
 pub use driver::{compile_c, compile_program, run_executable, Artefact, BuildError, CcConfig, Outcome};
 pub use emit::{
