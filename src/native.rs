@@ -127,9 +127,7 @@ fn config(opts: &NativeOptions) -> CcConfig {
     }
     cfg.link = opts.link.clone();
     if opts.reassociate {
-        // The generated C is the same; the macro marks its sums (and keys
-        // the cache apart).
-        cfg.cflags.push("-DKSC_REASSOCIATE".into());
+        cfg.reassociate();
     }
     cfg
 }

@@ -276,7 +276,7 @@ class Module:
     ``m["[rev [f Float]]"]``). ``grad``, ``vjp``, ``jvp`` and ``jacobian``
     give derivatives, compiling them on first use."""
 
-    def __init__(self, session, path, cflags, checked):
+    def __init__(self, session, path, cflags, checked, reassociate=False):
         self._session = session
         # One thread at a time in the session; the compiler runs without
         # the GIL, and a thread waiting here waits without it too.
@@ -284,11 +284,12 @@ class Module:
         self._path = path
         self._cflags = cflags
         self._checked = checked
+        self._reassociate = reassociate
         self._build()
 
     def _build(self):
         with self._lock:
-            built = self._session.build(self._cflags, self._checked)
+            built = self._session.build(self._cflags, self._checked, self._reassociate)
         if built["errors"]:
             raise CompileError(built["diagnostics"])
         if built["diagnostics"]:
@@ -460,19 +461,22 @@ def _one(args):
     return args
 
 
-def loads(source, *, name="<string>", cflags=None, checked=True):
+def loads(source, *, name="<string>", cflags=None, checked=True, reassociate=False):
     """Compiles ``.ks`` source text into a Module. ``name`` is the file name
     messages give. ``cflags`` replaces the C compiler's optimisation flags
     (default ``$KSC_CFLAGS``, else ``-O3 -march=native``); ``checked=False``
-    removes bounds and overflow checks. Raises ``CompileError`` with the
-    located diagnostics if the program has errors."""
-    return Module(Session(source, name), None, cflags, checked)
+    removes bounds and overflow checks; ``reassociate=True`` lets the sums
+    and maxima of loops over data be combined in any order, vectorised
+    (``ksc build --reassociate``: results differ by rounding). Raises
+    ``CompileError`` with the located diagnostics if the program has
+    errors."""
+    return Module(Session(source, name), None, cflags, checked, reassociate)
 
 
-def load(path, *, cflags=None, checked=True):
+def load(path, *, cflags=None, checked=True, reassociate=False):
     """Compiles the ``.ks`` file at ``path`` into a Module (see ``loads``);
     ``Module.reload()`` compiles it again after an edit."""
     path = os.fspath(path)
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    return Module(Session(source, path), path, cflags, checked)
+    return Module(Session(source, path), path, cflags, checked, reassociate)

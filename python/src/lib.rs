@@ -178,16 +178,26 @@ impl Session {
     /// `functions` (a list of dicts: `name`, `short`, `base`, `derivs`, `c_name`,
     /// `params` as (name, type) pairs, `ret`). `cflags` replaces the C
     /// compiler's optimisation flags; `checked` keeps bounds and overflow
-    /// checks. Raises RuntimeError if the C compiler or code generation
-    /// fails.
-    #[pyo3(signature = (cflags=None, checked=true))]
-    fn build<'py>(&self, py: Python<'py>, cflags: Option<String>, checked: bool) -> PyResult<Bound<'py, PyDict>> {
+    /// checks; `reassociate` lets sums and maxima of loops over data be
+    /// combined in any order (`ksc build --reassociate`). Raises
+    /// RuntimeError if the C compiler or code generation fails.
+    #[pyo3(signature = (cflags=None, checked=true, reassociate=false))]
+    fn build<'py>(
+        &self,
+        py: Python<'py>,
+        cflags: Option<String>,
+        checked: bool,
+        reassociate: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let mut state = self.state();
         let db = state.db.take().ok_or_else(lost)?;
         let (file, path) = (state.file, state.path.clone());
         let mut cfg = CcConfig::from_env();
         if let Some(f) = cflags {
             cfg.cflags = ksc_codegen_c::driver::split_flags(&f);
+        }
+        if reassociate {
+            cfg.reassociate();
         }
         // Without the GIL: other Python threads run while this one
         // compiles (the Python side lets one thread at a time into a

@@ -38,6 +38,15 @@ pub struct CcConfig {
     pub link: Vec<PathBuf>,
 }
 
+impl CcConfig {
+    /// Lets the C compiler combine the sums and maxima that the generated
+    /// C marks (`reassoc.rs`) in any order: the macro that makes the marks
+    /// OpenMP reductions, among the flags (so also in the cache's key).
+    pub fn reassociate(&mut self) {
+        self.cflags.push("-DKSC_REASSOCIATE".into());
+    }
+}
+
 /// Flags that are part of the semantics, always passed: no contraction of
 /// `a * b + c` into a fused multiply-add (it would change results), GNU C99
 /// for `__builtin_*_overflow`, no warnings (the code is generated). Neither
