@@ -20,6 +20,7 @@ use ksc_ir::{Expr, ExprId, Lit, Prim, Type};
 use crate::spec::{MapSpec, Numbers, Shape};
 use crate::witness::{is_own_tangent, source_of, target_of};
 use ksc_ir::builder::{call_of, Builder};
+use ksc_ir::prim::Accumulators;
 
 /// A random instance of a law's left side.
 #[derive(Clone, Debug)]
@@ -54,6 +55,7 @@ const PROPS: &str = "properties (seed 003 fig. 4; reference 4.2)";
 const TRANS: &str = "transposition (seed 003 fig. 5; reference 4.3)";
 const APPLY: &str = "application (seed 003 fig. 4; reference 4.2)";
 const APPLYR: &str = "reverse application (seed 003 fig. 5; reference 4.3)";
+const FOLDS: &str = "maps of loops (reference 5.2; seed 002 section 3.2)";
 
 // ---------------------------------------------------------------------------
 // Matching helpers.
@@ -191,6 +193,75 @@ fn sum_over(b: &mut Builder, n: ExprId, zero: ExprId, f: impl FnOnce(&mut Builde
     let empty = empty.unwrap_or_else(|| b.body.alloc_typed(Expr::Lit(ksc_ir::Lit::Bool(false)), Type::Bool));
     let ty = b.ty(s);
     b.body.alloc_typed(Expr::If(empty, zero, s), ty)
+}
+
+/// `lmFold (s, f, df, a, v) ⊙ (ds, (da, dv))` (or `lmScan`, `lmScanBlocks`,
+/// as `kept` says): the same loop over the pairs (value, tangent), each
+/// step `((a, da), (x, dx)) -> (f (a, x), df (a, x) ⊙ (ds, (da, dx)))`,
+/// from `(a, da)`; the tangents of its accumulators (knossos-reference.md
+/// 5.2; for a monoid's scan, seed 002 section 3.2: the step is then the
+/// paired monoid's operation, whose identity is `(e, 0)`).
+fn apply_fold(b: &mut Builder, e: ExprId, kept: Accumulators) -> Option<ExprId> {
+    let [m, x] = args(b, e, Prim::LmApply)?[..] else { return None };
+    let [_, f, df, acc, v] = args(b, m, kept.map_prim())?[..] else { return None };
+    let (Expr::Lam(fp, t_ty, fbody), Expr::Lam(dp, _, dbody)) = (b.expr(f).clone(), b.expr(df).clone()) else {
+        return None;
+    };
+    let Type::Tuple(ax) = &t_ty else { return None };
+    let [a_ty, x_ty] = &ax[..] else { return None };
+    let pair = |t: &Type| Some(Type::Tuple(vec![t.clone(), t.tangent()?]));
+    let p_ty = Type::Tuple(vec![pair(a_ty)?, pair(x_ty)?]);
+    Some(b.share(x, "dx", |b, x| {
+        share_vec(b, v, |b, v| {
+            let rest = component(b, x, 1, 2);
+            // The loop's vector: build (size v) (λi. (v[i], dv[i])).
+            let n = size_of(b, v);
+            let pairs = b.build(n, |b, i| {
+                let vi = index_of(b, i, v);
+                let rest = b.copy(rest);
+                let dv = b.prim(Prim::Get { index: 2, arity: 2 }, vec![rest]);
+                let dvi = index_of(b, i, dv);
+                b.tuple(vec![vi, dvi])
+            });
+            // The step, its parameter p = ((a, da), (x, dx)).
+            let p = b.fresh_name("p");
+            let part = |b: &mut Builder, outer: u32, inner: u32| {
+                let pv = b.var(&p, p_ty.clone());
+                let o = b.prim(Prim::Get { index: outer, arity: 2 }, vec![pv]);
+                b.prim(Prim::Get { index: inner, arity: 2 }, vec![o])
+            };
+            let t = b.fresh_name("t");
+            let (a, xi) = (part(b, 1, 1), part(b, 2, 1));
+            let t_val = b.tuple(vec![a, xi]);
+            let tv = b.var(&t, t_ty.clone());
+            let value = b.let_(&fp, tv, fbody);
+            let tv = b.var(&t, t_ty.clone());
+            let map = b.let_(&dp, tv, dbody);
+            let ds = component(b, x, 0, 2);
+            let ds = b.copy(ds);
+            let (da, dxi) = (part(b, 1, 2), part(b, 2, 2));
+            let inner = b.tuple(vec![da, dxi]);
+            let dst = b.tuple(vec![ds, inner]);
+            let tangent = apply(b, map, dst);
+            let step = b.tuple(vec![value, tangent]);
+            let step = b.let_(&t, t_val, step);
+            let lam = b.lam(&p, p_ty.clone(), step);
+            let rest = b.copy(rest);
+            let da0 = b.prim(Prim::Get { index: 1, arity: 2 }, vec![rest]);
+            let init = b.tuple(vec![acc, da0]);
+            let looped = b.prim(kept.value_prim(), vec![lam, init, pairs]);
+            match kept {
+                Accumulators::Last => b.prim(Prim::Get { index: 2, arity: 2 }, vec![looped]),
+                _ => b.share(looped, "accs", |b, accs| {
+                    let n = size_of(b, accs);
+                    b.build(n, |b, i| {
+                        let ai = index_of(b, i, accs);
+                        b.prim(Prim::Get { index: 2, arity: 2 }, vec![ai])
+                    })
+                }),
+            }
+        })
+    }))
 }
 
 // ---------------------------------------------------------------------------
@@ -1336,6 +1407,30 @@ pub static LAWS: &[Law] = &[
                 M::Get(usize::arbitrary(g) % n, Shape::Tuple((0..n).map(|_| shape(g)).collect())),
             )
         },
+    },
+    Law {
+        name: "apply-fold",
+        statement: "lmFold(s, f, df, a, v) ⊙ (ds, (da, dv)) = get$2 (fold (λ((a, da), (x, dx)). (f (a, x), df (a, x) ⊙ (ds, (da, dx)))) (a, da) (zip v dv))",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| apply_fold(b, e, Accumulators::Last),
+        instance: |g| Instance::Apply(MapSpec::arbitrary_fold(g, Accumulators::Last), Numbers::arbitrary(g)),
+    },
+    Law {
+        name: "apply-scan",
+        statement: "lmScan(s, f, df, a, v) ⊙ x = the tangents of $scan of apply-fold's step from (a, da) over (zip v dv)",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| apply_fold(b, e, Accumulators::All),
+        instance: |g| Instance::Apply(MapSpec::arbitrary_fold(g, Accumulators::All), Numbers::arbitrary(g)),
+    },
+    Law {
+        name: "apply-scanblocks",
+        statement: "lmScanBlocks(s, f, df, e, v) ⊙ x = the tangents of $scanBlocks of the paired monoid (apply-fold's step) from (e, de) over (zip v dv)",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| apply_fold(b, e, Accumulators::AfterFirst),
+        instance: |g| Instance::Apply(MapSpec::arbitrary_fold(g, Accumulators::AfterFirst), Numbers::arbitrary(g)),
     },
 ];
 

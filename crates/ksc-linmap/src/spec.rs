@@ -4,7 +4,8 @@
 
 use quickcheck::{Arbitrary, Gen};
 
-use ksc_ir::{Prim, Type};
+use ksc_ir::prim::Accumulators;
+use ksc_ir::{ExprId, Prim, Type};
 
 use ksc_ir::builder::Builder;
 
@@ -153,6 +154,155 @@ pub enum MapSpec {
     Index(usize, Shape),
     /// `lmGet$i$n t` (i 0-based) with t of this (tuple) shape.
     Get(usize, Shape),
+    /// `lmFold`, `lmScan` or `lmScanBlocks (s, f, df, acc, v)` of one of
+    /// the steps of [`FoldOp`], over a vector of this many elements.
+    Fold(FoldOp, Accumulators, usize),
+}
+
+/// The steps of the fold-like maps of the law checks, with their
+/// derivatives written out as maps: `df (a, x) : LM (Tuple S (Tuple A B)) A`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FoldOp {
+    /// `a x` (A = B = Float, no scope): a monoid with identity 1.
+    Mul,
+    /// The affine-map monoid `(a1, b1) (a2, b2) = (a1 a2, a2 b1 + b2)` on
+    /// pairs of Floats (no scope), identity (1, 0): a linear recurrence.
+    Affine,
+    /// `s a + x` with the scope `s` (A = B = Float, S = (Tuple Float)):
+    /// not associative, so only for `lmFold` and `lmScan`.
+    Scaled,
+}
+
+impl FoldOp {
+    /// The accumulator's (and element's) shape.
+    fn elem(self) -> Shape {
+        match self {
+            FoldOp::Affine => Shape::Tuple(vec![Shape::Float, Shape::Float]),
+            _ => Shape::Float,
+        }
+    }
+
+    /// The scope's shape: a tuple of the step's free variables.
+    fn scope(self) -> Shape {
+        match self {
+            FoldOp::Scaled => Shape::Tuple(vec![Shape::Float]),
+            _ => Shape::Tuple(Vec::new()),
+        }
+    }
+
+    /// The monoid's identity, where the step is a monoid's operation.
+    fn identity(self, b: &mut Builder) -> Option<ExprId> {
+        match self {
+            FoldOp::Mul => Some(b.float(1.0)),
+            FoldOp::Affine => {
+                let (one, zero) = (b.float(1.0), b.float(0.0));
+                Some(b.tuple(vec![one, zero]))
+            }
+            FoldOp::Scaled => None,
+        }
+    }
+
+    /// `(lam (t : Tuple A B) f)` and `(lam (t : Tuple A B) df)`, the
+    /// scope's Float (if any) being `s`.
+    fn lambdas(self, b: &mut Builder, s: f64) -> (ExprId, ExprId) {
+        let a_ty = self.elem().ty();
+        let t_ty = Type::Tuple(vec![a_ty.clone(), a_ty]);
+        let one = |b: &mut Builder, derivative: bool| {
+            let t = b.fresh_name("t");
+            let tv = |b: &mut Builder, k: u32| {
+                let v = b.var(&t, t_ty.clone());
+                b.prim(Prim::Get { index: k, arity: 2 }, vec![v])
+            };
+            let mul = |b: &mut Builder, x: ExprId, y: ExprId| b.call(mul_name(), vec![x, y], Type::Float);
+            let get = |b: &mut Builder, e: ExprId, k: u32| {
+                let e = b.copy(e);
+                b.prim(Prim::Get { index: k, arity: 2 }, vec![e])
+            };
+            let body = match (self, derivative) {
+                (FoldOp::Mul, false) => {
+                    let (a, x) = (tv(b, 1), tv(b, 2));
+                    mul(b, a, x)
+                }
+                (FoldOp::Mul, true) => {
+                    // H(0, H(x, a)).
+                    let sc = b.tuple(Vec::new());
+                    let a0 = b.float(0.0);
+                    let zero = b.prim(Prim::LmZero, vec![sc, a0]);
+                    let (a, x) = (tv(b, 1), tv(b, 2));
+                    let da = b.prim(Prim::LmScale, vec![a, x]);
+                    let (a, x) = (tv(b, 1), tv(b, 2));
+                    let dx = b.prim(Prim::LmScale, vec![x, a]);
+                    let inner = b.prim(Prim::LmHCat, vec![da, dx]);
+                    b.prim(Prim::LmHCat, vec![zero, inner])
+                }
+                (FoldOp::Affine, false) => {
+                    let (p, q) = (tv(b, 1), tv(b, 2));
+                    b.share(p, "p", |b, p| {
+                        b.share(q, "q", |b, q| {
+                            let (a1, b1) = (get(b, p, 1), get(b, p, 2));
+                            let (a2, a2b, b2) = (get(b, q, 1), get(b, q, 1), get(b, q, 2));
+                            let aa = mul(b, a1, a2);
+                            let ab = mul(b, a2b, b1);
+                            let sum = b.add_float(ab, b2);
+                            b.tuple(vec![aa, sum])
+                        })
+                    })
+                }
+                (FoldOp::Affine, true) => {
+                    // H(0, H(a2 I, V(H(a1, 0), H(b1, 1)))).
+                    let (p, q) = (tv(b, 1), tv(b, 2));
+                    b.share(p, "p", |b, p| {
+                        b.share(q, "q", |b, q| {
+                            let sc = b.tuple(Vec::new());
+                            let pc = b.copy(p);
+                            let zero = b.prim(Prim::LmZero, vec![sc, pc]);
+                            let (pc, a2) = (b.copy(p), get(b, q, 1));
+                            let dp = b.prim(Prim::LmScale, vec![pc, a2]);
+                            let (x1, a1) = (b.float(0.0), get(b, p, 1));
+                            let d11 = b.prim(Prim::LmScale, vec![x1, a1]);
+                            let (x2, y2) = (b.float(0.0), b.float(0.0));
+                            let d12 = b.prim(Prim::LmZero, vec![x2, y2]);
+                            let (x3, b1) = (b.float(0.0), get(b, p, 2));
+                            let d21 = b.prim(Prim::LmScale, vec![x3, b1]);
+                            let x4 = b.float(0.0);
+                            let d22 = b.prim(Prim::LmOne, vec![x4]);
+                            let r1 = b.prim(Prim::LmHCat, vec![d11, d12]);
+                            let r2 = b.prim(Prim::LmHCat, vec![d21, d22]);
+                            let dq = b.prim(Prim::LmVCat, vec![r1, r2]);
+                            let inner = b.prim(Prim::LmHCat, vec![dp, dq]);
+                            b.prim(Prim::LmHCat, vec![zero, inner])
+                        })
+                    })
+                }
+                (FoldOp::Scaled, false) => {
+                    let (sv, a, x) = (b.float(s), tv(b, 1), tv(b, 2));
+                    let sa = mul(b, sv, a);
+                    b.add_float(sa, x)
+                }
+                (FoldOp::Scaled, true) => {
+                    // H(H(a), H(s, 1)).
+                    let (x0, a) = (b.float(0.0), tv(b, 1));
+                    let ds = b.prim(Prim::LmScale, vec![x0, a]);
+                    let ds = b.prim(Prim::LmHCat, vec![ds]);
+                    let (x1, sv) = (b.float(0.0), b.float(s));
+                    let da = b.prim(Prim::LmScale, vec![x1, sv]);
+                    let x2 = b.float(0.0);
+                    let dx = b.prim(Prim::LmOne, vec![x2]);
+                    let inner = b.prim(Prim::LmHCat, vec![da, dx]);
+                    b.prim(Prim::LmHCat, vec![ds, inner])
+                }
+            };
+            b.lam(&t, t_ty.clone(), body)
+        };
+        let f = one(b, false);
+        let df = one(b, true);
+        (f, df)
+    }
+}
+
+/// The prelude's `mul` of two Floats.
+fn mul_name() -> ksc_ir::FunName {
+    ksc_ir::FunName::typed("mul", Type::Tuple(vec![Type::Float, Type::Float]))
 }
 
 use MapSpec as M;
@@ -169,6 +319,9 @@ impl MapSpec {
             M::VCatV(s, _, _) => s.clone(),
             M::HCatV(_, e, ms) => Shape::Vec(ms.len(), Box::new(e.clone())),
             M::Transpose(m) => m.target(),
+            M::Fold(op, _, n) => {
+                Shape::Tuple(vec![op.scope(), Shape::Tuple(vec![op.elem(), Shape::Vec(*n, Box::new(op.elem()))])])
+            }
         }
     }
 
@@ -186,6 +339,10 @@ impl MapSpec {
             M::Index(_, Shape::Vec(_, e)) => (**e).clone(),
             M::Get(i, Shape::Tuple(ss)) => ss[*i].clone(),
             M::Index(..) | M::Get(..) => Shape::Float,
+            M::Fold(op, kept, n) => match kept {
+                Accumulators::Last => op.elem(),
+                _ => Shape::Vec(kept.count(*n), Box::new(op.elem())),
+            },
         }
     }
 
@@ -274,6 +431,16 @@ impl MapSpec {
             }
             _ => M::Zero(src.clone(), tgt.clone()),
         }
+    }
+
+    /// A random fold-like map of kind `kept` over at most three elements
+    /// (a monoid's step for `lmScanBlocks`).
+    pub fn arbitrary_fold(g: &mut Gen, kept: Accumulators) -> MapSpec {
+        let ops: &[FoldOp] = match kept {
+            Accumulators::AfterFirst => &[FoldOp::Mul, FoldOp::Affine],
+            _ => &[FoldOp::Mul, FoldOp::Affine, FoldOp::Scaled],
+        };
+        M::Fold(*g.choose(ops).unwrap_or(&FoldOp::Mul), kept, usize::arbitrary(g) % 4)
     }
 
     /// Simpler maps of the same source and target.
@@ -397,6 +564,26 @@ impl MapSpec {
                 let t = t.value(b, numbers);
                 b.prim(Prim::LmGet { index: *i as u32 + 1, arity: n }, vec![t])
             }
+            M::Fold(op, kept, n) => {
+                // lmFold ((tuple s), f, df, acc, v), the scope's value s
+                // written where f and df read it; a monoid's scan from its
+                // identity.
+                let s = numbers.draw();
+                let (f, df) = op.lambdas(b, s);
+                let scope = match op {
+                    FoldOp::Scaled => {
+                        let sv = b.float(s);
+                        b.tuple(vec![sv])
+                    }
+                    _ => b.tuple(Vec::new()),
+                };
+                let acc = match (kept, op.identity(b)) {
+                    (Accumulators::AfterFirst, Some(e)) => e,
+                    _ => op.elem().value(b, numbers),
+                };
+                let v = Shape::Vec(*n, Box::new(op.elem())).value(b, numbers);
+                b.prim(kept.map_prim(), vec![scope, f, df, acc, v])
+            }
         }
     }
 
@@ -414,6 +601,8 @@ impl MapSpec {
             M::Index(i, Shape::Vec(n, _)) => i < n,
             M::Get(i, Shape::Tuple(ss)) => *i < ss.len(),
             M::Index(..) | M::Get(..) => false,
+            // A scan over blocks needs a monoid's operation.
+            M::Fold(op, kept, _) => *kept != Accumulators::AfterFirst || *op != FoldOp::Scaled,
             _ => true,
         }
     }
