@@ -1,5 +1,5 @@
-//! Sums whose terms `ksc build --reassociate` lets the C compiler add in
-//! any order.
+//! Sums and maxima whose terms `ksc build --reassociate` lets the C
+//! compiler combine in any order.
 //!
 //! By default native code adds the terms of a Float sum in the program's
 //! order, as the interpreter does, so the two give the same bits; but then
@@ -9,7 +9,10 @@
 //! variables of its surroundings is marked `omp simd reduction(+: ..)`: the
 //! compiler keeps several partial sums (one per vector lane) and adds them
 //! at the end. The result differs from the ordered sum by rounding only:
-//! for n terms, by at most about n ε Σ|term| (ε = 2^-53).
+//! for n terms, by at most about n ε Σ|term| (ε = 2^-53). A loop that only
+//! keeps a maximum is marked `omp simd reduction(max: ..)`: the same value,
+//! but for which of two equal zeros, or whether a NaN that the variable
+//! held before the loop, is kept.
 //!
 //! A loop `for i < n { body }` qualifies when, wherever in its body:
 //! - the only statements are lets of pure values (no call, allocation or
@@ -17,7 +20,11 @@
 //! - every mutable variable assigned is the body's own, or a Float `s` of
 //!   the surroundings assigned once per iteration, at the top of the body,
 //!   `s := s + t` (`t` computed in the iteration without `s`), and read
-//!   nowhere else in the body.
+//!   nowhere else in the body; or a Float `m` kept as a maximum, `if t > m
+//!   { m := t }` or `m := fmax m t`, likewise.
+//!
+//! Which of the loops that qualify are marked is the emitter's choice
+//! (`emit.rs`: loops over data, in no other loop).
 //!
 //! So iterations are independent but for their additions into the sums,
 //! and what each iteration adds does not depend on the order. Nothing is
