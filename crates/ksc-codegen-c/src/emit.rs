@@ -1531,7 +1531,7 @@ impl W<'_> {
         // <= 64 terms) were 1.1 to 1.7 times slower with the mark, even
         // where a condition on the count kept them in order.
         let top = self.loop_marks.is_empty() && !body.iter().any(|s| matches!(s, Stmt::For { .. }));
-        let r = if top { crate::reassoc::reductions(self.f, body) } else { Default::default() };
+        let r = if top { crate::reassoc::reductions(self.f, idx, body) } else { Default::default() };
         let names = |vs: &[VarId]| vs.iter().map(|v| self.var(*v)).collect::<Vec<_>>().join(", ");
         match (&r.sums[..], &r.maxima[..]) {
             ([], []) | ([_, ..], [_, ..]) => {}

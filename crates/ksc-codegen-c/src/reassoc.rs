@@ -16,7 +16,8 @@
 //!
 //! A loop `for i < n { body }` qualifies when, wherever in its body:
 //! - the only statements are lets of pure values (no call, allocation or
-//!   copy), checks, `if`s and loops of the same kind, and assignments;
+//!   copy), checks, `if`s and loops of the same kind, assignments, and
+//!   stores into element `i` of tensors the body does not otherwise use;
 //! - every mutable variable assigned is the body's own, or a Float `s` of
 //!   the surroundings assigned once per iteration, at the top of the body,
 //!   `s := s + t` (`t` computed in the iteration without `s`), and read
@@ -28,8 +29,9 @@
 //!
 //! So iterations are independent but for their additions into the sums,
 //! and what each iteration adds does not depend on the order. Nothing is
-//! stored, printed or allocated, so a loop that stops at a failing check
-//! has no other effect to reorder.
+//! printed or allocated, and each iteration stores only its own element,
+//! so a loop that stops at a failing check has no other effect to
+//! reorder.
 
 use ksc_ir::Type;
 use ksc_lower::ir::*;
@@ -49,10 +51,11 @@ pub struct Reductions {
 /// The Float variables that `for idx < n { body }` of `f` only adds into or
 /// takes the maximum into, if the loop qualifies (see the module's
 /// documentation).
-pub fn reductions(f: &Func, body: &Block) -> Reductions {
+pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
     let own = defined_in(body);
     let mut ok = true;
     let mut assigned = Vec::new();
+    let mut stored = Vec::new();
     walk(body, &mut |s| match s {
         Stmt::Let(_, rhs) => ok &= rhs.is_pure(),
         Stmt::DeclMut(..) | Stmt::Check { .. } | Stmt::If { .. } | Stmt::For { .. } => {}
@@ -61,6 +64,8 @@ pub fn reductions(f: &Func, body: &Block) -> Reductions {
                 assigned.push(*v);
             }
         }
+        // Each iteration's own element (`$buildSum`'s loop stores its terms).
+        Stmt::Store { arr: Op::Var(a), idx: Op::Var(i), .. } if *i == idx => stored.push(*a),
         _ => ok = false,
     });
     let mut out = Reductions::default();
@@ -86,6 +91,11 @@ pub fn reductions(f: &Func, body: &Block) -> Reductions {
         }
     });
     let reads_of = |v: &VarId| reads.get(v).copied().unwrap_or(0);
+    // A tensor stored into is used only by those stores: no iteration
+    // reads what another writes.
+    if stored.iter().any(|a| reads_of(a) != stored.iter().filter(|&b| b == a).count()) {
+        return out;
+    }
     for &s in &assigned {
         // A Float assigned once per iteration and read once, in its own
         // update: directly, or through a copy read only there.
@@ -155,14 +165,14 @@ mod tests {
 
     #[test]
     fn a_loop_adding_into_a_float_is_a_sum() {
-        assert_eq!(reductions(&func(), &sum_body()).sums, vec![S]);
+        assert_eq!(reductions(&func(), I, &sum_body()).sums, vec![S]);
         // The operands the other way round, and `s` read directly.
         let body = vec![
             Stmt::Let(T, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) }),
             Stmt::Let(U, Rhs::Bin(BinOp::FAdd, Op::Var(T), Op::Var(S))),
             Stmt::Set(S, Op::Var(U)),
         ];
-        assert_eq!(reductions(&func(), &body).sums, vec![S]);
+        assert_eq!(reductions(&func(), I, &body).sums, vec![S]);
     }
 
     #[test]
@@ -172,13 +182,29 @@ mod tests {
             Stmt::Let(C, Rhs::Bin(BinOp::FGt, Op::Var(T), Op::Var(M))),
             Stmt::If { cond: Op::Var(C), then: vec![Stmt::Set(M, Op::Var(T))], els: vec![] },
         ];
-        assert_eq!(reductions(&func(), &body), Reductions { sums: vec![], maxima: vec![M] });
+        assert_eq!(reductions(&func(), I, &body), Reductions { sums: vec![], maxima: vec![M] });
         let fmax = vec![
             Stmt::Let(T, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) }),
             Stmt::Let(U, Rhs::Bin(BinOp::FMax, Op::Var(M), Op::Var(T))),
             Stmt::Set(M, Op::Var(U)),
         ];
-        assert_eq!(reductions(&func(), &fmax).maxima, vec![M]);
+        assert_eq!(reductions(&func(), I, &fmax).maxima, vec![M]);
+    }
+
+    #[test]
+    fn a_sum_may_store_its_terms_each_in_its_own_element() {
+        // `$buildSum`: store t at i and add it.
+        let mut body = sum_body();
+        body.push(Stmt::Store { arr: Op::Var(M), idx: Op::Var(I), val: Op::Var(T) });
+        assert_eq!(reductions(&func(), I, &body).sums, vec![S]);
+        // Not at another element, nor into a tensor the loop reads.
+        let none = Reductions::default();
+        let mut other = sum_body();
+        other.push(Stmt::Store { arr: Op::Var(M), idx: Op::Int(0), val: Op::Var(T) });
+        assert_eq!(reductions(&func(), I, &other), none);
+        let mut read = sum_body();
+        read.push(Stmt::Store { arr: Op::Var(X), idx: Op::Var(I), val: Op::Var(T) });
+        assert_eq!(reductions(&func(), I, &read), none);
     }
 
     #[test]
@@ -186,28 +212,28 @@ mod tests {
         let none = Reductions::default();
         // The partial sum stored, or read by the next term.
         let mut stored = sum_body();
-        stored.push(Stmt::Store { arr: Op::Var(X), idx: Op::Var(I), val: Op::Var(U) });
-        assert_eq!(reductions(&func(), &stored), none);
+        stored.push(Stmt::Store { arr: Op::Var(M), idx: Op::Var(I), val: Op::Var(U) });
+        assert_eq!(reductions(&func(), I, &stored), none);
         let mut read = sum_body();
         read.insert(0, Stmt::Let(T, Rhs::Bin(BinOp::FMul, Op::Var(S), Op::Float(2.0))));
         read.remove(1);
-        assert_eq!(reductions(&func(), &read), none);
+        assert_eq!(reductions(&func(), I, &read), none);
         // A product, a subtraction, a print, a call.
         for op in [BinOp::FMul, BinOp::FSub] {
             let mut b = sum_body();
             b[2] = Stmt::Let(U, Rhs::Bin(op, Op::Var(C), Op::Var(T)));
-            assert_eq!(reductions(&func(), &b), none);
+            assert_eq!(reductions(&func(), I, &b), none);
         }
         let mut print = sum_body();
         print.push(Stmt::Print { val: Op::Var(T), ty: Type::Float });
-        assert_eq!(reductions(&func(), &print), none);
+        assert_eq!(reductions(&func(), I, &print), none);
         let mut call = sum_body();
         call[0] = Stmt::Let(T, Rhs::Call { func: FuncId(0), args: vec![], frame: None });
-        assert_eq!(reductions(&func(), &call), none);
+        assert_eq!(reductions(&func(), I, &call), none);
         // Assigned only under a condition: not once per iteration.
         let mut cond = sum_body();
         let set = cond.pop().unwrap_or(Stmt::Reset(S));
         cond.push(Stmt::If { cond: Op::Bool(true), then: vec![set], els: vec![] });
-        assert_eq!(reductions(&func(), &cond), none);
+        assert_eq!(reductions(&func(), I, &cond), none);
     }
 }
