@@ -468,7 +468,7 @@ impl Lowerer<'_> {
     /// `dest[k]`) or its carry (then each step's accumulator is stored in
     /// `dest`, at its element's index). Where the accumulator is numbers
     /// (`ksc_ir::prim::scans_in_lanes`), the whole blocks go in groups of L
-    /// (`SCAN_LANES`) that advance together (`block_lanes`), the rest one
+    /// (`SCAN_LANES`) that advance together (`block_steps`), the rest one
     /// at a time; else every block one at a time, in a loop over k (so a
     /// team may run it).
     #[allow(clippy::too_many_arguments)]
@@ -500,7 +500,8 @@ impl Lowerer<'_> {
                 .map(|k| fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), Op::Int(bsz)), Type::Integer, Some("lo")))
                 .collect();
             let out = matches!(start, BlockStart::Carries(_)).then_some(dest);
-            let vars = self.block_lanes(fb, st, ctx, pass, starts, &los, out)?;
+            let blocks = (starts, &los[..], Op::Int(bsz));
+            let vars = self.block_steps(fb, st, ctx, pass, blocks, out)?;
             if out.is_none() {
                 for (k, vars) in ks.into_iter().zip(vars) {
                     self.store_block_result(fb, st, pass.tys.0, &vars, dest, k)?;
@@ -531,10 +532,9 @@ impl Lowerer<'_> {
                 (fb.let_(Rhs::Select(short, rest, Op::Int(bsz)), Type::Integer, Some("len")), Some(dest))
             }
         };
-        let steps = (b0, pass.v, lo, len);
-        let vars = self.block_steps(fb, st, ctx, pass.lam, pass.tys, steps, out, pass.site)?;
+        let mut vars = self.block_steps(fb, st, ctx, pass, (vec![b0], std::slice::from_ref(&lo), len), out)?;
         if out.is_none() {
-            self.store_block_result(fb, st, pass.tys.0, &vars, dest, k)?;
+            self.store_block_result(fb, st, pass.tys.0, &vars.remove(0), dest, k)?;
         }
         self.nest_close(fb, nest);
         Ok(())
@@ -571,34 +571,39 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `block_steps` for L whole blocks at once (from `starts`, at `los`):
-    /// one loop over the B steps, each running step j of every block in
-    /// turn, the blocks' accumulators in their own variables (numbers: no
-    /// memory to free). With `out`, each step's accumulator is stored at
-    /// its element's index. The variables holding each block's result.
-    #[allow(clippy::too_many_arguments)]
-    fn block_lanes(
+    /// The steps of the lambda over `v[lo .. lo + len)` of one block or of
+    /// several (from `starts`, at `los`), in one loop of their own: step j
+    /// of every block in turn, then step j + 1, each block's accumulator in
+    /// its own variables; the variables holding each block's result. With
+    /// `out`, each step's accumulator is stored at its element's index,
+    /// living on (copied down to a mark taken after the previous one was
+    /// stored, as a scan's); otherwise the steps' memory is freed (copied
+    /// down to a mark taken before them, as a fold's). Several blocks only
+    /// where the accumulator is numbers (`scans_in_lanes`): no memory.
+    fn block_steps(
         &mut self,
         fb: &mut FnBuilder,
         st: &mut FnState,
         ctx: &Ctx,
         pass: &BlockPass<'_>,
-        starts: Vec<LVal>,
-        los: &[Op],
+        (starts, los, len): (Vec<LVal>, &[Op], Op),
         out: Option<&Op>,
     ) -> R<Vec<Vec<VarId>>> {
         let (acc_ty, elem_ty) = pass.tys;
+        debug_assert!(starts.len() == 1 || !needs_heap(acc_ty), "lanes of accumulators in memory");
         let mut lanes = Vec::new();
         for s in starts {
             let leaves = self.leaves_of(fb, st, s, acc_ty)?;
             lanes.push(fold_vars(fb, &leaves));
         }
-        let steps = self.nest_open(fb, &[Op::Int(ksc_ir::prim::REDUCE_BLOCK)]);
+        let fold_mark = if out.is_none() { fb.mark_if(needs_heap(acc_ty)) } else { None };
+        let steps = self.nest_open(fb, &[len]);
+        let mark = if out.is_some() { fb.mark_if(needs_heap(acc_ty)) } else { fold_mark };
         for (vars, lo) in lanes.iter().zip(los) {
             let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), steps.flat()), Type::Integer, None);
             let acc = read_fold_vars(fb, vars, acc_ty);
             let x = self.elem_of(fb, st, pass.v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
-            self.lambda_step(fb, st, ctx, pass.lam, (acc, x), (vars, acc_ty), None, None, pass.site)?;
+            self.lambda_step(fb, st, ctx, pass.lam, (acc, x), (vars, acc_ty), None, mark, pass.site)?;
             if let Some(out) = out {
                 let now = read_fold_vars(fb, vars, acc_ty);
                 let stored = self.materialize_val(fb, st, now, acc_ty)?;
@@ -607,43 +612,6 @@ impl Lowerer<'_> {
         }
         self.nest_close(fb, steps);
         Ok(lanes)
-    }
-
-    /// The steps of the lambda `lam` over `v[lo .. lo + len)` from `start`
-    /// (a block of `$scanBlocks`), in a loop of their own: the variables
-    /// holding the accumulator after them. With `out`, each step's
-    /// accumulator is stored at its element's index, living on (copied down
-    /// to a mark taken after the previous one was stored, as a scan's);
-    /// otherwise the steps' memory is freed (copied down to a mark taken
-    /// before them, as a fold's).
-    #[allow(clippy::too_many_arguments)]
-    fn block_steps(
-        &mut self,
-        fb: &mut FnBuilder,
-        st: &mut FnState,
-        ctx: &Ctx,
-        lam: &Arg,
-        (acc_ty, elem_ty): (&Type, &Type),
-        (start, v, lo, len): (LVal, &LVal, Op, Op),
-        out: Option<&Op>,
-        site: SiteId,
-    ) -> R<Vec<VarId>> {
-        let leaves = self.leaves_of(fb, st, start, acc_ty)?;
-        let vars = fold_vars(fb, &leaves);
-        let fold_mark = if out.is_none() { fb.mark_if(needs_heap(acc_ty)) } else { None };
-        let steps = self.nest_open(fb, &[len]);
-        let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo, steps.flat()), Type::Integer, None);
-        let mark = if out.is_some() { fb.mark_if(needs_heap(acc_ty)) } else { fold_mark };
-        let acc = read_fold_vars(fb, &vars, acc_ty);
-        let x = self.elem_of(fb, st, v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
-        self.lambda_step(fb, st, ctx, lam, (acc, x), (&vars, acc_ty), None, mark, site)?;
-        if let Some(out) = out {
-            let now = read_fold_vars(fb, &vars, acc_ty);
-            let stored = self.materialize_val(fb, st, now, acc_ty)?;
-            fb.emit(Stmt::Store { arr: out.clone(), idx: at, val: stored });
-        }
-        self.nest_close(fb, steps);
-        Ok(vars)
     }
 
     /// One step of a scan's lambda `lam` (a `$scan`'s, `$scanSum`'s or
