@@ -63,6 +63,16 @@ impl ParSpan {
         ParSpan { start: s, longest: s }
     }
 
+    /// Allocates the loop's result of `n` elements ([`alloc_elements`]),
+    /// which counts as one step on the chain (its elements are made by the
+    /// iterations), and starts the loop after it.
+    pub(crate) fn alloc(n: usize) -> Result<(ParSpan, Vec<Value>), String> {
+        let mut par = ParSpan::begin();
+        let data = alloc_elements(n)?;
+        par.set_up(1);
+        Ok((par, data))
+    }
+
     /// Counts what ran since `begin` (the allocation of the result,
     /// whose size counts as work) as `steps` on the chain instead.
     pub(crate) fn set_up(&mut self, steps: u64) {

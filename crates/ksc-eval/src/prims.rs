@@ -332,9 +332,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Prim::Build => {
                 let shape = sizes(args.get(0), p)?;
                 let n = tensor_count(&shape, p)?;
-                let mut par = ops::ParSpan::begin();
-                let mut data = alloc_elements(n)?;
-                par.set_up(1);
+                let (mut par, mut data) = ops::ParSpan::alloc(n)?;
                 let l = self.lambda(cx, base, args, 1)?;
                 for k in 0..n {
                     data.push(self.apply(&l, index_at(k, &shape))?);
@@ -450,9 +448,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                     carries.push(next);
                 }
                 carries.truncate(blocks.len());
-                let mut par = ops::ParSpan::begin();
-                let mut out = alloc_elements(v.len())?;
-                par.set_up(1);
+                let (_, mut out) = ops::ParSpan::alloc(v.len())?;
                 out.resize(v.len(), Value::unit());
                 self.scan_blocks_pass(&l, &blocks, carries, lanes, Some(&mut out))?;
                 self.close(l);
@@ -464,9 +460,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             }
             Prim::Map => {
                 let v = tensor(args.get(1))?;
-                let mut par = ops::ParSpan::begin();
-                let mut data = alloc_elements(v.len())?;
-                par.set_up(1);
+                let (mut par, mut data) = ops::ParSpan::alloc(v.len())?;
                 let l = self.lambda(cx, base, args, 0)?;
                 for x in &v.data {
                     data.push(self.apply(&l, x.clone())?);
@@ -485,9 +479,7 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
                         fmt_size(&b.shape)
                     )));
                 }
-                let mut par = ops::ParSpan::begin();
-                let mut data = alloc_elements(a.len())?;
-                par.set_up(1);
+                let (mut par, mut data) = ops::ParSpan::alloc(a.len())?;
                 let l = self.lambda(cx, base, args, 0)?;
                 for (x, y) in a.data.iter().zip(&b.data) {
                     data.push(self.apply(&l, pair(x.clone(), y.clone()))?);
