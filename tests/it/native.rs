@@ -605,10 +605,14 @@ fn a_shared_library_is_callable_from_c() {
     std::fs::write(
         &driver,
         "#include <stdio.h>\n#include \"vecops.h\"\n\
+         /* A host function named as one of the runtime's: the library's\n\
+            calls still go to its own runtime (hidden, or static). */\n\
+         void *ksrt_arena_new(const void *sites, int nsites) { (void)sites; (void)nsites; return 0; }\n\
          int main(void) {\n\
            double xs[3] = {1.0, 2.0, 3.0};\n\
            ks_T1f v = {3, xs};\n\
            ks_arena *A = ks_arena_new();\n\
+           if (!A) return 1;\n\
            ks_mark m = ks_arena_mark(A);\n\
            ks_T1f g = rev$norm2(A, v, 0.5);\n\
            printf(\"%g %g %g %g %g\\n\", norm2(A, v), g.data[0], g.data[1], g.data[2], fact(A, 5));\n\

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::emit::{RUNTIME_C, RUNTIME_H};
+
 /// What to produce from a C file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Artefact {
@@ -74,6 +76,10 @@ pub const LTO_FLAGS: &[&str] = &["-flto=auto"];
 /// than the parallel partitions save: lse.ks (1,400 lines) is 0.02 s slower
 /// with them, lstm.ks (5,900) 1.13 times faster.
 pub const LTO_MIN_LINES: usize = 4000;
+
+/// Compiles a program's C without the runtime's functions that are not
+/// inline: the runtime's object is linked instead (`ksc_runtime.h`).
+pub const LINKED_RUNTIME_FLAG: &str = "-DKSRT_LINKED";
 
 /// The default optimisation flags.
 pub const DEFAULT_CFLAGS: &str = "-O3 -march=native";
@@ -195,8 +201,14 @@ pub fn compile_c(
     let lto = uses_lto(c_text, kind, cfg);
     let mut parts: Vec<&[u8]> = vec![c_text.as_bytes(), kind.extension().as_bytes()];
     parts.extend(compiler_parts(cfg));
-    let lto_flags: &[&str] = if lto { LTO_FLAGS } else { &[] };
-    parts.extend(lto_flags.iter().map(|f| f.as_bytes()));
+    // An object is self-contained; an executable or a library is linked
+    // with the runtime's object.
+    let runtime = kind != Artefact::Object;
+    let mut flags: Vec<&str> = if lto { LTO_FLAGS.to_vec() } else { Vec::new() };
+    if runtime {
+        flags.push(LINKED_RUNTIME_FLAG);
+    }
+    parts.extend(flags.iter().map(|f| f.as_bytes()));
     if let Some((name, text)) = header {
         parts.push(name.as_bytes());
         parts.push(text.as_bytes());
@@ -211,7 +223,7 @@ pub fn compile_c(
         std::fs::write(work.join(name), text).map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
     }
     let tmp_out = work.join(format!("out.{}", kind.extension()));
-    if let Err(e) = run_cc_lto(cfg, &c_file, &tmp_out, kind, lto) {
+    if let Err(e) = run_cc_parallel(cfg, std::slice::from_ref(&c_file), &tmp_out, kind, &flags, runtime) {
         // Does the generated code compile by itself? Then linking failed:
         // the linked files, or external functions nothing defines.
         if let BuildError::CompilerFailed { stderr, .. } = &e {
@@ -250,8 +262,10 @@ pub fn compile_c(
 /// its text (so an edit recompiles only the units whose C changed), then
 /// linked; else, and for an object, or when the units do not build (the
 /// single file then gives the diagnosis), as the single file `prog.c`
-/// ([`compile_c`]; each unit compiles the runtime again, which one core
-/// would pay for). A library's header is written as `header_name`.
+/// ([`compile_c`]; each unit parses the runtime's header again, which one
+/// core would pay for). An executable or a library is linked with the
+/// runtime's object ([`LINKED_RUNTIME_FLAG`]). A library's header is
+/// written as `header_name`.
 /// `progress(done, total)` is told, from the compiling threads, how many
 /// of the units not cached yet are compiled.
 pub fn compile_program(
@@ -312,13 +326,21 @@ fn slot(cfg: &CcConfig, parts: Vec<&[u8]>, kind: Artefact) -> Result<Slot, Build
         all.push(ext);
         all.push(bytes);
     }
-    let key = content_hash(&all);
+    slot_of(cfg, content_hash(&all), kind)
+}
+
+/// The slot of the artefact of kind `kind` whose cache key is `key`. Its
+/// work directory is this call's own (several threads of a process may
+/// build the same artefact at once; the last to finish replaces the file).
+fn slot_of(cfg: &CcConfig, key: String, kind: Artefact) -> Result<Slot, BuildError> {
+    static WORK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = cache_dir(cfg, &key)?;
     let out = dir.join(format!("{key}.{}", kind.extension()));
     if out.exists() {
         return Ok(Slot::Cached(out));
     }
-    let work = dir.join(format!("{key}.{}.tmp", std::process::id()));
+    let n = WORK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = dir.join(format!("{key}.{}-{n}.tmp", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("cannot create {}: {e}", work.display())))?;
     Ok(Slot::Build { out, work })
 }
@@ -363,7 +385,7 @@ fn compile_units(
     let keys: Vec<String> = units
         .iter()
         .map(|u| {
-            let mut parts = vec![u.as_bytes(), b"unit".as_slice()];
+            let mut parts = vec![u.as_bytes(), b"unit".as_slice(), LINKED_RUNTIME_FLAG.as_bytes()];
             parts.extend(compiler_parts(cfg));
             parts.extend(&header_parts);
             content_hash(&parts)
@@ -407,7 +429,16 @@ fn compile_units(
                     let tmp = work.join(format!("unit{i}.o"));
                     let r = std::fs::write(&c_file, &units[i])
                         .map_err(|e| BuildError::Io(format!("cannot write {}: {e}", c_file.display())))
-                        .and_then(|()| run_cc(cfg, &c_file, &tmp, Artefact::Object))
+                        .and_then(|()| {
+                            run_cc_parallel(
+                                cfg,
+                                std::slice::from_ref(&c_file),
+                                &tmp,
+                                Artefact::Object,
+                                &[LINKED_RUNTIME_FLAG],
+                                false,
+                            )
+                        })
                         .and_then(|()| {
                             let obj = dir.join(format!("{}.o", keys[i]));
                             std::fs::rename(&tmp, &obj)
@@ -429,10 +460,7 @@ fn compile_units(
         }
         let objs: Vec<PathBuf> = keys.iter().map(|k| dir.join(format!("{k}.o"))).collect();
         let tmp_out = work.join(format!("out.{}", kind.extension()));
-        match run_cc_inputs(cfg, &objs, &tmp_out, kind, PARALLEL_FLAGS) {
-            Err(BuildError::CompilerFailed { .. }) => run_cc_inputs(cfg, &objs, &tmp_out, kind, &[]),
-            r => r,
-        }?;
+        run_cc_parallel(cfg, &objs, &tmp_out, kind, &[], true)?;
         std::fs::rename(&tmp_out, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))
     })();
     let _ = std::fs::remove_dir_all(&work);
@@ -514,20 +542,61 @@ fn accepts_lto(cfg: &CcConfig) -> bool {
 /// compiler has it, else without (a compiler without OpenMP's runtime, as
 /// clang may be, fails on the flag, and the code is then serial).
 pub fn run_cc(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact) -> Result<(), BuildError> {
-    run_cc_lto(cfg, c_file, out, kind, false)
+    run_cc_parallel(cfg, &[c_file.to_path_buf()], out, kind, &[], false)
 }
 
-/// [`run_cc`], with [`LTO_FLAGS`] if `lto`.
-fn run_cc_lto(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, lto: bool) -> Result<(), BuildError> {
-    let lto_flags: &[&str] = if lto { LTO_FLAGS } else { &[] };
-    match run_cc_with(cfg, c_file, out, kind, &[PARALLEL_FLAGS, lto_flags].concat()) {
-        Err(BuildError::CompilerFailed { .. }) => run_cc_with(cfg, c_file, out, kind, lto_flags),
+/// Runs the C compiler on `inputs` with [`PARALLEL_FLAGS`] and `extra`,
+/// and, if that fails, again without the parallel flags (a compiler
+/// without OpenMP); with the runtime's object compiled the same way among
+/// the inputs if `runtime`.
+fn run_cc_parallel(
+    cfg: &CcConfig,
+    inputs: &[PathBuf],
+    out: &Path,
+    kind: Artefact,
+    extra: &[&str],
+    runtime: bool,
+) -> Result<(), BuildError> {
+    let attempt = |parallel: &[&str]| {
+        let mut inputs = inputs.to_vec();
+        if runtime {
+            inputs.push(runtime_object(cfg, parallel)?);
+        }
+        run_cc_inputs(cfg, &inputs, out, kind, &[parallel, extra].concat())
+    };
+    match attempt(PARALLEL_FLAGS) {
+        Err(BuildError::CompilerFailed { .. }) => attempt(&[]),
         r => r,
     }
 }
 
-fn run_cc_with(cfg: &CcConfig, c_file: &Path, out: &Path, kind: Artefact, extra: &[&str]) -> Result<(), BuildError> {
-    run_cc_inputs(cfg, &[c_file.to_path_buf()], out, kind, extra)
+/// The runtime's functions that are not inline (`ksc_runtime.c`), compiled
+/// with `parallel` (the parallel flags, or none) into an object in the
+/// cache, once per compiler, flags and runtime, for the programs compiled
+/// with [`LINKED_RUNTIME_FLAG`] to be linked with.
+fn runtime_object(cfg: &CcConfig, parallel: &[&str]) -> Result<PathBuf, BuildError> {
+    let mut parts: Vec<&[u8]> = vec![RUNTIME_H.as_bytes(), RUNTIME_C.as_bytes(), b"runtime"];
+    parts.extend(compiler_parts(cfg));
+    parts.extend(parallel.iter().map(|f| f.as_bytes()));
+    let (out, work) = match slot_of(cfg, content_hash(&parts), Artefact::Object)? {
+        Slot::Cached(out) => return Ok(out),
+        Slot::Build { out, work } => (out, work),
+    };
+    let c_file = work.join("ksc_runtime.c");
+    let tmp = work.join("ksc_runtime.o");
+    std::fs::write(&c_file, format!("{RUNTIME_H}{RUNTIME_C}"))
+        .map_err(|e| BuildError::Io(format!("cannot write {}: {e}", c_file.display())))?;
+    // (Kept if the compiler rejects it, for the bug report.)
+    run_cc_inputs(
+        cfg,
+        std::slice::from_ref(&c_file),
+        &tmp,
+        Artefact::Object,
+        &[parallel, &[LINKED_RUNTIME_FLAG]].concat(),
+    )?;
+    std::fs::rename(&tmp, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(out)
 }
 
 /// Runs the C compiler on `inputs` (C files, or objects to link) with the

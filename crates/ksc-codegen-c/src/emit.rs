@@ -62,13 +62,20 @@ pub struct CProgram {
 pub const UNIT_MIN_LINES: usize = 300;
 
 /// A program of at least this many lines of C is split into translation
-/// units. Each unit compiles the runtime again (about 0.1 s), and the C
+/// units. Each unit compiles the runtime's header again, and the C
 /// compiler's optimisations across functions matter little in ksc's code
 /// (each function's callees are inlined by ksc where it pays): gmm, lse,
 /// lstm, nnmf, hand and ba ran as fast without them (interleaved A/B).
 pub const UNITS_MIN_LINES: usize = 4000;
 
+/// The C runtime: its declarations, macros and inline functions, which every
+/// generated C file includes, ...
 pub const RUNTIME_H: &str = include_str!("ksc_runtime.h");
+
+/// ... and its functions that are not inline, which a C file has after the
+/// header unless compiled with `-DKSRT_LINKED` (then they are linked from
+/// an object compiled once: [`crate::driver::compile_program`]).
+pub const RUNTIME_C: &str = include_str!("ksc_runtime.c");
 
 /// The C type of a ks type.
 pub fn c_type(t: &Type) -> String {
@@ -332,7 +339,9 @@ pub fn emit_with<'f>(
             }
         }
         c.push_str(RUNTIME_H);
-        c.push('\n');
+        c.push_str("#ifndef KSRT_LINKED\n");
+        c.push_str(RUNTIME_C);
+        c.push_str("#endif\n");
         if unit.is_none_or(|k| k == 0) {
             // Marks the compiled artefact as ksc's, so `ksc build` may replace it.
             c.push_str(

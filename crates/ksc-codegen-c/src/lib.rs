@@ -1,7 +1,7 @@
 //! C code generation for ksc: readable C99 from the loop IR, the small C
-//! runtime it includes (`ksc_runtime.h`: arena, printing, errors, the
-//! prelude's maths), running the system C compiler with results cached by
-//! content hash, and running compiled programs.
+//! runtime (`ksc_runtime.h` and `ksc_runtime.c`: arena, printing, errors,
+//! the prelude's maths, parallel loops), running the system C compiler
+//! with results cached by content hash, and running compiled programs.
 //!
 //! This crate and the command line are the only parts of ksc that start
 //! processes.
@@ -14,5 +14,5 @@ pub mod reassoc;
 pub use driver::{compile_c, compile_program, run_executable, Artefact, BuildError, CcConfig, Outcome};
 pub use emit::{
     callees, callees_with, emit, emit_with, function, CProgram, CalleeSig, FunctionC, ModuleView, SiteLocation, Target,
-    RUNTIME_H,
+    RUNTIME_C, RUNTIME_H,
 };
