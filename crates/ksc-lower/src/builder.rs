@@ -5,7 +5,7 @@
 use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::ir::{Block, Op, Rhs, Stmt, VarId, VarInfo};
+use crate::ir::{Block, IOp, Op, Rhs, Stmt, VarId, VarInfo};
 use crate::visit::any_stmt;
 
 /// A function under construction.
@@ -65,6 +65,19 @@ impl FnBuilder {
     /// Folds constants and facts about sizes and loop indices.
     fn fold(&self, rhs: &Rhs) -> Option<Op> {
         use crate::ir::BinOp as B;
+        // Checked arithmetic that cannot fail: adding 0, multiplying by 1
+        // (of a value that a later assignment cannot change).
+        if let Rhs::IChecked(op, a, b, _) = rhs {
+            let x = match (op, a, b) {
+                (IOp::Add, Op::Int(0), x) | (IOp::Add | IOp::Sub, x, Op::Int(0)) => x,
+                (IOp::Mul, Op::Int(1), x) | (IOp::Mul | IOp::Div, x, Op::Int(1)) => x,
+                _ => return None,
+            };
+            return match x {
+                Op::Var(v) if self.vars[v.0 as usize].mutable => None,
+                x => Some(x.clone()),
+            };
+        }
         let Rhs::Bin(op, a, b) = rhs else { return None };
         match (op, a, b) {
             (B::IGe, x, Op::Int(0)) if self.nonneg_op(x) => Some(Op::Bool(true)),

@@ -895,22 +895,31 @@ impl<'a> Lowerer<'a> {
     // ---------------------------------------------------------------------
     // Loops
 
+    /// Loops over `dims`, one per dimension, except that a dimension of
+    /// size 1 has no loop: its index is 0 where the body is emitted (so
+    /// the body's tests and offsets on it fold: a Jacobian's blocks of one
+    /// column, a `build 1`).
     fn open_nest(&mut self, fb: &mut FnBuilder, dims: &[Op]) -> Nest {
         let mut levels = Vec::new();
         let mut idx = Vec::new();
         let mut flat: Option<Op> = None;
         for (k, d) in dims.iter().enumerate() {
-            let name = if dims.len() == 1 { "i".to_string() } else { format!("i{k}") };
-            let i = fb.var(Type::Integer, Some(&name), false);
-            fb.loop_index(i, d.clone());
-            levels.push((i, d.clone()));
-            fb.push_block();
-            idx.push(Op::Var(i));
+            let i = if *d == Op::Int(1) {
+                Op::Int(0)
+            } else {
+                let name = if dims.len() == 1 { "i".to_string() } else { format!("i{k}") };
+                let i = fb.var(Type::Integer, Some(&name), false);
+                fb.loop_index(i, d.clone());
+                levels.push((i, d.clone()));
+                fb.push_block();
+                Op::Var(i)
+            };
+            idx.push(i.clone());
             flat = Some(match flat {
-                None => Op::Var(i),
+                None => i,
                 Some(f) => {
                     let m = float_bin(fb, BinOp::IMulNoCheck, f, d.clone());
-                    float_bin(fb, BinOp::IAddNoCheck, m, Op::Var(i))
+                    float_bin(fb, BinOp::IAddNoCheck, m, i)
                 }
             });
         }
