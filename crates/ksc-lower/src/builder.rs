@@ -35,6 +35,10 @@ pub(crate) struct FnBuilder {
     /// Fresh tensors bound to a `.ks` variable (or one component of it)
     /// whose only use is still to come: that use may add into them in place.
     owned: FxHashMap<VarId, (String, Option<usize>)>,
+    /// Tensors allocated with constant sizes, and those sizes (a tensor's
+    /// sizes never change): their `dim`s are the constants, so a loop
+    /// over such a tensor of one element is none (`open_nest`).
+    const_dims: FxHashMap<VarId, Vec<i64>>,
 }
 
 impl FnBuilder {
@@ -77,6 +81,9 @@ impl FnBuilder {
                 Op::Var(v) if self.vars[v.0 as usize].mutable => None,
                 x => Some(x.clone()),
             };
+        }
+        if let Rhs::Dim { arr: Op::Var(t), dim } = rhs {
+            return self.const_dims.get(t).and_then(|d| d.get(*dim)).map(|&n| Op::Int(n));
         }
         let Rhs::Bin(op, a, b) = rhs else { return None };
         match (op, a, b) {
@@ -308,6 +315,13 @@ impl FnBuilder {
         let v = self.var(ty, name, false);
         if nonneg {
             self.nonneg.insert(v);
+        }
+        if let Rhs::Alloc { dims, .. } = &rhs {
+            let consts: Option<Vec<i64>> =
+                dims.iter().map(|d| if let Op::Int(n) = d { Some(*n) } else { None }).collect();
+            if let Some(c) = consts {
+                self.const_dims.insert(v, c);
+            }
         }
         // A tuple packed from zeros is zero (a `constVec`'s element: its
         // tensor is then known to be zeros too).
