@@ -69,17 +69,12 @@ impl FnBuilder {
     /// Folds constants and facts about sizes and loop indices.
     fn fold(&self, rhs: &Rhs) -> Option<Op> {
         use crate::ir::BinOp as B;
-        // Checked arithmetic that cannot fail: adding 0, multiplying by 1
-        // (of a value that a later assignment cannot change).
+        // Checked arithmetic that cannot fail: adding 0, multiplying by 1.
         if let Rhs::IChecked(op, a, b, _) = rhs {
-            let x = match (op, a, b) {
-                (IOp::Add, Op::Int(0), x) | (IOp::Add | IOp::Sub, x, Op::Int(0)) => x,
-                (IOp::Mul, Op::Int(1), x) | (IOp::Mul | IOp::Div, x, Op::Int(1)) => x,
-                _ => return None,
-            };
-            return match x {
-                Op::Var(v) if self.vars[v.0 as usize].mutable => None,
-                x => Some(x.clone()),
+            return match (op, a, b) {
+                (IOp::Add, Op::Int(0), x) | (IOp::Add | IOp::Sub, x, Op::Int(0)) => Some(x.clone()),
+                (IOp::Mul, Op::Int(1), x) | (IOp::Mul | IOp::Div, x, Op::Int(1)) => Some(x.clone()),
+                _ => None,
             };
         }
         if let Rhs::Dim { arr: Op::Var(t), dim } = rhs {
@@ -293,7 +288,9 @@ impl FnBuilder {
                 return o.clone();
             }
         }
-        if let Some(o) = self.fold(&rhs) {
+        // A fold to a mutable variable's name would read its value later,
+        // where an assignment may have changed it: only values fold.
+        if let Some(o) = self.fold(&rhs).filter(|o| !matches!(o, Op::Var(v) if self.vars[v.0 as usize].mutable)) {
             return o;
         }
         let nonneg = matches!(rhs, Rhs::Dim { .. });
