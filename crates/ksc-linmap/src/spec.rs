@@ -213,7 +213,6 @@ impl FoldOp {
                 let v = b.var(&t, t_ty.clone());
                 b.prim(Prim::Get { index: k, arity: 2 }, vec![v])
             };
-            let mul = |b: &mut Builder, x: ExprId, y: ExprId| b.call(mul_name(), vec![x, y], Type::Float);
             let get = |b: &mut Builder, e: ExprId, k: u32| {
                 let e = b.copy(e);
                 b.prim(Prim::Get { index: k, arity: 2 }, vec![e])
@@ -221,7 +220,7 @@ impl FoldOp {
             let body = match (self, derivative) {
                 (FoldOp::Mul, false) => {
                     let (a, x) = (tv(b, 1), tv(b, 2));
-                    mul(b, a, x)
+                    b.mul_float(a, x)
                 }
                 (FoldOp::Mul, true) => {
                     // H(0, H(x, a)).
@@ -241,8 +240,8 @@ impl FoldOp {
                         b.share(q, "q", |b, q| {
                             let (a1, b1) = (get(b, p, 1), get(b, p, 2));
                             let (a2, a2b, b2) = (get(b, q, 1), get(b, q, 1), get(b, q, 2));
-                            let aa = mul(b, a1, a2);
-                            let ab = mul(b, a2b, b1);
+                            let aa = b.mul_float(a1, a2);
+                            let ab = b.mul_float(a2b, b1);
                             let sum = b.add_float(ab, b2);
                             b.tuple(vec![aa, sum])
                         })
@@ -276,7 +275,7 @@ impl FoldOp {
                 }
                 (FoldOp::Scaled, false) => {
                     let (sv, a, x) = (b.float(s), tv(b, 1), tv(b, 2));
-                    let sa = mul(b, sv, a);
+                    let sa = b.mul_float(sv, a);
                     b.add_float(sa, x)
                 }
                 (FoldOp::Scaled, true) => {
@@ -298,11 +297,6 @@ impl FoldOp {
         let df = one(b, true);
         (f, df)
     }
-}
-
-/// The prelude's `mul` of two Floats.
-fn mul_name() -> ksc_ir::FunName {
-    ksc_ir::FunName::typed("mul", Type::Tuple(vec![Type::Float, Type::Float]))
 }
 
 use MapSpec as M;
