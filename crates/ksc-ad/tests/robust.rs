@@ -97,7 +97,12 @@ fn differentiating_well_typed_mutants_never_hits_an_internal_error() {
             None => TestResult::passed(),
         }
     }
-    QuickCheck::new().tests(200).max_tests(2000).quickcheck(prop as fn(Case) -> TestResult);
+    let seed = run_seed("differentiating_well_typed_mutants_never_hits_an_internal_error");
+    QuickCheck::new()
+        .rng(Gen::from_size_and_seed(100, seed))
+        .tests(200)
+        .max_tests(2000)
+        .quickcheck(prop as fn(Case) -> TestResult);
 }
 
 /// `[jacsparse f]` finds blocks in the shape of f's body; mutants give it
@@ -107,10 +112,11 @@ fn differentiating_well_typed_mutants_never_hits_an_internal_error() {
 #[test]
 fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
     fn prop(case: Case) -> TestResult {
-        let Derived { text, analysis, funs } = match derived_mutant(&case, &[Derivation::Jac, Derivation::JacSparse]) {
-            Ok(d) => d,
-            Err(verdict) => return verdict,
-        };
+        let Derived { text, analysis, funs, watch: _watch } =
+            match derived_mutant(&case, &[Derivation::Jac, Derivation::JacSparse]) {
+                Ok(d) => d,
+                Err(verdict) => return verdict,
+            };
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         interp.set_call_limit(MUTANT_OPS);
@@ -142,7 +148,7 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
         }
         TestResult::passed()
     }
-    quickcheck_deep(prop);
+    quickcheck_deep("sparse_jacobians_of_well_typed_mutants_are_the_dense_ones", prop);
 }
 
 /// The derivatives of mutants are right: for every function a mutant's
@@ -155,10 +161,11 @@ fn sparse_jacobians_of_well_typed_mutants_are_the_dense_ones() {
 #[test]
 fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_differences() {
     fn prop(case: Case) -> TestResult {
-        let Derived { text, analysis, funs } = match derived_mutant(&case, &[Derivation::Fwd, Derivation::Rev]) {
-            Ok(d) => d,
-            Err(verdict) => return verdict,
-        };
+        let Derived { text, analysis, funs, watch: _watch } =
+            match derived_mutant(&case, &[Derivation::Fwd, Derivation::Rev]) {
+                Ok(d) => d,
+                Err(verdict) => return verdict,
+            };
         let defs = analysis.defs();
         let mut interp = Interpreter::new(defs.iter().copied());
         interp.set_call_limit(MUTANT_OPS);
@@ -208,7 +215,7 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
         }
         TestResult::passed()
     }
-    quickcheck_deep(prop);
+    quickcheck_deep("derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_differences", prop);
 }
 
 /// Checks `prop` on 100 mutants, in two halves of 50 on two threads with a
@@ -216,17 +223,67 @@ fn derivatives_of_well_typed_mutants_agree_with_each_other_and_finite_difference
 /// its depth limit). The mutants are random either way; in halves, the
 /// longest of these properties no longer runs on one core while the other
 /// idles at the end of the binary.
-fn quickcheck_deep(prop: fn(Case) -> TestResult) {
-    let halves: Vec<_> = (0..2)
-        .map(|_| {
+fn quickcheck_deep(test: &str, prop: fn(Case) -> TestResult) {
+    let seed = run_seed(test);
+    let halves: Vec<_> = (0..2u64)
+        .map(|half| {
+            let g = Gen::from_size_and_seed(100, seed.wrapping_add(half));
             std::thread::Builder::new()
                 .stack_size(512 << 20)
-                .spawn(move || QuickCheck::new().tests(50).max_tests(500).quickcheck(prop))
+                .spawn(move || QuickCheck::new().rng(g).tests(50).max_tests(500).quickcheck(prop))
                 .unwrap()
         })
         .collect();
     for h in halves {
         h.join().unwrap();
+    }
+}
+
+/// The seed of a test's mutants: `KSC_ROBUST_SEED` if it is set (to
+/// repeat a run), else a fresh one. It is written to the terminal, past
+/// the test harness's capture, so that the mutants of a run that failed or
+/// did not end can be made again.
+fn run_seed(test: &str) -> u64 {
+    use std::hash::BuildHasher;
+    use std::io::Write;
+    let seed = match std::env::var("KSC_ROBUST_SEED") {
+        Ok(s) => s.parse().expect("KSC_ROBUST_SEED is a number"),
+        Err(_) => std::collections::hash_map::RandomState::new().hash_one(test),
+    };
+    let _ = writeln!(std::io::stderr(), "{test}: mutants from KSC_ROBUST_SEED={seed}");
+    seed
+}
+
+/// Writes a case to the terminal (past the harness's capture) when
+/// deriving or checking it has taken longer than [`LONG_CASE`]: ksc must
+/// end on every input, and the mutant's text is what a fix needs. It only
+/// reports; no test here depends on the machine's speed.
+struct Watch(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+const LONG_CASE: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Watch {
+    fn start(text: &str) -> Watch {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, text) = (done.clone(), text.to_string());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if start.elapsed() >= LONG_CASE {
+                    use std::io::Write;
+                    let _ = writeln!(std::io::stderr(), "a mutant has taken over {LONG_CASE:?}:\n{text}");
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        Watch(done)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -238,6 +295,8 @@ struct Derived {
     /// The functions the `gdef`s name (not derived ones) whose derivatives
     /// `ds` all derived, and whose arguments `common::random_value` makes.
     funs: Vec<ksc_ir::FunName>,
+    /// Reports the case if it runs long, until the property is done with it.
+    watch: Watch,
 }
 
 /// The mutant of `case` derived as [`Derived`] says, or the property's
@@ -250,6 +309,7 @@ fn derived_mutant(case: &Case, ds: &[Derivation]) -> Result<Derived, TestResult>
     if analysis.has_errors() {
         return Err(TestResult::discard());
     }
+    let watch = Watch::start(&text);
     let mut funs: Vec<ksc_ir::FunName> = analysis
         .source
         .decls
@@ -275,7 +335,7 @@ fn derived_mutant(case: &Case, ds: &[Derivation]) -> Result<Derived, TestResult>
         return Err(TestResult::error(format!("{w}\n{text}")));
     }
     analysis.derived = derived.defs;
-    Ok(Derived { text, analysis, funs })
+    Ok(Derived { text, analysis, funs, watch })
 }
 
 /// Types `common::random_value` makes values of.
