@@ -264,6 +264,134 @@ fn apply_fold(b: &mut Builder, e: ExprId, kept: Accumulators) -> Option<ExprId> 
     }))
 }
 
+/// `r ⊙ᴿ lmFold (s, f, df, a, v)` (or `lmScan`, `lmScanBlocks`, as `kept`
+/// says): RFold (seed 003 figure 15). The accumulators are stored with
+/// `$scan f a v`; a `fold` then visits the steps backwards, its state the
+/// accumulator's cotangent with the scope's and the vector's summed so far:
+/// step i adds r's part for the accumulator after it (for a scan: part
+/// i + 1 of `lmScan`'s n + 1, part i of `lmScanBlocks`' n), transposes
+/// `df (acc_i, v_i)` at that cotangent, and adds the element's cotangent
+/// as `r_i ⊙ᴿ lmIndex (i, v)`. `lmScan`'s part 0, for the first
+/// accumulator, is added to the accumulator's cotangent at the end.
+fn applyr_fold(b: &mut Builder, e: ExprId, kept: Accumulators) -> Option<ExprId> {
+    let [r, m] = args(b, e, Prim::LmApplyR)?[..] else { return None };
+    let [s, f, df, acc, v] = args(b, m, kept.map_prim())?[..] else { return None };
+    let Expr::Lam(dp, _, dbody) = b.expr(df).clone() else { return None };
+    let (s_ty, a_ty, v_ty) = (b.ty(s), b.ty(acc), b.ty(v));
+    let (ds_ty, da_ty, dv_ty) = (s_ty.tangent()?, a_ty.tangent()?, v_ty.tangent()?);
+    let state_ty = Type::Tuple(vec![da_ty.clone(), Type::Tuple(vec![ds_ty, dv_ty])]);
+    let q_ty = Type::Tuple(vec![state_ty.clone(), Type::Integer]);
+    Some(b.share(r, "r", |b, r| {
+        b.share(s, "s", |b, s| {
+            b.share(acc, "a", |b, acc| {
+                b.share(v, "v", |b, v| {
+                    let (a1, v1) = (b.copy(acc), b.copy(v));
+                    let accs = b.prim(Prim::Scan, vec![f, a1, v1]);
+                    b.share(accs, "accs", |b, accs| {
+                        let n = size_of(b, v);
+                        b.share(n, "n", |b, n| {
+                            // The step, its parameter q = ((da, (ds, dv)), k).
+                            let q = b.fresh_name("q");
+                            let get = |b: &mut Builder, e: ExprId, i: u32, n: u32| {
+                                b.prim(Prim::Get { index: i, arity: n }, vec![e])
+                            };
+                            let qv = b.var(&q, q_ty.clone());
+                            let k = get(b, qv, 2, 2);
+                            let (n1, one) = (b.copy(n), b.integer(1));
+                            let last = b.int_op("sub", n1, one);
+                            let i = b.int_op("sub", last, k);
+                            let step = b.share(i, "i", |b, i| {
+                                let qv = b.var(&q, q_ty.clone());
+                                let state = get(b, qv, 1, 2);
+                                let da = get(b, state, 1, 2);
+                                let da = match kept {
+                                    Accumulators::Last => da,
+                                    Accumulators::All | Accumulators::AfterFirst => {
+                                        let mut part = b.copy(i);
+                                        if kept == Accumulators::All {
+                                            let one = b.integer(1);
+                                            part = b.int_op("add", part, one);
+                                        }
+                                        let r1 = b.copy(r);
+                                        let ri = b.prim(Prim::Index, vec![part, r1]);
+                                        b.prim(Prim::TsAdd, vec![da, ri])
+                                    }
+                                };
+                                let (ai, vi) = (index_of(b, i, accs), index_of(b, i, v));
+                                let at = b.tuple(vec![ai, vi]);
+                                let map = b.let_(&dp, at, dbody);
+                                let d = apply_r(b, da, map);
+                                b.share(d, "d", |b, d| {
+                                    let d1 = b.copy(d);
+                                    let dt = get(b, d1, 2, 2);
+                                    let da_i = get(b, dt, 1, 2);
+                                    let qv = b.var(&q, q_ty.clone());
+                                    let sums = get(b, qv, 1, 2);
+                                    let sums = get(b, sums, 2, 2);
+                                    b.share(sums, "sums", |b, sums| {
+                                        let s1 = b.copy(sums);
+                                        let ds = get(b, s1, 1, 2);
+                                        let d2 = b.copy(d);
+                                        let ds_i = get(b, d2, 1, 2);
+                                        let ds = b.prim(Prim::TsAdd, vec![ds, ds_i]);
+                                        let s2 = b.copy(sums);
+                                        let dv = get(b, s2, 2, 2);
+                                        let d3 = b.copy(d);
+                                        let dt = get(b, d3, 2, 2);
+                                        let dx_i = get(b, dt, 2, 2);
+                                        let (i1, v2) = (b.copy(i), b.copy(v));
+                                        let at_i = b.prim(Prim::LmIndex, vec![i1, v2]);
+                                        let one_hot = apply_r(b, dx_i, at_i);
+                                        let dv = b.prim(Prim::TsAdd, vec![dv, one_hot]);
+                                        let sums = b.tuple(vec![ds, dv]);
+                                        b.tuple(vec![da_i, sums])
+                                    })
+                                })
+                            });
+                            {
+                                let lam = b.lam(&q, q_ty.clone(), step);
+                                let r0 = match kept {
+                                    Accumulators::Last => b.copy(r),
+                                    _ => {
+                                        let a2 = b.copy(acc);
+                                        b.zero_tangent(a2)
+                                    }
+                                };
+                                let (s1, v3) = (b.copy(s), b.copy(v));
+                                let (zs, zv) = (b.zero_tangent(s1), b.zero_tangent(v3));
+                                let zeros = b.tuple(vec![zs, zv]);
+                                let init = b.tuple(vec![r0, zeros]);
+                                let n2 = b.copy(n);
+                                let ks = b.build(n2, |_, k| k);
+                                let out = b.prim(Prim::Fold, vec![lam, init, ks]);
+                                b.share(out, "out", |b, out| {
+                                    let o1 = b.copy(out);
+                                    let mut da = get(b, o1, 1, 2);
+                                    if kept == Accumulators::All {
+                                        let (zero, r2) = (b.integer(0), b.copy(r));
+                                        let r_0 = b.prim(Prim::Index, vec![zero, r2]);
+                                        da = b.prim(Prim::TsAdd, vec![da, r_0]);
+                                    }
+                                    let o2 = b.copy(out);
+                                    let sums = get(b, o2, 2, 2);
+                                    b.share(sums, "sums", |b, sums| {
+                                        let s1 = b.copy(sums);
+                                        let ds = get(b, s1, 1, 2);
+                                        let s2 = b.copy(sums);
+                                        let dv = get(b, s2, 2, 2);
+                                        let inner = b.tuple(vec![da, dv]);
+                                        b.tuple(vec![ds, inner])
+                                    })
+                                })
+                            }
+                        })
+                    })
+                })
+            })
+        })
+    }))
+}
+
 // ---------------------------------------------------------------------------
 // Instance helpers.
 
@@ -1431,6 +1559,30 @@ pub static LAWS: &[Law] = &[
         duplicates: false,
         rewrite: |b, e| apply_fold(b, e, Accumulators::AfterFirst),
         instance: |g| Instance::Apply(MapSpec::arbitrary_fold(g, Accumulators::AfterFirst), Numbers::arbitrary(g)),
+    },
+    Law {
+        name: "applyr-fold",
+        statement: "r ⊙ᴿ lmFold(s, f, df, a, v) = (ds, (da, dv)) of a fold over the steps backwards from (r, 0, 0), over the accumulators of $scan f a v: step i transposes df (acc_i, v_i) at the accumulator's cotangent, adds its scope part to ds and its element part one-hot to dv",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| applyr_fold(b, e, Accumulators::Last),
+        instance: |g| Instance::ApplyR(Numbers::arbitrary(g), MapSpec::arbitrary_fold(g, Accumulators::Last)),
+    },
+    Law {
+        name: "applyr-scan",
+        statement: "r ⊙ᴿ lmScan(s, f, df, a, v) = applyr-fold's loop from (0, 0, 0), adding r[i + 1] to the accumulator's cotangent before step i, and r[0] after the last",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| applyr_fold(b, e, Accumulators::All),
+        instance: |g| Instance::ApplyR(Numbers::arbitrary(g), MapSpec::arbitrary_fold(g, Accumulators::All)),
+    },
+    Law {
+        name: "applyr-scanblocks",
+        statement: "r ⊙ᴿ lmScanBlocks(s, f, df, e, v) = applyr-fold's loop from (0, 0, 0), adding r[i] to the accumulator's cotangent before step i (the scan read as the left scan it equals)",
+        group: FOLDS,
+        duplicates: false,
+        rewrite: |b, e| applyr_fold(b, e, Accumulators::AfterFirst),
+        instance: |g| Instance::ApplyR(Numbers::arbitrary(g), MapSpec::arbitrary_fold(g, Accumulators::AfterFirst)),
     },
 ];
 
