@@ -758,7 +758,11 @@ impl Rev<'_, '_> {
     /// backward scan starts from the last part and adds part i to the
     /// accumulator's cotangent once step i has been transposed. For an
     /// `lmScanBlocks` (`$scanBlocks`), the same without a part for the
-    /// first accumulator: part i - 1 is added after step i > 0, and each
+    /// first accumulator: part i - 1 is added after step i > 0; the
+    /// accumulators are `$scanBlocks`' own results (the one before element
+    /// i > 0 is result i - 1, before element 0 the identity), computed in
+    /// its parallel blocks by the same call as the primal's, which CSE
+    /// shares with it; and each
     /// element's cotangent is added one-hot into the backward scan's sum
     /// (in place natively, where the step computes it) instead of being
     /// stored per step and gathered in reverse afterwards. (Its backward
@@ -797,11 +801,20 @@ impl Rev<'_, '_> {
                 let mut step = |b: &mut Builder, it: &str| t.in_step(at, it, || self.import_primal(b, fbody));
                 crate::tape::counted(b, Prim::Scan, (&ft, &strip_type(&ftty)), a1, v2, &mut step)
             }
+            // A monoid's scan: the accumulators after the first are
+            // `$scanBlocks`' own results, in its parallel blocks, the same
+            // call as the primal's, which CSE then shares (the
+            // accumulator before element i > 0 is result i - 1).
+            None if kept == Accumulators::AfterFirst => {
+                let f1 = import(b, self.src, f);
+                b.prim(Prim::ScanBlocks, vec![f1, a1, v2])
+            }
             None => {
                 let f1 = import(b, self.src, f);
                 b.prim(Prim::Scan, vec![f1, a1, v2])
             }
         };
+        let blocked = kept == Accumulators::AfterFirst && taped.is_none();
         let accs = self.emit(b, "accs", accs);
         let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
         let last = b.int_op("sub", nv, one);
@@ -817,7 +830,18 @@ impl Rev<'_, '_> {
             let i = b.var(i_name, Type::Integer);
             let i2 = b.copy(i);
             let accs_v = b.var(&accs.0, accs.1.clone());
-            let mut a = b.prim(Prim::Index, vec![i, accs_v]);
+            let mut a = if blocked {
+                let (i0, zero) = (b.var(i_name, Type::Integer), b.integer(0));
+                let first = b.prim(Prim::Eq, vec![i0, zero]);
+                let a0 = import(b, this.src, acc);
+                let one = b.integer(1);
+                let before = b.int_op("sub", i, one);
+                let ai = b.prim(Prim::Index, vec![before, accs_v]);
+                let ty = b.ty(ai);
+                b.body.alloc_typed(Expr::If(first, a0, ai), ty)
+            } else {
+                b.prim(Prim::Index, vec![i, accs_v])
+            };
             if taped.is_some() {
                 a = b.prim(Prim::Get { index: 1, arity: 2 }, vec![a]);
             }

@@ -11,8 +11,10 @@
 //! The same for a loop's additions: after the fill (of Floats, or of
 //! tuples of them), a loop `for k < n` whose body adds into the tensor once,
 //! at index k or `n - 1 - k` (reverse mode's one-hot terms of a backward
-//! scan, `ksc_ad`'s RFold of a scan over a monoid), directly or under a
-//! test that the index is in range: every element is added into exactly
+//! scan, `ksc_ad`'s RFold of a scan over a monoid), directly, under a
+//! test that the index is in range, or in each branch of an `if` (the
+//! step at the first element, which reads the identity for its
+//! accumulator, is a branch of its own): every element is added into exactly
 //! once, the first addition at it, so its load reads the fill's zero. The
 //! load becomes that zero, and the fill goes (snapshot `first_adds_loop`).
 //!
@@ -178,41 +180,56 @@ fn covered_once(
         let (tx, ty) = (test(x), test(y));
         (tx.as_ref() == Some(&lo) && ty.as_ref() == Some(&hi)) || (tx.as_ref() == Some(&hi) && ty.as_ref() == Some(&lo))
     };
-    // The one statement of the body that mentions a, and the block
-    // holding the addition: the body itself, or that statement's branch.
-    let at_top: Vec<usize> = (0..body.len()).filter(|&q| mentions(&body[q], a)).collect();
-    let [q] = at_top[..] else { return false };
-    let adds = match &mut body[q] {
-        Stmt::If { cond, then, els } if els.is_empty() => {
-            let cond = cond.clone();
-            let Some(at) = load_store(then, a) else { return false };
-            if !covers(&at) || !in_range(&cond, &at) {
-                return false;
+    if !adds_once(body, a, &covers, &in_range) {
+        return false;
+    }
+    zero_first_adds(body, a, zero, vars);
+    true
+}
+
+/// Does every run of `b` add into `a` exactly once, at an index `covers`
+/// accepts? The one statement of `b` that mentions `a` is the addition
+/// (`load_store`), or an `if` testing that its index is in range around
+/// it, or an `if` each of whose branches does so (reverse mode's step at
+/// the first element, in a branch of its own).
+fn adds_once(b: &Block, a: VarId, covers: &dyn Fn(&Op) -> bool, in_range: &dyn Fn(&Op, &Op) -> bool) -> bool {
+    let at_top: Vec<usize> = (0..b.len()).filter(|&q| mentions(&b[q], a)).collect();
+    match at_top[..] {
+        [q] => match &b[q] {
+            Stmt::If { cond, then, els } if els.is_empty() => {
+                load_store(then, a).is_some_and(|at| covers(&at) && in_range(cond, &at))
             }
-            then
+            Stmt::If { then, els, .. } => adds_once(then, a, covers, in_range) && adds_once(els, a, covers, in_range),
+            _ => load_store(b, a).is_some_and(|at| covers(&at)),
+        },
+        _ => load_store(b, a).is_some_and(|at| covers(&at)),
+    }
+}
+
+/// Rewrites the additions [`adds_once`] found: loads from `a` become
+/// `zero`, and `a[idx] += val` a store of `0.0 + val`.
+fn zero_first_adds(b: &mut Block, a: VarId, zero: &Op, vars: &mut Vec<VarInfo>) {
+    let at_top: Vec<usize> = (0..b.len()).filter(|&q| mentions(&b[q], a)).collect();
+    if let [q] = at_top[..] {
+        if let Stmt::If { then, els, .. } = &mut b[q] {
+            zero_first_adds(then, a, zero, vars);
+            zero_first_adds(els, a, zero, vars);
+            return;
         }
-        _ => {
-            let Some(at) = load_store(body, a) else { return false };
-            if !covers(&at) {
-                return false;
-            }
-            body
-        }
-    };
+    }
     let mut q = 0;
-    while q < adds.len() {
-        match &mut adds[q] {
+    while q < b.len() {
+        match &mut b[q] {
             Stmt::Let(_, r @ Rhs::Load { arr: Op::Var(_), .. }) if loads_from(r, a) => *r = Rhs::Copy(zero.clone()),
             Stmt::Accum { arr: Op::Var(x), idx, val, .. } if *x == a => {
                 let (idx, val) = (idx.clone(), val.clone());
-                first_add_stored(adds, q, a, idx, val, vars);
+                first_add_stored(b, q, a, idx, val, vars);
                 q += 1;
             }
             _ => {}
         }
         q += 1;
     }
-    true
 }
 
 /// Replaces statement `p` of `b`, the first `a[idx] += val` into a zero,
