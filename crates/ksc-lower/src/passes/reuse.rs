@@ -21,6 +21,10 @@
 //!   is only read by `load` and `dim`, written by `store` and `+=`, or
 //!   deep-copied; never passed to a call, packed into a tuple, stored into
 //!   another tensor, returned, pushed to a tape or copied down;
+//! - no other allocation of the function takes `v`'s memory (two vectors
+//!   filled in one loop from the same dying one, as an `unzip` fills its
+//!   components, would share it: the second's stores overwrote the
+//!   first's);
 //! - every member of the class is defined before `p`, in the same block
 //!   or in blocks nested in its statements (so none outlives the block);
 //! - both are vectors of the same element type, which holds no tensors;
@@ -64,7 +68,7 @@ fn reuse_dead_vectors(f: &mut Func) -> bool {
     if classes.is_empty() {
         return false;
     }
-    rewrite_block(&mut f.body, f.vars.as_slice(), &classes)
+    rewrite_block(&mut f.body, f.vars.as_slice(), &classes, &mut FxHashSet::default())
 }
 
 /// The alias classes of owned vectors: each class's members and element
@@ -246,10 +250,12 @@ fn fills(s: &Stmt, t: VarId, n: &Op, class: &[VarId]) -> bool {
 }
 
 /// Rewrites the allocations of `b` and the blocks nested in it; whether
-/// it rewrote one.
-fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) -> bool {
+/// it rewrote one. `taken`: the classes whose memory an allocation already
+/// takes (each gives it to one: two vectors filled in one loop from the
+/// same dying one would otherwise share its memory).
+fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes, taken: &mut FxHashSet<usize>) -> bool {
     let mut changed = false;
-    nested_blocks(b, &mut |inner| changed |= rewrite_block(inner, vars, classes));
+    nested_blocks(b, &mut |inner| changed |= rewrite_block(inner, vars, classes, taken));
     for p in 0..b.len() {
         let Stmt::Let(t, Rhs::Alloc { dims, elem }) = &b[p] else { continue };
         if dims.len() != 1 || !matches!(&vars[t.0 as usize].ty, ksc_ir::Type::Tensor(1, _)) {
@@ -277,14 +283,16 @@ fn rewrite_block(b: &mut Block, vars: &[crate::ir::VarInfo], classes: &Classes) 
         let chosen = candidates.into_iter().find_map(|v| {
             let k = *classes.of.get(&v)?;
             let class = &classes.members[k];
-            let ok = classes.elem[k] == elem
+            let ok = !taken.contains(&k)
+                && classes.elem[k] == elem
                 && class.iter().all(|m| defined_before.contains(m))
                 && b[p + 1..q].iter().all(|s| only_loads(s, class, None))
                 && fills(&b[q], t, &n, class)
                 && b[q + 1..].iter().all(|s| !uses(s, class));
-            ok.then_some(v)
+            ok.then_some((v, k))
         });
-        if let Some(v) = chosen {
+        if let Some((v, k)) = chosen {
+            taken.insert(k);
             b[p] = Stmt::Let(t, Rhs::Reuse { dead: Op::Var(v), dims: vec![n], elem });
             changed = true;
         }
