@@ -1032,7 +1032,7 @@ fn site_map_name(f: &Func, target: Target) -> String {
 fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, checked: bool) -> String {
     let mut out = String::new();
     writeln!(out, "/* {} */", f.name).ok();
-    writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(&f.body)).ok();
+    writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(f, &f.body)).ok();
     let sites: FxHashMap<SiteId, usize> = site_order(f).into_iter().enumerate().map(|(k, x)| (x, k)).collect();
     let mut w = W {
         f,
@@ -1064,16 +1064,30 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     loops
 }
 
-/// What a run of block `b` counts in a build that counts work (`KS_WORK`,
-/// defined by the runtime; nothing unless `KS_COUNT_WORK` is defined): one,
-/// and one per element it loads, stores or adds into (statements directly
-/// in it; nested blocks count for themselves). Written on the line that
-/// opens the block, so the C has as many lines either way.
-fn work(b: &Block) -> String {
-    let elements = b
+/// What a run of block `b` of `f` counts in a build that counts work
+/// (`KS_WORK`, defined by the runtime; nothing unless `KS_COUNT_WORK` is
+/// defined): one, and one per number it loads, stores or adds into
+/// (statements directly in it; nested blocks count for themselves): an
+/// element that is a tuple counts its components, so a vector of tuples
+/// costs what its vectors of components would (`split-tuple-vectors`),
+/// and a tensor handle counts one. Written on the line that opens the
+/// block, so the C has as many lines either way.
+fn work(f: &Func, b: &Block) -> String {
+    fn words(t: &ksc_ir::Type) -> usize {
+        match t {
+            ksc_ir::Type::Tuple(cs) => cs.iter().map(words).sum(),
+            _ => 1,
+        }
+    }
+    let elements: usize = b
         .iter()
-        .filter(|s| matches!(s, Stmt::Let(_, Rhs::Load { .. }) | Stmt::Store { .. } | Stmt::Accum { .. }))
-        .count();
+        .map(|s| match s {
+            Stmt::Let(v, Rhs::Load { .. }) => words(f.ty(*v)).max(1),
+            Stmt::Store { val, .. } => words(&f.op_ty(val)).max(1),
+            Stmt::Accum { .. } => 1,
+            _ => 0,
+        })
+        .sum();
     format!(" KS_WORK({});", 1 + elements)
 }
 
@@ -1372,7 +1386,7 @@ impl W<'_> {
                 let n = self.op(n);
                 let guarded = !pre.is_empty();
                 if guarded {
-                    self.line(&format!("if ({n} > 0) {{{}", work(pre)));
+                    self.line(&format!("if ({n} > 0) {{{}", work(self.f, pre)));
                     self.depth += 1;
                     self.block(pre);
                 }
@@ -1397,12 +1411,12 @@ impl W<'_> {
             }
             Stmt::If { cond, then, els } => {
                 let c = self.op(cond);
-                self.line(&format!("if ({c}) {{{}", work(then)));
+                self.line(&format!("if ({c}) {{{}", work(self.f, then)));
                 self.depth += 1;
                 self.block(then);
                 self.depth -= 1;
                 if !els.is_empty() {
-                    self.line(&format!("}} else {{{}", work(els)));
+                    self.line(&format!("}} else {{{}", work(self.f, els)));
                     self.depth += 1;
                     self.block(els);
                     self.depth -= 1;
@@ -1547,7 +1561,7 @@ impl W<'_> {
             (sums, []) => self.line(&format!("KSRT_SUMS({})", names(sums))),
             ([], maxima) => self.line(&format!("KSRT_MAXIMA({})", names(maxima))),
         }
-        self.line(&format!("for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{{}", work(body)));
+        self.line(&format!("for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{{}", work(self.f, body)));
         self.depth += 1;
         let mut marks = FxHashSet::default();
         walk(body, &mut |s| {

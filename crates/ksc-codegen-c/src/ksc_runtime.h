@@ -47,8 +47,9 @@
 
 /* Work counting, for the cost tests' second backend: built with
  * -DKS_COUNT_WORK, every block the generated code runs adds one and one
- * per element it loads, stores or adds into (`KS_WORK` at its opening
- * brace), and the runtime adds the elements it fills or copies; the total
+ * per number it loads, stores or adds into (a tuple element counts its
+ * components; `KS_WORK` at its opening brace), and the runtime adds the
+ * elements it fills or copies; the total
  * is ks_work_count. Otherwise nothing is counted. */
 #ifdef KS_COUNT_WORK
 /* Weak: each translation unit of a program split into several has it. */
