@@ -215,6 +215,38 @@ pub(crate) fn mentions(s: &Stmt, v: VarId) -> bool {
     })
 }
 
+/// The variables mentioned only as the tensor of stores, loads and `dim`s
+/// (never copied, packed, passed, returned or assigned: a tensor among
+/// them that the function allocates has no other name).
+pub(crate) fn only_stored_loaded_measured(b: &Block) -> FxHashSet<VarId> {
+    let mut seen = FxHashSet::default();
+    let mut bad = FxHashSet::default();
+    walk(b, &mut |s| {
+        let tensor = match s {
+            Stmt::Store { arr, .. } | Stmt::Let(_, Rhs::Load { arr, .. } | Rhs::Dim { arr, .. }) => Some(arr),
+            _ => None,
+        };
+        for o in stmt_operands(s) {
+            if let Op::Var(v) = o {
+                if tensor.is_some_and(|t| std::ptr::eq(t, o)) {
+                    seen.insert(*v);
+                } else {
+                    bad.insert(*v);
+                }
+            }
+        }
+        match s {
+            Stmt::CopyDown { vars, .. } => bad.extend(vars),
+            Stmt::Set(v, _) => {
+                bad.insert(*v);
+            }
+            _ => {}
+        }
+    });
+    seen.retain(|v| !bad.contains(v));
+    seen
+}
+
 /// The right-hand sides of the lets of a block (not of nested blocks).
 pub(crate) fn lets_of(b: &[Stmt]) -> FxHashMap<VarId, &Rhs> {
     b.iter()

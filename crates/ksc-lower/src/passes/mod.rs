@@ -21,6 +21,7 @@
 
 pub mod alloc_dims;
 pub mod arena;
+pub mod copies;
 pub mod copy_down;
 pub mod cse;
 pub mod dce;
@@ -32,6 +33,7 @@ pub mod jam;
 pub mod licm;
 pub mod packed;
 pub mod reuse;
+pub mod soa;
 pub mod version;
 
 use ksc_ir::pass::{Pass, Runner};
@@ -67,6 +69,8 @@ pub static PIPELINE: &[&LoopPass] = &[
     &jam::JamSums,
     &distribute::DistributeRecurrences,
     &first_adds::FirstAddsIntoZeros,
+    &soa::SplitTupleVectors,
+    &copies::ElideVectorCopies,
     &copy_down::ElideCopyDowns,
     // Last but for the arena: no later pass may move a load of the dying
     // vector past a store of the new one.
@@ -158,8 +162,8 @@ mod tests {
     #[test]
     fn names_are_the_pipelines_passes_each_once() {
         let names = names();
-        assert_eq!(PIPELINE.len(), 15);
-        assert_eq!(names.len(), 14, "{names:?}");
+        assert_eq!(PIPELINE.len(), 17);
+        assert_eq!(names.len(), 16, "{names:?}");
         assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
         assert_eq!(names.first(), Some(&"share-guarded"));
         assert_eq!(names.last(), Some(&"place-arena-scopes"));
