@@ -10,6 +10,12 @@
 //! component (after `split-tuple-vectors`, `soa.rs`: the cotangent of `a`
 //! in a `scan` over `build n (lam i (tuple a[i] b[i]))`).
 //!
+//! The same loop over `m` elements reading `s` (of `n_s`) only under a
+//! test `i < n_s`, a constant past it (the cotangent of `b` in that `scan`,
+//! of `b`'s size, zero past `a`'s), is a copy when `m = n_s`: it becomes
+//! `if m == n_s { d := s } else { d0 = alloc [m]; the loop into d0; d :=
+//! d0 }`, `d` read from that mutable variable.
+//!
 //! Assumes, and checks: `s` has no other name (it is mentioned only by
 //! stores, loads and `dim`s), so no value holding its memory outlives the
 //! loop; nothing between `d`'s allocation and the loop mentions `d`; the
@@ -34,7 +40,7 @@ impl Pass<Func, LoopCx<'_>> for ElideVectorCopies {
     /// Whether a copy was removed.
     fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
         let owned = owned_vectors(f);
-        elide_in(&mut f.body, &owned)
+        elide_in(&mut f.body, &owned, &mut f.vars)
     }
 }
 
@@ -55,32 +61,71 @@ fn owned_vectors(f: &Func) -> FxHashSet<VarId> {
 
 /// Removes the copies of `b` and of the blocks nested in it; whether it
 /// removed any.
-fn elide_in(b: &mut Block, owned: &FxHashSet<VarId>) -> bool {
+fn elide_in(b: &mut Block, owned: &FxHashSet<VarId>, vars: &mut Vec<VarInfo>) -> bool {
     let mut changed = false;
-    nested_blocks(b, &mut |inner| changed |= elide_in(inner, owned));
+    nested_blocks(b, &mut |inner| changed |= elide_in(inner, owned, vars));
     let mut j = 0;
     while j < b.len() {
-        if let Some((alloc, d, s)) = copy_at(b, j, owned) {
+        let Some(Copy { alloc, d, s, guard }) = copy_at(b, j, owned) else {
+            j += 1;
+            continue;
+        };
+        changed = true;
+        let Some(n_s) = guard else {
             b[j] = Stmt::Let(d, Rhs::Copy(Op::Var(s)));
             b.remove(alloc);
-            changed = true;
-        } else {
-            j += 1;
-        }
+            continue;
+        };
+        // `if m == n_s { d := s } else { d0 = alloc [m]; the loop into d0;
+        // d := d0 }`.
+        let Stmt::Let(_, Rhs::Alloc { dims, elem }) = b.remove(alloc) else { continue };
+        j -= 1;
+        let ty = vars[d.0 as usize].clone();
+        let (held, d0) = (new_var(vars, VarInfo { mutable: true, ..ty.clone() }), new_var(vars, ty));
+        let same = new_var(vars, VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
+        let mut copy = std::mem::replace(&mut b[j], Stmt::DeclMut(held, None));
+        crate::visit::walk_mut(std::slice::from_mut(&mut copy), &mut |st| {
+            if let Stmt::Store { arr, .. } = st {
+                if *arr == Op::Var(d) {
+                    *arr = Op::Var(d0);
+                }
+            }
+        });
+        let m = dims[0].clone();
+        let version = Stmt::If {
+            cond: Op::Var(same),
+            then: vec![Stmt::Set(held, Op::Var(s))],
+            els: vec![Stmt::Let(d0, Rhs::Alloc { dims, elem }), copy, Stmt::Set(held, Op::Var(d0))],
+        };
+        let tail = [Stmt::Let(same, Rhs::Bin(BinOp::IEq, m, n_s)), version, Stmt::Let(d, Rhs::Copy(Op::Var(held)))];
+        b.splice(j + 1..j + 1, tail);
+        j += 4;
     }
     changed
 }
 
-/// If statement `j` of `b` is a copy loop the module's doc describes: the
-/// position of `d`'s allocation, `d` and `s`.
-fn copy_at(b: &Block, j: usize, owned: &FxHashSet<VarId>) -> Option<(usize, VarId, VarId)> {
-    let Stmt::For { idx, n, pre, body, .. } = &b[j] else { return None };
-    let [Stmt::Let(x, Rhs::Load { arr: Op::Var(s), idx: Op::Var(i) }), copies @ .., Stmt::Store { arr: Op::Var(d), idx: Op::Var(i2), val: Op::Var(y) }] =
-        &body[..]
-    else {
+fn new_var(vars: &mut Vec<VarInfo>, info: VarInfo) -> VarId {
+    vars.push(info);
+    VarId(vars.len() as u32 - 1)
+}
+
+/// A copy loop the module's doc describes: the position of `d`'s
+/// allocation, `d`, `s`, and for a loop whose loads are guarded by `i <
+/// n_s`, `n_s`.
+struct Copy {
+    alloc: usize,
+    d: VarId,
+    s: VarId,
+    guard: Option<Op>,
+}
+
+/// `stmts` as a load of `s` at index `i`, `let`s that copy the loaded
+/// value, and a last statement: the variable holding the value after the
+/// copies, `s`, `i` and the last statement.
+fn loaded(stmts: &[Stmt]) -> Option<(VarId, VarId, VarId, &Stmt)> {
+    let [Stmt::Let(x, Rhs::Load { arr: Op::Var(s), idx: Op::Var(i) }), copies @ .., last] = stmts else {
         return None;
     };
-    // The loaded value, through `let`s that copy it.
     let mut held = *x;
     for c in copies {
         match c {
@@ -88,7 +133,41 @@ fn copy_at(b: &Block, j: usize, owned: &FxHashSet<VarId>) -> Option<(usize, VarI
             _ => return None,
         }
     }
-    if !pre.is_empty() || i != idx || i2 != idx || held != *y || s == d || !owned.contains(s) {
+    Some((held, *s, *i, last))
+}
+
+/// If statement `j` of `b` is a copy loop the module's doc describes, which.
+fn copy_at(b: &Block, j: usize, owned: &FxHashSet<VarId>) -> Option<Copy> {
+    let Stmt::For { idx, n, pre, body, .. } = &b[j] else { return None };
+    if !pre.is_empty() {
+        return None;
+    }
+    // The stored value: loaded directly, or under `i < n_s` (else a
+    // constant) through a mutable variable.
+    let (s, d, guard) = match &body[..] {
+        [.., Stmt::Store { arr: Op::Var(d), idx: Op::Var(i), val: Op::Var(y) }] if i == idx => {
+            match loaded(body).filter(|(held, _, at, _)| held == y && at == idx) {
+                Some((_, s, ..)) => (s, *d, None),
+                None => {
+                    let [Stmt::Let(c, Rhs::Bin(BinOp::ILt, Op::Var(at), n_s)), Stmt::DeclMut(v, None), Stmt::If { cond: Op::Var(c2), then, els }, Stmt::Let(w, Rhs::Copy(Op::Var(v2))), _] =
+                        &body[..]
+                    else {
+                        return None;
+                    };
+                    let (held, s, at2, last) = loaded(then)?;
+                    let set_held = matches!(last, Stmt::Set(k, Op::Var(h)) if k == v && *h == held);
+                    let else_const = matches!(&els[..], [Stmt::Set(k, o)] if k == v && o.var().is_none());
+                    let ok = at == idx && at2 == *idx && c == c2 && v == v2 && w == y && set_held && else_const;
+                    if !ok {
+                        return None;
+                    }
+                    (s, *d, Some(n_s.clone()))
+                }
+            }
+        }
+        _ => return None,
+    };
+    if s == d || !owned.contains(&s) {
         return None;
     }
     let alloc_of = |v: VarId| {
@@ -97,13 +176,14 @@ fn copy_at(b: &Block, j: usize, owned: &FxHashSet<VarId>) -> Option<(usize, VarI
             _ => None,
         })
     };
-    let (pd, dims_d, elem_d) = alloc_of(*d)?;
-    let (_, dims_s, elem_s) = alloc_of(*s)?;
-    let same_size = dims_d.len() == 1 && dims_s.len() == 1 && dims_d[0] == *n && dims_s[0] == *n;
-    if !same_size || elem_d != elem_s || needs_heap(elem_d) {
+    let (pd, dims_d, elem_d) = alloc_of(d)?;
+    let (_, dims_s, elem_s) = alloc_of(s)?;
+    let size_s = guard.as_ref().unwrap_or(n);
+    let sizes = dims_d.len() == 1 && dims_s.len() == 1 && dims_d[0] == *n && dims_s[0] == *size_s;
+    if !sizes || elem_d != elem_s || needs_heap(elem_d) {
         return None;
     }
-    let quiet_between = b[pd + 1..j].iter().all(|st| !mentions(st, *d));
-    let s_dead_after = b[j + 1..].iter().all(|st| !mentions(st, *s));
-    (quiet_between && s_dead_after).then_some((pd, *d, *s))
+    let quiet_between = b[pd + 1..j].iter().all(|st| !mentions(st, d));
+    let s_dead_after = b[j + 1..].iter().all(|st| !mentions(st, s));
+    (quiet_between && s_dead_after).then_some(Copy { alloc: pd, d, s, guard })
 }
