@@ -13,7 +13,7 @@ measurement each (`run.py`'s `time_interleaved`, the old library loaded
 through LD_LIBRARY_PATH, as the harness's ablations are), and prints
 new/old per row: below 1 the new binary is faster. WORKLOAD and KIND are
 `run.py --only`'s names; `--label` keeps rows whose size label contains
-the text. Nothing is written to `results/`.
+the text, not followed by a digit (`n=1000000` is not `n=10000000`). Nothing is written to `results/`.
 
 A way to get the old binary: `git worktree add /tmp/old REV && (cd /tmp/old
 && CARGO_TARGET_DIR=/tmp/old-target cargo build --release)`.
@@ -21,6 +21,7 @@ A way to get the old binary: `git worktree add /tmp/old REV && (cd /tmp/old
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -29,12 +30,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (the harness: its configs, builds, workers and timing)
 
 
+def label_matches(text, label):
+    """Whether `label` contains `text` not followed by a digit (so that
+    `n=1000000` does not select `n=10000000`)."""
+    return re.search(re.escape(text) + r"(?!\d)", label) is not None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", help="the ksc binary to compare against")
     ap.add_argument("new", help="the ksc binary measured")
     ap.add_argument("only", help="comma-separated workloads or kinds, as run.py --only")
-    ap.add_argument("--label", default=None, help="only rows whose size label contains this text")
+    ap.add_argument("--label", default=None,
+                    help="only rows whose size label contains this text, not followed by a digit")
     ap.add_argument("--samples", type=int, default=15, help="timed samples per tool and function (default 15)")
     ap.add_argument("--threads", default=None,
                     help="only rows run on these thread counts (comma-separated; the scan rows have 1 and 2)")
@@ -57,7 +65,7 @@ def main():
     for config in run.configs(opts, datadir):
         workload, name, kind, label, _, path, make = config[:7]
         n_threads = config[7] if len(config) > 7 else 1
-        if not (workload in wanted or kind in wanted) or (opts.label and opts.label not in label):
+        if not (workload in wanted or kind in wanted) or (opts.label and not label_matches(opts.label, label)):
             continue
         if threads and n_threads not in threads:
             continue
