@@ -409,6 +409,18 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                     "the rows' primal sums or sines are computed in every column, or the entries' tangent sums loop",
                 )
             }
+            "jac_fold_indices" => {
+                // The fold's values (its `sin`) are computed before the
+                // matrix (the first two-dimensional allocation), by a fold
+                // of their own over the indices.
+                let f = function_of(&loops, "jac$f");
+                let matrix = f
+                    .match_indices(" = alloc [")
+                    .map(|(k, _)| k)
+                    .find(|&k| f[k..].split(']').next().is_some_and(|dims| dims.contains(", ")))
+                    .unwrap_or(0);
+                check(f[..matrix].contains("sin "), "the fold's values are computed in every column")
+            }
             "fwd_sumbuild" => {
                 let f = function_of(&loops, "fwd$f");
                 check(

@@ -107,6 +107,9 @@ pub fn hoist_loop_invariants(def: &mut Def, globals: &crate::Globals) {
 /// ```
 ///
 /// (copies), which computes the first components of the pairs' fold.
+/// Where the elements have no tangent (forward mode then folds over the
+/// elements themselves, `((a, da), x)`, as over the bones' indices of a
+/// hierarchy), `pairs` is any vector and is folded over as it is.
 fn values_of_pair_fold(
     b: &mut Builder,
     cache: &mut Cache,
@@ -122,18 +125,30 @@ fn values_of_pair_fold(
     let init = def_of(b, init)?;
     let Expr::Tuple(parts) = &b.body.exprs[init] else { return None };
     let [a0, _] = parts[..] else { return None };
-    let [n, elems] = call_of(b.body, def_of(b, pairs)?, Prim::Build)?[..] else { return None };
-    let Expr::Lam(i, ity, elem) = b.body.exprs[elems].clone() else { return None };
-    let (elem_lets, elem_tail) = let_chain(b.body, elem);
-    let Expr::Tuple(pair) = &b.body.exprs[elem_tail] else { return None };
-    let value = pair[0];
     let Expr::Lam(param, pty, step) = b.body.exprs[lam].clone() else { return None };
     let Type::Tuple(ab) = &pty else { return None };
-    let (Type::Tuple(a), Type::Tuple(x)) = (&ab[0], &ab[1]) else { return None };
-    if a.len() != 2 || x.len() != 2 {
+    let Type::Tuple(a) = &ab[0] else { return None };
+    // Elements without a tangent are folded over as they are (`plain`).
+    let plain = !matches!(&ab[1], Type::Tuple(_));
+    let x_value = match &ab[1] {
+        Type::Tuple(x) if x.len() == 2 => x[0].clone(),
+        Type::Tuple(_) => return None,
+        t => t.clone(),
+    };
+    if a.len() != 2 {
         return None;
     }
-    let q_ty = Type::Tuple(vec![a[0].clone(), x[0].clone()]);
+    // The elements' build (their lets and value), unless plain.
+    let elements = if plain {
+        None
+    } else {
+        let [n, elems] = call_of(b.body, def_of(b, pairs)?, Prim::Build)?[..] else { return None };
+        let Expr::Lam(i, ity, elem) = b.body.exprs[elems].clone() else { return None };
+        let (elem_lets, elem_tail) = let_chain(b.body, elem);
+        let Expr::Tuple(pair) = &b.body.exprs[elem_tail] else { return None };
+        Some((n, i, ity, elem_lets, pair[0]))
+    };
+    let q_ty = Type::Tuple(vec![a[0].clone(), x_value]);
     let (mut lets, tail) = let_chain(b.body, step);
     let Expr::Tuple(result) = &b.body.exprs[tail] else { return None };
     let v = result[0];
@@ -162,15 +177,25 @@ fn values_of_pair_fold(
     }
     let wanted = read_by(b.body, cache, &lets, v);
     // Where each projection of the parameter is: (component, arity) from
-    // the parameter down. Values are under (1 or 2, 2) then (1, 2).
+    // the parameter down. Values are under (1 or 2, 2) then (1, 2); a plain
+    // element is a value itself, under (2, 2). `value_path`: the component
+    // of q a value is in, and the path below it.
     let mut paths: FxHashMap<String, Vec<(u32, u32)>> = FxHashMap::from_iter([(param.clone(), vec![])]);
-    let is_value = |path: &[(u32, u32)]| path.len() >= 2 && path[1] == (1, 2);
+    let value_path = |path: &[(u32, u32)]| -> Option<(u32, usize)> {
+        match path {
+            [(2, 2), ..] if plain => Some((2, 1)),
+            [(k, 2), (1, 2), ..] => Some((*k, 2)),
+            _ => None,
+        }
+    };
+    let is_value = |path: &[(u32, u32)]| value_path(path).is_some();
     let q = b.fresh_name("q");
     let mut new_lets: Vec<(Pat, ExprId)> = Vec::new();
     let projection = |b: &mut Builder, path: &[(u32, u32)]| {
+        let (k, below) = value_path(path).unwrap_or((path[0].0, 2));
         let mut e = b.var(&q, q_ty.clone());
-        e = b.prim(Prim::Get { index: path[0].0, arity: 2 }, vec![e]);
-        for &(index, arity) in &path[2..] {
+        e = b.prim(Prim::Get { index: k, arity: 2 }, vec![e]);
+        for &(index, arity) in &path[below..] {
             e = b.prim(Prim::Get { index, arity }, vec![e]);
         }
         e
@@ -221,18 +246,23 @@ fn values_of_pair_fold(
     let v = term::deep_copy(b, v);
     let step = wrap(b, new_lets, v);
     let step = b.lam(&q, q_ty.clone(), step);
-    let elem_wanted = read_by(b.body, cache, &elem_lets, value);
-    let elem_lets: Vec<(Pat, ExprId)> = elem_lets
-        .into_iter()
-        .zip(elem_wanted)
-        .filter(|(_, w)| *w)
-        .map(|((p, r), _)| (p, term::deep_copy(b, r)))
-        .collect();
-    let value = term::deep_copy(b, value);
-    let elem = wrap(b, elem_lets, value);
-    let elems = b.lam(&i, ity, elem);
-    let n = term::deep_copy(b, n);
-    let elems = b.prim(Prim::Build, vec![n, elems]);
+    let elems = match elements {
+        None => term::deep_copy(b, pairs),
+        Some((n, i, ity, elem_lets, value)) => {
+            let elem_wanted = read_by(b.body, cache, &elem_lets, value);
+            let elem_lets: Vec<(Pat, ExprId)> = elem_lets
+                .into_iter()
+                .zip(elem_wanted)
+                .filter(|(_, w)| *w)
+                .map(|((p, r), _)| (p, term::deep_copy(b, r)))
+                .collect();
+            let value = term::deep_copy(b, value);
+            let elem = wrap(b, elem_lets, value);
+            let elems = b.lam(&i, ity, elem);
+            let n = term::deep_copy(b, n);
+            b.prim(Prim::Build, vec![n, elems])
+        }
+    };
     let a0 = term::deep_copy(b, a0);
     Some(b.prim(Prim::Fold, vec![step, a0, elems]))
 }
