@@ -317,15 +317,16 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             }
             "scan_blocks" => {
                 // Block results, carries and result: the scanned `build` is
-                // not made. Each of the three vectors of pairs is at most two
-                // vectors of Floats (`split-tuple-vectors`; the result's
-                // first component, which nothing reads, is not made: five),
-                // and the scanned pairs would be two more. Both loops over
+                // not made. The three vectors of pairs are vectors of Floats
+                // (`split-tuple-vectors`): two each for the block results
+                // and the carries, one for the result, whose first
+                // components nothing reads. Five; the scanned pairs would
+                // be more. Both loops over
                 // blocks have a team version in the C, and on two threads
                 // with every independent loop on a team the result is the
                 // interpreter's.
                 let f = function_of(&loops, "recurrence");
-                check(f.matches("alloc").count() <= 6, "`scan` made other vectors than its three")
+                check(f.matches("alloc").count() == 5, "`scan` made other vectors than its three (as five of Floats)")
                     .or_else(|| {
                         check(teams_of("recurrence") == 2, "the loops over blocks do not both have a team version")
                     })

@@ -1073,12 +1073,7 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
 /// and a tensor handle counts one. Written on the line that opens the
 /// block, so the C has as many lines either way.
 fn work(f: &Func, b: &Block) -> String {
-    fn words(t: &ksc_ir::Type) -> usize {
-        match t {
-            ksc_ir::Type::Tuple(cs) => cs.iter().map(words).sum(),
-            _ => 1,
-        }
-    }
+    let words = |t: &Type| leaves(t).len();
     let elements: usize = b
         .iter()
         .map(|s| match s {

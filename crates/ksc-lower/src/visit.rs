@@ -268,10 +268,15 @@ pub(crate) fn definitions(b: &Block) -> FxHashMap<VarId, Rhs> {
     out
 }
 
+/// A new variable described by `info`.
+pub(crate) fn push_var(vars: &mut Vec<VarInfo>, info: VarInfo) -> VarId {
+    vars.push(info);
+    VarId(vars.len() as u32 - 1)
+}
+
 /// `let v = rhs` with a fresh `v` of type `ty`: the statement and `v`.
 pub(crate) fn fresh_let(vars: &mut Vec<VarInfo>, rhs: Rhs, ty: ksc_ir::Type) -> (Stmt, Op) {
-    vars.push(VarInfo { ty, name: None, mutable: false });
-    let v = VarId(vars.len() as u32 - 1);
+    let v = push_var(vars, VarInfo { ty, name: None, mutable: false });
     (Stmt::Let(v, rhs), Op::Var(v))
 }
 

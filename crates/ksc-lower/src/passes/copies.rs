@@ -27,7 +27,7 @@ use rustc_hash::FxHashSet;
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{mentions, nested_blocks, only_stored_loaded_measured, walk};
+use crate::visit::{mentions, nested_blocks, only_stored_loaded_measured, push_var, walk, walk_mut};
 
 /// The `elide-vector-copies` pass.
 pub struct ElideVectorCopies;
@@ -81,10 +81,10 @@ fn elide_in(b: &mut Block, owned: &FxHashSet<VarId>, vars: &mut Vec<VarInfo>) ->
         let Stmt::Let(_, Rhs::Alloc { dims, elem }) = b.remove(alloc) else { continue };
         j -= 1;
         let ty = vars[d.0 as usize].clone();
-        let (held, d0) = (new_var(vars, VarInfo { mutable: true, ..ty.clone() }), new_var(vars, ty));
-        let same = new_var(vars, VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
+        let (held, d0) = (push_var(vars, VarInfo { mutable: true, ..ty.clone() }), push_var(vars, ty));
+        let same = push_var(vars, VarInfo { ty: ksc_ir::Type::Bool, name: None, mutable: false });
         let mut copy = std::mem::replace(&mut b[j], Stmt::DeclMut(held, None));
-        crate::visit::walk_mut(std::slice::from_mut(&mut copy), &mut |st| {
+        walk_mut(std::slice::from_mut(&mut copy), &mut |st| {
             if let Stmt::Store { arr, .. } = st {
                 if *arr == Op::Var(d) {
                     *arr = Op::Var(d0);
@@ -102,11 +102,6 @@ fn elide_in(b: &mut Block, owned: &FxHashSet<VarId>, vars: &mut Vec<VarInfo>) ->
         j += 4;
     }
     changed
-}
-
-fn new_var(vars: &mut Vec<VarInfo>, info: VarInfo) -> VarId {
-    vars.push(info);
-    VarId(vars.len() as u32 - 1)
 }
 
 /// A copy loop the module's doc describes: the position of `d`'s

@@ -59,7 +59,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{count_stmts, defined_in, definitions, fresh_let, lets_of, rename_in, stmt_operands, walk};
+use crate::visit::{
+    count_stmts, defined_in, definitions, fresh_let, lets_of, push_var, rename_in, stmt_operands, walk,
+};
 
 /// Rows per block.
 const JAM: i64 = 8;
@@ -526,9 +528,8 @@ fn plan(idx: VarId, n: &Op, body: &Block, vars: &[VarInfo], defs: &FxHashMap<Var
 }
 
 fn new_var(vars: &mut Vec<VarInfo>, like: VarId, mutable: bool) -> VarId {
-    let info = &vars[like.0 as usize];
-    vars.push(VarInfo { ty: info.ty.clone(), name: info.name.clone(), mutable });
-    VarId(vars.len() as u32 - 1)
+    let info = VarInfo { mutable, ..vars[like.0 as usize].clone() };
+    push_var(vars, info)
 }
 
 fn mapped(o: &Op, m: &Map) -> Op {

@@ -31,7 +31,7 @@ use rustc_hash::FxHashMap;
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{definitions, fresh_let, only_stored_loaded_measured, stmt_operands_mut, walk, walk_mut};
+use crate::visit::{definitions, fresh_let, only_stored_loaded_measured, push_var, stmt_operands_mut, walk, walk_mut};
 
 /// The `split-tuple-vectors` pass.
 pub struct SplitTupleVectors;
@@ -96,12 +96,8 @@ fn split_tuple_vectors(f: &mut Func) -> bool {
         let ids = cands[&t]
             .iter()
             .map(|c| {
-                f.vars.push(VarInfo {
-                    ty: Type::Tensor(rank, Box::new(c.clone())),
-                    name: name.clone(),
-                    mutable: false,
-                });
-                VarId(f.vars.len() as u32 - 1)
+                let ty = Type::Tensor(rank, Box::new(c.clone()));
+                push_var(&mut f.vars, VarInfo { ty, name: name.clone(), mutable: false })
             })
             .collect();
         parts.insert(t, ids);
