@@ -1394,12 +1394,12 @@ fn a_library_leaves_out_functions_taking_lambdas_with_a_note() {
     assert!(!header.contains(" rec(") && !header.contains(" g("), "{header}");
 }
 
-/// The runtime's `exp` and `log` give the interpreter's bits
+/// The runtime's `exp`, `log` and `tanh` give the interpreter's bits
 /// (`ksc_eval::mathfns`), at the default flags and in a loop the C
 /// compiler vectorises (each lane must compute what the scalar code does),
 /// on arguments over their whole ranges and the special values.
 #[test]
-fn exp_and_log_are_the_interpreters_to_the_bit_natively() {
+fn exp_log_and_tanh_are_the_interpreters_to_the_bit_natively() {
     let mut args: Vec<f64> = vec![
         0.0,
         -0.0,
@@ -1415,6 +1415,10 @@ fn exp_and_log_are_the_interpreters_to_the_bit_natively() {
         f64::MIN_POSITIVE,
         f64::from_bits(1),
         f64::MAX,
+        0.625,
+        -0.625,
+        20.0,
+        -1e-300,
     ];
     let mut s: u64 = 0x243f6a8885a308d3;
     for i in 0..20_000 {
@@ -1422,22 +1426,25 @@ fn exp_and_log_are_the_interpreters_to_the_bit_natively() {
         s ^= s >> 7;
         s ^= s << 17;
         let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-        args.push(match i % 3 {
+        args.push(match i % 4 {
             0 => -750.0 + 1465.0 * u,
             1 => f64::from_bits(s >> 1), // any positive double (log), huge or tiny (exp)
-            _ => 4.0 * u - 2.0,
+            2 => 4.0 * u - 2.0,
+            _ => 50.0 * u - 25.0, // tanh's range (its switch at 0.625, 1 beyond 20)
         });
     }
     let dir = work_dir("mathfns");
     std::fs::write(dir.join("ksc_runtime.h"), ksc_codegen_c::emit::RUNTIME_H).unwrap();
     let driver = r#"#include "ksc_runtime.h"
 int main(void) {
-    static double x[1 << 16], e[1 << 16], l[1 << 16];
+    static double x[1 << 16], e[1 << 16], l[1 << 16], t[1 << 16];
     uint64_t u; int n = 0;
     while (n < (1 << 16) && scanf("%" SCNx64, &u) == 1) x[n++] = ksrt_asdouble(u);
     for (int i = 0; i < n; i++) e[i] = ksrt_exp(x[i]);
     for (int i = 0; i < n; i++) l[i] = ksrt_log(x[i]);
-    for (int i = 0; i < n; i++) printf("%016" PRIx64 " %016" PRIx64 "\n", ksrt_asuint(e[i]), ksrt_asuint(l[i]));
+    for (int i = 0; i < n; i++) t[i] = ksrt_tanh(x[i]);
+    for (int i = 0; i < n; i++)
+        printf("%016" PRIx64 " %016" PRIx64 " %016" PRIx64 "\n", ksrt_asuint(e[i]), ksrt_asuint(l[i]), ksrt_asuint(t[i]));
     return 0;
 }
 "#;
@@ -1463,8 +1470,8 @@ int main(void) {
     assert_eq!(lines.len(), args.len());
     let mut wrong = Vec::new();
     for (x, line) in args.iter().zip(&lines) {
-        let want =
-            format!("{:016x} {:016x}", ksc_eval::mathfns::exp(*x).to_bits(), ksc_eval::mathfns::log(*x).to_bits());
+        use ksc_eval::mathfns::{exp, log, tanh};
+        let want = format!("{:016x} {:016x} {:016x}", exp(*x).to_bits(), log(*x).to_bits(), tanh(*x).to_bits());
         if *line != want {
             wrong.push(format!("{x:e}: native {line}, interpreter {want}"));
         }

@@ -1,6 +1,6 @@
-//! `exp` and `log` as ksc computes them, in both backends.
+//! `exp`, `log` and `tanh` as ksc computes them, in both backends.
 //!
-//! Native code calls `ksrt_exp` and `ksrt_log` of the C runtime
+//! Native code calls `ksrt_exp`, `ksrt_log` and `ksrt_tanh` of the C runtime
 //! (`ksc-codegen-c/src/ksc_runtime.h`), which are these functions written
 //! in C operation for operation: the same IEEE additions, multiplications,
 //! divisions and bit manipulations in the same order, no fused
@@ -10,12 +10,15 @@
 //! vectorises a loop that calls them; libm's `exp` and `log` are calls it
 //! cannot vectorise without changing their results.
 //!
-//! Both are fdlibm's algorithms (Sun Microsystems, 1993, as musl has them):
+//! `exp` and `log` are fdlibm's algorithms (Sun Microsystems, 1993, as musl has them):
 //! an argument reduction by ln 2 and a polynomial in the reduced argument.
 //! Their error is below 1 ulp of the correctly rounded result over the
 //! whole range, subnormal results and arguments included (the tests check
 //! it against a double-double reference); libm's are within 0.5 ulp and a
-//! bit, so results may differ from libm's in the last bit.
+//! bit, so results may differ from libm's in the last bit. `tanh` is
+//! Cephes' rational approximation below 0.625 and `1 - 2 / (e^2|x| + 1)`
+//! above, the latter with `e^2|x|`, the sum and the quotient carried to
+//! about twice the precision so that its error stays below 1 ulp too.
 
 // The constants are fdlibm's, written as it publishes them (more digits
 // than a double holds; each rounds to the double fdlibm uses), so that they
@@ -39,6 +42,27 @@ fn pow2(k: i64) -> f64 {
 
 /// e^x, within 1 ulp; `exp(NaN)` is NaN, overflow is +inf, underflow 0.
 pub fn exp(x: f64) -> f64 {
+    let (u, kd) = exp_reduced(x);
+    let y = 1.0 - u;
+    // y 2^k as y 2^k1 2^k2 (each factor normal; the product rounds once,
+    // where it is subnormal or overflows).
+    let k1d = kd * 0.5 + SHIFTER;
+    let k1d = k1d - SHIFTER;
+    let k2d = kd - k1d;
+    let res = y * pow2(int_of(k1d)) * pow2(int_of(k2d));
+    let res = if x > 709.8 { x * f64::from_bits(0x7fe0000000000000) } else { res }; // x 2^1023: +inf
+    if x.is_nan() {
+        x + x
+    } else {
+        res
+    }
+}
+
+/// e^x as `(1 - u) 2^k`: `(u, k)` with |u| < 0.42 and k an integer, for
+/// -745.2 <= x <= 709.8 (outside, x is clamped to that range; NaN computes
+/// as 0). `1 - u` rounded is within 1 ulp of e^(x - k ln 2); `u` itself
+/// carries the bits that rounding drops, which [`tanh`] uses.
+fn exp_reduced(x: f64) -> (f64, f64) {
     const INV_LN2: f64 = 1.44269504088896338700e+00;
     const P1: f64 = 1.66666666666666019037e-01;
     const P2: f64 = -2.77777777770155933842e-03;
@@ -59,19 +83,69 @@ pub fn exp(x: f64) -> f64 {
     // e^r = 1 + r + r c / (2 - c), c = r - r^2 (P1 + r^2 (P2 + ...)).
     let rr = r * r;
     let c = r - rr * (P1 + rr * (P2 + rr * (P3 + rr * (P4 + rr * P5))));
-    let y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-    // y 2^k as y 2^k1 2^k2 (each factor normal; the product rounds once,
-    // where it is subnormal or overflows).
-    let k1d = kd * 0.5 + SHIFTER;
-    let k1d = k1d - SHIFTER;
-    let k2d = kd - k1d;
-    let res = y * pow2(int_of(k1d)) * pow2(int_of(k2d));
-    let res = if x > 709.8 { x * f64::from_bits(0x7fe0000000000000) } else { res }; // x 2^1023: +inf
+    ((lo - (r * c) / (2.0 - c)) - hi, kd)
+}
+
+/// The hyperbolic tangent, within 1 ulp; `tanh(±inf)` is ±1, `tanh(NaN)`
+/// NaN, and the sign of zero is kept.
+pub fn tanh(x: f64) -> f64 {
+    // Cephes' tanh.c (Stephen L. Moshier, 1984): tanh x = x + x^3 P(x^2) /
+    // Q(x^2) for |x| < 0.625.
+    const P0: f64 = -9.64399179425052238628e-1;
+    const P1: f64 = -9.92877231001918586564e1;
+    const P2: f64 = -1.61468768441708447952e3;
+    const Q0: f64 = 1.12811678491632931402e2;
+    const Q1: f64 = 2.23548839060100448583e3;
+    const Q2: f64 = 4.84406305325125486048e3;
+    // Beyond 20, tanh rounds to 1 (1 - tanh 20 < 2^-54); the clamp keeps
+    // e^2z finite.
+    let z = f64::from_bits(x.to_bits() & 0x7fff_ffff_ffff_ffff);
+    let z = if z > 20.0 { 20.0 } else { z };
+    let s = x * x;
+    let s = if z >= 0.625 { 0.0 } else { s };
+    let small = x + x * s * (((P0 * s + P1) * s + P2) / (((s + Q0) * s + Q1) * s + Q2));
+    // |x| >= 0.625: tanh z = 1 - 2 / d, d = e^2z + 1, with e^2z = (eh + el)
+    // 2^k and d = dh + dl (2Sum; eh >= 1), the quotient q = 2 / dh corrected
+    // by its exact remainder (Dekker's product: no fused multiply-add, so
+    // that the C compiler's code for any machine gives these bits), and
+    // 1 - q by 2Sum again.
+    let (u, kd) = exp_reduced(2.0 * z);
+    let p = pow2(int_of(kd));
+    let yh = 1.0 - u;
+    let yl = (1.0 - yh) - u;
+    let (eh, el) = (yh * p, yl * p);
+    let dh = eh + 1.0;
+    let dl = ((eh - dh) + 1.0) + el;
+    let q = 2.0 / dh;
+    let (ph, pl) = two_prod(q, dh);
+    let rem = (2.0 - ph) - pl; // 2 - q dh, exactly
+    let corr = (rem - q * dl) * (0.5 * q); // 2 / d = q + corr, closely (q / 2 ~ 1 / dh)
+    let th = 1.0 - q;
+    let tl = (1.0 - th) - q;
+    let large = th + (tl - corr);
+    let large = if x < 0.0 { -large } else { large };
+    let t = if z >= 0.625 { large } else { small };
+    let t = if x == 0.0 { x } else { t }; // -0 + (-0 R) would be +0
     if x.is_nan() {
         x + x
     } else {
-        res
+        t
     }
+}
+
+/// a b = p + e exactly (Dekker's product; no overflow here: |a|, |b| < 2^60).
+fn two_prod(a: f64, b: f64) -> (f64, f64) {
+    let p = a * b;
+    let (ah, al) = split(a);
+    let (bh, bl) = split(b);
+    (p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+}
+
+/// a = h + l, each with at most 26 significant bits (Veltkamp's split).
+fn split(a: f64) -> (f64, f64) {
+    let c = 134217729.0 * a; // 2^27 + 1
+    let h = c - (c - a);
+    (h, a - h)
 }
 
 /// The natural logarithm, within 1 ulp; `log 0` is -inf, `log` of a

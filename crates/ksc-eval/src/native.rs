@@ -305,7 +305,7 @@ fn implementation(b: Builtin) -> NativeImpl {
         B::Sin => float_unary!(f64::sin),
         B::Cos => float_unary!(f64::cos),
         B::Cosh => float_unary!(f64::cosh),
-        B::Tanh => float_unary!(f64::tanh),
+        B::Tanh => float_unary!(crate::mathfns::tanh),
         B::Sqrt => float_unary!(f64::sqrt),
         B::Abs => float_unary!(f64::abs),
         B::Erf => float_unary!(c_erf),

@@ -149,7 +149,7 @@ impl MathFn {
             MathFn::Sin => "sin",
             MathFn::Cos => "cos",
             MathFn::Cosh => "cosh",
-            MathFn::Tanh => "tanh",
+            MathFn::Tanh => "ksrt_tanh",
             MathFn::Sqrt => "sqrt",
             MathFn::Erf => "erf",
             MathFn::Lgamma => "ksrt_lgamma",

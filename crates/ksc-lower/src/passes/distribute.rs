@@ -2,7 +2,7 @@
 //!
 //! A sequential loop (one that carries values from each iteration to the
 //! next) runs its iterations one at a time, and the C compiler does not
-//! vectorise it. When it also computes `exp` or `log` of a carried value
+//! vectorise it. When it also computes `exp`, `log` or `tanh` of a carried value
 //! (through cheap operations) and no carried value that feeds the math
 //! depends on it, the expensive part need not wait: the reverse
 //! pass of a fold over `reduce`'s log-sum-exp monoid recomputes, per
@@ -26,12 +26,12 @@
 //!
 //! A is what the carried variables read by the math's inputs need (their
 //! assignments and everything those read, across iterations: here `m :=
-//! max m x`); B is the math (each `exp` and `log` that is not itself part
+//! max m x`); B is the math (each `exp`, `log` and `tanh` that is not itself part
 //! of a recurrence) with what it reads within its iteration; C is the
 //! original body without A's assignments, reading the carried values and
 //! the math from the chunk's arrays. The second loop has no carried value,
-//! so the C compiler vectorises it (the runtime's `exp` and `log` are
-//! branch-free); the other two are chains of cheap operations. Each
+//! so the C compiler vectorises it (the runtime's `exp`, `log` and `tanh`
+//! are branch-free); the other two are chains of cheap operations. Each
 //! operation is done as before, on the same values, in the same order
 //! within its chain: the results are the same to the bit.
 //!
@@ -144,7 +144,7 @@ struct Plan {
 }
 
 fn is_math(rhs: &Rhs) -> bool {
-    matches!(rhs, Rhs::Un(UnOp::Math(MathFn::Exp | MathFn::Log), ..))
+    matches!(rhs, Rhs::Un(UnOp::Math(MathFn::Exp | MathFn::Log | MathFn::Tanh), ..))
 }
 
 /// A carried value stored per iteration in the chunk's array: a number.
