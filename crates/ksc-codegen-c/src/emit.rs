@@ -1397,7 +1397,7 @@ impl W<'_> {
                 if parallel {
                     self.parallel_loop(*idx, n_op, &n, body, *reset);
                 } else {
-                    self.range_loop(*idx, "0", &n, &n, body, *reset);
+                    self.range_loop(*idx, "0", &n, &n, body, *reset, false);
                 }
                 if guarded {
                     self.depth -= 1;
@@ -1536,7 +1536,15 @@ impl W<'_> {
     /// `for (idx = lo; idx < hi; idx++) { body }` (with the arena reset
     /// after each iteration if `reset`), of a loop of `n` iterations in all
     /// (what `copy_down` weighs).
-    fn range_loop(&mut self, idx: VarId, lo: &str, hi: &str, n: &str, body: &Block, reset: bool) {
+    /// `independent`: its iterations are (`parallel.rs`), and so may run
+    /// in the lanes of vector instructions as well as on threads: GCC is
+    /// told so (`ivdep`), as it cannot prove that the tensors the loop
+    /// stores into are not those it loads from (it versions a loop on
+    /// that for at most ten pairs; the loops of derivative code that
+    /// store a gate's value and its stored intermediates in one pass have
+    /// more, and ran scalar).
+    #[allow(clippy::too_many_arguments)]
+    fn range_loop(&mut self, idx: VarId, lo: &str, hi: &str, n: &str, body: &Block, reset: bool, independent: bool) {
         let i = self.var(idx);
         if reset {
             self.line("{");
@@ -1552,6 +1560,7 @@ impl W<'_> {
         let r = if top { crate::reassoc::reductions(self.f, idx, body) } else { Default::default() };
         let names = |vs: &[VarId]| vs.iter().map(|v| self.var(*v)).collect::<Vec<_>>().join(", ");
         match (&r.sums[..], &r.maxima[..]) {
+            ([], []) if independent => self.line("#pragma GCC ivdep"),
             ([], []) | ([_, ..], [_, ..]) => {}
             (sums, []) => self.line(&format!("KSRT_SUMS({})", names(sums))),
             ([], maxima) => self.line(&format!("KSRT_MAXIMA({})", names(maxima))),
@@ -1603,7 +1612,7 @@ impl W<'_> {
             outlined: None,
         };
         // `n` is a literal or one of the captured values.
-        inner.range_loop(idx, "ksrt_lo", "ksrt_hi", n, body, reset);
+        inner.range_loop(idx, "ksrt_lo", "ksrt_hi", n, body, reset, true);
         // The loop, and a trampoline from the runtime's team
         // (`ksrt_par_run`) to it, reading the captured values from a struct.
         // Never inlined into the serial call: GCC's inlined copy of a loop
