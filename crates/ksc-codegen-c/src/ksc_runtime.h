@@ -389,10 +389,12 @@ static inline int64_t ksrt_par_min_work(void) {
  * each gets: 1 means run the serial loop. */
 static inline int ksrt_par_threads(int64_t n, int64_t cost) {
 #if defined(_OPENMP) && !defined(KS_COUNT_WORK)
-    if (n < 2 || omp_in_parallel()) return 1;
+    if (n < 2) return 1;
     int64_t work;
     if (__builtin_mul_overflow(n, cost, &work)) work = INT64_MAX;
-    if (work < ksrt_par_min_work()) return 1;
+    /* The small loops first: omp_in_parallel is a call into libgomp (1% of
+     * GMM's gradient at d = 2, whose loops over d are many and short). */
+    if (work < ksrt_par_min_work() || omp_in_parallel()) return 1;
     int t = omp_get_max_threads();
     return t < 1 ? 1 : (int64_t)t > n ? (int)n : t;
 #else
