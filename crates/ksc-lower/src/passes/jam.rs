@@ -328,7 +328,7 @@ fn levels<'b>(body: &'b Block, path: &[(usize, bool)]) -> Vec<&'b Block> {
 
 /// The variables (and what they were copied, projected or loaded from)
 /// that a tensor operand may be.
-fn roots(v: VarId, defs: &FxHashMap<VarId, Rhs>, out: &mut FxHashSet<VarId>) {
+pub(crate) fn roots(v: VarId, defs: &FxHashMap<VarId, Rhs>, out: &mut FxHashSet<VarId>) {
     if !out.insert(v) {
         return;
     }

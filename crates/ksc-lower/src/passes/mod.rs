@@ -29,6 +29,7 @@ pub mod distribute;
 pub mod first_adds;
 pub mod fuse;
 pub mod guarded;
+pub mod interchange;
 pub mod jam;
 pub mod licm;
 pub mod packed;
@@ -66,6 +67,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &fuse::FuseConsumers,
     &packed::ForwardPackedTensors,
     &version::VersionRangeGuards,
+    &interchange::InterchangeSums,
     &jam::JamSums,
     &distribute::DistributeRecurrences,
     &first_adds::FirstAddsIntoZeros,
@@ -162,8 +164,8 @@ mod tests {
     #[test]
     fn names_are_the_pipelines_passes_each_once() {
         let names = names();
-        assert_eq!(PIPELINE.len(), 17);
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(PIPELINE.len(), 18);
+        assert_eq!(names.len(), 17, "{names:?}");
         assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
         assert_eq!(names.first(), Some(&"share-guarded"));
         assert_eq!(names.last(), Some(&"place-arena-scopes"));
