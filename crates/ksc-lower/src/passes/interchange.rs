@@ -7,28 +7,32 @@
 //! loop per row: its terms are computed one row at a time, the C compiler
 //! cannot vectorise across rows (the sums are in order), and each term
 //! reads the same inner data again (a bone's transform) for every row.
-//! Such a loop is interchanged: the sums live in vectors, one element per
-//! row, and the inner range goes outside.
+//! Such a loop is interchanged, a chunk of [`CHUNK`] rows at a time: the
+//! chunk's sums live in vectors, one element per row, and the inner range
+//! goes outside the rows.
 //!
 //! ```text
 //! for v < n { P(v); mut a1 = e1 .. ak = ek; for b < m { S(v, b); a1 := a1 + x1; ..; ak := ak + xk } Q(v, a1 .. ak) }
 //! ```
 //!
-//! becomes
+//! becomes (the arena reset after each chunk, so memory does not grow
+//! with n)
 //!
 //! ```text
-//! A1 = alloc [n] .. Ak = alloc [n]
-//! for v < n { P(v); A1[v] = e1; ..; Ak[v] = ek }            (P's checks: here)
-//! for b < m { S0(b); for v < n { P'(v); S(v, b); A1[v] = A1[v] + x1; ..; Ak[v] = Ak[v] + xk } }
-//! for v < n { P(v); mut a1 = A1[v] .. ak = Ak[v]; Q(v, a1 .. ak) }
+//! for c < ceil(n / CHUNK) {
+//!   lo = c CHUNK; len = min(CHUNK, n - lo); A1 = alloc [CHUNK] .. Ak = alloc [CHUNK]
+//!   for r < len { v = lo + r; P(v); A1[r] = e1; ..; Ak[r] = ek }        (P's checks: here)
+//!   for b < m { S0(b); for r < len { v = lo + r; P'(v); S(v, b); A1[r] = A1[r] + x1; .. } }
+//!   for r < len { v = lo + r; P(v); mut a1 = A1[r] .. ak = Ak[r]; Q(v, a1 .. ak) }
+//! }
 //! ```
 //!
 //! (P' is what S reads of P, what nothing reads going with `dce`; S0 is
 //! what S computes the same for every row, moved out of it). Each sum
 //! adds the same terms in the same order, so its value is the same to the
-//! bit; the middle loop's iterations are independent rows, which the C
-//! compiler vectorises (and `parallel.rs` gives teams). HT's objective:
-//! 1.7 times faster on one core.
+//! bit; the rows' loops are independent, and the C compiler vectorises
+//! the middle one; the chunks are independent too (`parallel.rs` gives
+//! them teams). HT's objective: 1.7 times faster on one core.
 //!
 //! Conditions: the loop does not reset the arena (a preheader, of
 //! invariant values that may fail, goes before the three loops, all of
@@ -61,6 +65,9 @@ const MIN_ROWS: i64 = 64;
 const MIN_TERMS: i64 = 4;
 /// The most sums per row (each becomes a vector).
 const MAX_SUMS: usize = 8;
+/// Rows per chunk: the sums' vectors (8 bytes a row each) stay in the
+/// first- or second-level cache, and memory does not grow with the rows.
+const CHUNK: i64 = 1024;
 
 /// The `interchange-sums` pass.
 pub struct InterchangeSums;
@@ -205,54 +212,85 @@ fn plan(idx: VarId, n: &Op, body: &Block, reset: bool, vars: &[VarInfo], defs: &
     (!loads_stored).then_some(Plan { at, sums })
 }
 
-/// The three loops of the module's doc for `for idx < n { body }` (with
-/// its preheader `pre`: then all of it under `if n > 0`, the preheader
-/// first, as it ran only before a first iteration).
+/// The loops of the module's doc for `for idx < n { body }`, chunk by
+/// chunk (with its preheader `pre`: then all of it under `if n > 0`, the
+/// preheader first, as it ran only before a first iteration).
 fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars: &mut Vec<VarInfo>) -> Block {
     let Plan { at, sums } = plan;
     let q = body.split_off(at + 1);
     let Some(Stmt::For { idx: b, n: m, body: step, .. }) = body.pop() else { unreachable!("the inner loop") };
     let p = body;
+    let int = Type::Integer;
     let mut out = Vec::new();
-    // A vector per sum.
+    // The chunks: c < ceil(n / CHUNK), rows lo .. lo + len.
+    let (s, up) = fresh_let(vars, Rhs::Bin(BinOp::IAddNoCheck, n.clone(), Op::Int(CHUNK - 1)), int.clone());
+    out.push(s);
+    let (s, chunks) = fresh_let(vars, Rhs::IChecked(IOp::Div, up, Op::Int(CHUNK), SiteId::UNCHECKED), int.clone());
+    out.push(s);
+    let index =
+        |vars: &mut Vec<VarInfo>| push_var(vars, VarInfo { ty: Type::Integer, name: Some("i".into()), mutable: false });
+    let c = index(vars);
+    let mut chunk = Vec::new();
+    let (s, lo) = fresh_let(vars, Rhs::Bin(BinOp::IMulNoCheck, Op::Var(c), Op::Int(CHUNK)), int.clone());
+    chunk.push(s);
+    let (s, rest) = fresh_let(vars, Rhs::IChecked(IOp::Sub, n.clone(), lo.clone(), SiteId::UNCHECKED), int.clone());
+    chunk.push(s);
+    let (s, short) = fresh_let(vars, Rhs::Bin(BinOp::ILt, rest.clone(), Op::Int(CHUNK)), Type::Bool);
+    chunk.push(s);
+    let (s, len) = fresh_let(vars, Rhs::Select(short, rest, Op::Int(CHUNK)), int.clone());
+    chunk.push(s);
+    // A vector per sum, of a chunk's rows.
     let arrays: Vec<VarId> = sums
         .iter()
         .map(|&(a, _)| {
             let name = vars[a.0 as usize].name.clone();
             let ty = Type::Tensor(1, Box::new(Type::Float));
             let arr = push_var(vars, VarInfo { ty, name, mutable: false });
-            out.push(Stmt::Let(arr, Rhs::Alloc { dims: vec![n.clone()], elem: Type::Float }));
+            chunk.push(Stmt::Let(arr, Rhs::Alloc { dims: vec![Op::Int(CHUNK)], elem: Type::Float }));
             arr
         })
         .collect();
     let array_of = |a: VarId| arrays[sums.iter().position(|(s, _)| *s == a).expect("a sum")];
-    // Each row's starts (P's checks here, once).
-    let row = |vars: &mut Vec<VarInfo>| push_var(vars, VarInfo { ty: Type::Integer, name: None, mutable: false });
-    let v1 = row(vars);
+    // A loop over the chunk's rows r, row v = lo + r (`v` given, or new).
+    let rows = |vars: &mut Vec<VarInfo>, v: Option<VarId>, body: Block| {
+        let r = index(vars);
+        let v = v.unwrap_or_else(|| index(vars));
+        let mut b = vec![Stmt::Let(v, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r)))];
+        b.extend(body);
+        (r, Stmt::For { idx: r, n: len.clone(), pre: Vec::new(), body: b, reset: false })
+    };
+    // Each row's starts (P's checks here: the first row's are the loop's
+    // first failure).
+    let v1 = index(vars);
     let mut first: Block = p.iter().filter(|s| !matches!(s, Stmt::DeclMut(..))).cloned().collect();
     let map = rename_in(&mut first, vars, FxHashMap::from_iter([(idx, v1)]));
-    for s in &p {
-        if let Stmt::DeclMut(a, Some(e)) = s {
-            let e = match e {
-                Op::Var(x) => Op::Var(*map.get(x).unwrap_or(x)),
-                e => e.clone(),
-            };
-            first.push(Stmt::Store { arr: Op::Var(array_of(*a)), idx: Op::Var(v1), val: e });
+    let starts: Vec<(VarId, Op)> = p
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::DeclMut(a, Some(Op::Var(x))) => Some((*a, Op::Var(*map.get(x).unwrap_or(x)))),
+            Stmt::DeclMut(a, Some(e)) => Some((*a, e.clone())),
+            _ => None,
+        })
+        .collect();
+    let (r1, mut l1) = rows(vars, Some(v1), first);
+    if let Stmt::For { body, .. } = &mut l1 {
+        for (a, e) in starts {
+            body.push(Stmt::Store { arr: Op::Var(array_of(a)), idx: Op::Var(r1), val: e });
         }
     }
-    out.push(Stmt::For { idx: v1, n: n.clone(), pre: Vec::new(), body: first, reset: false });
-    // The terms, row by row within each b.
-    let v2 = row(vars);
+    chunk.push(l1);
+    // The terms: for each b, the chunk's rows.
+    let v2 = index(vars);
     let mut terms: Block = p.iter().filter(|s| matches!(s, Stmt::Let(..))).cloned().collect();
     let map = rename_in(&mut terms, vars, FxHashMap::from_iter([(idx, v2)]));
-    // The step reads P's copies, and each sum's element.
-    let mut step = step;
+    let r2 = index(vars);
     let mut loaded: FxHashMap<VarId, VarId> = FxHashMap::default();
     for &(a, _) in &sums {
-        let (l, x) = fresh_let(vars, Rhs::Load { arr: Op::Var(array_of(a)), idx: Op::Var(v2) }, Type::Float);
+        let (l, x) = fresh_let(vars, Rhs::Load { arr: Op::Var(array_of(a)), idx: Op::Var(r2) }, Type::Float);
         terms.push(l);
         loaded.insert(a, x.var().expect("a variable"));
     }
+    let mut step = step;
     for s in step.iter_mut() {
         if let Stmt::Let(_, rhs) = s {
             for o in rhs.operands_mut() {
@@ -272,7 +310,7 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
     let mut per_b = Vec::new();
     for s in step {
         match s {
-            Stmt::Set(a, t) => terms.push(Stmt::Store { arr: Op::Var(array_of(a)), idx: Op::Var(v2), val: t }),
+            Stmt::Set(a, t) => terms.push(Stmt::Store { arr: Op::Var(array_of(a)), idx: Op::Var(r2), val: t }),
             Stmt::Let(v, rhs) if !rhs.operands().iter().any(|o| o.var().is_some_and(|w| variant.contains(&w))) => {
                 per_b.push(Stmt::Let(v, rhs))
             }
@@ -284,15 +322,18 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
             }
         }
     }
-    per_b.push(Stmt::For { idx: v2, n: n.clone(), pre: Vec::new(), body: terms, reset: false });
-    out.push(Stmt::For { idx: b, n: m, pre: Vec::new(), body: per_b, reset: false });
+    let mut l2 = vec![Stmt::Let(v2, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r2)))];
+    l2.extend(terms);
+    per_b.push(Stmt::For { idx: r2, n: len.clone(), pre: Vec::new(), body: l2, reset: false });
+    chunk.push(Stmt::For { idx: b, n: m, pre: Vec::new(), body: per_b, reset: false });
     // The rest of each row, from its sums.
-    let mut last = Vec::new();
+    let r3 = index(vars);
+    let mut last = vec![Stmt::Let(idx, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r3)))];
     for s in p {
         match s {
             Stmt::Check { .. } => {}
             Stmt::DeclMut(a, Some(_)) => {
-                let (l, x) = fresh_let(vars, Rhs::Load { arr: Op::Var(array_of(a)), idx: Op::Var(idx) }, Type::Float);
+                let (l, x) = fresh_let(vars, Rhs::Load { arr: Op::Var(array_of(a)), idx: Op::Var(r3) }, Type::Float);
                 last.push(l);
                 last.push(Stmt::DeclMut(a, Some(x)));
             }
@@ -300,7 +341,9 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
         }
     }
     last.extend(q);
-    out.push(Stmt::For { idx, n: n.clone(), pre: Vec::new(), body: last, reset: false });
+    chunk.push(Stmt::For { idx: r3, n: len, pre: Vec::new(), body: last, reset: false });
+    // Each chunk's vectors are freed after it.
+    out.push(Stmt::For { idx: c, n: chunks, pre: Vec::new(), body: chunk, reset: true });
     if pre.is_empty() {
         return out;
     }
