@@ -54,7 +54,7 @@ use ksc_ir::pass::Pass;
 use ksc_ir::Type;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::jam::{may_fail, roots};
+use super::jam::{computes, roots};
 use super::LoopCx;
 use crate::ir::*;
 use crate::visit::{defined_in, definitions, fresh_let, push_var, rename_in, stmt_operands, walk};
@@ -123,11 +123,6 @@ struct Plan {
     at: usize,
     /// The sums: each one's variable, and the let of its addition.
     sums: Vec<(VarId, VarId)>,
-}
-
-/// A let that may run ahead: no effect, no allocation, cannot fail.
-fn computes(rhs: &Rhs) -> bool {
-    rhs.is_pure() && !may_fail(rhs)
 }
 
 /// Does `for idx < n { body }` qualify (the module's conditions)?

@@ -179,7 +179,7 @@ pub(crate) fn may_fail(rhs: &Rhs) -> bool {
 }
 
 /// A let that may run ahead: no effect, no allocation, cannot fail.
-fn computes(rhs: &Rhs) -> bool {
+pub(crate) fn computes(rhs: &Rhs) -> bool {
     rhs.is_pure() && !may_fail(rhs)
 }
 
