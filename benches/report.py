@@ -86,17 +86,27 @@ def name_of(r):
     return r["workload"] if r["workload"] not in ("micro", "scan") else f"{r['workload']} {r['kind']}"
 
 
+# The vector extensions a run's figures depend on (what `-march=native`
+# and XLA may use), in the order they are listed, as /proc/cpuinfo names
+# them.
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "asimd", "sve", "sve2")
+
+
 def machine():
-    cpu = ""
+    cpu, flags = "", set()
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
+            key = line.split(":", 1)[0].strip()
+            if key == "model name" and not cpu:
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif key in ("flags", "Features") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
+    vector = " ".join(f for f in VECTOR_FLAGS if f in flags) or "vector extensions unknown"
     cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
-    return f"{cpu}; {os.cpu_count()} CPUs; {platform.system()} {platform.release()}; {' '.join(cc)}"
+    return f"{cpu} ({vector}); {os.cpu_count()} CPUs; {platform.system()} {platform.release()}; {' '.join(cc)}"
 
 
 def now():
