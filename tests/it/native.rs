@@ -41,8 +41,9 @@ fn text(b: &[u8]) -> String {
 /// blocks, or interchanged, where checks keep them apart; compiled with the
 /// default `-O3`, with vectors' memory reused at every size). The benchmark
 /// programs of `ksc-examples/adbench/` run natively only, checked and
-/// unchecked (the GMM one takes minutes in a debug build's interpreter). `KSC_BLESS=1` writes the
-/// interpreter's output (the native one for the benchmarks).
+/// unchecked (the GMM one takes minutes in a debug build's interpreter).
+/// `KSC_BLESS=1` writes the interpreter's output (the native one for the
+/// benchmarks).
 #[test]
 fn examples_run_with_expected_output_in_both_backends() {
     let mut files: Vec<(PathBuf, bool)> = ks_files("ksc-examples").into_iter().map(|f| (f, true)).collect();

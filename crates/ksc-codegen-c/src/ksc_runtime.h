@@ -443,8 +443,9 @@ static inline int64_t ksrt_wrap_mul(int64_t a, int64_t b) { return (int64_t)((ui
 
 /* ---- the prelude's maths ------------------------------------------------- */
 
-/* exp and log: fdlibm's algorithms (tanh: see ksrt_tanh), branch-free (special cases selected,
- * not branched to) so that a loop calling them vectorises, and within 1 ulp
+/* exp and log: fdlibm's algorithms (tanh: see ksrt_tanh), branch-free
+ * (special cases selected, not branched to) so that a loop calling them
+ * vectorises, and within 1 ulp
  * of the correctly rounded result. The interpreter computes them with the
  * same operations in the same order (ksc-eval/src/mathfns.rs; keep the two
  * identical): native code and the interpreter give the same bits. */

@@ -104,6 +104,27 @@ pub(crate) fn nested_blocks(b: &mut Block, f: &mut impl FnMut(&mut Block)) {
     }
 }
 
+/// `b` with every loop replaced by what `f` makes of it, innermost first:
+/// `f` gets the loop (`Stmt::For`, its preheader and body already
+/// rewritten) and returns the statements that take its place.
+pub(crate) fn rewrite_loops(b: Block, f: &mut impl FnMut(Stmt) -> Vec<Stmt>) -> Block {
+    let mut out = Vec::with_capacity(b.len());
+    for s in b {
+        match s {
+            Stmt::For { idx, n, pre, body, reset } => {
+                let (pre, body) = (rewrite_loops(pre, f), rewrite_loops(body, f));
+                out.extend(f(Stmt::For { idx, n, pre, body, reset }));
+            }
+            Stmt::If { cond, then, els } => {
+                let (then, els) = (rewrite_loops(then, f), rewrite_loops(els, f));
+                out.push(Stmt::If { cond, then, els });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
 /// Tensors written in place (their loads cannot move or be shared).
 pub(crate) fn written_arrays(b: &[Stmt]) -> FxHashSet<VarId> {
     let mut out = FxHashSet::default();

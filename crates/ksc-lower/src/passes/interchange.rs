@@ -57,7 +57,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::jam::{computes, roots};
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{defined_in, definitions, fresh_let, push_var, rename_in, stmt_operands, walk};
+use crate::visit::{defined_in, definitions, fresh_let, push_var, rename_in, rewrite_loops, stmt_operands, walk};
 
 /// A loop of fewer rows (a constant count) is left as it is.
 const MIN_ROWS: i64 = 64;
@@ -82,39 +82,23 @@ impl Pass<Func, LoopCx<'_>> for InterchangeSums {
         let defs = definitions(&f.body);
         let body = std::mem::take(&mut f.body);
         let mut changed = false;
-        f.body = interchange_block(body, &mut f.vars, &defs, &mut changed);
+        let vars = &mut f.vars;
+        f.body = rewrite_loops(body, &mut |s| {
+            let Stmt::For { idx, n, pre, body, reset } = s else { unreachable!("a loop") };
+            match plan(idx, &n, &body, reset, vars, &defs) {
+                Some(p) => {
+                    changed = true;
+                    interchange(idx, n, pre, body, p, vars)
+                }
+                None => vec![Stmt::For { idx, n, pre, body, reset }],
+            }
+        });
         if changed {
             // What the middle loop's copy of P computes and nothing reads.
             super::dce::dce(f, cx.effectful);
         }
         changed
     }
-}
-
-fn interchange_block(block: Block, vars: &mut Vec<VarInfo>, defs: &FxHashMap<VarId, Rhs>, changed: &mut bool) -> Block {
-    let mut out = Vec::with_capacity(block.len());
-    for s in block {
-        match s {
-            Stmt::For { idx, n, pre, body, reset } => {
-                let pre = interchange_block(pre, vars, defs, changed);
-                let body = interchange_block(body, vars, defs, changed);
-                match plan(idx, &n, &body, reset, vars, defs) {
-                    Some(p) => {
-                        *changed = true;
-                        out.extend(interchange(idx, n, pre, body, p, vars));
-                    }
-                    None => out.push(Stmt::For { idx, n, pre, body, reset }),
-                }
-            }
-            Stmt::If { cond, then, els } => {
-                let then = interchange_block(then, vars, defs, changed);
-                let els = interchange_block(els, vars, defs, changed);
-                out.push(Stmt::If { cond, then, els });
-            }
-            s => out.push(s),
-        }
-    }
-    out
 }
 
 /// What [`interchange`] needs of a loop that qualifies.
@@ -246,39 +230,31 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
         })
         .collect();
     let array_of = |a: VarId| arrays[sums.iter().position(|(s, _)| *s == a).expect("a sum")];
-    // A loop over the chunk's rows r, row v = lo + r (`v` given, or new).
-    let rows = |vars: &mut Vec<VarInfo>, v: Option<VarId>, body: Block| {
-        let r = index(vars);
-        let v = v.unwrap_or_else(|| index(vars));
+    // A loop over the chunk's rows r, row v = lo + r.
+    let rows = |r: VarId, v: VarId, body: Block| {
         let mut b = vec![Stmt::Let(v, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r)))];
         b.extend(body);
-        (r, Stmt::For { idx: r, n: len.clone(), pre: Vec::new(), body: b, reset: false })
+        Stmt::For { idx: r, n: len.clone(), pre: Vec::new(), body: b, reset: false }
     };
     // Each row's starts (P's checks here: the first row's are the loop's
     // first failure).
-    let v1 = index(vars);
+    let (r1, v1) = (index(vars), index(vars));
     let mut first: Block = p.iter().filter(|s| !matches!(s, Stmt::DeclMut(..))).cloned().collect();
     let map = rename_in(&mut first, vars, FxHashMap::from_iter([(idx, v1)]));
-    let starts: Vec<(VarId, Op)> = p
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::DeclMut(a, Some(Op::Var(x))) => Some((*a, Op::Var(*map.get(x).unwrap_or(x)))),
-            Stmt::DeclMut(a, Some(e)) => Some((*a, e.clone())),
-            _ => None,
-        })
-        .collect();
-    let (r1, mut l1) = rows(vars, Some(v1), first);
-    if let Stmt::For { body, .. } = &mut l1 {
-        for (a, e) in starts {
-            body.push(Stmt::Store { arr: Op::Var(array_of(a)), idx: Op::Var(r1), val: e });
+    for s in &p {
+        if let Stmt::DeclMut(a, Some(e)) = s {
+            let e = match e {
+                Op::Var(x) => Op::Var(*map.get(x).unwrap_or(x)),
+                e => e.clone(),
+            };
+            first.push(Stmt::Store { arr: Op::Var(array_of(*a)), idx: Op::Var(r1), val: e });
         }
     }
-    chunk.push(l1);
+    chunk.push(rows(r1, v1, first));
     // The terms: for each b, the chunk's rows.
-    let v2 = index(vars);
+    let (v2, r2) = (index(vars), index(vars));
     let mut terms: Block = p.iter().filter(|s| matches!(s, Stmt::Let(..))).cloned().collect();
     let map = rename_in(&mut terms, vars, FxHashMap::from_iter([(idx, v2)]));
-    let r2 = index(vars);
     let mut loaded: FxHashMap<VarId, VarId> = FxHashMap::default();
     for &(a, _) in &sums {
         let (l, x) = fresh_let(vars, Rhs::Load { arr: Op::Var(array_of(a)), idx: Op::Var(r2) }, Type::Float);
@@ -317,13 +293,11 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
             }
         }
     }
-    let mut l2 = vec![Stmt::Let(v2, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r2)))];
-    l2.extend(terms);
-    per_b.push(Stmt::For { idx: r2, n: len.clone(), pre: Vec::new(), body: l2, reset: false });
+    per_b.push(rows(r2, v2, terms));
     chunk.push(Stmt::For { idx: b, n: m, pre: Vec::new(), body: per_b, reset: false });
     // The rest of each row, from its sums.
     let r3 = index(vars);
-    let mut last = vec![Stmt::Let(idx, Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), Op::Var(r3)))];
+    let mut last = Vec::new();
     for s in p {
         match s {
             Stmt::Check { .. } => {}
@@ -336,7 +310,7 @@ fn interchange(idx: VarId, n: Op, pre: Block, mut body: Block, plan: Plan, vars:
         }
     }
     last.extend(q);
-    chunk.push(Stmt::For { idx: r3, n: len, pre: Vec::new(), body: last, reset: false });
+    chunk.push(rows(r3, idx, last));
     // Each chunk's vectors are freed after it.
     out.push(Stmt::For { idx: c, n: chunks, pre: Vec::new(), body: chunk, reset: true });
     if pre.is_empty() {

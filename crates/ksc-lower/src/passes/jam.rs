@@ -60,7 +60,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::LoopCx;
 use crate::ir::*;
 use crate::visit::{
-    count_stmts, defined_in, definitions, fresh_let, lets_of, push_var, rename_in, stmt_operands, walk,
+    count_stmts, defined_in, definitions, fresh_let, lets_of, push_var, rename_in, rewrite_loops, stmt_operands, walk,
 };
 
 /// Rows per block.
@@ -94,34 +94,18 @@ fn jam_sums(f: &mut Func) -> bool {
     let defs = definitions(&f.body);
     let body = std::mem::take(&mut f.body);
     let mut changed = false;
-    f.body = jam_block(body, &mut f.vars, &defs, &mut changed);
-    changed
-}
-
-fn jam_block(block: Block, vars: &mut Vec<VarInfo>, defs: &FxHashMap<VarId, Rhs>, changed: &mut bool) -> Block {
-    let mut out = Vec::with_capacity(block.len());
-    for s in block {
-        match s {
-            Stmt::For { idx, n, pre, body, reset } => {
-                let pre = jam_block(pre, vars, defs, changed);
-                let body = jam_block(body, vars, defs, changed);
-                match plan(idx, &n, &body, vars, defs) {
-                    Some(sum) => {
-                        *changed = true;
-                        out.extend(jam(idx, n, pre, body, reset, &sum, vars))
-                    }
-                    None => out.push(Stmt::For { idx, n, pre, body, reset }),
-                }
+    let vars = &mut f.vars;
+    f.body = rewrite_loops(body, &mut |s| {
+        let Stmt::For { idx, n, pre, body, reset } = s else { unreachable!("a loop") };
+        match plan(idx, &n, &body, vars, &defs) {
+            Some(sum) => {
+                changed = true;
+                jam(idx, n, pre, body, reset, &sum, vars)
             }
-            Stmt::If { cond, then, els } => {
-                let then = jam_block(then, vars, defs, changed);
-                let els = jam_block(els, vars, defs, changed);
-                out.push(Stmt::If { cond, then, els });
-            }
-            s => out.push(s),
+            None => vec![Stmt::For { idx, n, pre, body, reset }],
         }
-    }
-    out
+    });
+    changed
 }
 
 /// The inner sum of a loop body, and what its rows compute ahead.
