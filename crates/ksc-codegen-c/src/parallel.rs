@@ -48,9 +48,11 @@ pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -
         }
     });
     let mut ok = true;
-    walk(body, &mut |s| {
+    walk_guarded(body, &mut Vec::new(), &mut |s, guards| {
         let r = match s {
-            Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: at }) if written.contains(a) => in_own_slab(&binds, idx, at),
+            Stmt::Let(_, Rhs::Load { arr: Op::Var(a), idx: at }) if written.contains(a) => {
+                in_own_slab(&binds, idx, at, guards)
+            }
             // Passed whole to a call, or copied: read at any element.
             Stmt::Let(_, r) if !matches!(r, Rhs::Load { .. } | Rhs::Dim { .. }) => {
                 !r.operands().iter().any(|o| matches!(o, Op::Var(a) if written.contains(a)))
@@ -58,7 +60,7 @@ pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -
             }
             Stmt::Store { arr, idx: at, val } | Stmt::Accum { arr, idx: at, val, .. } => match arr {
                 Op::Var(a) if own.contains(a) => true,
-                Op::Var(_) => in_own_slab(&binds, idx, at) && !ksc_lower::ir::needs_heap(&f.op_ty(val)),
+                Op::Var(_) => in_own_slab(&binds, idx, at, guards) && !ksc_lower::ir::needs_heap(&f.op_ty(val)),
                 _ => false,
             },
             Stmt::Set(v, _) => own.contains(v),
@@ -71,6 +73,28 @@ pub fn independent(f: &Func, idx: VarId, body: &Block, prints: &dyn Fn(FuncId) -
         ok &= r;
     });
     ok
+}
+
+/// Calls `f` on every statement, nested ones included, with the branch
+/// conditions that hold there (as [`Binds`]' guards).
+fn walk_guarded(b: &Block, guards: &mut Guards, f: &mut impl FnMut(&Stmt, &Guards)) {
+    for s in b {
+        f(s, guards);
+        match s {
+            Stmt::For { pre, body, .. } => {
+                walk_guarded(pre, guards, f);
+                walk_guarded(body, guards, f);
+            }
+            Stmt::If { cond, then, els } => {
+                for (taken, side) in [(true, then), (false, els)] {
+                    guards.push((cond.clone(), taken));
+                    walk_guarded(side, guards, f);
+                    guards.pop();
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The variables `for idx < n { body }` reads from around it (and `n`),
@@ -218,8 +242,13 @@ fn int_op(r: Option<&Rhs>, add: bool) -> Option<(&Op, &Op)> {
 /// whose lowering writes rows from nested loops, or element j of block i
 /// of a `reduce` or `scan` (and of their derivatives' accumulations). With
 /// a constant s >= 1, j may also be a constant in `0 .. s` (or absent, 0):
-/// the elements of a loop unrolled s times, as unroll-and-jam writes them.
-fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
+/// the elements of a loop unrolled s times, as unroll-and-jam writes them;
+/// or `t + c` with t the index of a loop over `0 .. m`, c a constant, `0 <=
+/// t + c` (c >= 0, or a guard `t + c >= 0` holds at `at`: `guards`, as in
+/// [`Binds`]) and `t + c < s` (constants m + c <= s, or a guard `t + c <
+/// y` with y at most s): a lane of `scan`'s blocks, which runs behind the
+/// one before (`ksc_ir::prim::lane_step`).
+fn in_own_slab(b: &Binds, i: VarId, at: &Op, guards: &[(Op, bool)]) -> bool {
     let Op::Var(v) = at else { return false };
     if *v == i {
         return true;
@@ -228,7 +257,7 @@ fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
     let start = |o: &Op| -> Option<Op> {
         let Op::Var(r) = o else { return None };
         let (x, s) = int_op(b.lets.get(r), false)?;
-        in_own_slab(b, i, x).then(|| s.clone())
+        in_own_slab(b, i, x, &[]).then(|| s.clone())
     };
     if let Some(Op::Int(s)) = start(at) {
         return s >= 1;
@@ -238,7 +267,32 @@ fn in_own_slab(b: &Binds, i: VarId, at: &Op) -> bool {
         let Some(s) = start(row) else { return false };
         match (col, &s) {
             (Op::Int(c), Op::Int(s)) => 0 <= *c && c < s,
-            (Op::Var(j), _) => b.loops.get(j).is_some_and(|m| at_most(b, m, &s, &[], 8)),
+            // j = t + c (or t), t a loop's index over 0 .. m, c a
+            // constant, with 0 <= j and j < s by the bounds or by guards:
+            // a lane of `scan`'s blocks (`ksc_ir::prim::lane_step`).
+            (Op::Var(j), _) => {
+                let (t, c) = match b.lets.get(j) {
+                    Some(Rhs::Bin(BinOp::IAddNoCheck, Op::Var(t), Op::Int(c))) => (t, c),
+                    _ => (j, &0),
+                };
+                let Some(m) = b.loops.get(t) else { return false };
+                if *c == 0 && at_most(b, m, &s, &[], 8) {
+                    return true;
+                }
+                let guarded = |want: BinOp, bound: &dyn Fn(&Op) -> bool| {
+                    guards.iter().any(|(g, taken)| {
+                        *taken
+                            && matches!(g, Op::Var(g) if matches!(b.lets.get(g),
+                                Some(Rhs::Bin(op, Op::Var(x), y)) if *op == want && x == j && bound(y)))
+                    })
+                };
+                let from_zero = *c >= 0 || guarded(BinOp::IGe, &|y| matches!(y, Op::Int(0)));
+                let below = match (m, &s) {
+                    (Op::Int(m), Op::Int(s)) if m.checked_add(*c).is_some_and(|e| e <= *s) => true,
+                    _ => guarded(BinOp::ILt, &|y| at_most(b, y, &s, &[], 8)),
+                };
+                from_zero && below
+            }
             _ => false,
         }
     };
@@ -430,6 +484,61 @@ mod tests {
         // reach the next row.
         assert!(!independent(&f, I, &row(Op::Int(1000), Op::Var(j)), &never));
         assert!(!independent(&f, I, &row(n.clone(), Op::Int(1)), &never));
+    }
+
+    /// for i < m { r = i * 1024; for t < rounds { j = t + c;
+    ///   [ge = j >= 0; if ge {] [lt = j < 1024; if lt {] at = r + j; out[at] = 1.0 [}] [}] } }
+    /// (a lane of `scan`'s blocks, behind the one before by -c steps).
+    fn lane(rounds: Op, c: i64, ge: bool, lt: bool) -> (Func, Block) {
+        let (r, t, j, at, g, l) = (VarId(6), VarId(7), VarId(8), VarId(9), VarId(10), VarId(11));
+        let mut vs = vars();
+        vs.extend([Type::Integer, Type::Integer, Type::Integer, Type::Integer, Type::Bool, Type::Bool]);
+        let f = func(vs, vec![]);
+        // c = 0: j is t itself (the first lane).
+        let (mut body, j) = match c {
+            0 => (vec![], t),
+            _ => (vec![Stmt::Let(j, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(t), Op::Int(c)))], j),
+        };
+        let mut inner = vec![
+            Stmt::Let(at, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(r), Op::Var(j))),
+            Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(at), val: Op::Float(1.0) },
+        ];
+
+        if lt {
+            body.push(Stmt::Let(l, Rhs::Bin(BinOp::ILt, Op::Var(j), Op::Int(1024))));
+            inner = vec![Stmt::If { cond: Op::Var(l), then: inner, els: vec![] }];
+        }
+        if ge {
+            body.push(Stmt::Let(g, Rhs::Bin(BinOp::IGe, Op::Var(j), Op::Int(0))));
+            inner = vec![Stmt::If { cond: Op::Var(g), then: inner, els: vec![] }];
+        }
+        body.extend(inner);
+        let outer = vec![
+            Stmt::Let(r, Rhs::Bin(BinOp::IMulNoCheck, Op::Var(I), Op::Int(1024))),
+            Stmt::For { idx: t, n: rounds, pre: vec![], body, reset: false },
+        ];
+        (f, outer)
+    }
+
+    #[test]
+    fn a_lane_of_blocks_running_behind_is_its_own() {
+        let own = |rounds: Op, c, ge, lt| {
+            let (f, body) = lane(rounds, c, ge, lt);
+            independent(&f, I, &body, &never)
+        };
+        // Behind by 8, in 1048 rounds: guarded both ways, or only from
+        // below when the rounds end with the block.
+        assert!(own(Op::Int(1048), -8, true, true));
+        assert!(own(Op::Int(1032), -8, true, false));
+        assert!(own(Op::Int(1000), 24, false, false));
+        // The first lane: its index itself, guarded from above.
+        assert!(own(Op::Int(1048), 0, false, true));
+        assert!(!own(Op::Int(1048), 0, false, false));
+        // Without the guard that keeps it in its block.
+        assert!(!own(Op::Int(1048), -8, false, true));
+        assert!(!own(Op::Int(1048), -8, true, false));
+        assert!(!own(Op::Int(1000), 25, false, false));
+        assert!(!own(Op::Var(VarId(1)), 0, false, false));
     }
 
     #[test]

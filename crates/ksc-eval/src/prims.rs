@@ -821,8 +821,9 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
     }
 
     /// One pass of `$scanBlocks` over `blocks`, each from its start: whole
-    /// blocks in groups of `lanes` advancing a step of each at a time, the
-    /// rest one at a time (`ksc_ir::prim::SCAN_LANES`). Each block's
+    /// blocks in groups of `lanes` advancing together
+    /// (`ksc_ir::prim::lane_rounds`), the rest one at a time
+    /// (`ksc_ir::prim::SCAN_LANES`). Each block's
     /// result; with `out`, each step's accumulator at its element's index.
     fn scan_blocks_pass(
         &mut self,
@@ -850,9 +851,11 @@ impl<'p, 'a, 'o> Machine<'p, 'a, 'o> {
             Ok(())
         };
         for g in (0..grouped).step_by(lanes.max(1)) {
-            for j in 0..b {
-                for k in g..g + lanes {
-                    step(self, &mut accs, k, j)?;
+            for r in 0..ksc_ir::prim::lane_rounds(lanes as i64) {
+                for l in 0..lanes {
+                    if let Some(j) = ksc_ir::prim::lane_step(r, l as i64) {
+                        step(self, &mut accs, g + l, j as usize)?;
+                    }
                 }
             }
         }

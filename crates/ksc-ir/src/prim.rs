@@ -31,7 +31,8 @@ pub const REDUCE_BLOCK: i64 = 1024;
 /// ([`scans_in_lanes`]): in each pass over the blocks (the results of all
 /// blocks but the last, then each block from its carry), the full blocks
 /// (of [`REDUCE_BLOCK`] elements) go in groups of L consecutive blocks,
-/// step j of each block of the group in turn, then step j + 1; the blocks
+/// the lanes, which advance together in the order [`lane_rounds`] gives
+/// (lane l running [`SCAN_LANE_SKEW`] steps behind lane l - 1); the blocks
 /// left over go one at a time. Each block is still the left fold (or
 /// scan) over its elements, so the values are those of one block at a
 /// time; only the order of the steps between blocks changes (which the
@@ -40,6 +41,34 @@ pub const REDUCE_BLOCK: i64 = 1024;
 /// one block at a time waits the operator's latency per element (the
 /// affine-map monoid's multiply-add: 8 cycles); L blocks' chains overlap.
 pub const SCAN_LANES: i64 = 4;
+
+/// How many steps lane l of a group ([`SCAN_LANES`]) runs behind lane
+/// l - 1. Blocks are [`REDUCE_BLOCK`] elements apart, a multiple of 4 KiB
+/// for elements of 4 bytes or more, so lanes at the same step read and
+/// write addresses equal modulo 4 KiB: in one set of the level-1 cache,
+/// whose 8 ways the lanes' streams (two inputs and two outputs each for
+/// the affine-map monoid's gradient: 16) exceed, and the loads wait on
+/// stores to other lanes' addresses (4K aliasing). Eight steps (a cache
+/// line of Floats) apart, each lane's streams have sets of their own: the
+/// recurrence's gradient took 0.36 of its time (AMD EPYC with AVX-512, n
+/// = 10^6 and 10^7, one thread; docs/native.md).
+pub const SCAN_LANE_SKEW: i64 = 8;
+
+/// The order of the steps of one group of `lanes` whole blocks of `scan`
+/// (`$scanBlocks`, [`SCAN_LANES`]): `lane_rounds(lanes)` rounds, round r
+/// running, for each lane l in turn, the lane's step [`lane_step`]`(r, l)`
+/// if it has one. Lane l runs [`SCAN_LANE_SKEW`] steps behind lane l - 1,
+/// so every block's steps run in its order, each once.
+pub fn lane_rounds(lanes: i64) -> i64 {
+    REDUCE_BLOCK + (lanes - 1) * SCAN_LANE_SKEW
+}
+
+/// The step lane l runs in round r of its group ([`lane_rounds`]), if any:
+/// r - l skew when that is in `0 .. B`.
+pub fn lane_step(r: i64, l: i64) -> Option<i64> {
+    let j = r - l * SCAN_LANE_SKEW;
+    (0..REDUCE_BLOCK).contains(&j).then_some(j)
+}
 
 /// Does `scan` over accumulators of this type run its blocks in lanes
 /// ([`SCAN_LANES`])? Only numbers, Booleans and tuples of them: their
@@ -944,6 +973,26 @@ impl fmt::Display for Prim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every lane's steps run each once, in order, and lane l is
+    /// `SCAN_LANE_SKEW` steps behind lane l - 1.
+    #[test]
+    fn lanes_run_each_block_in_order() {
+        for lanes in [1, 2, SCAN_LANES] {
+            let mut next = vec![0i64; lanes as usize];
+            for r in 0..lane_rounds(lanes) {
+                for l in 0..lanes {
+                    if let Some(j) = lane_step(r, l) {
+                        assert_eq!(next[l as usize], j, "lane {l} of {lanes}");
+                        next[l as usize] += 1;
+                    }
+                }
+            }
+            assert!(next.iter().all(|&n| n == REDUCE_BLOCK));
+        }
+        assert_eq!(lane_step(SCAN_LANE_SKEW, 1), Some(0));
+        assert_eq!(lane_step(SCAN_LANE_SKEW - 1, 1), None);
+    }
 
     #[test]
     fn names_round_trip() {

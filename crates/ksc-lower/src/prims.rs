@@ -500,8 +500,7 @@ impl Lowerer<'_> {
                 .map(|k| fb.let_(Rhs::Bin(BinOp::IMulNoCheck, k.clone(), Op::Int(bsz)), Type::Integer, Some("lo")))
                 .collect();
             let out = matches!(start, BlockStart::Carries(_)).then_some(dest);
-            let blocks = (starts, &los[..], Op::Int(bsz));
-            let vars = self.block_steps(fb, st, ctx, pass, blocks, out)?;
+            let vars = self.block_steps(fb, st, ctx, pass, (starts, &los[..], Op::Int(bsz)), out)?;
             if out.is_none() {
                 for (k, vars) in ks.into_iter().zip(vars) {
                     self.store_block_result(fb, st, pass.tys.0, &vars, dest, k)?;
@@ -571,15 +570,19 @@ impl Lowerer<'_> {
         }
     }
 
-    /// The steps of the lambda over `v[lo .. lo + len)` of one block or of
-    /// several (from `starts`, at `los`), in one loop of their own: step j
-    /// of every block in turn, then step j + 1, each block's accumulator in
-    /// its own variables; the variables holding each block's result. With
-    /// `out`, each step's accumulator is stored at its element's index,
-    /// living on (copied down to a mark taken after the previous one was
-    /// stored, as a scan's); otherwise the steps' memory is freed (copied
-    /// down to a mark taken before them, as a fold's). Several blocks only
-    /// where the accumulator is numbers (`scans_in_lanes`): no memory.
+    /// The steps of the lambda over `v[lo .. lo + len)` of one block, or
+    /// over the whole blocks of several (the lanes, from `starts`, at
+    /// `los`, `len` being B), in one loop of their own, each block's
+    /// accumulator in its own variables; the variables holding each
+    /// block's result. The lanes advance together: round r runs step r - l
+    /// skew of each lane l in turn, where it has one
+    /// (`ksc_ir::prim::lane_rounds`, `lane_step`; a lane's guard is
+    /// left out where the loop's bounds imply it). With `out`, each step's
+    /// accumulator is stored at its element's index, living on (copied down
+    /// to a mark taken after the previous one was stored, as a scan's);
+    /// otherwise the steps' memory is freed (copied down to a mark taken
+    /// before them, as a fold's). Several blocks only where the accumulator
+    /// is numbers (`scans_in_lanes`): no memory.
     fn block_steps(
         &mut self,
         fb: &mut FnBuilder,
@@ -596,11 +599,30 @@ impl Lowerer<'_> {
             let leaves = self.leaves_of(fb, st, s, acc_ty)?;
             lanes.push(fold_vars(fb, &leaves));
         }
+        let count = lanes.len() as i64;
+        let rounds = if count > 1 { Op::Int(ksc_ir::prim::lane_rounds(count)) } else { len.clone() };
         let fold_mark = if out.is_none() { fb.mark_if(needs_heap(acc_ty)) } else { None };
-        let steps = self.nest_open(fb, &[len]);
+        let steps = self.nest_open(fb, &[rounds]);
         let mark = if out.is_some() { fb.mark_if(needs_heap(acc_ty)) } else { fold_mark };
-        for (vars, lo) in lanes.iter().zip(los) {
-            let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), steps.flat()), Type::Integer, None);
+        for (l, (vars, lo)) in (0..count).zip(lanes.iter().zip(los)) {
+            // Step j = r - l skew of lane l, if 0 <= j (implied for lane 0)
+            // and j < B (implied for the last lane).
+            let skew = l * ksc_ir::prim::SCAN_LANE_SKEW;
+            let j = match skew {
+                0 => steps.flat(),
+                _ => fb.let_(Rhs::Bin(BinOp::IAddNoCheck, steps.flat(), Op::Int(-skew)), Type::Integer, Some("j")),
+            };
+            let mut guards = Vec::new();
+            if l > 0 {
+                guards.push(bin(fb, BinOp::IGe, j.clone(), Op::Int(0)));
+            }
+            if l + 1 < count {
+                guards.push(bin(fb, BinOp::ILt, j.clone(), len.clone()));
+            }
+            for _ in &guards {
+                fb.push_block();
+            }
+            let at = fb.let_(Rhs::Bin(BinOp::IAddNoCheck, lo.clone(), j), Type::Integer, None);
             let acc = read_fold_vars(fb, vars, acc_ty);
             let x = self.elem_of(fb, st, pass.v, elem_ty, std::slice::from_ref(&at), Some(at.clone()))?;
             self.lambda_step(fb, st, ctx, pass.lam, (acc, x), (vars, acc_ty), None, mark, pass.site)?;
@@ -608,6 +630,10 @@ impl Lowerer<'_> {
                 let now = read_fold_vars(fb, vars, acc_ty);
                 let stored = self.materialize_val(fb, st, now, acc_ty)?;
                 fb.emit(Stmt::Store { arr: out.clone(), idx: at, val: stored });
+            }
+            for cond in guards.into_iter().rev() {
+                let then = fb.pop_block();
+                fb.emit(Stmt::If { cond, then, els: vec![] });
             }
         }
         self.nest_close(fb, steps);
