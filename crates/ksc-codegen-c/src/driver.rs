@@ -223,7 +223,23 @@ pub fn compile_c(
         std::fs::write(work.join(name), text).map_err(|e| BuildError::Io(format!("cannot write the header: {e}")))?;
     }
     let tmp_out = work.join(format!("out.{}", kind.extension()));
-    if let Err(e) = run_cc_parallel(cfg, std::slice::from_ref(&c_file), &tmp_out, kind, &flags, runtime) {
+    let built = if runtime && cores() > 1 && !runtime_cached(cfg) {
+        // A first build with this compiler and flags: the runtime's object
+        // compiles on another core while the program compiles to an
+        // object, which is then linked with it.
+        let obj = work.join("program.o");
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // (A failure shows again, and is reported, when linking.)
+                let _ = runtime_object(cfg, PARALLEL_FLAGS);
+            });
+            run_cc_parallel(cfg, std::slice::from_ref(&c_file), &obj, Artefact::Object, &flags, false)
+        })
+        .and_then(|()| run_cc_parallel(cfg, &[obj], &tmp_out, kind, &flags, true))
+    } else {
+        run_cc_parallel(cfg, std::slice::from_ref(&c_file), &tmp_out, kind, &flags, runtime)
+    };
+    if let Err(e) = built {
         // Does the generated code compile by itself? Then linking failed:
         // the linked files, or external functions nothing defines.
         if let BuildError::CompilerFailed { stderr, .. } = &e {
@@ -421,7 +437,16 @@ fn compile_units(
             for _ in 0..threads {
                 scope.spawn(|| loop {
                     let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&i) = todo.get(at) else { break };
+                    let Some(&i) = todo.get(at) else {
+                        // The last job: the runtime's object, which the
+                        // link needs, if this is the first build with this
+                        // compiler and flags (a failure shows again, and is
+                        // reported, when linking).
+                        if at == todo.len() {
+                            let _ = runtime_object(cfg, PARALLEL_FLAGS);
+                        }
+                        break;
+                    };
                     if failed.lock().map_or(true, |f| f.is_some()) {
                         break;
                     }
@@ -575,10 +600,11 @@ fn run_cc_parallel(
 /// cache, once per compiler, flags and runtime, for the programs compiled
 /// with [`LINKED_RUNTIME_FLAG`] to be linked with.
 fn runtime_object(cfg: &CcConfig, parallel: &[&str]) -> Result<PathBuf, BuildError> {
-    let mut parts: Vec<&[u8]> = vec![RUNTIME_H.as_bytes(), RUNTIME_C.as_bytes(), b"runtime"];
-    parts.extend(compiler_parts(cfg));
-    parts.extend(parallel.iter().map(|f| f.as_bytes()));
-    let (out, work) = match slot_of(cfg, content_hash(&parts), Artefact::Object)? {
+    // One build at a time in a process: a thread that needs the object
+    // while another builds it (`compile_units`' last job) waits for it.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, work) = match slot_of(cfg, runtime_key(cfg, parallel), Artefact::Object)? {
         Slot::Cached(out) => return Ok(out),
         Slot::Build { out, work } => (out, work),
     };
@@ -597,6 +623,20 @@ fn runtime_object(cfg: &CcConfig, parallel: &[&str]) -> Result<PathBuf, BuildErr
     std::fs::rename(&tmp, &out).map_err(|e| BuildError::Io(format!("cannot write {}: {e}", out.display())))?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(out)
+}
+
+/// The cache key of the runtime's object ([`runtime_object`]).
+fn runtime_key(cfg: &CcConfig, parallel: &[&str]) -> String {
+    let mut parts: Vec<&[u8]> = vec![RUNTIME_H.as_bytes(), RUNTIME_C.as_bytes(), b"runtime"];
+    parts.extend(compiler_parts(cfg));
+    parts.extend(parallel.iter().map(|f| f.as_bytes()));
+    content_hash(&parts)
+}
+
+/// Is the runtime's object with [`PARALLEL_FLAGS`] in the cache already?
+fn runtime_cached(cfg: &CcConfig) -> bool {
+    let key = runtime_key(cfg, PARALLEL_FLAGS);
+    cache_dir(cfg, &key).is_ok_and(|d| d.join(format!("{key}.{}", Artefact::Object.extension())).exists())
 }
 
 /// Runs the C compiler on `inputs` (C files, or objects to link) with the
