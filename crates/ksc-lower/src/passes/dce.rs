@@ -8,9 +8,9 @@
 //! pure values, mutable variables assigned only from themselves, tensors
 //! allocated and written but never read (a reverse pass whose caller
 //! keeps one cotangent builds the others so), copy-downs of variables
-//! never read again, and loops and branches left empty. Liveness is
-//! computed to a fixed point and the removal repeated until nothing more
-//! goes.
+//! never read again, loops of no iterations (a constant count of 0), and
+//! loops and branches left empty. Liveness is computed to a fixed point and
+//! the removal repeated until nothing more goes.
 //!
 //! Assumes: a tensor allocated or deep-copied in the function (*fresh*)
 //! is written through no other name, since any alias would be made by a
@@ -165,6 +165,9 @@ fn dce_block(
                     out.push(Stmt::Set(v, o));
                 }
             }
+            // A loop of no iterations (a constant count, as a derivative's
+            // build of zero columns): neither its preheader nor its body runs.
+            Stmt::For { n: Op::Int(k), .. } if k <= 0 => {}
             Stmt::For { idx, n, pre, body, reset } => {
                 let pre = dce_block(pre, used, fresh, vars, effectful, dropped);
                 let body = dce_block(body, used, fresh, vars, effectful, dropped);
