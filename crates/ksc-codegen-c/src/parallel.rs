@@ -134,39 +134,25 @@ struct Binds {
 type Guards = Vec<(Op, bool)>;
 
 fn binds(body: &Block) -> Binds {
-    fn go(b: &Block, guards: &mut Guards, out: &mut Binds) {
-        for s in b {
-            match s {
-                Stmt::Let(v, r) => {
-                    out.lets.insert(*v, r.clone());
-                }
-                Stmt::DeclMut(v, init) => {
-                    let sets = out.sets.entry(*v).or_default();
-                    sets.extend(init.iter().map(|x| (x.clone(), guards.clone())));
-                }
-                Stmt::Set(v, x) => {
-                    if let Some(sets) = out.sets.get_mut(v) {
-                        sets.push((x.clone(), guards.clone()));
-                    }
-                }
-                Stmt::For { idx, n, pre, body, .. } => {
-                    out.loops.insert(*idx, n.clone());
-                    go(pre, guards, out);
-                    go(body, guards, out);
-                }
-                Stmt::If { cond, then, els } => {
-                    for (taken, side) in [(true, then), (false, els)] {
-                        guards.push((cond.clone(), taken));
-                        go(side, guards, out);
-                        guards.pop();
-                    }
-                }
-                _ => {}
+    let mut out = Binds::default();
+    walk_guarded(body, &mut Vec::new(), &mut |s, guards| match s {
+        Stmt::Let(v, r) => {
+            out.lets.insert(*v, r.clone());
+        }
+        Stmt::DeclMut(v, init) => {
+            let sets = out.sets.entry(*v).or_default();
+            sets.extend(init.iter().map(|x| (x.clone(), guards.clone())));
+        }
+        Stmt::Set(v, x) => {
+            if let Some(sets) = out.sets.get_mut(v) {
+                sets.push((x.clone(), guards.clone()));
             }
         }
-    }
-    let mut out = Binds::default();
-    go(body, &mut Vec::new(), &mut out);
+        Stmt::For { idx, n, .. } => {
+            out.loops.insert(*idx, n.clone());
+        }
+        _ => {}
+    });
     out
 }
 
