@@ -489,7 +489,6 @@ mod tests {
             Stmt::Let(at, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(r), Op::Var(j))),
             Stmt::Store { arr: Op::Var(OUT), idx: Op::Var(at), val: Op::Float(1.0) },
         ];
-
         if lt {
             body.push(Stmt::Let(l, Rhs::Bin(BinOp::ILt, Op::Var(j), Op::Int(1024))));
             inner = vec![Stmt::If { cond: Op::Var(l), then: inner, els: vec![] }];
