@@ -34,6 +34,7 @@ pub mod jam;
 pub mod licm;
 pub mod packed;
 pub mod reuse;
+pub mod scalars;
 pub mod soa;
 pub mod version;
 
@@ -61,6 +62,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &licm::Licm,
     &cse::Cse,
     &alloc_dims::FoldAllocDims,
+    &scalars::ScalarSmallTensors,
     &dce::Dce,
     // Again: DCE removed what hid more of them.
     &alloc_dims::FoldAllocDims,
@@ -164,8 +166,8 @@ mod tests {
     #[test]
     fn names_are_the_pipelines_passes_each_once() {
         let names = names();
-        assert_eq!(PIPELINE.len(), 18);
-        assert_eq!(names.len(), 17, "{names:?}");
+        assert_eq!(PIPELINE.len(), 19);
+        assert_eq!(names.len(), 18, "{names:?}");
         assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
         assert_eq!(names.first(), Some(&"share-guarded"));
         assert_eq!(names.last(), Some(&"place-arena-scopes"));
