@@ -27,7 +27,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{nested_blocks, only_stored_loaded_measured, stmt_operands_mut, walk};
+use crate::visit::{nested_blocks, only_stored_loaded_measured, push_var, stmt_operands_mut, walk};
 
 /// The most elements of a tensor held as its elements.
 const MAX_ELEMS: i64 = 16;
@@ -44,12 +44,12 @@ impl Pass<Func, LoopCx<'_>> for ScalarSmallTensors {
     fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
         let only = only_stored_loaded_measured(&f.body);
         let mut changed = false;
-        block(&mut f.body, &f.vars, &only, &mut changed);
+        block(&mut f.body, &mut f.vars, &only, &mut changed);
         changed
     }
 }
 
-fn block(b: &mut Block, vars: &[VarInfo], only: &FxHashSet<VarId>, changed: &mut bool) {
+fn block(b: &mut Block, vars: &mut Vec<VarInfo>, only: &FxHashSet<VarId>, changed: &mut bool) {
     nested_blocks(b, &mut |nb| block(nb, vars, only, changed));
     known_integers(b, vars, changed);
     let small: Vec<(VarId, i64)> = b
@@ -72,7 +72,7 @@ fn block(b: &mut Block, vars: &[VarInfo], only: &FxHashSet<VarId>, changed: &mut
 }
 
 /// Step 1 of the module on the statements directly in `b`.
-fn known_integers(b: &mut Block, vars: &[VarInfo], changed: &mut bool) {
+fn known_integers(b: &mut Block, vars: &mut Vec<VarInfo>, changed: &mut bool) {
     let mut known: FxHashMap<VarId, i64> = FxHashMap::default();
     for s in b.iter_mut() {
         // Operands read here (a loop's count, a branch's condition too, but
@@ -90,6 +90,9 @@ fn known_integers(b: &mut Block, vars: &[VarInfo], changed: &mut bool) {
             Op::Int(k) => Some(*k),
             _ => None,
         };
+        if let Stmt::For { idx, body, .. } = s {
+            *changed |= counters_of_loop(*idx, body, &known, vars);
+        }
         match s {
             Stmt::DeclMut(v, init) => match init.as_ref().and_then(value) {
                 Some(k) if vars[v.0 as usize].ty == ksc_ir::Type::Integer => {
@@ -129,6 +132,70 @@ fn known_integers(b: &mut Block, vars: &[VarInfo], changed: &mut bool) {
             _ => {}
         }
     }
+}
+
+/// Step 3 of the module for the loop `for i < n { body }`, in a block
+/// where the mutable Integers `known` hold constants when it starts: a
+/// counter k among them that the body assigns once, directly (not in a
+/// nested loop or branch), as `x = k + c; k := x` with c a constant, holds
+/// `k0 + i c` in iteration i until that assignment, and is read so there
+/// (`let k' = i + k0`, or `i * c + k0`, first in the body); whether one
+/// was.
+fn counters_of_loop(i: VarId, body: &mut Block, known: &FxHashMap<VarId, i64>, vars: &mut Vec<VarInfo>) -> bool {
+    let mut counters: Vec<(VarId, i64, i64)> = Vec::new();
+    for (&k, &k0) in known {
+        if !vars[k.0 as usize].mutable {
+            continue;
+        }
+        // Where the body assigns k, and from what.
+        let mut sets = 0;
+        walk(body, &mut |s| match s {
+            Stmt::Set(v, _) if *v == k => sets += 1,
+            Stmt::CopyDown { vars, .. } if vars.contains(&k) => sets += 2,
+            _ => {}
+        });
+        if sets != 1 {
+            continue;
+        }
+        let Some(at) = body.iter().position(|s| matches!(s, Stmt::Set(v, _) if *v == k)) else { continue };
+        let Stmt::Set(_, Op::Var(x)) = &body[at] else { continue };
+        let step = body[..at].iter().find_map(|s| match s {
+            Stmt::Let(y, Rhs::Bin(BinOp::IAddNoCheck, Op::Var(v), Op::Int(c))) if y == x && *v == k => Some(*c),
+            _ => None,
+        });
+        if let Some(c) = step {
+            counters.push((k, k0, c));
+        }
+    }
+    counters.sort();
+    let changed = !counters.is_empty();
+    for (k, k0, c) in counters {
+        let int =
+            |vars: &mut Vec<VarInfo>| push_var(vars, VarInfo { ty: ksc_ir::Type::Integer, name: None, mutable: false });
+        let now = int(vars);
+        let mut first = Vec::new();
+        let scaled = match c {
+            1 => Op::Var(i),
+            _ => {
+                let v = int(vars);
+                first.push(Stmt::Let(v, Rhs::Bin(BinOp::IMulNoCheck, Op::Var(i), Op::Int(c))));
+                Op::Var(v)
+            }
+        };
+        first.push(Stmt::Let(now, Rhs::Bin(BinOp::IAddNoCheck, scaled, Op::Int(k0))));
+        // The reads before the assignment (where it is now: the counters
+        // before this one put their lets first).
+        let at = body.iter().position(|s| matches!(s, Stmt::Set(v, _) if *v == k)).expect("the counter's assignment");
+        for s in &mut body[..at] {
+            for o in stmt_operands_mut(s) {
+                if matches!(o, Op::Var(v) if *v == k) {
+                    *o = Op::Var(now);
+                }
+            }
+        }
+        body.splice(0..0, first);
+    }
+    changed
 }
 
 /// Step 2 of the module for the tensor `t` of `n` elements allocated in

@@ -10,6 +10,11 @@
 //! preheader computes `a` or `m`, the preheader runs first (under `n > 0`,
 //! as it would) and the test after it.
 //!
+//! A check `x <= m` with `x = idx + x0`, x0 >= 1 a constant (`$concatN`'s
+//! counter, read as the index by `scalar-small-tensors`), is versioned the
+//! same way, with `a = x0 - 1`: in range, the loop runs without it; else
+//! the loop with it fails where it did.
+//!
 //! Assumes: `a` and `m` are defined neither in the body nor assigned in
 //! it; `n <= m - a` cannot overflow once `a >= 0` and `m >= 0`. Only
 //! innermost loops, with bodies of at most [`VERSIONED_BODY`] statements
@@ -62,7 +67,8 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> B
                 } else if !pre.is_empty() {
                     range_guard(&body, &[], idx).map(|g| (g, true))
                 } else {
-                    None
+                    // (Reached without a preheader only.)
+                    bound_check(&body, idx).map(|g| (g, false))
                 };
                 match guard {
                     Some(((straight, a, m), lifted)) => {
@@ -199,6 +205,53 @@ fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(
         return Some((out, a, m));
     }
     None
+}
+
+/// In a loop body over `idx` (without a preheader): a check `x <= m`
+/// directly in it (a `$concatN`'s "more elements than its size", once its
+/// counter is read as `idx + k0`: `scalar-small-tensors`), where `x = idx
+/// + x0` through lets adding constants, `x0 >= 1`, and `m` is defined
+/// neither in the body nor assigned in it: it holds in every iteration
+/// when `n <= m - (x0 - 1)` (and `m >= 0`), the test of a range guard
+/// with `a = x0 - 1`. The body without the check, a and m.
+fn bound_check(body: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
+    let mut inside = defined_in(body);
+    walk(body, &mut |s| {
+        if let Stmt::Set(v, _) = s {
+            inside.insert(*v);
+        }
+    });
+    let defs = lets_of(body);
+    // x as idx + x0.
+    let offset = |x: &Op| -> Option<i64> {
+        let mut x = x.clone();
+        let mut x0: i64 = 0;
+        loop {
+            match &x {
+                Op::Var(v) if *v == idx => return Some(x0),
+                Op::Var(v) => match defs.get(v)? {
+                    Rhs::Bin(BinOp::IAddNoCheck, y, Op::Int(d)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Int(d), y) => {
+                        x0 = x0.checked_add(*d)?;
+                        x = y.clone();
+                    }
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+    };
+    let at = body.iter().position(|s| {
+        let Stmt::Check { cond: Op::Var(c), .. } = s else { return false };
+        let Some(Rhs::Bin(BinOp::ILe, x, m)) = defs.get(c) else { return false };
+        !matches!(m, Op::Var(v) if inside.contains(v) || *v == idx) && offset(x).is_some_and(|x0| x0 >= 1)
+    })?;
+    let Stmt::Check { cond: Op::Var(c), .. } = &body[at] else { unreachable!("found a check") };
+    let Some(Rhs::Bin(_, x, m)) = defs.get(c) else { unreachable!("its condition") };
+    let a = Op::Int(offset(x)? - 1);
+    let m = m.clone();
+    let mut out = body.clone();
+    out.remove(at);
+    Some((out, a, m))
 }
 
 /// The statement with every variable it defines renamed to a fresh one.
