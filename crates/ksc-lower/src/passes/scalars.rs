@@ -18,6 +18,12 @@
 //!    copy of the value last stored at its index. (A load before any store
 //!    at its index, an index out of range or a stored value that is a
 //!    mutable variable leaves the tensor as it is.)
+//! 3. A counter known when a loop of the block starts, which the loop's
+//!    body adds a constant c to once an iteration (`$concatN` writing one
+//!    element a row), is read as `i c + k0` in iteration i up to that
+//!    addition: the stores' indices are then the loop's, and
+//!    `version-range-guards` tests its "more elements than its size" check
+//!    once, before the loop.
 //!
 //! Values are those the loads read before; nothing that could fail moves.
 //! DCE then removes the counters and checks that read only constants.
