@@ -33,7 +33,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{nested_blocks, only_stored_loaded_measured, push_var, stmt_operands_mut, walk};
+use crate::visit::{mentions, nested_blocks, only_stored_loaded_measured, push_var, stmt_operands_mut, walk};
 
 /// The most elements of a tensor held as its elements.
 const MAX_ELEMS: i64 = 16;
@@ -92,25 +92,21 @@ fn known_integers(b: &mut Block, vars: &mut Vec<VarInfo>, changed: &mut bool) {
                 }
             }
         }
-        let value = |o: &Op| match o {
-            Op::Int(k) => Some(*k),
-            _ => None,
-        };
-        if let Stmt::For { idx, body, .. } = s {
-            *changed |= counters_of_loop(*idx, body, &known, vars);
+        if let Stmt::For { idx, pre, body, .. } = s {
+            *changed |= counters_of_loop(*idx, pre, body, &known, vars);
         }
         match s {
-            Stmt::DeclMut(v, init) => match init.as_ref().and_then(value) {
-                Some(k) if vars[v.0 as usize].ty == ksc_ir::Type::Integer => {
-                    known.insert(*v, k);
+            Stmt::DeclMut(v, init) => match init {
+                Some(Op::Int(k)) if vars[v.0 as usize].ty == ksc_ir::Type::Integer => {
+                    known.insert(*v, *k);
                 }
                 _ => {
                     known.remove(v);
                 }
             },
-            Stmt::Set(v, o) => match value(o) {
-                Some(k) if known.contains_key(v) => {
-                    known.insert(*v, k);
+            Stmt::Set(v, o) => match o {
+                Op::Int(k) if known.contains_key(v) => {
+                    known.insert(*v, *k);
                 }
                 _ => {
                     known.remove(v);
@@ -140,17 +136,23 @@ fn known_integers(b: &mut Block, vars: &mut Vec<VarInfo>, changed: &mut bool) {
     }
 }
 
-/// Step 3 of the module for the loop `for i < n { body }`, in a block
-/// where the mutable Integers `known` hold constants when it starts: a
-/// counter k among them that the body assigns once, directly (not in a
-/// nested loop or branch), as `x = k + c; k := x` with c a constant, holds
-/// `k0 + i c` in iteration i until that assignment, and is read so there
-/// (`let k' = i + k0`, or `i * c + k0`, first in the body); whether one
-/// was.
-fn counters_of_loop(i: VarId, body: &mut Block, known: &FxHashMap<VarId, i64>, vars: &mut Vec<VarInfo>) -> bool {
+/// Step 3 of the module for the loop `for i < n { body }` (with its
+/// preheader `pre`), in a block where the mutable Integers `known` hold
+/// constants when it starts: a counter k among them that the body assigns
+/// once, directly (not in a nested loop or branch), and the preheader not
+/// at all, as `x = k + c; k := x` with c a constant, holds `k0 + i c` in
+/// iteration i until that assignment, and is read so there (`let k' = i +
+/// k0`, or `i * c + k0`, first in the body); whether one was.
+fn counters_of_loop(
+    i: VarId,
+    pre: &Block,
+    body: &mut Block,
+    known: &FxHashMap<VarId, i64>,
+    vars: &mut Vec<VarInfo>,
+) -> bool {
     let mut counters: Vec<(VarId, i64, i64)> = Vec::new();
     for (&k, &k0) in known {
-        if !vars[k.0 as usize].mutable {
+        if !vars[k.0 as usize].mutable || pre.iter().any(|s| mentions(s, k)) {
             continue;
         }
         // Where the body assigns k, and from what.
@@ -214,14 +216,7 @@ fn as_elements(b: &mut Block, vars: &[VarInfo], t: VarId, n: i64) -> bool {
     let mut stored: FxHashSet<i64> = FxHashSet::default();
     for s in b.iter() {
         let ok = match s {
-            Stmt::For { .. } | Stmt::If { .. } => {
-                let mut inside = false;
-                walk(std::slice::from_ref(s), &mut |x| {
-                    inside |= crate::visit::stmt_operands(x).into_iter().any(is_t)
-                        || matches!(x, Stmt::CopyDown { vars, .. } if vars.contains(&t));
-                });
-                !inside
-            }
+            Stmt::For { .. } | Stmt::If { .. } => !mentions(s, t),
             Stmt::Store { arr, idx, val } if is_t(arr) => match idx {
                 Op::Int(k) if (0..n).contains(k) && !matches!(val, Op::Var(v) if vars[v.0 as usize].mutable) => {
                     stored.insert(*k);

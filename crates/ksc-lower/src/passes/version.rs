@@ -134,7 +134,12 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> B
 /// the body nor in the loop's preheader `pre` (the test goes before the
 /// loop): the body with that statement replaced by its branch, `a` and `m`.
 fn range_guard(body: &Block, pre: &[Stmt], idx: VarId) -> Option<(Block, Op, Op)> {
-    // (And the mutable variables they assign: not invariant either.)
+    strip_guard(body, idx, &variant(body, pre))
+}
+
+/// What is not invariant in a loop: the variables its body and preheader
+/// define, and the mutable variables its body assigns.
+fn variant(body: &Block, pre: &[Stmt]) -> FxHashSet<VarId> {
     let mut inside = defined_in(body);
     inside.extend(defined_in(pre));
     walk(body, &mut |s| {
@@ -142,7 +147,7 @@ fn range_guard(body: &Block, pre: &[Stmt], idx: VarId) -> Option<(Block, Op, Op)
             inside.insert(*v);
         }
     });
-    strip_guard(body, idx, &inside)
+    inside
 }
 
 fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(Block, Op, Op)> {
@@ -215,43 +220,35 @@ fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(
 /// when `n <= m - (x0 - 1)` (and `m >= 0`), the test of a range guard
 /// with `a = x0 - 1`. The body without the check, a and m.
 fn bound_check(body: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
-    let mut inside = defined_in(body);
-    walk(body, &mut |s| {
-        if let Stmt::Set(v, _) = s {
-            inside.insert(*v);
-        }
-    });
+    let inside = variant(body, &[]);
     let defs = lets_of(body);
     // x as idx + x0.
     let offset = |x: &Op| -> Option<i64> {
         let mut x = x.clone();
         let mut x0: i64 = 0;
         loop {
-            match &x {
-                Op::Var(v) if *v == idx => return Some(x0),
-                Op::Var(v) => match defs.get(v)? {
-                    Rhs::Bin(BinOp::IAddNoCheck, y, Op::Int(d)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Int(d), y) => {
-                        x0 = x0.checked_add(*d)?;
-                        x = y.clone();
-                    }
-                    _ => return None,
-                },
+            let Op::Var(v) = &x else { return None };
+            if *v == idx {
+                return Some(x0);
+            }
+            match defs.get(v)? {
+                Rhs::Bin(BinOp::IAddNoCheck, y, Op::Int(d)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Int(d), y) => {
+                    x0 = x0.checked_add(*d)?;
+                    x = y.clone();
+                }
                 _ => return None,
             }
         }
     };
-    let at = body.iter().position(|s| {
-        let Stmt::Check { cond: Op::Var(c), .. } = s else { return false };
-        let Some(Rhs::Bin(BinOp::ILe, x, m)) = defs.get(c) else { return false };
-        !matches!(m, Op::Var(v) if inside.contains(v) || *v == idx) && offset(x).is_some_and(|x0| x0 >= 1)
+    let (at, x0, m) = body.iter().enumerate().find_map(|(at, s)| {
+        let Stmt::Check { cond: Op::Var(c), .. } = s else { return None };
+        let Some(Rhs::Bin(BinOp::ILe, x, m)) = defs.get(c) else { return None };
+        let x0 = offset(x).filter(|&x0| x0 >= 1)?;
+        (!matches!(m, Op::Var(v) if inside.contains(v) || *v == idx)).then(|| (at, x0, m.clone()))
     })?;
-    let Stmt::Check { cond: Op::Var(c), .. } = &body[at] else { unreachable!("found a check") };
-    let Some(Rhs::Bin(_, x, m)) = defs.get(c) else { unreachable!("its condition") };
-    let a = Op::Int(offset(x)? - 1);
-    let m = m.clone();
     let mut out = body.clone();
     out.remove(at);
-    Some((out, a, m))
+    Some((out, Op::Int(x0 - 1), m))
 }
 
 /// The statement with every variable it defines renamed to a fresh one.
