@@ -309,7 +309,10 @@ struct PassArgs {
     /// derived-function passes run on Core IR (`ksc deriv` shows their
     /// result); the others on the loop IR (`ksc build --emit loops`).
     /// `fuse-builds` is a switch of the lowering: off, every `build` is
-    /// stored instead of read where it is consumed.
+    /// stored instead of read where it is consumed. `parallel-scan-reverse`
+    /// is one of differentiation: off, the backward pass of a `scan` runs
+    /// serially instead of as a scan of affine maps in parallel blocks
+    /// (seed 002's Theorem 3.7; faster on one or two cores, docs/ad.md).
     #[arg(long = "skip-pass", value_name = "PASS", value_parser = PossibleValuesParser::new(skippable_passes()))]
     skip_pass: Vec<String>,
     /// Leave this Core rule or law of linear maps out of every rule set
@@ -342,10 +345,12 @@ fn pass_names() -> Vec<&'static str> {
     names
 }
 
-/// What `--skip-pass` takes: the passes and the lowering's switches.
+/// What `--skip-pass` takes: the passes, and the lowering's and
+/// differentiation's switches.
 fn skippable_passes() -> Vec<&'static str> {
     let mut names = pass_names();
     names.extend(ksc_lower::passes::SWITCHES);
+    names.extend(ksc_ad::SWITCHES);
     names
 }
 

@@ -11,6 +11,7 @@ pub mod jac;
 pub mod jacobians;
 mod mutual;
 pub mod rev;
+mod rscan;
 pub mod sparse;
 mod symmetric;
 pub mod tail;
@@ -21,6 +22,14 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use ksc_ir::{Def, Derivation, FunName};
 
 pub use derive::AdError;
+
+/// The switch (`ksc --skip-pass`) that turns seed 002's parallel reverse
+/// mode of a scan over a monoid (Theorem 3.7, [`rev`]) off: its backward
+/// pass then runs serially, as for any other scan.
+pub const PARALLEL_SCAN_REVERSE: &str = "parallel-scan-reverse";
+
+/// Derivation's switches, which `--skip-pass` takes with the passes.
+pub const SWITCHES: &[&str] = &[PARALLEL_SCAN_REVERSE];
 
 /// The derived definitions, and the errors of those that could not be derived.
 #[derive(Debug, Default)]

@@ -21,6 +21,10 @@ use crate::apply::{
 };
 use crate::derive::{AdError, Witnesses, R};
 
+/// [`Rev::rfold`]'s transposed step of a loop: at the element whose index
+/// variable is named, with the named cotangent seed, `(dsc, (da, dx))`.
+type TransposedStep<'f, 's, 'd> = dyn Fn(&mut Rev<'s, 'd>, &mut Builder, &str, (String, Type)) -> R<ExprId> + 'f;
+
 /// `[rev f]` from `[D f]`.
 pub fn rev_def(f: &Def, d: &Def, witnesses: &Witnesses, demands: &mut Vec<FunName>) -> R<Def> {
     let s_ty = f.arg_ty();
@@ -304,7 +308,7 @@ fn count_uses(src: &Body, e: ExprId, g: &str, ivar: &str, bound: &mut Vec<String
     acc
 }
 
-impl Rev<'_, '_> {
+impl<'s, 'd> Rev<'s, 'd> {
     /// `[sufrevacc f]`: each parameter's part of the accumulator `acc` is
     /// a contribution to the parameter's map (bound at the top of `[D f]`
     /// as `lmOne` or `lmGet` of the argument), owned if it holds a tensor;
@@ -868,6 +872,16 @@ impl Rev<'_, '_> {
             };
             Ok(b.let_(&t2, t_val, inner))
         };
+        // A monoid's scan whose cotangent is a few Floats: seed 002's
+        // Theorem 3.7, the backward recurrence as a scan of affine maps in
+        // `$scanBlocks`' parallel blocks and lanes (unless switched off).
+        let switched_off = ksc_ir::pass::options().skip.iter().any(|s| s == crate::PARALLEL_SCAN_REVERSE);
+        if blocked && !switched_off {
+            let sc = (sc_name.as_str(), &sc_ty);
+            if let Some(e) = self.rscan_blocks(b, &step, (&n, &r), &da_ty, sc, acc)? {
+                return Ok(e);
+            }
+        }
         // One backward `$scanSum`. Its accumulator after k steps is (the
         // accumulator's cotangent, the element cotangent of the last step),
         // stored per step; the scope's cotangents are its summed terms
@@ -1000,6 +1014,180 @@ impl Rev<'_, '_> {
         });
         let inner = b.tuple(vec![dacc, dvec]);
         Ok(b.tuple(vec![dsc, inner]))
+    }
+
+    /// Seed 002's Theorem 3.7 for `$scanBlocks OP E V` (see [`crate::rscan`]):
+    /// the cotangents `g_i` of its results, `g_(i-1) = M_i g_i + r[i-1]`,
+    /// as `$scanBlocks` of the affine maps `(M_i, r[i-1])` in reverse order
+    /// (element j the map of step n - j; the first the constant r[n-1]),
+    /// then each element's and the scope's cotangent from its `g_i` in one
+    /// loop whose iterations are independent, and E's from g_0. `step` is
+    /// [`Rev::rfold`]'s transposed step. `None` where the cotangent is not
+    /// a few Floats: the serial backward pass then runs.
+    fn rscan_blocks(
+        &mut self,
+        b: &mut Builder,
+        step: &TransposedStep<'_, 's, 'd>,
+        (n, r): (&(String, Type), &(String, Type)),
+        da_ty: &Type,
+        (sc_name, sc_ty): (&str, &Type),
+        acc: ExprId,
+    ) -> R<Option<ExprId>> {
+        use crate::rscan;
+        let Some(paths) = rscan::float_leaves(da_ty) else { return Ok(None) };
+        let k = paths.len();
+        if k == 0 || k > rscan::MAX_FLOATS {
+            return Ok(None);
+        }
+        let get = |b: &mut Builder, e: ExprId, i: u32, n: u32| b.prim(Prim::Get { index: i, arity: n }, vec![e]);
+        // M's pattern: which seed components each component of the
+        // accumulator's cotangent reads, in the step written with a
+        // symbolic seed.
+        let (seed, probe) = (b.fresh_name("seed"), b.fresh_name("i"));
+        let d = step(self, b, &probe, (seed.clone(), da_ty.clone()))?;
+        let Type::Tuple(parts) = b.ty(d) else { return internal("a transposed step that is not a pair") };
+        let deps = rscan::seed_dependence(b.body, d, &seed, k);
+        let off = rscan::leaf_count(&parts[0]);
+        let pattern: Vec<u64> = deps[off..off + k].to_vec();
+        let s = rscan::closure(&pattern);
+        let ents = rscan::entries(&s);
+        let width = (ents.len() + k) as u32;
+        let st_ty = rscan::state_type(ents.len(), k);
+        let nvar = |b: &mut Builder| b.var(&n.0, n.1.clone());
+        // W[j]: the map of step i = n - j (for j = 0 the constant r[n - 1]).
+        let (j, i_name) = (b.fresh_name("j"), b.fresh_name("i"));
+        let mut cols = Vec::new();
+        for m in 0..k {
+            if pattern.iter().all(|row| row >> m & 1 == 0) {
+                continue;
+            }
+            let unit = {
+                let mut ls = (0..k).map(|q| b.float(if q == m { 1.0 } else { 0.0 })).collect::<Vec<_>>().into_iter();
+                rscan::from_leaves(b, da_ty, &mut ls)
+            };
+            let s_m = b.fresh_name("seed");
+            let d = step(self, b, &i_name, (s_m.clone(), da_ty.clone()))?;
+            let dt = get(b, d, 2, 2);
+            let col = get(b, dt, 1, 2);
+            cols.push((m, s_m, unit, b.fresh_name("col"), col));
+        }
+        let mut a = Vec::new();
+        for &(l, m) in &ents {
+            a.push(match cols.iter().find(|c| c.0 == m).filter(|_| pattern[l] >> m & 1 == 1) {
+                Some(c) => rscan::leaf(b, &c.3, da_ty, &paths[l]),
+                None => b.float(0.0),
+            });
+        }
+        let mut a = b.tuple(a);
+        for (_, s_m, unit, col_name, col) in cols.into_iter().rev() {
+            a = b.let_(&col_name, col, a);
+            a = b.let_(&s_m, unit, a);
+        }
+        let zeros = (0..ents.len()).map(|_| b.float(0.0)).collect();
+        let zeros = b.tuple(zeros);
+        let (jv, zero) = (b.var(&j, Type::Integer), b.integer(0));
+        let first = b.prim(Prim::Eq, vec![jv, zero]);
+        let a = b.if_(first, zeros, a);
+        let (nv, jv, one) = (nvar(b), b.var(&j, Type::Integer), b.integer(1));
+        let at = b.int_op("sub", nv, jv);
+        let at = b.int_op("sub", at, one);
+        let rv = b.var(&r.0, r.1.clone());
+        let c = b.prim(Prim::Index, vec![at, rv]);
+        // The flat state: A's entries, then c's leaves.
+        let (a_name, c_name) = (b.fresh_name("m"), b.fresh_name("c"));
+        let a_ty = b.ty(a);
+        let mut flat = Vec::new();
+        for e in 0..ents.len() {
+            let av = b.var(&a_name, a_ty.clone());
+            flat.push(b.prim(Prim::Get { index: e as u32 + 1, arity: ents.len() as u32 }, vec![av]));
+        }
+        for path in &paths {
+            flat.push(rscan::leaf(b, &c_name, da_ty, path));
+        }
+        let elem = b.tuple(flat);
+        let elem = b.let_(&c_name, c, elem);
+        let elem = b.let_(&a_name, a, elem);
+        let (nv, jv) = (nvar(b), b.var(&j, Type::Integer));
+        let i_val = b.int_op("sub", nv, jv);
+        let elem = b.let_(&i_name, i_val, elem);
+        let lam = b.lam(&j, Type::Integer, elem);
+        let nv = nvar(b);
+        let ws = b.prim(Prim::Build, vec![nv, lam]);
+        let op = rscan::compose(b, &s);
+        let e = rscan::identity(b, &s);
+        let gs = b.prim(Prim::ScanBlocks, vec![op, e, ws]);
+        let gs = self.emit(b, "gs", gs);
+        debug_assert_eq!(gs.1, Type::vec(st_ty.clone()));
+        // g_i, the cotangent of result i, is the state of W's element
+        // n - 1 - i applied to 0: its c.
+        let g_at = |b: &mut Builder, i: ExprId| {
+            let (nv, one) = (b.var(&n.0, n.1.clone()), b.integer(1));
+            let at = b.int_op("sub", nv, one);
+            let at = b.int_op("sub", at, i);
+            let gv = b.var(&gs.0, gs.1.clone());
+            let st = b.prim(Prim::Index, vec![at, gv]);
+            let name = b.fresh_name("st");
+            let mut leaves = Vec::new();
+            for l in 0..k {
+                let sv = b.var(&name, st_ty.clone());
+                leaves.push(b.prim(Prim::Get { index: (ents.len() + l) as u32 + 1, arity: width }, vec![sv]));
+            }
+            let g = rscan::from_leaves(b, da_ty, &mut leaves.into_iter());
+            b.let_(&name, st, g)
+        };
+        // The transposed step i from g_i: (dsc_i, (da_i, dx_i)).
+        let at_step = |this: &mut Self, b: &mut Builder, i_name: &str, i_val: ExprId| -> R<ExprId> {
+            let g = b.fresh_name("g");
+            let iv = b.var(i_name, Type::Integer);
+            let g_val = g_at(b, iv);
+            let d = step(this, b, i_name, (g.clone(), da_ty.clone()))?;
+            let d = b.let_(&g, g_val, d);
+            Ok(b.let_(i_name, i_val, d))
+        };
+        // dx_i and dsc_i: one loop, its iterations independent but for the
+        // scope's sum (a `$buildSum` only where the scope has a tangent).
+        let (i2, i3) = (b.fresh_name("i"), b.fresh_name("i"));
+        let i2v = b.var(&i2, Type::Integer);
+        let d = at_step(self, b, &i3, i2v)?;
+        let dname = b.fresh_name("d");
+        let d_ty = b.ty(d);
+        let dv = b.var(&dname, d_ty.clone());
+        let dt = get(b, dv, 2, 2);
+        let dx = get(b, dt, 2, 2);
+        let scv = b.var(sc_name, sc_ty.clone());
+        let z = b.zero_tangent(scv);
+        let scoped = sc_ty.tangent().and_then(|t| t.fixed_float_count()) != Some(0);
+        let (dsc, dvec) = if scoped {
+            let dv = b.var(&dname, d_ty.clone());
+            let dsc_i = get(b, dv, 1, 2);
+            let pair = b.tuple(vec![dx, dsc_i]);
+            let body = b.let_(&dname, d, pair);
+            let lam = b.lam(&i2, Type::Integer, body);
+            let nv = nvar(b);
+            let both = b.prim(Prim::BuildSum, vec![nv, z, lam]);
+            let both = self.emit(b, "dxs", both);
+            let bv = b.var(&both.0, both.1.clone());
+            let dvec = get(b, bv, 1, 2);
+            let bv = b.var(&both.0, both.1.clone());
+            (get(b, bv, 2, 2), dvec)
+        } else {
+            let body = b.let_(&dname, d, dx);
+            let lam = b.lam(&i2, Type::Integer, body);
+            let nv = nvar(b);
+            (z, b.prim(Prim::Build, vec![nv, lam]))
+        };
+        // E's cotangent: step 0's accumulator part (none over no elements).
+        let (i0, zero) = (b.fresh_name("i"), b.integer(0));
+        let d0 = at_step(self, b, &i0, zero)?;
+        let dt0 = get(b, d0, 2, 2);
+        let da0 = get(b, dt0, 1, 2);
+        let (nv, zero) = (nvar(b), b.integer(0));
+        let empty = b.prim(Prim::Eq, vec![nv, zero]);
+        let e0 = import(b, self.src, acc);
+        let none = b.zero_tangent(e0);
+        let dacc = b.if_(empty, none, da0);
+        let inner = b.tuple(vec![dacc, dvec]);
+        Ok(Some(b.tuple(vec![dsc, inner])))
     }
 
     /// The map component of a (value, map) pair bound by `if` or `assert`.

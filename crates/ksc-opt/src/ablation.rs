@@ -80,6 +80,14 @@ pub static ABLATIONS: &[Ablation] = &[
         ],
         passes: &[],
     },
+    Ablation {
+        name: "parallel-reverse",
+        what: "seed 002's parallel reverse mode of scan (Theorem 3.7): the backward pass of a scan over a monoid \
+               whose cotangent is a few Floats runs serially instead of as a scan of affine maps in parallel \
+               blocks (the switch parallel-scan-reverse)",
+        rules: &[],
+        passes: &["parallel-scan-reverse"],
+    },
 ];
 
 /// The ablation of this name.

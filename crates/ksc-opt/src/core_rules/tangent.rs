@@ -147,23 +147,32 @@ fn ts_add_zero_left_instance(g: &mut G, b: &mut Builder) -> ExprId {
 
 pub(super) const TS_SCALE_ONE: CoreRule = CoreRule {
     name: "ts-scale-one",
-    statement: "ts_scale 1.0 x ⇒ x",
+    statement: "ts_scale 1.0 x ⇒ x, and ts_scale k 1.0 ⇒ k for a Float k",
     group: TANGENT,
     head: Head::Prim(Prim::TsScale),
     rewrite: ts_scale_one,
     instance: ts_scale_one_instance,
 };
 
-/// `ts_scale 1.0 x ⇒ x`.
+/// `ts_scale 1.0 x ⇒ x`, and `ts_scale k 1.0 ⇒ k` for a Float `k` (what
+/// a transposed step applied to a unit seed scales, reverse mode's
+/// Theorem 3.7).
 fn ts_scale_one(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let [k, x] = prim_args(ctx, e, Prim::TsScale)?[..] else { return None };
-    (float_lit(ctx, k)? == 1.0).then_some(x)
+    if float_lit(ctx, k) == Some(1.0) {
+        return Some(x);
+    }
+    (float_lit(ctx, x)? == 1.0).then_some(k)
 }
 
 fn ts_scale_one_instance(g: &mut G, b: &mut Builder) -> ExprId {
+    let one = b.float(1.0);
+    if g.rng.chance(50) {
+        let k = g.expr(b, &Type::Float, 2);
+        return b.prim(Prim::TsScale, vec![k, one]);
+    }
     let t = float_or_vec(g);
     let x = g.expr(b, &t, 2);
-    let one = b.float(1.0);
     b.prim(Prim::TsScale, vec![one, x])
 }
 
