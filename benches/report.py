@@ -240,6 +240,8 @@ def write(results, base, opts, elapsed, criterion=None, date=None, machine_desc=
     L += ablation_table(results)
     # Both modes of sums (issue 37).
     L += reassociate_table(results)
+    # Both backward passes of scan (issue 34).
+    L += serial_reverse_table(results)
 
     # Scaling of the micro-benchmarks.
     micro = [r for r in results if r["workload"] == "micro"]
@@ -329,6 +331,28 @@ def ablation_table(results):
             ga, oa = counted(r, f"ksc-no-{a}", "grad"), counted(r, f"ksc-no-{a}", "obj")
             cells.append(f"{fmt_r(ratio(ga, g))}; {fmt_r(ratio(oa, o))} ({fmt_t(ga)})")
         L.append(f"| {name_of(r)} | {r['label']} | {fmt_t(g)}; {fmt_t(o)} | " + " | ".join(cells) + " |")
+    return L
+
+
+def serial_reverse_table(results):
+    """ksc built with the serial backward pass of a scan (`--ablate
+    parallel-reverse`) against ksc's default, seed 002's Theorem 3.7."""
+    tool = "ksc-no-parallel-reverse"
+    rows = [r for r in results if f"{tool}-grad" in r["time"] or tool in r.get("skipped", {})]
+    if not rows:
+        return []
+    L = ["\n## Reverse mode of scan: parallel (Theorem 3.7) or serial\n",
+         "ksc's default differentiates a scan over a monoid whose cotangent is a few Floats by seed 002's "
+         "Theorem 3.7: the backward recurrence is a scan of affine maps in parallel blocks, about twice the "
+         "work of the serial backward pass. `--ablate parallel-reverse` builds the serial pass instead. Its "
+         "derivative's time over the default's (below 1: the serial pass is faster), and both times, at the "
+         "row's thread count.\n",
+         "| workload | size | threads | serial / parallel | parallel (default) | serial |",
+         "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        g, ga = counted(r, "ksc", "grad"), counted(r, tool, "grad")
+        L.append(f"| {name_of(r)} | {r['label']} | {r.get('threads', '')} | {fmt_r(ratio(ga, g))} | {fmt_t(g)} | "
+                 f"{fmt_t(ga)} |")
     return L
 
 

@@ -54,8 +54,11 @@ TOOL_NAMES = {"ksc": "ksc", "ref": "C reference", "jax": "JAX", "torch": "PyTorc
 # `--ablate GROUP` (docs/strategies.md, "Ablations") is timed beside ksc on
 # the workloads of dF~'s figures 8 to 11, as the tool "ksc-no-GROUP".
 ABLATIONS = ["fusion", "licm", "df-rules"]
-ABLATED_WORKLOADS = ("micro", "lse", "project")
-for _a in ABLATIONS:
+# The ablations each workload is timed with: dF~'s on its figures'
+# workloads; on `scan`, ksc with the serial backward pass of a scan instead
+# of seed 002's Theorem 3.7 (`--ablate parallel-reverse`, docs/ad.md).
+WORKLOAD_ABLATIONS = {"micro": ABLATIONS, "lse": ABLATIONS, "project": ABLATIONS, "scan": ["parallel-reverse"]}
+for _a in ABLATIONS + ["parallel-reverse"]:
     TOOL_NAMES["ksc-no-" + _a] = f"ksc without {_a}"
 # `ksc build --reassociate` (issue 37): the sums and maxima of loops over
 # data combined in any order, vectorised (docs/native.md, "Reassociated
@@ -700,7 +703,7 @@ def main():
         # The C reference is sequential: one core.
         workers = [Worker("ref", [exe, "ref", path] + extra, {core}, 600, lim),
                    Worker("ksc", [exe, "ksc", path] + extra, cores, 600, lim)]
-        ablated = [] if opts.no_ablations or workload not in ABLATED_WORKLOADS else ["ksc-no-" + a for a in ABLATIONS]
+        ablated = [] if opts.no_ablations else ["ksc-no-" + a for a in WORKLOAD_ABLATIONS.get(workload, [])]
         if not opts.no_reassociate:
             ablated.append(REASSOCIATED)
         for tool in ablated:

@@ -141,11 +141,11 @@ fn ablation_names() -> Vec<String> {
 #[test]
 fn every_ablation_keeps_what_programs_compute() {
     let names = ablation_names();
-    assert_eq!(names, ["fusion", "licm", "df-rules"], "the ablations offered");
-    // Derivatives through every pipeline (reverse mode with folds,
-    // Jacobians, the one-hot gradients of strategies.ks) and the
+    assert_eq!(names, ["fusion", "licm", "df-rules", "parallel-reverse"], "the ablations offered");
+    // Derivatives through every pipeline (reverse mode with folds and
+    // scans, Jacobians, the one-hot gradients of strategies.ks) and the
     // benchmark's micro-benchmarks, natively and interpreted.
-    let examples = ["gdef_fold", "gdef_jac", "strategies", "adbench/micro"];
+    let examples = ["gdef_fold", "gdef_jac", "gdef_scan_zip", "strategies", "adbench/micro"];
     let mut jobs = Vec::new();
     for a in &names {
         for e in examples {
