@@ -1437,7 +1437,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A value bound to `x` in `scope`: a delayed tensor stays delayed only
-    /// if `x` is used once, outside any lambda (or only by `size`).
+    /// if `x` is read once, outside any lambda, besides any number of
+    /// `size`s (its sizes are known without its elements).
     #[allow(clippy::too_many_arguments)]
     fn keep_delayed_if_used_once(
         &mut self,
@@ -1457,7 +1458,7 @@ impl<'a> Lowerer<'a> {
         // Zeros (the value, or parts of a tuple) stay delayed where they
         // are only added (nothing to add), indexed or measured, or are an
         // accumulator's start (made once).
-        if u.only_size || (u.count <= 1 && !u.under_lambda) || (self.is_view(fb, &v) && only_read(body, scope, x)) {
+        if u.only_size || (u.read <= 1 && !u.read_under_lambda) || (self.is_view(fb, &v) && only_read(body, scope, x)) {
             Ok(v)
         } else {
             self.force_parts(fb, st, v, ty, !u.passed)
@@ -1909,8 +1910,11 @@ pub(crate) fn occurs(body: &ksc_ir::Body, e: ExprId, x: &str) -> bool {
 #[derive(Default, Debug)]
 pub(crate) struct Uses {
     count: usize,
-    under_lambda: bool,
     only_size: bool,
+    /// The occurrences not measured by `size`, and whether one is inside
+    /// a lambda: a delayed tensor's size is known without its elements.
+    read: usize,
+    read_under_lambda: bool,
     /// Some occurrence is inside an argument of a call that takes the value
     /// as it is (not `ts_add`, `index`, `size`, a projection, a `sumbuild`'s
     /// term, or a `$buildSum`'s start or term; a `let` bound inside a
@@ -2033,9 +2037,12 @@ fn walk_uses(body: &ksc_ir::Body, e: ExprId, x: &str, at: Where, u: &mut Uses) {
     match &body.exprs[e] {
         Expr::Var(v) if v == x => {
             u.count += 1;
-            u.under_lambda |= at.lam;
             u.only_size &= at.in_size;
             u.passed |= at.passed;
+            if !at.in_size {
+                u.read += 1;
+                u.read_under_lambda |= at.lam;
+            }
         }
         Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {}
         Expr::Call(Callee::Prim(Prim::Size), a) => walk_uses(body, *a, x, Where { in_size: true, ..at }, u),
