@@ -185,6 +185,30 @@ impl FnBuilder {
         out
     }
 
+    /// The operands of the tuple that the statements of the innermost open
+    /// block from `start` on assign to the mutable variable `v`, when they
+    /// assign it once, last, at their top level, a `pack` made among them
+    /// of operands that are not mutable (so they keep their values).
+    pub fn packed_set(&self, v: VarId, start: usize) -> Option<Vec<Op>> {
+        let b = self.blocks.last()?;
+        let since = &b[start.min(b.len())..];
+        let (Stmt::Set(w, Op::Var(p)), rest) = since.split_last()? else { return None };
+        if *w != v {
+            return None;
+        }
+        let mut sets = 0;
+        crate::visit::walk(rest, &mut |s| sets += matches!(s, Stmt::Set(x, _) if *x == v) as usize);
+        if sets > 0 {
+            return None;
+        }
+        let ops = rest.iter().find_map(|s| match s {
+            Stmt::Let(x, Rhs::Pack(ops, _)) if x == p => Some(ops.clone()),
+            _ => None,
+        })?;
+        let keeps = |o: &Op| !matches!(o, Op::Var(x) if self.vars[x.0 as usize].mutable);
+        ops.iter().all(keeps).then_some(ops)
+    }
+
     /// The number of statements in the innermost open block so far.
     pub fn position(&self) -> usize {
         self.blocks.last().map_or(0, Vec::len)

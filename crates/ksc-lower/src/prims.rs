@@ -665,14 +665,30 @@ impl Lowerer<'_> {
         fb.emit(Stmt::DeclMut(new, None));
         let inner = ctx.with_binding(binder, LVal::Tuple(vec![acc, x]));
         let set = Acc::Set(new, acc_ty.clone());
+        let summed = sum.is_some();
         let target = match sum {
             Some(sum) => Acc::Tuple(vec![set, sum]),
             None => set,
         };
+        let start = fb.position();
         self.accumulate_expr(fb, st, &inner, &target, *body, site)?;
-        let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
-        let new = split(fb, new, acc_ty);
-        let new = self.leaves_of(fb, st, new, acc_ty)?;
+        // A flat tuple assigned whole: its operands are the new leaves (a
+        // copy of the tuple and its projections would keep every operand
+        // alive where some leaves are never read).
+        let packed = match acc_ty {
+            Type::Tuple(ts) if !summed && ts.iter().all(|t| !matches!(t, Type::Tuple(_))) => {
+                fb.packed_set(new, start).filter(|ops| ops.len() == ts.len()).map(|ops| (ops, ts))
+            }
+            _ => None,
+        };
+        let new = match packed {
+            Some((ops, ts)) => ops.into_iter().zip(ts.iter().cloned()).collect(),
+            None => {
+                let new = fb.let_(Rhs::Copy(Op::Var(new)), acc_ty.clone(), None);
+                let new = split(fb, new, acc_ty);
+                self.leaves_of(fb, st, new, acc_ty)?
+            }
+        };
         for (&var, (o, _)) in vars.iter().zip(new) {
             fb.emit(Stmt::Set(var, o));
         }
