@@ -334,11 +334,16 @@ def ablation_table(results):
     return L
 
 
+def rows_with(results, tool, which):
+    """The rows that timed (`which`: obj or grad) or skipped the variant TOOL of ksc."""
+    return [r for r in results if f"{tool}-{which}" in r["time"] or tool in r.get("skipped", {})]
+
+
 def serial_reverse_table(results):
     """ksc built with the serial backward pass of a scan (`--ablate
     parallel-reverse`) against ksc's default, seed 002's Theorem 3.7."""
     tool = "ksc-no-parallel-reverse"
-    rows = [r for r in results if f"{tool}-grad" in r["time"] or tool in r.get("skipped", {})]
+    rows = rows_with(results, tool, "grad")
     if not rows:
         return []
     L = ["\n## Reverse mode of scan: parallel (Theorem 3.7) or serial\n",
@@ -359,7 +364,7 @@ def serial_reverse_table(results):
 def reassociate_table(results):
     """ksc built with `--reassociate` against ksc, on the rows that timed it."""
     tool = "ksc-reassociate"
-    rows = [r for r in results if f"{tool}-obj" in r["time"] or tool in r.get("skipped", {})]
+    rows = rows_with(results, tool, "obj")
     if not rows:
         return []
     L = ["\n## Sums in any order (`ksc build --reassociate`)\n",
