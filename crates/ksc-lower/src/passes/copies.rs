@@ -16,6 +16,11 @@
 //! `if m == n_s { d := s } else { d0 = alloc [m]; the loop into d0; d :=
 //! d0 }`, `d` read from that mutable variable.
 //!
+//! A check `i < m` first in the loop, `m` the loop's bound itself or a
+//! copy of it made before the loop, cannot fail and does not stop a loop
+//! from being a copy (the lowering leaves one where the bound is a copy
+//! of the size: reverse mode's cotangent of `a` in that `scan`).
+//!
 //! Assumes, and checks: `s` has no other name (it is mentioned only by
 //! stores, loads and `dim`s), so no value holding its memory outlives the
 //! loop; nothing between `d`'s allocation and the loop mentions `d`; the
@@ -131,21 +136,50 @@ fn loaded(stmts: &[Stmt]) -> Option<(VarId, VarId, VarId, &Stmt)> {
     Some((held, *s, *i, last))
 }
 
+/// A loop body over `idx < n` without its first two statements when they
+/// check `idx < m` with `m` the bound `n` (itself or through copies made
+/// in `before`, the statements ahead of the loop): a check that cannot
+/// fail, which the lowering leaves where the bound is a copy of the size.
+fn without_true_check<'b>(body: &'b [Stmt], idx: VarId, n: &Op, before: &[Stmt]) -> &'b [Stmt] {
+    let root = |o: &Op| {
+        let mut o = o.clone();
+        while let Op::Var(v) = o {
+            match before.iter().find_map(|s| match s {
+                Stmt::Let(w, Rhs::Copy(x)) if *w == v => Some(x.clone()),
+                _ => None,
+            }) {
+                Some(x) => o = x,
+                None => break,
+            }
+        }
+        o
+    };
+    match body {
+        [Stmt::Let(c, Rhs::Bin(BinOp::ILt, Op::Var(i), m)), Stmt::Check { cond: Op::Var(c2), .. }, rest @ ..]
+            if *i == idx && c == c2 && root(m) == root(n) && !rest.iter().any(|s| mentions(s, *c)) =>
+        {
+            rest
+        }
+        _ => body,
+    }
+}
+
 /// If statement `j` of `b` is a copy loop the module's doc describes, which.
 fn copy_at(b: &Block, j: usize, owned: &FxHashSet<VarId>) -> Option<Copy> {
     let Stmt::For { idx, n, pre, body, .. } = &b[j] else { return None };
     if !pre.is_empty() {
         return None;
     }
+    let body = without_true_check(body, *idx, n, &b[..j]);
     // The stored value: loaded directly, or under `i < n_s` (else a
     // constant) through a mutable variable.
-    let (s, d, guard) = match &body[..] {
+    let (s, d, guard) = match body {
         [.., Stmt::Store { arr: Op::Var(d), idx: Op::Var(i), val: Op::Var(y) }] if i == idx => {
             match loaded(body).filter(|(held, _, at, _)| held == y && at == idx) {
                 Some((_, s, ..)) => (s, *d, None),
                 None => {
                     let [Stmt::Let(c, Rhs::Bin(BinOp::ILt, Op::Var(at), n_s)), Stmt::DeclMut(v, None), Stmt::If { cond: Op::Var(c2), then, els }, Stmt::Let(w, Rhs::Copy(Op::Var(v2))), _] =
-                        &body[..]
+                        body
                     else {
                         return None;
                     };
