@@ -345,6 +345,22 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 )
                 .or_else(two_threads_wrong)
             }
+            "scan_vjp" => {
+                // `[rev recurrence]` scans the affine maps of the cotangents
+                // with `$scanBlocks` (Theorem 3.7): its two loops over
+                // blocks have team versions as the primal scan's do, and on
+                // one and on two threads native code prints the
+                // interpreter's bits.
+                check(
+                    teams_of("rev$recurrence") >= 4,
+                    "the cotangents' scan does not have its loops over blocks on a team",
+                )
+                .or_else(|| {
+                    native_wrong(&[("OMP_NUM_THREADS", "1")])
+                        .map(|out| format!("{path}: on one thread, native code printed {out}"))
+                })
+                .or_else(two_threads_wrong)
+            }
             "index_build" => {
                 check(!loops.contains("alloc") && !loops.contains("for "), "`index (build ...)` was not fused")
             }
