@@ -348,8 +348,10 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
             "scan_vjp" => {
                 // `[rev recurrence]` scans the affine maps of the cotangents
                 // with `$scanBlocks` (Theorem 3.7): its two loops over
-                // blocks have team versions as the primal scan's do, and on
-                // one and on two threads native code prints the
+                // blocks have team versions as the primal scan's do (six
+                // loops with a team version; the serial backward pass,
+                // `--skip-pass parallel-scan-reverse`, leaves three), and
+                // on one and on two threads native code prints the
                 // interpreter's bits.
                 check(
                     teams_of("rev$recurrence") >= 4,

@@ -232,11 +232,13 @@ pub(crate) fn compose(b: &mut Builder, s: &[u64]) -> ExprId {
         let v = b.var(&sides[side], st_ty.clone());
         b.prim(Prim::Get { index: e as u32 + 1, arity: width as u32 }, vec![v])
     };
-    let mut out = Vec::new();
-    for &(l, m) in &ents {
+    // Σ_q A2[l][q] * y(q) over the q where A2[l][q] is kept, in order, with
+    // y(q) the component of the first state that A2[l][q] multiplies (an
+    // entry of A1 on row q, or c1's leaf q); None where no term is kept.
+    let row_times = |b: &mut Builder, l: usize, y: &dyn Fn(usize) -> Option<usize>| {
         let mut sum: Option<ExprId> = None;
         for q in 0..k {
-            let (Some(&x), Some(&y)) = (at.get(&(l, q)), at.get(&(q, m))) else { continue };
+            let (Some(&x), Some(y)) = (at.get(&(l, q)), y(q)) else { continue };
             let (x, y) = (part(b, 1, x), part(b, 0, y));
             let t = b.mul_float(x, y);
             sum = Some(match sum {
@@ -244,19 +246,15 @@ pub(crate) fn compose(b: &mut Builder, s: &[u64]) -> ExprId {
                 None => t,
             });
         }
+        sum
+    };
+    let mut out = Vec::new();
+    for &(l, m) in &ents {
+        let sum = row_times(b, l, &|q| at.get(&(q, m)).copied());
         out.push(sum.unwrap_or_else(|| b.float(0.0)));
     }
     for l in 0..k {
-        let mut sum: Option<ExprId> = None;
-        for q in 0..k {
-            let Some(&x) = at.get(&(l, q)) else { continue };
-            let (x, y) = (part(b, 1, x), part(b, 0, ents.len() + q));
-            let t = b.mul_float(x, y);
-            sum = Some(match sum {
-                Some(acc) => b.add_float(acc, t),
-                None => t,
-            });
-        }
+        let sum = row_times(b, l, &|q| Some(ents.len() + q));
         let c2 = part(b, 1, ents.len() + l);
         out.push(match sum {
             Some(acc) => b.add_float(acc, c2),
