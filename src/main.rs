@@ -507,6 +507,10 @@ fn set_limits() -> Result<(), String> {
     if let Some(text) = std::env::var_os(limits::MAX_STACK_VAR) {
         limits::set_max_stack(limits::parse_bytes(limits::MAX_STACK_VAR, &text.to_string_lossy())?);
     }
+    use ksc_codegen_c::split;
+    if let Some(text) = std::env::var_os(split::MAX_STMTS_VAR) {
+        split::set_max_stmts(split::parse_max_stmts(&text.to_string_lossy())?);
+    }
     Ok(())
 }
 

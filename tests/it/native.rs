@@ -44,6 +44,10 @@ fn text(b: &[u8]) -> String {
 /// unchecked (the GMM one takes minutes in a debug build's interpreter).
 /// `KSC_BLESS=1` writes the interpreter's output (the native one for the
 /// benchmarks).
+/// A bound on a C function's statements that splits almost every
+/// function into parts (`ksc-codegen-c/src/split.rs`).
+const SPLIT_SMALL: (&str, &str) = ("KSC_SPLIT_STMTS", "16");
+
 #[test]
 fn examples_run_with_expected_output_in_both_backends() {
     let mut files: Vec<(PathBuf, bool)> = ks_files("ksc-examples").into_iter().map(|f| (f, true)).collect();
@@ -62,7 +66,10 @@ fn examples_run_with_expected_output_in_both_backends() {
         // output as the interpreter, bit for bit. (The serial code runs the
         // same loop functions, called for the whole range: the unchecked run
         // below, with the default threshold, takes it for small loops.)
-        runs.push(("native --threads 2", ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0")])));
+        // Every function of more than 16 statements is split into parts
+        // (`split.rs`; by default only functions of over a thousand are).
+        let env = [("KSC_PAR_MIN_WORK", "0"), SPLIT_SMALL];
+        runs.push(("native --threads 2", ksc_env(&["run", "--threads", "2", path], &env)));
         // Unchecked, the benchmark programs too: the code the harness
         // times (`interchange-sums` and `jam-sums` take loops there that
         // checks keep as they are).
@@ -118,8 +125,10 @@ fn runtime_errors_match_the_interpreter() {
             return failures;
         }
         // On two threads, with every independent loop parallel: the error
-        // of the lowest failing iteration, raised as the serial code does.
-        let par = ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0")]);
+        // of the lowest failing iteration, raised as the serial code does;
+        // and with the functions split into many parts (`split.rs`), which
+        // push no frame: the same frames.
+        let par = ksc_env(&["run", "--threads", "2", path], &[("KSC_PAR_MIN_WORK", "0"), SPLIT_SMALL]);
         if par.status.code() != Some(1) || common::hide_frame_count(&text(&par.stderr)) != interp_err {
             failures.push(format!(
                 "{path}: on two threads the diagnostic differs ({}):\n{}",
@@ -1256,6 +1265,14 @@ fn tensor_size_limit_is_the_same_in_both_backends() {
     if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_MAX_ELEMENTS must be") {
         failures.push(format!(
             "KSC_MAX_ELEMENTS=0: expected a usage error, got {}:\n{}",
+            bad.status,
+            text(&bad.stderr)
+        ));
+    }
+    let bad = ksc_env(&["run", p], &[("KSC_SPLIT_STMTS", "few")]);
+    if bad.status.code() != Some(2) || !text(&bad.stderr).contains("KSC_SPLIT_STMTS must be") {
+        failures.push(format!(
+            "KSC_SPLIT_STMTS=few: expected a usage error, got {}:\n{}",
             bad.status,
             text(&bad.stderr)
         ));

@@ -1034,6 +1034,9 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     writeln!(out, "/* {} */", f.name).ok();
     writeln!(out, "static {} {{{}", prototype_named(f, &local_name(&f.c_name, target), false), work(f, &f.body)).ok();
     let sites: FxHashMap<SiteId, usize> = site_order(f).into_iter().enumerate().map(|(k, x)| (x, k)).collect();
+    let prints = |g: FuncId| callees.iter().any(|(h, c)| *h == g && c.prints);
+    let plan = crate::split::plan(f, &|idx, n, body| parallel_at_top(f, idx, n, body, &prints));
+    let marks = crate::split::marks(f);
     let mut w = W {
         f,
         callees,
@@ -1044,6 +1047,8 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
         depth: 1,
         loop_marks: Vec::new(),
         outlined: Some(Vec::new()),
+        plan: &plan,
+        marks: &marks,
     };
     if let Some(m) = f.entry_mark {
         w.line(&format!("ks_mark {} = ksrt_mark(A);", var_name(f, m)));
@@ -1100,10 +1105,23 @@ struct W<'a> {
     /// loop's iterations (a fold's), and may be put off (`copy_down`).
     /// Per enclosing loop: the marks taken in its body, and its trip count.
     loop_marks: Vec<(FxHashSet<VarId>, String)>,
-    /// The functions made of parallel loops (`parallel_loop`), written
-    /// before the function; `None` inside one of them, whose loops stay
-    /// where they are.
+    /// The functions made of parallel loops (`parallel_loop`) and of parts
+    /// (`part`), written before the function; `None` inside a parallel
+    /// loop's, whose loops and parts stay where they are.
     outlined: Option<Vec<String>>,
+    /// The statements written as parts of the function (`split.rs`).
+    plan: &'a crate::split::Plan,
+    /// The variables holding arena marks.
+    marks: &'a FxHashSet<VarId>,
+}
+
+/// Does the loop `for idx < n { body }`, not inside a loop running on a
+/// team, run on one (`W::stmt`'s choice)?
+fn parallel_at_top(f: &Func, idx: VarId, n: &Op, body: &Block, prints: &dyn Fn(FuncId) -> bool) -> bool {
+    match n {
+        Op::Int(k) if !crate::parallel::worth_a_team(*k, body) => false,
+        _ => crate::parallel::independent(f, idx, body, prints),
+    }
 }
 
 fn float_lit(x: f64) -> String {
@@ -1263,8 +1281,61 @@ impl W<'_> {
 
     fn block(&mut self, b: &Block) {
         for s in b {
-            self.stmt(s);
+            match self.plan.part(s) {
+                Some(k) if self.outlined.is_some() => self.part(k, s),
+                _ => self.stmt(s),
+            }
         }
+    }
+
+    /// The C type of a variable (marks are `ks_mark`, whatever their type).
+    fn var_c_type(&self, v: VarId) -> String {
+        if self.marks.contains(&v) {
+            "ks_mark".into()
+        } else {
+            c_type(self.f.ty(v))
+        }
+    }
+
+    /// The statement `s` as a function of its own, part `k` of the
+    /// function (`split.rs`), and a call of it here.
+    fn part(&mut self, k: usize, s: &Stmt) {
+        let name = format!("{}_part{k}", local_name(&self.f.c_name, self.target));
+        let (inputs, outputs) = crate::split::interface(self.f, s);
+        let mut params = vec!["ks_arena *A".to_string()];
+        params.extend(inputs.iter().map(|v| format!("{} {}", self.var_c_type(*v), self.var(*v))));
+        params.extend(outputs.iter().map(|v| format!("{} *{}_o", self.var_c_type(*v), self.var(*v))));
+        let mut inner = W {
+            f: self.f,
+            callees: self.callees,
+            target: self.target,
+            checked: self.checked,
+            sites: self.sites,
+            out: String::new(),
+            depth: 1,
+            loop_marks: self.loop_marks.clone(),
+            outlined: Some(Vec::new()),
+            plan: self.plan,
+            marks: self.marks,
+        };
+        for v in &outputs {
+            let (t, x) = (inner.var_c_type(*v), inner.var(*v));
+            inner.line(&format!("{t} {x} = *{x}_o;"));
+        }
+        inner.stmt(s);
+        for v in &outputs {
+            let x = inner.var(*v);
+            inner.line(&format!("*{x}_o = {x};"));
+        }
+        let text = format!("__attribute__((noinline)) static void {name}({}) {{\n{}}}\n", params.join(", "), inner.out);
+        if let Some(out) = &mut self.outlined {
+            out.extend(inner.outlined.unwrap_or_default());
+            out.push(text);
+        }
+        let mut args = vec!["A".to_string()];
+        args.extend(inputs.iter().map(|v| self.var(*v)));
+        args.extend(outputs.iter().map(|v| format!("&{}", self.var(*v))));
+        self.line(&format!("{name}({});", args.join(", ")));
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -1387,13 +1458,9 @@ impl W<'_> {
                 }
                 let callees = self.callees;
                 let prints = |g: FuncId| callees.iter().any(|(h, c)| *h == g && c.prints);
-                let parallel = match n_op {
-                    // Not in a loop already made a function of its own.
-                    _ if self.outlined.is_none() => false,
-                    // Too little work at any thread count.
-                    Op::Int(k) if !crate::parallel::worth_a_team(*k, body) => false,
-                    _ => crate::parallel::independent(self.f, *idx, body, &prints),
-                };
+                // Not in a loop already made a function of its own; not
+                // with too little work at any thread count.
+                let parallel = self.outlined.is_some() && parallel_at_top(self.f, *idx, n_op, body, &prints);
                 if parallel {
                     self.parallel_loop(*idx, n_op, &n, body, *reset);
                 } else {
@@ -1610,6 +1677,8 @@ impl W<'_> {
             depth: 1,
             loop_marks: Vec::new(),
             outlined: None,
+            plan: self.plan,
+            marks: self.marks,
         };
         // `n` is a literal or one of the captured values.
         inner.range_loop(idx, "ksrt_lo", "ksrt_hi", n, body, reset, true);

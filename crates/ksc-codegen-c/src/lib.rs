@@ -10,6 +10,7 @@ pub mod driver;
 pub mod emit;
 pub mod parallel;
 pub mod reassoc;
+pub mod split;
 
 pub use driver::{compile_c, compile_program, run_executable, Artefact, BuildError, CcConfig, Outcome};
 pub use emit::{

@@ -1,0 +1,351 @@
+//! Large functions written as several C functions (issue 35).
+//!
+//! The C compiler's time on a function grows faster than its length (its
+//! data-flow problems are over all of the function's blocks and
+//! variables): HT's Jacobians, functions of 5,000 and 7,000 lines, took 0.45
+//! ms of GCC's time per line at `-O3` where functions of 2,000 lines took
+//! 0.2. So a function of more than [`MAX_STMTS`] statements has some of its
+//! loops and branches written as functions of their own, its *parts*,
+//! which it calls: the largest first among those not in a loop (called
+//! once per call of the function), then those in the fewest loops, until
+//! what is left of it is within the bound. A part is a statement (a `for`
+//! or an `if`) of [`MIN_STMTS`] to [`MAX_STMTS`] statements; it takes the
+//! variables it reads as parameters, and those it assigns that are declared
+//! outside it (the mutable variables: accumulators, an `if`'s results) by
+//! address. Parts are never inlined back (`noinline`), push no frame on the
+//! shadow call stack (a run-time error reads as before) and count no work
+//! (`KS_WORK` is per block, and blocks are unchanged), so the program does
+//! what it did, in the same order.
+//!
+//! Not parts: a statement that returns or makes a self tail call (it ends
+//! the function), one with a copy-down not in a loop of its own (the
+//! copy-down weighs its innermost loop, which would be outside), and what a
+//! loop running on a team holds (that loop is a function of its own
+//! already, `parallel.rs`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use ksc_lower::ir::{Block, Func, Op, Rhs, Stmt, VarId};
+
+/// A function of more statements than this (nested ones included; a
+/// parallel loop's body, a function of its own, not) is split.
+pub const MAX_STMTS: usize = 1200;
+
+/// The fewest statements of a part (or a quarter of the bound, if less):
+/// a smaller one would save the C compiler little and cost a call.
+pub const MIN_STMTS: usize = 48;
+
+/// The environment variable that sets the bound instead of [`MAX_STMTS`]
+/// (the tests set a small one, so that the examples run split into many
+/// parts).
+pub const MAX_STMTS_VAR: &str = "KSC_SPLIT_STMTS";
+
+static MAX: AtomicUsize = AtomicUsize::new(MAX_STMTS);
+
+/// The bound in force ([`MAX_STMTS`] unless [`set_max_stmts`] said).
+pub fn max_stmts() -> usize {
+    MAX.load(Ordering::Relaxed)
+}
+
+pub fn set_max_stmts(n: usize) {
+    MAX.store(n, Ordering::Relaxed);
+}
+
+/// The value of [`MAX_STMTS_VAR`]: a number of statements, 8 to 10^9.
+pub fn parse_max_stmts(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (8..=1_000_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{MAX_STMTS_VAR} must be a number of statements from 8 to 1000000000, not `{text}`")),
+    }
+}
+
+/// The statements of a function to write as parts, by address (the
+/// function is not changed while its C is written), numbered.
+#[derive(Default)]
+pub struct Plan {
+    parts: FxHashMap<*const Stmt, usize>,
+}
+
+impl Plan {
+    pub fn part(&self, s: &Stmt) -> Option<usize> {
+        self.parts.get(&(s as *const Stmt)).copied()
+    }
+}
+
+/// What a statement is, for choosing parts, computed bottom-up once.
+struct Facts {
+    /// It returns or makes a self tail call.
+    ends: bool,
+    /// It has a copy-down not inside one of its own loops.
+    loose_copy_down: bool,
+}
+
+/// The parts of `f` ([`Plan`]); `parallel(idx, body)` says whether the
+/// loop `for idx .. { body }` runs on a team (and so is a function of its
+/// own) when not inside another such loop.
+pub fn plan(f: &Func, parallel: &dyn Fn(VarId, &Op, &Block) -> bool) -> Plan {
+    plan_within(f, max_stmts(), parallel)
+}
+
+/// [`plan`] with a bound of `max` statements.
+pub fn plan_within(f: &Func, max: usize, parallel: &dyn Fn(VarId, &Op, &Block) -> bool) -> Plan {
+    let mut facts: FxHashMap<*const Stmt, Facts> = FxHashMap::default();
+    facts_of(&f.body, &mut facts);
+    let mut chosen: FxHashSet<*const Stmt> = FxHashSet::default();
+    let mut order = Vec::new();
+    let bounds = (MIN_STMTS.min(max / 4).max(2), max);
+    loop {
+        let mut best: Option<(usize, usize, *const Stmt)> = None;
+        let total = sizes(&f.body, 0, bounds, &chosen, &facts, parallel, &mut best);
+        if total <= max {
+            break;
+        }
+        let Some((_, _, s)) = best else { break };
+        chosen.insert(s);
+        order.push(s);
+    }
+    Plan { parts: order.into_iter().enumerate().map(|(k, s)| (s, k)).collect() }
+}
+
+fn facts_of(b: &Block, out: &mut FxHashMap<*const Stmt, Facts>) -> Facts {
+    let mut acc = Facts { ends: false, loose_copy_down: false };
+    for s in b {
+        let f = match s {
+            Stmt::Return(_) | Stmt::TailCall(_) => Facts { ends: true, loose_copy_down: false },
+            Stmt::CopyDown { .. } => Facts { ends: false, loose_copy_down: true },
+            Stmt::For { pre, body, .. } => {
+                let p = facts_of(pre, out);
+                let b = facts_of(body, out);
+                Facts { ends: p.ends || b.ends, loose_copy_down: p.loose_copy_down }
+            }
+            Stmt::If { then, els, .. } => {
+                let t = facts_of(then, out);
+                let e = facts_of(els, out);
+                Facts { ends: t.ends || e.ends, loose_copy_down: t.loose_copy_down || e.loose_copy_down }
+            }
+            _ => Facts { ends: false, loose_copy_down: false },
+        };
+        acc.ends |= f.ends;
+        acc.loose_copy_down |= f.loose_copy_down;
+        out.insert(s as *const Stmt, f);
+    }
+    acc
+}
+
+/// The statements of `b` as the function will be written (a part and a
+/// parallel loop's body count as one), noting in `best` the best part not
+/// yet chosen: the fewest enclosing loops, then the most statements.
+fn sizes(
+    b: &Block,
+    loops: usize,
+    bounds: (usize, usize),
+    chosen: &FxHashSet<*const Stmt>,
+    facts: &FxHashMap<*const Stmt, Facts>,
+    parallel: &dyn Fn(VarId, &Op, &Block) -> bool,
+    best: &mut Option<(usize, usize, *const Stmt)>,
+) -> usize {
+    let mut total = 0;
+    for s in b {
+        let p = s as *const Stmt;
+        if chosen.contains(&p) {
+            total += 1;
+            continue;
+        }
+        let n = match s {
+            Stmt::For { idx, n, pre, body, .. } => {
+                let inner = if parallel(*idx, n, body) {
+                    1
+                } else {
+                    sizes(body, loops + 1, bounds, chosen, facts, parallel, best)
+                };
+                1 + sizes(pre, loops, bounds, chosen, facts, parallel, best) + inner
+            }
+            Stmt::If { then, els, .. } => {
+                1 + sizes(then, loops, bounds, chosen, facts, parallel, best)
+                    + sizes(els, loops, bounds, chosen, facts, parallel, best)
+            }
+            _ => 1,
+        };
+        if matches!(s, Stmt::For { .. } | Stmt::If { .. }) && (bounds.0..=bounds.1).contains(&n) {
+            let ok = facts.get(&p).is_some_and(|f| !f.ends && !f.loose_copy_down);
+            let better = match best {
+                None => true,
+                Some((l, m, _)) => loops < *l || (loops == *l && n > *m),
+            };
+            if ok && better {
+                *best = Some((loops, n, p));
+            }
+        }
+        total += n;
+    }
+    total
+}
+
+/// What a part passes: the variables it reads that are defined outside it
+/// (by value), and the mutable ones declared outside it that it assigns
+/// (by address), each sorted.
+pub fn interface(f: &Func, s: &Stmt) -> (Vec<VarId>, Vec<VarId>) {
+    let own = ksc_lower::visit::defined_in(std::slice::from_ref(s));
+    let mut read: Vec<VarId> = Vec::new();
+    let mut written: Vec<VarId> = Vec::new();
+    ksc_lower::visit::walk(std::slice::from_ref(s), &mut |s| {
+        for o in ksc_lower::visit::stmt_operands(s) {
+            if let Op::Var(v) = o {
+                read.push(*v);
+            }
+        }
+        match s {
+            Stmt::Set(v, _) => written.push(*v),
+            Stmt::CopyDown { mark, vars } => {
+                read.push(*mark);
+                written.extend(vars);
+            }
+            Stmt::Reset(m) => read.push(*m),
+            Stmt::Keep(vs) => written.extend(vs.iter().filter_map(Op::var).filter(|v| f.vars[v.0 as usize].mutable)),
+            _ => {}
+        }
+    });
+    let outside = |v: &VarId| !own.contains(v);
+    written.retain(outside);
+    written.sort();
+    written.dedup();
+    read.retain(|v| outside(v) && written.binary_search(v).is_err());
+    read.sort();
+    read.dedup();
+    (read, written)
+}
+
+/// The variables of `f` that hold arena marks (C type `ks_mark`).
+pub fn marks(f: &Func) -> FxHashSet<VarId> {
+    let mut out: FxHashSet<VarId> = f.entry_mark.into_iter().collect();
+    ksc_lower::visit::walk(&f.body, &mut |s| {
+        if let Stmt::Let(v, Rhs::Mark) = s {
+            out.insert(*v);
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksc_ir::Type;
+
+    const C: VarId = VarId(2);
+    const I: VarId = VarId(3);
+    const ACC: VarId = VarId(4);
+    const X: VarId = VarId(5);
+
+    /// `k` statements defining variables from 10 on (`at` apart from
+    /// other fillers).
+    fn filler(at: u32, k: u32) -> Block {
+        (0..k).map(|j| Stmt::Let(VarId(at + j), Rhs::Copy(Op::Float(1.0)))).collect()
+    }
+
+    fn func(body: Block) -> Func {
+        let mut types = vec![Type::Float, Type::Integer, Type::Bool, Type::Integer, Type::Float, Type::Float];
+        types.resize(400, Type::Float);
+        let mut f = Func::for_tests(types, body);
+        f.vars[ACC.0 as usize].mutable = true;
+        f
+    }
+
+    fn serial(_: VarId, _: &Op, _: &Block) -> bool {
+        false
+    }
+
+    fn chosen(f: &Func, plan: &Plan) -> Vec<usize> {
+        f.body.iter().enumerate().filter(|(_, s)| plan.part(s).is_some()).map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn a_function_within_the_bound_is_not_split() {
+        let f = func(vec![Stmt::If { cond: Op::Var(C), then: filler(10, 30), els: vec![] }]);
+        assert!(plan_within(&f, 40, &serial).parts.is_empty());
+    }
+
+    #[test]
+    fn parts_outside_loops_come_first_then_the_largest() {
+        let in_loop = Stmt::If { cond: Op::Var(C), then: filler(100, 18), els: vec![] };
+        let body = vec![
+            Stmt::If { cond: Op::Var(C), then: filler(10, 8), els: vec![] },
+            Stmt::If { cond: Op::Var(C), then: filler(20, 12), els: vec![] },
+            // A loop too large for a part: a part is made of its body's `if`.
+            Stmt::For {
+                idx: I,
+                n: Op::Var(VarId(1)),
+                pre: vec![],
+                body: vec![in_loop, Stmt::Keep(vec![])],
+                reset: false,
+            },
+        ];
+        let f = func(body);
+        // 9 + 13 + 21 = 43 statements; parts of 5 to 20: the `if`s outside
+        // the loop (13, then 9) bring it to 23, then the `if` in the loop.
+        let plan = plan_within(&f, 20, &serial);
+        assert_eq!(chosen(&f, &plan), vec![0, 1]);
+        let Stmt::For { body, .. } = &f.body[2] else { unreachable!() };
+        assert!(plan.part(&body[0]).is_some());
+        assert_eq!(plan.part(&f.body[1]), Some(0), "the largest first");
+        // A bound the whole loop fits in: it is the part (no call per
+        // iteration), and the rest is within the bound.
+        let plan = plan_within(&f, 25, &serial);
+        assert_eq!(chosen(&f, &plan), vec![2]);
+    }
+
+    #[test]
+    fn what_returns_or_copies_down_to_an_outer_loop_is_not_a_part() {
+        let mut returns = filler(10, 20);
+        returns.push(Stmt::Return(Op::Float(0.0)));
+        let mut copies = filler(40, 20);
+        copies.push(Stmt::CopyDown { mark: X, vars: vec![ACC] });
+        let body = vec![
+            Stmt::If { cond: Op::Var(C), then: returns, els: vec![] },
+            Stmt::For {
+                idx: I,
+                n: Op::Int(4),
+                pre: vec![],
+                body: vec![Stmt::If { cond: Op::Var(C), then: copies, els: vec![] }],
+                reset: false,
+            },
+        ];
+        let f = func(body);
+        let plan = plan_within(&f, 30, &serial);
+        // The loop may be a part (its copy-down is in a loop of its own);
+        // the `if` that returns and the one in the loop may not.
+        assert_eq!(chosen(&f, &plan), vec![1]);
+    }
+
+    #[test]
+    fn a_parallel_loops_body_is_a_function_already() {
+        let body = vec![Stmt::For { idx: I, n: Op::Var(VarId(1)), pre: vec![], body: filler(10, 60), reset: false }];
+        let f = func(body);
+        assert!(plan_within(&f, 20, &|_, _, _| true).parts.is_empty());
+        assert!(plan_within(&f, 20, &serial).parts.is_empty(), "a loop of 61 statements is too large a part");
+    }
+
+    #[test]
+    fn a_part_reads_what_is_defined_outside_and_writes_the_mutables_it_assigns() {
+        let s = Stmt::If {
+            cond: Op::Var(C),
+            then: vec![
+                Stmt::Let(X, Rhs::Bin(ksc_lower::ir::BinOp::FAdd, Op::Var(VarId(0)), Op::Var(ACC))),
+                Stmt::Set(ACC, Op::Var(X)),
+            ],
+            els: vec![Stmt::Keep(vec![Op::Var(ACC)])],
+        };
+        let f = func(vec![Stmt::DeclMut(ACC, Some(Op::Float(0.0))), s.clone()]);
+        let (inputs, outputs) = interface(&f, &f.body[1]);
+        assert_eq!(inputs, vec![VarId(0), C], "X is its own; ACC is passed by address");
+        assert_eq!(outputs, vec![ACC]);
+    }
+
+    #[test]
+    fn the_bound_from_the_environment_is_checked() {
+        assert_eq!(parse_max_stmts(" 600 "), Ok(600));
+        assert!(parse_max_stmts("0").is_err());
+        assert!(parse_max_stmts("many").unwrap_err().contains(MAX_STMTS_VAR));
+    }
+}
