@@ -108,7 +108,7 @@ fn build(
     .map_err(|e| e.to_string())?;
     progress.finish();
     let defs: HashMap<&FunName, &ksc_ir::Def> = analysis.defs().into_iter().map(|d| (&d.name, d)).collect();
-    let facts = &ksc_db::lowering_facts(db, file).facts;
+    let facts = &ksc_db::lowering_facts(db, file, true).facts;
     let mut functions = Vec::new();
     for r in &roots {
         let (Some(d), Some(c_name)) = (defs.get(r), facts.c_name(r)) else {

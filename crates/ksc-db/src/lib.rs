@@ -40,8 +40,10 @@
 //!                         fired: what `ksc jacobian` prints
 //! file_diagnostics(file)  every diagnostic of the file, in order
 //! analysis(file)          everything a run needs, as a ksc_types::Analysis
-//! lowering_facts(file)    what lowering needs of every definition: signatures,
-//!                         effects, inlined or not, fresh results, C names
+//! lowering_facts(file, library)  what lowering needs of every definition:
+//!                         signatures, effects, inlined or not (a library's
+//!                         entry points are compiled anyway), fresh results,
+//!                         C names
 //! loop_unit(file, f, ..)  f lowered to loop IR and optimised by itself
 //!                         (ksc_lower::compile_unit), reading its body and
 //!                         those it inlines

@@ -110,8 +110,18 @@ pub fn lambda_diagnostics(db: &dyn Db, file: SourceFile, roots: &[FunName]) -> V
         .collect()
 }
 
+/// Is a module of `roots` a library's, whose entry points (the file's
+/// definitions and `gdef`s) are compiled whatever calls them? (Else it is
+/// an executable's, whose only root is `main`.)
+pub fn is_library(roots: &[FunName]) -> bool {
+    let main = FunName::typed("main", ksc_ir::Type::unit());
+    roots.iter().any(|r| *r != main)
+}
+
+/// What lowering needs of every definition of the file, for a library's
+/// module (`library`, [`is_library`]) or an executable's.
 #[salsa::tracked(returns(ref))]
-pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
+pub fn lowering_facts(db: &dyn Db, file: SourceFile, library: bool) -> LoweringFacts {
     db.log_execution("lowering_facts".to_string());
     let a = analysis(db, file);
     let placeholder = |ret_ty: &ksc_ir::Type| {
@@ -142,7 +152,8 @@ pub fn lowering_facts(db: &dyn Db, file: SourceFile) -> LoweringFacts {
         })
         .collect();
     let external_names: Vec<FunName> = externals.iter().map(|d| d.name.clone()).collect();
-    let facts = ksc_lower::program_facts_with_externals(&defs, &external_names);
+    let exported = if library { a.library_roots() } else { Vec::new() };
+    let facts = ksc_lower::program_facts_with_externals(&defs, &external_names, &exported);
     LoweringFacts { facts, signatures }
 }
 
@@ -163,9 +174,9 @@ pub fn lowering_body(db: &dyn Db, file: SourceFile, name: FunName) -> Option<Typ
 /// One definition lowered to loop IR and optimised (see
 /// `ksc_lower::compile_unit`); `checked` keeps bounds and overflow checks.
 #[salsa::tracked(returns(ref))]
-pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Result<Unit, String> {
+pub fn loop_unit(db: &dyn Db, file: SourceFile, name: FunName, checked: bool, library: bool) -> Result<Unit, String> {
     db.log_execution(format!("loop_unit({name})"));
-    let lf = lowering_facts(db, file);
+    let lf = lowering_facts(db, file, library);
     // The bodies it reads: its own, and those it may inline (small ones, and
     // those called under `$inline`), transitively.
     let mut bodies: FxHashMap<FunName, &Def> = FxHashMap::default();
@@ -217,8 +228,11 @@ pub fn module_layout<'db>(
 ) -> Result<Layout, String> {
     db.log_execution("module_layout".to_string());
     // A unit's error is the lowering's message already.
+    let library = is_library(roots.names(db));
     let unit = |n: &FunName| {
-        loop_unit(db, file, n.clone(), checked).as_ref().map_err(|e| ksc_lower::LowerError { message: e.clone() })
+        loop_unit(db, file, n.clone(), checked, library)
+            .as_ref()
+            .map_err(|e| ksc_lower::LowerError { message: e.clone() })
     };
     let mut l = ksc_lower::layout(roots.names(db), unit).map_err(|e| e.message)?;
     // The sites of copies made for lambda arguments located as written
@@ -248,10 +262,10 @@ pub fn layout_row<'db>(
 
 /// What the C of a call reads of the function called `name`.
 #[salsa::tracked(returns(ref))]
-pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool) -> Option<CalleeSig> {
+pub fn callee_sig(db: &dyn Db, file: SourceFile, name: FunName, checked: bool, library: bool) -> Option<CalleeSig> {
     db.log_execution(format!("callee_sig({name})"));
-    let prints = lowering_facts(db, file).facts.effectful(&name);
-    loop_unit(db, file, name, checked).as_ref().ok().map(|u| CalleeSig::of(&u.func, prints))
+    let prints = lowering_facts(db, file, library).facts.effectful(&name);
+    loop_unit(db, file, name, checked, library).as_ref().ok().map(|u| CalleeSig::of(&u.func, prints))
 }
 
 /// The optimised loop IR of `roots` and what they call, linked from units
@@ -315,11 +329,12 @@ pub fn linked_function<'db>(
 ) -> Option<(Func, Vec<(FuncId, CalleeSig)>)> {
     let (name, calls, site_ids) = layout_row(db, file, roots, checked, index).as_ref()?;
     db.log_execution(format!("linked_function({name})"));
-    let unit = loop_unit(db, file, name.clone(), checked).as_ref().ok()?;
+    let library = is_library(roots.names(db));
+    let unit = loop_unit(db, file, name.clone(), checked, library).as_ref().ok()?;
     let f = ksc_lower::link_one(unit, calls, site_ids);
     let callees = ksc_codegen_c::callees_with(&f, &mut |g| {
         let (callee, _, _) = layout_row(db, file, roots, checked, g.0 as usize).as_ref()?;
-        callee_sig(db, file, callee.clone(), checked).clone()
+        callee_sig(db, file, callee.clone(), checked, library).clone()
     })?;
     Some((f, callees))
 }

@@ -291,7 +291,7 @@ const INLINE_DEPTH: u32 = 8;
 /// force; calls to names without a definition go to the built-in prelude's
 /// native implementations, or fail at run time as the interpreter does.
 pub fn lower_program(defs: &[&Def], roots: &[FunName], opts: Options) -> R<Module> {
-    let facts = program_facts(defs);
+    let facts = program_facts_with_externals(defs, &[], roots);
     let mut l = Lowerer::new(defs, &facts, opts);
     let mut main = None;
     for r in roots {
@@ -345,15 +345,18 @@ pub fn lower_unit(defs: &[&Def], facts: &ProgramFacts, root: &FunName, opts: Opt
 
 /// The facts lowering needs about every definition (see [`ProgramFacts`]).
 pub fn program_facts(defs: &[&Def]) -> ProgramFacts {
-    program_facts_with_externals(defs, &[])
+    program_facts_with_externals(defs, &[], &[])
 }
 
 /// [`program_facts`] of definitions some of which, `externals`, are
 /// external functions (a user's `edef`s, given as signatures whose bodies
 /// are placeholders): lowered to a call of the C function the user links,
 /// never inlined, and with a result that may share memory with an argument
-/// (so it is copied before it is written to).
-pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName]) -> ProgramFacts {
+/// (so it is copied before it is written to); and some of which,
+/// `exported`, are compiled as functions of their own whatever calls them
+/// (a library's entry points): for the inlining of a definition called from
+/// one place, that is a second place (inlined, it would be a copy).
+pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], exported: &[FunName]) -> ProgramFacts {
     let external: Vec<bool> = defs.iter().map(|d| externals.contains(&d.name)).collect();
     let mut by_name = FxHashMap::default();
     for (i, d) in defs.iter().enumerate() {
@@ -394,7 +397,7 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName]) -> Pro
     let recursive = in_cycles(&callees);
     let inlinable: Vec<bool> =
         (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i] && !external[i]).collect();
-    let mut call_sites = vec![0usize; n];
+    let mut call_sites: Vec<usize> = defs.iter().map(|d| usize::from(exported.contains(&d.name))).collect();
     for cs in &callees {
         for &j in cs {
             call_sites[j] += 1;
