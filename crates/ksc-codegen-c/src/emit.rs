@@ -1139,7 +1139,7 @@ fn float_lit(x: f64) -> String {
     }
 }
 
-impl W<'_> {
+impl<'a> W<'a> {
     /// A site as the C names it: its entry of the function's site map.
     fn site(&self, x: SiteId) -> String {
         match self.sites.get(&x) {
@@ -1297,6 +1297,24 @@ impl W<'_> {
         }
     }
 
+    /// A writer of another C function of the same function's code (a part,
+    /// or a parallel loop's).
+    fn nested(&self, loop_marks: Vec<(FxHashSet<VarId>, String)>, outlined: Option<Vec<String>>) -> W<'a> {
+        W {
+            f: self.f,
+            callees: self.callees,
+            target: self.target,
+            checked: self.checked,
+            sites: self.sites,
+            out: String::new(),
+            depth: 1,
+            loop_marks,
+            outlined,
+            plan: self.plan,
+            marks: self.marks,
+        }
+    }
+
     /// The statement `s` as a function of its own, part `k` of the
     /// function (`split.rs`), and a call of it here.
     fn part(&mut self, k: usize, s: &Stmt) {
@@ -1305,19 +1323,7 @@ impl W<'_> {
         let mut params = vec!["ks_arena *A".to_string()];
         params.extend(inputs.iter().map(|v| format!("{} {}", self.var_c_type(*v), self.var(*v))));
         params.extend(outputs.iter().map(|v| format!("{} *{}_o", self.var_c_type(*v), self.var(*v))));
-        let mut inner = W {
-            f: self.f,
-            callees: self.callees,
-            target: self.target,
-            checked: self.checked,
-            sites: self.sites,
-            out: String::new(),
-            depth: 1,
-            loop_marks: self.loop_marks.clone(),
-            outlined: Some(Vec::new()),
-            plan: self.plan,
-            marks: self.marks,
-        };
+        let mut inner = self.nested(self.loop_marks.clone(), Some(Vec::new()));
         for v in &outputs {
             let (t, x) = (inner.var_c_type(*v), inner.var(*v));
             inner.line(&format!("{t} {x} = *{x}_o;"));
@@ -1666,20 +1672,8 @@ impl W<'_> {
         let captured = crate::parallel::captured(body, idx, n_op);
         let name = format!("{}_par_{i}", local_name(&self.f.c_name, self.target));
         let mut params = vec!["ks_arena *A".to_string(), "int64_t ksrt_lo".to_string(), "int64_t ksrt_hi".to_string()];
-        params.extend(captured.iter().map(|v| format!("{} {}", c_type(self.f.ty(*v)), self.var(*v))));
-        let mut inner = W {
-            f: self.f,
-            callees: self.callees,
-            target: self.target,
-            checked: self.checked,
-            sites: self.sites,
-            out: String::new(),
-            depth: 1,
-            loop_marks: Vec::new(),
-            outlined: None,
-            plan: self.plan,
-            marks: self.marks,
-        };
+        params.extend(captured.iter().map(|v| format!("{} {}", self.var_c_type(*v), self.var(*v))));
+        let mut inner = self.nested(Vec::new(), None);
         // `n` is a literal or one of the captured values.
         inner.range_loop(idx, "ksrt_lo", "ksrt_hi", n, body, reset, true);
         // The loop, and a trampoline from the runtime's team
@@ -1692,7 +1686,7 @@ impl W<'_> {
         // enough that a call costs nothing.
         let mut text =
             format!("__attribute__((noinline)) static void {name}({}) {{\n{}}}\n", params.join(", "), inner.out);
-        let fields: String = captured.iter().map(|v| format!(" {} {};", c_type(self.f.ty(*v)), self.var(*v))).collect();
+        let fields: String = captured.iter().map(|v| format!(" {} {};", self.var_c_type(*v), self.var(*v))).collect();
         let reads: String = captured.iter().map(|v| format!(", k->{}", self.var(*v))).collect();
         writeln!(text, "typedef struct {{{fields} char none; }} {name}_k;").ok();
         writeln!(
