@@ -35,7 +35,9 @@ pub struct NativeOptions {
     /// of several cores a large program is compiled as several translation
     /// units at once, each cached (an edit recompiles the units it
     /// changed), or, without a large function, with `-flto=auto` when the
-    /// compiler accepts it.
+    /// compiler accepts it. A function of more than 1,200 loop-IR statements
+    /// is written as several C functions, which compile faster
+    /// (`$KSC_SPLIT_STMTS` sets the bound).
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub cflags: Option<String>,
     /// A C source, object or library to compile and link with the program
