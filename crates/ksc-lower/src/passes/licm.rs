@@ -8,7 +8,10 @@
 //! into the loop's preheader, which runs once, only when the loop runs at
 //! least once, and only if nothing that fails or acts precedes it in the
 //! body: the same failure then happens at the same point. A pure
-//! statement reading such a guarded value goes to the preheader too.
+//! statement reading such a guarded value goes to the preheader too,
+//! after it, even where a barrier precedes the statement in the body
+//! (it has no effect to reorder): in a checked build, the camera's angle
+//! in every point's projection came after a check of the point's index.
 //!
 //! Assumes: variables are defined once (SSA) except mutable ones, which
 //! are never invariant; tensors written in place (stores, `+=`) are
@@ -127,7 +130,11 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
                         stmt_operands(&s).iter().any(|o| matches!(o, Op::Var(v) if guarded_defs.contains(v)));
                     let m = match (invariant, motion(&s, cx)) {
                         (false, _) => Motion::Stay,
+                        // Pure: into the preheader after the values it
+                        // reads, whether or not a barrier came first (it
+                        // has no effect to reorder).
                         (true, Motion::Free) if after_guarded => Motion::Guarded,
+                        (true, Motion::Guarded) if barrier => Motion::Stay,
                         (true, m) => m,
                     };
                     match m {
@@ -137,7 +144,7 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
                             }
                             free.push(s);
                         }
-                        Motion::Guarded if !barrier => {
+                        Motion::Guarded => {
                             if let Stmt::Let(v, _) = &s {
                                 inside.remove(v);
                                 guarded_defs.insert(*v);
@@ -147,7 +154,7 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
                         _ => {
                             let mut s = s;
                             if let Stmt::If { then, els, .. } = &mut s {
-                                let mut out = Hoisted { free: &mut free, guarded: &mut guarded, barrier };
+                                let mut out = Hoisted { free: &mut free, guarded: &mut guarded };
                                 for branch in [then, els] {
                                     let b = std::mem::take(branch);
                                     *branch = speculate(b, cx, &mut inside, &mut guarded_defs, &mut out);
@@ -172,12 +179,10 @@ fn licm_block(block: Block, cx: &Cx, moved: &mut bool) -> Block {
 }
 
 /// Where statements taken out of a branch go: before the loop, or into its
-/// preheader (after the guarded statements they read), unless a barrier
-/// came first.
+/// preheader (after the guarded statements they read).
 struct Hoisted<'a> {
     free: &'a mut Vec<Stmt>,
     guarded: &'a mut Vec<Stmt>,
-    barrier: bool,
 }
 
 /// Takes out of a branch of an `if` in a loop body (and the `if`s nested
@@ -202,21 +207,21 @@ fn speculate(
             })
         };
         if matches!(s, Stmt::Let(..)) && matches!(motion(&s, cx), Motion::Free) && invariant() {
+            // Pure: into the preheader if it reads a value computed there
+            // (a barrier before it does not matter), else before the loop.
             let reads_guarded = stmt_operands(&s).iter().any(|o| matches!(o, Op::Var(v) if guarded_defs.contains(v)));
-            if !reads_guarded || !out.barrier {
-                if let Stmt::Let(v, _) = &s {
-                    inside.remove(v);
-                    if reads_guarded {
-                        guarded_defs.insert(*v);
-                    }
-                }
+            if let Stmt::Let(v, _) = &s {
+                inside.remove(v);
                 if reads_guarded {
-                    out.guarded.push(s)
-                } else {
-                    out.free.push(s)
+                    guarded_defs.insert(*v);
                 }
-                continue;
             }
+            if reads_guarded {
+                out.guarded.push(s)
+            } else {
+                out.free.push(s)
+            }
+            continue;
         }
         if let Stmt::If { then, els, .. } = &mut s {
             for branch in [then, els] {
