@@ -1582,3 +1582,42 @@ fn reassociated_sums_agree_with_the_interpreter_within_rounding() {
         assert!(c.lines().any(|l| l.trim_start().starts_with(mark)), "no loop marked {mark} in the C");
     }
 }
+
+/// Code size grows with the program, not with its tree of calls: in the
+/// family `f_k x = f_(k-1) (f_(k-1) x)` every body is small, and inlined
+/// by its own size at every level the primal f_k was 2^(k-1) copies of
+/// f_1 (2,048 lines of C at k = 9) and its forward derivative more. The
+/// lowering measures a body with what it inlines in turn
+/// (`ksc_lower::lower::expanded_sizes`), so from depth 8 to 11 no primal
+/// or forward function grows. (Reverse mode's inlining of paired calls is
+/// bounded by its node budget instead: `[rev f_k]` still doubles up to it.)
+#[test]
+fn doubling_calls_do_not_double_the_code() {
+    let largest = |depth: usize| -> usize {
+        let mut text = String::from("(def f0 Float (x : Float) (sin (mul x 1.1)))\n");
+        for k in 1..=depth {
+            text.push_str(&format!("(def f{k} Float (x : Float) (f{} (f{} x)))\n", k - 1, k - 1));
+        }
+        text.push_str(&format!("(gdef fwd [f{depth} Float])\n"));
+        let dir = work_dir(&format!("doubling_{depth}"));
+        let ks = dir.join("doubling.ks");
+        std::fs::write(&ks, text).unwrap();
+        let out = ksc(&["build", ks.to_str().unwrap(), "--emit", "loops", "-o", dir.to_str().unwrap(), "--force"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let loops = std::fs::read_to_string(dir.join("doubling.loops")).unwrap();
+        // Lines per function (each starts with `fn `).
+        let mut sizes = Vec::new();
+        for line in loops.lines() {
+            if line.starts_with("fn ") {
+                sizes.push(0);
+            }
+            if let Some(n) = sizes.last_mut() {
+                *n += 1;
+            }
+        }
+        assert!(sizes.len() >= 2 * depth, "{loops}");
+        sizes.into_iter().max().unwrap()
+    };
+    let (at8, at11) = (largest(8), largest(11));
+    assert!(at11 <= at8, "the largest function grew from {at8} lines of loop IR at depth 8 to {at11} at depth 11");
+}

@@ -160,8 +160,9 @@ pub struct ProgramFacts {
     pub names: Vec<FunName>,
     /// Does the definition (transitively) print?
     effectful: Vec<bool>,
-    /// May it be inlined at its call sites (at most [`INLINE_SIZE`], not
-    /// recursive, not external)? Where it is, see [`Lowerer::lower_call`].
+    /// May it be inlined at its call sites (at most [`INLINE_SIZE`], and
+    /// [`INLINE_EXPANDED`] with what it inlines in turn; not recursive,
+    /// not external)? Where it is, see [`Lowerer::lower_call`].
     inlinable: Vec<bool>,
     /// Is it inlined at every call site, in loops or not (inlinable, and
     /// small or called from one place only)?
@@ -281,8 +282,17 @@ pub(crate) fn consumed_params(def: &Def) -> Vec<(String, crate::prims::Fresh)> {
 /// in the program (no copy is made).
 const INLINE_SIZE: usize = 400;
 /// The largest body inlined at every call, wherever it is: a call and its
-/// result tuple cost about as much as the arithmetic of such a body.
+/// result tuple cost about as much as the arithmetic of such a body. It is
+/// measured with what the body inlines in turn ([`expanded_sizes`]), so
+/// that small functions calling each other twice do not double the code at
+/// every level.
 const INLINE_ALWAYS: usize = 40;
+/// The largest body with what it inlines in turn ([`expanded_sizes`]) that
+/// is inlined in a loop, a branch or where part of its result is read: a
+/// call of a 400-node function that calls two others of its size inlines
+/// them too (the camera's projection of a point, project.ks, does), but a
+/// tree of calls that doubles at each level stops here.
+const INLINE_EXPANDED: usize = 4 * INLINE_SIZE;
 /// The deepest nesting of inlined calls.
 const INLINE_DEPTH: u32 = 8;
 
@@ -395,8 +405,12 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
         }
     }
     let recursive = in_cycles(&callees);
+    let may_inline = |i: usize| !recursive[i] && !external[i];
+    let sizes: Vec<usize> = defs.iter().map(|d| d.body.exprs.len()).collect();
+    let expanded = expanded_sizes(&sizes, &callees, &may_inline);
+    let own = |i: usize| defs[i].body.exprs.len();
     let inlinable: Vec<bool> =
-        (0..n).map(|i| defs[i].body.exprs.len() <= INLINE_SIZE && !recursive[i] && !external[i]).collect();
+        (0..n).map(|i| may_inline(i) && own(i) <= INLINE_SIZE && expanded[i] <= INLINE_EXPANDED).collect();
     let mut call_sites: Vec<usize> = defs.iter().map(|d| usize::from(exported.contains(&d.name))).collect();
     for cs in &callees {
         for &j in cs {
@@ -404,7 +418,7 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
         }
     }
     let inlined_anywhere =
-        (0..n).map(|i| inlinable[i] && (defs[i].body.exprs.len() <= INLINE_ALWAYS || call_sites[i] <= 1)).collect();
+        (0..n).map(|i| inlinable[i] && (expanded[i] <= INLINE_ALWAYS || call_sites[i] <= 1)).collect();
     // The greatest fixpoint: every result is assumed fresh, then each
     // definition's is recomputed from its body until nothing changes.
     let mut fresh_results = vec![crate::prims::Fresh::Top; n];
@@ -445,6 +459,46 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
         external,
         index,
     }
+}
+
+/// The size of each definition with the calls lowering may inline written
+/// in (`may_inline`: not recursive, not external), transitively: its own
+/// size (`sizes`: Core expressions) plus, per call, its callee's expanded
+/// size. Inlining
+/// decides by it, not by the body alone: `f_k x = f_(k-1) (f_(k-1) x)` has
+/// a small body at every k, and inlined by its own size at each level, f_9
+/// was 2,048 lines of C (2^8 copies of f_1), its forward derivative 3,070.
+/// Sizes are counted up to just over [`INLINE_EXPANDED`] (what decides);
+/// the non-recursive definitions form a graph without cycles, walked
+/// callees first without recursion (chains of thousands of calls).
+fn expanded_sizes(sizes: &[usize], callees: &[Vec<usize>], may_inline: &dyn Fn(usize) -> bool) -> Vec<usize> {
+    const CAP: usize = INLINE_EXPANDED + 1;
+    let n = sizes.len();
+    let mut size: Vec<Option<usize>> = vec![None; n];
+    for root in 0..n {
+        let mut stack = vec![root];
+        while let Some(&i) = stack.last() {
+            if size[i].is_some() {
+                stack.pop();
+                continue;
+            }
+            let own = sizes[i].min(CAP);
+            if !may_inline(i) {
+                size[i] = Some(own);
+                stack.pop();
+                continue;
+            }
+            let pending: Vec<usize> = callees[i].iter().copied().filter(|&j| size[j].is_none()).collect();
+            if pending.is_empty() {
+                let inlined = callees[i].iter().filter(|&&j| may_inline(j)).map(|&j| size[j].unwrap_or(CAP));
+                size[i] = Some(inlined.fold(own, |a, b| a.saturating_add(b).min(CAP)));
+                stack.pop();
+            } else {
+                stack.extend(pending);
+            }
+        }
+    }
+    size.into_iter().map(|s| s.unwrap_or(CAP)).collect()
 }
 
 /// Which nodes of a call graph (each node's callees) lie on a cycle: the
@@ -2360,7 +2414,23 @@ fn has_loop(body: &ksc_ir::Body, e: ExprId) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::in_cycles;
+    use super::{expanded_sizes, in_cycles, INLINE_EXPANDED};
+
+    #[test]
+    fn expanded_sizes_count_what_is_inlined_in_turn() {
+        // f_k calls f_(k-1) twice (10 nodes each): 10, 30, 70, ... capped
+        // just over the largest size that decides.
+        let doubling: Vec<Vec<usize>> = (0..12).map(|k| if k == 0 { vec![] } else { vec![k - 1, k - 1] }).collect();
+        let sizes = expanded_sizes(&[10; 12], &doubling, &|_| true);
+        assert_eq!(sizes[..4], [10, 30, 70, 150]);
+        assert_eq!(sizes[11], INLINE_EXPANDED + 1);
+        // A call that is not inlined (recursive, external) adds nothing.
+        assert_eq!(expanded_sizes(&[10; 12], &doubling, &|k| k != 2)[..4], [10, 30, 10, 10]);
+        // A chain of 100 000 calls, walked without recursion.
+        let chain: Vec<Vec<usize>> = (0..100_000).map(|i| if i == 0 { vec![] } else { vec![i - 1] }).collect();
+        let sizes = expanded_sizes(&vec![1; 100_000], &chain, &|_| true);
+        assert_eq!((sizes[9], sizes[99_999]), (10, INLINE_EXPANDED + 1));
+    }
 
     #[test]
     fn nodes_on_cycles_of_calls() {
