@@ -81,7 +81,13 @@ fn is_root(s: &Stmt, fresh: &FxHashSet<VarId>, vars: &[VarInfo], effectful: &[bo
 }
 
 /// Marks live the variables that the needed statements of `b` read;
-/// returns whether `b` has a needed statement.
+/// returns whether `b` has a needed statement. The statements are visited
+/// last first, so that a use marks what it reads before the definition is
+/// visited: straight-line code is done in one pass (visited first first, a
+/// chain of L statements took L passes, and the pass was most of ks to C
+/// for a large reverse pass: 41% of building the 41k-line `[rev f_13]` of
+/// `f_k x = f_(k-1) (f_(k-1) x)`). Loops still need the fixed point of the
+/// caller (a variable read in an iteration before it is assigned).
 fn mark_needed(
     b: &Block,
     live: &mut FxHashSet<VarId>,
@@ -90,11 +96,11 @@ fn mark_needed(
     effectful: &[bool],
 ) -> bool {
     let mut any = false;
-    for s in b {
+    for s in b.iter().rev() {
         let needed = match s {
             Stmt::For { n, pre, body, .. } => {
                 let inner =
-                    mark_needed(pre, live, fresh, vars, effectful) | mark_needed(body, live, fresh, vars, effectful);
+                    mark_needed(body, live, fresh, vars, effectful) | mark_needed(pre, live, fresh, vars, effectful);
                 if inner {
                     if let Op::Var(v) = n {
                         live.insert(*v);
