@@ -281,6 +281,16 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
         }
         // What each snapshot must show, independent of its exact text.
         let check = |ok: bool, what: &str| if ok { None } else { Some(format!("{path}: {what}\n{loops}")) };
+        // The loop IR with one copy of each loop: a checked build versions
+        // a loop whose index checks all hold in range (`version-range-guards`),
+        // and the checks below count what a loop does once.
+        let unversioned = || {
+            let dir = work_dir(&format!("loops_unversioned/{stem}"));
+            let d = dir.to_str().unwrap();
+            let built = ksc(&["build", path, "--emit", "loops", "--skip-pass", "version-range-guards", "-o", d]);
+            assert!(built.status.success(), "{path}: {}", text(&built.stderr));
+            std::fs::read_to_string(dir.join(format!("{stem}.loops"))).unwrap()
+        };
         // The native run (with `env`) if it fails or prints other than
         // the interpreter.
         let native_wrong = |env: &[(&str, &str)]| {
@@ -453,6 +463,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 check(f[..matrix].contains("sin "), "the fold's values are computed in every column")
             }
             "fwd_sumbuild" => {
+                let loops = unversioned();
                 let f = function_of(&loops, "fwd$f");
                 check(
                     f.matches("alloc").count() == 0 && f.matches("for ").count() == 1,
@@ -510,6 +521,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // accumulators in the loop that makes them: no vector of
                 // them is kept (no copy-down), and that loop frees its
                 // memory every iteration.
+                let loops = unversioned();
                 let f = function_of(&loops, "rev$f");
                 check(
                     !f.contains("copydown") && f.contains("reset-each-iteration") && f.matches("] += ").count() == 2,
@@ -531,6 +543,7 @@ fn loop_ir_snapshots_show_fusion_hoisting_and_accumulation() {
                 // against 3 and 2: the backward loops computed each step's
                 // layers again, and each layer's gates.
                 let count = |f: &str, op: &str| f.matches(&format!("= {op} ")).count();
+                let loops = unversioned();
                 let (p, r) = (function_of(&loops, "recurrent"), function_of(&loops, "rev$recurrent"));
                 let ok = count(p, "exp") > 0
                     && count(r, "exp") <= count(p, "exp") + 1

@@ -15,6 +15,21 @@
 //! same way, with `a = x0 - 1`: in range, the loop runs without it; else
 //! the loop with it fails where it did.
 //!
+//! A checked build (the default) checks every index a loop reads:
+//! `check (i < m)`, and `check (x >= 0 && x < m)` with `x = i + a` (an
+//! overflow-checked add; `a` invariant, or `k * b` that the body computes
+//! with an overflow check). Each holds in every iteration when its range
+//! does, so the copy of a versioned loop runs without all of them (and
+//! with those adds and products unchecked: in range they cannot
+//! overflow), the test before the loop being the conjunction of their
+//! ranges' tests. A loop with no range guard is versioned for its checks
+//! only if the copy is then left without anything that may fail (one left
+//! would still stop vectorisation), with a body of at most
+//! [`CHECKED_BODY`] statements: LSTM's objective in a checked build took
+//! 2.8 times the unchecked build's time (its gates' loops, eight index
+//! checks each, did not vectorise), now 1.04 times; its gradient 1.66
+//! times, now 1.25.
+//!
 //! Assumes: `a` and `m` are defined neither in the body nor assigned in
 //! it; `n <= m - a` cannot overflow once `a >= 0` and `m >= 0`. Only
 //! innermost loops, with bodies of at most [`VERSIONED_BODY`] statements
@@ -47,6 +62,20 @@ impl Pass<Func, LoopCx<'_>> for VersionRangeGuards {
 /// The most statements of a loop body that the pass copies.
 const VERSIONED_BODY: usize = 40;
 
+/// The most statements of a loop body copied for its index checks alone
+/// (a checked build's: LSTM's gates, 60 statements with eight checks).
+const CHECKED_BODY: usize = 80;
+
+/// The offset `a` of a range `idx + a`: an invariant operand, or `k * b`
+/// (a constant `k >= 1`, `b` invariant) that the body computes with an
+/// overflow check (`3 * b`, LSTM's third gate), which the test before the
+/// loop computes again, after testing `0 <= b <= i64::MAX / k`.
+#[derive(Clone, Debug, PartialEq)]
+enum Offset {
+    Op(Op),
+    Scaled(Op, i64),
+}
+
 /// Versions the loops of `block` (see the module's doc); sets `changed`
 /// when it versions one.
 fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> Block {
@@ -70,29 +99,88 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> B
                     // (Reached without a preheader only.)
                     bound_check(&body, idx).map(|g| (g, false))
                 };
-                match guard {
+                // The index checks of the body (all of them: one left in
+                // the loop stops its vectorisation as a guard does), with
+                // the range guard found or without one.
+                let guard = match guard {
                     Some(((straight, a, m), lifted)) => {
+                        let inside = variant(&body, if lifted { &[] } else { &pre });
+                        let (straight, mut checks) = strip_index_checks(straight, idx, &inside);
+                        checks.insert(0, (Offset::Op(a), m));
+                        Some((straight, checks, lifted))
+                    }
+                    // Copied for its checks alone only where the copy is
+                    // left without anything that may fail (a check left
+                    // in it would still stop vectorisation).
+                    None if !inner_loop && count_stmts(&body) <= CHECKED_BODY => {
+                        let (straight, checks) = strip_index_checks(body.clone(), idx, &variant(&body, &pre));
+                        (!checks.is_empty() && !straight.iter().any(may_fail)).then_some((straight, checks, false))
+                    }
+                    None => None,
+                };
+                match guard {
+                    Some((straight, ranges, lifted)) => {
                         *changed = true;
-                        // ok = a >= 0 && m >= 0 && n <= m - a (no overflow when both are >= 0).
+                        // ok = a >= 0 && m >= 0 && n <= m - a (no overflow
+                        // when both are >= 0), for every range (a, m).
                         let mut test = Vec::new();
                         let let_ = |rhs: Rhs, ty: ksc_ir::Type, test: &mut Block, vars: &mut Vec<VarInfo>| {
                             let (s, v) = fresh_let(vars, rhs, ty);
                             test.push(s);
                             v
                         };
-                        let a_ok =
-                            let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
-                        let m_ok =
-                            let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
-                        let room = let_(
-                            Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED),
-                            ksc_ir::Type::Integer,
-                            &mut test,
-                            vars,
-                        );
-                        let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test, vars);
-                        let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test, vars);
-                        let ok = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test, vars);
+                        let mut ok = None;
+                        let and = |this: Op, ok: &mut Option<Op>, test: &mut Block, vars: &mut Vec<VarInfo>| {
+                            *ok = Some(match ok.take() {
+                                None => this,
+                                Some(before) => {
+                                    let_(Rhs::Bin(BinOp::And, before, this), ksc_ir::Type::Bool, test, vars)
+                                }
+                            });
+                        };
+                        for (a, m) in ranges {
+                            let a = match a {
+                                Offset::Op(a) => a,
+                                Offset::Scaled(b, k) => {
+                                    // 0 <= b <= MAX / k: k * b does not overflow.
+                                    let b_ok = let_(
+                                        Rhs::Bin(BinOp::IGe, b.clone(), Op::Int(0)),
+                                        ksc_ir::Type::Bool,
+                                        &mut test,
+                                        vars,
+                                    );
+                                    let small = let_(
+                                        Rhs::Bin(BinOp::ILe, b.clone(), Op::Int(i64::MAX / k)),
+                                        ksc_ir::Type::Bool,
+                                        &mut test,
+                                        vars,
+                                    );
+                                    and(b_ok, &mut ok, &mut test, vars);
+                                    and(small, &mut ok, &mut test, vars);
+                                    let_(
+                                        Rhs::IChecked(IOp::Mul, Op::Int(k), b, SiteId::UNCHECKED),
+                                        ksc_ir::Type::Integer,
+                                        &mut test,
+                                        vars,
+                                    )
+                                }
+                            };
+                            let a_ok =
+                                let_(Rhs::Bin(BinOp::IGe, a.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                            let m_ok =
+                                let_(Rhs::Bin(BinOp::IGe, m.clone(), Op::Int(0)), ksc_ir::Type::Bool, &mut test, vars);
+                            let room = let_(
+                                Rhs::IChecked(IOp::Sub, m.clone(), a.clone(), SiteId::UNCHECKED),
+                                ksc_ir::Type::Integer,
+                                &mut test,
+                                vars,
+                            );
+                            let fits = let_(Rhs::Bin(BinOp::ILe, n.clone(), room), ksc_ir::Type::Bool, &mut test, vars);
+                            let both = let_(Rhs::Bin(BinOp::And, a_ok, m_ok), ksc_ir::Type::Bool, &mut test, vars);
+                            let this = let_(Rhs::Bin(BinOp::And, both, fits), ksc_ir::Type::Bool, &mut test, vars);
+                            and(this, &mut ok, &mut test, vars);
+                        }
+                        let ok = ok.expect("a range to test");
                         let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
                         let fast =
                             renamed(Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset }, vars);
@@ -249,6 +337,120 @@ fn bound_check(body: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
     let mut out = body.clone();
     out.remove(at);
     Some((out, Op::Int(x0 - 1), m))
+}
+
+/// The index checks at the top of a loop body over `idx` that hold in
+/// every iteration when ranges hold: `check (idx < m)` and `check (x >= 0
+/// && x < m)` with `x = idx + a` (or `idx`), `a` and `m` not in `inside`
+/// (invariant). The body without them, with each such `x` added without
+/// an overflow check (in range it cannot overflow: `x < m`), and the
+/// ranges `(a, m)` (`(0, m)` for `idx < m`). A checked build (the default
+/// of `ksc run` and `ksc build`) checks every index it reads: the loops of
+/// LSTM's objective, eight such checks each, did not vectorise and took
+/// 2.8 times the unchecked build's time.
+fn strip_index_checks(body: Block, idx: VarId, inside: &FxHashSet<VarId>) -> (Block, Vec<(Offset, Op)>) {
+    let defs = lets_of(&body);
+    let invariant = |o: &Op| match o {
+        Op::Var(v) => !inside.contains(v) && *v != idx,
+        _ => true,
+    };
+    let def = |o: &Op| match o {
+        Op::Var(v) => defs.get(v).copied(),
+        _ => None,
+    };
+    // An offset: invariant, or k * b computed in the body (with the
+    // variable whose checked multiplication may go).
+    let offset_of = |a: &Op| -> Option<(Offset, Option<VarId>)> {
+        if invariant(a) {
+            return Some((Offset::Op(a.clone()), None));
+        }
+        let Op::Var(w) = a else { return None };
+        match def(a)? {
+            Rhs::IChecked(IOp::Mul, Op::Int(k), b, _) | Rhs::IChecked(IOp::Mul, b, Op::Int(k), _)
+                if *k >= 1 && invariant(b) =>
+            {
+                Some((Offset::Scaled(b.clone(), *k), Some(*w)))
+            }
+            _ => None,
+        }
+    };
+    // x as idx + a: a, and the variables whose checked operations may go.
+    let offset = |x: &Op| -> Option<(Offset, Vec<VarId>)> {
+        match x {
+            Op::Var(v) if *v == idx => Some((Offset::Op(Op::Int(0)), Vec::new())),
+            Op::Var(v) => match def(x)? {
+                Rhs::IChecked(IOp::Add, a, Op::Var(i), _) | Rhs::IChecked(IOp::Add, Op::Var(i), a, _) if *i == idx => {
+                    let (a, mul) = offset_of(a)?;
+                    Some((a, std::iter::once(*v).chain(mul).collect()))
+                }
+                Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
+                    if *i == idx =>
+                {
+                    let (a, mul) = offset_of(a)?;
+                    Some((a, mul.into_iter().collect()))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let range = |cond: &Op| -> Option<(Offset, Op, Vec<VarId>)> {
+        match def(cond)? {
+            Rhs::Bin(BinOp::ILt, Op::Var(i), m) if *i == idx && invariant(m) => {
+                Some((Offset::Op(Op::Int(0)), m.clone(), Vec::new()))
+            }
+            Rhs::Bin(BinOp::And, p, q) => {
+                let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else {
+                    return None;
+                };
+                if x != x2 || !invariant(m) {
+                    return None;
+                }
+                let (a, add) = offset(x)?;
+                Some((a, m.clone(), add))
+            }
+            _ => None,
+        }
+    };
+    let mut ranges = Vec::new();
+    let mut unchecked_adds = FxHashSet::default();
+    let mut dropped = FxHashSet::default();
+    for (k, s) in body.iter().enumerate() {
+        if let Stmt::Check { cond, .. } = s {
+            if let Some((a, m, add)) = range(cond) {
+                ranges.push((a, m));
+                unchecked_adds.extend(add);
+                dropped.insert(k);
+            }
+        }
+    }
+    let mut out: Block = body.into_iter().enumerate().filter(|(k, _)| !dropped.contains(k)).map(|(_, s)| s).collect();
+    // In range (the test passed) these cannot overflow.
+    for s in &mut out {
+        if let Stmt::Let(v, rhs) = s {
+            if unchecked_adds.contains(v) {
+                match rhs {
+                    Rhs::IChecked(IOp::Add, a, b, _) => *rhs = Rhs::Bin(BinOp::IAddNoCheck, a.clone(), b.clone()),
+                    Rhs::IChecked(IOp::Mul, _, _, site) => *site = SiteId::UNCHECKED,
+                    _ => {}
+                }
+            }
+        }
+    }
+    (out, ranges)
+}
+
+/// May the statement (a loop body's) fail?
+fn may_fail(s: &Stmt) -> bool {
+    match s {
+        Stmt::Let(_, Rhs::IChecked(_, _, _, site)) => *site != SiteId::UNCHECKED,
+        Stmt::Let(_, Rhs::Un(UnOp::INeg, _, site)) => site.is_some(),
+        Stmt::Let(_, r) => r.can_fail(),
+        Stmt::Check { .. } | Stmt::Fail { .. } => true,
+        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(may_fail),
+        Stmt::If { then, els, .. } => then.iter().chain(els).any(may_fail),
+        _ => false,
+    }
 }
 
 /// The statement with every variable it defines renamed to a fresh one.
