@@ -445,9 +445,7 @@ static inline int64_t ksrt_wrap_mul(int64_t a, int64_t b) { return (int64_t)((ui
 
 /* exp and log: fdlibm's algorithms (tanh: see ksrt_tanh), branch-free
  * (special cases selected, not branched to) so that a loop calling them
- * vectorises (always inlined: past its growth limits in a large function
- * the C compiler called them out of line, and the loop stayed scalar),
- * and within 1 ulp
+ * vectorises, and within 1 ulp
  * of the correctly rounded result. The interpreter computes them with the
  * same operations in the same order (ksc-eval/src/mathfns.rs; keep the two
  * identical): native code and the interpreter give the same bits. */
@@ -459,7 +457,7 @@ static inline uint64_t ksrt_asuint(double d) { uint64_t u; memcpy(&u, &d, sizeof
 static inline int64_t ksrt_int_of(double kd) { return (int64_t)(ksrt_asuint(kd + KSRT_SHIFTER) - ksrt_asuint(KSRT_SHIFTER)); }
 static inline double ksrt_pow2(int64_t k) { return ksrt_asdouble((uint64_t)(k + 1023) << 52); }
 /* e^x as (1 - u) 2^k: returns u, stores k (as a double) in *kd. */
-static inline __attribute__((always_inline)) double ksrt_exp_reduced(double x, double *kd_out) {
+static inline double ksrt_exp_reduced(double x, double *kd_out) {
     const double inv_ln2 = 1.44269504088896338700e+00;
     const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
                  P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
@@ -477,7 +475,7 @@ static inline __attribute__((always_inline)) double ksrt_exp_reduced(double x, d
     *kd_out = kd;
     return (lo - (r * c) / (2.0 - c)) - hi;
 }
-static inline __attribute__((always_inline)) double ksrt_exp(double x) {
+static inline double ksrt_exp(double x) {
     double kd;
     double y = 1.0 - ksrt_exp_reduced(x, &kd);
     double k1d = kd * 0.5 + KSRT_SHIFTER;
@@ -498,7 +496,7 @@ static inline double ksrt_two_prod_lo(double a, double b, double p) {
 }
 /* tanh: Cephes' rational approximation below 0.625, 1 - 2 / (e^2|x| + 1)
  * above it in about twice the precision; within 1 ulp. */
-static inline __attribute__((always_inline)) double ksrt_tanh(double x) {
+static inline double ksrt_tanh(double x) {
     const double P0 = -9.64399179425052238628e-1, P1 = -9.92877231001918586564e1,
                  P2 = -1.61468768441708447952e3, Q0 = 1.12811678491632931402e2,
                  Q1 = 2.23548839060100448583e3, Q2 = 4.84406305325125486048e3;
@@ -528,7 +526,7 @@ static inline __attribute__((always_inline)) double ksrt_tanh(double x) {
     t = x == 0.0 ? x : t;
     return x == x ? t : x + x;
 }
-static inline __attribute__((always_inline)) double ksrt_log(double x) {
+static inline double ksrt_log(double x) {
     const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
                  Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
                  Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
