@@ -241,42 +241,17 @@ fn variant(body: &Block, pre: &[Stmt]) -> FxHashSet<VarId> {
 }
 
 fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(Block, Op, Op)> {
-    let defs = lets_of(block);
-    let invariant = |o: &Op| match o {
-        Op::Var(v) => !inside.contains(v) && *v != idx,
-        _ => true,
-    };
-    let def = |o: &Op| match o {
-        Op::Var(v) => defs.get(v).copied(),
-        _ => None,
-    };
+    let r = Reads::new(block, idx, inside);
     let guard = |s: &Stmt| -> Option<(Op, Op)> {
         let Stmt::If { cond, els, .. } = s else { return None };
         if !els.is_empty() {
             return None;
         }
-        let Rhs::Bin(BinOp::And, p, q) = def(cond)? else { return None };
-        let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else {
-            return None;
-        };
-        if x != x2 || !invariant(m) {
-            return None;
+        let (x, m) = r.range_test(cond)?;
+        match r.offset(x)? {
+            (Offset::Op(a), _) => Some((a, m.clone())),
+            (Offset::Scaled(..), _) => None,
         }
-        let a = match x {
-            Op::Var(v) if *v == idx => Op::Int(0),
-            _ => match def(x)? {
-                Rhs::IChecked(IOp::Add, a, Op::Var(i), _)
-                | Rhs::IChecked(IOp::Add, Op::Var(i), a, _)
-                | Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i))
-                | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
-                    if *i == idx && invariant(a) =>
-                {
-                    a.clone()
-                }
-                _ => return None,
-            },
-        };
-        Some((a, m.clone()))
     };
     for (at, s) in block.iter().enumerate() {
         if let Some((a, m)) = guard(s) {
@@ -341,6 +316,78 @@ fn bound_check(body: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
     Some((out, Op::Int(x0 - 1), m))
 }
 
+/// What the guards of a loop body over `idx` are read from: the body's
+/// definitions, and `inside` (what is not invariant: [`variant`]).
+struct Reads<'b> {
+    defs: FxHashMap<VarId, &'b Rhs>,
+    idx: VarId,
+    inside: &'b FxHashSet<VarId>,
+}
+
+impl<'b> Reads<'b> {
+    fn new(body: &'b [Stmt], idx: VarId, inside: &'b FxHashSet<VarId>) -> Reads<'b> {
+        Reads { defs: lets_of(body), idx, inside }
+    }
+
+    fn invariant(&self, o: &Op) -> bool {
+        match o {
+            Op::Var(v) => !self.inside.contains(v) && *v != self.idx,
+            _ => true,
+        }
+    }
+
+    fn def(&self, o: &Op) -> Option<&'b Rhs> {
+        match o {
+            Op::Var(v) => self.defs.get(v).copied(),
+            _ => None,
+        }
+    }
+
+    /// `x >= 0 && x < m` with `m` invariant: x and m.
+    fn range_test(&self, cond: &Op) -> Option<(&'b Op, &'b Op)> {
+        let Rhs::Bin(BinOp::And, p, q) = self.def(cond)? else { return None };
+        let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (self.def(p)?, self.def(q)?) else {
+            return None;
+        };
+        (x == x2 && self.invariant(m)).then_some((x, m))
+    }
+
+    /// x as `idx + a` (or `idx`): a, and the variables of its checked add
+    /// and (`Offset::Scaled`) multiplication, which cannot overflow in range.
+    fn offset(&self, x: &Op) -> Option<(Offset, Vec<VarId>)> {
+        let Op::Var(v) = x else { return None };
+        if *v == self.idx {
+            return Some((Offset::Op(Op::Int(0)), Vec::new()));
+        }
+        let (a, checked) = match self.def(x)? {
+            Rhs::IChecked(IOp::Add, a, Op::Var(i), _) | Rhs::IChecked(IOp::Add, Op::Var(i), a, _) if *i == self.idx => {
+                (a, true)
+            }
+            Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
+                if *i == self.idx =>
+            {
+                (a, false)
+            }
+            _ => return None,
+        };
+        let mut unchecked: Vec<VarId> = checked.then_some(*v).into_iter().collect();
+        if self.invariant(a) {
+            return Some((Offset::Op(a.clone()), unchecked));
+        }
+        // k * b computed in the body, with an overflow check.
+        let Op::Var(w) = a else { return None };
+        match self.def(a)? {
+            Rhs::IChecked(IOp::Mul, Op::Int(k), b, _) | Rhs::IChecked(IOp::Mul, b, Op::Int(k), _)
+                if *k >= 1 && self.invariant(b) =>
+            {
+                unchecked.push(*w);
+                Some((Offset::Scaled(b.clone(), *k), unchecked))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The index checks at the top of a loop body over `idx` that hold in
 /// every iteration when ranges hold: `check (idx < m)` and `check (x >= 0
 /// && x < m)` with `x = idx + a` (or `idx`), `a` and `m` not in `inside`
@@ -351,68 +398,14 @@ fn bound_check(body: &Block, idx: VarId) -> Option<(Block, Op, Op)> {
 /// LSTM's objective, eight such checks each, did not vectorise and took
 /// 2.8 times the unchecked build's time.
 fn strip_index_checks(body: Block, idx: VarId, inside: &FxHashSet<VarId>) -> (Block, Vec<(Offset, Op)>) {
-    let defs = lets_of(&body);
-    let invariant = |o: &Op| match o {
-        Op::Var(v) => !inside.contains(v) && *v != idx,
-        _ => true,
-    };
-    let def = |o: &Op| match o {
-        Op::Var(v) => defs.get(v).copied(),
-        _ => None,
-    };
-    // An offset: invariant, or k * b computed in the body (with the
-    // variable whose checked multiplication may go).
-    let offset_of = |a: &Op| -> Option<(Offset, Option<VarId>)> {
-        if invariant(a) {
-            return Some((Offset::Op(a.clone()), None));
-        }
-        let Op::Var(w) = a else { return None };
-        match def(a)? {
-            Rhs::IChecked(IOp::Mul, Op::Int(k), b, _) | Rhs::IChecked(IOp::Mul, b, Op::Int(k), _)
-                if *k >= 1 && invariant(b) =>
-            {
-                Some((Offset::Scaled(b.clone(), *k), Some(*w)))
-            }
-            _ => None,
-        }
-    };
-    // x as idx + a: a, and the variables whose checked operations may go.
-    let offset = |x: &Op| -> Option<(Offset, Vec<VarId>)> {
-        match x {
-            Op::Var(v) if *v == idx => Some((Offset::Op(Op::Int(0)), Vec::new())),
-            Op::Var(v) => match def(x)? {
-                Rhs::IChecked(IOp::Add, a, Op::Var(i), _) | Rhs::IChecked(IOp::Add, Op::Var(i), a, _) if *i == idx => {
-                    let (a, mul) = offset_of(a)?;
-                    Some((a, std::iter::once(*v).chain(mul).collect()))
-                }
-                Rhs::Bin(BinOp::IAddNoCheck, a, Op::Var(i)) | Rhs::Bin(BinOp::IAddNoCheck, Op::Var(i), a)
-                    if *i == idx =>
-                {
-                    let (a, mul) = offset_of(a)?;
-                    Some((a, mul.into_iter().collect()))
-                }
-                _ => None,
-            },
-            _ => None,
-        }
-    };
+    let r = Reads::new(&body, idx, inside);
     let range = |cond: &Op| -> Option<(Offset, Op, Vec<VarId>)> {
-        match def(cond)? {
-            Rhs::Bin(BinOp::ILt, Op::Var(i), m) if *i == idx && invariant(m) => {
-                Some((Offset::Op(Op::Int(0)), m.clone(), Vec::new()))
-            }
-            Rhs::Bin(BinOp::And, p, q) => {
-                let (Rhs::Bin(BinOp::IGe, x, Op::Int(0)), Rhs::Bin(BinOp::ILt, x2, m)) = (def(p)?, def(q)?) else {
-                    return None;
-                };
-                if x != x2 || !invariant(m) {
-                    return None;
-                }
-                let (a, add) = offset(x)?;
-                Some((a, m.clone(), add))
-            }
-            _ => None,
+        if let Some(Rhs::Bin(BinOp::ILt, Op::Var(i), m)) = r.def(cond) {
+            return (*i == idx && r.invariant(m)).then(|| (Offset::Op(Op::Int(0)), m.clone(), Vec::new()));
         }
+        let (x, m) = r.range_test(cond)?;
+        let (a, unchecked) = r.offset(x)?;
+        Some((a, m.clone(), unchecked))
     };
     let mut ranges = Vec::new();
     let mut unchecked_adds = FxHashSet::default();
