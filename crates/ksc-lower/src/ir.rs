@@ -264,9 +264,17 @@ pub enum Rhs {
 }
 
 impl Rhs {
-    /// Can evaluating this fail at run time (in checked mode)?
+    /// Can evaluating this fail at run time (in checked mode)? Integer
+    /// arithmetic at `SiteId::UNCHECKED` wraps, and so does a negation
+    /// without a site; a division fails only by 0 or (overflow) by -1.
     pub fn can_fail(&self) -> bool {
-        matches!(self, Rhs::IChecked(..) | Rhs::Un(UnOp::INeg, _, _) | Rhs::Call { .. })
+        match self {
+            Rhs::IChecked(IOp::Div, _, b, _) => !matches!(b, Op::Int(k) if *k != 0 && *k != -1),
+            Rhs::IChecked(_, _, _, site) => *site != SiteId::UNCHECKED,
+            Rhs::Un(UnOp::INeg, _, site) => site.is_some(),
+            Rhs::Call { .. } => true,
+            _ => false,
+        }
     }
 
     /// Is this a pure computation of its operands (same operands, same

@@ -408,9 +408,8 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
     let may_inline = |i: usize| !recursive[i] && !external[i];
     let sizes: Vec<usize> = defs.iter().map(|d| d.body.exprs.len()).collect();
     let expanded = expanded_sizes(&sizes, &callees, &may_inline);
-    let own = |i: usize| defs[i].body.exprs.len();
     let inlinable: Vec<bool> =
-        (0..n).map(|i| may_inline(i) && own(i) <= INLINE_SIZE && expanded[i] <= INLINE_EXPANDED).collect();
+        (0..n).map(|i| may_inline(i) && sizes[i] <= INLINE_SIZE && expanded[i] <= INLINE_EXPANDED).collect();
     let mut call_sites: Vec<usize> = defs.iter().map(|d| usize::from(exported.contains(&d.name))).collect();
     for cs in &callees {
         for &j in cs {
@@ -464,10 +463,10 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
 /// The size of each definition with the calls lowering may inline written
 /// in (`may_inline`: not recursive, not external), transitively: its own
 /// size (`sizes`: Core expressions) plus, per call, its callee's expanded
-/// size. Inlining
-/// decides by it, not by the body alone: `f_k x = f_(k-1) (f_(k-1) x)` has
-/// a small body at every k, and inlined by its own size at each level, f_9
-/// was 2,048 lines of C (2^8 copies of f_1), its forward derivative 3,070.
+/// size. Inlining decides by it, not by the body alone: `f_k x = f_(k-1)
+/// (f_(k-1) x)` has a small body at every k, and inlined by its own size
+/// at each level, f_9 was 2,048 lines of C (2^8 copies of f_1), its
+/// forward derivative 3,070.
 /// Sizes are counted up to just over [`INLINE_EXPANDED`] (what decides);
 /// the non-recursive definitions form a graph without cycles, walked
 /// callees first without recursion (chains of thousands of calls).

@@ -223,7 +223,7 @@ fn plan(body: &Block, vars: &[VarInfo]) -> Option<Plan> {
     let mut sets: FxHashMap<VarId, Vec<usize>> = FxHashMap::default();
     for (k, s) in body.iter().enumerate() {
         match s {
-            Stmt::Let(_, rhs) if rhs.is_pure() && !super::jam::may_fail(rhs) => {
+            Stmt::Let(_, rhs) if rhs.is_pure() && !rhs.can_fail() => {
                 if let Rhs::Load { arr: Op::Var(a), .. } = rhs {
                     loaded.insert(*a);
                 }

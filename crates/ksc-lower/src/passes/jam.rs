@@ -152,19 +152,9 @@ enum StopKind {
     Sum,
 }
 
-/// Can this computation fail at run time? Unchecked arithmetic cannot,
-/// nor a division by a constant other than 0 and -1.
-pub(crate) fn may_fail(rhs: &Rhs) -> bool {
-    match rhs {
-        Rhs::IChecked(IOp::Div, _, b, _) => !matches!(b, Op::Int(k) if *k != 0 && *k != -1),
-        Rhs::IChecked(_, _, _, site) => *site != SiteId::UNCHECKED,
-        r => r.can_fail(),
-    }
-}
-
 /// A let that may run ahead: no effect, no allocation, cannot fail.
 pub(crate) fn computes(rhs: &Rhs) -> bool {
-    rhs.is_pure() && !may_fail(rhs)
+    rhs.is_pure() && !rhs.can_fail()
 }
 
 /// A call of a library function (`exp`, `log`, `pow`, ...): a term with
@@ -266,7 +256,7 @@ fn sum_loop(s: &Stmt, vars: &[VarInfo]) -> Option<SumLoop> {
     }
     // Every checked addition is tested against an upper bound.
     let unchecked = body.iter().all(|s| match s {
-        Stmt::Let(v, rhs @ Rhs::IChecked(IOp::Add, ..)) if may_fail(rhs) => tested.contains(v),
+        Stmt::Let(v, rhs @ Rhs::IChecked(IOp::Add, ..)) if rhs.can_fail() => tested.contains(v),
         _ => true,
     });
     fast.push(Stmt::Set(*acc, Op::Var(*t)));

@@ -393,10 +393,7 @@ impl<'b> Reads<'b> {
 /// && x < m)` with `x = idx + a` (or `idx`), `a` and `m` not in `inside`
 /// (invariant). The body without them, with each such `x` added without
 /// an overflow check (in range it cannot overflow: `x < m`), and the
-/// ranges `(a, m)` (`(0, m)` for `idx < m`). A checked build (the default
-/// of `ksc run` and `ksc build`) checks every index it reads: the loops of
-/// LSTM's objective, eight such checks each, did not vectorise and took
-/// 2.8 times the unchecked build's time.
+/// ranges `(a, m)` (`(0, m)` for `idx < m`).
 fn strip_index_checks(body: Block, idx: VarId, inside: &FxHashSet<VarId>) -> (Block, Vec<(Offset, Op)>) {
     let r = Reads::new(&body, idx, inside);
     let range = |cond: &Op| -> Option<(Offset, Op, Vec<VarId>)> {
@@ -438,8 +435,6 @@ fn strip_index_checks(body: Block, idx: VarId, inside: &FxHashSet<VarId>) -> (Bl
 /// May the statement (a loop body's) fail?
 fn may_fail(s: &Stmt) -> bool {
     match s {
-        Stmt::Let(_, Rhs::IChecked(_, _, _, site)) => *site != SiteId::UNCHECKED,
-        Stmt::Let(_, Rhs::Un(UnOp::INeg, _, site)) => site.is_some(),
         Stmt::Let(_, r) => r.can_fail(),
         Stmt::Check { .. } | Stmt::Fail { .. } => true,
         Stmt::For { pre, body, .. } => pre.iter().chain(body).any(may_fail),
