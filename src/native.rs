@@ -21,13 +21,15 @@ pub struct NativeOptions {
     pub unchecked: bool,
     /// Let the C compiler combine the terms of Float sums and maxima in
     /// any order, which vectorises them: the loops over data (in no other
-    /// loop) that only add into sums or keep a maximum (`sum`, `sumbuild`,
-    /// `dot`, `max` of a vector, a fold of additions). Results then differ
-    /// from the interpreter's, and from a build without it, by rounding: a
-    /// sum of n terms by at most about n ε Σ|term| (ε = 2^-53); a maximum
-    /// is the same value (but for which of two equal zeros, or whether a
-    /// first element that is NaN, is kept). Without it, native code
-    /// combines in the program's order and gives the interpreter's bits
+    /// loop) that only add into sums (`sum`, `sumbuild`, `dot`, a fold of
+    /// additions), or that keep a maximum and also store elements.
+    /// Results then differ from the interpreter's, and from a build without
+    /// it, by rounding: a sum of n terms by at most about n ε Σ|term| (ε =
+    /// 2^-53); a maximum is the same value (but for which of two equal
+    /// zeros, or whether a first element that is NaN, is kept). Without
+    /// it, native code combines in the program's order and gives the
+    /// interpreter's bits (a loop that only keeps a maximum, `max` and
+    /// `imax` of a vector, is vectorised in every build, exactly)
     #[arg(long)]
     pub reassociate: bool,
     /// Flags for the C compiler, replacing the default `-O3 -march=native`

@@ -1,5 +1,6 @@
 //! Sums and maxima whose terms `ksc build --reassociate` lets the C
-//! compiler combine in any order.
+//! compiler combine in any order; and the maxima that every build
+//! computes in lanes, exactly ([`plain_maximum`]).
 //!
 //! By default native code adds the terms of a Float sum in the program's
 //! order, as the interpreter does, so the two give the same bits; but then
@@ -35,8 +36,8 @@
 
 use ksc_ir::Type;
 use ksc_lower::ir::*;
-use ksc_lower::visit::{defined_in, stmt_operands, walk};
-use rustc_hash::FxHashMap;
+use ksc_lower::visit::{count_stmts, defined_in, stmt_operands, walk};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The variables of the surroundings that a loop only combines into, by
 /// kind.
@@ -81,15 +82,7 @@ pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
             _ => None,
         })
         .collect();
-    // Reads of each variable anywhere in the body.
-    let mut reads: FxHashMap<VarId, usize> = FxHashMap::default();
-    walk(body, &mut |s| {
-        for o in stmt_operands(s) {
-            if let Op::Var(v) = o {
-                *reads.entry(*v).or_default() += 1;
-            }
-        }
-    });
+    let reads = reads_in(body);
     let reads_of = |v: &VarId| reads.get(v).copied().unwrap_or(0);
     // A tensor stored into is used only by those stores: no iteration
     // reads what another writes.
@@ -131,6 +124,137 @@ pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
         }
     }
     out
+}
+
+/// How many times each variable is read anywhere in the body.
+fn reads_in(body: &Block) -> FxHashMap<VarId, usize> {
+    let mut reads: FxHashMap<VarId, usize> = FxHashMap::default();
+    walk(body, &mut |s| {
+        for o in stmt_operands(s) {
+            if let Op::Var(v) = o {
+                *reads.entry(*v).or_default() += 1;
+            }
+        }
+    });
+    reads
+}
+
+/// The most statements of a loop body that [`plain_maximum`] accepts: the
+/// emitter writes the body three times.
+const PLAIN_MAX_STMTS: usize = 32;
+
+/// A loop that only keeps the largest of its terms (see [`plain_maximum`]).
+#[derive(Debug, PartialEq)]
+pub struct PlainMax {
+    /// The maximum, a Float of the loop's surroundings.
+    pub m: VarId,
+    /// The iteration's term.
+    pub t: Op,
+    /// With the maximum, the index of the iteration that gave it, an
+    /// Integer of the surroundings (`imax`: `if t > m { m := t; at := i }`).
+    pub at: Option<VarId>,
+    /// The position in the body of the statement that updates `m`; every
+    /// other statement computes.
+    pub update: usize,
+}
+
+/// A loop `for idx < n { body }` whose body only computes (pure lets,
+/// branches that choose values, its own mutable variables) and then keeps
+/// the largest term in a Float `m` of its surroundings, `if t > m { m := t
+/// }` or `m := fmax m t` (a maximum of [`reductions`]), with nothing else
+/// assigned, stored, checked or looped over: the loops of `max v` and
+/// log-sum-exp's maximum; or with `at := idx` beside `m := t` (`imax`),
+/// `at` an Integer of the surroundings the body does not read.
+///
+/// Its value is the same whatever the order in which it compares terms
+/// (the emitter keeps eight running maxima, vectorised), but for the sign
+/// of a zero: a term replaces `m` only if it is greater, so NaN terms
+/// never count, a NaN `m` stays, and among equal terms the first one is
+/// kept. Equal Floats other than zeros have the same bits; the result is
+/// a zero only if the largest term is, and (when m started below zero)
+/// it is then the first term equal to zero, which the emitter finds again
+/// (`emit.rs`'s `lanes_maximum`).
+pub fn plain_maximum(f: &Func, idx: VarId, body: &Block) -> Option<PlainMax> {
+    if count_stmts(body) > PLAIN_MAX_STMTS {
+        return None;
+    }
+    let own = defined_in(body);
+    let (m, at) = match reductions(f, idx, body) {
+        Reductions { sums, maxima } if sums.is_empty() && maxima.len() == 1 => (maxima[0], None),
+        _ => arg_maximum(f, idx, body, &own)?,
+    };
+    fn computes(s: &Stmt, own: &FxHashSet<VarId>) -> bool {
+        match s {
+            Stmt::Let(_, rhs) => rhs.is_pure(),
+            Stmt::DeclMut(..) => true,
+            Stmt::Set(v, _) => own.contains(v),
+            Stmt::If { then, els, .. } => then.iter().chain(els).all(|s| computes(s, own)),
+            _ => false,
+        }
+    }
+    let mut found = None;
+    for (k, s) in body.iter().enumerate() {
+        let t = match s {
+            _ if computes(s, &own) => continue,
+            // `reductions` checked the condition: `t > m` or `m < t`.
+            Stmt::If { then, els, .. } if els.is_empty() => match (&then[..], at) {
+                ([Stmt::Set(x, t)], None) if *x == m => t.clone(),
+                ([Stmt::Set(x, t), Stmt::Set(k, Op::Var(j))], Some(a)) if *x == m && *k == a && *j == idx => t.clone(),
+                _ => return None,
+            },
+            // `m := u` with `u = fmax c t` (c is m).
+            Stmt::Set(x, Op::Var(u)) if *x == m && at.is_none() => body.iter().find_map(|d| match d {
+                Stmt::Let(v, Rhs::Bin(BinOp::FMax, _, t)) if v == u => Some(t.clone()),
+                _ => None,
+            })?,
+            _ => return None,
+        };
+        // The term is read after the loop's statements, so it must not be
+        // one of those a branch defines.
+        let top = |v: &VarId| body.iter().any(|s| matches!(s, Stmt::Let(x, _) | Stmt::DeclMut(x, _) if x == v));
+        if found.is_some() || matches!(&t, Op::Var(v) if own.contains(v) && !top(v)) {
+            return None;
+        }
+        found = Some(PlainMax { m, t, at, update: k });
+    }
+    found
+}
+
+/// The maximum `m` and its index `at` of a body whose one update of its
+/// surroundings is `if c { m := t; at := idx }`, `c = t > m` or `m < t`
+/// (with `m` read there only, perhaps through a copy read only there),
+/// `m` a Float and `at` an Integer that the body does not read. What
+/// else the body may do is [`plain_maximum`]'s to check.
+fn arg_maximum(f: &Func, idx: VarId, body: &Block, own: &FxHashSet<VarId>) -> Option<(VarId, Option<VarId>)> {
+    let reads = reads_in(body);
+    let reads_of = |v: &VarId| reads.get(v).copied().unwrap_or(0);
+    let def = |v: &VarId| {
+        body.iter().find_map(|s| match s {
+            Stmt::Let(x, rhs) if x == v => Some(rhs),
+            _ => None,
+        })
+    };
+    body.iter().find_map(|s| {
+        let Stmt::If { cond: Op::Var(c), then, els } = s else { return None };
+        let [Stmt::Set(m, t), Stmt::Set(at, Op::Var(j))] = &then[..] else { return None };
+        if !els.is_empty() || *j != idx || own.contains(m) || own.contains(at) || reads_of(c) != 1 {
+            return None;
+        }
+        if f.ty(*m) != &Type::Float || f.ty(*at) != &Type::Integer || reads_of(at) != 0 {
+            return None;
+        }
+        // `m` itself, or a copy of it read only in the test.
+        let is_m = |o: &Op| match o {
+            Op::Var(x) => x == m || matches!(def(x), Some(Rhs::Copy(Op::Var(y))) if y == m && reads_of(x) == 1),
+            _ => false,
+        };
+        let tested = match def(c)? {
+            Rhs::Bin(BinOp::FGt, a, b) => a == t && is_m(b),
+            Rhs::Bin(BinOp::FLt, a, b) => b == t && is_m(a),
+            _ => false,
+        };
+        (tested && reads_of(m) == 1).then_some((*m, Some(*at)))
+    })
 }
 
 #[cfg(test)]
@@ -189,6 +313,68 @@ mod tests {
             Stmt::Set(M, Op::Var(U)),
         ];
         assert_eq!(reductions(&func(), I, &fmax).maxima, vec![M]);
+    }
+
+    /// `t = x[i]; c = t > m; if c { m := t }`.
+    fn max_body() -> Block {
+        vec![
+            Stmt::Let(T, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) }),
+            Stmt::Let(C, Rhs::Bin(BinOp::FGt, Op::Var(T), Op::Var(M))),
+            Stmt::If { cond: Op::Var(C), then: vec![Stmt::Set(M, Op::Var(T))], els: vec![] },
+        ]
+    }
+
+    #[test]
+    fn a_loop_that_only_keeps_a_maximum_is_plain() {
+        let plain = PlainMax { m: M, t: Op::Var(T), at: None, update: 2 };
+        assert_eq!(plain_maximum(&func(), I, &max_body()), Some(plain));
+        let fmax = vec![
+            Stmt::Let(T, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) }),
+            Stmt::Let(U, Rhs::Bin(BinOp::FMax, Op::Var(M), Op::Var(T))),
+            Stmt::Set(M, Op::Var(U)),
+        ];
+        assert_eq!(plain_maximum(&func(), I, &fmax), Some(PlainMax { m: M, t: Op::Var(T), at: None, update: 2 }));
+        // The term chosen by a branch of the body's own (a fused `if`).
+        let chosen = vec![
+            Stmt::DeclMut(T, Some(Op::Float(0.0))),
+            Stmt::If {
+                cond: Op::Bool(true),
+                then: vec![Stmt::Let(U, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) }), Stmt::Set(T, Op::Var(U))],
+                els: vec![Stmt::Set(T, Op::Float(1.0))],
+            },
+            Stmt::Let(C, Rhs::Bin(BinOp::FGt, Op::Var(T), Op::Var(M))),
+            Stmt::If { cond: Op::Var(C), then: vec![Stmt::Set(M, Op::Var(T))], els: vec![] },
+        ];
+        assert_eq!(plain_maximum(&func(), I, &chosen), Some(PlainMax { m: M, t: Op::Var(T), at: None, update: 3 }));
+    }
+
+    #[test]
+    fn a_maximum_beside_other_effects_is_not_plain() {
+        // A store, a check, a print, a call, a sum beside it.
+        let mut stored = max_body();
+        stored.push(Stmt::Store { arr: Op::Var(U), idx: Op::Var(I), val: Op::Var(T) });
+        let mut checked = max_body();
+        checked.insert(1, Stmt::Check { cond: Op::Bool(true), site: SiteId::UNCHECKED, err: ErrorKind::Assert });
+        let mut printed = max_body();
+        printed.push(Stmt::Print { val: Op::Var(T), ty: Type::Float });
+        let mut called = max_body();
+        called.insert(0, Stmt::Let(U, Rhs::Call { func: FuncId(0), args: vec![], frame: None }));
+        let mut summed = max_body();
+        summed.extend(sum_body().into_iter().skip(1));
+        for body in [stored, checked, printed, called, summed] {
+            assert_eq!(plain_maximum(&func(), I, &body), None, "{body:?}");
+        }
+        // The term defined in a branch only.
+        let inner = vec![
+            Stmt::If {
+                cond: Op::Bool(true),
+                then: vec![Stmt::Let(T, Rhs::Load { arr: Op::Var(X), idx: Op::Var(I) })],
+                els: vec![],
+            },
+            Stmt::Let(C, Rhs::Bin(BinOp::FGt, Op::Var(T), Op::Var(M))),
+            Stmt::If { cond: Op::Var(C), then: vec![Stmt::Set(M, Op::Var(T))], els: vec![] },
+        ];
+        assert_eq!(plain_maximum(&func(), I, &inner), None);
     }
 
     #[test]

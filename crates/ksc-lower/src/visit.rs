@@ -218,7 +218,7 @@ pub(crate) fn stmt_defines(s: &Stmt) -> Option<VarId> {
 }
 
 /// The number of statements, nested ones included.
-pub(crate) fn count_stmts(b: &Block) -> usize {
+pub fn count_stmts(b: &Block) -> usize {
     let mut n = 0;
     walk(b, &mut |_| n += 1);
     n
