@@ -36,6 +36,7 @@ pub mod packed;
 pub mod reuse;
 pub mod scalars;
 pub mod soa;
+pub mod unswitch;
 pub mod version;
 
 use ksc_ir::pass::{Pass, Runner};
@@ -68,6 +69,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &alloc_dims::FoldAllocDims,
     &fuse::FuseConsumers,
     &packed::ForwardPackedTensors,
+    &unswitch::UnswitchInvariantBranches,
     &version::VersionRangeGuards,
     &interchange::InterchangeSums,
     &jam::JamSums,
@@ -166,8 +168,8 @@ mod tests {
     #[test]
     fn names_are_the_pipelines_passes_each_once() {
         let names = names();
-        assert_eq!(PIPELINE.len(), 19);
-        assert_eq!(names.len(), 18, "{names:?}");
+        assert_eq!(PIPELINE.len(), 20);
+        assert_eq!(names.len(), 19, "{names:?}");
         assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
         assert_eq!(names.first(), Some(&"share-guarded"));
         assert_eq!(names.last(), Some(&"place-arena-scopes"));
