@@ -19,7 +19,7 @@ static double cam[11], *X, *res, *vals;
 static long *rows, *cols;
 static ks_arena *A;
 static ks_T1f kcam;
-static ks_T1T1f kX;
+static ks_T1t3fff kX;
 
 static void load(int tool, const char *path, int argc, char **argv) {
     (void)tool; (void)argc; (void)argv;
@@ -37,8 +37,9 @@ static void load(int tool, const char *path, int argc, char **argv) {
     cols = xmalloc(sizeof(long) * 28 * N);
     A = ks_arena_new();
     kcam = (ks_T1f){11, cam};
-    kX = (ks_T1T1f){N, xmalloc(sizeof(ks_T1f) * (N ? N : 1))};
-    for (long i = 0; i < N; i++) kX.data[i] = (ks_T1f){3, X + 3 * i};
+    /* The points as ksc's Vec (Tuple Float Float Float): the same memory
+     * as the reference's N x 3 array. */
+    kX = (ks_T1t3fff){N, (ks_t3fff *)X};
 }
 
 static void write_out(int which, double *out) {
