@@ -495,8 +495,10 @@ static inline double ksrt_two_prod_lo(double a, double b, double p) {
     return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
 }
 /* tanh: Cephes' rational approximation below 0.625, 1 - 2 / (e^2|x| + 1)
- * above it in about twice the precision; within 1 ulp. */
-static inline double ksrt_tanh(double x) {
+ * above it in about twice the precision; within 1 ulp. Always inlined:
+ * called out of line (GCC's growth limits in LSTM's checked functions),
+ * its loops did not vectorise (docs/native.md). */
+static inline __attribute__((always_inline)) double ksrt_tanh(double x) {
     const double P0 = -9.64399179425052238628e-1, P1 = -9.92877231001918586564e1,
                  P2 = -1.61468768441708447952e3, Q0 = 1.12811678491632931402e2,
                  Q1 = 2.23548839060100448583e3, Q2 = 4.84406305325125486048e3;
