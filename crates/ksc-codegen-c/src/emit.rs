@@ -1069,6 +1069,10 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
     loops
 }
 
+/// The running maxima of a loop that only keeps the largest of its terms
+/// (`W::lanes_maximum`): eight Floats, one AVX-512 vector.
+const MAX_LANES: usize = 8;
+
 /// What a run of block `b` of `f` counts in a build that counts work
 /// (`KS_WORK`, defined by the runtime; nothing unless `KS_COUNT_WORK` is
 /// defined): one, and one per number it loads, stores or adds into
@@ -1077,10 +1081,6 @@ fn function_text(f: &Func, callees: &[(FuncId, CalleeSig)], target: Target, chec
 /// costs what its vectors of components would (`split-tuple-vectors`),
 /// and a tensor handle counts one. Written on the line that opens the
 /// block, so the C has as many lines either way.
-/// The running maxima of a loop that only keeps the largest of its terms
-/// (`W::lanes_maximum`): eight Floats, one AVX-512 vector.
-const MAX_LANES: usize = 8;
-
 fn work(f: &Func, b: &Block) -> String {
     let words = |t: &Type| leaves(t).len();
     let elements: usize = b
