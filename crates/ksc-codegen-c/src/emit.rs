@@ -1634,12 +1634,12 @@ impl<'a> W<'a> {
         // <= 64 terms) were 1.1 to 1.7 times slower with the mark, even
         // where a condition on the count kept them in order.
         let top = self.loop_marks.is_empty() && !body.iter().any(|s| matches!(s, Stmt::For { .. }));
-        // (Written three times, the body must have no part of a split
-        // function: a part is written once.)
-        let mut parts = false;
-        walk(body, &mut |s| parts |= self.plan.part(s).is_some());
-        if top && !reset && !independent && !parts {
-            if let Some(pm) = crate::reassoc::plain_maximum(self.f, idx, body) {
+        if top && !reset && !independent {
+            // (Written three times, the body must have no part of a split
+            // function: a part is written once.)
+            let mut parts = false;
+            walk(body, &mut |s| parts |= self.plan.part(s).is_some());
+            if let Some(pm) = crate::reassoc::plain_maximum(self.f, idx, body).filter(|_| !parts) {
                 self.lanes_maximum(idx, lo, hi, n, body, &pm);
                 return;
             }

@@ -73,17 +73,8 @@ pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
     if !ok {
         return out;
     }
-    // The top-level definitions of the body, to follow `s := t` back to
-    // `t = s + u` (through a copy of `s`).
-    let defs: FxHashMap<VarId, &Rhs> = body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(v, rhs) => Some((*v, rhs)),
-            _ => None,
-        })
-        .collect();
-    let reads = reads_in(body);
-    let reads_of = |v: &VarId| reads.get(v).copied().unwrap_or(0);
+    let uses = Uses::new(body);
+    let reads_of = |v: &VarId| uses.reads(*v);
     // A tensor stored into is used only by those stores: no iteration
     // reads what another writes.
     if stored.iter().any(|a| reads_of(a) != stored.iter().filter(|&b| b == a).count()) {
@@ -95,24 +86,17 @@ pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
         if f.ty(s) != &Type::Float || assigned.iter().filter(|&&x| x == s).count() != 1 || reads_of(&s) != 1 {
             return Reductions::default();
         }
-        let is_s = |o: &Op| match o {
-            Op::Var(x) => *x == s || matches!(defs.get(x), Some(Rhs::Copy(Op::Var(y))) if *y == s && reads_of(x) == 1),
-            _ => false,
-        };
+        let is_s = |o: &Op| uses.is(o, s);
         // The update, at the top of the body; its value read only there.
         let update = body.iter().find_map(|st| match st {
-            Stmt::Set(x, Op::Var(t)) if *x == s && reads_of(t) == 1 => match defs.get(t) {
+            Stmt::Set(x, Op::Var(t)) if *x == s && reads_of(t) == 1 => match uses.def(*t) {
                 Some(Rhs::Bin(BinOp::FAdd, a, b)) if is_s(a) != is_s(b) => Some(true),
                 Some(Rhs::Bin(BinOp::FMax, a, b)) if is_s(a) && !is_s(b) => Some(false),
                 _ => None,
             },
-            // `if t > m { m := t }` (`c = t > m` or `m < t`).
-            Stmt::If { cond: Op::Var(c), then, els } if els.is_empty() && reads_of(c) == 1 => match &then[..] {
-                [Stmt::Set(x, t)] if *x == s => match defs.get(c) {
-                    Some(Rhs::Bin(BinOp::FGt, a, b)) if a == t && is_s(b) => Some(false),
-                    Some(Rhs::Bin(BinOp::FLt, a, b)) if b == t && is_s(a) => Some(false),
-                    _ => None,
-                },
+            // `if t > m { m := t }`.
+            Stmt::If { cond: Op::Var(c), then, els } if els.is_empty() => match &then[..] {
+                [Stmt::Set(x, t)] if *x == s && uses.tests_greater(*c, t, s) => Some(false),
                 _ => None,
             },
             _ => None,
@@ -126,17 +110,60 @@ pub fn reductions(f: &Func, idx: VarId, body: &Block) -> Reductions {
     out
 }
 
-/// How many times each variable is read anywhere in the body.
-fn reads_in(body: &Block) -> FxHashMap<VarId, usize> {
-    let mut reads: FxHashMap<VarId, usize> = FxHashMap::default();
-    walk(body, &mut |s| {
-        for o in stmt_operands(s) {
-            if let Op::Var(v) = o {
-                *reads.entry(*v).or_default() += 1;
+/// A loop body's top-level definitions, and how many times each variable
+/// is read anywhere in it.
+struct Uses<'b> {
+    defs: FxHashMap<VarId, &'b Rhs>,
+    reads: FxHashMap<VarId, usize>,
+}
+
+impl<'b> Uses<'b> {
+    fn new(body: &'b Block) -> Uses<'b> {
+        let defs = body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Let(v, rhs) => Some((*v, rhs)),
+                _ => None,
+            })
+            .collect();
+        let mut reads: FxHashMap<VarId, usize> = FxHashMap::default();
+        walk(body, &mut |s| {
+            for o in stmt_operands(s) {
+                if let Op::Var(v) = o {
+                    *reads.entry(*v).or_default() += 1;
+                }
             }
+        });
+        Uses { defs, reads }
+    }
+
+    fn reads(&self, v: VarId) -> usize {
+        self.reads.get(&v).copied().unwrap_or(0)
+    }
+
+    fn def(&self, v: VarId) -> Option<&'b Rhs> {
+        self.defs.get(&v).copied()
+    }
+
+    /// Is `o` the variable `s`, or a copy of it read only once?
+    fn is(&self, o: &Op, s: VarId) -> bool {
+        match o {
+            Op::Var(x) => {
+                *x == s || matches!(self.def(*x), Some(Rhs::Copy(Op::Var(y))) if *y == s && self.reads(*x) == 1)
+            }
+            _ => false,
         }
-    });
-    reads
+    }
+
+    /// Is `c`, read once, `t > s` or `s < t` (`s` as [`Uses::is`] reads it)?
+    fn tests_greater(&self, c: VarId, t: &Op, s: VarId) -> bool {
+        self.reads(c) == 1
+            && match self.def(c) {
+                Some(Rhs::Bin(BinOp::FGt, a, b)) => a == t && self.is(b, s),
+                Some(Rhs::Bin(BinOp::FLt, a, b)) => b == t && self.is(a, s),
+                _ => false,
+            }
+    }
 }
 
 /// The most statements of a loop body that [`plain_maximum`] accepts: the
@@ -226,34 +253,17 @@ pub fn plain_maximum(f: &Func, idx: VarId, body: &Block) -> Option<PlainMax> {
 /// `m` a Float and `at` an Integer that the body does not read. What
 /// else the body may do is [`plain_maximum`]'s to check.
 fn arg_maximum(f: &Func, idx: VarId, body: &Block, own: &FxHashSet<VarId>) -> Option<(VarId, Option<VarId>)> {
-    let reads = reads_in(body);
-    let reads_of = |v: &VarId| reads.get(v).copied().unwrap_or(0);
-    let def = |v: &VarId| {
-        body.iter().find_map(|s| match s {
-            Stmt::Let(x, rhs) if x == v => Some(rhs),
-            _ => None,
-        })
-    };
+    let uses = Uses::new(body);
     body.iter().find_map(|s| {
         let Stmt::If { cond: Op::Var(c), then, els } = s else { return None };
         let [Stmt::Set(m, t), Stmt::Set(at, Op::Var(j))] = &then[..] else { return None };
-        if !els.is_empty() || *j != idx || own.contains(m) || own.contains(at) || reads_of(c) != 1 {
+        if !els.is_empty() || *j != idx || own.contains(m) || own.contains(at) {
             return None;
         }
-        if f.ty(*m) != &Type::Float || f.ty(*at) != &Type::Integer || reads_of(at) != 0 {
+        if f.ty(*m) != &Type::Float || f.ty(*at) != &Type::Integer || uses.reads(*at) != 0 {
             return None;
         }
-        // `m` itself, or a copy of it read only in the test.
-        let is_m = |o: &Op| match o {
-            Op::Var(x) => x == m || matches!(def(x), Some(Rhs::Copy(Op::Var(y))) if y == m && reads_of(x) == 1),
-            _ => false,
-        };
-        let tested = match def(c)? {
-            Rhs::Bin(BinOp::FGt, a, b) => a == t && is_m(b),
-            Rhs::Bin(BinOp::FLt, a, b) => b == t && is_m(a),
-            _ => false,
-        };
-        (tested && reads_of(m) == 1).then_some((*m, Some(*at)))
+        (uses.tests_greater(*c, t, *m) && uses.reads(*m) == 1).then_some((*m, Some(*at)))
     })
 }
 

@@ -336,6 +336,54 @@ pub(crate) fn rename_in(
     map
 }
 
+/// The statement with every variable it defines renamed to a fresh one.
+pub(crate) fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
+    rename_in(std::slice::from_mut(&mut s), vars, FxHashMap::default());
+    s
+}
+
+/// What is not invariant in a loop: the variables its body and preheader
+/// define, and the mutable variables its body assigns.
+pub(crate) fn variant(body: &Block, pre: &[Stmt]) -> FxHashSet<VarId> {
+    let mut inside = defined_in(body);
+    inside.extend(defined_in(pre));
+    walk(body, &mut |s| {
+        if let Stmt::Set(v, _) = s {
+            inside.insert(*v);
+        }
+    });
+    inside
+}
+
+/// May the statement (a loop body's) fail?
+pub(crate) fn may_fail(s: &Stmt) -> bool {
+    match s {
+        Stmt::Let(_, r) => r.can_fail(),
+        Stmt::Check { .. } | Stmt::Fail { .. } => true,
+        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(may_fail),
+        Stmt::If { then, els, .. } => then.iter().chain(els).any(may_fail),
+        _ => false,
+    }
+}
+
+/// Pushes to `out` the statements `stmts` that replace a loop of `n`
+/// iterations (copies of it, and what chooses between them) whose
+/// preheader `lifted_pre` was taken out of the loops because they test
+/// one of its values: it runs first, only when the loop would run (`n >
+/// 0`, as a preheader does), and `stmts` after it. Without a lifted
+/// preheader, `stmts` alone.
+pub(crate) fn after_preheader(n: &Op, lifted_pre: Block, stmts: Block, vars: &mut Vec<VarInfo>, out: &mut Block) {
+    if lifted_pre.is_empty() {
+        out.extend(stmts);
+        return;
+    }
+    let (ne, runs) = fresh_let(vars, Rhs::Bin(BinOp::IGt, n.clone(), Op::Int(0)), ksc_ir::Type::Bool);
+    let mut then = lifted_pre;
+    then.extend(stmts);
+    out.push(ne);
+    out.push(Stmt::If { cond: runs, then, els: vec![] });
+}
+
 /// Removes `let mark = mark` from `body` when nothing else mentions it.
 pub(crate) fn drop_unused_mark(body: &mut Block, mark: VarId) {
     if !body.iter().any(|s| mentions(s, mark)) {

@@ -26,18 +26,16 @@
 //! `unswitch_invariant_branches.loops`).
 //!
 //! Only loops of at most [`UNSWITCHED_BODY`] statements (the body is
-//! copied) with nothing else that stops vectorisation (a call, a check, a
-//! print: copies of LSTM's reverse loops, which add into vectors under
-//! checks, gained nothing), one test a loop (its copies are not unswitched
+//! copied) with nothing else that stops vectorisation (anything that may
+//! fail: a call, a check, checked arithmetic; a print: copies of LSTM's
+//! reverse loops, which add into vectors under checks, gained nothing), one test a loop (its copies are not unswitched
 //! again).
 
 use ksc_ir::pass::Pass;
-use ksc_ir::Type;
-use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{count_stmts, defined_in, fresh_let, rename_in, walk};
+use crate::visit::{after_preheader, any_stmt, count_stmts, defined_in, may_fail, renamed, variant};
 
 /// The `unswitch-invariant-branches` pass.
 pub struct UnswitchInvariantBranches;
@@ -81,18 +79,9 @@ fn unswitch_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> 
                         let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
                         let taken = |then: bool| body.iter().cloned().flat_map(|s| decided(s, c, then)).collect();
                         let yes = Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: taken(true), reset };
-                        let mut no = [Stmt::For { idx, n: n.clone(), pre, body: taken(false), reset }];
-                        rename_in(&mut no, vars, FxHashMap::default());
-                        let unswitched = Stmt::If { cond: Op::Var(c), then: vec![yes], els: no.into() };
-                        if lifted {
-                            let (ne, runs) = fresh_let(vars, Rhs::Bin(BinOp::IGt, n, Op::Int(0)), Type::Bool);
-                            let mut then = lifted_pre;
-                            then.push(unswitched);
-                            out.push(ne);
-                            out.push(Stmt::If { cond: runs, then, els: vec![] });
-                        } else {
-                            out.push(unswitched);
-                        }
+                        let no = renamed(Stmt::For { idx, n: n.clone(), pre, body: taken(false), reset }, vars);
+                        let unswitched = Stmt::If { cond: Op::Var(c), then: vec![yes], els: vec![no] };
+                        after_preheader(&n, lifted_pre, vec![unswitched], vars, &mut out);
                     }
                     None => out.push(Stmt::For { idx, n, pre, body, reset }),
                 }
@@ -111,24 +100,16 @@ fn unswitch_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> 
 /// The variable of the first `if` at the top of an innermost loop's body
 /// that the body does not define or assign (it may be the preheader's), if
 /// the body is small enough to copy and has nothing else that keeps the C
-/// compiler from vectorising it: no call, check or print.
+/// compiler from vectorising it: nothing that may fail (a call, a check,
+/// checked arithmetic) or print.
 fn invariant_test(body: &Block) -> Option<VarId> {
-    if count_stmts(body) > UNSWITCHED_BODY {
+    if count_stmts(body) > UNSWITCHED_BODY
+        || body.iter().any(may_fail)
+        || any_stmt(body, &mut |s| matches!(s, Stmt::Print { .. } | Stmt::TailCall(_)))
+    {
         return None;
     }
-    let mut inside: FxHashSet<VarId> = defined_in(body);
-    let mut stops = false;
-    walk(body, &mut |s| match s {
-        Stmt::Set(v, _) => {
-            inside.insert(*v);
-        }
-        Stmt::Let(_, Rhs::Call { .. }) | Stmt::TailCall(_) | Stmt::Check { .. } | Stmt::Fail { .. } => stops = true,
-        Stmt::Print { .. } => stops = true,
-        _ => {}
-    });
-    if stops {
-        return None;
-    }
+    let inside = variant(body, &[]);
     body.iter().find_map(|s| match s {
         Stmt::If { cond: Op::Var(c), .. } if !inside.contains(c) => Some(*c),
         _ => None,
@@ -153,6 +134,7 @@ fn decided(s: Stmt, c: VarId, then: bool) -> Block {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksc_ir::Type;
 
     const C: VarId = VarId(0);
     const X: VarId = VarId(1);

@@ -27,8 +27,9 @@
 //! would still stop vectorisation), with a body of at most
 //! [`CHECKED_BODY`] statements: LSTM's objective in a checked build took
 //! 2.8 times the unchecked build's time (its gates' loops, eight index
-//! checks each, did not vectorise), now 1.03 to 1.05 times (its gradient
-//! 0.93 to 1.0 of its time before); the cost is C compile time, as the
+//! checks each, did not vectorise), then 1.03 to 1.05 times (its gradient
+//! 0.93 to 1.0 of its time before), now 1.1 (0.87 against 0.79 ms; the
+//! runtime's `tanh` is always inlined since GCC stopped inlining it there); the cost is C compile time, as the
 //! copies are vectorised too: the checked build of lstm.ks, whose C is 20%
 //! longer, takes 30 to 50% more CPU.
 //!
@@ -42,7 +43,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{count_stmts, defined_in, fresh_let, lets_of, rename_in, walk};
+use crate::visit::{after_preheader, count_stmts, fresh_let, lets_of, may_fail, renamed, variant};
 
 /// The `version-range-guards` pass.
 pub struct VersionRangeGuards;
@@ -186,23 +187,13 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> B
                         let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
                         let fast =
                             renamed(Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: straight, reset }, vars);
-                        let nonempty = lifted
-                            .then(|| fresh_let(vars, Rhs::Bin(BinOp::IGt, n.clone(), Op::Int(0)), ksc_ir::Type::Bool));
-                        let versioned =
-                            Stmt::If { cond: ok, then: vec![fast], els: vec![Stmt::For { idx, n, pre, body, reset }] };
-                        match nonempty {
-                            Some((ne, cond)) => {
-                                let mut then = lifted_pre;
-                                then.extend(test);
-                                then.push(versioned);
-                                out.push(ne);
-                                out.push(Stmt::If { cond, then, els: vec![] });
-                            }
-                            None => {
-                                out.extend(test);
-                                out.push(versioned);
-                            }
-                        }
+                        let versioned = Stmt::If {
+                            cond: ok,
+                            then: vec![fast],
+                            els: vec![Stmt::For { idx, n: n.clone(), pre, body, reset }],
+                        };
+                        test.push(versioned);
+                        after_preheader(&n, lifted_pre, test, vars, &mut out);
                     }
                     None => out.push(Stmt::For { idx, n, pre, body, reset }),
                 }
@@ -225,19 +216,6 @@ fn version_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> B
 /// loop): the body with that statement replaced by its branch, `a` and `m`.
 fn range_guard(body: &Block, pre: &[Stmt], idx: VarId) -> Option<(Block, Op, Op)> {
     strip_guard(body, idx, &variant(body, pre))
-}
-
-/// What is not invariant in a loop: the variables its body and preheader
-/// define, and the mutable variables its body assigns.
-fn variant(body: &Block, pre: &[Stmt]) -> FxHashSet<VarId> {
-    let mut inside = defined_in(body);
-    inside.extend(defined_in(pre));
-    walk(body, &mut |s| {
-        if let Stmt::Set(v, _) = s {
-            inside.insert(*v);
-        }
-    });
-    inside
 }
 
 fn strip_guard(block: &Block, idx: VarId, inside: &FxHashSet<VarId>) -> Option<(Block, Op, Op)> {
@@ -430,21 +408,4 @@ fn strip_index_checks(body: Block, idx: VarId, inside: &FxHashSet<VarId>) -> (Bl
         }
     }
     (out, ranges)
-}
-
-/// May the statement (a loop body's) fail?
-fn may_fail(s: &Stmt) -> bool {
-    match s {
-        Stmt::Let(_, r) => r.can_fail(),
-        Stmt::Check { .. } | Stmt::Fail { .. } => true,
-        Stmt::For { pre, body, .. } => pre.iter().chain(body).any(may_fail),
-        Stmt::If { then, els, .. } => then.iter().chain(els).any(may_fail),
-        _ => false,
-    }
-}
-
-/// The statement with every variable it defines renamed to a fresh one.
-fn renamed(mut s: Stmt, vars: &mut Vec<VarInfo>) -> Stmt {
-    rename_in(std::slice::from_mut(&mut s), vars, FxHashMap::default());
-    s
 }
