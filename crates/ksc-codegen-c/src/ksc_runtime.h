@@ -64,6 +64,14 @@ __attribute__((weak)) uint64_t ks_work_count;
  * vectorised. Otherwise every sum is added in the program's order, as the
  * interpreter adds it. */
 #define KSRT_STR(x) #x
+/* A loop over independent lanes (`lanes_maximum` of emit.rs): vectorised as
+ * it is, not unrolled into scalar chains first. Not where work is counted:
+ * the counter is a dependence between iterations. */
+#ifdef KS_COUNT_WORK
+#define KSRT_LANES
+#else
+#define KSRT_LANES _Pragma("omp simd")
+#endif
 #ifdef KSC_REASSOCIATE
 #define KSRT_SUMS(...) _Pragma(KSRT_STR(omp simd reduction(+ : __VA_ARGS__)))
 #define KSRT_MAXIMA(...) _Pragma(KSRT_STR(omp simd reduction(max : __VA_ARGS__)))
