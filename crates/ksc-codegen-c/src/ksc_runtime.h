@@ -65,9 +65,10 @@ __attribute__((weak)) uint64_t ks_work_count;
  * interpreter adds it. */
 #define KSRT_STR(x) #x
 /* A loop over independent lanes (`lanes_maximum` of emit.rs): vectorised as
- * it is, not unrolled into scalar chains first. Not where work is counted:
- * the counter is a dependence between iterations. */
-#ifdef KS_COUNT_WORK
+ * it is, not unrolled into scalar chains first. Not where work is counted
+ * (the counter is a dependence between iterations), nor without OpenMP,
+ * where the pragma would only be a warning. */
+#if defined(KS_COUNT_WORK) || !defined(_OPENMP)
 #define KSRT_LANES
 #else
 #define KSRT_LANES _Pragma("omp simd")
