@@ -625,6 +625,21 @@ impl<'a> Lowerer<'a> {
         crate::prims::fresh_expr(body, e, false, &|g| self.fresh_result(g), &[]).all()
     }
 
+    /// Is a delayed tensor of type `ty`, once made, storage that nothing
+    /// else refers to, the tensors it holds included? Its own storage is
+    /// made when it is; a tensor element is only where the element
+    /// expression makes new storage each time ([`Self::made_fresh`]):
+    /// `build n (lam i r)` and `constVec n r` hold `r` itself, n times, so
+    /// adding into them in place would change `r` (and each element as
+    /// many times as `r` is held).
+    pub(crate) fn delayed_fresh(&self, d: &Delayed, ty: &Type) -> bool {
+        let Type::Tensor(_, elem) = ty else { return false };
+        if !needs_heap(elem) {
+            return true;
+        }
+        d.lam_parts().is_some_and(|(_, e, dctx)| self.made_fresh(self.body(dctx), e))
+    }
+
     /// May the fold whose step is `lam` (in the body of definition `def`)
     /// own its accumulator, so that its step adds into it in place? When
     /// the step hands it to a function that consumes it (`[sufrevacc f]`,

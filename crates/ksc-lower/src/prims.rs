@@ -1526,7 +1526,7 @@ impl Lowerer<'_> {
                 Acc::Tuple(accs)
             }
             Type::Tensor(..) => {
-                let fresh = fresh || matches!(first, LVal::Delayed(_));
+                let fresh = fresh || matches!(&first, LVal::Delayed(d) if self.delayed_fresh(d, ty));
                 let o = self.materialize_val(fb, st, first, ty)?;
                 let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), ty.clone(), Some("acc")) };
                 Acc::Tensor(o, ty.clone())
@@ -1657,7 +1657,7 @@ impl Lowerer<'_> {
                 Ok(LVal::Tuple(out))
             }
             Type::Tensor(..) => {
-                let fresh = matches!(a, LVal::Delayed(_));
+                let fresh = matches!(&a, LVal::Delayed(d) if self.delayed_fresh(d, at));
                 let o = self.materialize_val(fb, st, a, at)?;
                 let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), at.clone(), None) };
                 let acc = Acc::Tensor(o.clone(), at.clone());
