@@ -100,6 +100,17 @@ fn flat_tensors(t: &Type) -> bool {
 /// vector of numbers or of tuples of them: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
 /// `sumbuild` or `sum` of flat tensors, whose accumulator is new: a sum
 /// adds its terms in place into a copy of its first, `Lowerer::sum`.)
+/// Is `e` a `ts_add` whose value is storage it made, the tensors it holds
+/// included: `ts_add x y` of tensors (into a deep copy of `x`, or into `x`
+/// where that is such storage itself), `y` not `()` (adding `()` is `x`
+/// itself)? Every tensor of its value then has no other name than the
+/// value, as long as `e` is not bound to a variable.
+pub(crate) fn made_by_ts_add(body: &ksc_ir::Body, e: ExprId) -> bool {
+    let Expr::Call(Callee::Prim(Prim::TsAdd), arg) = &body.exprs[e] else { return false };
+    matches!(body.ty(e), Type::Tensor(..))
+        && matches!(body.call_args(*arg)[..], [_, y] if matches!(body.ty(y), Type::Tensor(..)))
+}
+
 pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
     matches!(
         &body.exprs[e],
@@ -1284,7 +1295,11 @@ impl Lowerer<'_> {
                 let (a, at) = args[0].val()?;
                 let (b, bt) = args[1].val()?;
                 let (a, at, b, bt) = (a.clone(), at.clone(), b.clone(), bt.clone());
-                self.ts_add_vals(fb, st, a, &at, b, &bt, site)
+                // `ts_add (ts_add x y) z`: the inner sum is new storage,
+                // its tensors included, that nothing else holds.
+                let body = self.body(ctx);
+                let made = matches!(body.call_args(arg)[..], [x, _] if made_by_ts_add(body, x));
+                self.ts_add_into(fb, st, a, &at, b, &bt, site, made)
             }
             Prim::TsScale => {
                 let k = lval_op(args[0].val()?.0)?;
@@ -1638,6 +1653,25 @@ impl Lowerer<'_> {
         bt: &Type,
         site: SiteId,
     ) -> R<LVal> {
+        self.ts_add_into(fb, st, a, at, b, bt, site, false)
+    }
+
+    /// `a + b`, added into `a` in place where `made` (`a` is storage,
+    /// the tensors it holds included, that nothing else refers to) or `a`
+    /// is a delayed tensor made here ([`Lowerer::delayed_fresh`]); into a
+    /// deep copy of `a` otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn ts_add_into(
+        &mut self,
+        fb: &mut FnBuilder,
+        st: &mut FnState,
+        a: LVal,
+        at: &Type,
+        b: LVal,
+        bt: &Type,
+        site: SiteId,
+        made: bool,
+    ) -> R<LVal> {
         if *bt == Type::unit() {
             return Ok(a);
         }
@@ -1652,12 +1686,12 @@ impl Lowerer<'_> {
                 let bvs = parts(fb, b, bt, ts.len())?;
                 let mut out = Vec::new();
                 for (((a, b), t), u) in avs.into_iter().zip(bvs).zip(ts).zip(&bts) {
-                    out.push(self.ts_add_vals(fb, st, a, t, b, u, site)?);
+                    out.push(self.ts_add_into(fb, st, a, t, b, u, site, made)?);
                 }
                 Ok(LVal::Tuple(out))
             }
             Type::Tensor(..) => {
-                let fresh = matches!(&a, LVal::Delayed(d) if self.delayed_fresh(d, at));
+                let fresh = made || matches!(&a, LVal::Delayed(d) if self.delayed_fresh(d, at));
                 let o = self.materialize_val(fb, st, a, at)?;
                 let o = if fresh { o } else { fb.let_(Rhs::DeepCopy(o), at.clone(), None) };
                 let acc = Acc::Tensor(o.clone(), at.clone());
