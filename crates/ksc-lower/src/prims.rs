@@ -1299,7 +1299,7 @@ impl Lowerer<'_> {
                 // its tensors included, that nothing else holds.
                 let body = self.body(ctx);
                 let made = matches!(body.call_args(arg)[..], [x, _] if made_by_ts_add(body, x));
-                self.ts_add_into(fb, st, a, &at, b, &bt, site, made)
+                self.ts_add_vals(fb, st, a, &at, b, &bt, site, made)
             }
             Prim::TsScale => {
                 let k = lval_op(args[0].val()?.0)?;
@@ -1601,7 +1601,7 @@ impl Lowerer<'_> {
             Acc::Slot(arr, idx, t) => {
                 let old = fb.let_(Rhs::Load { arr: arr.clone(), idx: idx.clone() }, t.clone(), None);
                 let old = split(fb, old, t);
-                let new = self.ts_add_vals(fb, st, old, t, v, t, site)?;
+                let new = self.ts_add_vals(fb, st, old, t, v, t, site, false)?;
                 let new = self.materialize_val(fb, st, new, t)?;
                 fb.emit(Stmt::Store { arr: arr.clone(), idx: idx.clone(), val: new });
             }
@@ -1642,26 +1642,12 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn ts_add_vals(
-        &mut self,
-        fb: &mut FnBuilder,
-        st: &mut FnState,
-        a: LVal,
-        at: &Type,
-        b: LVal,
-        bt: &Type,
-        site: SiteId,
-    ) -> R<LVal> {
-        self.ts_add_into(fb, st, a, at, b, bt, site, false)
-    }
-
     /// `a + b`, added into `a` in place where `made` (`a` is storage,
     /// the tensors it holds included, that nothing else refers to) or `a`
     /// is a delayed tensor made here ([`Lowerer::delayed_fresh`]); into a
     /// deep copy of `a` otherwise.
     #[allow(clippy::too_many_arguments)]
-    fn ts_add_into(
+    fn ts_add_vals(
         &mut self,
         fb: &mut FnBuilder,
         st: &mut FnState,
@@ -1686,7 +1672,7 @@ impl Lowerer<'_> {
                 let bvs = parts(fb, b, bt, ts.len())?;
                 let mut out = Vec::new();
                 for (((a, b), t), u) in avs.into_iter().zip(bvs).zip(ts).zip(&bts) {
-                    out.push(self.ts_add_into(fb, st, a, t, b, u, site, made)?);
+                    out.push(self.ts_add_vals(fb, st, a, t, b, u, site, made)?);
                 }
                 Ok(LVal::Tuple(out))
             }
@@ -2098,12 +2084,12 @@ impl Lowerer<'_> {
         let (x, xt, dx, dxt, dr) = (x.clone(), xt.clone(), dx.clone(), dxt.clone(), dr.clone());
         let x = self.force_val(fb, st, x, &xt)?;
         let fx = self.apply(fb, st, ctx, &args[0], x.clone())?;
-        let x_dx = self.ts_add_vals(fb, st, x.clone(), &xt, dx.clone(), &dxt, site)?;
+        let x_dx = self.ts_add_vals(fb, st, x.clone(), &xt, dx.clone(), &dxt, site, false)?;
         let fx_dx = self.apply(fb, st, ctx, &args[0], x_dx)?;
         let Arg::Lam { body, .. } = &args[0] else { return internal("$check of a lambda not written in place") };
         let ft = self.type_of(ctx, *body)?;
         let neg = self.ts_scale(fb, st, Op::Float(-1.0), fx, &ft)?;
-        let df = self.ts_add_vals(fb, st, fx_dx, &ft, neg, &ft, site)?;
+        let df = self.ts_add_vals(fb, st, fx_dx, &ft, neg, &ft, site, false)?;
         let d1 = self.ts_dot(fb, st, df, dr.clone(), &ft, site)?;
         let grad = self.apply(fb, st, ctx, &args[1], LVal::Tuple(vec![x, dr]))?;
         let d2 = self.ts_dot(fb, st, grad, dx, &dxt, site)?;
