@@ -100,6 +100,16 @@ fn flat_tensors(t: &Type) -> bool {
 /// vector of numbers or of tuples of them: a `deltaVec`, `build`, `constVec`, or a `ts_add`,
 /// `sumbuild` or `sum` of flat tensors, whose accumulator is new: a sum
 /// adds its terms in place into a copy of its first, `Lowerer::sum`.)
+pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
+    matches!(
+        &body.exprs[e],
+        Expr::Call(
+            Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd | Prim::Sumbuild | Prim::Sum),
+            _
+        )
+    ) && flat_tensors(body.ty(e))
+}
+
 /// Is `e` a `ts_add` whose value is storage it made, the tensors it holds
 /// included: `ts_add x y` of tensors (into a deep copy of `x`, or into `x`
 /// where that is such storage itself), `y` not `()` (adding `()` is `x`
@@ -109,16 +119,6 @@ pub(crate) fn made_by_ts_add(body: &ksc_ir::Body, e: ExprId) -> bool {
     let Expr::Call(Callee::Prim(Prim::TsAdd), arg) = &body.exprs[e] else { return false };
     matches!(body.ty(e), Type::Tensor(..))
         && matches!(body.call_args(*arg)[..], [_, y] if matches!(body.ty(y), Type::Tensor(..)))
-}
-
-pub(crate) fn fresh_value(body: &ksc_ir::Body, e: ExprId) -> bool {
-    matches!(
-        &body.exprs[e],
-        Expr::Call(
-            Callee::Prim(Prim::DeltaVec | Prim::Build | Prim::ConstVec | Prim::TsAdd | Prim::Sumbuild | Prim::Sum),
-            _
-        )
-    ) && flat_tensors(body.ty(e))
 }
 
 /// Which parts of a value are storage nothing else refers to: `Yes` for a
