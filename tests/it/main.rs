@@ -22,5 +22,6 @@ mod python;
 mod random_input;
 mod reduce_tree;
 mod round_trip;
+mod sharing;
 mod watch;
 mod workspace;
