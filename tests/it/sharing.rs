@@ -195,6 +195,13 @@ fn shared_rows_are_added_into_only_where_nothing_else_reads_them() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             failures.push(format!("`ksc {}` failed: {}", mode.join(" "), String::from_utf8_lossy(&out.stderr)));
+        } else if stdout.lines().count() != expected.lines().count() {
+            failures.push(format!(
+                "`ksc {}` on {path} printed {} lines, not {}",
+                mode.join(" "),
+                stdout.lines().count(),
+                expected.lines().count()
+            ));
         } else if let Some(l) = expected.lines().zip(stdout.lines()).find(|(a, b)| !same_line(a, b)) {
             failures.push(format!(
                 "`ksc {}` on {path} (seed {seed}) first differs from the interpreter at\n  {}\n  {}",

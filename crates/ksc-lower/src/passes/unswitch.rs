@@ -35,7 +35,7 @@ use ksc_ir::pass::Pass;
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{after_preheader, any_stmt, count_stmts, defined_in, may_fail, renamed, variant};
+use crate::visit::{after_preheader, any_stmt, count_stmts, defined_in, may_fail, renamed, rewrite_loops, variant};
 
 /// The `unswitch-invariant-branches` pass.
 pub struct UnswitchInvariantBranches;
@@ -49,7 +49,23 @@ impl Pass<Func, LoopCx<'_>> for UnswitchInvariantBranches {
     fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
         let body = std::mem::take(&mut f.body);
         let mut changed = false;
-        f.body = unswitch_block(body, &mut f.vars, &mut changed);
+        let vars = &mut f.vars;
+        f.body = rewrite_loops(body, &mut |s| {
+            let Stmt::For { idx, n, pre, body, reset } = s else { unreachable!("a loop") };
+            let Some(c) = invariant_test(&body) else { return vec![Stmt::For { idx, n, pre, body, reset }] };
+            changed = true;
+            // A test of a value of the preheader is made after it, which
+            // then runs before both loops (when the loop runs: n > 0).
+            let lifted = defined_in(&pre).contains(&c);
+            let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
+            let taken = |then: bool| body.iter().cloned().flat_map(|s| decided(s, c, then)).collect();
+            let yes = Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: taken(true), reset };
+            let no = renamed(Stmt::For { idx, n: n.clone(), pre, body: taken(false), reset }, vars);
+            let unswitched = Stmt::If { cond: Op::Var(c), then: vec![yes], els: vec![no] };
+            let mut out = Vec::new();
+            after_preheader(&n, lifted_pre, vec![unswitched], vars, &mut out);
+            out
+        });
         changed
     }
 }
@@ -57,55 +73,15 @@ impl Pass<Func, LoopCx<'_>> for UnswitchInvariantBranches {
 /// The most statements of a loop body the pass copies.
 const UNSWITCHED_BODY: usize = 120;
 
-fn unswitch_block(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> Block {
-    let mut out = Vec::with_capacity(block.len());
-    for s in block {
-        match s {
-            Stmt::For { idx, n, pre, body, reset } => {
-                let inner = body.iter().any(|s| matches!(s, Stmt::For { .. }));
-                if inner {
-                    let body = unswitch_block(body, vars, changed);
-                    let pre = unswitch_block(pre, vars, changed);
-                    out.push(Stmt::For { idx, n, pre, body, reset });
-                    continue;
-                }
-                match invariant_test(&body) {
-                    Some(c) => {
-                        *changed = true;
-                        // A test of a value of the preheader is made after
-                        // it, which then runs before both loops (when the
-                        // loop runs: n > 0).
-                        let lifted = defined_in(&pre).contains(&c);
-                        let (pre, lifted_pre) = if lifted { (Vec::new(), pre) } else { (pre, Vec::new()) };
-                        let taken = |then: bool| body.iter().cloned().flat_map(|s| decided(s, c, then)).collect();
-                        let yes = Stmt::For { idx, n: n.clone(), pre: pre.clone(), body: taken(true), reset };
-                        let no = renamed(Stmt::For { idx, n: n.clone(), pre, body: taken(false), reset }, vars);
-                        let unswitched = Stmt::If { cond: Op::Var(c), then: vec![yes], els: vec![no] };
-                        after_preheader(&n, lifted_pre, vec![unswitched], vars, &mut out);
-                    }
-                    None => out.push(Stmt::For { idx, n, pre, body, reset }),
-                }
-            }
-            Stmt::If { cond, then, els } => {
-                let then = unswitch_block(then, vars, changed);
-                let els = unswitch_block(els, vars, changed);
-                out.push(Stmt::If { cond, then, els });
-            }
-            s => out.push(s),
-        }
-    }
-    out
-}
-
-/// The variable of the first `if` at the top of an innermost loop's body
-/// that the body does not define or assign (it may be the preheader's), if
-/// the body is small enough to copy and has nothing else that keeps the C
-/// compiler from vectorising it: nothing that may fail (a call, a check,
-/// checked arithmetic) or print.
+/// The variable of the first `if` at the top of a loop's body that the
+/// body does not define or assign (it may be the preheader's), if the loop
+/// is innermost, its body small enough to copy and without anything else
+/// that keeps the C compiler from vectorising it: nothing that may fail (a
+/// call, a check, checked arithmetic) or print.
 fn invariant_test(body: &Block) -> Option<VarId> {
     if count_stmts(body) > UNSWITCHED_BODY
         || body.iter().any(may_fail)
-        || any_stmt(body, &mut |s| matches!(s, Stmt::Print { .. } | Stmt::TailCall(_)))
+        || any_stmt(body, &mut |s| matches!(s, Stmt::For { .. } | Stmt::Print { .. } | Stmt::TailCall(_)))
     {
         return None;
     }
