@@ -208,8 +208,15 @@ fn blocked(
 }
 
 /// Block k of v: `(build len (lam j (index (add lo j) v)))`, with
-/// lo = k B and len = min(B, n - lo), passed to `then`.
-fn with_block(b: &mut Builder, v: &V, n: &V, k: &V, then: impl FnOnce(&mut Builder, ExprId) -> ExprId) -> ExprId {
+/// lo = k B and len = min(B, n - lo) (both bound to variables), passed to
+/// `then` with lo and len.
+fn with_block(
+    b: &mut Builder,
+    v: &V,
+    n: &V,
+    k: &V,
+    then: impl FnOnce(&mut Builder, ExprId, &V, &V) -> ExprId,
+) -> ExprId {
     let (kk, bb) = (k.get(b), int(b, REDUCE_BLOCK));
     let lo = b.int_op("mul", kk, bb);
     let_in(b, "lo", lo, |b, lo| {
@@ -220,13 +227,16 @@ fn with_block(b: &mut Builder, v: &V, n: &V, k: &V, then: impl FnOnce(&mut Build
             let short = b.int_test("lt", rr, bb);
             let (rr, bb) = (r.get(b), int(b, REDUCE_BLOCK));
             let len = b.if_(short, rr, bb);
-            let block = build_v(b, len, |b, j| {
-                let (l1, jj) = (lo.get(b), j.get(b));
-                let at = b.int_op("add", l1, jj);
-                let vv = v.get(b);
-                b.prim(Prim::Index, vec![at, vv])
-            });
-            then(b, block)
+            let_in(b, "len", len, |b, len| {
+                let ll = len.get(b);
+                let block = build_v(b, ll, |b, j| {
+                    let (l1, jj) = (lo.get(b), j.get(b));
+                    let at = b.int_op("add", l1, jj);
+                    let vv = v.get(b);
+                    b.prim(Prim::Index, vec![at, vv])
+                });
+                then(b, block, &lo, &len)
+            })
         })
     })
 }
@@ -235,7 +245,9 @@ fn with_block(b: &mut Builder, v: &V, n: &V, k: &V, then: impl FnOnce(&mut Build
 fn block_sums(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, m: &V) -> ExprId {
     let op = std::cell::RefCell::new(op);
     let mm = m.get(b);
-    build_v(b, mm, |b, k| with_block(b, v, n, &k, |b, block| runs(b, &mut op.borrow_mut(), t, e, block)))
+    build_v(b, mm, |b, k| {
+        with_block(b, v, n, &k, |b, block, lo, len| runs(b, &mut op.borrow_mut(), t, e, (block, v, lo, len)))
+    })
 }
 
 /// The name hint of the variable a block's runs are bound to: derivation
@@ -251,79 +263,88 @@ const RUNS_HINT: &str = "runs";
 /// which the C compiler vectorises where the operator allows (the
 /// `exp`s of log-sum-exp's monoid); a left fold over the block is a chain
 /// of dependent applications, one at a time.
-fn runs(b: &mut Builder, op: &mut Op, t: &Type, e: &V, block: ExprId) -> ExprId {
+///
+/// The block is `(block, v, lo, len)`: its `build`, bound first (to `blk`,
+/// for derivation, which reads the runs as the fold over it), and the
+/// vector, offset and length it reads. The runs read element i as `index
+/// (add lo i) v`, not from `blk`: `blk` is read in two places (the steps
+/// and the rest), so native code stored it, a copy of the block written
+/// and read again (16 MB per call of log-sum-exp's objective at n = 10^6,
+/// its elements pairs); read from v, the elements of a view such as
+/// `build n (lam i (tuple (index i x) 1.0))` are read from x where used.
+/// (`blk` is then unused but for derivation: native code never makes it;
+/// the interpreter, which evaluates every `let`, still does, per block.)
+fn runs(b: &mut Builder, op: &mut Op, t: &Type, e: &V, (block, v, lo, len): (ExprId, &V, &V, &V)) -> ExprId {
     let lanes = REDUCE_RUNS;
     // Bound to a variable named from RUNS_HINT, for derivation to find.
-    let whole = let_in(b, "blk", block, |b, blk| {
+    let whole = let_in(b, "blk", block, |b, _| {
         let elem = |b: &mut Builder, i: ExprId| {
-            let bb = blk.get(b);
-            b.prim(Prim::Index, vec![i, bb])
+            let l0 = lo.get(b);
+            let at = b.int_op("add", l0, i);
+            let vv = v.get(b);
+            b.prim(Prim::Index, vec![at, vv])
         };
-        let bb = blk.get(b);
-        let size = b.prim(Prim::Size, vec![bb]);
-        let_in(b, "len", size, |b, len| {
-            let (ll, rr) = (len.get(b), int(b, lanes));
-            let r = b.int_op("div", ll, rr);
-            let_in(b, "run", r, |b, run| {
-                // The runs a step at a time, over the steps' numbers j;
-                // the accumulator is the vector of the runs' results so
-                // far, and step j applies the R runs to their j-th elements.
-                let acc_ty = Type::vec(t.clone());
-                let w_ty = Type::Tuple(vec![acc_ty, Type::Integer]);
-                let w = V(b.fresh_name("w"), w_ty.clone());
-                let rr = int(b, lanes);
-                let step = build_v(b, rr, |b, l| {
-                    let (ww, li) = (w.get(b), l.get(b));
-                    let accs = b.prim(Prim::Get { index: 1, arity: 2 }, vec![ww]);
-                    let acc = b.prim(Prim::Index, vec![li, accs]);
-                    let (li, ru) = (l.get(b), run.get(b));
-                    let first = b.int_op("mul", li, ru);
-                    let ww = w.get(b);
-                    let j = b.prim(Prim::Get { index: 2, arity: 2 }, vec![ww]);
-                    let at = b.int_op("add", first, j);
-                    let x = elem(b, at);
-                    op.apply(b, acc, x)
-                });
-                let lam = b.lam(&w.0, w_ty, step);
-                let rr = int(b, lanes);
-                let start = build_v(b, rr, |b, _| e.get(b));
-                let ru = run.get(b);
-                let steps = build_v(b, ru, |b, j| j.get(b));
-                let folded = b.prim(Prim::Fold, vec![lam, start, steps]);
-                let_in(b, "lanes", folded, |b, lanes_v| {
-                    // The rest, [R r, len), into the last run.
-                    let (ru, rr) = (run.get(b), int(b, lanes));
-                    let done = b.int_op("mul", ru, rr);
-                    let_in(b, "done", done, |b, done| {
-                        let (ll, dd) = (len.get(b), done.get(b));
-                        let left = b.int_op("sub", ll, dd);
-                        let rest = build_v(b, left, |b, i| {
-                            let (dd, ii) = (done.get(b), i.get(b));
-                            let at = b.int_op("add", dd, ii);
-                            elem(b, at)
+        let (ll, rr) = (len.get(b), int(b, lanes));
+        let r = b.int_op("div", ll, rr);
+        let_in(b, "run", r, |b, run| {
+            // The runs a step at a time, over the steps' numbers j;
+            // the accumulator is the vector of the runs' results so
+            // far, and step j applies the R runs to their j-th elements.
+            let acc_ty = Type::vec(t.clone());
+            let w_ty = Type::Tuple(vec![acc_ty, Type::Integer]);
+            let w = V(b.fresh_name("w"), w_ty.clone());
+            let rr = int(b, lanes);
+            let step = build_v(b, rr, |b, l| {
+                let (ww, li) = (w.get(b), l.get(b));
+                let accs = b.prim(Prim::Get { index: 1, arity: 2 }, vec![ww]);
+                let acc = b.prim(Prim::Index, vec![li, accs]);
+                let (li, ru) = (l.get(b), run.get(b));
+                let first = b.int_op("mul", li, ru);
+                let ww = w.get(b);
+                let j = b.prim(Prim::Get { index: 2, arity: 2 }, vec![ww]);
+                let at = b.int_op("add", first, j);
+                let x = elem(b, at);
+                op.apply(b, acc, x)
+            });
+            let lam = b.lam(&w.0, w_ty, step);
+            let rr = int(b, lanes);
+            let start = build_v(b, rr, |b, _| e.get(b));
+            let ru = run.get(b);
+            let steps = build_v(b, ru, |b, j| j.get(b));
+            let folded = b.prim(Prim::Fold, vec![lam, start, steps]);
+            let_in(b, "lanes", folded, |b, lanes_v| {
+                // The rest, [R r, len), into the last run.
+                let (ru, rr) = (run.get(b), int(b, lanes));
+                let done = b.int_op("mul", ru, rr);
+                let_in(b, "done", done, |b, done| {
+                    let (ll, dd) = (len.get(b), done.get(b));
+                    let left = b.int_op("sub", ll, dd);
+                    let rest = build_v(b, left, |b, i| {
+                        let (dd, ii) = (done.get(b), i.get(b));
+                        let at = b.int_op("add", dd, ii);
+                        elem(b, at)
+                    });
+                    let lam = op.lam(b);
+                    let (last, lv) = (int(b, lanes - 1), lanes_v.get(b));
+                    let last_acc = b.prim(Prim::Index, vec![last, lv]);
+                    let last_run = b.prim(Prim::Fold, vec![lam, last_acc, rest]);
+                    let_in(b, "last", last_run, |b, last_v| {
+                        // ((run_0 ⊙ run_1) ⊙ ...) ⊙ run_(R-1).
+                        let n1 = int(b, lanes - 1);
+                        let others = build_v(b, n1, |b, i| {
+                            let (ii, one) = (i.get(b), int(b, 1));
+                            let at = b.int_op("add", ii, one);
+                            let (at2, last) = (b.copy(at), int(b, lanes - 1));
+                            let before_last = b.int_test("lt", at2, last);
+                            let lv = lanes_v.get(b);
+                            let run_i = b.prim(Prim::Index, vec![at, lv]);
+                            let lr = last_v.get(b);
+                            b.if_(before_last, run_i, lr)
                         });
                         let lam = op.lam(b);
-                        let (last, lv) = (int(b, lanes - 1), lanes_v.get(b));
-                        let last_acc = b.prim(Prim::Index, vec![last, lv]);
-                        let last_run = b.prim(Prim::Fold, vec![lam, last_acc, rest]);
-                        let_in(b, "last", last_run, |b, last_v| {
-                            // ((run_0 ⊙ run_1) ⊙ ...) ⊙ run_(R-1).
-                            let n1 = int(b, lanes - 1);
-                            let others = build_v(b, n1, |b, i| {
-                                let (ii, one) = (i.get(b), int(b, 1));
-                                let at = b.int_op("add", ii, one);
-                                let (at2, last) = (b.copy(at), int(b, lanes - 1));
-                                let before_last = b.int_test("lt", at2, last);
-                                let lv = lanes_v.get(b);
-                                let run_i = b.prim(Prim::Index, vec![at, lv]);
-                                let lr = last_v.get(b);
-                                b.if_(before_last, run_i, lr)
-                            });
-                            let lam = op.lam(b);
-                            let (zero, lv) = (int(b, 0), lanes_v.get(b));
-                            let first = b.prim(Prim::Index, vec![zero, lv]);
-                            b.prim(Prim::Fold, vec![lam, first, others])
-                        })
+                        let (zero, lv) = (int(b, 0), lanes_v.get(b));
+                        let first = b.prim(Prim::Index, vec![zero, lv]);
+                        b.prim(Prim::Fold, vec![lam, first, others])
                     })
                 })
             })
