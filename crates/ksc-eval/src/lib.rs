@@ -35,9 +35,6 @@ mod ops;
 mod prims;
 mod value;
 
-#[cfg(test)]
-mod tests;
-
 use std::fmt;
 use std::io::Write;
 
@@ -55,6 +52,14 @@ pub mod support {
         count, index_at, index_components, int, iterations, new_tensor, pair, sizes, tensor, tensor_count,
     };
     pub use crate::value::{fmt_index, fmt_size};
+}
+
+/// Internals the integration tests check directly (`tests/properties.rs`,
+/// `tests/native.rs`); not part of the API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::native::digamma;
+    pub use crate::ops::{ts_add, ts_dot, ts_scale};
 }
 
 /// The default bound on the native stack one top-level call may use, in

@@ -273,14 +273,16 @@ fn same_size(a: &[usize], b: &[usize]) -> Result<(), String> {
 }
 
 /// `ts_add a b`, reusing `a`'s storage when it is not shared.
-pub(crate) fn ts_add(mut a: Value, b: &Value) -> Result<Value, String> {
+// pub for the integration tests (tests/properties.rs), through `crate::testing`.
+pub fn ts_add(mut a: Value, b: &Value) -> Result<Value, String> {
     add_in_place(&mut a, b)?;
     Ok(a)
 }
 
 /// `ts_scale k v`: multiplies every Float inside `v` by `k`; discrete values
 /// are unchanged.
-pub(crate) fn ts_scale(k: f64, mut v: Value) -> Value {
+// pub for the integration tests (tests/properties.rs), through `crate::testing`.
+pub fn ts_scale(k: f64, mut v: Value) -> Value {
     scale_in_place(k, &mut v);
     v
 }
@@ -348,7 +350,8 @@ fn neg_in_place(v: &mut Value) -> Result<(), String> {
 
 /// `ts_dot a b`: the sum of the products of corresponding Float leaves, left
 /// to right. Discrete leaves contribute 0, and so does a unit on either side.
-pub(crate) fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
+// pub for the integration tests (tests/properties.rs), through `crate::testing`.
+pub fn ts_dot(a: &Value, b: &Value) -> Result<f64, String> {
     Ok(match (a, b) {
         (Value::Float(x), Value::Float(y)) => x * y,
         // Over every element in order, as native code sums (an infinite

@@ -1,10 +1,13 @@
-//! Unit tests of the interpreter. Programs are written in a small subset of
-//! `.ks` read by [`mini`], which builds typed, resolved Core IR by hand the
-//! way the front end does.
+//! Tests of the interpreter, in one test binary (`cargo test -p ksc-eval
+//! --test eval`). Programs are written in a small subset of `.ks` read by
+//! [`mini`], which builds typed, resolved Core IR by hand the way the front
+//! end does. (They are here, not unit tests in `src/`, so that `cargo test`
+//! does not compile the library a second time as a test harness.)
 
 mod format_cases;
 mod mathfns;
 mod mini;
+mod native;
 mod prims;
 mod programs;
 mod properties;
@@ -13,7 +16,7 @@ use std::rc::Rc;
 
 use ksc_ir::{Def, Expr, FunName, Type};
 
-use crate::{Interpreter, RuntimeError, Tensor, Value};
+use ksc_eval::{Interpreter, RuntimeError, Tensor, Value};
 
 /// Runs `name` (with argument type `arg_ty`) of the program `src`.
 pub fn run_fn(src: &str, name: &str, arg_ty: Type, arg: Value) -> (Result<Value, RuntimeError>, String, Vec<Def>) {
@@ -73,23 +76,23 @@ fn floats(xs: &[f64]) -> Value {
 fn format_float_matches_c() {
     for &(bits, want) in format_cases::CASES {
         let x = f64::from_bits(bits);
-        assert_eq!(crate::format_float(x), want, "{x:?}");
+        assert_eq!(ksc_eval::format_float(x), want, "{x:?}");
     }
 }
 
 #[test]
 fn format_float_special_values() {
-    assert_eq!(crate::format_float(f64::NAN), "nan");
+    assert_eq!(ksc_eval::format_float(f64::NAN), "nan");
     // Without its sign, which native code cannot reproduce reliably.
-    assert_eq!(crate::format_float(-f64::NAN), "nan");
-    assert_eq!(crate::format_float(f64::INFINITY), "inf");
-    assert_eq!(crate::format_float(f64::NEG_INFINITY), "-inf");
-    assert_eq!(crate::format_float(-0.0), "-0");
+    assert_eq!(ksc_eval::format_float(-f64::NAN), "nan");
+    assert_eq!(ksc_eval::format_float(f64::INFINITY), "inf");
+    assert_eq!(ksc_eval::format_float(f64::NEG_INFINITY), "-inf");
+    assert_eq!(ksc_eval::format_float(-0.0), "-0");
     // The examples of knossos-reference.md 7.7.
     for (x, s) in
         [(2.0, "2"), (100000.0, "100000"), (-1e38, "-1e+38"), (0.0015, "0.0015"), (1.86265e-11, "1.86265e-11")]
     {
-        assert_eq!(crate::format_float(x), s);
+        assert_eq!(ksc_eval::format_float(x), s);
     }
 }
 
@@ -136,9 +139,9 @@ fn ranhash_values() {
         (-1, 10017675707735882228, 0.5430592882791253, "0.543059"),
     ];
     for (seed, hash, x, printed) in cases {
-        assert_eq!(crate::ranhash(seed as u64), hash);
-        assert_eq!(crate::ranhashdoub(seed), x);
-        assert_eq!(crate::format_float(x), printed);
+        assert_eq!(ksc_eval::ranhash(seed as u64), hash);
+        assert_eq!(ksc_eval::ranhashdoub(seed), x);
+        assert_eq!(ksc_eval::format_float(x), printed);
         assert_eq!(eval(&format!("($ranhashdoub {seed})")), printed);
     }
 }

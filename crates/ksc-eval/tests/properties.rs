@@ -2,8 +2,9 @@
 
 use quickcheck::{quickcheck, TestResult};
 
-use crate::ops::{ts_add, ts_dot, ts_scale, zero_like};
-use crate::{format_float, native_prelude, Value};
+use ksc_eval::support::zero_like;
+use ksc_eval::testing::{ts_add, ts_dot, ts_scale};
+use ksc_eval::{format_float, native_prelude, Value};
 use ksc_ir::{FunName, Type};
 
 fn vector(xs: &[f64]) -> Value {

@@ -3,7 +3,7 @@
 use ksc_ir::{FunName, Type};
 
 use super::{assert_fails, eval, eval_err, eval_out};
-use crate::{native_prelude, Interpreter, Value};
+use ksc_eval::{native_prelude, Interpreter, Value};
 
 #[test]
 fn integer_arithmetic() {
@@ -486,7 +486,7 @@ fn let_forms() {
 #[test]
 fn tape_push_appends_in_place_only_to_the_latest_version() {
     use std::rc::Rc;
-    let empty = Value::Tensor(Rc::new(crate::Tensor::vector(Vec::new())));
+    let empty = Value::Tensor(Rc::new(ksc_eval::Tensor::vector(Vec::new())));
     let t1 = Value::tape_push(&empty, Value::Float(1.0)).unwrap();
     let t2 = Value::tape_push(&t1, Value::Float(2.0)).unwrap();
     let t3 = Value::tape_push(&t2, Value::Float(3.0)).unwrap();
@@ -556,7 +556,7 @@ fn one_hot_vectors_are_sparse_and_mean_their_dense_value() {
 #[test]
 fn the_operation_count_counts_element_work() {
     let ops = |body: &str| {
-        let defs = crate::tests::mini::program(&format!("(def main Float () {body})"));
+        let defs = crate::mini::program(&format!("(def main Float () {body})"));
         let mut it = Interpreter::new(&defs);
         it.call(&FunName::typed("main", Type::unit()), Value::unit(), &mut std::io::sink()).unwrap();
         it.operations()

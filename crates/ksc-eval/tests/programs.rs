@@ -7,7 +7,7 @@ use ksc_ir::{Body, Callee, Def, Expr, FunName, Lit, Param, Pat, Prim, Type};
 use la_arena::{Idx, RawIdx};
 
 use super::run_main;
-use crate::{Interpreter, RuntimeError, Value};
+use ksc_eval::{Interpreter, RuntimeError, Value};
 
 fn ff() -> Type {
     Type::Tuple(vec![Type::Float, Type::Float])
@@ -92,7 +92,7 @@ const DEEP: &str = "(def deep Integer (n : Integer) (if (eq n 0) 0 (add 1 (deep 
 /// thread with room for it (its stack is reserved, not all used).
 fn deep_with_stack(n: i64, limit: usize) -> Result<String, Box<RuntimeError>> {
     std::thread::Builder::new()
-        .stack_size(limit + crate::STACK_SLACK)
+        .stack_size(limit + ksc_eval::STACK_SLACK)
         .spawn(move || {
             let defs = super::mini::program(DEEP);
             let mut interp = Interpreter::new(&defs);

@@ -10,7 +10,7 @@
 
 use ksc_ir::{Body, Callee, Def, Expr, ExprId, FunName, Lit, Param, Pat, Prim, Type};
 
-use crate::native_prelude;
+use ksc_eval::native_prelude;
 
 #[derive(Clone, Debug)]
 pub enum Sx {

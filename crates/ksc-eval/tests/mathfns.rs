@@ -1,9 +1,9 @@
-//! `exp`, `log` and `tanh` (crate::mathfns) are within 1 ulp of the correctly
+//! `exp`, `log` and `tanh` (ksc_eval::mathfns) are within 1 ulp of the correctly
 //! rounded result: each is compared with a double-double reference (about
 //! 100 bits) on many arguments over the whole range, special values and
 //! subnormals included.
 
-use crate::mathfns::{exp, log, tanh};
+use ksc_eval::mathfns::{exp, log, tanh};
 
 /// A double-double: the unevaluated sum hi + lo, |lo| <= ulp(hi) / 2.
 #[derive(Clone, Copy, Debug)]
