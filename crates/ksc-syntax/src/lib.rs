@@ -46,6 +46,13 @@ pub mod sexpr;
 pub use ast::Span;
 pub use parse::{edit_distance, is_reserved, MAX_LET_DEPTH, MAX_RANK, RESERVED};
 
+/// Internals the integration tests check directly
+/// (`tests/parse_internals.rs`); not part of the API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::parse::{parse_forms, suggest, TYPE_WORDS};
+}
+
 /// A syntax error: where, and what is wrong.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntaxError {

@@ -39,13 +39,15 @@ pub const RESERVED: [&str; 17] = [
 ];
 
 /// The type keywords, for "did you mean" suggestions.
-const TYPE_WORDS: [&str; 9] = ["Integer", "Float", "String", "Bool", "Vec", "Tensor", "Tuple", "LM", "Lam"];
+// pub for the integration tests (tests/parse_internals.rs), through `crate::testing`.
+pub const TYPE_WORDS: [&str; 9] = ["Integer", "Float", "String", "Bool", "Vec", "Tensor", "Tuple", "LM", "Lam"];
 const TYPE_CONSTRUCTORS: [&str; 5] = ["Vec", "Tensor", "Tuple", "LM", "Lam"];
 const BASE_TYPES: [&str; 4] = ["Integer", "Float", "String", "Bool"];
 const DECL_WORDS: [&str; 5] = ["def", "edef", "gdef", "rule", "strategy"];
 
 /// Parse the top-level forms read from `text`.
-pub(crate) fn parse_forms(text: &str, forms: &[SExpr]) -> (SourceFile, Vec<SyntaxError>) {
+// pub for the integration tests (tests/parse_internals.rs), through `crate::testing`.
+pub fn parse_forms(text: &str, forms: &[SExpr]) -> (SourceFile, Vec<SyntaxError>) {
     let mut p = Parser { text, errors: Vec::new(), suppress: false, depth: 0, lets: 0 };
     let mut decls = Vec::new();
     for form in forms {
@@ -120,7 +122,8 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// The closest candidate that differs only in letter case, or is a prefix of
 /// the word or the word of it (3 letters at least), or differs by one edit, or
 /// by two edits in a word of at least 5 characters: a "did you mean" note.
-fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+// pub for the integration tests (tests/parse_internals.rs), through `crate::testing`.
+pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
     let len = word.chars().count();
     if len > 20 {
         return None;
@@ -1097,93 +1100,5 @@ fn looks_like_params(e: &SExpr) -> bool {
     match e.as_paren_list() {
         Some(items) => is_param(items) || items.iter().all(|i| i.as_paren_list().is_some_and(is_param)),
         None => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn edit_distances() {
-        assert_eq!(edit_distance("Flot", "Float"), 1);
-        assert_eq!(edit_distance("float", "Float"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("dfe", "def"), 1);
-        assert_eq!(edit_distance("rve", "rev"), 1);
-        assert_eq!(suggest("Flot", &TYPE_WORDS), Some("Float"));
-        assert_eq!(suggest("Integr", &TYPE_WORDS), Some("Integer"));
-        assert_eq!(suggest("x", &TYPE_WORDS), None);
-        assert_eq!(suggest("ab", &TYPE_WORDS), None);
-        assert_eq!(suggest("Lm", &TYPE_WORDS), Some("LM"));
-        assert_eq!(suggest("Foo", &TYPE_WORDS), None);
-        assert_eq!(suggest("INTEGER", &TYPE_WORDS), Some("Integer"));
-        assert_eq!(suggest("Flaot", &TYPE_WORDS), Some("Float"));
-        assert_eq!(suggest("Vector", &TYPE_WORDS), Some("Vec"));
-        assert_eq!(suggest("Int", &TYPE_WORDS), Some("Integer"));
-        assert_eq!(suggest("Lambda", &TYPE_WORDS), Some("Lam"));
-    }
-
-    fn sym(s: &str) -> SExpr {
-        SExpr { kind: SExprKind::Atom(Atom::Symbol(s.to_string())), span: Span::new(0, 1) }
-    }
-
-    fn list(items: Vec<SExpr>) -> SExpr {
-        SExpr {
-            kind: SExprKind::List { bracket: Bracket::Paren, items, closed_by: Some(Bracket::Paren) },
-            span: Span::new(0, 1),
-        }
-    }
-
-    #[test]
-    fn let_bindings_around_an_expression_are_bounded() {
-        let binds = |v: &str, n: usize| (0..n).map(|i| format!("({v}{i} 1.0)")).collect::<Vec<_>>().join(" ");
-        // One let at the limit is fine; the nested lets of two count together.
-        let ok = format!("(def f Float (x : Float) (let ({}) x))", binds("a", MAX_LET_DEPTH));
-        let (_, errors) = crate::parse_source(&ok);
-        assert!(errors.is_empty(), "{errors:?}");
-        let nested = format!(
-            "(def f Float (x : Float) (let ({}) (let ({}) (let (c 2.0) x))))",
-            binds("a", MAX_LET_DEPTH / 2),
-            binds("b", MAX_LET_DEPTH / 2)
-        );
-        let (file, errors) = crate::parse_source(&nested);
-        assert!(file.decls.is_empty());
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].message, format!("more than {MAX_LET_DEPTH} `let` bindings around this expression"));
-        assert_eq!(&nested[errors[0].span.range()], "(c 2.0)");
-    }
-
-    #[test]
-    fn parser_guards_depth_of_hand_built_trees() {
-        // Deeper than the reader would ever produce: the parser has its own limit.
-        let mut e = sym("x");
-        for _ in 0..MAX_DEPTH + 500 {
-            e = list(vec![sym("g"), e]);
-        }
-        let def = list(vec![sym("def"), sym("f"), sym("Float"), list(vec![]), e]);
-        let (file, errors) = parse_forms("x", &[def]);
-        assert!(file.decls.is_empty());
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].message, "nesting deeper than 1000 levels");
-
-        let mut t = sym("Float");
-        for _ in 0..MAX_DEPTH + 500 {
-            t = list(vec![sym("Vec"), t]);
-        }
-        let edef = list(vec![sym("edef"), sym("f"), t, sym("Float")]);
-        let (_, errors) = parse_forms("x", &[edef]);
-        assert_eq!(errors.len(), 1, "{errors:?}");
-    }
-
-    #[test]
-    fn reserved_words() {
-        for w in RESERVED {
-            assert!(is_reserved(w));
-        }
-        for w in ["lam", "gdef", "Tensor", "Tuple", "LM", "Bool", "fwd", "rev", "D", "shape"] {
-            assert!(!is_reserved(w), "{w}");
-        }
     }
 }
