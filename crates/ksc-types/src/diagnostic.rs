@@ -119,23 +119,3 @@ pub fn similar_names<'a>(name: &str, candidates: impl IntoIterator<Item = &'a st
     let best = scored.first().map(|(d, _)| *d);
     scored.into_iter().filter(|(d, _)| Some(*d) == best).map(|(_, c)| c).take(3).collect()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn distances() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("add", "add"), 0);
-        assert_eq!(edit_distance("lenght", "length"), 1);
-    }
-
-    #[test]
-    fn suggestions() {
-        assert_eq!(similar_names("lenght", ["length", "height", "x"]), vec!["length"]);
-        assert!(similar_names("x", ["alpha", "beta"]).is_empty());
-        assert_eq!(similar_names("ad", ["add", "and", "abs"]), vec!["add", "and"]);
-    }
-}

@@ -259,34 +259,3 @@ pub fn crosses_c_abi(t: &Type) -> bool {
         _ => false,
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prelude_checks_cleanly() {
-        assert_eq!(prelude_diagnostics(), &[] as &[Diagnostic]);
-        assert!(prelude().table.get(&FunName::typed("add", Type::Tuple(vec![Type::Float, Type::Float]))).is_some());
-        let (file, table) = builtin_prelude();
-        assert_eq!(table, &prelude().table);
-        assert_eq!(file.decls.len(), prelude().file.decls.len());
-    }
-
-    /// The prelude's `edef`s are exactly the built-ins every backend
-    /// implements (`ksc_ir::builtin::TABLE`), with their result types.
-    #[test]
-    fn the_prelude_declares_exactly_the_builtins() {
-        let (file, table) = builtin_prelude();
-        let edefs: Vec<&ksc_ir::Edef> =
-            file.decls.iter().filter_map(|d| if let Decl::Edef(e) = d { Some(e) } else { None }).collect();
-        for e in &edefs {
-            let name = e.name.with_base_ty(Some(e.arg_ty.clone()));
-            assert!(ksc_ir::Builtin::resolve(&name).is_some(), "the prelude's `{name}` is not a Builtin");
-        }
-        for &(b, _, _) in ksc_ir::builtin::TABLE {
-            assert!(table.get(&b.name()).is_some(), "{b:?} is not declared by the prelude");
-        }
-        assert_eq!(edefs.len(), ksc_ir::builtin::TABLE.len());
-    }
-}
