@@ -482,7 +482,7 @@ pub struct Func {
 impl Func {
     /// A function `f` of two parameters (`VarId(0)`, `VarId(1)`) with
     /// variables of types `vars` (the parameters first) and `body`, for the
-    /// unit tests of passes over the loop IR, here and in the backends.
+    /// tests of passes over the loop IR, this crate's and the backends'.
     #[doc(hidden)]
     pub fn for_tests(vars: Vec<Type>, body: Block) -> Func {
         Func {

@@ -292,7 +292,9 @@ const INLINE_ALWAYS: usize = 40;
 /// call of a 400-node function that calls two others of its size inlines
 /// them too (the camera's projection of a point, project.ks, does), but a
 /// tree of calls that doubles at each level stops here.
-const INLINE_EXPANDED: usize = 4 * INLINE_SIZE;
+// pub for the integration tests (tests/lower.rs).
+#[doc(hidden)]
+pub const INLINE_EXPANDED: usize = 4 * INLINE_SIZE;
 /// The deepest nesting of inlined calls.
 const INLINE_DEPTH: u32 = 8;
 
@@ -470,7 +472,9 @@ pub fn program_facts_with_externals(defs: &[&Def], externals: &[FunName], export
 /// Sizes are counted up to just over [`INLINE_EXPANDED`] (what decides);
 /// the non-recursive definitions form a graph without cycles, walked
 /// callees first without recursion (chains of thousands of calls).
-fn expanded_sizes(sizes: &[usize], callees: &[Vec<usize>], may_inline: &dyn Fn(usize) -> bool) -> Vec<usize> {
+// pub for the integration tests (tests/lower.rs).
+#[doc(hidden)]
+pub fn expanded_sizes(sizes: &[usize], callees: &[Vec<usize>], may_inline: &dyn Fn(usize) -> bool) -> Vec<usize> {
     const CAP: usize = INLINE_EXPANDED + 1;
     let n = sizes.len();
     let mut size: Vec<Option<usize>> = vec![None; n];
@@ -505,7 +509,9 @@ fn expanded_sizes(sizes: &[usize], callees: &[Vec<usize>], may_inline: &dyn Fn(u
 /// nodes calling themselves. One iterative Tarjan search over the whole
 /// graph, linear in its size (a search from every node was quadratic on a
 /// chain of calls).
-fn in_cycles(callees: &[Vec<usize>]) -> Vec<bool> {
+// pub for the integration tests (tests/lower.rs).
+#[doc(hidden)]
+pub fn in_cycles(callees: &[Vec<usize>]) -> Vec<bool> {
     const UNSEEN: usize = usize::MAX;
     let n = callees.len();
     let mut index = vec![UNSEEN; n];
@@ -2424,38 +2430,4 @@ fn has_loop(body: &ksc_ir::Body, e: ExprId) -> bool {
         }
     }
     false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{expanded_sizes, in_cycles, INLINE_EXPANDED};
-
-    #[test]
-    fn expanded_sizes_count_what_is_inlined_in_turn() {
-        // f_k calls f_(k-1) twice (10 nodes each): 10, 30, 70, ... capped
-        // just over the largest size that decides.
-        let doubling: Vec<Vec<usize>> = (0..12).map(|k| if k == 0 { vec![] } else { vec![k - 1, k - 1] }).collect();
-        let sizes = expanded_sizes(&[10; 12], &doubling, &|_| true);
-        assert_eq!(sizes[..4], [10, 30, 70, 150]);
-        assert_eq!(sizes[11], INLINE_EXPANDED + 1);
-        // A call that is not inlined (recursive, external) adds nothing.
-        assert_eq!(expanded_sizes(&[10; 12], &doubling, &|k| k != 2)[..4], [10, 30, 10, 10]);
-        // A chain of 100 000 calls, walked without recursion.
-        let chain: Vec<Vec<usize>> = (0..100_000).map(|i| if i == 0 { vec![] } else { vec![i - 1] }).collect();
-        let sizes = expanded_sizes(&vec![1; 100_000], &chain, &|_| true);
-        assert_eq!((sizes[9], sizes[99_999]), (10, INLINE_EXPANDED + 1));
-    }
-
-    #[test]
-    fn nodes_on_cycles_of_calls() {
-        // 0 -> 1 -> 2 -> 1 (a cycle), 2 -> 3, 4 -> 4, 5 -> 0.
-        let g = vec![vec![1], vec![2], vec![1, 3], vec![], vec![4], vec![0]];
-        assert_eq!(in_cycles(&g), vec![false, true, true, false, true, false]);
-        // A chain of 100 000 calls: none is recursive (the search per node
-        // it replaced took 5 * 10^9 steps here).
-        let chain: Vec<Vec<usize>> = (0..100_000).map(|i| if i == 0 { vec![] } else { vec![i - 1] }).collect();
-        assert!(in_cycles(&chain).iter().all(|r| !r));
-        let ring: Vec<Vec<usize>> = (0..1000).map(|i| vec![(i + 1) % 1000]).collect();
-        assert!(in_cycles(&ring).iter().all(|&r| r));
-    }
 }
