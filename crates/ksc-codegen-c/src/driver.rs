@@ -511,7 +511,9 @@ fn undefined_symbols(stderr: &str) -> Vec<String> {
 /// artefact (an object stays plain code, for any linker) of at least
 /// [`LTO_MIN_LINES`] lines, optimised, on a machine with more than one
 /// core, when the compiler accepts the flags.
-fn uses_lto(c_text: &str, kind: Artefact, cfg: &CcConfig) -> bool {
+// pub for the integration tests (tests/driver.rs).
+#[doc(hidden)]
+pub fn uses_lto(c_text: &str, kind: Artefact, cfg: &CcConfig) -> bool {
     kind != Artefact::Object
         && optimises(&cfg.cflags)
         && cores() > 1
@@ -523,7 +525,9 @@ fn uses_lto(c_text: &str, kind: Artefact, cfg: &CcConfig) -> bool {
 /// `-Og`)? Unoptimised, the compiler does not split the work, and LTO only
 /// adds its link step: gmm.ks's C at `-O0` took 0.98 s with it, 0.63 s
 /// without.
-fn optimises(cflags: &[String]) -> bool {
+// pub for the integration tests (tests/driver.rs).
+#[doc(hidden)]
+pub fn optimises(cflags: &[String]) -> bool {
     cflags.iter().rev().find(|f| f.starts_with("-O")).is_some_and(|f| f != "-O0" && f != "-Og")
 }
 
@@ -741,30 +745,4 @@ pub fn run_executable(exe: &Path, args: &[String], env: &[(&str, String)]) -> Re
             }
         }
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lto_only_when_optimising() {
-        let yes = |s: &str| optimises(&split_flags(s));
-        assert!(yes("-O3 -march=native"));
-        assert!(yes("-O0 -O2"));
-        assert!(yes("-O"));
-        assert!(!yes("-O2 -O0"));
-        assert!(!yes("-Og"));
-        assert!(!yes("-march=native"));
-    }
-
-    #[test]
-    fn no_lto_for_objects_small_programs_or_unoptimised_code() {
-        let cfg = CcConfig { cc: "cc".into(), cflags: split_flags("-O3"), cache_dir: None, link: Vec::new() };
-        let big = "int x;\n".repeat(LTO_MIN_LINES);
-        assert!(!uses_lto(&big, Artefact::Object, &cfg));
-        assert!(!uses_lto("int x;\n", Artefact::SharedLibrary, &cfg));
-        let unoptimised = CcConfig { cflags: split_flags("-O0"), ..cfg };
-        assert!(!uses_lto(&big, Artefact::Executable, &unoptimised));
-    }
 }

@@ -65,7 +65,9 @@ pub fn parse_max_stmts(text: &str) -> Result<usize, String> {
 /// function is not changed while its C is written), numbered.
 #[derive(Default)]
 pub struct Plan {
-    parts: FxHashMap<*const Stmt, usize>,
+    // pub for the integration tests (tests/split.rs).
+    #[doc(hidden)]
+    pub parts: FxHashMap<*const Stmt, usize>,
 }
 
 impl Plan {
@@ -226,126 +228,4 @@ pub fn marks(f: &Func) -> FxHashSet<VarId> {
         }
     });
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ksc_ir::Type;
-
-    const C: VarId = VarId(2);
-    const I: VarId = VarId(3);
-    const ACC: VarId = VarId(4);
-    const X: VarId = VarId(5);
-
-    /// `k` statements defining variables from 10 on (`at` apart from
-    /// other fillers).
-    fn filler(at: u32, k: u32) -> Block {
-        (0..k).map(|j| Stmt::Let(VarId(at + j), Rhs::Copy(Op::Float(1.0)))).collect()
-    }
-
-    fn func(body: Block) -> Func {
-        let mut types = vec![Type::Float, Type::Integer, Type::Bool, Type::Integer, Type::Float, Type::Float];
-        types.resize(400, Type::Float);
-        let mut f = Func::for_tests(types, body);
-        f.vars[ACC.0 as usize].mutable = true;
-        f
-    }
-
-    fn serial(_: VarId, _: &Op, _: &Block) -> bool {
-        false
-    }
-
-    fn chosen(f: &Func, plan: &Plan) -> Vec<usize> {
-        f.body.iter().enumerate().filter(|(_, s)| plan.part(s).is_some()).map(|(k, _)| k).collect()
-    }
-
-    #[test]
-    fn a_function_within_the_bound_is_not_split() {
-        let f = func(vec![Stmt::If { cond: Op::Var(C), then: filler(10, 30), els: vec![] }]);
-        assert!(plan_within(&f, 40, &serial).parts.is_empty());
-    }
-
-    #[test]
-    fn parts_outside_loops_come_first_then_the_largest() {
-        let in_loop = Stmt::If { cond: Op::Var(C), then: filler(100, 18), els: vec![] };
-        let body = vec![
-            Stmt::If { cond: Op::Var(C), then: filler(10, 8), els: vec![] },
-            Stmt::If { cond: Op::Var(C), then: filler(20, 12), els: vec![] },
-            // A loop too large for a part: a part is made of its body's `if`.
-            Stmt::For {
-                idx: I,
-                n: Op::Var(VarId(1)),
-                pre: vec![],
-                body: vec![in_loop, Stmt::Keep(vec![])],
-                reset: false,
-            },
-        ];
-        let f = func(body);
-        // 9 + 13 + 21 = 43 statements; parts of 5 to 20: the `if`s outside
-        // the loop (13, then 9) bring it to 23, then the `if` in the loop.
-        let plan = plan_within(&f, 20, &serial);
-        assert_eq!(chosen(&f, &plan), vec![0, 1]);
-        let Stmt::For { body, .. } = &f.body[2] else { unreachable!() };
-        assert!(plan.part(&body[0]).is_some());
-        assert_eq!(plan.part(&f.body[1]), Some(0), "the largest first");
-        // A bound the whole loop fits in: it is the part (no call per
-        // iteration), and the rest is within the bound.
-        let plan = plan_within(&f, 25, &serial);
-        assert_eq!(chosen(&f, &plan), vec![2]);
-    }
-
-    #[test]
-    fn what_returns_or_copies_down_to_an_outer_loop_is_not_a_part() {
-        let mut returns = filler(10, 20);
-        returns.push(Stmt::Return(Op::Float(0.0)));
-        let mut copies = filler(40, 20);
-        copies.push(Stmt::CopyDown { mark: X, vars: vec![ACC] });
-        let body = vec![
-            Stmt::If { cond: Op::Var(C), then: returns, els: vec![] },
-            Stmt::For {
-                idx: I,
-                n: Op::Int(4),
-                pre: vec![],
-                body: vec![Stmt::If { cond: Op::Var(C), then: copies, els: vec![] }],
-                reset: false,
-            },
-        ];
-        let f = func(body);
-        let plan = plan_within(&f, 30, &serial);
-        // The loop may be a part (its copy-down is in a loop of its own);
-        // the `if` that returns and the one in the loop may not.
-        assert_eq!(chosen(&f, &plan), vec![1]);
-    }
-
-    #[test]
-    fn a_parallel_loops_body_is_a_function_already() {
-        let body = vec![Stmt::For { idx: I, n: Op::Var(VarId(1)), pre: vec![], body: filler(10, 60), reset: false }];
-        let f = func(body);
-        assert!(plan_within(&f, 20, &|_, _, _| true).parts.is_empty());
-        assert!(plan_within(&f, 20, &serial).parts.is_empty(), "a loop of 61 statements is too large a part");
-    }
-
-    #[test]
-    fn a_part_reads_what_is_defined_outside_and_writes_the_mutables_it_assigns() {
-        let s = Stmt::If {
-            cond: Op::Var(C),
-            then: vec![
-                Stmt::Let(X, Rhs::Bin(ksc_lower::ir::BinOp::FAdd, Op::Var(VarId(0)), Op::Var(ACC))),
-                Stmt::Set(ACC, Op::Var(X)),
-            ],
-            els: vec![Stmt::Keep(vec![Op::Var(ACC)])],
-        };
-        let f = func(vec![Stmt::DeclMut(ACC, Some(Op::Float(0.0))), s.clone()]);
-        let (inputs, outputs) = interface(&f, &f.body[1]);
-        assert_eq!(inputs, vec![VarId(0), C], "X is its own; ACC is passed by address");
-        assert_eq!(outputs, vec![ACC]);
-    }
-
-    #[test]
-    fn the_bound_from_the_environment_is_checked() {
-        assert_eq!(parse_max_stmts(" 600 "), Ok(600));
-        assert!(parse_max_stmts("0").is_err());
-        assert!(parse_max_stmts("many").unwrap_err().contains(MAX_STMTS_VAR));
-    }
 }
