@@ -34,7 +34,8 @@ pub(crate) const MAX_FLOATS: usize = 6;
 /// The paths (1-based `get` indices) to the leaves of a type built from
 /// tuples and Floats, in order; `None` if it holds anything else. The empty
 /// tuple has no leaves.
-pub(crate) fn float_leaves(ty: &Type) -> Option<Vec<Vec<u32>>> {
+// pub for the integration tests (tests/rscan.rs), through `crate::testing`.
+pub fn float_leaves(ty: &Type) -> Option<Vec<Vec<u32>>> {
     fn go(ty: &Type, path: &mut Vec<u32>, out: &mut Vec<Vec<u32>>) -> bool {
         match ty {
             Type::Float => {
@@ -162,7 +163,8 @@ fn deps(body: &Body, e: ExprId, env: &mut FxHashMap<String, Vec<u64>>) -> Vec<u6
 /// The reflexive and transitive closure of a k x k pattern (`p[l]` the
 /// columns of row l, as a bit mask): where products of identities and
 /// matrices of pattern `p` can be non-zero.
-pub(crate) fn closure(p: &[u64]) -> Vec<u64> {
+// pub for the integration tests (tests/rscan.rs), through `crate::testing`.
+pub fn closure(p: &[u64]) -> Vec<u64> {
     let k = p.len();
     let mut s: Vec<u64> = (0..k).map(|l| p[l] | (1 << l)).collect();
     loop {
@@ -177,7 +179,8 @@ pub(crate) fn closure(p: &[u64]) -> Vec<u64> {
 
 /// The entries (row, column) of a pattern, row by row: the layout of a
 /// matrix in the scan's state.
-pub(crate) fn entries(s: &[u64]) -> Vec<(usize, usize)> {
+// pub for the integration tests (tests/rscan.rs), through `crate::testing`.
+pub fn entries(s: &[u64]) -> Vec<(usize, usize)> {
     let k = s.len();
     (0..k).flat_map(|l| (0..k).filter(move |&m| s[l] >> m & 1 == 1).map(move |m| (l, m))).collect()
 }
@@ -275,32 +278,4 @@ pub(crate) fn identity(b: &mut Builder, s: &[u64]) -> ExprId {
     let mut parts: Vec<ExprId> = entries(s).into_iter().map(|(l, m)| b.float(if l == m { 1.0 } else { 0.0 })).collect();
     parts.extend((0..s.len()).map(|_| b.float(0.0)));
     b.tuple(parts)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn closure_of_a_chain_is_upper_triangular() {
-        // 0 <- 1 <- 2: row 0 reads 1, row 1 reads 2.
-        let s = closure(&[0b010, 0b100, 0]);
-        assert_eq!(s, vec![0b111, 0b110, 0b100]);
-        assert_eq!(entries(&s), vec![(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]);
-    }
-
-    #[test]
-    fn closure_of_a_diagonal_is_itself() {
-        assert_eq!(closure(&[0b01, 0b10]), vec![0b01, 0b10]);
-        assert_eq!(closure(&[0, 0]), vec![0b01, 0b10]);
-    }
-
-    #[test]
-    fn only_floats_and_tuples_have_leaves() {
-        let t = Type::Tuple(vec![Type::Float, Type::Tuple(vec![Type::Float, Type::unit()])]);
-        assert_eq!(float_leaves(&t), Some(vec![vec![1], vec![2, 1]]));
-        assert_eq!(float_leaves(&Type::Float), Some(vec![vec![]]));
-        assert_eq!(float_leaves(&Type::vec(Type::Float)), None);
-        assert_eq!(float_leaves(&Type::Tuple(vec![Type::Float, Type::Integer])), None);
-    }
 }
