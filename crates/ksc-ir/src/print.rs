@@ -14,6 +14,14 @@ use crate::types::Type;
 /// The line width the printer aims for.
 pub const WIDTH: usize = 90;
 
+/// The deepest indentation: a form nested deeper starts at this column
+/// (plus the few its own head adds), so a deep nest prints in space linear
+/// in its size. `[rev f]` of a doubling chain of calls (`f_k x = f_(k-1)
+/// (f_(k-1) x)`, k = 12) is a nest of 4,096 calls of `[rev f0]`, each the
+/// cotangent argument of the one before: indented a step per level, its
+/// 12,000 lines took 33 MB.
+const DEEPEST: usize = 60;
+
 pub fn print_program(p: &Program) -> String {
     let mut out = String::new();
     for (i, d) in p.decls.iter().enumerate() {
@@ -240,11 +248,12 @@ impl Printer<'_> {
 
     /// Print `e` at the current position, which is at column `col`.
     fn expr(&mut self, e: ExprId, col: usize) {
+        let col = col.min(DEEPEST);
         if let Some(s) = self.flat(e, WIDTH.saturating_sub(col).max(30)) {
             self.push_flat(&s);
             return;
         }
-        let ind = |n: usize| format!("\n{}", " ".repeat(n));
+        let ind = |n: usize| format!("\n{}", " ".repeat(n.min(DEEPEST + 8)));
         match &self.body.exprs[e] {
             Expr::Lit(_) | Expr::Var(_) | Expr::Dummy(_) => {
                 let s = self.flat(e, usize::MAX).unwrap_or_default();
@@ -343,6 +352,7 @@ impl Printer<'_> {
     }
 
     fn binding(&mut self, p: &Pat, r: ExprId, col: usize) {
+        let col = col.min(DEEPEST);
         let ps = pat_string(p);
         write!(self.out, "({ps} ").unwrap();
         let c = col + ps.len() + 2;
