@@ -207,16 +207,9 @@ fn blocked(
     })
 }
 
-/// Block k of v: `(build len (lam j (index (add lo j) v)))`, with
-/// lo = k B and len = min(B, n - lo) (both bound to variables), passed to
-/// `then` with lo and len.
-fn with_block(
-    b: &mut Builder,
-    v: &V,
-    n: &V,
-    k: &V,
-    then: impl FnOnce(&mut Builder, ExprId, &V, &V) -> ExprId,
-) -> ExprId {
+/// Block k of v, its elements lo .. lo + len, with lo = k B and len =
+/// min(B, n - lo) bound to variables, passed to `then`.
+fn with_block(b: &mut Builder, n: &V, k: &V, then: impl FnOnce(&mut Builder, &V, &V) -> ExprId) -> ExprId {
     let (kk, bb) = (k.get(b), int(b, REDUCE_BLOCK));
     let lo = b.int_op("mul", kk, bb);
     let_in(b, "lo", lo, |b, lo| {
@@ -227,16 +220,7 @@ fn with_block(
             let short = b.int_test("lt", rr, bb);
             let (rr, bb) = (r.get(b), int(b, REDUCE_BLOCK));
             let len = b.if_(short, rr, bb);
-            let_in(b, "len", len, |b, len| {
-                let ll = len.get(b);
-                let block = build_v(b, ll, |b, j| {
-                    let (l1, jj) = (lo.get(b), j.get(b));
-                    let at = b.int_op("add", l1, jj);
-                    let vv = v.get(b);
-                    b.prim(Prim::Index, vec![at, vv])
-                });
-                then(b, block, &lo, &len)
-            })
+            let_in(b, "len", len, |b, len| then(b, &lo, &len))
         })
     })
 }
@@ -245,9 +229,7 @@ fn with_block(
 fn block_sums(b: &mut Builder, op: &mut Op, t: &Type, v: &V, e: &V, n: &V, m: &V) -> ExprId {
     let op = std::cell::RefCell::new(op);
     let mm = m.get(b);
-    build_v(b, mm, |b, k| {
-        with_block(b, v, n, &k, |b, block, lo, len| runs(b, &mut op.borrow_mut(), t, e, (block, v, lo, len)))
-    })
+    build_v(b, mm, |b, k| with_block(b, n, &k, |b, lo, len| runs(b, &mut op.borrow_mut(), t, e, (v, lo, len))))
 }
 
 /// The name hint of the variable a block's runs are bound to: derivation
@@ -264,20 +246,23 @@ const RUNS_HINT: &str = "runs";
 /// `exp`s of log-sum-exp's monoid); a left fold over the block is a chain
 /// of dependent applications, one at a time.
 ///
-/// The block is `(block, v, lo, len)`: its `build`, bound first (to `blk`,
-/// for derivation, which reads the runs as the fold over it), and the
-/// vector, offset and length it reads. The runs read element i as `index
-/// (add lo i) v`, not from `blk`: `blk` is read in two places (the steps
-/// and the rest), so native code stored it, a copy of the block written
-/// and read again (16 MB per call of log-sum-exp's objective at n = 10^6,
-/// its elements pairs); read from v, the elements of a view such as
-/// `build n (lam i (tuple (index i x) 1.0))` are read from x where used.
-/// (`blk` is then unused but for derivation: native code never makes it;
-/// the interpreter, which evaluates every `let`, still does, per block.)
-fn runs(b: &mut Builder, op: &mut Op, t: &Type, e: &V, (block, v, lo, len): (ExprId, &V, &V, &V)) -> ExprId {
+/// The block is `(v, lo, len)`: elements lo .. lo + len of v, read where
+/// the runs use them (`index (add lo i) v`), so that the elements of a
+/// view such as `build n (lam i (tuple (index i x) 1.0))` are read from x
+/// and no copy of the block is made. (A `build` of the block, read by the
+/// steps and by the rest, was stored: every element written and read
+/// again, 16 MB per call of log-sum-exp's objective at n = 10^6.) The
+/// runs' first `let` binds `(tuple lo len)`, which only derivation reads
+/// ([`block_fold`]: the fold over the block); v itself is not bound again
+/// (that made native code store v).
+fn runs(b: &mut Builder, op: &mut Op, t: &Type, e: &V, (v, lo, len): (&V, &V, &V)) -> ExprId {
     let lanes = REDUCE_RUNS;
     // Bound to a variable named from RUNS_HINT, for derivation to find.
-    let whole = let_in(b, "blk", block, |b, _| {
+    let bounds = {
+        let parts = vec![lo.get(b), len.get(b)];
+        b.tuple(parts)
+    };
+    let whole = let_in(b, "blk", bounds, |b, _| {
         let elem = |b: &mut Builder, i: ExprId| {
             let l0 = lo.get(b);
             let at = b.int_op("add", l0, i);
@@ -522,10 +507,40 @@ pub fn runs_for_derivation(f: &Def) -> Option<Def> {
 }
 
 /// The left fold `fold OP e block` that [`runs`]' expression `rhs` (`let
-/// blk = block in .. fold OP first others`) equals.
+/// blk = (tuple lo len) in .. fold OP first others`, reading the block's
+/// elements as `index (add lo i) v`) equals.
 fn block_fold(b: &mut Builder, rhs: ExprId) -> Option<ExprId> {
     let (binds, result) = ksc_ir::term::let_chain(b.body, rhs);
-    let (Pat::Var(_), block) = binds.first()?.clone() else { return None };
+    let (Pat::Var(_), bounds) = binds.first()?.clone() else { return None };
+    let Expr::Tuple(parts) = &b.body.exprs[bounds] else { return None };
+    let [lo, len] = parts[..] else { return None };
+    let Expr::Var(lo_name) = &b.body.exprs[lo] else { return None };
+    // v: the vector of the runs' reads `index (add lo _) v`.
+    let mut stack = vec![rhs];
+    let mut v = None;
+    while let Some(x) = stack.pop() {
+        if let Some((Prim::Index, args)) = prim_call(b.body, x) {
+            if let [at, vec] = args[..] {
+                let reads_lo = match &b.body.exprs[at] {
+                    Expr::Call(Callee::Fun(f), a) if f.base == "add" => {
+                        matches!(b.body.call_args(*a)[..], [x, _] if matches!(&b.body.exprs[x], Expr::Var(n) if n == lo_name))
+                    }
+                    _ => false,
+                };
+                if reads_lo && matches!(b.body.exprs[vec], Expr::Var(_)) {
+                    v = Some(vec);
+                    break;
+                }
+            }
+        }
+        stack.extend(ksc_ir::core::children(&b.body.exprs[x]));
+    }
+    let v = b.copy(v?);
+    let block = build_v(b, len, |b, j| {
+        let jj = j.get(b);
+        let at = b.int_op("add", lo, jj);
+        b.prim(Prim::Index, vec![at, v])
+    });
     let (Prim::Fold, args) = prim_call(b.body, result)? else { return None };
     let op = *args.first()?;
     // The identity: the runs' start, `build R (lam _ e)`.
