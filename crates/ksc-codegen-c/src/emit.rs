@@ -1284,10 +1284,17 @@ impl<'a> W<'a> {
     }
 
     fn block(&mut self, b: &Block) {
-        for s in b {
-            match self.plan.part(s) {
-                Some(k) if self.outlined.is_some() => self.part(k, s),
-                _ => self.stmt(s),
+        let mut i = 0;
+        while i < b.len() {
+            match self.plan.run(&b[i]) {
+                Some((k, len)) if self.outlined.is_some() => {
+                    self.part(k, &b[i..i + len]);
+                    i += len;
+                }
+                _ => {
+                    self.stmt(&b[i]);
+                    i += 1;
+                }
             }
         }
     }
@@ -1319,21 +1326,26 @@ impl<'a> W<'a> {
         }
     }
 
-    /// The statement `s` as a function of its own, part `k` of the
+    /// The statements `part` as a function of its own, part `k` of the
     /// function (`split.rs`), and a call of it here.
-    fn part(&mut self, k: usize, s: &Stmt) {
+    fn part(&mut self, k: usize, part: &[Stmt]) {
         let name = format!("{}_part{k}", local_name(&self.f.c_name, self.target));
-        let (inputs, outputs) = crate::split::interface(self.f, s);
+        let io = crate::split::interface(self.f, self.plan, part);
+        let by_address: Vec<VarId> = io.outputs.iter().chain(&io.results).copied().collect();
         let mut params = vec!["ks_arena *A".to_string()];
-        params.extend(inputs.iter().map(|v| format!("{} {}", self.var_c_type(*v), self.var(*v))));
-        params.extend(outputs.iter().map(|v| format!("{} *{}_o", self.var_c_type(*v), self.var(*v))));
+        params.extend(io.inputs.iter().map(|v| format!("{} {}", self.var_c_type(*v), self.var(*v))));
+        params.extend(by_address.iter().map(|v| format!("{} *{}_o", self.var_c_type(*v), self.var(*v))));
         let mut inner = self.nested(self.loop_marks.clone(), Some(Vec::new()));
-        for v in &outputs {
+        for v in &io.outputs {
             let (t, x) = (inner.var_c_type(*v), inner.var(*v));
             inner.line(&format!("{t} {x} = *{x}_o;"));
         }
-        inner.stmt(s);
-        for v in &outputs {
+        // Its statements are not parts themselves (a run holds none), but
+        // their blocks may hold parts.
+        for s in part {
+            inner.stmt(s);
+        }
+        for v in &by_address {
             let x = inner.var(*v);
             inner.line(&format!("*{x}_o = {x};"));
         }
@@ -1342,9 +1354,13 @@ impl<'a> W<'a> {
             out.extend(inner.outlined.unwrap_or_default());
             out.push(text);
         }
+        for v in &io.results {
+            let line = format!("{} {};", self.var_c_type(*v), self.var(*v));
+            self.line(&line);
+        }
         let mut args = vec!["A".to_string()];
-        args.extend(inputs.iter().map(|v| self.var(*v)));
-        args.extend(outputs.iter().map(|v| format!("&{}", self.var(*v))));
+        args.extend(io.inputs.iter().map(|v| self.var(*v)));
+        args.extend(by_address.iter().map(|v| format!("&{}", self.var(*v))));
         self.line(&format!("{name}({});", args.join(", ")));
     }
 

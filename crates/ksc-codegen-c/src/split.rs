@@ -22,6 +22,17 @@
 //! copy-down weighs its innermost loop, which would be outside), and what a
 //! loop running on a team holds (that loop is a function of its own
 //! already, `parallel.rs`).
+//!
+//! A function still over the bound then has its long straight-line code
+//! cut: each block not in a loop (the body, and the branches of its `if`s)
+//! is cut into *runs*, consecutive statements of about half the bound
+//! each, each run a part. A run's results, the variables it defines that
+//! are read after it, are declared by the caller and passed by address
+//! too. Without this, reverse mode of a program whose calls were all
+//! inlined (the doubling family `f_k x = f_(k-1) (f_(k-1) x)` at k = 14:
+//! 49,000 lines, every forward value live until the reverse pass reads it)
+//! was one function on which GCC's register allocator and combiner took
+//! minutes.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -61,17 +72,28 @@ pub fn parse_max_stmts(text: &str) -> Result<usize, String> {
     }
 }
 
-/// The statements of a function to write as parts, by address (the
-/// function is not changed while its C is written), numbered.
+/// The parts of a function, by the address of their first statement (the
+/// function is not changed while its C is written): each part's number
+/// and how many statements of its block it is (one for a loop or branch,
+/// more for a run).
 #[derive(Default)]
 pub struct Plan {
     // pub for the integration tests (tests/split.rs).
     #[doc(hidden)]
-    pub parts: FxHashMap<*const Stmt, usize>,
+    pub parts: FxHashMap<*const Stmt, (usize, usize)>,
+    /// How many times each variable is used in the function
+    /// ([`mentions`]), if it has runs (to find their results).
+    uses: FxHashMap<VarId, usize>,
 }
 
 impl Plan {
+    /// The number of the part that starts at `s`.
     pub fn part(&self, s: &Stmt) -> Option<usize> {
+        self.run(s).map(|(k, _)| k)
+    }
+
+    /// The number and the length of the part that starts at `s`.
+    pub fn run(&self, s: &Stmt) -> Option<(usize, usize)> {
         self.parts.get(&(s as *const Stmt)).copied()
     }
 }
@@ -98,17 +120,97 @@ pub fn plan_within(f: &Func, max: usize, parallel: &dyn Fn(VarId, &Op, &Block) -
     let mut chosen: FxHashSet<*const Stmt> = FxHashSet::default();
     let mut order = Vec::new();
     let bounds = (MIN_STMTS.min(max / 4).max(2), max);
-    loop {
+    let total = loop {
         let mut best: Option<(usize, usize, *const Stmt)> = None;
         let total = sizes(&f.body, 0, bounds, &chosen, &facts, parallel, &mut best);
         if total <= max {
-            break;
+            break total;
         }
-        let Some((_, _, s)) = best else { break };
+        let Some((_, _, s)) = best else { break total };
         chosen.insert(s);
         order.push(s);
+    };
+    let mut parts: Vec<(*const Stmt, usize)> = order.iter().map(|&s| (s, 1)).collect();
+    if total > max {
+        let cuts = Cuts { chunk: (max / 2).max(bounds.0), least: bounds.0, chosen: &chosen, facts: &facts, parallel };
+        cuts.block(&f.body, &mut parts);
     }
-    Plan { parts: order.into_iter().enumerate().map(|(k, s)| (s, k)).collect() }
+    let mut uses = FxHashMap::default();
+    if parts.iter().any(|&(_, len)| len > 1) {
+        mentions(&f.body, &mut uses);
+    }
+    Plan { parts: parts.into_iter().enumerate().map(|(k, (s, len))| (s, (k, len))).collect(), uses }
+}
+
+/// Cutting the straight-line code of blocks not in a loop into runs
+/// (see the module).
+struct Cuts<'a> {
+    /// The most statements of a run (nested ones included).
+    chunk: usize,
+    /// The fewest.
+    least: usize,
+    chosen: &'a FxHashSet<*const Stmt>,
+    facts: &'a FxHashMap<*const Stmt, Facts>,
+    parallel: &'a dyn Fn(VarId, &Op, &Block) -> bool,
+}
+
+impl Cuts<'_> {
+    /// Cuts `b` (not in a loop) and the branches in it into runs, noted in
+    /// `out` as (first statement, length); the statements `b` then counts.
+    fn block(&self, b: &Block, out: &mut Vec<(*const Stmt, usize)>) -> usize {
+        let mut total = 0;
+        // The run being gathered: its first statement's index, its weight.
+        let mut run: Option<(usize, usize)> = None;
+        let close = |run: &mut Option<(usize, usize)>, end: usize, total: &mut usize, out: &mut Vec<_>| {
+            if let Some((start, weight)) = run.take() {
+                if weight >= self.least && end - start >= 2 {
+                    out.push((&b[start] as *const Stmt, end - start));
+                    *total += 1;
+                } else {
+                    *total += weight;
+                }
+            }
+        };
+        for (i, s) in b.iter().enumerate() {
+            let p = s as *const Stmt;
+            let facts = self.facts.get(&p);
+            let barrier = self.chosen.contains(&p) || facts.is_some_and(|f| f.ends || f.loose_copy_down);
+            let weight = if self.chosen.contains(&p) {
+                1
+            } else {
+                match s {
+                    Stmt::For { .. } => {
+                        let mut best = None;
+                        sizes(
+                            std::slice::from_ref(s),
+                            0,
+                            (usize::MAX, 0),
+                            self.chosen,
+                            self.facts,
+                            self.parallel,
+                            &mut best,
+                        )
+                    }
+                    Stmt::If { then, els, .. } => 1 + self.block(then, out) + self.block(els, out),
+                    _ => 1,
+                }
+            };
+            if barrier || weight > self.chunk {
+                close(&mut run, i, &mut total, out);
+                total += weight;
+                continue;
+            }
+            match &mut run {
+                Some((_, w)) if *w + weight <= self.chunk => *w += weight,
+                _ => {
+                    close(&mut run, i, &mut total, out);
+                    run = Some((i, weight));
+                }
+            }
+        }
+        close(&mut run, b.len(), &mut total, out);
+        total
+    }
 }
 
 fn facts_of(b: &Block, out: &mut FxHashMap<*const Stmt, Facts>) -> Facts {
@@ -140,7 +242,7 @@ fn facts_of(b: &Block, out: &mut FxHashMap<*const Stmt, Facts>) -> Facts {
 /// parallel loop's body count as one), noting in `best` the best part not
 /// yet chosen: the fewest enclosing loops, then the most statements.
 fn sizes(
-    b: &Block,
+    b: &[Stmt],
     loops: usize,
     bounds: (usize, usize),
     chosen: &FxHashSet<*const Stmt>,
@@ -185,14 +287,17 @@ fn sizes(
     total
 }
 
-/// What a part passes: the variables it reads that are defined outside it
-/// (by value), and the mutable ones declared outside it that it assigns
-/// (by address), each sorted.
-pub fn interface(f: &Func, s: &Stmt) -> (Vec<VarId>, Vec<VarId>) {
-    let own = ksc_lower::visit::defined_in(std::slice::from_ref(s));
+/// What a part, the statements `part` of a block of `f` split by `plan`, passes: the
+/// variables it reads that are defined outside it (by value); the mutable
+/// ones declared outside it that it assigns (by address); and its
+/// results, the variables it declares (not in a nested block) that are
+/// read or assigned outside it (by address, declared by the caller). Each
+/// sorted.
+pub fn interface(f: &Func, plan: &Plan, part: &[Stmt]) -> Interface {
+    let own = ksc_lower::visit::defined_in(part);
     let mut read: Vec<VarId> = Vec::new();
     let mut written: Vec<VarId> = Vec::new();
-    ksc_lower::visit::walk(std::slice::from_ref(s), &mut |s| {
+    ksc_lower::visit::walk(part, &mut |s| {
         for o in ksc_lower::visit::stmt_operands(s) {
             if let Op::Var(v) = o {
                 read.push(*v);
@@ -210,13 +315,56 @@ pub fn interface(f: &Func, s: &Stmt) -> (Vec<VarId>, Vec<VarId>) {
         }
     });
     let outside = |v: &VarId| !own.contains(v);
+    let mut results: Vec<VarId> = Vec::new();
+    let declared: FxHashSet<VarId> = part
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(v, _) | Stmt::DeclMut(v, _) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    if !declared.is_empty() {
+        let mut inside = FxHashMap::default();
+        mentions(part, &mut inside);
+        results = declared.into_iter().filter(|v| plan.uses.get(v) > inside.get(v)).collect();
+        results.sort();
+    }
     written.retain(outside);
     written.sort();
     written.dedup();
     read.retain(|v| outside(v) && written.binary_search(v).is_err());
     read.sort();
     read.dedup();
-    (read, written)
+    Interface { inputs: read, outputs: written, results }
+}
+
+/// A part's parameters ([`interface`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Interface {
+    pub inputs: Vec<VarId>,
+    pub outputs: Vec<VarId>,
+    pub results: Vec<VarId>,
+}
+
+/// Counts each variable's uses in `b`: as an operand, assigned, copied
+/// down, reset to or kept.
+fn mentions(b: &[Stmt], out: &mut FxHashMap<VarId, usize>) {
+    ksc_lower::visit::walk(b, &mut |s| {
+        let mut add = |v: VarId| *out.entry(v).or_insert(0) += 1;
+        for o in ksc_lower::visit::stmt_operands(s) {
+            if let Op::Var(v) = o {
+                add(*v);
+            }
+        }
+        match s {
+            Stmt::Set(v, _) | Stmt::Reset(v) => add(*v),
+            Stmt::CopyDown { mark, vars } => {
+                add(*mark);
+                vars.iter().for_each(|v| add(*v));
+            }
+            _ => {}
+        }
+    });
 }
 
 /// The variables of `f` that hold arena marks (C type `ks_mark`).

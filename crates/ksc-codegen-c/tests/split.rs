@@ -1,6 +1,6 @@
 //! Which statements of a long function are written as parts (`split.rs`).
 
-use ksc_codegen_c::split::{interface, parse_max_stmts, plan_within, Plan, MAX_STMTS_VAR};
+use ksc_codegen_c::split::{interface, parse_max_stmts, plan_within, Interface, Plan, MAX_STMTS_VAR};
 use ksc_ir::Type;
 use ksc_lower::ir::{Block, Func, Op, Rhs, Stmt, VarId};
 
@@ -102,9 +102,63 @@ fn a_part_reads_what_is_defined_outside_and_writes_the_mutables_it_assigns() {
         els: vec![Stmt::Keep(vec![Op::Var(ACC)])],
     };
     let f = func(vec![Stmt::DeclMut(ACC, Some(Op::Float(0.0))), s.clone()]);
-    let (inputs, outputs) = interface(&f, &f.body[1]);
-    assert_eq!(inputs, vec![VarId(0), C], "X is its own; ACC is passed by address");
-    assert_eq!(outputs, vec![ACC]);
+    let io = interface(&f, &Plan::default(), &f.body[1..2]);
+    assert_eq!(io.inputs, vec![VarId(0), C], "X is its own; ACC is passed by address");
+    assert_eq!(io.outputs, vec![ACC]);
+    assert!(io.results.is_empty());
+}
+
+/// `k` statements, each adding 1 to the one before (from `at`, the
+/// first reading `from`).
+fn chain(from: VarId, at: u32, k: u32) -> Block {
+    (0..k)
+        .map(|j| {
+            let prev = if j == 0 { from } else { VarId(at + j - 1) };
+            Stmt::Let(VarId(at + j), Rhs::Bin(ksc_lower::ir::BinOp::FAdd, Op::Var(prev), Op::Float(1.0)))
+        })
+        .collect()
+}
+
+#[test]
+fn long_straight_line_code_is_cut_into_runs_of_half_the_bound() {
+    // 100 statements and a return, no loop or branch: runs of at most 20.
+    let mut body = chain(VarId(0), 10, 100);
+    body.push(Stmt::Return(Op::Var(VarId(109))));
+    let f = func(body);
+    let plan = plan_within(&f, 40, &serial);
+    let mut runs: Vec<(usize, usize)> =
+        f.body.iter().enumerate().filter_map(|(i, s)| plan.run(s).map(|(_, len)| (i, len))).collect();
+    runs.sort();
+    assert_eq!(runs, vec![(0, 20), (20, 20), (40, 20), (60, 20), (80, 20)], "the return is not in a run");
+    // A run passes on what a later statement reads: its last value.
+    let io = interface(&f, &plan, &f.body[20..40]);
+    assert_eq!(io, Interface { inputs: vec![VarId(29)], outputs: vec![], results: vec![VarId(49)] });
+}
+
+#[test]
+fn runs_are_cut_in_branches_but_not_in_loops() {
+    let mut then = chain(VarId(0), 10, 60);
+    then.push(Stmt::Set(ACC, Op::Var(VarId(69))));
+    let body = vec![
+        Stmt::DeclMut(ACC, Some(Op::Float(0.0))),
+        Stmt::If { cond: Op::Var(C), then, els: vec![] },
+        Stmt::For { idx: I, n: Op::Var(VarId(1)), pre: vec![], body: chain(I, 200, 60), reset: false },
+        Stmt::Return(Op::Var(ACC)),
+    ];
+    let f = func(body);
+    let plan = plan_within(&f, 40, &serial);
+    let Stmt::If { then, .. } = &f.body[1] else { unreachable!() };
+    let Stmt::For { body: in_loop, .. } = &f.body[2] else { unreachable!() };
+    assert_eq!(plan.run(&then[0]).map(|(_, len)| len), Some(20));
+    assert!(in_loop.iter().all(|s| plan.run(s).is_none()), "a loop's body stays whole");
+    // The branch's last run assigns ACC, declared outside it.
+    let io = interface(&f, &plan, &then[40..61]);
+    assert_eq!(io.outputs, vec![ACC]);
+    // The first run of the body: the declaration of ACC, which later
+    // statements assign, is a result, but the body is too short a run.
+    assert!(plan.run(&f.body[0]).is_none());
+    let io = interface(&f, &plan, &f.body[0..1]);
+    assert_eq!(io.results, vec![ACC]);
 }
 
 #[test]
