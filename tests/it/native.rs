@@ -1530,6 +1530,41 @@ int main(void) {
     assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), args.len(), wrong[..wrong.len().min(10)].join("\n"));
 }
 
+/// The identity `share-max-exps` (ksc-lower/src/passes/max_exps.rs)
+/// rests on, to the bit, for the interpreter's `exp` (native code's, by
+/// the test above): with m = max a b and c = a < b, exp (a - m) is c ?
+/// exp (a - b) : (a - a) + 1.0, and exp (b - m) is c ? (b - b) + 1.0 : exp
+/// (b - a); signed zeros, infinities and NaNs included.
+#[test]
+fn one_exp_serves_both_differences_from_a_maximum() {
+    use ksc_eval::mathfns::exp;
+    let special = [0.0, -0.0, 1.0, -1.0, 1e-300, -1e300, 709.0, f64::MAX, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+    let mut values: Vec<f64> = special.to_vec();
+    let mut s: u64 = 0x13198a2e03707344;
+    for i in 0..2_000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+        values.push(if i % 2 == 0 { 60.0 * u - 30.0 } else { f64::from_bits(s) });
+    }
+    let mut wrong = Vec::new();
+    for (i, &a) in values.iter().enumerate() {
+        // Every pair of the special values, and each value with a few others.
+        let others = if i < special.len() { &values[..] } else { &values[i.saturating_sub(3)..=i] };
+        for &b in others {
+            let m = if a < b { b } else { a };
+            let c = a < b;
+            let e = exp(if c { a - b } else { b - a });
+            let (ea, eb) = (if c { e } else { (a - a) + 1.0 }, if c { (b - b) + 1.0 } else { e });
+            if ea.to_bits() != exp(a - m).to_bits() || eb.to_bits() != exp(b - m).to_bits() {
+                wrong.push(format!("a = {a:e}, b = {b:e}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{} pairs differ:\n{}", wrong.len(), wrong[..wrong.len().min(10)].join("\n"));
+}
+
 /// A large program is compiled as translation units (docs/native.md,
 /// "Translation units"), each cached by its text: after an edit of a small
 /// function that the large ones do not call, only the units holding it (or

@@ -32,6 +32,7 @@ pub mod guarded;
 pub mod interchange;
 pub mod jam;
 pub mod licm;
+pub mod max_exps;
 pub mod packed;
 pub mod reuse;
 pub mod scalars;
@@ -62,6 +63,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &guarded::ShareGuarded,
     &licm::Licm,
     &cse::Cse,
+    &max_exps::ShareMaxExps,
     &alloc_dims::FoldAllocDims,
     &scalars::ScalarSmallTensors,
     &dce::Dce,
