@@ -116,6 +116,27 @@ fn deriv_prints_the_reverse_derivative_and_its_callees() {
     assert!(!stdout.contains("(lm"), "no linear map survives in a derived function:\n{stdout}");
 }
 
+/// Reverse mode of the doubling family (`f_k x = f_(k-1) (f_(k-1) x)`,
+/// k = 11) is simplified to the end: `let-once` substitutes a binding only
+/// into a use at most 64 nodes below it, since the substitution copies the
+/// path down to the use (its inlined reverse passes nest 7,500 deep, and
+/// the simplifier stopped at its work bound with a warning).
+#[test]
+fn deep_reverse_passes_are_simplified_without_reaching_the_work_bound() {
+    let dir = crate::common::work_dir("doubling_deriv");
+    let mut text = "(def f0 Float (x : Float) (mul 1.1 (sin x)))\n".to_string();
+    for j in 1..11 {
+        text += &format!("(def f{j} Float (x : Float) (f{i} (f{i} x)))\n", i = j - 1);
+    }
+    text += "(def f Float (x : Float) (f10 (f10 x)))\n";
+    let path = dir.join("doubling.ks");
+    std::fs::write(&path, text).unwrap();
+    let out = ksc(&["deriv", path.to_str().unwrap(), "f", "--mode", "rev"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{}: {stderr}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(def [rev [f Float]]"));
+}
+
 #[test]
 fn unknown_function_is_reported() {
     let out = ksc(&["deriv", "ksc-examples/ad/calls.ks", "nosuch"]);

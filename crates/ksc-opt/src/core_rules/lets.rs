@@ -85,18 +85,26 @@ fn let_dead_instance(g: &mut G, b: &mut Builder) -> ExprId {
     b.let_("a", r, body)
 }
 
+/// The deepest single use in a `let`'s body that let-once substitutes the
+/// binding into: the substitution copies the path down to the use, so
+/// moving the bindings of a term of depth D to uses far below them cost D
+/// nodes each, D^2 in all (`[rev f]` of the doubling family `f_k x =
+/// f_(k-1) (f_(k-1) x)`, whose inlined reverse passes nest 7,500 deep at k
+/// = 11: 5.6 s, stopped by the normalizer's work bound).
+const LET_ONCE_REACH: usize = 64;
+
 pub(super) const LET_ONCE: CoreRule = CoreRule {
     name: "let-once",
-    statement: "let x = e in b ⇒ b[x := e] when x occurs once in b, not under a lambda, and e \
-        has no effect",
+    statement: "let x = e in b ⇒ b[x := e] when x occurs once in b, not under a lambda and at \
+        most 64 nodes deep, and e has no effect",
     group: LET,
     head: Head::Let,
     rewrite: let_once,
     instance: let_once_instance,
 };
 
-/// `let x = e in b ⇒ b[x := e]` when `x` occurs once in `b`, not under a lambda, and `e` has no
-/// effect.
+/// `let x = e in b ⇒ b[x := e]` when `x` occurs once in `b`, not under a lambda and at most
+/// [`LET_ONCE_REACH`] nodes deep, and `e` has no effect.
 fn let_once(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     let (Pat::Var(x), r, b) = let_parts(ctx, e)? else { return None };
     if ctx.is_atomic(r) || !ctx.pure(r) {
@@ -104,6 +112,19 @@ fn let_once(ctx: &mut Ctx, e: ExprId) -> Option<ExprId> {
     }
     if occurrences(ctx.cache, ctx.b.body, &x, b) != Occurrences::Once {
         return None;
+    }
+    // Not deeper in b than LET_ONCE_REACH nodes: substituting copies the
+    // path down to the use.
+    let mut at = b;
+    let mut depth = 0;
+    while !matches!(ctx.expr(at), Expr::Var(_)) {
+        depth += 1;
+        let kids = ksc_ir::core::children(ctx.expr(at));
+        let Some(next) = kids.into_iter().find(|&c| ctx.is_free(&x, c)) else { break };
+        if depth > LET_ONCE_REACH {
+            return None;
+        }
+        at = next;
     }
     if matches!(ctx.expr(r), Expr::Tuple(es) if es.len() != 1) && term::splatted(ctx.cache, ctx.b.body, &x, b) {
         // `let t = (tuple a b) in (print t)` prints one tuple, not two values.
