@@ -33,6 +33,7 @@ pub mod interchange;
 pub mod jam;
 pub mod licm;
 pub mod max_exps;
+pub mod nest;
 pub mod packed;
 pub mod reuse;
 pub mod scalars;
@@ -72,6 +73,7 @@ pub static PIPELINE: &[&LoopPass] = &[
     &fuse::FuseConsumers,
     &packed::ForwardPackedTensors,
     &unswitch::UnswitchInvariantBranches,
+    &nest::VersionCheckedNests,
     &version::VersionRangeGuards,
     &interchange::InterchangeSums,
     &jam::JamSums,
