@@ -40,8 +40,8 @@
 //! loop's preheader (invariant values and checks, run once before the
 //! first iteration) stays as it is in both versions; the test reads none
 //! of its values. Only nests of two levels (an outer loop whose inner
-//! loops are innermost), of at most [`NEST_STMTS`] statements (the nest is
-//! copied).
+//! loops, in its body or its branches, are innermost), of at most
+//! [`NEST_STMTS`] statements (the nest is copied).
 
 use ksc_ir::pass::Pass;
 use ksc_ir::Type;
@@ -146,32 +146,25 @@ impl Nest {
         if count_stmts(body) > NEST_STMTS {
             return None;
         }
-        let mut loops = FxHashMap::default();
-        loops.insert(*idx, n.clone());
-        let mut has_inner = false;
-        for s in body {
-            if let Stmt::For { idx, n, pre, body, .. } = s {
-                let innermost = !pre.iter().chain(body).any(|s| {
+        // The inner loops, in the body or its branches: innermost.
+        fn inner(b: &Block, loops: &mut FxHashMap<VarId, Op>) -> bool {
+            b.iter().all(|s| match s {
+                Stmt::For { idx, n, pre, body, .. } => {
                     let mut deeper = false;
-                    walk(std::slice::from_ref(s), &mut |s| deeper |= matches!(s, Stmt::For { .. }));
-                    deeper
-                });
-                if !innermost {
-                    return None;
+                    walk(pre, &mut |s| deeper |= matches!(s, Stmt::For { .. }));
+                    walk(body, &mut |s| deeper |= matches!(s, Stmt::For { .. }));
+                    loops.insert(*idx, n.clone());
+                    !deeper
                 }
-                loops.insert(*idx, n.clone());
-                has_inner = true;
-            } else if matches!(s, Stmt::If { .. }) {
-                let mut deeper = false;
-                walk(std::slice::from_ref(s), &mut |s| deeper |= matches!(s, Stmt::For { .. }));
-                if deeper {
-                    return None;
-                }
-            }
+                Stmt::If { then, els, .. } => inner(then, loops) && inner(els, loops),
+                _ => true,
+            })
         }
-        if !has_inner {
+        let mut loops = FxHashMap::default();
+        if !inner(body, &mut loops) || loops.is_empty() {
             return None;
         }
+        loops.insert(*idx, n.clone());
         let nest = std::slice::from_ref(s);
         let mut inside = defined_in(nest);
         let mut defs = FxHashMap::default();
@@ -401,8 +394,13 @@ impl TestBuilder<'_> {
         let mut sum: Option<Op> = None;
         for (c, idx) in &a.terms {
             let mut addend = Op::Int(c.k);
+            // (A product by 1 is its other factor.)
+            let times = |b: &mut Self, a: Op, x: Op| match a {
+                Op::Int(1) => x,
+                a => b.let_(Rhs::Bin(BinOp::IMulSat, a, x), Type::Integer),
+            };
             if let Some(v) = c.var {
-                addend = self.let_(Rhs::Bin(BinOp::IMulSat, addend, Op::Var(v)), Type::Integer);
+                addend = times(self, addend, Op::Var(v));
             }
             if let Some(i) = idx {
                 // The last index, n - 1, or 0 for an empty loop (whose
@@ -411,7 +409,7 @@ impl TestBuilder<'_> {
                 let last = self.let_(Rhs::IChecked(IOp::Sub, n, Op::Int(1), SiteId::UNCHECKED), Type::Integer);
                 let neg = self.let_(Rhs::Bin(BinOp::ILt, last.clone(), Op::Int(0)), Type::Bool);
                 let last = self.let_(Rhs::Select(neg, Op::Int(0), last), Type::Integer);
-                addend = self.let_(Rhs::Bin(BinOp::IMulSat, addend, last), Type::Integer);
+                addend = times(self, addend, last);
             }
             match addend {
                 Op::Int(k) if k < 1 << 60 => {}
