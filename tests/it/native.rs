@@ -1476,10 +1476,7 @@ fn exp_log_and_tanh_are_the_interpreters_to_the_bit_natively() {
     ];
     let mut s: u64 = 0x243f6a8885a308d3;
     for i in 0..20_000 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+        let u = xorshift(&mut s);
         args.push(match i % 4 {
             0 => -750.0 + 1465.0 * u,
             1 => f64::from_bits(s >> 1), // any positive double (log), huge or tiny (exp)
@@ -1533,6 +1530,15 @@ int main(void) {
     assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), args.len(), wrong[..wrong.len().min(10)].join("\n"));
 }
 
+/// The next state of the xorshift generator `s` (a fixed sequence), and a
+/// Float uniform in [0, 1) from it.
+fn xorshift(s: &mut u64) -> f64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    (*s >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// The identity `share-max-exps` (ksc-lower/src/passes/max_exps.rs)
 /// rests on, to the bit, for the interpreter's `exp` (native code's, by
 /// the test above): with m = max a b and c = a < b, exp (a - m) is c ?
@@ -1545,10 +1551,7 @@ fn one_exp_serves_both_differences_from_a_maximum() {
     let mut values: Vec<f64> = special.to_vec();
     let mut s: u64 = 0x13198a2e03707344;
     for i in 0..2_000 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+        let u = xorshift(&mut s);
         values.push(if i % 2 == 0 { 60.0 * u - 30.0 } else { f64::from_bits(s) });
     }
     let mut wrong = Vec::new();

@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::fresh_let;
+use crate::visit::{fresh_let, nested_blocks};
 
 /// The `share-max-exps` pass.
 pub struct ShareMaxExps;
@@ -49,19 +49,7 @@ impl Pass<Func, LoopCx<'_>> for ShareMaxExps {
 /// Rewrites the pairs of `b` and of the blocks in it; whether it did.
 fn block(b: &mut Block, vars: &mut Vec<VarInfo>) -> bool {
     let mut changed = false;
-    for s in b.iter_mut() {
-        match s {
-            Stmt::For { pre, body, .. } => {
-                changed |= block(pre, vars);
-                changed |= block(body, vars);
-            }
-            Stmt::If { then, els, .. } => {
-                changed |= block(then, vars);
-                changed |= block(els, vars);
-            }
-            _ => {}
-        }
-    }
+    nested_blocks(b, &mut |inner| changed |= block(inner, vars));
     // The block's differences from a variable (`d = x - m`, by m) and the
     // statements taking an `exp` of a variable (by that variable).
     let mut differences: FxHashMap<VarId, Vec<(&Op, VarId)>> = FxHashMap::default();

@@ -49,7 +49,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{count_stmts, defined_in, fresh_let, renamed, walk};
+use crate::visit::{count_stmts, defined_in, fresh_let, nested_blocks, renamed, walk};
 
 /// The `version-checked-nests` pass.
 pub struct VersionCheckedNests;
@@ -475,19 +475,7 @@ fn unchecked(s: Stmt) -> Stmt {
             let before = b.len();
             b.retain(|t| !dead(t));
             *removed |= b.len() != before;
-            for t in b.iter_mut() {
-                match t {
-                    Stmt::For { pre, body, .. } => {
-                        prune(pre, dead, removed);
-                        prune(body, dead, removed);
-                    }
-                    Stmt::If { then, els, .. } => {
-                        prune(then, dead, removed);
-                        prune(els, dead, removed);
-                    }
-                    _ => {}
-                }
-            }
+            nested_blocks(b, &mut |inner| prune(inner, dead, removed));
         }
         if let Stmt::For { body, .. } = &mut s {
             prune(body, &dead, &mut removed);
@@ -502,19 +490,11 @@ fn without_checks(mut s: Stmt) -> Stmt {
     fn strip(b: &mut Block) {
         b.retain(|s| !matches!(s, Stmt::Check { .. }));
         for s in b.iter_mut() {
-            match s {
-                Stmt::Let(_, Rhs::IChecked(IOp::Add | IOp::Mul, _, _, site)) => *site = SiteId::UNCHECKED,
-                Stmt::For { pre, body, .. } => {
-                    strip(pre);
-                    strip(body);
-                }
-                Stmt::If { then, els, .. } => {
-                    strip(then);
-                    strip(els);
-                }
-                _ => {}
+            if let Stmt::Let(_, Rhs::IChecked(IOp::Add | IOp::Mul, _, _, site)) = s {
+                *site = SiteId::UNCHECKED;
             }
         }
+        nested_blocks(b, &mut strip);
     }
     if let Stmt::For { body, .. } = &mut s {
         strip(body);
