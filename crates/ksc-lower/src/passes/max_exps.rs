@@ -77,9 +77,11 @@ fn block(b: &mut Block, vars: &mut Vec<VarInfo>) -> bool {
             Some((k, x, y, ex, ey))
         })
         .collect();
-    // From the last, so that inserting after a maximum moves no statement
-    // a pair still to come refers to.
-    for (k, x, y, ex, ey) in pairs.into_iter().rev() {
+    // The `exp`s are rewritten first, then the new statements inserted
+    // after their maxima from the last, so that no index still to be used
+    // has moved.
+    let mut inserts = Vec::new();
+    for (k, x, y, ex, ey) in pairs {
         let mut new = Vec::new();
         let mut let_ = |rhs: Rhs, ty: Type| {
             let (s, v) = fresh_let(vars, rhs, ty);
@@ -98,6 +100,9 @@ fn block(b: &mut Block, vars: &mut Vec<VarInfo>) -> bool {
         let (one_x, one_y) = (exp_zero(&x), exp_zero(&y));
         set_rhs(&mut b[ex], Rhs::Select(c.clone(), e.clone(), one_x));
         set_rhs(&mut b[ey], Rhs::Select(c, one_y, e));
+        inserts.push((k, new));
+    }
+    for (k, new) in inserts.into_iter().rev() {
         b.splice(k + 1..k + 1, new);
         changed = true;
     }
