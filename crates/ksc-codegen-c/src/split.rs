@@ -180,6 +180,8 @@ impl Cuts<'_> {
             } else {
                 match s {
                     Stmt::For { .. } => {
+                        // Its size as written (an empty range of part sizes:
+                        // no part is sought).
                         let mut best = None;
                         sizes(
                             std::slice::from_ref(s),

@@ -49,7 +49,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::LoopCx;
 use crate::ir::*;
-use crate::visit::{count_stmts, defined_in, fresh_let, nested_blocks, renamed, walk};
+use crate::visit::{count_stmts, defined_in, fresh_let, nested_blocks, renamed, rewrite_loops, walk};
 
 /// The `version-checked-nests` pass.
 pub struct VersionCheckedNests;
@@ -60,10 +60,22 @@ impl Pass<Func, LoopCx<'_>> for VersionCheckedNests {
     }
 
     /// Whether a nest was versioned.
-    fn run(&self, f: &mut Func, _: &LoopCx<'_>) -> bool {
-        let body = std::mem::take(&mut f.body);
+    fn run(&self, f: &mut Func, cx: &LoopCx<'_>) -> bool {
         let mut changed = false;
-        f.body = version_nests(body, &mut f.vars, &mut changed);
+        let vars = &mut f.vars;
+        // Innermost first: a nest of three levels has its inner two
+        // versioned, and is then no nest of two levels itself.
+        f.body = rewrite_loops(std::mem::take(&mut f.body), &mut |s| match Nest::plan(&s, vars) {
+            Some(test) => {
+                changed = true;
+                test.version(s, vars)
+            }
+            None => vec![s],
+        });
+        if changed {
+            // The conditions only the copies' checks read.
+            super::dce::dce(f, cx.effectful);
+        }
         changed
     }
 }
@@ -73,32 +85,6 @@ const NEST_STMTS: usize = 400;
 
 /// The most addends of an affine bound (each below 2^60: their sum fits).
 const MAX_ADDENDS: usize = 8;
-
-fn version_nests(block: Block, vars: &mut Vec<VarInfo>, changed: &mut bool) -> Block {
-    let mut out = Vec::with_capacity(block.len());
-    for s in block {
-        match s {
-            Stmt::For { .. } => match Nest::plan(&s, vars) {
-                Some(test) => {
-                    *changed = true;
-                    test.version(s, vars, &mut out);
-                }
-                None => {
-                    let Stmt::For { idx, n, pre, body, reset } = s else { unreachable!("a loop") };
-                    let body = version_nests(body, vars, changed);
-                    out.push(Stmt::For { idx, n, pre, body, reset });
-                }
-            },
-            Stmt::If { cond, then, els } => {
-                let then = version_nests(then, vars, changed);
-                let els = version_nests(els, vars, changed);
-                out.push(Stmt::If { cond, then, els });
-            }
-            s => out.push(s),
-        }
-    }
-    out
-}
 
 /// A factor of an affine form: a non-negative constant times at most one
 /// variable from outside the nest.
@@ -183,8 +169,8 @@ impl Nest<'_> {
         if loops.values().any(|n| matches!(n, Op::Var(v) if inside.contains(v))) {
             return None;
         }
-        let me = Nest { defs, inside, loops: loops.clone(), vars };
-        let mut test = Test { loops, ..Test::default() };
+        let me = Nest { defs, inside, loops, vars };
+        let mut test = Test::default();
         let mut ok = true;
         let mut checks = 0;
         // (The outer loop's preheader runs as it is in both versions.)
@@ -208,6 +194,7 @@ impl Nest<'_> {
                 _ => {}
             }
         });
+        test.loops = me.loops;
         (ok && checks > 0).then_some(test)
     }
 
@@ -308,31 +295,21 @@ impl Nest<'_> {
 }
 
 impl Test {
-    /// Pushes to `out` the test and the two versions of `nest`.
-    fn version(self, nest: Stmt, vars: &mut Vec<VarInfo>, out: &mut Block) {
+    /// The test and the two versions of `nest`. (A value or condition the
+    /// test needs twice is made once: `TestBuilder`.)
+    fn version(self, nest: Stmt, vars: &mut Vec<VarInfo>) -> Block {
         let mut b = TestBuilder { vars, out: Vec::new(), ok: None, made: FxHashMap::default(), conds: Vec::new() };
         for c in &self.conds {
             b.and(c.clone());
         }
         // The variables of the affine forms are >= 0.
-        let mut seen = FxHashSet::default();
         for (a, _) in &self.bounds {
-            for (c, _) in &a.terms {
-                if let Some(v) = c.var {
-                    if seen.insert(v) {
-                        let ge = b.let_(Rhs::Bin(BinOp::IGe, Op::Var(v), Op::Int(0)), Type::Bool);
-                        b.and(ge);
-                    }
-                }
+            for v in a.terms.iter().filter_map(|(c, _)| c.var) {
+                let ge = b.let_(Rhs::Bin(BinOp::IGe, Op::Var(v), Op::Int(0)), Type::Bool);
+                b.and(ge);
             }
         }
-        let mut bounds: Vec<&(Affine, Option<Op>)> = Vec::new();
-        for x in &self.bounds {
-            if !bounds.contains(&x) {
-                bounds.push(x);
-            }
-        }
-        for (a, m) in bounds {
+        for (a, m) in &self.bounds {
             let max = b.largest(a, &self.loops);
             if let Some(m) = m {
                 let lt = b.let_(Rhs::Bin(BinOp::ILt, max, m.clone()), Type::Bool);
@@ -356,7 +333,7 @@ impl Test {
         let ok = b.ok.take().unwrap_or(Op::Bool(true));
         let fast = renamed(unchecked(nest.clone()), b.vars);
         b.out.push(Stmt::If { cond: ok, then: vec![fast], els: vec![nest] });
-        out.extend(b.out);
+        b.out
     }
 }
 
@@ -461,37 +438,9 @@ impl TestBuilder<'_> {
 }
 
 /// The nest without its checks, its checked additions and products
-/// wrapping (the test before it covers them all), and without the
-/// conditions only the checks read.
-fn unchecked(s: Stmt) -> Stmt {
-    let mut s = without_checks(s);
-    loop {
-        let mut uses: FxHashMap<VarId, usize> = FxHashMap::default();
-        walk(std::slice::from_ref(&s), &mut |t| {
-            for o in crate::visit::stmt_operands(t) {
-                if let Op::Var(v) = o {
-                    *uses.entry(*v).or_default() += 1;
-                }
-            }
-        });
-        let dead = |t: &Stmt| matches!(t, Stmt::Let(v, r @ (Rhs::Bin(..) | Rhs::Copy(_))) if r.is_pure() && !uses.contains_key(v));
-        let mut removed = false;
-        fn prune(b: &mut Block, dead: &dyn Fn(&Stmt) -> bool, removed: &mut bool) {
-            let before = b.len();
-            b.retain(|t| !dead(t));
-            *removed |= b.len() != before;
-            nested_blocks(b, &mut |inner| prune(inner, dead, removed));
-        }
-        if let Stmt::For { body, .. } = &mut s {
-            prune(body, &dead, &mut removed);
-        }
-        if !removed {
-            return s;
-        }
-    }
-}
-
-fn without_checks(mut s: Stmt) -> Stmt {
+/// wrapping (the test before it covers them all). (The conditions only the
+/// checks read go with `dce`, after the pass.)
+fn unchecked(mut s: Stmt) -> Stmt {
     fn strip(b: &mut Block) {
         b.retain(|s| !matches!(s, Stmt::Check { .. }));
         for s in b.iter_mut() {
