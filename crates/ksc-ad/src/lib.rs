@@ -19,7 +19,7 @@ pub mod tape;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use ksc_ir::{Def, Derivation, FunName};
+use ksc_ir::{Def, Derivation, FunName, Type};
 
 pub use derive::AdError;
 
@@ -237,6 +237,36 @@ pub fn derive_one(program: &dyn Program, request: &FunName) -> Derived {
     derive(program, std::slice::from_ref(request), true)
 }
 
+/// Why the derivation `d` of f, made from f's signature, cannot be made,
+/// if it cannot. A Jacobian's columns are the tangent of f's argument (of
+/// its first parameter, for `jac1` and `jacsparse1` of several) and its
+/// rows the tangent of f's result; `[sufrev f]` takes and gives tangents;
+/// `[shape f]` gives the shape of f's result. A lambda has neither.
+fn signature_fault(d: Derivation, f: &Def) -> Option<AdError> {
+    let s = f.arg_ty();
+    let (columns, what, rows) = match (d, &s) {
+        (Derivation::Jac1 | Derivation::JacSparse1, Type::Tuple(ts)) if f.params.len() >= 2 => {
+            (&ts[0], "first parameter", true)
+        }
+        (
+            Derivation::Jac | Derivation::Jac1 | Derivation::JacSparse | Derivation::JacSparse1 | Derivation::SufRev,
+            _,
+        ) => (&s, "argument", true),
+        (Derivation::Shape, _) => (&s, "argument", false),
+        _ => return None,
+    };
+    let message = if rows && columns.tangent().is_none() {
+        format!("the {what} `{columns}` has no tangent (a lambda has none)")
+    } else if rows && f.ret_ty.tangent().is_none() {
+        format!("the result `{}` has no tangent (a lambda has none)", f.ret_ty)
+    } else if !rows && f.ret_ty.shape().is_none() {
+        format!("the result `{}` has no shape (a lambda has none)", f.ret_ty)
+    } else {
+        return None;
+    };
+    Some(AdError { message, at: None })
+}
+
 fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
     let mut by_name: FxHashMap<FunName, Def> = FxHashMap::default();
     let mut out = Derived::default();
@@ -393,6 +423,14 @@ fn derive(program: &dyn Program, requests: &[FunName], one: bool) -> Derived {
             }
             _ => f,
         };
+        // Derivations made from f's signature alone: a lambda in it may
+        // leave them without a type (f is differentiated where a call
+        // passes it a known lambda, as a copy with the lambda written in).
+        if let Some(e) = signature_fault(d, &f) {
+            out.errors.push((name.clone(), e));
+            failed.insert(name);
+            continue;
+        }
         let made = match d {
             // `[shape f]` is the shape of f's result (simplified later
             // where the shape rules allow). `[jac f]` calls `[fwd f]` or
