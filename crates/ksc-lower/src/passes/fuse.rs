@@ -14,9 +14,10 @@
 //! `min(n, _)`, or checked equal to `n` in between); the producer prints
 //! nothing; the consumers have no preheader, no calls, prints or
 //! allocations, read nothing computed or assigned from the producer on
-//! (copies of earlier values are read as those values), and write
-//! accumulators (by store or `+=`, into vectors or their rows) that
-//! nothing else in between touches and no other consumer writes: each
+//! (copies of earlier values are read as those values), assign no
+//! variable from outside, and write accumulators (by store or `+=`, into
+//! vectors or their rows) that nothing else in between touches and no
+//! other consumer writes: each
 //! element of an accumulator then gets the same additions in the same
 //! order. A fused consumer's size check may report before a failure later
 //! in the producer's iterations would have.
@@ -205,6 +206,12 @@ fn fuse_at(b: &mut Block, p: usize, cx: &Fusion, vars: &mut Vec<VarInfo>) -> boo
         };
         let mut independent = true;
         walk(cb, &mut |s| {
+            // An assignment of a variable from outside (`equal := false`
+            // in a loop comparing two vectors) would run in the producer's
+            // iterations, maybe before the variable is declared.
+            if let Stmt::Set(v, _) = s {
+                independent &= inside.contains(v);
+            }
             for o in stmt_operands(s) {
                 if let Op::Var(v) = o {
                     if !inside.contains(v) && *v != *j && *v != t {
