@@ -13,9 +13,10 @@ fn func(vars: Vec<Type>, body: Block) -> Func {
 #[test]
 fn names_are_the_pipelines_passes_each_once() {
     let names = names();
-    assert_eq!(PIPELINE.len(), 22);
+    assert_eq!(PIPELINE.len(), 23);
     assert_eq!(names.len(), 21, "{names:?}");
     assert_eq!(PIPELINE.iter().filter(|p| p.name() == "fold-alloc-dims").count(), 2);
+    assert_eq!(PIPELINE.iter().filter(|p| p.name() == "cse").count(), 2);
     assert_eq!(names.first(), Some(&"share-guarded"));
     assert_eq!(names.last(), Some(&"place-arena-scopes"));
     for n in &names {

@@ -2,6 +2,18 @@
 //! dominates it (earlier in its block or an enclosing one) is replaced by
 //! that one's variable, and a copy `let x = y` by `y` itself.
 //!
+//! Comparisons of an integer with itself are folded (`x == x`, `x <= x`
+//! and `x >= x` are true; `x < x` and `x > x` false), as are a loop's
+//! index compared with 0 (`i >= 0`) and with the loop's bound (`i < n`);
+//! then a `check` of a true condition goes, an `if` on a constant is its
+//! branch and a `select` on one its operand. They come from the lowering's
+//! size checks once `fold-alloc-dims` has read a fresh tensor's size as
+//! the size it was allocated with (`ts_add` of two tensors tests `dim a ==
+//! dim b`, a copy of the same size: 52 of gmm.ks's 317 checks in an
+//! unchecked build, some in the gradient's loop over a component's rows),
+//! and from index checks whose size CSE found to be the loop's bound (162
+//! of the checked build's 495). So this pass also runs after that one.
+//!
 //! Lowering hash-conses as it builds (`builder.rs`); this second round
 //! runs after LICM, which moves computations from different loops next
 //! to each other before them.
@@ -32,15 +44,17 @@ impl Pass<Func, LoopCx<'_>> for Cse {
     }
 }
 
-/// Replaces the common subexpressions; whether there were any (each
-/// replacement drops a `let`).
+/// Replaces the common subexpressions and folds what is known; whether
+/// anything changed.
 fn cse(f: &mut Func) -> bool {
     let written = written_arrays(&f.body);
     let mut subst: FxHashMap<VarId, Op> = FxHashMap::default();
     let mut scopes: Vec<FxHashMap<Rhs, VarId>> = vec![FxHashMap::default()];
     let body = std::mem::take(&mut f.body);
-    f.body = cse_block(body, &f.vars, &written, &mut subst, &mut scopes);
-    !subst.is_empty()
+    let mut dropped = false;
+    let mut bounds = FxHashMap::default();
+    f.body = cse_block(body, &f.vars, &written, &mut subst, &mut scopes, &mut bounds, &mut dropped);
+    !subst.is_empty() || dropped
 }
 
 fn cse_block(
@@ -49,6 +63,8 @@ fn cse_block(
     written: &FxHashSet<VarId>,
     subst: &mut FxHashMap<VarId, Op>,
     scopes: &mut Vec<FxHashMap<Rhs, VarId>>,
+    bounds: &mut FxHashMap<VarId, Op>,
+    dropped: &mut bool,
 ) -> Block {
     let mut out = Vec::with_capacity(block.len());
     for mut s in block {
@@ -60,6 +76,22 @@ fn cse_block(
             }
         }
         match s {
+            Stmt::Let(v, rhs) if folded(&rhs, bounds).is_some() => {
+                let o = folded(&rhs, bounds).expect("a folded computation");
+                if matches!(o, Op::Var(w) if vars[w.0 as usize].mutable) {
+                    out.push(Stmt::Let(v, Rhs::Copy(o)));
+                } else {
+                    subst.insert(v, o);
+                }
+            }
+            Stmt::Check { cond: Op::Bool(true), .. } => *dropped = true,
+            Stmt::If { cond: Op::Bool(c), then, els } => {
+                // The branch taken, in this block (its variables are
+                // defined once: nothing after the `if` reads them).
+                *dropped = true;
+                let taken = cse_block(if c { then } else { els }, vars, written, subst, scopes, bounds, dropped);
+                out.extend(taken);
+            }
             Stmt::Let(v, rhs) => {
                 let shareable = rhs.is_pure()
                     && !matches!(&rhs, Rhs::Load { arr: Op::Var(a), .. } if written.contains(a))
@@ -80,20 +112,23 @@ fn cse_block(
                 out.push(Stmt::Let(v, rhs));
             }
             Stmt::For { idx, n, pre, body, reset } => {
+                if !matches!(n, Op::Var(w) if vars[w.0 as usize].mutable) {
+                    bounds.insert(idx, n.clone());
+                }
                 scopes.push(FxHashMap::default());
-                let pre = cse_block(pre, vars, written, subst, scopes);
+                let pre = cse_block(pre, vars, written, subst, scopes, bounds, dropped);
                 scopes.push(FxHashMap::default());
-                let body = cse_block(body, vars, written, subst, scopes);
+                let body = cse_block(body, vars, written, subst, scopes, bounds, dropped);
                 scopes.pop();
                 scopes.pop();
                 out.push(Stmt::For { idx, n, pre, body, reset });
             }
             Stmt::If { cond, then, els } => {
                 scopes.push(FxHashMap::default());
-                let then = cse_block(then, vars, written, subst, scopes);
+                let then = cse_block(then, vars, written, subst, scopes, bounds, dropped);
                 scopes.pop();
                 scopes.push(FxHashMap::default());
-                let els = cse_block(els, vars, written, subst, scopes);
+                let els = cse_block(els, vars, written, subst, scopes, bounds, dropped);
                 scopes.pop();
                 out.push(Stmt::If { cond, then, els });
             }
@@ -101,4 +136,23 @@ fn cse_block(
         }
     }
     out
+}
+
+/// What `rhs` is without computing it, if known: a comparison of an
+/// integer with itself, or of a loop's index with 0 or with the loop's
+/// bound (`bounds`), a conjunction with a constant, a `select` on one.
+fn folded(rhs: &Rhs, bounds: &FxHashMap<VarId, Op>) -> Option<Op> {
+    match rhs {
+        Rhs::Bin(BinOp::ILt, Op::Var(i), n) if bounds.get(i) == Some(n) => Some(Op::Bool(true)),
+        Rhs::Bin(BinOp::IGe, Op::Var(i), Op::Int(0)) if bounds.contains_key(i) => Some(Op::Bool(true)),
+        Rhs::Bin(op, a, b) if a == b => match op {
+            BinOp::IEq | BinOp::ILe | BinOp::IGe => Some(Op::Bool(true)),
+            BinOp::ILt | BinOp::IGt => Some(Op::Bool(false)),
+            _ => None,
+        },
+        Rhs::Bin(BinOp::And, Op::Bool(true), x) | Rhs::Bin(BinOp::And, x, Op::Bool(true)) => Some(x.clone()),
+        Rhs::Bin(BinOp::And, Op::Bool(false), _) | Rhs::Bin(BinOp::And, _, Op::Bool(false)) => Some(Op::Bool(false)),
+        Rhs::Select(Op::Bool(c), a, b) => Some(if *c { a.clone() } else { b.clone() }),
+        _ => None,
+    }
 }

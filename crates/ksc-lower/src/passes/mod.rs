@@ -70,6 +70,9 @@ pub static PIPELINE: &[&LoopPass] = &[
     &dce::Dce,
     // Again: DCE removed what hid more of them.
     &alloc_dims::FoldAllocDims,
+    // Again: the sizes read from allocations make comparisons of a size
+    // with itself (`ts_add`'s checks), which CSE folds.
+    &cse::Cse,
     &fuse::FuseConsumers,
     &packed::ForwardPackedTensors,
     &unswitch::UnswitchInvariantBranches,
