@@ -5,8 +5,9 @@
 //! Comparisons of an integer with itself are folded (`x == x`, `x <= x`
 //! and `x >= x` are true; `x < x` and `x > x` false), as are a loop's
 //! index compared with 0 (`i >= 0`) and with the loop's bound (`i < n`);
-//! then a `check` of a true condition goes, an `if` on a constant is its
-//! branch and a `select` on one its operand. They come from the lowering's
+//! in a branch of an `if`, its condition is known; then a `check` of a
+//! true condition goes, an `if` on a constant is its branch and a `select`
+//! on one its operand. They come from the lowering's
 //! size checks once `fold-alloc-dims` has read a fresh tensor's size as
 //! the size it was allocated with (`ts_add` of two tensors tests `dim a ==
 //! dim b`, a copy of the same size: 52 of gmm.ks's 317 checks in an
@@ -124,12 +125,26 @@ fn cse_block(
                 out.push(Stmt::For { idx, n, pre, body, reset });
             }
             Stmt::If { cond, then, els } => {
-                scopes.push(FxHashMap::default());
-                let then = cse_block(then, vars, written, subst, scopes, bounds, dropped);
-                scopes.pop();
-                scopes.push(FxHashMap::default());
-                let els = cse_block(els, vars, written, subst, scopes, bounds, dropped);
-                scopes.pop();
+                // In each branch the condition is known (a test of it
+                // there again, as reverse mode's copies of a branch make).
+                let known = match &cond {
+                    Op::Var(c) if !vars[c.0 as usize].mutable => Some(*c),
+                    _ => None,
+                };
+                let mut branch = |block: Block, value: bool, subst: &mut FxHashMap<VarId, Op>| {
+                    if let Some(c) = known {
+                        subst.insert(c, Op::Bool(value));
+                    }
+                    scopes.push(FxHashMap::default());
+                    let block = cse_block(block, vars, written, subst, scopes, bounds, dropped);
+                    scopes.pop();
+                    if let Some(c) = known {
+                        subst.remove(&c);
+                    }
+                    block
+                };
+                let then = branch(then, true, subst);
+                let els = branch(els, false, subst);
                 out.push(Stmt::If { cond, then, els });
             }
             s => out.push(s),
@@ -145,11 +160,8 @@ fn folded(rhs: &Rhs, bounds: &FxHashMap<VarId, Op>) -> Option<Op> {
     match rhs {
         Rhs::Bin(BinOp::ILt, Op::Var(i), n) if bounds.get(i) == Some(n) => Some(Op::Bool(true)),
         Rhs::Bin(BinOp::IGe, Op::Var(i), Op::Int(0)) if bounds.contains_key(i) => Some(Op::Bool(true)),
-        Rhs::Bin(op, a, b) if a == b => match op {
-            BinOp::IEq | BinOp::ILe | BinOp::IGe => Some(Op::Bool(true)),
-            BinOp::ILt | BinOp::IGt => Some(Op::Bool(false)),
-            _ => None,
-        },
+        Rhs::Bin(BinOp::IEq | BinOp::ILe | BinOp::IGe, a, b) if a == b => Some(Op::Bool(true)),
+        Rhs::Bin(BinOp::ILt | BinOp::IGt, a, b) if a == b => Some(Op::Bool(false)),
         Rhs::Bin(BinOp::And, Op::Bool(true), x) | Rhs::Bin(BinOp::And, x, Op::Bool(true)) => Some(x.clone()),
         Rhs::Bin(BinOp::And, Op::Bool(false), _) | Rhs::Bin(BinOp::And, _, Op::Bool(false)) => Some(Op::Bool(false)),
         Rhs::Select(Op::Bool(c), a, b) => Some(if *c { a.clone() } else { b.clone() }),
