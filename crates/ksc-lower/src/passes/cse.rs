@@ -12,8 +12,9 @@
 //! the size it was allocated with (`ts_add` of two tensors tests `dim a ==
 //! dim b`, a copy of the same size: 52 of gmm.ks's 317 checks in an
 //! unchecked build, some in the gradient's loop over a component's rows),
-//! and from index checks whose size CSE found to be the loop's bound (162
-//! of the checked build's 495). So this pass also runs after that one.
+//! and from index checks whose size CSE found to be the loop's bound (with
+//! the former, 162 of the checked build's 495). So this pass also runs
+//! after that one.
 //!
 //! Lowering hash-conses as it builds (`builder.rs`); this second round
 //! runs after LICM, which moves computations from different loops next
