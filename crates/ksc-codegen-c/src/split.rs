@@ -289,12 +289,12 @@ fn sizes(
     total
 }
 
-/// What a part, the statements `part` of a block of `f` split by `plan`, passes: the
-/// variables it reads that are defined outside it (by value); the mutable
-/// ones declared outside it that it assigns (by address); and its
-/// results, the variables it declares (not in a nested block) that are
-/// read or assigned outside it (by address, declared by the caller). Each
-/// sorted.
+/// What a part, the statements `part` of a block of `f` split by `plan`,
+/// passes: the variables it reads that are defined outside it (by
+/// value); the mutable ones declared outside it that it assigns (by
+/// address); and its results, the variables it declares (not in a nested
+/// block) that are read or assigned outside it (by address, declared by
+/// the caller). Each sorted.
 pub fn interface(f: &Func, plan: &Plan, part: &[Stmt]) -> Interface {
     let own = ksc_lower::visit::defined_in(part);
     let mut read: Vec<VarId> = Vec::new();
@@ -348,24 +348,11 @@ pub struct Interface {
     pub results: Vec<VarId>,
 }
 
-/// Counts each variable's uses in `b`: as an operand, assigned, copied
-/// down, reset to or kept.
+/// Counts each variable's mentions in `b` (nested blocks included:
+/// `ksc_lower::visit::stmt_mentions`).
 fn mentions(b: &[Stmt], out: &mut FxHashMap<VarId, usize>) {
     ksc_lower::visit::walk(b, &mut |s| {
-        let mut add = |v: VarId| *out.entry(v).or_insert(0) += 1;
-        for o in ksc_lower::visit::stmt_operands(s) {
-            if let Op::Var(v) = o {
-                add(*v);
-            }
-        }
-        match s {
-            Stmt::Set(v, _) | Stmt::Reset(v) => add(*v),
-            Stmt::CopyDown { mark, vars } => {
-                add(*mark);
-                vars.iter().for_each(|v| add(*v));
-            }
-            _ => {}
-        }
+        ksc_lower::visit::stmt_mentions(s, &mut |v| *out.entry(v).or_insert(0) += 1);
     });
 }
 

@@ -224,15 +224,31 @@ pub fn count_stmts(b: &Block) -> usize {
     n
 }
 
-/// Does a statement (nested ones included) mention `v`: as an operand, as
-/// the variable a `Set` assigns, or as the mark or a variable of a
-/// copy-down or reset?
+/// Calls `f` with each variable a statement itself (not its nested
+/// blocks) mentions, once per mention: as an operand, as the variable a
+/// `Set` assigns, or as the mark or a variable of a copy-down or reset.
+pub fn stmt_mentions(s: &Stmt, f: &mut impl FnMut(VarId)) {
+    for o in stmt_operands(s) {
+        if let Op::Var(v) = o {
+            f(*v);
+        }
+    }
+    match s {
+        Stmt::Set(v, _) | Stmt::Reset(v) => f(*v),
+        Stmt::CopyDown { mark, vars } => {
+            f(*mark);
+            vars.iter().for_each(|v| f(*v));
+        }
+        _ => {}
+    }
+}
+
+/// Does a statement (nested ones included) mention `v` ([`stmt_mentions`])?
 pub(crate) fn mentions(s: &Stmt, v: VarId) -> bool {
     any_stmt(std::slice::from_ref(s), &mut |s| {
-        stmt_operands(s).iter().any(|o| **o == Op::Var(v))
-            || matches!(s, Stmt::CopyDown { mark, vars } if *mark == v || vars.contains(&v))
-            || matches!(s, Stmt::Reset(m) if *m == v)
-            || matches!(s, Stmt::Set(k, _) if *k == v)
+        let mut found = false;
+        stmt_mentions(s, &mut |w| found |= w == v);
+        found
     })
 }
 

@@ -78,14 +78,6 @@ fn cse_block(
             }
         }
         match s {
-            Stmt::Let(v, rhs) if folded(&rhs, bounds).is_some() => {
-                let o = folded(&rhs, bounds).expect("a folded computation");
-                if matches!(o, Op::Var(w) if vars[w.0 as usize].mutable) {
-                    out.push(Stmt::Let(v, Rhs::Copy(o)));
-                } else {
-                    subst.insert(v, o);
-                }
-            }
             Stmt::Check { cond: Op::Bool(true), .. } => *dropped = true,
             Stmt::If { cond: Op::Bool(c), then, els } => {
                 // The branch taken, in this block (its variables are
@@ -95,6 +87,16 @@ fn cse_block(
                 out.extend(taken);
             }
             Stmt::Let(v, rhs) => {
+                // What is known is not computed: its value is read instead
+                // (a mutable variable's, through a copy).
+                let rhs = match folded(&rhs, bounds) {
+                    Some(o @ Op::Var(w)) if vars[w.0 as usize].mutable => Rhs::Copy(o),
+                    Some(o) => {
+                        subst.insert(v, o);
+                        continue;
+                    }
+                    None => rhs,
+                };
                 let shareable = rhs.is_pure()
                     && !matches!(&rhs, Rhs::Load { arr: Op::Var(a), .. } if written.contains(a))
                     && rhs.operands().iter().all(|o| !matches!(o, Op::Var(w) if vars[w.0 as usize].mutable));
